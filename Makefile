@@ -1,0 +1,43 @@
+# Guardian — every target bootstraps .venv from a clean clone; nothing needs to be pre-installed
+# except python3 (>= 3.11) with venv.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: help venv test unit lint demo bench clean
+
+help:
+	@echo "make demo   - run the Guardian demo on embedded defaults"
+	@echo "make test   - lint (ruff, mypy, import contracts) and the test suite"
+	@echo "make lint   - ruff + mypy + import-linter only"
+	@echo "make bench  - heavy benchmarks (print comparison tables, write JSON under out/bench)"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
+
+test: lint
+	$(BIN)/python -m pytest -q -m "not bench" $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(BIN)/python -m controlplane.demo
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis out

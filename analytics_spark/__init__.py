@@ -1,0 +1,1 @@
+"""PySpark jobs and pure DataFrame transforms over audit data."""

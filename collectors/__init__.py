@@ -1,0 +1,1 @@
+"""Metric sources (Kafka admin, Prometheus text) and the pure snapshot builder."""

@@ -1,0 +1,1 @@
+"""I/O adapters: Kafka admin (kafka-python) and ClickHouse (clickhouse-connect)."""

@@ -1,0 +1,1 @@
+"""FastAPI application, routers, schemas and auth."""

@@ -1,0 +1,1 @@
+"""Command handlers, the state machine applied by Raft, anomaly detection."""

@@ -1,0 +1,1 @@
+"""Kafka-wire-compatible simulated federation for the demo, tests and benchmarks."""

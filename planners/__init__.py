@@ -1,0 +1,1 @@
+"""Pure planners: snapshot (+ models) -> Plan / ThrottleDecision; one goal per module."""

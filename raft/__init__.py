@@ -1,0 +1,1 @@
+"""Kafka-agnostic replicated state machine on pysyncobj."""
