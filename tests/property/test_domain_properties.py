@@ -99,7 +99,7 @@ def test_moving_a_replica_onto_a_dead_or_unknown_broker_is_always_caught(spec: G
         return
     p = data.draw(st.sampled_from(parts))
     dead = [b.id for b in snap.brokers if not b.is_alive and b.id not in p.replicas]
-    target = data.draw(st.sampled_from(dead + [10_000]))
+    target = data.draw(st.sampled_from([*dead, 10_000]))
     replicas = (target, *p.replicas[1:])
     plan = Plan(cluster=snap.cluster, kind="x", moves=(PartitionMove(p.topic, p.partition, replicas,
                                                                      (None,) * len(replicas)),))
@@ -126,7 +126,8 @@ def test_any_missing_required_field_is_named(data: st.DataObject) -> None:
         del doc["brokers"][i][field]
         path = f"$.brokers[{i}].{field}"
     else:
-        i, j, field = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 1)), data.draw(st.sampled_from(DISK_FIELDS))
+        i, j = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 1))
+        field = data.draw(st.sampled_from(DISK_FIELDS))
         del doc["brokers"][i]["disks"][j][field]
         path = f"$.brokers[{i}].disks[{j}].{field}"
     with pytest.raises(ContractError) as info:

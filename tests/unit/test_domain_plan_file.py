@@ -40,7 +40,8 @@ def test_kafka_entries_without_log_dirs_mean_any() -> None:
     ("mutate", "expected"),
     [
         (lambda d: d["reassignment"].update(version=2), "$.reassignment.version"),
-        (lambda d: d["reassignment"]["partitions"][0].update(replicas="3,2,4"), "$.reassignment.partitions[0].replicas"),
+        (lambda d: d["reassignment"]["partitions"][0].update(replicas="3,2,4"),
+         "$.reassignment.partitions[0].replicas"),
         (lambda d: d["reassignment"]["partitions"][0].update(partition=-1), "$.reassignment.partitions[0].partition"),
         (lambda d: d["reassignment"]["partitions"][0].update(log_dirs=["/a"]),
          "$.reassignment.partitions[0].log_dirs: 1 log dirs for 3 replicas"),
