@@ -57,7 +57,9 @@ T = TypeVar("T")
 
 _ROLE_NAMES = {0: "follower", 1: "candidate", 2: "leader"}
 _FAIL_NAMES = {
-    value: name for name, value in vars(FAIL_REASON).items() if not name.startswith("_") and isinstance(value, int)
+    value: name
+    for name, value in vars(FAIL_REASON).items()
+    if not name.startswith("_") and isinstance(value, int)
 }
 #: pysyncobj failures after which the command may still have been committed.
 _MAYBE_APPLIED = {FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME, FAIL_REASON.NOT_LEADER}
@@ -147,7 +149,7 @@ class _Waiter:
         self.event.set()
 
 
-class _Replica(SyncObj):  # type: ignore[misc]
+class _Replica(SyncObj):
     """The pysyncobj object; its only replicated method hands the log entry to the owner."""
 
     def __init__(
@@ -160,7 +162,7 @@ class _Replica(SyncObj):  # type: ignore[misc]
         self._guardian_apply_entry = apply_entry
         super().__init__(self_addr, list(peers), conf)
 
-    @replicated  # type: ignore[misc]
+    @replicated
     def guardian_apply(self, payload: str) -> JsonDict:
         return self._guardian_apply_entry(payload, self.raftLastApplied + 1)
 
@@ -238,7 +240,9 @@ class RaftNode:
         self._notifier = getattr(self._obj, "_SyncObj__pipeNotifier", None)
         if not self.peers and self._notifier is not None:
             self._obj.addOnTickCallback(self._kick_single_node)
-        self._monitor = threading.Thread(target=self._monitor_loop, name=f"raft-monitor-{self_addr}", daemon=True)
+        self._monitor = threading.Thread(
+            target=self._monitor_loop, name=f"raft-monitor-{self_addr}", daemon=True
+        )
         self._monitor.start()
 
     # ------------------------------------------------------------------ state machine side
@@ -310,7 +314,9 @@ class RaftNode:
         if waiter.error != FAIL_REASON.SUCCESS:
             code = waiter.error if waiter.error is not None else -1
             name = _FAIL_NAMES.get(code, str(code))
-            if code in (FAIL_REASON.MISSING_LEADER,) or (code == FAIL_REASON.NOT_LEADER and not self.is_leader):
+            if code in (FAIL_REASON.MISSING_LEADER,) or (
+                code == FAIL_REASON.NOT_LEADER and not self.is_leader
+            ):
                 raise NotLeaderError(self.leader, f"leadership lost while proposing ({name})")
             raise ProposalFailed(name, maybe_applied=code in _MAYBE_APPLIED)
         result: JsonDict = waiter.result
@@ -361,7 +367,9 @@ class RaftNode:
             return self._leader_term == self._obj.raftCurrentTerm
         st = self._raw_status()
         leader_commit = st.get("leader_commit_idx")
-        return st.get("leader") is not None and leader_commit is not None and st["last_applied"] >= leader_commit
+        return (
+            st.get("leader") is not None and leader_commit is not None and st["last_applied"] >= leader_commit
+        )
 
     @property
     def truncations(self) -> int:

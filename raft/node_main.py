@@ -74,7 +74,9 @@ def _make_handler(node: RaftNode, default_timeout: float) -> type[BaseHTTPReques
                 length = -1
             if not 0 < length <= MAX_BODY:
                 self.close_connection = True
-                self._send(400, {"error": "bad_request", "detail": f"need a JSON body of 1..{MAX_BODY} bytes"})
+                self._send(
+                    400, {"error": "bad_request", "detail": f"need a JSON body of 1..{MAX_BODY} bytes"}
+                )
                 return
             raw = self.rfile.read(length)
             try:
