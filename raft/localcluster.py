@@ -1,5 +1,7 @@
 """Launch a group of ``raft.node_main`` processes on 127.0.0.1 (reliability tests, benchmarks).
 
+Also a client that streams writes to whichever node leads (:class:`LeaderFollowingWriter`).
+
 Each node is a real OS process with its own Raft port, HTTP port and data directory; nodes can
 be killed with SIGKILL and restarted on the same directory.  :meth:`LocalCluster.close` always
 kills every process it started.
@@ -15,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -203,3 +206,110 @@ class LocalCluster:
                 return [s for s in states if s is not None]
             time.sleep(0.1)
         raise TimeoutError(f"nodes did not converge within {timeout}s: (applied_index, hash) = {last}")
+
+
+class LeaderFollowingWriter(threading.Thread):
+    """Streams puts (and every 7th an ID allocation) to whichever node leads, following hints.
+
+    Records only *acknowledged* writes: ``acked[key] = value`` and ``id_blocks`` in ack order.
+    """
+
+    def __init__(self, cluster: LocalCluster, start_at: int = 0, prefix: str = "w") -> None:
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.prefix = prefix
+        self.seq = start_at
+        self.acked: dict[str, int] = {}
+        self.ack_times: list[tuple[float, int]] = []  # (monotonic time, node index)
+        self.id_blocks: list[tuple[int, int]] = []
+        self.failures = 0
+        self.stop_flag = threading.Event()
+        self.target = 0
+
+    def run(self) -> None:
+        n = len(self.cluster.nodes)
+        while not self.stop_flag.is_set():
+            self.seq += 1
+            if self.seq % 7 == 0:
+                cmd: dict[str, Any] = {"type": "allocate_ids", "count": 5}
+            else:
+                cmd = {"type": "put", "key": f"{self.prefix}-{self.seq}", "value": self.seq}
+            try:
+                code, body, _ = self.cluster.nodes[self.target].propose(cmd, timeout=3.0)
+            except OSError:
+                code, body = None, {}
+            if code == 200:
+                self.ack_times.append((time.monotonic(), self.target))
+                if cmd["type"] == "put":
+                    self.acked[cmd["key"]] = cmd["value"]
+                else:
+                    self.id_blocks.append((body["result"]["first"], body["result"]["last"]))
+                continue
+            self.failures += 1
+            hinted = self.cluster.index_of(body.get("leader")) if code == 503 else None
+            if hinted is not None and hinted != self.target and self.cluster.nodes[hinted].alive:
+                self.target = hinted
+            else:
+                self.target = (self.target + 1) % n
+                time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.join(timeout=15)
+
+    def acks_after(self, t: float, exclude: int | None = None) -> list[float]:
+        """Times of acknowledgements after ``t`` from nodes other than ``exclude``."""
+        return [a for a, node in self.ack_times if a > t and node != exclude]
+
+    def problems(self, state: dict[str, Any]) -> list[str]:
+        """What a converged ``state`` (a node's /state ``state``) lacks of the acknowledged writes.
+
+        Empty when every acknowledged put is present with its value and the acknowledged ID
+        blocks are disjoint and increasing in acknowledgement order.
+        """
+        out: list[str] = []
+        kv = state["kv"]
+        missing = [k for k in self.acked if k not in kv]
+        if missing:
+            out.append(f"{len(missing)} acknowledged writes lost, e.g. {missing[:5]}")
+        wrong = [k for k, v in self.acked.items() if k in kv and kv[k]["value"] != v]
+        if wrong:
+            out.append(f"acknowledged writes with wrong values: {wrong[:5]}")
+        for (f1, l1), (f2, l2) in zip(self.id_blocks, self.id_blocks[1:], strict=False):
+            if not f1 <= l1 < f2 <= l2:
+                out.append(f"id blocks overlap or go backwards: {(f1, l1)} then {(f2, l2)}")
+                break
+        if self.id_blocks and state["next_id"].get("default", 1) <= self.id_blocks[-1][1]:
+            out.append("the id counter is behind an acknowledged id block")
+        return out
+
+
+@dataclass(frozen=True)
+class FailoverSample:
+    """One leader kill: who died, seconds to a new ready leader, seconds to the next ack elsewhere."""
+
+    killed: int
+    new_leader: int
+    election_s: float
+    first_ack_s: float
+
+
+def kill_leader(
+    cluster: LocalCluster, writer: LeaderFollowingWriter, timeout: float = 10.0
+) -> FailoverSample:
+    """``kill -9`` the current leader while ``writer`` streams; measure the failover.
+
+    Raises TimeoutError if no new leader is ready, or no write is acknowledged by another node,
+    within ``timeout``.
+    """
+    old = cluster.wait_leader()
+    t_kill = time.monotonic()
+    cluster.nodes[old].kill()
+    new = cluster.wait_leader(timeout=timeout, exclude=old)
+    election = time.monotonic() - t_kill
+    deadline = time.monotonic() + timeout
+    while not writer.acks_after(t_kill, exclude=old):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no write acknowledged within {timeout}s of killing the leader")
+        time.sleep(0.005)
+    return FailoverSample(old, new, election, writer.acks_after(t_kill, exclude=old)[0] - t_kill)
