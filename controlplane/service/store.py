@@ -37,6 +37,10 @@ class StateStore(Protocol):
         """True when this store may act (always for a local store)."""
         ...
 
+    def status(self) -> dict[str, Any]:
+        """Role, term, leader, commit index and readiness, for /status, /readyz and metrics."""
+        ...
+
 
 class LocalStateStore:
     """Single-process store; with ``path`` the state is written atomically after every command, so a
@@ -52,6 +56,12 @@ class LocalStateStore:
     @property
     def is_leader(self) -> bool:
         return True
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            seq = int(self._sm.state["log_seq"])
+        return {"role": "local", "is_leader": True, "leader": "local", "term": 0, "commit_index": seq,
+                "last_applied": seq, "ready": True}
 
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
         cmd = validate_command(command)
