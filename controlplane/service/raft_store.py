@@ -30,7 +30,8 @@ class RaftStateStore:
         return self.node.is_leader
 
     def status(self) -> dict[str, Any]:
-        return self.node.status()
+        digest, index = self.node.state_hash()
+        return {**self.node.status(), "state_hash": digest, "state_index": index}
 
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
         return self.node.propose(command, timeout)

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from controlplane.service.commands import validate_command
 from controlplane.service.state import GuardianState
-from raft.protocol import JsonDict, canonical_json
+from raft.protocol import JsonDict, canonical_json, state_hash
 
 T = TypeVar("T")
 
@@ -60,8 +60,9 @@ class LocalStateStore:
     def status(self) -> dict[str, Any]:
         with self._lock:
             seq = int(self._sm.state["log_seq"])
+            digest = state_hash(self._sm.state)
         return {"role": "local", "is_leader": True, "leader": "local", "term": 0, "commit_index": seq,
-                "last_applied": seq, "ready": True}
+                "last_applied": seq, "ready": True, "state_hash": digest}
 
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
         cmd = validate_command(command)
