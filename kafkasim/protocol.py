@@ -318,6 +318,9 @@ class Handler:
     @staticmethod
     def _topic_configs(cl: Cluster, t: m.Topic) -> dict[str, str]:
         out = dict(m.TOPIC_CONFIG_DEFAULTS)
+        if cl.partition_throttle:
+            out[m.PT_PRODUCE] = ""
+            out[m.PT_FETCH] = ""
         out.update(t.configs)
         return out
 
