@@ -116,6 +116,7 @@ class SimServer:
         self.control: asyncio.Server | None = None
         self.conns: dict[int, set[asyncio.StreamWriter]] = {}
         self.requests: dict[int, dict[str, int]] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
         self._tick_task: asyncio.Task[None] | None = None
         self.running = False
         self.sim_advanced = 0.0
@@ -162,6 +163,11 @@ class SimServer:
         for conns in self.conns.values():
             for w in list(conns):
                 w.close()
+        pending = [t for t in self.tasks if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
         for srv in [*self.kafka_servers.values(), *self.metrics_servers.values(),
                     *([self.control] if self.control else [])]:
             with contextlib.suppress(Exception):
@@ -219,6 +225,9 @@ class SimServer:
         host = str(peer[0]) if peer else "?"
         conns = self.conns.setdefault(b.gidx, set())
         conns.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.add(task)
         try:
             while True:
                 hdr = await reader.readexactly(4)
@@ -236,6 +245,8 @@ class SimServer:
             log.exception("connection to broker %s failed", b.id)
         finally:
             conns.discard(writer)
+            if task is not None:
+                self.tasks.discard(task)
             writer.close()
 
     async def _respond(self, cl: Cluster, b: Broker, frame: bytes, host: str) -> bytes | None:
