@@ -379,19 +379,24 @@ def _partition_index(snapshot: ClusterSnapshot) -> tuple[dict[PartitionId, Parti
 
 def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: Mapping[PartitionId, Partition],
                            lineage: Lineage, read: bool) -> float:
-    """Bytes/s ``client`` moves through the partitions of one broker (audit; else topic share)."""
+    """Bytes/s ``client`` moves through the partitions one broker leads *now*: each partition's current
+    traffic times the client's share of it (audit lineage; else an equal share among the topic's top
+    clients). Lineage says who, the live metrics say how much (audit intervals lag behind)."""
     per_part = lineage.fetch if read else lineage.produce
     per_topic = lineage.topic_consumers if read else lineage.topic_producers
     total = 0.0
-    for pid in broker_parts:
+    for pid in sorted(broker_parts):
+        p = parts[pid]
+        now = p.bytes_out_per_s if read else p.bytes_in_per_s
         shares = per_part.get(pid)
         if shares:
-            total += sum(s.bytes_per_s for s in shares if s.client_id == client)
+            whole = sum(s.bytes_per_s for s in shares)
+            mine = sum(s.bytes_per_s for s in shares if s.client_id == client)
+            total += now * (mine / whole) if whole > 0 else 0.0
             continue
         tshares = per_topic.get(pid[0], ())
         if any(s.client_id == client for s in tshares):
-            p = parts[pid]
-            total += (p.bytes_out_per_s if read else p.bytes_in_per_s) / max(len(tshares), 1)
+            total += now / max(len(tshares), 1)
     return total
 
 

@@ -130,22 +130,23 @@ def _http_get(url: str, timeout_s: float) -> str:
 
 
 class _Counters:
-    """Counter -> rate with measured elapsed time; resets and short intervals give None."""
+    """Counter -> rate over the measured elapsed time. A reset gives None; an interval too short to
+    measure (an alert right after a scheduled pass) repeats the last rate instead of dividing by ~0."""
 
     def __init__(self) -> None:
         self.prev: dict[Any, tuple[float, float]] = {}
+        self.last: dict[Any, float | None] = {}
 
     def rate(self, key: Any, t: float, value: float | None) -> float | None:
         if value is None or not math.isfinite(value):
             return None
         old = self.prev.get(key)
+        if old is not None and t - old[0] < MIN_ELAPSED_S and value >= old[1]:
+            return self.last.get(key)
         self.prev[key] = (t, value)
-        if old is None:
-            return None
-        dt = t - old[0]
-        if dt < MIN_ELAPSED_S or value < old[1]:
-            return None
-        return (value - old[1]) / dt
+        rate = None if old is None or value < old[1] else (value - old[1]) / (t - old[0])
+        self.last[key] = rate
+        return rate
 
 
 def _admin(bootstrap: str, client_id: str) -> Any:
@@ -280,8 +281,8 @@ class KafkaThrottleSource:
             src_dir = dir_of.get((leader, tp.topic, tp.partition))
             for b in info_r.get("adding_replicas", []):
                 dest_dir = dir_of.get((int(b), tp.topic, tp.partition))
-                size = self._replica_size(log_dirs, int(b), tp.topic, tp.partition)
-                copy_rate = self.sizes.rate(("copy", b, tp.topic, tp.partition), t_obs, size)
+                copied = self._replica_size(log_dirs, int(b), tp.topic, tp.partition)
+                copy_rate = self.sizes.rate(("copy", b, tp.topic, tp.partition), t_obs, copied)
                 if dest_dir is None or copy_rate is None:
                     continue
                 transfers.append(Transfer("reassign", tp.topic, tp.partition,
@@ -558,10 +559,9 @@ class KafkaThrottleActuator:
     def _alter(self, resource: Any) -> None:
         res = self._adm().alter_configs([resource], raise_on_unknown=False)
         for by_name in res.values():
-            for name, err in by_name.items():
-                label = getattr(err, "__name__", type(err).__name__)
-                if label not in ("NoError", "dict") and not isinstance(err, dict):
-                    raise RuntimeError(f"alter configs of {name}: {label}")
+            for name, result in by_name.items():
+                if result != "OK":  # kafka-python reports "OK" or the error's text
+                    raise RuntimeError(f"alter configs of {name}: {result}")
 
     def _partition_rate(self, key: str, topic: str, partition: int, rate: int | None) -> None:
         from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
