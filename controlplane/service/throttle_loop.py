@@ -321,6 +321,18 @@ class ThrottleService:
             return _jsonable(out)
 
 
+def bind_kafka(cluster: str, record: Mapping[str, Any]) -> ClusterBinding | None:
+    """The wire adapters for a registered cluster (None when it has no metrics URLs to observe)."""
+    from controlplane.adapters.kafka_throttle import KafkaThrottleActuator, KafkaThrottleSource
+
+    urls = record.get("metrics_urls") or {}
+    servers = ",".join(record.get("bootstrap_servers") or [])
+    if not urls or not servers:
+        return None
+    ordered = [str(u) for _, u in sorted(urls.items(), key=lambda kv: str(kv[0]))]
+    return ClusterBinding(KafkaThrottleSource(cluster, servers, ordered), KafkaThrottleActuator(servers))
+
+
 def _jsonable(value: Any) -> Any:
     """``value`` with tuples as lists and non-finite floats as None (the state rejects NaN)."""
     if isinstance(value, float):

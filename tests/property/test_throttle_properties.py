@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -93,7 +94,7 @@ def test_queue_is_sorted_largest_first_and_independent_of_input_order(rows: list
     rnd.shuffle(shuffled)
     q2 = abnormal_queue(shuffled, expected, cfg)
     assert [e.sort_key for e in q1] == [e.sort_key for e in q2]
-    assert all(a.flow.bytes_per_s >= b.flow.bytes_per_s for a, b in zip(q1, q1[1:], strict=False))
+    assert all(a.flow.bytes_per_s >= b.flow.bytes_per_s for a, b in itertools.pairwise(q1))
     for e in q1:  # reads always, writes only above expectation x tolerance, replication never
         assert e.flow.behaviour != "replication_write"
         if e.flow.behaviour == "user_write":

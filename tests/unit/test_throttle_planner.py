@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -121,7 +122,7 @@ def test_queue_holds_reads_and_excess_writes_largest_first() -> None:
     queue = abnormal_queue(flows, expected, ThrottleConfig())
     assert [(e.flow.behaviour, e.flow.topic) for e in queue] == [
         ("user_read", "orders"), ("migration_write", "events"), ("user_write", "events"), ("user_read", "events")]
-    assert all(a.flow.bytes_per_s >= b.flow.bytes_per_s for a, b in zip(queue, queue[1:], strict=False))
+    assert all(a.flow.bytes_per_s >= b.flow.bytes_per_s for a, b in itertools.pairwise(queue))
     # orders-0 writes 20 MB/s against 19 expected: within tolerance, not queued
     assert not any(e.flow.behaviour == "user_write" and e.flow.topic == "orders" for e in queue)
 
