@@ -71,7 +71,9 @@ class ThrottleScenario:
         fed = build_federation(spec(partition_throttle, seed))
         fed.engine.burst_rate_per_hour = 0.0  # no random bursts: "unaffected" is measurable to +-5%
         self.fed = fed
-        self.runner = SimRunner(fed)
+        # the clock is frozen (speed ~0: the tick loop never takes a micro-step whose real-traffic rates would
+        # be bytes / 1e-6 s); time moves only through advance()
+        self.runner = SimRunner(fed, speed=1e-12)
         self.protection = protection
         self.step_s = step_s
         self.source: KafkaThrottleSource | None = None
