@@ -37,6 +37,7 @@ MAX_BODY = 1 << 20
 def _make_handler(node: RaftNode, default_timeout: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in separate writes
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return
