@@ -10,9 +10,10 @@
 
 from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
 from raft.node import Committed, RaftNode, RaftSettings
-from raft.protocol import CommandRejected, StateMachine, Validator
+from raft.protocol import CommandConflict, CommandRejected, StateMachine, Validator
 
 __all__ = [
+    "CommandConflict",
     "CommandRejected",
     "Committed",
     "NodeClosed",

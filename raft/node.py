@@ -40,6 +40,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
 from raft.protocol import (
+    CommandConflict,
     CommandRejected,
     JsonDict,
     StateMachine,
@@ -274,8 +275,9 @@ class RaftNode:
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
         """Validate, replicate and apply ``command``; return the state machine's result.
 
-        Raises CommandRejected (invalid, or refused by ``apply``), NotLeaderError (with the
-        leader's address), ProposalTimeout (outcome unknown), ProposalFailed, NodeClosed.
+        Raises CommandRejected (invalid: never proposed), CommandConflict (a CommandRejected:
+        committed but refused by ``apply``, no state change), NotLeaderError (with the leader's
+        address), ProposalTimeout (outcome unknown), ProposalFailed, NodeClosed.
         """
         return self.propose_committed(command, timeout).result
 
@@ -293,7 +295,7 @@ class RaftNode:
                 raise CommandRejected(f"invalid command: {exc}") from exc
         outcome = self._submit(encode_command(cmd), timeout)
         if not outcome["ok"]:
-            raise CommandRejected(outcome["error"])
+            raise CommandConflict(outcome["error"])
         return Committed(outcome["result"], outcome["index"])
 
     def _submit(self, payload: str, timeout: float) -> JsonDict:
