@@ -22,8 +22,9 @@ Guarantees
   ``on_leader_lost()`` runs when it stops being leader (a leader cut off from the majority steps
   down after ``leader_fallback`` seconds, one election timeout by default).
 
-The pysyncobj tick thread stops when the thread that created the node exits: create nodes on
-the main thread (or another long-lived one).
+The Raft thread runs until :meth:`RaftNode.close` or until the main thread exits.  Never call
+``propose`` from inside ``apply`` (it would wait for itself); keep the leadership callbacks
+short (start or stop background work, do not block in them).
 """
 
 from __future__ import annotations
@@ -227,6 +228,10 @@ class RaftNode:
             onStateChanged=self._on_state_changed,
         )
         self._obj = _Replica(self._apply_entry, self_addr, self.peers, conf)
+        # pysyncobj stops ticking when the thread that created it exits; tie it to the main
+        # thread instead, so a node built on a short-lived thread keeps running until close().
+        if hasattr(self._obj, "_SyncObj__mainThread"):
+            self._obj._SyncObj__mainThread = threading.main_thread()
         try:
             self._obj.waitBinded()
         except Exception as exc:

@@ -19,7 +19,7 @@ import pytest
 from raft.localcluster import LeaderFollowingWriter as Writer
 from raft.localcluster import LocalCluster, http_json, kill_leader
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 FAILOVER_LIMIT_S = 2.0
 

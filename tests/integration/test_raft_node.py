@@ -187,3 +187,20 @@ def test_bad_addresses_are_rejected(tmp_path: Path) -> None:
         RaftNode("localhost", [], DemoStateMachine(), tmp_path / "n")
     with pytest.raises(ValueError, match="host:port"):
         RaftNode("127.0.0.1:1", ["127.0.0.1:99999"], DemoStateMachine(), tmp_path / "n")
+
+
+def test_node_built_on_a_short_lived_thread_keeps_running(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    box: list[RaftNode] = []
+    maker = threading.Thread(
+        target=lambda: box.append(RaftNode(f"127.0.0.1:{port}", [], DemoStateMachine(), tmp_path / "n"))
+    )
+    maker.start()
+    maker.join()
+    node = box[0]
+    try:
+        assert node.wait_ready(5)
+        time.sleep(0.3)  # well after the creating thread has gone
+        assert node.propose({"type": "allocate_ids", "count": 2})["first"] == 1
+    finally:
+        node.close()
