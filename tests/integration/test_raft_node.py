@@ -14,7 +14,7 @@ from raft.demo import DemoStateMachine, validate_demo_command
 from raft.errors import NodeClosed, NotLeaderError
 from raft.localcluster import free_ports
 from raft.node import RaftNode, RaftSettings
-from raft.protocol import CommandRejected, JsonDict
+from raft.protocol import CommandConflict, CommandRejected, JsonDict
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,10 +76,11 @@ def test_single_node_proposes_rejects_and_recovers_from_journal(tmp_path: Path) 
         assert second.index > first.index and second.result == {"key": "k", "version": 1}
         commit = node.status()["commit_index"]
         for bad in ({"type": "put", "key": "k"}, {"type": "raft.barrier"}, {"no": "type"}):
-            with pytest.raises(CommandRejected):
+            with pytest.raises(CommandRejected) as info:
                 node.propose(bad)
+            assert not isinstance(info.value, CommandConflict)
         assert node.status()["commit_index"] == commit, "invalid commands must not be proposed"
-        with pytest.raises(CommandRejected, match="version of 'k' is 1"):
+        with pytest.raises(CommandConflict, match="version of 'k' is 1"):
             node.propose({"type": "cas", "key": "k", "expected_version": 5, "value": 0})
         assert node.read(lambda sm: sm.kv["k"]) == {"value": {"x": 1}, "version": 1}
         expected_hash, _ = node.state_hash()
@@ -105,7 +106,7 @@ def test_state_machine_errors_become_rejections_and_snapshots_restore(tmp_path: 
     node = RaftNode(addr, [], BuggyMachine(), tmp_path / "n", settings=settings)
     try:
         assert node.wait_ready(5)
-        with pytest.raises(CommandRejected, match="internal error"):
+        with pytest.raises(CommandConflict, match="internal error"):
             node.propose({"type": "boom"})
         for i in range(300):
             node.propose({"type": "put", "key": f"k{i % 120}", "value": i})
@@ -186,3 +187,20 @@ def test_bad_addresses_are_rejected(tmp_path: Path) -> None:
         RaftNode("localhost", [], DemoStateMachine(), tmp_path / "n")
     with pytest.raises(ValueError, match="host:port"):
         RaftNode("127.0.0.1:1", ["127.0.0.1:99999"], DemoStateMachine(), tmp_path / "n")
+
+
+def test_node_built_on_a_short_lived_thread_keeps_running(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    box: list[RaftNode] = []
+    maker = threading.Thread(
+        target=lambda: box.append(RaftNode(f"127.0.0.1:{port}", [], DemoStateMachine(), tmp_path / "n"))
+    )
+    maker.start()
+    maker.join()
+    node = box[0]
+    try:
+        assert node.wait_ready(5)
+        time.sleep(0.3)  # well after the creating thread has gone
+        assert node.propose({"type": "allocate_ids", "count": 2})["first"] == 1
+    finally:
+        node.close()
