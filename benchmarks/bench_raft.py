@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import write_result
 from raft.demo import DemoStateMachine, validate_demo_command
 from raft.localcluster import LeaderFollowingWriter, LocalCluster, NodeProcess, free_ports, kill_leader
 from raft.node import RaftNode, RaftSettings
@@ -100,9 +101,7 @@ def local_leader_group(
             settings=settings,
         )
         procs = [
-            NodeProcess(
-                ports[i], ports[size + i], root / f"node{i}", [a for a in addrs if a != addrs[i]], extra
-            )
+            NodeProcess(ports[i], ports[size + i], root / f"node{i}", [a for a in addrs if a != addrs[i]], extra)
             for i in range(1, size)
         ]
         for p in procs:
@@ -130,9 +129,7 @@ def bench_in_process(base: Path, seconds: float) -> dict[str, Any]:
                     def propose(t: int, i: int, node: RaftNode = node, threads: int = threads) -> None:
                         node.propose({"type": "put", "key": f"c{threads}-{t}-{i}", "value": i}, timeout=10)
 
-                    key = (
-                        f"{size} node{'s' if size > 1 else ''}, {threads} client{'s' if threads > 1 else ''}"
-                    )
+                    key = f"{size} node{'s' if size > 1 else ''}, {threads} client{'s' if threads > 1 else ''}"
                     out.setdefault(key, {})[name] = drive(propose, threads, seconds)
                     print(f"  {key:<28} {name:<20} {out[key][name]['ops_per_s']:8.0f} cmd/s", flush=True)
             finally:
@@ -151,16 +148,11 @@ def bench_http(base: Path, seconds: float) -> dict[str, Any]:
             cluster.start()
             leader = cluster.nodes[cluster.wait_leader(timeout=30)]
             for threads in (1, 8):
-                conns = [
-                    http.client.HTTPConnection("127.0.0.1", leader.http_port, timeout=10)
-                    for _ in range(threads)
-                ]
+                conns = [http.client.HTTPConnection("127.0.0.1", leader.http_port, timeout=10) for _ in range(threads)]
 
                 def propose(t: int, i: int, conns: list[http.client.HTTPConnection] = conns) -> None:
                     body = json.dumps({"type": "put", "key": f"h{t}-{i}", "value": i})
-                    conns[t].request(
-                        "POST", "/propose", body=body, headers={"Content-Type": "application/json"}
-                    )
+                    conns[t].request("POST", "/propose", body=body, headers={"Content-Type": "application/json"})
                     resp = conns[t].getresponse()
                     resp.read()
                     if resp.status != 200:
@@ -251,8 +243,7 @@ def render(results: dict[str, Any]) -> str:
         (
             "lost acked writes / diverged",
             lambda r: (
-                f"{'none' if not r['lost_write_problems'] else 'YES'} / "
-                f"{'no' if r['nodes_identical'] else 'YES'}"
+                f"{'none' if not r['lost_write_problems'] else 'YES'} / {'no' if r['nodes_identical'] else 'YES'}"
             ),
         ),
         ("pysyncobj truncation warnings", lambda r: str(r["pysyncobj_truncation_warnings"])),
@@ -273,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput measurement")
     p.add_argument("--kills", type=int, default=5, help="leader kills per configuration")
     p.add_argument("--quick", action="store_true", help="1 s measurements and 2 kills")
-    p.add_argument("--out", default="out/bench/raft.json")
+    p.add_argument("--out", default=None, help="JSON output (default out/bench/raft.json)")
     args = p.parse_args(argv)
     seconds, kills = (1.0, 2) if args.quick else (args.seconds, args.kills)
     with tempfile.TemporaryDirectory(prefix="bench-raft-") as tmp:
@@ -303,9 +294,13 @@ def main(argv: list[str] | None = None) -> int:
     table = render(results)
     print()
     print(table)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, default=str))
+    results = json.loads(json.dumps(results, default=str))
+    if args.out is None:
+        out = write_result("raft", results)
+    else:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {out}")
     return 0 if results["summary"]["safety_ok"] else 1
 
