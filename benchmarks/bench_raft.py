@@ -62,6 +62,7 @@ def drive(propose: Callable[[int, int], None], threads: int, seconds: float) -> 
                 propose(t, i)
             except Exception:
                 errors[t] += 1
+                time.sleep(0.01)
                 continue
             latencies[t].append(time.perf_counter() - t0)
 
@@ -109,12 +110,27 @@ def local_leader_group(
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (node.ready or (node.leader not in (None, addrs[0]))):
             time.sleep(0.02)
-        if node.is_leader and node.wait_ready(5):
+        if node.is_leader and node.wait_ready(5) and _stable_leader(node, settings):
             return node, procs
         node.close()  # another node won the election: try again with a fresh group
         for p in procs:
             p.kill()
     raise RuntimeError("the in-process node never became leader")
+
+
+def _stable_leader(node: RaftNode, settings: RaftSettings) -> bool:
+    """All peers connected and still the same leader one max election timeout later.
+
+    (pysyncobj connects only from the higher address to the lower one and retries every
+    ``connection_retry`` s; a follower that has not heard from the leader starts an election.)
+    """
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(node.status()["connected_peers"]) < len(node.peers):
+        time.sleep(0.05)
+    term = node.status()["term"]
+    time.sleep(settings.election_timeout_max + 0.5)
+    st = node.status()
+    return bool(st["is_leader"] and st["term"] == term and len(st["connected_peers"]) == len(node.peers))
 
 
 def bench_in_process(base: Path, seconds: float) -> dict[str, Any]:
@@ -227,7 +243,11 @@ def render(results: dict[str, Any]) -> str:
         f"{'scenario':<34}" + "".join(f"{n:>26}" for n in names),
     ]
     for key, per in {**results["in_process"], **results["http"]}.items():
-        cells = [f"{per[n]['ops_per_s']:8.0f}/s p50 {per[n]['p50_ms']:6.1f}ms" for n in names]
+        cells = [
+            f"{per[n]['ops_per_s']:8.0f}/s p50 {per[n]['p50_ms']:6.1f}ms"
+            + (f" ({per[n]['errors']} err)" if per[n]["errors"] else "")
+            for n in names
+        ]
         lines.append(f"{key:<34}" + "".join(f"{c:>26}" for c in cells))
     fo = results["failover"]
     rows = [
