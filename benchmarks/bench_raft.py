@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import write_result
 from raft.demo import DemoStateMachine, validate_demo_command
 from raft.localcluster import LeaderFollowingWriter, LocalCluster, NodeProcess, free_ports, kill_leader
 from raft.node import RaftNode, RaftSettings
@@ -61,6 +62,7 @@ def drive(propose: Callable[[int, int], None], threads: int, seconds: float) -> 
                 propose(t, i)
             except Exception:
                 errors[t] += 1
+                time.sleep(0.01)
                 continue
             latencies[t].append(time.perf_counter() - t0)
 
@@ -100,9 +102,7 @@ def local_leader_group(
             settings=settings,
         )
         procs = [
-            NodeProcess(
-                ports[i], ports[size + i], root / f"node{i}", [a for a in addrs if a != addrs[i]], extra
-            )
+            NodeProcess(ports[i], ports[size + i], root / f"node{i}", [a for a in addrs if a != addrs[i]], extra)
             for i in range(1, size)
         ]
         for p in procs:
@@ -110,12 +110,27 @@ def local_leader_group(
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (node.ready or (node.leader not in (None, addrs[0]))):
             time.sleep(0.02)
-        if node.is_leader and node.wait_ready(5):
+        if node.is_leader and node.wait_ready(5) and _stable_leader(node, settings):
             return node, procs
         node.close()  # another node won the election: try again with a fresh group
         for p in procs:
             p.kill()
     raise RuntimeError("the in-process node never became leader")
+
+
+def _stable_leader(node: RaftNode, settings: RaftSettings) -> bool:
+    """All peers connected and still the same leader one max election timeout later.
+
+    (pysyncobj connects only from the higher address to the lower one and retries every
+    ``connection_retry`` s; a follower that has not heard from the leader starts an election.)
+    """
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(node.status()["connected_peers"]) < len(node.peers):
+        time.sleep(0.05)
+    term = node.status()["term"]
+    time.sleep(settings.election_timeout_max + 0.5)
+    st = node.status()
+    return bool(st["is_leader"] and st["term"] == term and len(st["connected_peers"]) == len(node.peers))
 
 
 def bench_in_process(base: Path, seconds: float) -> dict[str, Any]:
@@ -130,9 +145,7 @@ def bench_in_process(base: Path, seconds: float) -> dict[str, Any]:
                     def propose(t: int, i: int, node: RaftNode = node, threads: int = threads) -> None:
                         node.propose({"type": "put", "key": f"c{threads}-{t}-{i}", "value": i}, timeout=10)
 
-                    key = (
-                        f"{size} node{'s' if size > 1 else ''}, {threads} client{'s' if threads > 1 else ''}"
-                    )
+                    key = f"{size} node{'s' if size > 1 else ''}, {threads} client{'s' if threads > 1 else ''}"
                     out.setdefault(key, {})[name] = drive(propose, threads, seconds)
                     print(f"  {key:<28} {name:<20} {out[key][name]['ops_per_s']:8.0f} cmd/s", flush=True)
             finally:
@@ -151,16 +164,11 @@ def bench_http(base: Path, seconds: float) -> dict[str, Any]:
             cluster.start()
             leader = cluster.nodes[cluster.wait_leader(timeout=30)]
             for threads in (1, 8):
-                conns = [
-                    http.client.HTTPConnection("127.0.0.1", leader.http_port, timeout=10)
-                    for _ in range(threads)
-                ]
+                conns = [http.client.HTTPConnection("127.0.0.1", leader.http_port, timeout=10) for _ in range(threads)]
 
                 def propose(t: int, i: int, conns: list[http.client.HTTPConnection] = conns) -> None:
                     body = json.dumps({"type": "put", "key": f"h{t}-{i}", "value": i})
-                    conns[t].request(
-                        "POST", "/propose", body=body, headers={"Content-Type": "application/json"}
-                    )
+                    conns[t].request("POST", "/propose", body=body, headers={"Content-Type": "application/json"})
                     resp = conns[t].getresponse()
                     resp.read()
                     if resp.status != 200:
@@ -235,7 +243,11 @@ def render(results: dict[str, Any]) -> str:
         f"{'scenario':<34}" + "".join(f"{n:>26}" for n in names),
     ]
     for key, per in {**results["in_process"], **results["http"]}.items():
-        cells = [f"{per[n]['ops_per_s']:8.0f}/s p50 {per[n]['p50_ms']:6.1f}ms" for n in names]
+        cells = [
+            f"{per[n]['ops_per_s']:8.0f}/s p50 {per[n]['p50_ms']:6.1f}ms"
+            + (f" ({per[n]['errors']} err)" if per[n]["errors"] else "")
+            for n in names
+        ]
         lines.append(f"{key:<34}" + "".join(f"{c:>26}" for c in cells))
     fo = results["failover"]
     rows = [
@@ -251,8 +263,7 @@ def render(results: dict[str, Any]) -> str:
         (
             "lost acked writes / diverged",
             lambda r: (
-                f"{'none' if not r['lost_write_problems'] else 'YES'} / "
-                f"{'no' if r['nodes_identical'] else 'YES'}"
+                f"{'none' if not r['lost_write_problems'] else 'YES'} / {'no' if r['nodes_identical'] else 'YES'}"
             ),
         ),
         ("pysyncobj truncation warnings", lambda r: str(r["pysyncobj_truncation_warnings"])),
@@ -273,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput measurement")
     p.add_argument("--kills", type=int, default=5, help="leader kills per configuration")
     p.add_argument("--quick", action="store_true", help="1 s measurements and 2 kills")
-    p.add_argument("--out", default="out/bench/raft.json")
+    p.add_argument("--out", default=None, help="JSON output (default out/bench/raft.json)")
     args = p.parse_args(argv)
     seconds, kills = (1.0, 2) if args.quick else (args.seconds, args.kills)
     with tempfile.TemporaryDirectory(prefix="bench-raft-") as tmp:
@@ -303,9 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     table = render(results)
     print()
     print(table)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, default=str))
+    results = json.loads(json.dumps(results, default=str))
+    if args.out is None:
+        out = write_result("raft", results)
+    else:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {out}")
     return 0 if results["summary"]["safety_ok"] else 1
 

@@ -151,9 +151,7 @@ def test_three_in_process_nodes_hand_over_leadership(tmp_path: Path) -> None:
             nodes[follower].propose({"type": "put", "key": "a", "value": 1})
         assert info.value.leader == addrs[leader] and addrs[leader] in str(info.value)
         assert nodes[leader].propose({"type": "put", "key": "a", "value": 1}) == {"key": "a", "version": 1}
-        assert wait_for(
-            lambda: nodes[follower].ready and nodes[follower].state()[0]["kv"].get("a") is not None
-        )
+        assert wait_for(lambda: nodes[follower].ready and nodes[follower].state()[0]["kv"].get("a") is not None)
 
         t0 = time.monotonic()
         nodes[leader].close()
@@ -204,3 +202,31 @@ def test_node_built_on_a_short_lived_thread_keeps_running(tmp_path: Path) -> Non
         assert node.propose({"type": "allocate_ids", "count": 2})["first"] == 1
     finally:
         node.close()
+
+
+def test_leader_cut_off_from_majority_steps_down_within_an_election_timeout(tmp_path: Path) -> None:
+    ports = free_ports(3)
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    events = [Events() for _ in addrs]
+    nodes: list[RaftNode] = []
+    try:
+        for i, addr in enumerate(addrs):
+            nodes.append(
+                RaftNode(addr, addrs, DemoStateMachine(), tmp_path / f"n{i}", on_leader_lost=events[i].on_lost)
+            )
+        assert wait_for(lambda: any(n.ready and n.is_leader for n in nodes), 10)
+        leader = next(i for i, n in enumerate(nodes) if n.is_leader)
+        t0 = time.monotonic()
+        for i, n in enumerate(nodes):
+            if i != leader:
+                n.close()
+        assert wait_for(lambda: events[leader].lost == 1, 3)
+        took = time.monotonic() - t0
+        settings = nodes[leader].settings
+        assert not nodes[leader].is_leader and not nodes[leader].ready
+        assert took <= settings.election_timeout_max + 0.5, f"stepped down after {took:.2f}s"
+        with pytest.raises(NotLeaderError):
+            nodes[leader].propose({"type": "put", "key": "k", "value": 1})
+    finally:
+        for n in nodes:
+            n.close()
