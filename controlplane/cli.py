@@ -205,6 +205,38 @@ def serve_cmd(
     serve(settings, http_of=http_of)
 
 
+@app.command("cluster")
+def cluster_cmd(
+    nodes: Annotated[int, typer.Option(min=1, max=7, help="controller nodes (3 or 5 for HA)")] = 3,
+    root: Annotated[Path, typer.Option(help="data dirs and logs of the nodes")] = Path("var/cluster"),
+) -> None:
+    """Run a local HA controller group (N `guardian serve` processes) until Ctrl-C; prints its endpoints."""
+    import signal
+    import time
+
+    from controlplane.launcher import TOKEN, ServiceCluster
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)  # `kill` stops the group as Ctrl-C does
+    root.mkdir(parents=True, exist_ok=True)
+    group = ServiceCluster(root.resolve(), size=nodes)
+    group.start_all()
+    try:
+        leader = group.leader(timeout=30)
+        print(json.dumps({"nodes": [f"http://127.0.0.1:{p}" for p in group.http_ports], "leader": leader,
+                          "token": TOKEN, "logs": str(root)}), flush=True)
+        while all(p.poll() is None for p in group.procs.values()):
+            time.sleep(1)
+        err.print("a node exited; stopping the group", markup=False)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        group.close()
+
+
 @app.command("token-hash")
 def token_hash(token: Annotated[str, typer.Argument(help="the bearer token to hash for the config file")]) -> None:
     """Print the SHA-256 of a bearer token (what the config's [[tokens]] sha256 holds)."""

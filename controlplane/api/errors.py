@@ -13,7 +13,7 @@ from controlplane.domain import ContractError
 from controlplane.domain.errors import json_path
 from controlplane.service.snapshots import StaleSnapshotError
 from raft.errors import NotLeaderError, ProposalTimeout, RaftError
-from raft.protocol import CommandRejected
+from raft.protocol import CommandConflict, CommandRejected
 
 PROBLEM = "application/problem+json"
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
@@ -59,7 +59,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(CommandRejected)
     async def _rejected(_: Request, exc: CommandRejected) -> JSONResponse:
-        return problem(409, str(exc))
+        # invalid (never proposed) -> 400; committed but refused by the state machine -> 409
+        return problem(409 if isinstance(exc, CommandConflict) else 400, str(exc))
 
     @app.exception_handler(StaleSnapshotError)
     async def _stale(_: Request, exc: StaleSnapshotError) -> JSONResponse:

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from controlplane.service.commands import validate_command
 from controlplane.service.state import GuardianState
-from raft.protocol import JsonDict, canonical_json, state_hash
+from raft.protocol import CommandConflict, CommandRejected, JsonDict, canonical_json, state_hash
 
 T = TypeVar("T")
 
@@ -65,9 +65,12 @@ class LocalStateStore:
                 "last_applied": seq, "ready": True, "state_hash": digest}
 
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
-        cmd = validate_command(command)
+        cmd = validate_command(command)  # CommandRejected: invalid, nothing proposed
         with self._lock:
-            result = self._sm.apply(cmd)
+            try:
+                result = self._sm.apply(cmd)
+            except CommandRejected as exc:  # preconditions failed; state untouched (as RaftNode reports it)
+                raise CommandConflict(str(exc)) from None
             self._persist()
             return result
 

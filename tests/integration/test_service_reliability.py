@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.service_cluster import ServiceCluster
+from controlplane.launcher import ServiceCluster
 
 
 @pytest.fixture()

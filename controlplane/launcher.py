@@ -1,4 +1,5 @@
-"""Three (or more) real `guardian serve` processes on 127.0.0.1 for reliability tests."""
+"""Launch a local group of real `guardian serve` processes on 127.0.0.1 (``make cluster``,
+reliability tests, benchmarks). Every process it starts is killed by :meth:`ServiceCluster.close`."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 from controlplane.config import hash_token
 from raft.localcluster import free_ports
 
-TOKEN = "reliability-admin-token"
+TOKEN = "local-cluster-admin-token"  # loopback-only development clusters
 
 
 @dataclass
