@@ -29,13 +29,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from controlplane.domain import ClusterSnapshot, DiskId, PartitionId
+from controlplane.config import ThrottleConf
+from controlplane.domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
 from controlplane.service.commands import meta
 from controlplane.service.store import StateStore
 from planners.throttle import (
+    DEFAULT_THRESHOLDS,
     LEVER_KINDS,
     WHO,
     DiskHealth,
+    HealthThresholds,
     Lineage,
     ThrottleConfig,
     ThrottleDecision,
@@ -48,6 +51,7 @@ from planners.throttle import (
 
 log = logging.getLogger(__name__)
 HISTORY_SAMPLES = 30
+MAX_ALERTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -282,6 +286,10 @@ class ThrottleService:
                     dup += 1
                     continue
                 self.alerts[a.fingerprint] = a
+                if len(self.alerts) > MAX_ALERTS:  # forget the oldest resolved alerts first
+                    resolved_keys = [k for k, v in self.alerts.items() if v.status != "firing"]
+                    for k in (resolved_keys or list(self.alerts))[: len(self.alerts) - MAX_ALERTS]:
+                        del self.alerts[k]
                 if a.status == "firing":
                     new.append(a)
                 else:
@@ -319,6 +327,17 @@ class ThrottleService:
             out["alerts"] = [{"fingerprint": a.fingerprint, "status": a.status, "disk": list(a.disk),
                               "received_at": a.received_at} for a in self.alerts.values() if a.cluster == cluster]
             return _jsonable(out)
+
+
+def throttle_config(conf: ThrottleConf) -> ThrottleConfig:
+    """The planner's configuration from the service settings' ``[throttle]`` section."""
+    thresholds = dict(DEFAULT_THRESHOLDS)
+    for kind, th in conf.thresholds.items():
+        thresholds[DiskKind(kind)] = HealthThresholds(th.util_high, th.util_low, th.await_high_ms, th.await_low_ms,
+                                                      th.enter_samples, th.leave_samples)
+    return ThrottleConfig(thresholds=thresholds, target_util=conf.target_util, write_tolerance=conf.write_tolerance,
+                          min_rate_bytes_per_s=conf.min_rate_bytes_per_s,
+                          isr_floor_bytes_per_s=conf.isr_floor_bytes_per_s, relax_factor=conf.relax_factor)
 
 
 def bind_kafka(cluster: str, record: Mapping[str, Any]) -> ClusterBinding | None:

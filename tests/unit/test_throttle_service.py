@@ -148,3 +148,24 @@ def test_alerts_are_idempotent_and_unknown_clusters_are_skipped() -> None:
     assert again["duplicates"] == 1 and again["evaluations"] == []
     ghost = service.on_alerts([AlertRecord("f2", "nope", (1, "/d1"), "firing", "t0", {}, "now")])
     assert "unknown cluster" in ghost["evaluations"][0]["skipped"]
+
+
+def test_thresholds_come_from_the_settings_file(tmp_path) -> None:
+    from controlplane.config import load_settings
+    from controlplane.domain import ContractError, DiskKind
+    from controlplane.service.throttle_loop import throttle_config
+
+    good = tmp_path / "g.toml"
+    good.write_text("[throttle]\ntarget_util = 0.6\n[throttle.thresholds.ssd]\nutil_high = 0.9\nutil_low = 0.5\n"
+                    "await_high_ms = 8\nawait_low_ms = 2\nenter_samples = 3\n")
+    cfg = throttle_config(load_settings(good).throttle)
+    assert cfg.target_util == 0.6 and cfg.thresholds[DiskKind.SSD].enter_samples == 3
+    assert cfg.thresholds[DiskKind.HDD].util_high == 0.85  # unconfigured kinds keep the defaults
+    bad = tmp_path / "b.toml"
+    bad.write_text("[throttle.thresholds.hdd]\nutil_high = 0.5\nutil_low = 0.7\n")
+    try:
+        load_settings(bad)
+    except ContractError as exc:
+        assert any(p.path.startswith("$.throttle.thresholds.hdd") for p in exc.problems), exc.problems
+    else:
+        raise AssertionError("inverted marks must be rejected")
