@@ -77,6 +77,28 @@ class Engine:
                      "bytes_in_total", "bytes_out_total", "msgs_in_total", "real_in", "real_msgs",
                      "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out")
     SLOT_FIELDS_I = ("prod_client", "cons_client", "cluster_idx", "topic_idx")
+    DISK_FIELDS = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
+                   "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
+                   "d_write_time_total", "d_reads_total", "d_writes_total", "d_slow", "d_cap_bps",
+                   "d_base_lat", "d_capacity", "d_parts")
+    d_used: F64
+    d_util: F64
+    d_await: F64
+    d_read_rate: F64
+    d_write_rate: F64
+    d_backlog: F64
+    d_read_total: F64
+    d_written_total: F64
+    d_io_time_total: F64
+    d_read_time_total: F64
+    d_write_time_total: F64
+    d_reads_total: F64
+    d_writes_total: F64
+    d_slow: F64
+    d_cap_bps: F64
+    d_base_lat: F64
+    d_capacity: F64
+    d_parts: F64
 
     def __init__(self, seed: int = 0, start_time: float = 1_795_000_000.0,
                  cache_fraction: float = 0.6, burst_rate_per_hour: float = 0.5) -> None:
@@ -102,7 +124,6 @@ class Engine:
         self.dirty = True
         self.ticks = 0
         # disk arrays
-        self.d_slow = np.zeros(0)
         self._alloc_disks(0)
         self.b_cached = np.zeros(0)
         self.b_alive = np.zeros(0, dtype=bool)
@@ -120,6 +141,7 @@ class Engine:
         self.futures: list[tuple[Cluster, Partition]] = []
         self.listeners: list[Any] = []
         self.broker_replicas: list[list[Partition]] = []
+        self._ct_cache: dict[str, tuple[int, list[tuple[int, str]]]] = {}
 
     # ------------------------------------------------------------------ storage
     def _grow(self, new_cap: int) -> None:
@@ -142,11 +164,7 @@ class Engine:
         self.cap = new_cap
 
     def _alloc_disks(self, n: int) -> None:
-        names = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
-                 "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
-                 "d_write_time_total", "d_reads_total", "d_writes_total", "d_slow", "d_cap_bps",
-                 "d_base_lat", "d_capacity", "d_parts")
-        for name in names:
+        for name in self.DISK_FIELDS:
             old = getattr(self, name, None)
             arr = np.zeros(n)
             if old is not None and len(old):
@@ -191,6 +209,17 @@ class Engine:
             self.clients.append(c)
             self._client_idx[c] = idx
         return idx
+
+    def cluster_topics(self, cluster: str) -> list[tuple[int, str]]:
+        """(topic index, escaped name) of every topic ever seen in ``cluster``, sorted by name (cached)."""
+        key = len(self.topic_index)
+        cached = self._ct_cache.get(cluster)
+        if cached is None or cached[0] != key:
+            items = sorted(((idx, name.replace("\\", "\\\\").replace('"', '\\"'))
+                            for (c, name), idx in self.topic_index.items() if c == cluster), key=lambda x: x[1])
+            cached = (key, items)
+            self._ct_cache[cluster] = cached
+        return cached[1]
 
     def topic_idx(self, cluster: str, topic: str) -> int:
         """Global index of a topic name (kept across delete/re-create)."""
@@ -633,4 +662,4 @@ class Engine:
 
     def partition_offsets(self, slot: int) -> tuple[int, int]:
         """(log start offset, log end offset) of a partition."""
-        return 0, int(math.ceil(self.f["leo"][slot] - 1e-9))
+        return 0, math.ceil(self.f["leo"][slot] - 1e-9)

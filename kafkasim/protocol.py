@@ -37,9 +37,10 @@ def _load_registry() -> dict[int, dict[str, Any]]:
 
     def subs(c: type) -> list[type]:
         out: list[type] = []
-        for s in c.__subclasses__():
-            out.append(s)
-            out.extend(subs(s))
+        sc: type
+        for sc in c.__subclasses__():
+            out.append(sc)
+            out.extend(subs(sc))
         return out
 
     reg: dict[int, dict[str, Any]] = {}
@@ -122,7 +123,7 @@ def decode_request(frame: bytes) -> tuple[Any, Any]:
 
 def encode_response(resp: Any, version: int, correlation_id: int) -> bytes:
     """Frame a response (size prefix, header, body)."""
-    if resp.API_VERSION != version:
+    if version != resp.API_VERSION:
         resp.API_VERSION = version  # before with_header: kafka-python would touch the header
     resp.with_header(correlation_id=correlation_id)
     return bytes(resp.encode(header=True, framed=True))
@@ -251,7 +252,7 @@ class Handler:
         brokers = [R.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
                    for b in cl.alive_brokers()]
         if req.topics is None or (v == 0 and not req.topics):
-            names: list[str | None] = sorted(cl.topics)
+            names: list[str | None] = [*sorted(cl.topics)]
         else:
             names = []
             for t in req.topics:
@@ -626,11 +627,9 @@ class Handler:
             ent = dict(entity)
             ok = True
             for comp in req.components:
-                if comp.entity_type not in ent:
-                    ok = False
-                elif comp.match_type == 0 and ent[comp.entity_type] != comp.match:
-                    ok = False
-                elif comp.match_type == 1 and ent[comp.entity_type] is not None:
+                have = ent.get(comp.entity_type, "<absent>")
+                if (have == "<absent>" or (comp.match_type == 0 and have != comp.match)
+                        or (comp.match_type == 1 and have is not None)):
                     ok = False
             if req.strict and len(ent) != len(req.components):
                 ok = False

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import struct
@@ -131,7 +132,7 @@ class SimServer:
         for cl in self.fed.clusters.values():
             for b in cl.brokers.values():
                 await self._open_broker(cl, b)
-                ms = await asyncio.start_server(lambda r, w, c=cl, bb=b: self._metrics_conn(c, bb, r, w),
+                ms = await asyncio.start_server(functools.partial(self._metrics_conn, cl, b),
                                                 self.host, b.metrics_port or 0)
                 b.metrics_port = ms.sockets[0].getsockname()[1]
                 self.metrics_servers[b.gidx] = ms
@@ -142,7 +143,7 @@ class SimServer:
         return self.endpoints()
 
     async def _open_broker(self, cl: Cluster, b: Broker) -> None:
-        srv = await asyncio.start_server(lambda r, w, c=cl, bb=b: self._kafka_conn(c, bb, r, w),
+        srv = await asyncio.start_server(functools.partial(self._kafka_conn, cl, b),
                                          self.host, b.port or 0)
         b.port = srv.sockets[0].getsockname()[1]
         b.host = self.host
@@ -447,7 +448,7 @@ class SimServer:
                 elif path == "/advance":
                     secs = float(args["seconds"])
                     dt = float(args.get("dt", self.fed.tick_seconds))
-                    if not (0 <= secs <= 1e7 and 0 < dt):
+                    if not (0 <= secs <= 1e7 and dt > 0):
                         raise ValueError("seconds must be in [0, 1e7] and dt > 0")
                     self.fed.engine.advance(secs, dt)
                 else:

@@ -84,8 +84,9 @@ def test_fault_commands_through_the_cli(up: tuple[dict[str, Any], Path]) -> None
     assert r.returncode == 0, r.stderr
     time.sleep(1.0)
     assert _disk_util(ep) > base + 0.2
-    from kafkasim.cli import register
     import typer
+
+    from kafkasim.cli import register
 
     app = typer.Typer()
     register(app)
