@@ -51,6 +51,13 @@ MAX_FETCHER_BPS = 400e6  # one replica fetcher's ceiling
 OP_BYTES = 128 * 1024  # average I/O size used to turn bytes into ops
 
 
+def _int_or(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
 @dataclass(frozen=True)
 class Client:
     """A synthetic client (producer or consumer) for quotas and audit."""
@@ -75,7 +82,7 @@ class Engine:
     SLOT_FIELDS_F = ("size", "leo", "base_rate", "msg_size", "phase", "spike", "burst_left",
                      "lag", "lag_rate", "in_rate", "out_rate", "repl_rate", "disk_read",
                      "bytes_in_total", "bytes_out_total", "msgs_in_total", "real_in", "real_msgs",
-                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out")
+                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out", "lso")
     SLOT_FIELDS_I = ("prod_client", "cons_client", "cluster_idx", "topic_idx")
     DISK_FIELDS = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
                    "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
@@ -294,6 +301,8 @@ class Engine:
         leader_d = np.full(n, -1, dtype=np.int64)
         thr_p = np.full(n, np.inf)
         thr_f = np.full(n, np.inf)
+        ret_s = np.full(n, np.inf)
+        ret_b = np.full(n, np.inf)
         q_p = np.full(n, np.inf)
         q_c = np.full(n, np.inf)
         self.moves = []
@@ -306,9 +315,15 @@ class Engine:
                 tix = self.topic_idx(cl.name, t.name)
                 pt_p = parse_partition_rates(t.configs.get(PT_PRODUCE, "")) if cl.partition_throttle else {}
                 pt_f = parse_partition_rates(t.configs.get(PT_FETCH, "")) if cl.partition_throttle else {}
+                r_ms = _int_or(t.configs.get("retention.ms"), 604_800_000)
+                r_b = _int_or(t.configs.get("retention.bytes"), -1)
                 for p in t.partitions:
                     s = p.slot
                     self.i["topic_idx"][s] = tix
+                    if r_ms > 0:
+                        ret_s[s] = r_ms / 1000.0
+                    if r_b > 0:
+                        ret_b[s] = float(r_b)
                     adding = set(p.reassignment.adding) if p.reassignment else set()
                     for b, dg in p.log_dirs.items():
                         self.broker_replicas[bg[b]].append(p)
@@ -347,6 +362,8 @@ class Engine:
         self.leader_d = leader_d
         self.thr_produce = thr_p
         self.thr_fetch = thr_f
+        self.retention_s = ret_s
+        self.retention_bytes = ret_b
         self.q_produce = q_p
         self.q_consume = q_c
         self.d_parts = np.bincount(np.array(alld, dtype=np.int64), minlength=len(self.disks)).astype(np.float64)
@@ -524,6 +541,12 @@ class Engine:
         self.d_write_time_total += w_ops * dt * await_ms / 1000.0
         # ---- partitions: sizes, offsets, counters
         f["size"][:n] += demand * dt  # real bytes were added on append
+        # retention: time-based deletion keeps about rate x retention.ms; size-based caps the log
+        size = f["size"][:n]
+        keep = np.minimum(size * np.exp(-dt / self.retention_s[:n]), self.retention_bytes[:n])
+        removed = size - keep
+        f["size"][:n] = keep
+        f["lso"][:n] = np.minimum(f["lso"][:n] + removed / np.maximum(f["msg_size"][:n], 1.0), f["leo"][:n])
         f["leo"][:n] += demand / np.maximum(f["msg_size"][:n], 1.0) * dt
         f["bytes_in_total"][:n] += in_rate * dt
         f["bytes_out_total"][:n] += out_rate * dt
@@ -662,4 +685,4 @@ class Engine:
 
     def partition_offsets(self, slot: int) -> tuple[int, int]:
         """(log start offset, log end offset) of a partition."""
-        return 0, math.ceil(self.f["leo"][slot] - 1e-9)
+        return int(self.f["lso"][slot]), math.ceil(self.f["leo"][slot] - 1e-9)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka.protocol as kp
+from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.protocol.api_message import ApiMessage
 
 from kafkasim import model as m
@@ -201,6 +202,28 @@ def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, 
             old = p.batches.popleft()
             p.batch_bytes -= len(old[-1])
     return first, total_b, total_r
+
+
+SYNTH_MAX_RECORDS = 500
+_FILL = b"kafkasim-simulated-record:" * 64
+
+
+def synthetic_batch(cl: Cluster, p: Partition, start: int, end: int, max_bytes: int) -> bytes:
+    """Records standing in for simulated producer traffic at offsets [start, end) (at least one record).
+
+    Values are ``msg_size`` bytes of filler (capped at 64 KiB); timestamps are the simulated clock.
+    """
+    eng = cl.engine
+    msg = int(min(max(float(eng.f["msg_size"][p.slot]), 1.0), 65536.0))
+    count = int(max(1, min(end - start, SYNTH_MAX_RECORDS, max_bytes // (msg + 24))))
+    value = (_FILL * (msg // len(_FILL) + 1))[:msg]
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=count * (msg + 32) + 1024,
+                                   offset=start)
+    ts = int(eng.t * 1000)
+    for _ in range(count):
+        builder.append(ts, None, value)
+    builder.close()
+    return bytes(builder.buffer())
 
 
 # ---------------------------------------------------------------------------- handler
@@ -769,13 +792,20 @@ class Handler:
                         raise SimError(m.OFFSET_OUT_OF_RANGE, "offset out of range")
                     chunks: list[bytes] = []
                     size = 0
-                    for _base, last, _ts, buf in p.batches:
+                    next_real = hw
+                    for base, last, _ts, buf in p.batches:
                         if last < fp.fetch_offset:
                             continue
+                        if not chunks and base > fp.fetch_offset:
+                            next_real = base  # a gap of simulated traffic comes first
+                            break
                         if chunks and (size + len(buf) > fp.partition_max_bytes or total + size + len(buf) > budget):
                             break
                         chunks.append(buf)
                         size += len(buf)
+                    if not chunks and fp.fetch_offset < next_real:
+                        chunks.append(synthetic_batch(cl, p, fp.fetch_offset, next_real,
+                                                      min(fp.partition_max_bytes, budget - total)))
                     records = b"".join(chunks)
                     total += len(records)
                     if records:

@@ -284,3 +284,52 @@ def test_pipelined_requests_and_unsupported_apis(sim: SimRunner) -> None:
         assert struct.unpack_from(">ih", r5) == (15, 35)
         s.sendall(_frame(ApiVersionsRequest(version=0), 16))
         assert struct.unpack_from(">i", _read_frame(s))[0] == 16
+
+
+def test_producer_quota_slows_a_real_client(sim: SimRunner, admin: KafkaAdminClient) -> None:
+    bs = sim.endpoints["clusters"]["east"]["bootstrap_servers"]
+    admin.create_topics([NewTopic("quota-t", -1, -1, replica_assignments={0: [1]})])
+    E = AlterClientQuotasRequest.EntryData
+    resp = _send(admin, AlterClientQuotasRequest(entries=[E(
+        entity=[E.EntityData(entity_type="client-id", entity_name="slowpoke")],
+        ops=[E.OpData(key="producer_byte_rate", value=500_000.0, remove=False)])], validate_only=False))
+    assert resp.entries[0].error_code == 0
+
+    def produce(client_id: str) -> float:
+        prod = KafkaProducer(bootstrap_servers=bs, client_id=client_id, batch_size=64 * 1024, linger_ms=5)
+        try:
+            prod.send("quota-t", value=b"w", partition=0).get(10)  # connect first
+            t0 = time.perf_counter()
+            for _ in range(150):
+                prod.send("quota-t", value=b"z" * 10_000, partition=0)
+            prod.flush(30)
+            return time.perf_counter() - t0
+        finally:
+            prod.close()
+
+    free = produce("speedy")
+    slow = produce("slowpoke")  # 1.5 MB at 0.5 MB/s with a 1 s burst: >= ~2 s
+    assert free < 1.0
+    assert slow > 1.6
+
+
+def test_simulated_traffic_is_readable(sim: SimRunner) -> None:
+    bs = sim.endpoints["clusters"]["east"]["bootstrap_servers"]
+    cons = KafkaConsumer(bootstrap_servers=bs, consumer_timeout_ms=3000, enable_auto_commit=False)
+    try:
+        tp = TopicPartition("orders", 2)
+        cons.assign([tp])
+        cons.seek_to_end(tp)
+        end = cons.position(tp)
+        assert end > 1000  # the scenario's initial log plus producer traffic
+        cons.seek(tp, end - 300)
+        got = []
+        for m in cons:
+            got.append(m)
+            if len(got) >= 300:
+                break
+        assert [m.offset for m in got] == list(range(end - 300, end))
+        assert {len(m.value) for m in got} == {1024}
+        assert cons.beginning_offsets([tp])[tp] >= 0
+    finally:
+        cons.close()
