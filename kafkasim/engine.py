@@ -563,10 +563,10 @@ class Engine:
         if len(on):
             nt = self.bt_in.shape[1]
             key = lb[on] * nt + ii["topic_idx"][on]
-            size = nb * nt
-            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=size)
-            self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=size)
-            self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=size)
+            nbt = nb * nt
+            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=nbt)
+            self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=nbt)
+            self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=nbt)
             self.b_repl_out_total += np.bincount(lb[on], weights=f["repl_rate"][on] * dt, minlength=nb)
             w_lat = np.bincount(lb[on], weights=in_rate[on] * f["produce_latency_ms"][on], minlength=nb)
             w_sum = np.bincount(lb[on], weights=in_rate[on], minlength=nb)

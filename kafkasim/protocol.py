@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka.protocol as kp
-from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.protocol.api_message import ApiMessage
+from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkasim import model as m
 from kafkasim.model import Broker, Cluster, Partition, SimError
