@@ -333,3 +333,31 @@ def test_simulated_traffic_is_readable(sim: SimRunner) -> None:
         assert cons.beginning_offsets([tp])[tp] >= 0
     finally:
         cons.close()
+
+
+def test_throttled_reassignment_over_the_wire(sim: SimRunner, admin: KafkaAdminClient) -> None:
+    """10 GB moved under a 10 MB/s KIP-73 throttle: ~1,000 simulated seconds, then the new replica set."""
+    admin.create_topics([NewTopic("wire-move", -1, -1, replica_assignments={0: [1, 2]})])
+    cl = sim.server.fed.clusters["east"]
+    slot = cl.topics["wire-move"].partitions[0].slot
+    sim.call(lambda: cl.engine.f["size"].__setitem__(slot, 10e9))
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "4", configs={
+        "follower.replication.throttled.rate": "10000000"})])
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "wire-move", configs={
+        "follower.replication.throttled.replicas": "0:4"})])
+    admin.alter_partition_reassignments({TopicPartition("wire-move", 0): [1, 4]})
+    ctl = sim.endpoints["control_url"]
+    http_json(ctl + "/advance", {"seconds": 500, "dt": 5})
+    assert TopicPartition("wire-move", 0) in admin.list_partition_reassignments()
+    dirs = admin.describe_log_dirs({"wire-move": [0]}, brokers=[4])[0]["log_dirs"]
+    (part,) = [p for d in dirs for t in d["topics"] for p in t["partitions"]]
+    assert 4.5e9 < part["partition_size"] < 5.5e9 and part["offset_lag"] > 0
+    http_json(ctl + "/advance", {"seconds": 560, "dt": 5})
+    assert TopicPartition("wire-move", 0) not in admin.list_partition_reassignments()
+    (t,) = admin.describe_topics(["wire-move"])
+    assert t["partitions"][0]["replica_nodes"] == [1, 4]
+    assert sorted(t["partitions"][0]["isr_nodes"]) == [1, 4]
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "4", configs={
+        "follower.replication.throttled.rate": (AlterConfigOp.DELETE, None)})])
+    b4 = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "4")])["broker"]["4"]
+    assert "follower.replication.throttled.rate" not in b4
