@@ -23,12 +23,19 @@ CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
 
 
 def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | None, control_port: int,
-            audit_jsonl: Path | None, duration: float) -> None:
+            audit_jsonl: Path | None, duration: float, snapshots: list[Path] | None = None) -> None:
     from kafkasim.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
     from kafkasim.server import SimServer
 
     try:
-        spec = load_scenario(scenario) if scenario else json.loads(json.dumps(DEFAULT_SCENARIO))
+        if scenario:
+            spec = load_scenario(scenario)
+        elif snapshots:
+            spec = {"clusters": []}
+        else:
+            spec = json.loads(json.dumps(DEFAULT_SCENARIO))
+        spec.setdefault("clusters", [])
+        spec["clusters"] = list(spec["clusters"] or []) + [{"snapshot": str(p)} for p in snapshots or []]
         fed = build_federation(spec)
     except (ScenarioError, OSError) as e:
         typer.echo(f"error: {e}", err=True)
@@ -110,9 +117,11 @@ def register(app: typer.Typer) -> None:
         control_port: int = typer.Option(0, "--control-port", help="control API port (0 = any free)"),
         audit_jsonl: Path | None = typer.Option(None, "--audit-jsonl", help="also append audit records here"),
         duration: float = typer.Option(0.0, "--duration", help="stop after this many real seconds (0 = never)"),
+        snapshot: list[Path] | None = typer.Option(None, "--snapshot",
+                                                   help="seed a cluster from a guardian.snapshot/v1 file (repeat)"),
     ) -> None:
         """Start a simulated federation; first stdout line is the endpoints JSON."""
-        _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration)
+        _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration, snapshot)
 
     fault = typer.Typer(help="Inject faults into a running kafkasim.", no_args_is_help=True)
     app.add_typer(fault, name="fault")

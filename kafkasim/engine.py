@@ -51,6 +51,13 @@ MAX_FETCHER_BPS = 400e6  # one replica fetcher's ceiling
 OP_BYTES = 128 * 1024  # average I/O size used to turn bytes into ops
 
 
+def _int_or(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
 @dataclass(frozen=True)
 class Client:
     """A synthetic client (producer or consumer) for quotas and audit."""
@@ -75,8 +82,30 @@ class Engine:
     SLOT_FIELDS_F = ("size", "leo", "base_rate", "msg_size", "phase", "spike", "burst_left",
                      "lag", "lag_rate", "in_rate", "out_rate", "repl_rate", "disk_read",
                      "bytes_in_total", "bytes_out_total", "msgs_in_total", "real_in", "real_msgs",
-                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out")
+                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out", "lso")
     SLOT_FIELDS_I = ("prod_client", "cons_client", "cluster_idx", "topic_idx")
+    DISK_FIELDS = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
+                   "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
+                   "d_write_time_total", "d_reads_total", "d_writes_total", "d_slow", "d_cap_bps",
+                   "d_base_lat", "d_capacity", "d_parts")
+    d_used: F64
+    d_util: F64
+    d_await: F64
+    d_read_rate: F64
+    d_write_rate: F64
+    d_backlog: F64
+    d_read_total: F64
+    d_written_total: F64
+    d_io_time_total: F64
+    d_read_time_total: F64
+    d_write_time_total: F64
+    d_reads_total: F64
+    d_writes_total: F64
+    d_slow: F64
+    d_cap_bps: F64
+    d_base_lat: F64
+    d_capacity: F64
+    d_parts: F64
 
     def __init__(self, seed: int = 0, start_time: float = 1_795_000_000.0,
                  cache_fraction: float = 0.6, burst_rate_per_hour: float = 0.5) -> None:
@@ -102,7 +131,6 @@ class Engine:
         self.dirty = True
         self.ticks = 0
         # disk arrays
-        self.d_slow = np.zeros(0)
         self._alloc_disks(0)
         self.b_cached = np.zeros(0)
         self.b_alive = np.zeros(0, dtype=bool)
@@ -120,6 +148,7 @@ class Engine:
         self.futures: list[tuple[Cluster, Partition]] = []
         self.listeners: list[Any] = []
         self.broker_replicas: list[list[Partition]] = []
+        self._ct_cache: dict[str, tuple[int, list[tuple[int, str]]]] = {}
 
     # ------------------------------------------------------------------ storage
     def _grow(self, new_cap: int) -> None:
@@ -142,11 +171,7 @@ class Engine:
         self.cap = new_cap
 
     def _alloc_disks(self, n: int) -> None:
-        names = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
-                 "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
-                 "d_write_time_total", "d_reads_total", "d_writes_total", "d_slow", "d_cap_bps",
-                 "d_base_lat", "d_capacity", "d_parts")
-        for name in names:
+        for name in self.DISK_FIELDS:
             old = getattr(self, name, None)
             arr = np.zeros(n)
             if old is not None and len(old):
@@ -191,6 +216,17 @@ class Engine:
             self.clients.append(c)
             self._client_idx[c] = idx
         return idx
+
+    def cluster_topics(self, cluster: str) -> list[tuple[int, str]]:
+        """(topic index, escaped name) of every topic ever seen in ``cluster``, sorted by name (cached)."""
+        key = len(self.topic_index)
+        cached = self._ct_cache.get(cluster)
+        if cached is None or cached[0] != key:
+            items = sorted(((idx, name.replace("\\", "\\\\").replace('"', '\\"'))
+                            for (c, name), idx in self.topic_index.items() if c == cluster), key=lambda x: x[1])
+            cached = (key, items)
+            self._ct_cache[cluster] = cached
+        return cached[1]
 
     def topic_idx(self, cluster: str, topic: str) -> int:
         """Global index of a topic name (kept across delete/re-create)."""
@@ -265,6 +301,8 @@ class Engine:
         leader_d = np.full(n, -1, dtype=np.int64)
         thr_p = np.full(n, np.inf)
         thr_f = np.full(n, np.inf)
+        ret_s = np.full(n, np.inf)
+        ret_b = np.full(n, np.inf)
         q_p = np.full(n, np.inf)
         q_c = np.full(n, np.inf)
         self.moves = []
@@ -277,9 +315,15 @@ class Engine:
                 tix = self.topic_idx(cl.name, t.name)
                 pt_p = parse_partition_rates(t.configs.get(PT_PRODUCE, "")) if cl.partition_throttle else {}
                 pt_f = parse_partition_rates(t.configs.get(PT_FETCH, "")) if cl.partition_throttle else {}
+                r_ms = _int_or(t.configs.get("retention.ms"), 604_800_000)
+                r_b = _int_or(t.configs.get("retention.bytes"), -1)
                 for p in t.partitions:
                     s = p.slot
                     self.i["topic_idx"][s] = tix
+                    if r_ms > 0:
+                        ret_s[s] = r_ms / 1000.0
+                    if r_b > 0:
+                        ret_b[s] = float(r_b)
                     adding = set(p.reassignment.adding) if p.reassignment else set()
                     for b, dg in p.log_dirs.items():
                         self.broker_replicas[bg[b]].append(p)
@@ -318,6 +362,8 @@ class Engine:
         self.leader_d = leader_d
         self.thr_produce = thr_p
         self.thr_fetch = thr_f
+        self.retention_s = ret_s
+        self.retention_bytes = ret_b
         self.q_produce = q_p
         self.q_consume = q_c
         self.d_parts = np.bincount(np.array(alld, dtype=np.int64), minlength=len(self.disks)).astype(np.float64)
@@ -495,6 +541,12 @@ class Engine:
         self.d_write_time_total += w_ops * dt * await_ms / 1000.0
         # ---- partitions: sizes, offsets, counters
         f["size"][:n] += demand * dt  # real bytes were added on append
+        # retention: time-based deletion keeps about rate x retention.ms; size-based caps the log
+        size = f["size"][:n]
+        keep = np.minimum(size * np.exp(-dt / self.retention_s[:n]), self.retention_bytes[:n])
+        removed = size - keep
+        f["size"][:n] = keep
+        f["lso"][:n] = np.minimum(f["lso"][:n] + removed / np.maximum(f["msg_size"][:n], 1.0), f["leo"][:n])
         f["leo"][:n] += demand / np.maximum(f["msg_size"][:n], 1.0) * dt
         f["bytes_in_total"][:n] += in_rate * dt
         f["bytes_out_total"][:n] += out_rate * dt
@@ -511,10 +563,10 @@ class Engine:
         if len(on):
             nt = self.bt_in.shape[1]
             key = lb[on] * nt + ii["topic_idx"][on]
-            size = nb * nt
-            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=size)
-            self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=size)
-            self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=size)
+            nbt = nb * nt
+            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=nbt)
+            self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=nbt)
+            self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=nbt)
             self.b_repl_out_total += np.bincount(lb[on], weights=f["repl_rate"][on] * dt, minlength=nb)
             w_lat = np.bincount(lb[on], weights=in_rate[on] * f["produce_latency_ms"][on], minlength=nb)
             w_sum = np.bincount(lb[on], weights=in_rate[on], minlength=nb)
@@ -633,4 +685,4 @@ class Engine:
 
     def partition_offsets(self, slot: int) -> tuple[int, int]:
         """(log start offset, log end offset) of a partition."""
-        return 0, int(math.ceil(self.f["leo"][slot] - 1e-9))
+        return int(self.f["lso"][slot]), math.ceil(self.f["leo"][slot] - 1e-9)

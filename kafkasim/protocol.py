@@ -21,6 +21,7 @@ from typing import Any
 
 import kafka.protocol as kp
 from kafka.protocol.api_message import ApiMessage
+from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkasim import model as m
 from kafkasim.model import Broker, Cluster, Partition, SimError
@@ -37,9 +38,10 @@ def _load_registry() -> dict[int, dict[str, Any]]:
 
     def subs(c: type) -> list[type]:
         out: list[type] = []
-        for s in c.__subclasses__():
-            out.append(s)
-            out.extend(subs(s))
+        sc: type
+        for sc in c.__subclasses__():
+            out.append(sc)
+            out.extend(subs(sc))
         return out
 
     reg: dict[int, dict[str, Any]] = {}
@@ -122,7 +124,7 @@ def decode_request(frame: bytes) -> tuple[Any, Any]:
 
 def encode_response(resp: Any, version: int, correlation_id: int) -> bytes:
     """Frame a response (size prefix, header, body)."""
-    if resp.API_VERSION != version:
+    if version != resp.API_VERSION:
         resp.API_VERSION = version  # before with_header: kafka-python would touch the header
     resp.with_header(correlation_id=correlation_id)
     return bytes(resp.encode(header=True, framed=True))
@@ -202,6 +204,28 @@ def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, 
     return first, total_b, total_r
 
 
+SYNTH_MAX_RECORDS = 500
+_FILL = b"kafkasim-simulated-record:" * 64
+
+
+def synthetic_batch(cl: Cluster, p: Partition, start: int, end: int, max_bytes: int) -> bytes:
+    """Records standing in for simulated producer traffic at offsets [start, end) (at least one record).
+
+    Values are ``msg_size`` bytes of filler (capped at 64 KiB); timestamps are the simulated clock.
+    """
+    eng = cl.engine
+    msg = int(min(max(float(eng.f["msg_size"][p.slot]), 1.0), 65536.0))
+    count = int(max(1, min(end - start, SYNTH_MAX_RECORDS, max_bytes // (msg + 24))))
+    value = (_FILL * (msg // len(_FILL) + 1))[:msg]
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=count * (msg + 32) + 1024,
+                                   offset=start)
+    ts = int(eng.t * 1000)
+    for _ in range(count):
+        builder.append(ts, None, value)
+    builder.close()
+    return bytes(builder.buffer())
+
+
 # ---------------------------------------------------------------------------- handler
 Audit = Callable[[str, ReqContext, str, int, int, int, int, float], None]
 
@@ -251,7 +275,7 @@ class Handler:
         brokers = [R.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
                    for b in cl.alive_brokers()]
         if req.topics is None or (v == 0 and not req.topics):
-            names: list[str | None] = sorted(cl.topics)
+            names: list[str | None] = [*sorted(cl.topics)]
         else:
             names = []
             for t in req.topics:
@@ -626,11 +650,9 @@ class Handler:
             ent = dict(entity)
             ok = True
             for comp in req.components:
-                if comp.entity_type not in ent:
-                    ok = False
-                elif comp.match_type == 0 and ent[comp.entity_type] != comp.match:
-                    ok = False
-                elif comp.match_type == 1 and ent[comp.entity_type] is not None:
+                have = ent.get(comp.entity_type, "<absent>")
+                if (have == "<absent>" or (comp.match_type == 0 and have != comp.match)
+                        or (comp.match_type == 1 and have is not None)):
                     ok = False
             if req.strict and len(ent) != len(req.components):
                 ok = False
@@ -770,13 +792,20 @@ class Handler:
                         raise SimError(m.OFFSET_OUT_OF_RANGE, "offset out of range")
                     chunks: list[bytes] = []
                     size = 0
-                    for _base, last, _ts, buf in p.batches:
+                    next_real = hw
+                    for base, last, _ts, buf in p.batches:
                         if last < fp.fetch_offset:
                             continue
+                        if not chunks and base > fp.fetch_offset:
+                            next_real = base  # a gap of simulated traffic comes first
+                            break
                         if chunks and (size + len(buf) > fp.partition_max_bytes or total + size + len(buf) > budget):
                             break
                         chunks.append(buf)
                         size += len(buf)
+                    if not chunks and fp.fetch_offset < next_real:
+                        chunks.append(synthetic_batch(cl, p, fp.fetch_offset, next_real,
+                                                      min(fp.partition_max_bytes, budget - total)))
                     records = b"".join(chunks)
                     total += len(records)
                     if records:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import struct
@@ -117,6 +118,7 @@ class SimServer:
         self.conns: dict[int, set[asyncio.StreamWriter]] = {}
         self.requests: dict[int, dict[str, int]] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.quota_state: dict[tuple[int, str, str], list[float]] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self.running = False
         self.sim_advanced = 0.0
@@ -131,7 +133,7 @@ class SimServer:
         for cl in self.fed.clusters.values():
             for b in cl.brokers.values():
                 await self._open_broker(cl, b)
-                ms = await asyncio.start_server(lambda r, w, c=cl, bb=b: self._metrics_conn(c, bb, r, w),
+                ms = await asyncio.start_server(functools.partial(self._metrics_conn, cl, b),
                                                 self.host, b.metrics_port or 0)
                 b.metrics_port = ms.sockets[0].getsockname()[1]
                 self.metrics_servers[b.gidx] = ms
@@ -142,7 +144,7 @@ class SimServer:
         return self.endpoints()
 
     async def _open_broker(self, cl: Cluster, b: Broker) -> None:
-        srv = await asyncio.start_server(lambda r, w, c=cl, bb=b: self._kafka_conn(c, bb, r, w),
+        srv = await asyncio.start_server(functools.partial(self._kafka_conn, cl, b),
                                          self.host, b.port or 0)
         b.port = srv.sockets[0].getsockname()[1]
         b.host = self.host
@@ -285,8 +287,18 @@ class SimServer:
                     break
                 await asyncio.sleep(0.01)
             fetch_audit(self.handler, ctx, req, resp, (time.perf_counter() - t0) * 1000.0)
+            delay = self._quota_delay(cl, b, ctx.client_id, "consumer_byte_rate", n)
         else:
             resp = self.handler.handle(ctx, key, ver, req)
+            delay = 0.0
+            if key == 0:
+                nbytes = sum(len(pd.records or b"") for td in req.topic_data for pd in td.partition_data)
+                delay = self._quota_delay(cl, b, ctx.client_id, "producer_byte_rate", nbytes)
+        if delay > 0:
+            # like a broker muting the channel: nothing more is read from this connection meanwhile
+            await asyncio.sleep(delay)
+            if resp is not None and hasattr(resp, "throttle_time_ms"):
+                resp.throttle_time_ms = int(delay * 1000)
         if resp is None:
             return None
         try:
@@ -294,6 +306,21 @@ class SimServer:
         except Exception:
             log.exception("encoding %s v%s failed", name, ver)
             return encode_response(generic_error(key, ver, m.UNKNOWN_SERVER_ERROR), ver, cid)
+
+    def _quota_delay(self, cl: Cluster, b: Broker, client_id: str, key: str, nbytes: int) -> float:
+        """Seconds to hold a real client's response so its byte rate stays within its quota.
+
+        Token bucket per (broker, client id, quota kind): one second of quota may burst; the debt
+        beyond it drains at the quota rate.  Unauthenticated clients are user ``ANONYMOUS``.
+        """
+        q = cl.quota_for("ANONYMOUS", client_id, key)
+        if not q < float("inf") or nbytes <= 0:
+            return 0.0
+        now = time.monotonic()
+        st = self.quota_state.setdefault((b.gidx, client_id, key), [now, 0.0])
+        st[1] = max(0.0, st[1] - (now - st[0]) * q) + nbytes
+        st[0] = now
+        return min(max(0.0, (st[1] - q) / q), 30.0)
 
     # ------------------------------------------------------------------ metrics
     async def _metrics_conn(self, cl: Cluster, b: Broker, reader: asyncio.StreamReader,
@@ -447,7 +474,7 @@ class SimServer:
                 elif path == "/advance":
                     secs = float(args["seconds"])
                     dt = float(args.get("dt", self.fed.tick_seconds))
-                    if not (0 <= secs <= 1e7 and 0 < dt):
+                    if not (0 <= secs <= 1e7 and dt > 0):
                         raise ValueError("seconds must be in [0, 1e7] and dt > 0")
                     self.fed.engine.advance(secs, dt)
                 else:

@@ -284,3 +284,80 @@ def test_pipelined_requests_and_unsupported_apis(sim: SimRunner) -> None:
         assert struct.unpack_from(">ih", r5) == (15, 35)
         s.sendall(_frame(ApiVersionsRequest(version=0), 16))
         assert struct.unpack_from(">i", _read_frame(s))[0] == 16
+
+
+def test_producer_quota_slows_a_real_client(sim: SimRunner, admin: KafkaAdminClient) -> None:
+    bs = sim.endpoints["clusters"]["east"]["bootstrap_servers"]
+    admin.create_topics([NewTopic("quota-t", -1, -1, replica_assignments={0: [1]})])
+    E = AlterClientQuotasRequest.EntryData
+    resp = _send(admin, AlterClientQuotasRequest(entries=[E(
+        entity=[E.EntityData(entity_type="client-id", entity_name="slowpoke")],
+        ops=[E.OpData(key="producer_byte_rate", value=500_000.0, remove=False)])], validate_only=False))
+    assert resp.entries[0].error_code == 0
+
+    def produce(client_id: str) -> float:
+        prod = KafkaProducer(bootstrap_servers=bs, client_id=client_id, batch_size=64 * 1024, linger_ms=5)
+        try:
+            prod.send("quota-t", value=b"w", partition=0).get(10)  # connect first
+            t0 = time.perf_counter()
+            for _ in range(150):
+                prod.send("quota-t", value=b"z" * 10_000, partition=0)
+            prod.flush(30)
+            return time.perf_counter() - t0
+        finally:
+            prod.close()
+
+    free = produce("speedy")
+    slow = produce("slowpoke")  # 1.5 MB at 0.5 MB/s with a 1 s burst: >= ~2 s
+    assert free < 1.0
+    assert slow > 1.6
+
+
+def test_simulated_traffic_is_readable(sim: SimRunner) -> None:
+    bs = sim.endpoints["clusters"]["east"]["bootstrap_servers"]
+    cons = KafkaConsumer(bootstrap_servers=bs, consumer_timeout_ms=3000, enable_auto_commit=False)
+    try:
+        tp = TopicPartition("orders", 2)
+        cons.assign([tp])
+        cons.seek_to_end(tp)
+        end = cons.position(tp)
+        assert end > 1000  # the scenario's initial log plus producer traffic
+        cons.seek(tp, end - 300)
+        got = []
+        for m in cons:
+            got.append(m)
+            if len(got) >= 300:
+                break
+        assert [m.offset for m in got] == list(range(end - 300, end))
+        assert {len(m.value) for m in got} == {1024}
+        assert cons.beginning_offsets([tp])[tp] >= 0
+    finally:
+        cons.close()
+
+
+def test_throttled_reassignment_over_the_wire(sim: SimRunner, admin: KafkaAdminClient) -> None:
+    """10 GB moved under a 10 MB/s KIP-73 throttle: ~1,000 simulated seconds, then the new replica set."""
+    admin.create_topics([NewTopic("wire-move", -1, -1, replica_assignments={0: [1, 2]})])
+    cl = sim.server.fed.clusters["east"]
+    slot = cl.topics["wire-move"].partitions[0].slot
+    sim.call(lambda: cl.engine.f["size"].__setitem__(slot, 10e9))
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "4", configs={
+        "follower.replication.throttled.rate": "10000000"})])
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "wire-move", configs={
+        "follower.replication.throttled.replicas": "0:4"})])
+    admin.alter_partition_reassignments({TopicPartition("wire-move", 0): [1, 4]})
+    ctl = sim.endpoints["control_url"]
+    http_json(ctl + "/advance", {"seconds": 500, "dt": 5})
+    assert TopicPartition("wire-move", 0) in admin.list_partition_reassignments()
+    dirs = admin.describe_log_dirs({"wire-move": [0]}, brokers=[4])[0]["log_dirs"]
+    (part,) = [p for d in dirs for t in d["topics"] for p in t["partitions"]]
+    assert 4.5e9 < part["partition_size"] < 5.5e9 and part["offset_lag"] > 0
+    http_json(ctl + "/advance", {"seconds": 560, "dt": 5})
+    assert TopicPartition("wire-move", 0) not in admin.list_partition_reassignments()
+    (t,) = admin.describe_topics(["wire-move"])
+    assert t["partitions"][0]["replica_nodes"] == [1, 4]
+    assert sorted(t["partitions"][0]["isr_nodes"]) == [1, 4]
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "4", configs={
+        "follower.replication.throttled.rate": (AlterConfigOp.DELETE, None)})])
+    b4 = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "4")])["broker"]["4"]
+    assert "follower.replication.throttled.rate" not in b4

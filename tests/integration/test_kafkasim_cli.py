@@ -84,8 +84,9 @@ def test_fault_commands_through_the_cli(up: tuple[dict[str, Any], Path]) -> None
     assert r.returncode == 0, r.stderr
     time.sleep(1.0)
     assert _disk_util(ep) > base + 0.2
-    from kafkasim.cli import register
     import typer
+
+    from kafkasim.cli import register
 
     app = typer.Typer()
     register(app)
@@ -153,3 +154,30 @@ def test_bad_scenario_is_a_clear_error(tmp_path: Path) -> None:
                        text=True, timeout=60)
     assert r.returncode == 2
     assert "$.clusters[0].brokers[0].disks[0].kind" in r.stderr
+
+
+def _first_line_then_exit(args: list[str]) -> dict[str, Any]:
+    proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--duration", "1.5", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ep = json.loads(proc.stdout.readline())
+        assert proc.wait(30) == 0
+        return dict(ep)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_default_federation_and_snapshot_seed() -> None:
+    ep = _first_line_then_exit([])
+    assert set(ep["clusters"]) == {"east", "west"}
+    idcs = {b["idc"] for c in ep["clusters"].values() for b in c["brokers"]}
+    assert idcs == {"idc-a", "idc-b", "idc-c"}
+    assert ep["control_url"].startswith("http://127.0.0.1:")
+    example = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "small.json"
+    if example.exists():
+        name = json.loads(example.read_text())["cluster"]
+        ep = _first_line_then_exit(["--snapshot", str(example)])
+        assert list(ep["clusters"]) == [name]

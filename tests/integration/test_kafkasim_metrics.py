@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.error
 from collections.abc import Iterator
 
 import pytest
@@ -81,7 +82,7 @@ def test_per_partition_series_follow_real_produce(sim: SimRunner) -> None:
         admin.close()
     prod = KafkaProducer(bootstrap_servers=ep["bootstrap_servers"])
     try:
-        for i in range(30):
+        for _i in range(30):
             prod.send("m", value=b"x" * 1000, partition=0)
         prod.flush(10)
     finally:
@@ -105,7 +106,7 @@ def test_dead_broker_metrics_and_urp(sim: SimRunner) -> None:
     http_json(ctl + "/fault/kill-broker", {"cluster": "east", "broker": 4})
     try:
         time.sleep(0.3)
-        with pytest.raises(Exception):
+        with pytest.raises(urllib.error.HTTPError):
             http_text(ep["brokers"][3]["metrics_url"])
         urp = sum(pick(parse(http_text(ep["brokers"][i]["metrics_url"])),
                        "kafka_server_replicamanager_underreplicatedpartitions") for i in range(3))

@@ -223,3 +223,16 @@ def test_same_seed_same_run() -> None:
     a, b = run(), run()
     assert np.array_equal(a, b)
     assert math.isfinite(float(a.sum())) and a.sum() > 0
+
+
+def test_slow_disk_raises_util_and_latency() -> None:
+    e, c = make()
+    t = c.create_topic("s", 1, 1, assignments={0: [1]})
+    e.f["base_rate"][t.partitions[0].slot] = 10e6
+    e.advance(3, 1.0)
+    d = t.partitions[0].log_dirs[1]
+    u0, a0 = float(e.d_util[d]), float(e.d_await[d])
+    e.d_slow[d] = 10.0
+    e.advance(3, 1.0)
+    assert e.d_util[d] == pytest.approx(10 * u0, rel=0.05)
+    assert e.d_await[d] > 10 * a0
