@@ -35,7 +35,9 @@ from controlplane.service.commands import meta
 from controlplane.service.store import StateStore
 from planners.throttle import (
     DEFAULT_THRESHOLDS,
+    INTRA_BROKER,
     LEVER_KINDS,
+    MIGRATION,
     WHO,
     DiskHealth,
     HealthThresholds,
@@ -207,22 +209,36 @@ class ThrottleService:
         self.last[cluster] = Evaluation(at, trigger, None, [], skipped=why)
         return {"trigger": trigger, "skipped": why, "decisions": []}
 
+    def _executor_owns(self, cluster: str, kind: str) -> bool:
+        """While an execution runs on the cluster, the executor owns the migration throttles (it recomputes
+        them every pass): a migration lever is then only recorded, as a ceiling for the executor."""
+        if kind not in (MIGRATION, INTRA_BROKER):
+            return False
+        return bool(self.store.read(lambda s: any(e["cluster"] == cluster and e["status"] in ("running", "stopping")
+                                                  for e in s["executions"].values())))
+
     def _act(self, cluster: str, binding: ClusterBinding, d: ThrottleDecision) -> dict[str, Any] | None:
         summary = {"action": d.action, "key": d.key, "kind": d.kind, "target": dict(d.target),
                    "rate_bytes_per_s": d.rate_bytes_per_s, "why": d.why}
+        deferred = self._executor_owns(cluster, d.kind)
         try:
             if d.action == "release":
-                binding.actuator.remove(d.kind, d.target)
-                self.applied[cluster].pop(d.key, None)
+                if not deferred:  # else the reconcile removes it once the execution is over
+                    binding.actuator.remove(d.kind, d.target)
+                    self.applied[cluster].pop(d.key, None)
                 self.store.propose({"type": "throttle.clear", "meta": meta(WHO, d.why), "cluster": cluster,
                                     "key": d.key})
             else:
                 evidence = _jsonable(dict(d.evidence))
+                if deferred:
+                    evidence["enforced_by"] = "executor (ceiling for its migration rate while it runs)"
                 self.store.propose({"type": "throttle.set", "meta": meta(WHO, d.why), "cluster": cluster,
                                     "key": d.key, "kind": d.kind, "target": _jsonable(dict(d.target)),
                                     "rate_bytes_per_s": d.rate_bytes_per_s, "evidence": evidence})
-                binding.actuator.apply(d.kind, d.target, d.rate_bytes_per_s)
-                self.applied[cluster][d.key] = (d.kind, dict(d.target), d.rate_bytes_per_s)
+                if not deferred:
+                    binding.actuator.apply(d.kind, d.target, d.rate_bytes_per_s)
+                    self.applied[cluster][d.key] = (d.kind, dict(d.target), d.rate_bytes_per_s)
+                summary["deferred_to_executor"] = deferred
         except Exception as exc:
             log.warning("throttle %s: %s %s failed: %s", cluster, d.action, d.key, exc)
             return {**summary, "error": str(exc)}
@@ -235,7 +251,7 @@ class ThrottleService:
                                             if t.get("kind") in LEVER_KINDS})
         mine = self.applied[cluster]
         for key, (kind, target, rate) in sorted(wanted.items()):
-            if mine.get(key) == (kind, target, rate):
+            if mine.get(key) == (kind, target, rate) or self._executor_owns(cluster, kind):
                 continue
             try:
                 binding.actuator.apply(kind, target, rate)
@@ -244,6 +260,8 @@ class ThrottleService:
                 log.warning("throttle %s: re-applying %s failed: %s", cluster, key, exc)
         for key in sorted(set(mine) - set(wanted)):
             kind, target, _ = mine[key]
+            if self._executor_owns(cluster, kind):
+                continue
             try:
                 binding.actuator.remove(kind, target)
                 del mine[key]

@@ -11,7 +11,7 @@ from typing import Any
 from controlplane.service.commands import meta
 from controlplane.service.store import LocalStateStore
 from controlplane.service.throttle_loop import AlertRecord, ClusterBinding, Observation, ThrottleService
-from planners.throttle import PARTITION_FETCH, WHO
+from planners.throttle import MIGRATION, PARTITION_FETCH, WHO, Transfer
 from tests.throttle_support import MB, hot_snapshot
 
 
@@ -19,11 +19,13 @@ class FakeSource:
     def __init__(self) -> None:
         self.snapshot = hot_snapshot()
         self.fail: Exception | None = None
+        self.transfers: tuple[Transfer, ...] = ()
 
     def observe(self) -> Observation:
         if self.fail is not None:
             raise self.fail
-        return Observation(snapshot=replace(self.snapshot, taken_at=datetime.now(UTC)), partition_throttle=True)
+        return Observation(snapshot=replace(self.snapshot, taken_at=datetime.now(UTC)), partition_throttle=True,
+                           transfers=self.transfers)
 
 
 class FakeActuator:
@@ -169,3 +171,24 @@ def test_thresholds_come_from_the_settings_file(tmp_path) -> None:
         assert any(p.path.startswith("$.throttle.thresholds.hdd") for p in exc.problems), exc.problems
     else:
         raise AssertionError("inverted marks must be rejected")
+
+
+def test_during_an_execution_the_migration_lever_is_a_recorded_ceiling_for_the_executor() -> None:
+    store, service, source, actuator = setup()
+    source.snapshot = hot_snapshot(read=0.0)
+    source.transfers = (Transfer("reassign", "events", 1, (3, "/d1"), (1, "/d1"), 150 * MB),)
+    plan_id = store.propose({"type": "plan.propose", "meta": meta("op"), "cluster": "c1", "kind": "rebalance",
+                             "plan": {}})["plan_id"]
+    store.propose({"type": "plan.approve", "meta": meta("op"), "plan_id": plan_id})
+    execution = store.propose({"type": "execution.start", "meta": meta("op"), "plan_id": plan_id,
+                               "tasks": []})["execution_id"]
+    service.job()
+    out = service.job()[0]
+    (decision,) = out["decisions"]
+    assert decision["kind"] == MIGRATION and decision["deferred_to_executor"] is True
+    assert "executor" in throttles(store)["migration:broker:1"]["evidence"]["enforced_by"]
+    assert actuator.calls == []  # the executor owns KIP-73 rates while it runs
+    store.propose({"type": "execution.finish", "meta": meta("op"), "execution_id": execution,
+                   "status": "completed"})
+    service.job()  # no execution any more: the recorded lever is applied by the reconcile
+    assert ("apply", MIGRATION) in actuator.calls
