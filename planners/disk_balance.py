@@ -1,0 +1,189 @@
+"""Goal: disk-load balance across and within brokers (JBOD), on estimated utilisation.
+
+Per resource pool, a disk is *hot* when its estimated utilisation (disk load / max throughput — so
+heterogeneous HDD/NVMe disks compare fairly) exceeds ``threshold`` x the pool's mean. Hot disks are
+taken hottest first; each sheds replicas until it is at or below ``target`` x mean:
+
+* which replica: the one that fixes the most load per byte copied (fractional-knapsack order), except
+  that when some replica alone covers the remaining excess, the smallest such replica is taken;
+* where: among valid targets (every hard goal of :mod:`planners.constraints`, capacity headroom, plan
+  bounds, and the target staying ≤ ``target`` x mean) the disk with the lowest *median historical*
+  load (projected with what the plan already added). A disk of the same broker is an intra-broker
+  log-dir move. Topics with an IDC placement policy move within their IDC.
+
+Never worse: every move lowers a disk that is above ``threshold`` x mean and leaves the receiving disk
+below it, so no pool's peak utilisation rises. Bounded by bytes / partitions per run. Deterministic:
+ties break on snapshot order and partition id. Hot spots no move fixes (one huge replica, or no valid
+target) are reported in the plan's notes instead of churning.
+
+Cost: O(moves x (disks of the pool + replicas of the source disk)) with numpy doing the disk scan;
+about 10-30 s for 1,000 brokers x 12 disks and 300,000 replicas on one core.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from dataclasses import dataclass, field
+
+from controlplane.domain import ClusterSnapshot, Partition, Plan
+from planners.workspace import Bounds, Workspace
+
+KIND = "rebalance"
+MAX_NOTES = 12
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceOptions:
+    """``threshold``: a disk above this x pool mean is hot; ``target``: hot disks shed to this x mean."""
+
+    bounds: Bounds = field(default_factory=Bounds)
+    threshold: float = 1.10
+    target: float = 1.07
+
+
+@dataclass(slots=True)
+class _Candidate:
+    pid: tuple[str, int]
+    position: int
+    load: float
+    size: int
+
+
+def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = None) -> Plan:
+    """A disk-load rebalance plan for every pool of ``snapshot`` (checked by :func:`check_plan`)."""
+    options = options or BalanceOptions()
+    ws = Workspace(snapshot, options.bounds)
+    notes: list[str] = []
+    for pool in sorted({b.pool for b in snapshot.brokers}):
+        notes += balance_pool(ws, pool, options)
+    return ws.to_plan(KIND, notes)
+
+
+def balance_pool(ws: Workspace, pool: str, options: BalanceOptions) -> list[str]:
+    """Shed every hot disk of ``pool`` in ``ws``; returns notes on what could not be fixed."""
+    disks = ws.group(pool)
+    if len(disks) == 0:
+        return []
+    total_max = float(ws.max_bps[disks].sum())
+    mean = float(ws.load[disks].sum()) / total_max
+    if mean <= 0:
+        return []
+    hot, goal = options.threshold * mean, options.target * mean
+    heap = [(-ws.util(int(i)), int(i)) for i in disks if ws.util(int(i)) > hot]
+    heapq.heapify(heap)
+    cands: dict[int, list[_Candidate]] = {}
+    stuck: list[tuple[int, str]] = []
+    bounded = False
+    while heap:
+        neg, i = heapq.heappop(heap)
+        if abs(-neg - ws.util(i)) > 1e-12:  # stale: re-queue with its current utilisation
+            if ws.util(i) > hot:
+                heapq.heappush(heap, (-ws.util(i), i))
+            continue
+        if cands.get(i) is None:
+            cands[i] = _candidates(ws, i, pool)
+        moved, why = _shed_one(ws, i, cands[i], goal)
+        if moved:
+            if ws.util(i) > hot:
+                heapq.heappush(heap, (-ws.util(i), i))
+        else:
+            stuck.append((i, why))
+            bounded = bounded or why == "bounds"
+    return _notes(ws, pool, stuck, mean, goal, bounded)
+
+
+def _candidates(ws: Workspace, i: int, pool: str) -> list[_Candidate]:
+    """Movable replicas on disk ``i``, best load-per-byte first."""
+    broker, path = ws.disk_ids[i]
+    out = []
+    for pid in ws.index.replicas_on_disk[(broker, path)]:
+        p = ws.partition(pid)
+        if p.leader is None or ws.index.topic_by_name[p.topic].pool != pool:
+            continue
+        replicas, dirs = ws.replicas(p)
+        position = next((k for k, pair in enumerate(zip(replicas, dirs, strict=True)) if pair == (broker, path)), -1)
+        if position < 0:
+            continue
+        load = p.replica_load(broker)
+        if load <= 0 or (broker == p.leader and position != 0):
+            continue  # moving a non-preferred leader would hand leadership to a third disk
+        out.append(_Candidate(pid, position, load, p.size_bytes))
+    out.sort(key=lambda c: (-(c.load / c.size) if c.size else float("-inf"), c.pid))
+    return out
+
+
+def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float) -> tuple[bool, str]:
+    """Move one replica off disk ``i``. Returns (moved, reason when not)."""
+    why = "no-target"
+    while cands:
+        excess = ws.load[i] - goal * ws.max_bps[i]
+        pick = 0
+        finishers = [k for k, c in enumerate(cands) if c.load >= excess]
+        if finishers:
+            smallest = min(finishers, key=lambda k: (cands[k].size, k))
+            if cands[smallest].size <= cands[0].size:
+                pick = smallest
+        c = cands[pick]
+        p = ws.partition(c.pid)
+        target = ws.best_target(p, c.position, _targets(ws, p, c.position), max_util=goal)
+        del cands[pick]
+        if target is not None:
+            ws.move_replica(p, c.position, target)
+            return True, ""
+        if ws.bounds.max_bytes is not None or ws.bounds.max_partitions is not None:
+            replicas, dirs = ws.replicas(p)
+            probe = replicas[: c.position] + (-1,) + replicas[c.position + 1:]
+            if not ws.within_bounds(p, probe, dirs):
+                why = "bounds"
+    return False, why
+
+
+def _targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:
+    topic = ws.index.topic_by_name[p.topic]
+    if ws.snapshot.placement_of(topic):
+        return ws.group(topic.pool, ws.topo.idc[ws.replicas(p)[0][position]])
+    return ws.group(topic.pool)
+
+
+def replica_floor(ws: Workspace, pool: str) -> float:
+    """Lowest peak utilisation the heaviest single replica of ``pool`` allows (its load / fastest disk)."""
+    disks = ws.group(pool)
+    if len(disks) == 0:
+        return 0.0
+    fastest = float(ws.max_bps[disks].max())
+    heaviest = 0.0
+    for t in ws.snapshot.topics:
+        if t.pool == pool:
+            for p in t.partitions:
+                heaviest = max(heaviest, p.bytes_in_per_s + p.disk_read_bytes_per_s)
+    return heaviest / fastest
+
+
+def _notes(ws: Workspace, pool: str, stuck: list[tuple[int, str]], mean: float, goal: float,
+           bounded: bool) -> list[str]:
+    notes = []
+    floor = replica_floor(ws, pool)
+    if floor > goal:
+        notes.append(f"pool {pool}: the heaviest replica alone loads even the fastest disk to {floor:.3f} "
+                     f"(pool mean {mean:.3f}); add partitions to its topic rather than move it")
+    stuck.sort(key=lambda s: (-ws.util(s[0]), s[0]))
+    for i, why in stuck[:MAX_NOTES]:
+        broker, path = ws.disk_ids[i]
+        heaviest = max((ws.partition(pid).replica_load(broker) for pid in ws.index.replicas_on_disk[(broker, path)]
+                        if (broker, path) in zip(*ws.replicas(ws.partition(pid)), strict=True)), default=0.0)
+        alone = heaviest * ws.inv_max[i]
+        if alone > goal:
+            reason = (f"one replica alone loads it to {alone:.3f}: a hot spot no move fixes "
+                      f"(add partitions or use a faster disk)")
+        elif why == "bounds":
+            reason = "the plan's byte/partition bound is reached; run again after this plan"
+        else:
+            reason = "no valid target has room (hard constraints or capacity)"
+        notes.append(f"pool {pool}: disk {broker}:{path} stays at {ws.util(i):.3f} (mean {mean:.3f}): {reason}")
+    if len(stuck) > MAX_NOTES:
+        notes.append(f"pool {pool}: {len(stuck) - MAX_NOTES} more disk(s) stay above the threshold")
+    if bounded and not stuck:
+        notes.append(f"pool {pool}: the plan's bound was reached")
+    return notes

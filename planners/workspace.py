@@ -1,0 +1,296 @@
+"""The mutable working copy every planner edits, and the one way a planner turns it into a Plan.
+
+A :class:`Workspace` holds the current (planned) assignment of every touched partition, per-disk
+load, projected utilisation and used bytes as numpy arrays, and the bytes / partitions the plan moves
+so far. Planners ask it for the best valid target disk (:meth:`Workspace.best_target`) and commit
+changes (:meth:`Workspace.assign`, :meth:`Workspace.set_leader`); :meth:`Workspace.to_plan` builds
+the :class:`Plan`, its summary, and runs the shared invariant checker — a plan that fails it is a
+planner bug and raises :class:`PlannerError` instead of reaching a cluster.
+
+Projected utilisation of a disk = the *median* of its ``load_history`` (its current estimated
+utilisation when it has no history) + the load the plan adds to or removes from it / its max
+throughput. Targets are ranked on it; acceptance tests use the estimated utilisation (disk load /
+max throughput), the balancing objective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from controlplane.domain import (
+    CheckLimits,
+    ClusterSnapshot,
+    LeaderChange,
+    Partition,
+    PartitionId,
+    PartitionMove,
+    Plan,
+    apply_plan,
+    check_plan,
+    summarize_plan,
+)
+from planners.constraints import Topology, median
+
+EPS = 1e-12
+
+
+class PlannerError(RuntimeError):
+    """A planner produced a plan the invariant checker rejects (a bug), or was asked the impossible."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Limits of one plan: bytes to copy, partitions to move, and free space kept on every disk."""
+
+    max_bytes: int | None = None
+    max_partitions: int | None = None
+    capacity_headroom: float = 0.10
+
+    def check_limits(self) -> CheckLimits:
+        """The same bounds as the invariant checker's :class:`CheckLimits`."""
+        return CheckLimits(capacity_headroom=self.capacity_headroom, max_bytes_to_move=self.max_bytes,
+                           max_partitions_to_move=self.max_partitions)
+
+
+class Workspace:
+    """Working copy of one snapshot's assignment. Construction is O(disks + replicas)."""
+
+    def __init__(self, snapshot: ClusterSnapshot, bounds: Bounds | None = None) -> None:
+        self.snapshot = snapshot
+        self.bounds = bounds or Bounds()
+        index = snapshot.index
+        self.index = index
+        self.topo = Topology(snapshot)
+        self.disk_ids = list(index.disk_ids)
+        self.pos = {d: i for i, d in enumerate(self.disk_ids)}
+        disks = [index.disk_by_id[d] for d in self.disk_ids]
+        self.max_bps = np.array([d.max_bytes_per_s for d in disks], dtype=np.float64)
+        self.inv_max = 1.0 / self.max_bps
+        self.load0 = np.array([index.disk_load[d] for d in self.disk_ids], dtype=np.float64)
+        self.load = self.load0.copy()
+        self.util_arr = self.load0 * self.inv_max
+        self.base = np.array([median(d.load_history) if d.load_history else float(self.util_arr[i])
+                              for i, d in enumerate(disks)], dtype=np.float64)
+        self.proj = self.base.copy()
+        self.used0 = np.array([d.used_bytes for d in disks], dtype=np.float64)
+        self.used = self.used0.copy()
+        self.limit = np.array([d.capacity_bytes * (1.0 - self.bounds.capacity_headroom) for d in disks],
+                              dtype=np.float64)
+        self.disk_broker = np.array([b for b, _ in self.disk_ids], dtype=np.int64)
+        self.alive = np.array([self.topo.alive[b] for b, _ in self.disk_ids], dtype=bool)
+        self.broker_disks: dict[int, list[int]] = {}
+        for i, (b, _) in enumerate(self.disk_ids):
+            self.broker_disks.setdefault(b, []).append(i)
+        self.current: dict[PartitionId, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+        self.leader_override: dict[PartitionId, int] = {}
+        self.cost: dict[PartitionId, int] = {}
+        self.moved_bytes = 0
+        self.moved_partitions = 0
+        self._groups: dict[tuple[str, str | None], np.ndarray] = {}
+
+    # ------------------------------------------------------------------ reads
+    def partition(self, pid: PartitionId) -> Partition:
+        """The partition as in the snapshot."""
+        return self.index.partition_by_id[pid]
+
+    def replicas(self, p: Partition) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """Planned replicas and log dirs of ``p``."""
+        return self.current.get(p.id, (p.replicas, p.log_dirs))
+
+    def leader(self, p: Partition) -> int | None:
+        """Planned leader of ``p`` (Kafka's rule after a reassignment, then any leader change)."""
+        override = self.leader_override.get(p.id)
+        return override if override is not None else self.default_leader(p)
+
+    def default_leader(self, p: Partition) -> int | None:
+        """Leader once the planned move of ``p`` completes, before any leader change (as apply_plan)."""
+        replicas, dirs = self.replicas(p)
+        if p.leader in replicas or (replicas == p.replicas and dirs == p.log_dirs):
+            return p.leader
+        return replicas[0]
+
+    def util(self, i: int) -> float:
+        """Estimated utilisation of disk ``i`` under the plan so far."""
+        return float(self.util_arr[i])
+
+    def _bump(self, i: int, delta: float) -> None:
+        self.load[i] += delta
+        self.util_arr[i] = self.load[i] * self.inv_max[i]
+        self.proj[i] = self.base[i] + (self.load[i] - self.load0[i]) * self.inv_max[i]
+
+    def group(self, pool: str, idc: str | None = None) -> np.ndarray:
+        """Indices of the alive disks of ``pool`` (in ``idc`` when given), in snapshot order."""
+        key = (pool, idc)
+        found = self._groups.get(key)
+        if found is None:
+            found = np.array([i for i, (b, _) in enumerate(self.disk_ids)
+                              if self.alive[i] and self.topo.pool[b] == pool
+                              and (idc is None or self.topo.idc[b] == idc)], dtype=np.int64)
+            self._groups[key] = found
+        return found
+
+    def copies(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str]) -> int:
+        """Replicas of the target assignment that must be copied (new broker or new log dir)."""
+        old = set(zip(p.replicas, p.log_dirs, strict=True))
+        return sum(1 for pair in zip(replicas, dirs, strict=True) if pair not in old)
+
+    def within_bounds(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str]) -> bool:
+        """True when giving ``p`` this assignment keeps the plan inside its byte / partition bounds."""
+        new_cost = self.copies(p, replicas, dirs) * p.size_bytes
+        old_cost = self.cost.get(p.id, 0)
+        b = self.bounds
+        if b.max_bytes is not None and self.moved_bytes - old_cost + new_cost > b.max_bytes:
+            return False
+        parts = self.moved_partitions - int(self._moved(p)) + int(new_cost > 0 or self.copies(p, replicas, dirs) > 0)
+        return b.max_partitions is None or parts <= b.max_partitions
+
+    def _moved(self, p: Partition) -> bool:
+        cur = self.current.get(p.id)
+        return cur is not None and self.copies(p, *cur) > 0
+
+    def fits(self, i: int, size: int) -> bool:
+        """True when disk ``i`` may take ``size`` more bytes (capacity headroom, or it ends below its start)."""
+        after = self.used[i] + size
+        return bool(after <= self.limit[i] or after <= self.used0[i])
+
+    def contributions(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str],
+                      leader: int | None) -> list[tuple[int, float]]:
+        """(disk index, load) of every replica of ``p`` for the given assignment."""
+        return [(self.pos[(b, d)], p.bytes_in_per_s + (p.disk_read_bytes_per_s if b == leader else 0.0))
+                for b, d in zip(replicas, dirs, strict=True) if (b, d) in self.pos]
+
+    # ---------------------------------------------------------------- writes
+    def assign(self, p: Partition, replicas: tuple[int, ...], dirs: tuple[str, ...]) -> None:
+        """Give ``p`` a new planned assignment; loads, usage and move costs follow. O(RF)."""
+        old_r, old_d = self.replicas(p)
+        old_leader = self.leader(p)
+        for i, load in self.contributions(p, old_r, old_d, old_leader):
+            self._bump(i, -load)
+        for b, d in zip(old_r, old_d, strict=True):
+            if (b, d) in self.pos:
+                self.used[self.pos[(b, d)]] -= p.size_bytes
+        was_moved = self._moved(p)
+        self.current[p.id] = (replicas, dirs)
+        override = self.leader_override.get(p.id)
+        if override is not None and override not in replicas:
+            del self.leader_override[p.id]
+        for i, load in self.contributions(p, replicas, dirs, self.leader(p)):
+            self._bump(i, load)
+        for b, d in zip(replicas, dirs, strict=True):
+            self.used[self.pos[(b, d)]] += p.size_bytes
+        new_cost = self.copies(p, replicas, dirs) * p.size_bytes
+        self.moved_bytes += new_cost - self.cost.get(p.id, 0)
+        self.cost[p.id] = new_cost
+        self.moved_partitions += int(self._moved(p)) - int(was_moved)
+
+    def set_leader(self, p: Partition, broker: int) -> None:
+        """Make ``broker`` (a planned replica of ``p``) its leader; disk loads follow. O(RF)."""
+        replicas, dirs = self.replicas(p)
+        if broker not in replicas:
+            raise PlannerError(f"broker {broker} is not a replica of {p.topic}-{p.partition}")
+        for i, load in self.contributions(p, replicas, dirs, self.leader(p)):
+            self._bump(i, -load)
+        self.leader_override[p.id] = broker
+        for i, load in self.contributions(p, replicas, dirs, broker):
+            self._bump(i, load)
+
+    # ------------------------------------------------------------ targeting
+    def best_target(self, p: Partition, position: int, candidates: np.ndarray, *,
+                    max_util: float | None = None, exclude: Iterable[int] = (), tries: int = 64) -> int | None:
+        """The valid disk with the lowest projected utilisation for replica ``position`` of ``p``.
+
+        Valid: alive, in the candidate set, room within capacity headroom, the move keeps every hard
+        goal (:meth:`Topology.replica_set_ok`), the plan stays within its bounds, and (with
+        ``max_util``) the disk's estimated utilisation after the move stays ≤ ``max_util``. A disk of
+        the replica's own broker is an intra-broker (log dir) move. Ties break on snapshot order.
+        O(len(candidates)) per try.
+        """
+        if len(candidates) == 0:
+            return None
+        replicas, dirs = self.replicas(p)
+        src_broker = replicas[position]
+        src = self.pos.get((src_broker, dirs[position]), -1)
+        leader = self.leader(p)
+        add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if leader == src_broker else 0.0)
+        used_after = self.used[candidates] + p.size_bytes
+        mask = (used_after <= self.limit[candidates]) | (used_after <= self.used0[candidates])
+        if max_util is not None:
+            mask &= self.util_arr[candidates] + add * self.inv_max[candidates] <= max_util + EPS
+        mask &= candidates != src
+        excluded = set(exclude)
+        if excluded:
+            mask &= ~np.isin(self.disk_broker[candidates], np.fromiter(excluded, dtype=np.int64))
+        if not mask.any():
+            return None
+        score = np.where(mask, self.proj[candidates], np.inf)
+        topic = self.index.topic_by_name[p.topic]
+        placement = self.snapshot.placement_of(topic)
+        for _ in range(tries):
+            k = int(np.argmin(score))
+            if not np.isfinite(score[k]):
+                return None
+            score[k] = np.inf
+            i = int(candidates[k])
+            dst_broker, dst_dir = self.disk_ids[i]
+            new_r = replicas[:position] + (dst_broker,) + replicas[position + 1:]
+            new_d = dirs[:position] + (dst_dir,) + dirs[position + 1:]
+            if dst_broker != src_broker and dst_broker in replicas:
+                continue
+            if not self.topo.replica_set_ok(p.replicas, new_r, topic.pool, placement):
+                continue
+            if not self.within_bounds(p, new_r, new_d):
+                continue
+            return i
+        return None
+
+    def move_replica(self, p: Partition, position: int, target: int) -> None:
+        """Put replica ``position`` of ``p`` on disk ``target`` (same position in the replica list)."""
+        replicas, dirs = self.replicas(p)
+        b, d = self.disk_ids[target]
+        self.assign(p, replicas[:position] + (b,) + replicas[position + 1:],
+                    dirs[:position] + (d,) + dirs[position + 1:])
+
+    # ----------------------------------------------------------------- output
+    def moves(self) -> tuple[PartitionMove, ...]:
+        """Every partition whose planned assignment differs from the snapshot, sorted by partition id."""
+        out = []
+        for pid in sorted(self.current):
+            replicas, dirs = self.current[pid]
+            p = self.partition(pid)
+            if replicas != p.replicas or dirs != p.log_dirs:
+                out.append(PartitionMove(topic=p.topic, partition=p.partition, replicas=replicas, log_dirs=dirs))
+        return tuple(out)
+
+    def leader_changes(self) -> tuple[LeaderChange, ...]:
+        """Leader changes that differ from what the moves alone give, sorted by partition id."""
+        out = []
+        for pid in sorted(self.leader_override):
+            p = self.partition(pid)
+            want = self.leader_override[pid]
+            if want != self.default_leader(p):
+                out.append(LeaderChange(topic=p.topic, partition=p.partition, leader=want))
+        return tuple(out)
+
+    def to_plan(self, kind: str, notes: Sequence[str] = ()) -> Plan:
+        """The plan of everything planned so far, with its summary, checked by :func:`check_plan`.
+
+        Raises :class:`PlannerError` if the checker finds any violation (never returns a bad plan).
+        """
+        return finish_plan(self.snapshot, Plan(cluster=self.snapshot.cluster, kind=kind, moves=self.moves(),
+                                               leaders=self.leader_changes()),
+                           notes, self.bounds)
+
+
+def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bounds: Bounds) -> Plan:
+    """Attach summary and notes to ``draft`` and run the shared invariant checker on it."""
+    after = apply_plan(snapshot, draft)
+    plan = Plan(cluster=draft.cluster, kind=draft.kind, moves=draft.moves, leaders=draft.leaders,
+                summary=summarize_plan(snapshot, after, draft), notes=tuple(notes))
+    violations = check_plan(snapshot, plan, bounds.check_limits())
+    if violations:
+        shown = "; ".join(str(v) for v in violations[:5])
+        raise PlannerError(f"planner produced an invalid {draft.kind} plan ({len(violations)} violations): {shown}")
+    return plan
