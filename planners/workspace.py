@@ -37,8 +37,12 @@ from planners.constraints import Topology, median
 EPS = 1e-12
 
 
-class PlannerError(RuntimeError):
-    """A planner produced a plan the invariant checker rejects (a bug), or was asked the impossible."""
+class PlannerError(ValueError):
+    """A planner was asked the impossible (unknown broker or topic, unsatisfiable request)."""
+
+
+class InvalidPlanError(PlannerError):
+    """A planner produced a plan the shared invariant checker rejects — a bug; the plan is never returned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,7 @@ class Workspace:
             self.broker_disks.setdefault(b, []).append(i)
         self.current: dict[PartitionId, tuple[tuple[int, ...], tuple[str, ...]]] = {}
         self.leader_override: dict[PartitionId, int] = {}
+        self.explicit_leaders: set[PartitionId] = set()
         self.cost: dict[PartitionId, int] = {}
         self.moved_bytes = 0
         self.moved_partitions = 0
@@ -116,7 +121,8 @@ class Workspace:
         """Estimated utilisation of disk ``i`` under the plan so far."""
         return float(self.util_arr[i])
 
-    def _bump(self, i: int, delta: float) -> None:
+    def add_load(self, i: int, delta: float) -> None:
+        """Add ``delta`` bytes/s to disk ``i`` (its estimated and projected utilisation follow)."""
         self.load[i] += delta
         self.util_arr[i] = self.load[i] * self.inv_max[i]
         self.proj[i] = self.base[i] + (self.load[i] - self.load0[i]) * self.inv_max[i]
@@ -168,7 +174,7 @@ class Workspace:
         old_r, old_d = self.replicas(p)
         old_leader = self.leader(p)
         for i, load in self.contributions(p, old_r, old_d, old_leader):
-            self._bump(i, -load)
+            self.add_load(i, -load)
         for b, d in zip(old_r, old_d, strict=True):
             if (b, d) in self.pos:
                 self.used[self.pos[(b, d)]] -= p.size_bytes
@@ -178,7 +184,7 @@ class Workspace:
         if override is not None and override not in replicas:
             del self.leader_override[p.id]
         for i, load in self.contributions(p, replicas, dirs, self.leader(p)):
-            self._bump(i, load)
+            self.add_load(i, load)
         for b, d in zip(replicas, dirs, strict=True):
             self.used[self.pos[(b, d)]] += p.size_bytes
         new_cost = self.copies(p, replicas, dirs) * p.size_bytes
@@ -186,16 +192,22 @@ class Workspace:
         self.cost[p.id] = new_cost
         self.moved_partitions += int(self._moved(p)) - int(was_moved)
 
-    def set_leader(self, p: Partition, broker: int) -> None:
-        """Make ``broker`` (a planned replica of ``p``) its leader; disk loads follow. O(RF)."""
+    def set_leader(self, p: Partition, broker: int, *, explicit: bool = False) -> None:
+        """Make ``broker`` (a planned replica of ``p``) its leader; disk loads follow. O(RF).
+
+        ``explicit``: emit the leader change even when the moves alone would give the same leader
+        (a drain moves leadership before any data).
+        """
         replicas, dirs = self.replicas(p)
         if broker not in replicas:
             raise PlannerError(f"broker {broker} is not a replica of {p.topic}-{p.partition}")
         for i, load in self.contributions(p, replicas, dirs, self.leader(p)):
-            self._bump(i, -load)
+            self.add_load(i, -load)
         self.leader_override[p.id] = broker
+        if explicit:
+            self.explicit_leaders.add(p.id)
         for i, load in self.contributions(p, replicas, dirs, broker):
-            self._bump(i, load)
+            self.add_load(i, load)
 
     # ------------------------------------------------------------ targeting
     def best_target(self, p: Partition, position: int, candidates: np.ndarray, *,
@@ -270,7 +282,7 @@ class Workspace:
         for pid in sorted(self.leader_override):
             p = self.partition(pid)
             want = self.leader_override[pid]
-            if want != self.default_leader(p):
+            if want != self.default_leader(p) or pid in self.explicit_leaders:
                 out.append(LeaderChange(topic=p.topic, partition=p.partition, leader=want))
         return tuple(out)
 
@@ -292,5 +304,5 @@ def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bo
     violations = check_plan(snapshot, plan, bounds.check_limits())
     if violations:
         shown = "; ".join(str(v) for v in violations[:5])
-        raise PlannerError(f"planner produced an invalid {draft.kind} plan ({len(violations)} violations): {shown}")
+        raise InvalidPlanError(f"planner produced an invalid {draft.kind} plan ({len(violations)} violations): {shown}")
     return plan
