@@ -139,8 +139,8 @@ def _summary_from_doc(doc: SummaryDoc) -> PlanSummary:
 
 
 def _stats_to_dict(stats: UtilStats) -> dict[str, Any]:
-    return {"disks": stats.disks, "max_util": round(stats.max_util, 6), "mean_util": round(stats.mean_util, 6),
-            "peak_to_mean": round(stats.peak_to_mean, 6)}
+    return {"disks": stats.disks, "max_util": stats.max_util, "mean_util": stats.mean_util,
+            "peak_to_mean": stats.peak_to_mean}
 
 
 def reassignment_to_dict(plan: Plan) -> dict[str, Any]:
