@@ -19,12 +19,28 @@ from planners.drain import DrainOptions, plan_drain, plan_restore
 from planners.idc_migration import MigrationOptions, plan_idc_migration
 from planners.leaders import LeaderOptions, plan_leaders
 from planners.pool_resize import PoolGrowth, ResizeOptions, plan_pool_grow, plan_pool_shrink
-from planners.preallocate import NewTopic, Preallocation, PreallocateOptions, plan_preallocation
+from planners.preallocate import NewTopic, PreallocateOptions, Preallocation, plan_preallocation
 from planners.workspace import Bounds, InvalidPlanError, PlannerError
 
 __all__ = [
-    "BalanceOptions", "Bounds", "DrainOptions", "InvalidPlanError", "LeaderOptions", "MigrationOptions", "NewTopic",
-    "PlannerError", "PoolGrowth", "Preallocation", "PreallocateOptions", "ResizeOptions", "plan_drain",
-    "plan_idc_migration", "plan_leaders", "plan_pool_grow", "plan_pool_shrink", "plan_preallocation",
-    "plan_rebalance", "plan_restore",
+    "BalanceOptions",
+    "Bounds",
+    "DrainOptions",
+    "InvalidPlanError",
+    "LeaderOptions",
+    "MigrationOptions",
+    "NewTopic",
+    "PlannerError",
+    "PoolGrowth",
+    "PreallocateOptions",
+    "Preallocation",
+    "ResizeOptions",
+    "plan_drain",
+    "plan_idc_migration",
+    "plan_leaders",
+    "plan_pool_grow",
+    "plan_pool_shrink",
+    "plan_preallocation",
+    "plan_rebalance",
+    "plan_restore",
 ]

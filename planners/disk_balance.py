@@ -23,9 +23,9 @@ about 10-30 s for 1,000 brokers x 12 disks and 300,000 replicas on one core.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass, field
 
 import numpy as np
-from dataclasses import dataclass, field
 
 from controlplane.domain import ClusterSnapshot, Partition, Plan
 from planners.workspace import Bounds, Workspace
@@ -134,7 +134,7 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float) -> tu
             return True, ""
         if ws.bounds.max_bytes is not None or ws.bounds.max_partitions is not None:
             replicas, dirs = ws.replicas(p)
-            probe = replicas[: c.position] + (-1,) + replicas[c.position + 1:]
+            probe = (*replicas[:c.position], -1, *replicas[c.position + 1:])
             if not ws.within_bounds(p, probe, dirs):
                 why = "bounds"
     return False, why

@@ -97,14 +97,14 @@ def _plan_partition(ws: Workspace, p: Partition, placement: Mapping[str, int]) -
     out.sort(key=lambda k: (p.replicas[k] == p.leader, k))
     changes = []
     for k in out:
-        idc = next((i for i in sorted(need) if need[i] > 0), None)
-        group = ws.group(pool, idc) if idc is not None else ws.group(pool)
+        lacking = next((i for i in sorted(need) if need[i] > 0), None)
+        group = ws.group(pool, lacking) if lacking is not None else ws.group(pool)
         target = ws.best_target(p, k, group)
         if target is None:
             return None
         ws.move_replica(p, k, target)
-        if idc is not None:
-            need[idc] -= 1
+        if lacking is not None:
+            need[lacking] -= 1
         b, d = ws.disk_ids[target]
         changes.append((k, b, d))
     return changes
@@ -127,13 +127,13 @@ def _steps(staged: ClusterSnapshot, ws: Workspace, changes: Mapping[tuple[str, i
             for k, b, d in todo:
                 replicas[k], dirs[k] = b, d
             size = ws.partition(pid).size_bytes * len(todo)
-            b = options.bounds
-            if batch and ((b.max_bytes is not None and bytes_ + size > b.max_bytes)
-                          or (b.max_partitions is not None and parts + 1 > b.max_partitions)):
+            bounds = options.bounds
+            if batch and ((bounds.max_bytes is not None and bytes_ + size > bounds.max_bytes)
+                          or (bounds.max_partitions is not None and parts + 1 > bounds.max_partitions)):
                 drafts.append(batch)
                 batch, bytes_, parts = [], 0, 0
-            if b.max_bytes is not None and size > b.max_bytes:
-                raise PlannerError(f"{pid[0]}-{pid[1]} alone copies {size} bytes, above the bound {b.max_bytes}")
+            if bounds.max_bytes is not None and size > bounds.max_bytes:
+                raise PlannerError(f"{pid[0]}-{pid[1]} alone copies {size} bytes, above the bound {bounds.max_bytes}")
             batch.append(PartitionMove(pid[0], pid[1], tuple(replicas), tuple(dirs)))
             state[pid] = (tuple(replicas), tuple(dirs))
             bytes_ += size
@@ -146,7 +146,8 @@ def _steps(staged: ClusterSnapshot, ws: Workspace, changes: Mapping[tuple[str, i
         notes = [f"step {n} of {len(drafts)}: every partition keeps at least {options.min_insync} in-sync replicas "
                  f"at every instant; new policy {dict(placement)} must be set before step 1"]
         if unplaced and n == 1:
-            notes.append(f"{len(unplaced)} partition(s) found no valid target and are left: " + ", ".join(unplaced[:12]))
+            notes.append(f"{len(unplaced)} partition(s) found no valid target and are left: "
+                         + ", ".join(unplaced[:12]))
         plan = finish_plan(current, Plan(cluster=staged.cluster, kind=KIND, moves=tuple(moves)), notes, options.bounds)
         plans.append(plan)
         current = apply_plan(current, plan)

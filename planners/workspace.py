@@ -247,8 +247,8 @@ class Workspace:
             score[k] = np.inf
             i = int(candidates[k])
             dst_broker, dst_dir = self.disk_ids[i]
-            new_r = replicas[:position] + (dst_broker,) + replicas[position + 1:]
-            new_d = dirs[:position] + (dst_dir,) + dirs[position + 1:]
+            new_r = (*replicas[:position], dst_broker, *replicas[position + 1:])
+            new_d = (*dirs[:position], dst_dir, *dirs[position + 1:])
             if dst_broker != src_broker and dst_broker in replicas:
                 continue
             if not self.topo.replica_set_ok(p.replicas, new_r, topic.pool, placement):
@@ -262,8 +262,8 @@ class Workspace:
         """Put replica ``position`` of ``p`` on disk ``target`` (same position in the replica list)."""
         replicas, dirs = self.replicas(p)
         b, d = self.disk_ids[target]
-        self.assign(p, replicas[:position] + (b,) + replicas[position + 1:],
-                    dirs[:position] + (d,) + dirs[position + 1:])
+        self.assign(p, (*replicas[:position], b, *replicas[position + 1:]),
+                    (*dirs[:position], d, *dirs[position + 1:]))
 
     # ----------------------------------------------------------------- output
     def moves(self) -> tuple[PartitionMove, ...]:
