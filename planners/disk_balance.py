@@ -12,7 +12,7 @@ taken hottest first; each sheds replicas until it is at or below ``target`` x me
   log-dir move. Topics with an IDC placement policy move within their IDC.
 
 Never worse: every move lowers a disk that is above ``threshold`` x mean and leaves the receiving disk
-below it, so no pool's peak utilisation rises. Bounded by bytes / partitions per run. Deterministic:
+below that disk's old level, so no pool's peak utilisation rises. Bounded by bytes / partitions per run. Deterministic:
 ties break on snapshot order and partition id. Hot spots no move fixes (one huge replica, or no valid
 target) are reported in the plan's notes instead of churning.
 
@@ -127,7 +127,12 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float) -> tu
                 pick = smallest
         c = cands[pick]
         p = ws.partition(c.pid)
-        target = ws.best_target(p, c.position, _targets(ws, p, c.position), max_util=goal)
+        targets = _targets(ws, p, c.position)
+        target = ws.best_target(p, c.position, targets, max_util=goal)
+        if target is None:  # no disk stays under the goal: accept one that ends below this disk's new level
+            src_after = (ws.load[i] - c.load) * ws.inv_max[i]
+            if src_after > goal:
+                target = ws.best_target(p, c.position, targets, max_util=float(src_after))
         del cands[pick]
         if target is not None:
             ws.move_replica(p, c.position, target)
@@ -173,10 +178,11 @@ def _notes(ws: Workspace, pool: str, stuck: list[tuple[int, str]], mean: float, 
         broker, path = ws.disk_ids[i]
         heaviest = max((ws.partition(pid).replica_load(broker) for pid in ws.index.replicas_on_disk[(broker, path)]
                         if (broker, path) in zip(*ws.replicas(ws.partition(pid)), strict=True)), default=0.0)
-        alone = heaviest * ws.inv_max[i]
+        p_group = ws.group(pool)
+        alone = heaviest / float(ws.max_bps[p_group].max()) if len(p_group) else 0.0
         if alone > goal:
-            reason = (f"one replica alone loads it to {alone:.3f}: a hot spot no move fixes "
-                      f"(add partitions or use a faster disk)")
+            reason = (f"one replica alone would load even the pool's fastest disk to {alone:.3f}: a hot spot "
+                      f"no move fixes (add partitions or use a faster disk)")
         elif why == "bounds":
             reason = "the plan's byte/partition bound is reached; run again after this plan"
         else:

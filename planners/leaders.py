@@ -59,16 +59,15 @@ class _Pool:
         self.bytes: dict[int, float] = dict.fromkeys(self.brokers, 0.0)
         self.count: dict[int, int] = dict.fromkeys(self.brokers, 0)
         self.led: dict[int, list[PartitionId]] = defaultdict(list)
-        for t in ws.snapshot.topics:
-            if t.pool != pool:
+        for p in ws.index.partitions:  # the measure counts every leadership of a member broker
+            leader = ws.leader(p)
+            if leader not in members:
                 continue
-            for p in t.partitions:
-                leader = ws.leader(p)
-                replicas, _ = ws.replicas(p)
-                if leader in members and all(b in members for b in replicas):
-                    self.bytes[leader] += p.bytes_in_per_s
-                    self.count[leader] += 1
-                    self.led[leader].append(p.id)
+            self.bytes[leader] += p.bytes_in_per_s
+            self.count[leader] += 1
+            replicas, _ = ws.replicas(p)
+            if ws.index.topic_by_name[p.topic].pool == pool and all(b in members for b in replicas):
+                self.led[leader].append(p.id)  # movable: every replica alive in the pool
         disks = ws.group(pool)
         self.disk_peak = float(ws.util_arr[disks].max()) if len(disks) else 0.0
 
