@@ -23,6 +23,7 @@ about 10-30 s for 1,000 brokers x 12 disks and 300,000 replicas on one core.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,43 +63,77 @@ def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = N
 
 
 def balance_pool(ws: Workspace, pool: str, options: BalanceOptions) -> list[str]:
-    """Shed every hot disk of ``pool`` in ``ws``; returns notes on what could not be fixed."""
+    """Shed every hot disk of ``pool`` in ``ws``; returns notes on what could not be fixed.
+
+    Pass 1 balances the pool against its mean. IDC placement policies pin replicas to their IDC, so an
+    IDC may carry more than the pool's mean; pass 2 then balances each IDC against its own mean, which
+    is the best any placement-respecting plan can do there.
+    """
     disks = ws.group(pool)
     if len(disks) == 0:
         return []
-    total_max = float(ws.max_bps[disks].sum())
-    mean = float(ws.load[disks].sum()) / total_max
+    mean = _mean(ws, disks)
     if mean <= 0:
         return []
-    hot, goal = options.threshold * mean, options.target * mean
-    heap = [(-ws.util(int(i)), int(i)) for i in disks if ws.util(int(i)) > hot]
-    heapq.heapify(heap)
-    cands: dict[int, list[_Candidate]] = {}
-    stuck: list[tuple[int, str]] = []
-    bounded = False
-    while heap:
-        neg, i = heapq.heappop(heap)
-        if abs(-neg - ws.util(i)) > 1e-12:  # stale: re-queue with its current utilisation
-            if ws.util(i) > hot:
-                heapq.heappush(heap, (-ws.util(i), i))
-            continue
-        if cands.get(i) is None:
-            cands[i] = _candidates(ws, i, pool)
-        moved, why = _shed_one(ws, i, cands[i], goal)
-        if moved:
-            if ws.util(i) > hot:
-                heapq.heappush(heap, (-ws.util(i), i))
-        else:
-            stuck.append((i, why))
-            bounded = bounded or why == "bounds"
-    return _notes(ws, pool, stuck, mean, goal, bounded)
+    shedder = _Shedder(ws, pool)
+    stuck = shedder.run(disks, mean, options)
+    idc_means: dict[str, float] = {}
+    for idc in sorted({ws.topo.idc[int(ws.disk_broker[i])] for i in disks}):
+        group = ws.group(pool, idc)
+        idc_means[idc] = _mean(ws, group)
+        if idc_means[idc] > mean and any(ws.util(int(i)) > options.threshold * mean for i in group):
+            stuck.update(shedder.run(group, idc_means[idc], options))
+    return _notes(ws, pool, stuck, mean, options, idc_means)
 
 
-def _candidates(ws: Workspace, i: int, pool: str) -> list[_Candidate]:
-    """Movable replicas on disk ``i``, best load-per-byte first."""
+def _mean(ws: Workspace, disks: np.ndarray) -> float:
+    total_max = float(ws.max_bps[disks].sum())
+    return float(ws.load[disks].sum()) / total_max if total_max > 0 else 0.0
+
+
+class _Shedder:
+    """Sheds hot disks one replica at a time, hottest first; remembers replicas moved onto each disk."""
+
+    def __init__(self, ws: Workspace, pool: str) -> None:
+        self.ws = ws
+        self.pool = pool
+        self.arrived: dict[int, list[tuple[str, int]]] = {}
+
+    def run(self, disks: np.ndarray, mean: float, options: BalanceOptions) -> dict[int, str]:
+        """Shed every disk of ``disks`` above ``threshold`` x ``mean`` to ``target`` x ``mean``; returns stuck disks."""
+        ws = self.ws
+        hot, goal = options.threshold * mean, options.target * mean
+        heap = [(-ws.util(int(i)), int(i)) for i in disks if ws.util(int(i)) > hot]
+        heapq.heapify(heap)
+        cands: dict[int, list[_Candidate]] = {}
+        stuck: dict[int, str] = {}
+        while heap:
+            neg, i = heapq.heappop(heap)
+            if i in stuck:
+                continue
+            if abs(-neg - ws.util(i)) > 1e-12:  # stale: re-queue with its current utilisation
+                if ws.util(i) > hot:
+                    heapq.heappush(heap, (-ws.util(i), i))
+                continue
+            if cands.get(i) is None:
+                cands[i] = _candidates(ws, i, self.pool, self.arrived.get(i, ()))
+            target, why = _shed_one(ws, i, cands[i], goal)
+            if target is None:
+                stuck[i] = why
+                continue
+            self.arrived.setdefault(target, []).append(ws.last_moved)
+            cands.pop(target, None)  # rebuilt with the arrival if it ever sheds
+            for j in (i, target):
+                if ws.util(j) > hot:
+                    heapq.heappush(heap, (-ws.util(j), j))
+        return stuck
+
+
+def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, int]]) -> list[_Candidate]:
+    """Movable replicas on disk ``i`` (there from the start or moved in), best load-per-byte first."""
     broker, path = ws.disk_ids[i]
     out = []
-    for pid in ws.index.replicas_on_disk[(broker, path)]:
+    for pid in dict.fromkeys((*ws.index.replicas_on_disk[(broker, path)], *arrived)):
         p = ws.partition(pid)
         if p.leader is None or ws.index.topic_by_name[p.topic].pool != pool:
             continue
@@ -114,8 +149,8 @@ def _candidates(ws: Workspace, i: int, pool: str) -> list[_Candidate]:
     return out
 
 
-def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float) -> tuple[bool, str]:
-    """Move one replica off disk ``i``. Returns (moved, reason when not)."""
+def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float) -> tuple[int | None, str]:
+    """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason)."""
     why = "no-target"
     while cands:
         excess = ws.load[i] - goal * ws.max_bps[i]
@@ -129,20 +164,22 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float) -> tu
         p = ws.partition(c.pid)
         targets = _targets(ws, p, c.position)
         target = ws.best_target(p, c.position, targets, max_util=goal)
-        if target is None:  # no disk stays under the goal: accept one that ends below this disk's new level
-            src_after = (ws.load[i] - c.load) * ws.inv_max[i]
-            if src_after > goal:
-                target = ws.best_target(p, c.position, targets, max_util=float(src_after))
+        if target is None:  # no disk stays under the goal: accept one that cuts the pair's peak by half the step
+            before = ws.util(i)
+            midway = (before + (ws.load[i] - c.load) * ws.inv_max[i]) / 2.0
+            if midway > goal:
+                target = ws.best_target(p, c.position, targets, max_util=float(midway))
         del cands[pick]
         if target is not None:
             ws.move_replica(p, c.position, target)
-            return True, ""
+            ws.last_moved = p.id
+            return target, ""
         if ws.bounds.max_bytes is not None or ws.bounds.max_partitions is not None:
             replicas, dirs = ws.replicas(p)
             probe = (*replicas[:c.position], -1, *replicas[c.position + 1:])
             if not ws.within_bounds(p, probe, dirs):
                 why = "bounds"
-    return False, why
+    return None, why
 
 
 def _targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:
@@ -166,30 +203,41 @@ def replica_floor(ws: Workspace, pool: str) -> float:
     return heaviest / fastest
 
 
-def _notes(ws: Workspace, pool: str, stuck: list[tuple[int, str]], mean: float, goal: float,
-           bounded: bool) -> list[str]:
+def _notes(ws: Workspace, pool: str, stuck: dict[int, str], mean: float, options: BalanceOptions,
+           idc_means: dict[str, float]) -> list[str]:
     notes = []
+    goal = options.target * mean
     floor = replica_floor(ws, pool)
     if floor > goal:
         notes.append(f"pool {pool}: the heaviest replica alone loads even the fastest disk to {floor:.3f} "
                      f"(pool mean {mean:.3f}); add partitions to its topic rather than move it")
-    stuck.sort(key=lambda s: (-ws.util(s[0]), s[0]))
-    for i, why in stuck[:MAX_NOTES]:
+    hot = sorted((int(i) for i in ws.group(pool) if ws.util(int(i)) > options.threshold * mean),
+                 key=lambda i: (-ws.util(i), i))
+    for i in hot[:MAX_NOTES]:
         broker, path = ws.disk_ids[i]
-        heaviest = max((ws.partition(pid).replica_load(broker) for pid in ws.index.replicas_on_disk[(broker, path)]
+        idc = ws.topo.idc[broker]
+        heaviest = max((ws.partition(pid).replica_load(broker)
+                        for pid in (*ws.index.replicas_on_disk[(broker, path)], *_arrivals(ws, i))
                         if (broker, path) in zip(*ws.replicas(ws.partition(pid)), strict=True)), default=0.0)
         p_group = ws.group(pool)
         alone = heaviest / float(ws.max_bps[p_group].max()) if len(p_group) else 0.0
+        why = stuck.get(i, "")
         if alone > goal:
             reason = (f"one replica alone would load even the pool's fastest disk to {alone:.3f}: a hot spot "
                       f"no move fixes (add partitions or use a faster disk)")
         elif why == "bounds":
             reason = "the plan's byte/partition bound is reached; run again after this plan"
+        elif ws.util(i) <= options.threshold * idc_means.get(idc, 0.0) + 1e-12:
+            reason = (f"balanced within {idc}, whose mean is {idc_means[idc]:.3f}: placement policies keep "
+                      f"replicas in that IDC")
         else:
-            reason = "no valid target has room (hard constraints or capacity)"
+            reason = "no valid target has room (hard constraints, capacity or replicas already there)"
         notes.append(f"pool {pool}: disk {broker}:{path} stays at {ws.util(i):.3f} (mean {mean:.3f}): {reason}")
-    if len(stuck) > MAX_NOTES:
-        notes.append(f"pool {pool}: {len(stuck) - MAX_NOTES} more disk(s) stay above the threshold")
-    if bounded and not stuck:
-        notes.append(f"pool {pool}: the plan's bound was reached")
+    if len(hot) > MAX_NOTES:
+        notes.append(f"pool {pool}: {len(hot) - MAX_NOTES} more disk(s) stay above {options.threshold:.2f} x mean")
     return notes
+
+
+def _arrivals(ws: Workspace, i: int) -> list[tuple[str, int]]:
+    broker, path = ws.disk_ids[i]
+    return [pid for pid, (replicas, dirs) in ws.current.items() if (broker, path) in zip(replicas, dirs, strict=True)]

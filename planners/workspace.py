@@ -91,6 +91,7 @@ class Workspace:
         self.current: dict[PartitionId, tuple[tuple[int, ...], tuple[str, ...]]] = {}
         self.leader_override: dict[PartitionId, int] = {}
         self.explicit_leaders: set[PartitionId] = set()
+        self.last_moved: PartitionId = ("", -1)
         self.cost: dict[PartitionId, int] = {}
         self.moved_bytes = 0
         self.moved_partitions = 0
