@@ -7,15 +7,16 @@ topic's pool.
 
 Two greedy phases per pool, each never worse on what the other optimises:
 
-1. bytes: take the broker with the most leader bytes-in; hand one of its leaderships to the in-sync
-   replica broker with the least, when that lowers the pair's maximum (and no broker's leader count
-   rises above the pool's current maximum);
+1. bytes: take the broker with the most leader bytes-in; make the hand-over (one of its leaderships to
+   an in-sync replica's broker) that leaves the pair's maximum lowest, when that lowers it (and no
+   broker's leader count rises above the pool's current maximum);
 2. count: take the broker with the most leaderships; hand its smallest leadership to the replica
    broker with the fewest, when that lowers the pair's maximum (and no broker's leader bytes-in rises
    above the pool's current maximum).
 
 A change that would move disk reads onto a disk and lift it above the pool's peak utilisation is
-skipped, so disk balance never gets worse either. Deterministic. O(changes x (log brokers + RF)).
+skipped, so disk balance never gets worse either. Deterministic.
+O(changes x leaderships of the busiest broker x RF).
 """
 
 from __future__ import annotations
@@ -113,28 +114,28 @@ def _phase(ws: Workspace, state: _Pool, options: LeaderOptions, budget: list[int
 
 def _best_change(ws: Workspace, state: _Pool, src: int, by_bytes: bool, cap_bytes: float,
                  cap_count: int) -> tuple[Partition, int] | None:
-    parts = [ws.partition(pid) for pid in state.led[src]]
-    parts.sort(key=lambda p: (-p.bytes_in_per_s if by_bytes else p.bytes_in_per_s, p.id))
-    for p in parts:
+    """The hand-over from ``src`` that leaves the lowest maximum of the pair (ties: partition id, broker)."""
+    best: tuple[float, tuple[str, int], int] | None = None
+    best_p: Partition | None = None
+    for pid in state.led[src]:
+        p = ws.partition(pid)
         replicas, _ = ws.replicas(p)
-        best: tuple[float, int] | None = None
+        x = p.bytes_in_per_s
         for dst in replicas:
             if dst == src or dst not in state.bytes or dst not in p.isr:
                 continue
-            x = p.bytes_in_per_s
             if by_bytes:
-                after = state.bytes[dst] + x
-                ok = after < state.bytes[src] and state.count[dst] + 1 <= cap_count
-                rank = after
+                pair = max(state.bytes[src] - x, state.bytes[dst] + x)
+                ok = pair < state.bytes[src] and state.count[dst] + 1 <= cap_count
             else:
-                after = float(state.count[dst] + 1)
-                ok = after < state.count[src] and state.bytes[dst] + x <= cap_bytes
-                rank = after
-            if ok and _disk_ok(ws, p, dst, state.disk_peak) and (best is None or (rank, dst) < best):
-                best = (rank, dst)
-        if best is not None:
-            return p, best[1]
-    return None
+                pair = float(max(state.count[src] - 1, state.count[dst] + 1))
+                ok = pair < state.count[src] and state.bytes[dst] + x <= cap_bytes
+                pair += x / (cap_bytes + 1.0)  # among equal counts, hand over the smallest partition
+            if ok and _disk_ok(ws, p, dst, state.disk_peak):
+                key = (pair, p.id, dst)
+                if best is None or key < best:
+                    best, best_p = key, p
+    return (best_p, best[2]) if best is not None and best_p is not None else None
 
 
 def _disk_ok(ws: Workspace, p: Partition, dst: int, peak: float) -> bool:
