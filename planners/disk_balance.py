@@ -117,7 +117,7 @@ class _Shedder:
                 continue
             if cands.get(i) is None:
                 cands[i] = _candidates(ws, i, self.pool, self.arrived.get(i, ()))
-            target, why = _shed_one(ws, i, cands[i], goal)
+            target, why = _shed_one(ws, i, cands[i], goal, hot)
             if target is None:
                 stuck[i] = why
                 continue
@@ -149,7 +149,7 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
     return out
 
 
-def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float) -> tuple[int | None, str]:
+def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: float) -> tuple[int | None, str]:
     """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason)."""
     why = "no-target"
     while cands:
@@ -164,11 +164,9 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float) -> tu
         p = ws.partition(c.pid)
         targets = _targets(ws, p, c.position)
         target = ws.best_target(p, c.position, targets, max_util=goal)
-        if target is None:  # no disk stays under the goal: accept one that cuts the pair's peak by half the step
-            before = ws.util(i)
-            midway = (before + (ws.load[i] - c.load) * ws.inv_max[i]) / 2.0
-            if midway > goal:
-                target = ws.best_target(p, c.position, targets, max_util=float(midway))
+        if target is None:  # no disk stays under the goal: accept one that stays under the hot line
+            ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move
+            target = ws.best_target(p, c.position, targets, max_util=ceiling)
         del cands[pick]
         if target is not None:
             ws.move_replica(p, c.position, target)
