@@ -22,7 +22,6 @@ from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import (
     BalanceOptions,
     Bounds,
-    DrainOptions,
     NewTopic,
     PlannerError,
     plan_drain,
