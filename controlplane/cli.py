@@ -238,15 +238,20 @@ def plan_migrate_idc(
     topic: Annotated[list[str] | None, typer.Option("--topic", "-t", help="topic to migrate (repeatable)")] = None,
     pool: Annotated[str | None, typer.Option(help="migrate every topic of this pool")] = None,
     min_insync: Annotated[int, typer.Option(min=1, help="in-sync replicas kept at every instant")] = 2,
+    snapshot_out: Annotated[Path | None, typer.Option(help="also write SNAPSHOT with the new policy set "
+                                                           "(what step 1 validates against)")] = None,
     max_bytes: MaxBytesOpt = None, max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
 ) -> None:
     """Plan an IDC migration in steps; writes OUT for one step, else OUT-stepN for each step in order."""
     from planners import MigrationOptions, plan_idc_migration
+    from planners.idc_migration import select_topics, with_placement
 
     snap = _load(snapshot)
     policy = _placement(placement)
     options = MigrationOptions(bounds=_bounds(max_bytes, max_partitions, headroom), min_insync=min_insync)
     steps = _run(lambda: plan_idc_migration(snap, policy, topic or (), pool, options))
+    if snapshot_out is not None:
+        write_atomic(snapshot_out, dump_snapshot(with_placement(snap, select_topics(snap, topic or (), pool), policy)))
     if not steps:
         out.print("nothing to move: the selected topics already meet the policy")
         return

@@ -83,6 +83,7 @@ class Workspace:
         self.used = self.used0.copy()
         self.limit = np.array([d.capacity_bytes * (1.0 - self.bounds.capacity_headroom) for d in disks],
                               dtype=np.float64)
+        self.room = np.maximum(self.limit, self.used0) - self.used  # bytes a disk may still gain
         self.disk_broker = np.array([b for b, _ in self.disk_ids], dtype=np.int64)
         self.alive = np.array([self.topo.alive[b] for b, _ in self.disk_ids], dtype=bool)
         self.broker_disks: dict[int, list[int]] = {}
@@ -93,6 +94,7 @@ class Workspace:
         self.explicit_leaders: set[PartitionId] = set()
         self.last_moved: PartitionId = ("", -1)
         self.cost: dict[PartitionId, int] = {}
+        self.copied: dict[PartitionId, int] = {}  # replicas each planned partition copies
         self.moved_bytes = 0
         self.moved_partitions = 0
         self._groups: dict[tuple[str, str | None], np.ndarray] = {}
@@ -146,6 +148,8 @@ class Workspace:
 
     def within_bounds(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str]) -> bool:
         """True when giving ``p`` this assignment keeps the plan inside its byte / partition bounds."""
+        if self.bounds.max_bytes is None and self.bounds.max_partitions is None:
+            return True
         new_cost = self.copies(p, replicas, dirs) * p.size_bytes
         old_cost = self.cost.get(p.id, 0)
         b = self.bounds
@@ -155,13 +159,11 @@ class Workspace:
         return b.max_partitions is None or parts <= b.max_partitions
 
     def _moved(self, p: Partition) -> bool:
-        cur = self.current.get(p.id)
-        return cur is not None and self.copies(p, *cur) > 0
+        return self.copied.get(p.id, 0) > 0
 
     def fits(self, i: int, size: int) -> bool:
         """True when disk ``i`` may take ``size`` more bytes (capacity headroom, or it ends below its start)."""
-        after = self.used[i] + size
-        return bool(after <= self.limit[i] or after <= self.used0[i])
+        return bool(self.room[i] >= size)
 
     def contributions(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str],
                       leader: int | None) -> list[tuple[int, float]]:
@@ -179,6 +181,7 @@ class Workspace:
         for b, d in zip(old_r, old_d, strict=True):
             if (b, d) in self.pos:
                 self.used[self.pos[(b, d)]] -= p.size_bytes
+                self.room[self.pos[(b, d)]] += p.size_bytes
         was_moved = self._moved(p)
         self.current[p.id] = (replicas, dirs)
         override = self.leader_override.get(p.id)
@@ -188,7 +191,10 @@ class Workspace:
             self.add_load(i, load)
         for b, d in zip(replicas, dirs, strict=True):
             self.used[self.pos[(b, d)]] += p.size_bytes
-        new_cost = self.copies(p, replicas, dirs) * p.size_bytes
+            self.room[self.pos[(b, d)]] -= p.size_bytes
+        copies = self.copies(p, replicas, dirs)
+        self.copied[p.id] = copies
+        new_cost = copies * p.size_bytes
         self.moved_bytes += new_cost - self.cost.get(p.id, 0)
         self.cost[p.id] = new_cost
         self.moved_partitions += int(self._moved(p)) - int(was_moved)
@@ -219,44 +225,50 @@ class Workspace:
         goal (:meth:`Topology.replica_set_ok`), the plan stays within its bounds, and (with
         ``max_util``) the disk's estimated utilisation after the move stays ≤ ``max_util``. A disk of
         the replica's own broker is an intra-broker (log dir) move. Ties break on snapshot order.
-        O(len(candidates)) per try.
+
+        One vectorised (numpy) pass over the candidates, then O(1) arrays ops per disk tried.
         """
         if len(candidates) == 0:
             return None
+        return self._scan(p, position, candidates, max_util, set(exclude), tries)
+
+    def _valid(self, p: Partition, position: int, i: int) -> bool:
+        """Hard goals and plan bounds for putting replica ``position`` of ``p`` on disk ``i``."""
         replicas, dirs = self.replicas(p)
-        src_broker = replicas[position]
-        src = self.pos.get((src_broker, dirs[position]), -1)
-        leader = self.leader(p)
-        add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if leader == src_broker else 0.0)
-        used_after = self.used[candidates] + p.size_bytes
-        mask = (used_after <= self.limit[candidates]) | (used_after <= self.used0[candidates])
+        dst_broker, dst_dir = self.disk_ids[i]
+        if dst_broker != replicas[position] and dst_broker in replicas:
+            return False
+        new_r = (*replicas[:position], dst_broker, *replicas[position + 1:])
+        topic = self.index.topic_by_name[p.topic]
+        if not self.topo.replica_set_ok(p.replicas, new_r, topic.pool, self.snapshot.placement_of(topic)):
+            return False
+        return self.within_bounds(p, new_r, (*dirs[:position], dst_dir, *dirs[position + 1:]))
+
+    def _added_load(self, p: Partition, position: int) -> tuple[int, float]:
+        replicas, dirs = self.replicas(p)
+        src = self.pos.get((replicas[position], dirs[position]), -1)
+        add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if self.leader(p) == replicas[position] else 0.0)
+        return src, add
+
+    def _scan(self, p: Partition, position: int, candidates: np.ndarray, max_util: float | None,
+              excluded: set[int], tries: int) -> int | None:
+        src, add = self._added_load(p, position)
+        mask = self.room[candidates] >= p.size_bytes
         if max_util is not None:
             mask &= self.util_arr[candidates] + add * self.inv_max[candidates] <= max_util + EPS
         mask &= candidates != src
-        excluded = set(exclude)
         if excluded:
             mask &= ~np.isin(self.disk_broker[candidates], np.fromiter(excluded, dtype=np.int64))
         if not mask.any():
             return None
         score = np.where(mask, self.proj[candidates], np.inf)
-        topic = self.index.topic_by_name[p.topic]
-        placement = self.snapshot.placement_of(topic)
         for _ in range(tries):
             k = int(np.argmin(score))
             if not np.isfinite(score[k]):
                 return None
             score[k] = np.inf
-            i = int(candidates[k])
-            dst_broker, dst_dir = self.disk_ids[i]
-            new_r = (*replicas[:position], dst_broker, *replicas[position + 1:])
-            new_d = (*dirs[:position], dst_dir, *dirs[position + 1:])
-            if dst_broker != src_broker and dst_broker in replicas:
-                continue
-            if not self.topo.replica_set_ok(p.replicas, new_r, topic.pool, placement):
-                continue
-            if not self.within_bounds(p, new_r, new_d):
-                continue
-            return i
+            if self._valid(p, position, int(candidates[k])):
+                return int(candidates[k])
         return None
 
     def move_replica(self, p: Partition, position: int, target: int) -> None:

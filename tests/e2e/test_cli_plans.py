@@ -87,11 +87,22 @@ def test_migrate_idc_writes_ordered_steps(tmp_path: Path, pooled: Path) -> None:
     snap = read_snapshot(pooled)
     name = next(t.name for t in snap.topics if t.placement == {"idc-a": 2, "idc-b": 1})
     out = tmp_path / "mig.json"
-    result = guardian("plan", "migrate-idc", "-s", pooled, "-o", out, "--placement", "idc-b=3", "--topic", name)
+    staged = tmp_path / "staged.json"
+    result = guardian("plan", "migrate-idc", "-s", pooled, "-o", out, "--placement", "idc-b=3", "--topic", name,
+                      "--snapshot-out", staged)
     assert result.returncode == 0, result.stderr
     steps = sorted(tmp_path.glob("mig-step*.json"))
     assert [p.name for p in steps] == ["mig-step1.json", "mig-step2.json"]
     assert "step 1 of 2" in result.stdout
+    current = read_snapshot(staged)
+    assert current.index.topic_by_name[name].placement == {"idc-b": 3}
+    for step in steps:  # each step validates against the state the previous steps leave
+        path = tmp_path / f"at-{step.name}"
+        path.write_text(dump_snapshot(current))
+        valid(path, step)
+        current = apply_plan(current, read_plan(step))
+    idc = {b.id: b.idc for b in current.brokers}
+    assert all({idc[b] for b in p.replicas} == {"idc-b"} for p in current.index.topic_by_name[name].partitions)
 
 
 def test_preallocate_and_pool_commands(tmp_path: Path, pooled: Path) -> None:
