@@ -35,6 +35,7 @@ from controlplane.domain import (
 from planners.constraints import Topology, median
 
 EPS = 1e-12
+_BIG = 1e18  # score of a disk ruled out (projected utilisation is far below)
 
 
 class PlannerError(ValueError):
@@ -68,7 +69,12 @@ class Workspace:
         index = snapshot.index
         self.index = index
         self.topo = Topology(snapshot)
-        self.disk_ids = list(index.disk_ids)
+        # Disks ordered by (dead last, pool, IDC, snapshot order): every group is a contiguous slice, so
+        # the numpy scans read views instead of gathering.
+        order = sorted(range(len(index.disk_ids)), key=lambda k: (
+            not self.topo.alive[index.disk_ids[k][0]], self.topo.pool[index.disk_ids[k][0]],
+            self.topo.idc[index.disk_ids[k][0]], k))
+        self.disk_ids = [index.disk_ids[k] for k in order]
         self.pos = {d: i for i, d in enumerate(self.disk_ids)}
         disks = [index.disk_by_id[d] for d in self.disk_ids]
         self.max_bps = np.array([d.max_bytes_per_s for d in disks], dtype=np.float64)
@@ -175,23 +181,29 @@ class Workspace:
     def assign(self, p: Partition, replicas: tuple[int, ...], dirs: tuple[str, ...]) -> None:
         """Give ``p`` a new planned assignment; loads, usage and move costs follow. O(RF)."""
         old_r, old_d = self.replicas(p)
-        old_leader = self.leader(p)
-        for i, load in self.contributions(p, old_r, old_d, old_leader):
-            self.add_load(i, -load)
-        for b, d in zip(old_r, old_d, strict=True):
-            if (b, d) in self.pos:
-                self.used[self.pos[(b, d)]] -= p.size_bytes
-                self.room[self.pos[(b, d)]] += p.size_bytes
+        delta: dict[int, float] = {}
+        for i, load in self.contributions(p, old_r, old_d, self.leader(p)):
+            delta[i] = delta.get(i, 0.0) - load
+        size: dict[int, int] = {}
+        for pair in zip(old_r, old_d, strict=True):
+            if pair in self.pos:
+                size[self.pos[pair]] = size.get(self.pos[pair], 0) - p.size_bytes
         was_moved = self._moved(p)
         self.current[p.id] = (replicas, dirs)
         override = self.leader_override.get(p.id)
         if override is not None and override not in replicas:
             del self.leader_override[p.id]
         for i, load in self.contributions(p, replicas, dirs, self.leader(p)):
-            self.add_load(i, load)
-        for b, d in zip(replicas, dirs, strict=True):
-            self.used[self.pos[(b, d)]] += p.size_bytes
-            self.room[self.pos[(b, d)]] -= p.size_bytes
+            delta[i] = delta.get(i, 0.0) + load
+        for pair in zip(replicas, dirs, strict=True):
+            size[self.pos[pair]] = size.get(self.pos[pair], 0) + p.size_bytes
+        for i, change in delta.items():  # only disks whose load really changes are touched
+            if change:
+                self.add_load(i, change)
+        for i, bytes_ in size.items():
+            if bytes_:
+                self.used[i] += bytes_
+                self.room[i] -= bytes_
         copies = self.copies(p, replicas, dirs)
         self.copied[p.id] = copies
         new_cost = copies * p.size_bytes
@@ -224,7 +236,7 @@ class Workspace:
         Valid: alive, in the candidate set, room within capacity headroom, the move keeps every hard
         goal (:meth:`Topology.replica_set_ok`), the plan stays within its bounds, and (with
         ``max_util``) the disk's estimated utilisation after the move stays ≤ ``max_util``. A disk of
-        the replica's own broker is an intra-broker (log dir) move. Ties break on snapshot order.
+        the replica's own broker is an intra-broker (log dir) move. Ties break on (IDC, snapshot order).
 
         One vectorised (numpy) pass over the candidates, then O(1) arrays ops per disk tried.
         """
@@ -253,20 +265,25 @@ class Workspace:
     def _scan(self, p: Partition, position: int, candidates: np.ndarray, max_util: float | None,
               excluded: set[int], tries: int) -> int | None:
         src, add = self._added_load(p, position)
-        mask = self.room[candidates] >= p.size_bytes
+        first = int(candidates[0])
+        view: slice | np.ndarray = candidates
+        if int(candidates[-1]) - first + 1 == len(candidates):
+            view = slice(first, first + len(candidates))  # a group: read views, no gather
+        bad = self.room[view] < p.size_bytes
         if max_util is not None:
-            mask &= self.util_arr[candidates] + add * self.inv_max[candidates] <= max_util + EPS
-        mask &= candidates != src
+            bad |= self.util_arr[view] + add * self.inv_max[view] > max_util + EPS
         if excluded:
-            mask &= ~np.isin(self.disk_broker[candidates], np.fromiter(excluded, dtype=np.int64))
-        if not mask.any():
-            return None
-        score = np.where(mask, self.proj[candidates], np.inf)
+            bad |= np.isin(self.disk_broker[view], np.fromiter(excluded, dtype=np.int64))
+        score = self.proj[view] + bad * _BIG
+        if first <= src < first + len(candidates) and isinstance(view, slice):
+            score[src - first] = _BIG
+        elif not isinstance(view, slice):
+            score[candidates == src] = _BIG
         for _ in range(tries):
             k = int(np.argmin(score))
-            if not np.isfinite(score[k]):
+            if score[k] >= _BIG:
                 return None
-            score[k] = np.inf
+            score[k] = _BIG
             if self._valid(p, position, int(candidates[k])):
                 return int(candidates[k])
         return None
