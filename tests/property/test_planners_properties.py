@@ -22,14 +22,17 @@ from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import (
     BalanceOptions,
     Bounds,
+    MigrationOptions,
     NewTopic,
     PlannerError,
     plan_drain,
+    plan_idc_migration,
     plan_leaders,
     plan_preallocation,
     plan_rebalance,
     plan_restore,
 )
+from planners.idc_migration import migration_done, with_placement
 from planners.leaders import leader_stats
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -51,6 +54,20 @@ def specs(draw: st.DrawFn) -> GeneratorSpec:
                                     {"shared": 0.7, "free": 0.3}])),
         dead_brokers=draw(st.integers(0, 1)),
         nvme_fraction=draw(st.sampled_from([0.0, 0.3, 1.0])),
+    )
+
+
+@st.composite
+def multi_idc_specs(draw: st.DrawFn) -> GeneratorSpec:
+    """Shapes where an IDC migration is possible: two or three IDCs, RF 2-3, enough brokers."""
+    n_idc = draw(st.integers(2, 3))
+    return GeneratorSpec(
+        brokers=draw(st.integers(3 * n_idc, 15)), disks_per_broker=draw(st.integers(1, 3)),
+        partitions=draw(st.integers(1, 120)), replication_factor=draw(st.integers(2, 3)),
+        seed=draw(st.integers(0, 2**31)), idcs=tuple(f"idc-{i}" for i in range(n_idc)),
+        racks_per_idc=draw(st.integers(1, 3)), pools=draw(st.sampled_from([{"shared": 1.0},
+                                                                           {"shared": 0.8, "free": 0.2}])),
+        nvme_fraction=draw(st.sampled_from([0.0, 0.3])),
     )
 
 
@@ -129,3 +146,36 @@ def test_preallocation_is_valid_or_a_clear_refusal(spec: GeneratorSpec, parts: i
     assert check_new_topic(snap, result.topic) == []
     assert len(result.plan.moves) == parts
     assert all(len(set(p.replicas)) == rf for p in result.topic.partitions)
+
+
+@SETTINGS
+@given(multi_idc_specs(), st.data())
+def test_idc_migration_steps_are_valid_keep_the_minimum_and_end_at_the_policy(spec: GeneratorSpec,
+                                                                             data: st.DataObject) -> None:
+    snap = generate_snapshot(spec)
+    rf = {len(p.replicas) for p in snap.index.partitions}
+    idcs = sorted({b.idc for b in snap.brokers})
+    if not snap.topics or len(rf) != 1 or rf.pop() < 2 or len(idcs) < 2:
+        return
+    n = len(snap.topics[0].partitions[0].replicas)
+    target = data.draw(st.sampled_from(idcs))
+    other = data.draw(st.sampled_from([i for i in idcs if i != target]))
+    split = data.draw(st.integers(1, n))
+    policy = {target: split, **({other: n - split} if n - split else {})}
+    min_insync = data.draw(st.integers(1, n - 1))
+    pool = snap.topics[0].pool
+    try:
+        steps = plan_idc_migration(snap, policy, pool=pool, options=MigrationOptions(min_insync=min_insync))
+    except PlannerError as exc:
+        assert str(exc)
+        return
+    names = [t.name for t in snap.topics if t.pool == pool]
+    current = with_placement(snap, names, policy)
+    for step in steps:
+        assert check_plan(current, step) == []
+        for move in step.moves:
+            kept = set(current.index.partition_by_id[move.id].replicas) & set(move.replicas)
+            assert len(kept) >= min_insync
+        current = apply_plan(current, step)
+    if not any("no valid target" in note for step in steps for note in step.notes):
+        assert migration_done(current, names, policy)
