@@ -14,7 +14,10 @@ from controlplane.domain import (
     CheckLimits,
     ClusterSnapshot,
     ContractError,
+    Partition,
     Plan,
+    Topic,
+    check_new_topic,
     check_plan,
     dump_plan,
     dump_snapshot,
@@ -315,12 +318,30 @@ def plan_validate(
         parsed = read_plan(plan)
     except ContractError as exc:
         fail_input(exc)
-    violations = check_plan(snap, parsed, CheckLimits(capacity_headroom=headroom, max_bytes_to_move=max_bytes,
-                                                      max_partitions_to_move=max_partitions))
+    limits = CheckLimits(capacity_headroom=headroom, max_bytes_to_move=max_bytes,
+                         max_partitions_to_move=max_partitions)
+    new_topics = {m.topic for m in parsed.moves} - set(snap.index.topic_by_name)
+    if parsed.kind == "preallocate" and len(new_topics) == 1 and not parsed.leaders:
+        topic = _preallocated_topic(snap, parsed)
+        violations = check_new_topic(snap, topic, limits)
+        what = f"pre-allocation of new topic {topic.name} (pool {topic.pool}) is valid"
+    else:
+        violations = check_plan(snap, parsed, limits)
+        what = "plan is valid"
     if violations:
         out.print(violations_table(violations))
         raise typer.Exit(EXIT_VIOLATIONS)
-    out.print(f"plan is valid: {len(parsed.moves)} partition moves, {len(parsed.leaders)} leader changes")
+    out.print(f"{what}: {len(parsed.moves)} partition moves, {len(parsed.leaders)} leader changes")
+
+
+def _preallocated_topic(snap: ClusterSnapshot, plan: Plan) -> Topic:
+    """The topic a pre-allocation plan creates; its pool is the pool of its first replica's broker."""
+    brokers = snap.index.broker_by_id
+    first = brokers.get(plan.moves[0].replicas[0])
+    parts = tuple(Partition(topic=m.topic, partition=m.partition, replicas=m.replicas, leader=m.replicas[0],
+                            isr=m.replicas, log_dirs=tuple(d if d is not None else "" for d in m.log_dirs))
+                  for m in plan.moves)
+    return Topic(name=plan.moves[0].topic, partitions=parts, pool=first.pool if first else "shared")
 
 
 @sim_app.command("generate")

@@ -119,11 +119,11 @@ class _Shedder:
                 continue
             if cands.get(i) is None:
                 cands[i] = _candidates(ws, i, self.pool, self.arrived.get(i, ()))
-            target, why = _shed_one(ws, i, cands[i], goal, hot)
+            target, why, moved = _shed_one(ws, i, cands[i], goal, hot)
             if target is None:
                 stuck[i] = why
                 continue
-            self.arrived.setdefault(target, []).append(ws.last_moved)
+            self.arrived.setdefault(target, []).append(moved)
             cands.pop(target, None)  # rebuilt with the arrival if it ever sheds
             for j in (i, target):
                 if ws.util(j) > hot:
@@ -151,8 +151,9 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
     return out
 
 
-def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: float) -> tuple[int | None, str]:
-    """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason)."""
+def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float,
+              hot: float) -> tuple[int | None, str, tuple[str, int]]:
+    """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason; the partition)."""
     why = "no-target"
     while cands:
         excess = ws.load[i] - goal * ws.max_bps[i]
@@ -172,14 +173,13 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
         del cands[pick]
         if target is not None:
             ws.move_replica(p, c.position, target)
-            ws.last_moved = p.id
-            return target, ""
+            return target, "", p.id
         if ws.bounds.max_bytes is not None or ws.bounds.max_partitions is not None:
             replicas, dirs = ws.replicas(p)
             probe = (*replicas[:c.position], -1, *replicas[c.position + 1:])
             if not ws.within_bounds(p, probe, dirs):
                 why = "bounds"
-    return None, why
+    return None, why, ("", -1)
 
 
 def _targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:

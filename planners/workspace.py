@@ -98,7 +98,6 @@ class Workspace:
         self.current: dict[PartitionId, tuple[tuple[int, ...], tuple[str, ...]]] = {}
         self.leader_override: dict[PartitionId, int] = {}
         self.explicit_leaders: set[PartitionId] = set()
-        self.last_moved: PartitionId = ("", -1)
         self.cost: dict[PartitionId, int] = {}
         self.copied: dict[PartitionId, int] = {}  # replicas each planned partition copies
         self.moved_bytes = 0

@@ -113,6 +113,14 @@ def test_preallocate_and_pool_commands(tmp_path: Path, pooled: Path) -> None:
     assert "--replica-assignment" in result.stdout
     doc = json.loads(out.read_text())
     assert doc["kind"] == "preallocate" and len(doc["reassignment"]["partitions"]) == 6
+    result = guardian("plan", "validate", "-s", pooled, "-p", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "pre-allocation of new topic fresh (pool shared) is valid" in result.stdout
+    doc["reassignment"]["partitions"][0]["replicas"][1] = doc["reassignment"]["partitions"][0]["replicas"][0]
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(doc))
+    result = guardian("plan", "validate", "-s", pooled, "-p", broken)
+    assert result.returncode == 1 and "duplicate-broker" in result.stdout
     model = tmp_path / "model.json"
     model.write_text(json.dumps({"modelled": 1e6}))
     result = guardian("plan", "preallocate", "-s", pooled, "-o", out, "-t", "modelled", "--partitions", "2",
