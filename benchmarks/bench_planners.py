@@ -23,10 +23,12 @@ single-replica floor); bytes moved <= 1.5x the forced minimum.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 from benchmarks.common import peak_rss_mib, write_result
@@ -188,11 +190,12 @@ def print_table(rows: list[dict[str, Any]]) -> None:
           f"floor); bytes <= {TARGET_BYTES_RATIO} x forced minimum; 0 violations")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--sizes", default="10,100,1000", help="comma-separated broker counts")
     parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+    parser.add_argument("--out", default=None, help="JSON result file (default out/bench/planners.json)")
+    args = parser.parse_args(argv)
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         print(f"... {n} brokers", flush=True)
@@ -207,7 +210,12 @@ def main() -> int:
         "valid": not g["violations"],
     }
     print("largest run:", ", ".join(f"{k}={v}" for k, v in verdict.items()))
-    path = write_result("planners", {"rows": rows, "verdict": verdict, "peak_rss_mib": round(peak_rss_mib(), 1)})
+    result = {"rows": rows, "verdict": verdict, "peak_rss_mib": round(peak_rss_mib(), 1)}
+    if args.out:
+        path = Path(args.out)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+    else:
+        path = write_result("planners", result)
     print(f"written {path}")
     return 0 if all(verdict.values()) else 1
 
