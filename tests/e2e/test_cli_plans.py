@@ -18,11 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "examples" / "skewed-multi-idc.json"
 
 
-def guardian(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def guardian(*args: str | Path, hash_seed: str = "0") -> subprocess.CompletedProcess[str]:
     exe = shutil.which("guardian", path=str(Path(sys.executable).parent))
     assert exe, "the guardian console script is installed in the venv"
     return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120,
-                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1",
+                               "PYTHONHASHSEED": hash_seed})
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +154,14 @@ def test_bad_requests_exit_2_with_a_clear_message(tmp_path: Path, pooled: Path, 
     assert result.returncode == 2, result.stdout + result.stderr
     assert "error" in result.stderr.lower() and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["rebalance"], ["leaders"], ["drain", "--brokers", "3,4"]])
+def test_plans_are_byte_identical_across_processes(tmp_path: Path, command: list[str]) -> None:
+    outs = []
+    for seed in ("1", "2"):  # different string hashing: set/dict order must not leak into plans
+        out = tmp_path / f"{seed}.json"
+        result = guardian("plan", command[0], "-s", EXAMPLE, "-o", out, *command[1:], hash_seed=seed)
+        assert result.returncode == 0, result.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
