@@ -11,7 +11,12 @@ idc_migration     move topics to a new IDC placement          :func:`plan_idc_mi
 pool_resize       grow / shrink a resource pool               :func:`plan_pool_grow`, :func:`plan_pool_shrink`
 constraints       the hard goals (veto only)                  :class:`Topology`
 workspace         shared working state, plan building         :class:`Workspace`, :class:`Bounds`
+registry          kind -> ``(snapshot, params) -> Plan``      ``registry.PLANNERS``
+greedy            the foundation's simple balancer (kept while the service still imports it)
 ================  ==========================================  ================================
+
+Every planner is pure and deterministic (byte-identical plans for equal snapshots) and returns only
+plans the shared invariant checker (:func:`controlplane.domain.check_plan`) accepts.
 """
 
 from planners.disk_balance import BalanceOptions, plan_rebalance
