@@ -5,14 +5,10 @@ reassignment entry with the same replicas and log dirs, reordered so the new lea
 a :class:`LeaderChange` (preferred election). The new leader must be an alive, in-sync replica of the
 topic's pool.
 
-Two greedy phases per pool, each never worse on what the other optimises:
-
-1. bytes: take the broker with the most leader bytes-in; make the hand-over (one of its leaderships to
-   an in-sync replica's broker) that leaves the pair's maximum lowest, when that lowers it (and no
-   broker's leader count rises above the pool's current maximum);
-2. count: take the broker with the most leaderships; hand its smallest leadership to the replica
-   broker with the fewest, when that lowers the pair's maximum (and no broker's leader bytes-in rises
-   above the pool's current maximum).
+Per pool, a broker's score is max(leader bytes-in / pool mean, leader count / pool mean); the broker
+with the highest score hands one leadership to an in-sync replica's broker — the hand-over that leaves
+the pair's maximum score lowest — as long as that lowers its score and raises neither the pool's
+maximum leader bytes-in nor its maximum leader count (never worse on either measure).
 
 A change that would move disk reads onto a disk and lift it above the pool's peak utilisation is
 skipped, so disk balance never gets worse either. Deterministic.
@@ -24,6 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controlplane.domain import ClusterSnapshot, Partition, PartitionId, Plan
@@ -67,74 +64,77 @@ class _Pool:
             self.bytes[leader] += p.bytes_in_per_s
             self.count[leader] += 1
             replicas, _ = ws.replicas(p)
-            if ws.index.topic_by_name[p.topic].pool == pool and all(b in members for b in replicas):
-                self.led[leader].append(p.id)  # movable: every replica alive in the pool
+            if ws.index.topic_by_name[p.topic].pool == pool and all(ws.topo.pool.get(b) == pool for b in replicas):
+                self.led[leader].append(p.id)  # movable: every replica in the pool (a reorder breaks nothing)
         disks = ws.group(pool)
         self.disk_peak = float(ws.util_arr[disks].max()) if len(disks) else 0.0
 
 
 def balance_leaders(ws: Workspace, pool: str, options: LeaderOptions, budget: list[int]) -> None:
-    """Run both phases on ``pool``, editing ``ws``; ``budget[0]`` counts down the changes allowed."""
+    """Balance leader bytes-in and count over ``pool``'s alive brokers, editing ``ws``.
+
+    A broker's score is max(leader bytes-in / mean, leader count / mean). The broker with the highest
+    score hands one leadership to an in-sync replica's broker — the hand-over leaving the lower
+    maximum score of the pair — when that lowers its score and raises neither the pool's maximum
+    leader bytes-in nor its maximum leader count. ``budget[0]`` counts down the changes allowed.
+    """
     state = _Pool(ws, pool)
     n = len(state.brokers)
-    if n < 2:
+    mean_count = sum(state.count.values()) / n if n else 0.0
+    if n < 2 or mean_count <= 0:
         return
     mean_bytes = sum(state.bytes.values()) / n
-    mean_count = sum(state.count.values()) / n
-    if mean_bytes > 0:
-        _phase(ws, state, options, budget, by_bytes=True, goal=options.tolerance * mean_bytes)
-    _phase(ws, state, options, budget, by_bytes=False,
-           goal=max(math.ceil(mean_count), options.tolerance * mean_count))
+    inv_b = 1.0 / mean_bytes if mean_bytes > 0 else 0.0
+    inv_c = 1.0 / mean_count
+    goal_b = options.tolerance * mean_bytes
+    goal_c = max(math.ceil(mean_count), options.tolerance * mean_count)
 
+    def score(bytes_: float, count: int) -> float:
+        return max(bytes_ * inv_b, count * inv_c)
 
-def _phase(ws: Workspace, state: _Pool, options: LeaderOptions, budget: list[int], *, by_bytes: bool,
-           goal: float) -> None:
-    def key(b: int) -> float:
-        return state.bytes[b] if by_bytes else float(state.count[b])
-
-    heap = [(-key(b), b) for b in state.brokers]
+    heap = [(-score(state.bytes[b], state.count[b]), b) for b in state.brokers]
     heapq.heapify(heap)
     while heap and budget[0] > 0:
         neg, src = heapq.heappop(heap)
-        if -neg != key(src):
+        current = score(state.bytes[src], state.count[src])
+        if -neg != current:
+            continue  # stale; a fresh entry is queued
+        if state.bytes[src] <= goal_b and state.count[src] <= goal_c:
             continue
-        if key(src) <= goal:
-            break
-        cap_bytes = max(state.bytes.values())
-        cap_count = max(state.count.values())
-        change = _best_change(ws, state, src, by_bytes, cap_bytes, cap_count)
+        change = _best_change(ws, state, src, current, score)
         if change is None:
             continue  # nothing helps this broker; leave it out
         p, dst = change
         _hand_over(ws, state, p, src, dst)
         budget[0] -= 1
-        heapq.heappush(heap, (-key(src), src))
-        heapq.heappush(heap, (-key(dst), dst))
+        for b in (src, dst):
+            heapq.heappush(heap, (-score(state.bytes[b], state.count[b]), b))
 
 
-def _best_change(ws: Workspace, state: _Pool, src: int, by_bytes: bool, cap_bytes: float,
-                 cap_count: int) -> tuple[Partition, int] | None:
-    """The hand-over from ``src`` that leaves the lowest maximum of the pair (ties: partition id, broker)."""
+def _best_change(ws: Workspace, state: _Pool, src: int, current: float,
+                 score: Callable[[float, int], float]) -> tuple[Partition, int] | None:
+    """The hand-over from ``src`` leaving the lowest maximum score of the pair (ties: partition id, broker)."""
+    cap_bytes = max(state.bytes.values())
+    cap_count = max(state.count.values())
     best: tuple[float, tuple[str, int], int] | None = None
     best_p: Partition | None = None
+    src_bytes, src_count = state.bytes[src], state.count[src]
     for pid in state.led[src]:
         p = ws.partition(pid)
         replicas, _ = ws.replicas(p)
         x = p.bytes_in_per_s
+        after_src = score(src_bytes - x, src_count - 1)
         for dst in replicas:
             if dst == src or dst not in state.bytes or dst not in p.isr:
                 continue
-            if by_bytes:
-                pair = max(state.bytes[src] - x, state.bytes[dst] + x)
-                ok = pair < state.bytes[src] and state.count[dst] + 1 <= cap_count
-            else:
-                pair = float(max(state.count[src] - 1, state.count[dst] + 1))
-                ok = pair < state.count[src] and state.bytes[dst] + x <= cap_bytes
-                pair += x / (cap_bytes + 1.0)  # among equal counts, hand over the smallest partition
-            if ok and _disk_ok(ws, p, dst, state.disk_peak):
-                key = (pair, p.id, dst)
-                if best is None or key < best:
-                    best, best_p = key, p
+            dst_bytes, dst_count = state.bytes[dst] + x, state.count[dst] + 1
+            if dst_bytes > cap_bytes or dst_count > cap_count:
+                continue
+            pair = max(after_src, score(dst_bytes, dst_count))
+            if pair >= current - 1e-12 or (best is not None and (pair, p.id, dst) >= best):
+                continue
+            if _disk_ok(ws, p, dst, state.disk_peak):
+                best, best_p = (pair, p.id, dst), p
     return (best_p, best[2]) if best is not None and best_p is not None else None
 
 
