@@ -54,10 +54,13 @@ def _ids(params: dict[str, Any], name: str, required: bool) -> list[int]:
 
 
 def rebalance(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
-    """Disk-load rebalance; extra parameter ``threshold`` (default 1.10)."""
+    """Disk-load rebalance; extra parameter ``threshold`` (alias ``tolerance``, default 1.10)."""
     p = dict(params)
     bounds = _bounds(p)
-    threshold = float(_take(p, "threshold", (int, float), 1.10))
+    tolerance = _take(p, "tolerance", (int, float))
+    threshold = float(_take(p, "threshold", (int, float), tolerance if tolerance is not None else 1.10))
+    if threshold < 1.0:
+        raise TypeError(f"parameter 'threshold' must be >= 1.0, got {threshold!r}")
     _done(p)
     return plan_rebalance(snapshot, BalanceOptions(bounds=bounds, threshold=threshold,
                                                    target=min(threshold, max(1.0, threshold - 0.03))))

@@ -16,6 +16,7 @@ SNAP = generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=3, partition
 @pytest.mark.parametrize(("kind", "params"), [
     ("rebalance", {}),
     ("rebalance", {"max_moves": 10, "max_bytes": 10**15, "capacity_headroom": 0.2, "threshold": 1.2}),
+    ("rebalance", {"tolerance": 1.05}),
     ("leaders", {"tolerance": 1.1}),
     ("drain", {"brokers": [1, 2]}),
     ("pool-shrink", {"pool": "shared", "count": 1}),
@@ -37,6 +38,7 @@ def test_preallocate_kind_returns_the_new_topic_plan() -> None:
     ("rebalance", {"nope": 1}),
     ("rebalance", {"max_moves": "ten"}),
     ("rebalance", {"capacity_headroom": 2}),
+    ("rebalance", {"threshold": 0.5}),
     ("drain", {}),
     ("drain", {"brokers": "1,2"}),
     ("pool-shrink", {"count": 1}),
