@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) || echo "WARNING: kcat not installed (kafkasim kcat tests will skip outside CI)"
 	@touch $(STAMP)
 
 lint: $(STAMP)

@@ -10,6 +10,7 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
+from controlplane.cli_throttle import throttle_app
 from controlplane.domain import (
     CheckLimits,
     ClusterSnapshot,
@@ -41,6 +42,7 @@ app.add_typer(plan_app, name="plan")
 app.add_typer(schema_app, name="schema")
 app.add_typer(sim_app, name="sim")
 app.add_typer(snapshot_app, name="snapshot")
+app.add_typer(throttle_app, name="throttle")
 
 out = Console()
 err = Console(stderr=True)
