@@ -12,7 +12,6 @@ pool_resize       grow / shrink a resource pool               :func:`plan_pool_g
 constraints       the hard goals (veto only)                  :class:`Topology`
 workspace         shared working state, plan building         :class:`Workspace`, :class:`Bounds`
 registry          kind -> ``(snapshot, params) -> Plan``      ``registry.PLANNERS``
-greedy            the foundation's simple balancer (kept while the service still imports it)
 ================  ==========================================  ================================
 
 Every planner is pure and deterministic (byte-identical plans for equal snapshots) and returns only
