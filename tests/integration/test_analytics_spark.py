@@ -275,3 +275,38 @@ def test_rerun_supersedes_previous_run(env: Env, spark: Any) -> None:
 def test_unknown_job_is_a_clear_error(env: Env, spark: Any) -> None:
     with pytest.raises(ValueError, match="unknown job 'bogus'"):
         run(env.ch, ["bogus"], JobSettings(days=DAYS, end=env.end), spark=spark)
+
+
+def test_cli_seed_run_status_plot(spark: Any, tmp_path: Any) -> None:
+    import json as _json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from analytics_spark.cli import register
+
+    app = typer.Typer()
+    register(app)
+    db = fresh_database("t_cli")
+    common = ["--chdb-path", str(chdb_path()), "--database", db]
+    end = default_end().isoformat()
+    runner = CliRunner()
+    r = runner.invoke(app, ["seed", "--rows", "5000", "--days", "7", "--end", end, *common])
+    assert r.exit_code == 0, r.output
+    assert "seeded 5000 audit rows" in r.output
+    r = runner.invoke(app, ["run", "nonsense", *common])
+    assert r.exit_code == 2 and "unknown job 'nonsense'" in r.output
+    r = runner.invoke(app, ["run", "traffic", "lineage", "--days", "7", "--end", end, *common])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["status", *common])
+    assert r.exit_code == 0, r.output
+    st = _json.loads(r.output)
+    assert st["audit_rows"] == 5000 and {x["job"] for x in st["runs"]} == {"traffic", "lineage"}
+    png = tmp_path / "p.png"
+    r = runner.invoke(app, ["plot", "payments-t10", "--out", str(png), *common])
+    assert r.exit_code == 0, r.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    r = runner.invoke(app, ["plot", "no-such-topic", "--out", str(png), *common])
+    assert r.exit_code == 1 and "no traffic model" in r.output
+    ch = connect(data_path=chdb_path(), database=db)
+    ch.command(f"DROP DATABASE IF EXISTS {db}")
