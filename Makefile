@@ -18,6 +18,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq default-jre-headless)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)

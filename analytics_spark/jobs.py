@@ -28,7 +28,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analytics_spark import transforms as T
 from analytics_spark.slices import ExportResult, Window, export_slices
+from controlplane.adapters.analytics_store import latest_run_id
 from controlplane.adapters.clickhouse import ClickHouse, connect
+
+__all__ = ["JOBS", "JobSettings", "latest_run_id", "resolve_jobs", "run", "spark_session"]
 
 JOBS: tuple[str, ...] = ("traffic", "lineage", "cost", "idle", "cross_idc")
 OUTPUT_TABLES: Mapping[str, tuple[str, ...]] = {
@@ -113,26 +116,17 @@ def _to_clickhouse_arrow(table: pa.Table, run_id: str) -> pa.Table:
     return out
 
 
-def latest_run_id(ch: ClickHouse, job: str) -> str | None:
-    """The run id of ``job``'s latest finished run (None if it never ran)."""
-    rid = ch.scalar(
-        f"SELECT argMax(run_id, finished_at) FROM {ch.table('analytics_runs')} WHERE job = {{j:String}}",
-        {"j": job},
-    )
-    return str(rid) if rid else None
-
-
 def compute(job: str, spark: SparkSession, inputs: dict[str, DataFrame], window: Window,
             settings: JobSettings) -> dict[str, DataFrame]:
     """The output DataFrames of ``job`` (keyed by result table) from the slice inputs."""
-    pm, chh, inv = inputs["partition_minute"], inputs["client_hour"], inputs["inventory"]
+    chh, inv = inputs["client_hour"], inputs["inventory"]
     if job == "traffic":
-        series = T.series_minutes(pm).cache()
-        inputs["series"] = series
+        series, keys = inputs["series_minute"], inputs["series_keys"]
         profile = T.traffic_profile(spark, series, window.start, window.end).cache()
         inputs["profile"] = profile
         forecast = T.traffic_forecast(spark, series, profile, window.start, window.end)
-        return {"traffic_profile": profile, "traffic_forecast": forecast}
+        return {"traffic_profile": T.with_keys(profile, keys),
+                "traffic_forecast": T.with_keys(forecast, keys)}
     if job == "lineage":
         return {"topic_lineage": T.lineage(chh)}
     if job == "cost":
@@ -182,7 +176,8 @@ def run(
         root = export.root
         read = session.read
         inputs: dict[str, DataFrame] = {
-            "partition_minute": read.parquet(str(root / "partition_minute")),
+            "series_minute": read.parquet(str(root / "series_minute")),
+            "series_keys": read.parquet(str(root / "series_keys.parquet")),
             "client_hour": read.parquet(str(root / "client_hour")).cache(),
             "inventory": read.parquet(str(root / "inventory.parquet")),
         }
@@ -199,7 +194,7 @@ def run(
             ch.insert_rows(
                 "analytics_runs",
                 [(run_id, job, window.start, window.end,
-                  export.rows.get("partition_minute" if job == "traffic" else "client_hour", 0),
+                  export.rows.get("series_minute" if job == "traffic" else "client_hour", 0),
                   sum(rows.values()), secs)],
                 ["run_id", "job", "window_start", "window_end", "input_rows", "output_rows", "seconds"],
             )

@@ -174,8 +174,8 @@ def seed_audit(
         {_arr([max(t.weight, 0.001) for t in ts])} AS t_weight,
         {_arr(list(IDCS))} AS idcs,
         toInt64({int(start.timestamp() * 1000)}) AS start_ms,
-        toInt64(start_ms + intDiv(number * {span_ms}, {rows})
-                + (cityHash64(number, {seed}, 1) % 997)) AS t_ms,
+        toInt64(least(start_ms + intDiv(number * {span_ms}, {rows})
+                      + (cityHash64(number, {seed}, 1) % 997), start_ms + {span_ms} - 1)) AS t_ms,
         pick[1 + cityHash64(number, {seed}, 2) % {LOOKUP}] AS ci0,
         if(t_kind[c_topic[ci0]] = 'stopped' AND intDiv(t_ms, 1000) >= {stopped_after},
            {fallback}, ci0) AS ci,

@@ -9,11 +9,15 @@ per task. Against a ClickHouse server the same export runs unchanged (Arrow over
 
 Datasets per slice:
 
-``partition_minute``  cluster, topic, partition, api, minute (epoch s), bytes, records, requests
-``client_hour``       cluster, topic, api, client_id, user, client_idc, broker_idc, hour (epoch s),
-                      bytes, records, requests, first_minute, last_minute (epoch s)
+``series_minute``  sid, minute (epoch s), bytes — bytes per minute of every traffic series
+                   (cluster, topic, partition, direction), the whole-topic series (partition -1)
+                   included: that sum over partitions is pushed down too (ARRAY JOIN)
+``client_hour``    cluster, topic, api, client_id, user, client_idc, broker_idc, hour (epoch s),
+                   bytes, records, requests, first_minute, last_minute (epoch s)
 
-plus ``inventory`` (latest row per cluster/topic of ``topic_inventory``).
+plus, once per window, ``series_keys`` (sid → cluster, topic, partition, direction; ``sid`` is
+a 64-bit hash of the key, checked collision-free at export) and ``inventory`` (latest row per
+cluster/topic of ``topic_inventory``). Narrow integer rows keep Spark's shuffles cheap.
 """
 
 from __future__ import annotations
@@ -28,7 +32,15 @@ import pyarrow.parquet as pq
 
 from controlplane.adapters.clickhouse import ClickHouse
 
-DATASETS = ("partition_minute", "client_hour")
+DATASETS = ("series_minute", "client_hour")
+_SERIES = """FROM {pm} ARRAY JOIN [partition, -1] AS p
+            WHERE minute >= toDateTime({{s:UInt32}}, 'UTC') AND minute < toDateTime({{e:UInt32}}, 'UTC')
+            GROUP BY cluster, topic, p, if(api = 'produce', 'in', 'out') AS direction"""
+_SID = "reinterpretAsInt64(cityHash64(cluster, topic, p, direction))"
+
+
+class ExportError(RuntimeError):
+    """The export cannot be trusted (e.g. a series id collision)."""
 
 
 @dataclass(frozen=True)
@@ -73,13 +85,10 @@ class ExportResult:
 
 def _sql(ch: ClickHouse, dataset: str) -> str:
     where = "WHERE minute >= toDateTime({s:UInt32}, 'UTC') AND minute < toDateTime({e:UInt32}, 'UTC')"
-    if dataset == "partition_minute":
-        return f"""SELECT cluster, topic, partition, toString(api) AS api,
-                toInt64(toUnixTimestamp(minute)) AS minute,
-                toInt64(sum(bytes)) AS bytes, toInt64(sum(records)) AS records,
-                toInt64(sum(requests)) AS requests
-            FROM {ch.table('audit_partition_minute')} {where}
-            GROUP BY cluster, topic, partition, api, minute"""
+    if dataset == "series_minute":
+        body = _SERIES.format(pm=ch.table("audit_partition_minute"))
+        return f"""SELECT {_SID} AS sid, toInt64(toUnixTimestamp(minute)) AS minute,
+                toInt64(sum(bytes)) AS bytes {body}, minute"""
     if dataset == "client_hour":
         return f"""SELECT cluster, topic, toString(api) AS api, client_id, user, client_idc, broker_idc,
                 toInt64(toUnixTimestamp(toStartOfHour(minute))) AS hour,
@@ -127,6 +136,16 @@ def export_slices(
             pq.write_table(table, path)
             res.files[ds].append(path)
             res.rows[ds] += table.num_rows
+    if "series_minute" in datasets:
+        body = _SERIES.format(pm=ch.table("audit_partition_minute"))
+        keys = ch.arrow(
+            f"SELECT {_SID} AS sid, cluster, topic, toInt32(p) AS part, direction {body}",
+            {"s": int(window.start.timestamp()), "e": int(window.end.timestamp())},
+        ).rename_columns(["sid", "cluster", "topic", "partition", "direction"])
+        if len(set(keys.column("sid").to_pylist())) != keys.num_rows:
+            raise ExportError("series id hash collision; cannot export traffic series")
+        pq.write_table(keys, root / "series_keys.parquet")
+        res.rows["series_keys"] = keys.num_rows
     inv = ch.arrow(inventory_sql(ch))
     pq.write_table(inv, root / "inventory.parquet")
     res.rows["inventory"] = inv.num_rows

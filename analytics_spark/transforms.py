@@ -68,17 +68,22 @@ def rank_k(q: float, m: int) -> int:
     return max(1, min(m, math.ceil(q * m - 1e-9)))
 
 
-def series_minutes(partition_minute: DataFrame) -> DataFrame:
-    """Per-minute bytes of every partition series and every topic series (partition -1)."""
+def series_from_partition_minute(partition_minute: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(series, keys) from rows of (cluster, topic, partition, api, minute, bytes).
+
+    The Spark equivalent of the ``series_minute``/``series_keys`` export (which ClickHouse
+    computes when it is the source): partition series plus the whole-topic series (partition
+    -1), each with a 64-bit ``sid``.
+    """
     base = partition_minute.select(
-        "cluster", "topic", "partition",
+        "cluster", "topic", F.col("partition").cast("int").alias("partition"),
         F.when(F.col("api") == "produce", F.lit("in")).otherwise(F.lit("out")).alias("direction"),
         "minute", F.col("bytes").cast("long").alias("bytes"),
     )
     topic = base.groupBy("cluster", "topic", "direction", "minute").agg(F.sum("bytes").alias("bytes"))
-    topic = topic.select("cluster", "topic", F.lit(TOPIC_PARTITION).alias("partition"), "direction",
-                         "minute", "bytes")
-    return base.unionByName(topic)
+    both = base.unionByName(topic.withColumn("partition", F.lit(TOPIC_PARTITION)))
+    both = both.withColumn("sid", F.xxhash64(*KEY))
+    return both.select("sid", "minute", "bytes"), both.select("sid", *KEY).distinct()
 
 
 def _quantile(arr: Column, m: Column, n: Column, q: float) -> Column:
@@ -88,22 +93,23 @@ def _quantile(arr: Column, m: Column, n: Column, q: float) -> Column:
 
 
 def traffic_profile(spark: SparkSession, series: DataFrame, start: datetime, end: datetime) -> DataFrame:
-    """Hour-of-week profile (p50/p95/max/mean bytes/s, samples) of every series, 168 rows each."""
+    """Hour-of-week profile of every series (rows: sid, minute, bytes): 168 rows per sid with
+    samples, p50/p95/max/mean bytes/s (see the module docstring for the definitions)."""
     slots = spark.createDataFrame(
         sorted(slot_minutes(start, end).items()), "hour_of_week int, samples int"
     )
     obs = (
         series.withColumn("hour_of_week", how_col(F.col("minute")))
         .withColumn("bps", F.col("bytes") / F.lit(60.0))
-        .groupBy(*KEY, "hour_of_week")
+        .groupBy("sid", "hour_of_week")
         .agg(F.sort_array(F.collect_list("bps")).alias("vals"), F.count("*").alias("n"),
              F.sum("bps").alias("sum_bps"), F.max("bps").alias("max_obs"))
     )
-    keys = series.select(*KEY).distinct()
-    full = keys.crossJoin(F.broadcast(slots)).join(obs, [*KEY, "hour_of_week"], "left")
+    sids = obs.select("sid").distinct()
+    full = sids.crossJoin(F.broadcast(slots)).join(obs, ["sid", "hour_of_week"], "left")
     m, n = F.col("samples"), F.coalesce(F.col("n"), F.lit(0))
     return full.select(
-        *KEY, F.col("hour_of_week").cast("int").alias("hour_of_week"), F.col("samples").cast("int"),
+        "sid", F.col("hour_of_week").cast("int").alias("hour_of_week"), F.col("samples").cast("int"),
         F.coalesce(_quantile(F.col("vals"), m, n, 0.50), F.lit(0.0)).alias("p50_bps"),
         F.coalesce(_quantile(F.col("vals"), m, n, 0.95), F.lit(0.0)).alias("p95_bps"),
         F.coalesce(F.col("max_obs"), F.lit(0.0)).alias("max_bps"),
@@ -114,16 +120,16 @@ def traffic_profile(spark: SparkSession, series: DataFrame, start: datetime, end
 def traffic_forecast(
     spark: SparkSession, series: DataFrame, profile: DataFrame, start: datetime, end: datetime
 ) -> DataFrame:
-    """Trend of daily bytes and next-day peak forecast per series (see module docstring)."""
+    """Trend of daily bytes and next-day peak forecast per sid (see the module docstring)."""
     d = round((end - start).total_seconds() / 86400)
     start_s = int(start.timestamp())
-    daily = series.groupBy(*KEY, F.floor((F.col("minute") - start_s) / 86400).alias("x")).agg(
+    daily = series.groupBy("sid", F.floor((F.col("minute") - start_s) / 86400).alias("x")).agg(
         F.sum("bytes").cast("double").alias("y")
     )
     sx = d * (d - 1) / 2.0
     sxx = (d - 1) * d * (2 * d - 1) / 6.0
     denom = d * sxx - sx * sx
-    fit = daily.groupBy(*KEY).agg(F.sum("y").alias("sy"), F.sum(F.col("x") * F.col("y")).alias("sxy"))
+    fit = daily.groupBy("sid").agg(F.sum("y").alias("sy"), F.sum(F.col("x") * F.col("y")).alias("sxy"))
     slope = (F.lit(d) * F.col("sxy") - F.lit(sx) * F.col("sy")) / F.lit(denom) if denom > 0 else F.lit(0.0)
     fit = fit.withColumn("b", slope).withColumn("a", (F.col("sy") - F.col("b") * F.lit(sx)) / F.lit(d))
     fit = fit.withColumn("mean_daily_bytes", F.col("sy") / F.lit(d)).withColumn(
@@ -137,17 +143,23 @@ def traffic_forecast(
     hours = spark.createDataFrame(
         [(h, hour_of_week(end_s + 3600 * h)) for h in range(24)], "hour int, hour_of_week int"
     )
-    nextday = profile.join(F.broadcast(hours), "hour_of_week").groupBy(*KEY).agg(
+    nextday = profile.join(F.broadcast(hours), "hour_of_week").groupBy("sid").agg(
         F.max(F.struct(F.col("p95_bps"), (-F.col("hour")).alias("neg_hour"))).alias("best")
     )
     forecast_day = end.date()  # the day starting at the window end
-    return fit.join(nextday, KEY, "left").select(
-        *KEY, F.lit(d).cast("int").alias("days"), "mean_daily_bytes",
+    return fit.join(nextday, "sid", "left").select(
+        "sid", F.lit(d).cast("int").alias("days"), "mean_daily_bytes",
         F.col("b").alias("trend_bytes_per_day"), F.lit(forecast_day).alias("forecast_day"),
         "forecast_daily_bytes",
         (F.coalesce(F.col("best.p95_bps"), F.lit(0.0)) * F.col("g")).alias("forecast_peak_bps"),
         (-F.coalesce(F.col("best.neg_hour"), F.lit(0))).cast("int").alias("forecast_peak_hour"),
     )
+
+
+def with_keys(df: DataFrame, keys: DataFrame) -> DataFrame:
+    """Replace ``sid`` by the series key columns (cluster, topic, partition, direction)."""
+    rest = [c for c in df.columns if c != "sid"]
+    return df.join(F.broadcast(keys), "sid").select(*KEY, *rest)
 
 
 def lineage(client_hour: DataFrame) -> DataFrame:

@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
                 "session_start_seconds": round(start_s, 3),
                 "export_seconds": round(rep.export.seconds, 3),
                 "export_rows": rep.export.rows,
-                "slices": len(rep.export.files.get("partition_minute", [])),
+                "slices": len(rep.export.files.get("series_minute", [])),
                 "jobs": per_job,
             },
             "memory_mb": {

@@ -291,6 +291,12 @@ class ClickHouse:
         with self._lock:
             return [tuple(r) for r in self.client.query(sql, parameters=parameters).result_rows]
 
+    def records(self, sql: str, parameters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run a query and return its rows as dicts keyed by column name."""
+        with self._lock:
+            res = self.client.query(sql, parameters=parameters)
+            return [dict(zip(res.column_names, row, strict=True)) for row in res.result_rows]
+
     def scalar(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
         """Run a query returning one value."""
         rows = self.rows(sql, parameters)

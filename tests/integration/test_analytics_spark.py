@@ -310,3 +310,41 @@ def test_cli_seed_run_status_plot(spark: Any, tmp_path: Any) -> None:
     assert r.exit_code == 1 and "no traffic model" in r.output
     ch = connect(data_path=chdb_path(), database=db)
     ch.command(f"DROP DATABASE IF EXISTS {db}")
+
+
+def test_store_readers_serve_latest_results(env: Env) -> None:
+    from controlplane.adapters import analytics_store as S
+
+    big = env.raw.groupby(["cluster", "topic"]).bytes.sum().idxmax()
+    peaks = S.expected_peaks(env.ch, *big)
+    assert -1 in peaks and set(peaks[-1]) == {"in", "out"} and peaks[-1]["in"] > 0
+    prof = S.weekly_profile(env.ch, *big)
+    assert [r["hour_of_week"] for r in prof] == list(range(168))
+    clients = S.topic_clients(env.ch, *big, role="consumer")
+    exp = env.raw[(env.raw.cluster == big[0]) & (env.raw.topic == big[1]) & (env.raw.api == "fetch")]
+    assert {c["client_id"] for c in clients} == set(exp.client_id)
+    assert [c["bytes"] for c in clients] == sorted((c["bytes"] for c in clients), reverse=True)
+    assert sum(c["bytes"] for c in clients) == exp.bytes.sum()
+    assert len(S.tenant_costs(env.ch)) == len(result(env, "tenant_cost", "cost", "cluster"))
+    assert {r["topic"] for r in S.idle_topics(env.ch)} >= {"orphan"}
+    x = S.cross_idc(env.ch)
+    assert x["pairs"] and x["clients"] and all(c["rank"] <= TOP_K for c in x["clients"])
+    assert S.topic_clients(env.ch, "c1", "no-such-topic") == []
+
+
+def test_spark_side_series_derivation_matches_pushed_down_export(env: Env, spark: Any) -> None:
+    from analytics_spark import transforms as T
+
+    r = env.raw.assign(minute=env.raw.ts_ms // 60000 * 60)
+    pm = r.groupby(["cluster", "topic", "partition", "api", "minute"], as_index=False).bytes.sum()
+    pm["bytes"] = pm.bytes.astype("int64")
+    series, keys = T.series_from_partition_minute(spark.createDataFrame(pm))
+    start = env.end - timedelta(days=DAYS)
+    prof = T.with_keys(T.traffic_profile(spark, series, start, env.end), keys).toPandas()
+    got = result(env, "traffic_profile", "traffic", "cluster, topic, partition, direction, hour_of_week")
+    keys = ["cluster", "topic", "partition", "direction", "hour_of_week"]
+    prof = prof.sort_values(keys).reset_index(drop=True)
+    assert len(prof) == len(got)
+    assert (prof[keys].values == got[keys].values).all()
+    assert np.allclose(prof.p95_bps.values, got.p95_bps.values, rtol=1e-12)
+    assert np.allclose(prof.mean_bps.values, got.mean_bps.values, rtol=1e-12)
