@@ -238,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # under spark-submit the JVM already runs (PYSPARK_GATEWAY_PORT) and owns the master setting
     master = a.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[2]")
     spark = spark_session(master)
+    spark.sparkContext.setLogLevel("WARN")
     report = run(ch, jobs, settings, spark=spark, log=print)
     print(f"done in {report.seconds:.1f}s")
     return 0
