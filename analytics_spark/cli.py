@@ -116,14 +116,27 @@ def register(app: typer.Typer) -> None:
         topic: str = typer.Option("__guardian_audit", help="audit topic"),
         batch_size: int = typer.Option(5000, min=1),
         idle_polls: int = typer.Option(0, min=0, help="exit after N empty polls (0: run forever)"),
+        snapshot: list[Path] = typer.Option([], "--snapshot",
+                                            help="guardian.snapshot/v1 files giving each broker's IDC, "
+                                                 "for records without broker_idc (repeatable)"),
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Consume the audit topic into ClickHouse (exactly once across restarts)."""
-        from controlplane.adapters.audit_ingest import AuditIngestor, ClickHouseIngestStore, KafkaAuditSource
+        from controlplane.adapters.audit_ingest import (
+            AuditIngestor,
+            ClickHouseIngestStore,
+            KafkaAuditSource,
+            broker_idc_from_snapshots,
+        )
 
+        try:
+            lookup = broker_idc_from_snapshots(snapshot) if snapshot else None
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         ch = _open(clickhouse_url, chdb_path, database)
         src = KafkaAuditSource(bootstrap, topic)
-        ing = AuditIngestor(src, ClickHouseIngestStore(ch), batch_size=batch_size)
+        ing = AuditIngestor(src, ClickHouseIngestStore(ch), batch_size=batch_size, broker_idc=lookup)
         try:
             stats = ing.run(idle_polls_before_exit=idle_polls or None)
         except KeyboardInterrupt:

@@ -19,6 +19,7 @@ rejected record is counted once.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -165,6 +166,7 @@ class AuditIngestor:
         *,
         batch_size: int = 5000,
         poll_timeout_s: float = 0.5,
+        broker_idc: Callable[[str, int], str | None] | None = None,
     ):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -172,6 +174,7 @@ class AuditIngestor:
         self.store = store
         self.batch_size = batch_size
         self.poll_timeout_s = poll_timeout_s
+        self.broker_idc = broker_idc  # (cluster, broker) -> IDC, for records that lack broker_idc
         self.stats = IngestStats()
         self._position: dict[int, int] = {}
         self._present: dict[int, set[int]] = {}
@@ -216,6 +219,10 @@ class AuditIngestor:
         per_part: dict[int, list[int]] = defaultdict(lambda: [0, 0])
         for rec, parsed, reason in zip(fresh, records, reasons, strict=True):
             if parsed is not None:
+                if not parsed.broker_idc and self.broker_idc is not None:
+                    idc = self.broker_idc(parsed.cluster, parsed.broker)
+                    if idc:
+                        parsed = parsed.model_copy(update={"broker_idc": idc})
                 good.append((*parsed.row(), rec.partition, rec.offset))
                 per_part[rec.partition][0] += 1
             else:
@@ -339,6 +346,23 @@ class KafkaAuditSource:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def broker_idc_from_snapshots(paths: Iterable[str | os.PathLike[str]]) -> Callable[[str, int], str | None]:
+    """(cluster, broker id) -> IDC from ``guardian.snapshot/v1`` files; ValueError names a bad file."""
+    import json
+
+    table: dict[tuple[str, int], str] = {}
+    for path in paths:
+        try:
+            with open(path) as f:
+                snap = json.load(f)
+            for b in snap["brokers"]:
+                if b.get("idc"):
+                    table[(str(snap["cluster"]), int(b["id"]))] = str(b["idc"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"cannot read broker IDCs from snapshot {path}: {exc}") from None
+    return lambda cluster, broker: table.get((cluster, broker))
 
 
 def records_as_json_lines(records: Iterable[Mapping[str, Any]]) -> list[bytes]:

@@ -9,7 +9,9 @@ plugin (or kafkasim) writes it::
      "client_idc": "idc-b", "api": "produce" | "fetch", "topic": "orders", "partition": 0,
      "bytes": 1048576, "records": 100, "latency_ms": 2.5}
 
-``client_idc`` and ``user`` may be missing (stored as ""). Anything else missing, of the wrong
+``client_idc``, ``user`` and ``broker_idc`` may be missing (stored as ""; the ingestor can fill
+``broker_idc`` from the topology), and ``kind`` is accepted for ``api`` (kafkasim's audit stream
+uses it); unknown fields such as ``interval_s`` are ignored. Anything else missing, of the wrong
 type or impossible (negative bytes, NaN latency, bad IP, unknown api) rejects the record with a
 reason; a rejected record is counted, never inserted.
 """
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 AUDIT_COLUMNS: tuple[str, ...] = (
     "ts", "cluster", "broker", "broker_idc", "client_id", "user", "client_ip", "client_idc",
@@ -44,12 +46,12 @@ class AuditRecord(BaseModel):
     ts: datetime
     cluster: str = _Name
     broker: int = Field(ge=0, le=2**31 - 1)
-    broker_idc: str = _Name
+    broker_idc: str = Field(default="", max_length=255)
     client_id: str = Field(max_length=255)
     user: str = Field(default="", max_length=255)
     client_ip: str = Field(max_length=64)
     client_idc: str = Field(default="", max_length=255)
-    api: Literal["produce", "fetch"]
+    api: Literal["produce", "fetch"] = Field(validation_alias=AliasChoices("api", "kind"))
     topic: str = Field(min_length=1, max_length=249)
     partition: int = Field(ge=0, le=2**31 - 1)
     bytes: int = Field(ge=0, le=2**63 - 1)

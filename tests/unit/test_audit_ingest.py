@@ -210,3 +210,32 @@ def test_new_records_after_restart_are_appended() -> None:
 def test_batch_size_must_be_positive() -> None:
     with pytest.raises(ValueError):
         AuditIngestor(make_log(1), MemStore(), batch_size=0)
+
+
+def test_kafkasim_record_shape_is_accepted_and_broker_idc_filled() -> None:
+    sim = {"ts": "2026-11-21T10:00:00Z", "interval_s": 60, "kind": "fetch", "cluster": "east",
+           "client_id": "orders-reader", "user": "analytics", "client_ip": "10.1.2.3", "client_idc": "idc-b",
+           "topic": "orders", "partition": 0, "broker": 2, "bytes": 123, "records": 4, "latency_ms": 1.5}
+    r = parse_audit(json.dumps(sim))
+    assert r.api == "fetch" and r.broker_idc == ""
+    log = FakeLog({0: [json.dumps(sim).encode(), json.dumps({**sim, "broker": 9}).encode()]})
+    store = MemStore()
+    topo = {("east", 2): "idc-a"}
+    AuditIngestor(log, store, broker_idc=lambda c, b: topo.get((c, b))).run(idle_polls_before_exit=1)
+    idcs = [row[AUDIT_COLUMNS.index("broker_idc")] for row in store.records]
+    assert idcs == ["idc-a", ""]  # unknown broker: left empty, excluded from cross-IDC accounting
+
+
+def test_broker_idc_from_snapshot_files(tmp_path: Any) -> None:
+    from controlplane.adapters.audit_ingest import broker_idc_from_snapshots
+
+    snap = {"format": "guardian.snapshot/v1", "cluster": "east", "brokers": [
+        {"id": 1, "idc": "idc-a"}, {"id": 2, "idc": "idc-b"}], "topics": []}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(snap))
+    f = broker_idc_from_snapshots([p])
+    assert f("east", 2) == "idc-b" and f("east", 3) is None and f("west", 1) is None
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    with pytest.raises(ValueError, match=r"bad\.json"):
+        broker_idc_from_snapshots([bad])
