@@ -115,7 +115,8 @@ def register(app: typer.Typer) -> None:
         bootstrap: str = typer.Option(..., help="Kafka bootstrap servers host:port[,...]"),
         topic: str = typer.Option("__guardian_audit", help="audit topic"),
         batch_size: int = typer.Option(5000, min=1),
-        idle_polls: int = typer.Option(0, min=0, help="exit after N empty polls (0: run forever)"),
+        idle_polls: int = typer.Option(0, min=0, help="exit after N empty polls (0: never)"),
+        duration: float = typer.Option(0.0, min=0.0, help="exit after this many seconds (0: never)"),
         snapshot: list[Path] = typer.Option([], "--snapshot",
                                             help="guardian.snapshot/v1 files giving each broker's IDC, "
                                                  "for records without broker_idc (repeatable)"),
@@ -137,8 +138,17 @@ def register(app: typer.Typer) -> None:
         ch = _open(clickhouse_url, chdb_path, database)
         src = KafkaAuditSource(bootstrap, topic)
         ing = AuditIngestor(src, ClickHouseIngestStore(ch), batch_size=batch_size, broker_idc=lookup)
+        import signal
+        import time
+
+        stopping: list[bool] = []
+        deadline = time.monotonic() + duration if duration else None
+        signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
         try:
-            stats = ing.run(idle_polls_before_exit=idle_polls or None)
+            stats = ing.run(
+                idle_polls_before_exit=idle_polls or None,
+                stop=lambda: bool(stopping) or (deadline is not None and time.monotonic() >= deadline),
+            )
         except KeyboardInterrupt:
             stats = ing.stats
         finally:
