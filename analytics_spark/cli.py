@@ -72,6 +72,8 @@ def register(app: typer.Typer) -> None:
         idle_days: int = typer.Option(7, min=1), top_k: int = typer.Option(10, min=1),
         master: str = typer.Option("local[2]", help="Spark master"),
         shuffle_partitions: int = typer.Option(4, min=1),
+        work_dir: Path | None = typer.Option(None, help="slice export dir, readable by every executor"),
+        keep_runs: int = typer.Option(3, min=1, help="result runs kept per job"),
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Run analytics jobs over the last DAYS days and write their results to ClickHouse."""
@@ -85,8 +87,9 @@ def register(app: typer.Typer) -> None:
         ch = _open(clickhouse_url, chdb_path, database)
         spark = spark_session(master, shuffle_partitions)
         spark.sparkContext.setLogLevel("ERROR")
-        report = run(ch, names, JobSettings(days=days, end=_end(end), idle_days=idle_days, top_k=top_k),
-                     spark=spark, log=typer.echo)
+        settings = JobSettings(days=days, end=_end(end), idle_days=idle_days, top_k=top_k,
+                               keep_runs=keep_runs)
+        report = run(ch, names, settings, spark=spark, work_dir=work_dir, log=typer.echo)
         typer.echo(f"window {report.window.start:%Y-%m-%d %H:%M} – {report.window.end:%Y-%m-%d %H:%M} UTC; "
                    f"total {report.seconds:.1f}s")
 

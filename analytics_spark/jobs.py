@@ -28,19 +28,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analytics_spark import transforms as T
 from analytics_spark.slices import ExportResult, Window, export_slices
-from controlplane.adapters.analytics_store import latest_run_id
+from controlplane.adapters.analytics_store import RESULT_TABLES, latest_run_id, prune_runs
 from controlplane.adapters.clickhouse import ClickHouse, connect
 
 __all__ = ["JOBS", "JobSettings", "latest_run_id", "resolve_jobs", "run", "spark_session"]
 
 JOBS: tuple[str, ...] = ("traffic", "lineage", "cost", "idle", "cross_idc")
-OUTPUT_TABLES: Mapping[str, tuple[str, ...]] = {
-    "traffic": ("traffic_profile", "traffic_forecast"),
-    "lineage": ("topic_lineage",),
-    "cost": ("tenant_cost",),
-    "idle": ("idle_topics",),
-    "cross_idc": ("cross_idc_traffic", "cross_idc_clients"),
-}
+OUTPUT_TABLES: Mapping[str, tuple[str, ...]] = RESULT_TABLES
 _DATETIME_COLUMNS = ("first_seen", "last_seen", "last_produce", "last_fetch")
 
 @dataclass(frozen=True)
@@ -51,12 +45,13 @@ class JobSettings:
     end: datetime | None = None
     idle_days: int = 7
     top_k: int = 10
+    keep_runs: int = 3
     prices: Mapping[str, float] = field(default_factory=lambda: dict(T.DEFAULT_PRICES))
 
     def window(self) -> Window:
         """The analysed window."""
-        if self.idle_days < 1 or self.top_k < 1:
-            raise ValueError("idle_days and top_k must be >= 1")
+        if self.idle_days < 1 or self.top_k < 1 or self.keep_runs < 1:
+            raise ValueError("idle_days, top_k and keep_runs must be >= 1")
         end = self.end or datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         return Window.ending(end, self.days)
 
@@ -160,7 +155,11 @@ def run(
     work_dir: Path | None = None,
     log: Callable[[str], None] = lambda s: None,
 ) -> RunReport:
-    """Export the window's slices once, run ``jobs`` on them, write results; return the report."""
+    """Export the window's slices once, run ``jobs`` on them, write results; return the report.
+
+    ``work_dir`` receives the Parquet slices (a temp dir by default). On a multi-host Spark
+    cluster it must be storage every executor can read (a shared mount).
+    """
     t0 = time.perf_counter()
     settings = settings or JobSettings()
     names = resolve_jobs(jobs)
@@ -198,6 +197,7 @@ def run(
                   sum(rows.values()), secs)],
                 ["run_id", "job", "window_start", "window_end", "input_rows", "output_rows", "seconds"],
             )
+            prune_runs(ch, job, keep=settings.keep_runs)
             reports.append(JobReport(job, run_id, rows, secs))
             log(f"{job}: {rows} in {secs:.2f}s (run {run_id})")
         for df in inputs.values():
@@ -227,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--idle-days", type=int, default=7)
     p.add_argument("--top-k", type=int, default=10)
     p.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[2])")
+    p.add_argument("--work-dir", type=Path, default=None,
+                   help="where slices are exported (must be readable by every executor); default: temp dir")
     a = p.parse_args(argv)
     try:
         jobs = resolve_jobs(a.job or ["all"])
@@ -239,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     master = a.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[2]")
     spark = spark_session(master)
     spark.sparkContext.setLogLevel("WARN")
-    report = run(ch, jobs, settings, spark=spark, log=print)
+    report = run(ch, jobs, settings, spark=spark, work_dir=a.work_dir, log=print)
     print(f"done in {report.seconds:.1f}s")
     return 0
 

@@ -21,6 +21,43 @@ def latest_run_id(ch: ClickHouse, job: str) -> str | None:
     return str(rid) if rid else None
 
 
+RESULT_TABLES: dict[str, tuple[str, ...]] = {
+    "traffic": ("traffic_profile", "traffic_forecast"),
+    "lineage": ("topic_lineage",),
+    "cost": ("tenant_cost",),
+    "idle": ("idle_topics",),
+    "cross_idc": ("cross_idc_traffic", "cross_idc_clients"),
+}
+
+
+def prune_runs(ch: ClickHouse, job: str, keep: int = 3) -> list[str]:
+    """Delete result rows of all but the ``keep`` latest finished runs of ``job``; return pruned ids.
+
+    Rows of runs that never finished (no ``analytics_runs`` row, e.g. a crashed run) older than
+    the kept ones are deleted too.
+    """
+    if keep < 1:
+        raise ValueError("keep must be >= 1")
+    runs = [str(r[0]) for r in ch.rows(
+        f"SELECT run_id FROM {ch.table('analytics_runs')} WHERE job = {{j:String}} "
+        "ORDER BY finished_at DESC", {"j": job})]
+    kept = runs[:keep]
+    if len(kept) < keep or not kept:
+        return []
+    pruned: set[str] = set()
+    for table in RESULT_TABLES[job]:
+        stale = ch.rows(
+            f"SELECT DISTINCT run_id FROM {ch.table(table)} WHERE run_id NOT IN {{k:Array(String)}} "
+            "AND run_id < {oldest:String}",
+            {"k": kept, "oldest": min(kept)},
+        )
+        ids = [str(r[0]) for r in stale]
+        if ids:
+            ch.command(f"DELETE FROM {ch.table(table)} WHERE run_id IN {{ids:Array(String)}}", {"ids": ids})
+            pruned.update(ids)
+    return sorted(pruned)
+
+
 def _dicts(ch: ClickHouse, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     return ch.records(sql, params)
 

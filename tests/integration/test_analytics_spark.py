@@ -348,3 +348,18 @@ def test_spark_side_series_derivation_matches_pushed_down_export(env: Env, spark
     assert (prof[keys].values == got[keys].values).all()
     assert np.allclose(prof.p95_bps.values, got.p95_bps.values, rtol=1e-12)
     assert np.allclose(prof.mean_bps.values, got.mean_bps.values, rtol=1e-12)
+
+
+def test_prune_keeps_only_latest_runs(env: Env, spark: Any) -> None:
+    from controlplane.adapters.analytics_store import prune_runs
+
+    t = env.ch.table("topic_lineage")
+    run(env.ch, ["lineage"], JobSettings(days=DAYS, end=env.end), spark=spark)
+    assert env.ch.scalar(f"SELECT uniqExact(run_id) FROM {t}") >= 2
+    latest = latest_run_id(env.ch, "lineage")
+    pruned = prune_runs(env.ch, "lineage", keep=1)
+    assert pruned and latest not in pruned
+    assert env.ch.rows(f"SELECT DISTINCT run_id FROM {t}") == [(latest,)]
+    assert prune_runs(env.ch, "lineage", keep=1) == []
+    with pytest.raises(ValueError):
+        prune_runs(env.ch, "lineage", keep=0)
