@@ -1,0 +1,34 @@
+"""Pure domain kernel: frozen snapshot model, plans, file contracts, invariants. No I/O, no imports of ours."""
+
+from controlplane.domain.apply import apply_plan
+from controlplane.domain.errors import ContractError, Problem
+from controlplane.domain.invariants import CheckLimits, Violation, check_new_topic, check_plan
+from controlplane.domain.model import (
+    Broker,
+    BrokerState,
+    ClusterSnapshot,
+    Disk,
+    DiskId,
+    DiskKind,
+    Partition,
+    PartitionId,
+    Topic,
+)
+from controlplane.domain.plan import LeaderChange, PartitionMove, Plan, PlanSummary, UtilStats
+from controlplane.domain.plan_file import dump_plan, parse_plan, plan_json_schema, plan_to_dict
+from controlplane.domain.snapshot_file import (
+    dump_snapshot,
+    parse_snapshot,
+    snapshot_json_schema,
+    snapshot_to_dict,
+)
+from controlplane.domain.summary import balance_disks, pool_stats, summarize_plan, util_stats
+
+__all__ = [
+    "Broker", "BrokerState", "CheckLimits", "ClusterSnapshot", "ContractError", "Disk", "DiskId", "DiskKind",
+    "LeaderChange", "Partition", "PartitionId", "PartitionMove", "Plan", "PlanSummary", "Problem", "Topic",
+    "UtilStats", "Violation", "apply_plan", "balance_disks", "check_new_topic", "check_plan", "dump_plan",
+    "dump_snapshot",
+    "parse_plan", "parse_snapshot", "plan_json_schema", "plan_to_dict", "pool_stats", "snapshot_json_schema",
+    "snapshot_to_dict", "summarize_plan", "util_stats",
+]

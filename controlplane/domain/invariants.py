@@ -1,0 +1,261 @@
+"""The one shared plan invariant checker: every plan is checked by it in tests and before execution.
+
+Hard constraints checked (each violation carries a stable ``code``):
+
+``cluster-mismatch``          the plan names another cluster
+``unknown-partition``         a move or leader change names a partition the snapshot lacks
+``duplicate-entry``           a partition appears twice in the moves (or twice in the leaders)
+``replication-factor``        a move changes the number of replicas
+``duplicate-broker``          a target replica set names a broker twice
+``unknown-broker``            a target broker does not exist
+``target-not-alive``          a new replica or log dir lands on a dead / maintenance / draining broker
+``unknown-log-dir``           a log dir does not belong to its broker
+``pool-isolation``            replicas outside the topic's resource pool (and no fewer than before)
+``idc-placement``             the IDC placement policy is missed (and not by less than before)
+``rack-spread``               more replicas share a rack within an IDC than before and than unavoidable
+``capacity-headroom``         a disk that gains bytes ends above ``1 - capacity_headroom`` of capacity
+``leader-not-replica``        a leader change names a broker outside the final replica set
+``leader-not-alive``          a leader change names a broker that is not alive
+``plan-limit``                the plan moves more bytes or partitions than allowed
+``topic-exists``              a new topic's assignment (:func:`check_new_topic`) names an existing topic
+
+:func:`check_new_topic` checks the explicit assignment of a topic to be created (pre-allocation) with
+the same codes, against absolute rather than "no worse than before" rules: every replica alive, in
+the topic's pool and on a known log dir; the placement policy met; rack duplicates only where
+unavoidable; no replica on a disk already above its capacity headroom.
+
+"Not worse than before" lets a plan fix a broken partition step by step; a plan may never break one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controlplane.domain.apply import apply_plan
+from controlplane.domain.model import ClusterSnapshot, Partition, Topic
+from controlplane.domain.plan import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken constraint."""
+
+    code: str
+    message: str
+    topic: str | None = None
+    partition: int | None = None
+
+    def __str__(self) -> str:
+        where = f" {self.topic}-{self.partition}" if self.topic is not None else ""
+        return f"[{self.code}]{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckLimits:
+    """Configurable bounds. ``capacity_headroom`` is the fraction of every disk that must stay free."""
+
+    capacity_headroom: float = 0.10
+    max_bytes_to_move: int | None = None
+    max_partitions_to_move: int | None = None
+
+
+def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None = None) -> list[Violation]:
+    """Every violation of ``plan`` against ``snapshot``; an empty list means the plan is valid.
+
+    Deterministic order (plan order, then disks in snapshot order). O(moves x RF + disks).
+    """
+    limits = limits or CheckLimits()
+    violations: list[Violation] = []
+    if plan.cluster != snapshot.cluster:
+        violations.append(Violation("cluster-mismatch",
+                                    f"plan is for cluster {plan.cluster!r}, snapshot is {snapshot.cluster!r}"))
+    index = snapshot.index
+    seen: set[tuple[str, int]] = set()
+    moved_bytes = moved_partitions = 0
+    for move in plan.moves:
+        current = index.partition_by_id.get(move.id)
+        if current is None:
+            violations.append(Violation("unknown-partition", "no such partition in the snapshot", *move.id))
+            continue
+        if move.id in seen:
+            violations.append(Violation("duplicate-entry", "partition appears more than once", *move.id))
+            continue
+        seen.add(move.id)
+        new_pairs = list(zip(move.replicas, move.log_dirs, strict=True))
+        old_pairs = set(zip(current.replicas, current.log_dirs, strict=True))
+        copies = sum(1 for b, d in new_pairs
+                     if b not in current.replicas or (d is not None and (b, d) not in old_pairs))
+        moved_bytes += copies * current.size_bytes
+        moved_partitions += copies > 0
+        violations += _move_violations(snapshot, current, move.replicas, move.log_dirs)
+
+    after = apply_plan(snapshot, plan)
+    leader_seen: set[tuple[str, int]] = set()
+    for change in plan.leaders:
+        final = after.index.partition_by_id.get(change.id)
+        if final is None:
+            violations.append(Violation("unknown-partition", "no such partition in the snapshot", *change.id))
+            continue
+        if change.id in leader_seen:
+            violations.append(Violation("duplicate-entry", "leader change appears more than once", *change.id))
+        leader_seen.add(change.id)
+        if change.leader not in final.replicas:
+            violations.append(Violation("leader-not-replica",
+                                        f"broker {change.leader} is not in the final replicas "
+                                        f"{list(final.replicas)}", *change.id))
+        else:
+            broker = index.broker_by_id.get(change.leader)
+            if broker is None or not broker.is_alive:
+                state = broker.state.value if broker else "unknown"
+                violations.append(Violation("leader-not-alive", f"broker {change.leader} is {state}", *change.id))
+
+    violations += _capacity_violations(snapshot, after, limits.capacity_headroom)
+    if limits.max_bytes_to_move is not None and moved_bytes > limits.max_bytes_to_move:
+        violations.append(Violation("plan-limit", f"moves {moved_bytes} bytes, limit {limits.max_bytes_to_move}"))
+    if limits.max_partitions_to_move is not None and moved_partitions > limits.max_partitions_to_move:
+        violations.append(Violation("plan-limit",
+                                    f"moves {moved_partitions} partitions, limit {limits.max_partitions_to_move}"))
+    return violations
+
+
+def _move_violations(snapshot: ClusterSnapshot, current: Partition, replicas: tuple[int, ...],
+                     log_dirs: tuple[str | None, ...]) -> list[Violation]:
+    index = snapshot.index
+    tp = current.id
+    out: list[Violation] = []
+    if len(replicas) != len(current.replicas):
+        out.append(Violation("replication-factor",
+                             f"{len(current.replicas)} replicas become {len(replicas)}", *tp))
+    for broker_id, count in sorted(Counter(replicas).items()):
+        if count > 1:
+            out.append(Violation("duplicate-broker", f"broker {broker_id} appears {count} times", *tp))
+    old_pairs = set(zip(current.replicas, current.log_dirs, strict=True))
+    structural_ok = True
+    for broker_id, path in zip(replicas, log_dirs, strict=True):
+        broker = index.broker_by_id.get(broker_id)
+        if broker is None:
+            out.append(Violation("unknown-broker", f"broker {broker_id} does not exist", *tp))
+            structural_ok = False
+            continue
+        if path is not None and (broker_id, path) not in index.disk_by_id:
+            out.append(Violation("unknown-log-dir", f"broker {broker_id} has no log dir {path!r}", *tp))
+            structural_ok = False
+        is_target = broker_id not in current.replicas or (path is not None and (broker_id, path) not in old_pairs)
+        if is_target and not broker.is_alive:
+            out.append(Violation("target-not-alive", f"broker {broker_id} is {broker.state.value}", *tp))
+    if not structural_ok:
+        return out
+
+    topic = index.topic_by_name[current.topic]
+    pool_of = {b: index.broker_by_id[b].pool for b in (*current.replicas, *replicas) if b in index.broker_by_id}
+    outside_before = sum(1 for b in current.replicas if pool_of.get(b) != topic.pool)
+    outside_after = sum(1 for b in replicas if pool_of[b] != topic.pool)
+    if outside_after and outside_after >= outside_before and tuple(replicas) != current.replicas:
+        out.append(Violation("pool-isolation", f"{outside_after} replica(s) outside pool {topic.pool!r}", *tp))
+
+    placement = snapshot.placement_of(topic)
+    if placement:
+        before = _placement_deficit(snapshot, current.replicas, placement)
+        after = _placement_deficit(snapshot, replicas, placement)
+        if after and after >= before and set(replicas) != set(current.replicas):
+            idcs = dict(sorted(Counter(index.broker_by_id[b].idc for b in replicas).items()))
+            out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
+
+    dups_before = _rack_duplicates(snapshot, current.replicas)
+    dups_after = _rack_duplicates(snapshot, replicas)
+    if dups_after > dups_before and dups_after > _unavoidable_rack_duplicates(snapshot, replicas, topic.pool):
+        out.append(Violation("rack-spread", f"{dups_after} replica(s) share a rack within an IDC "
+                                            f"(was {dups_before})", *tp))
+    return out
+
+
+def _placement_deficit(snapshot: ClusterSnapshot, replicas: tuple[int, ...], placement: Mapping[str, int]) -> int:
+    counts = Counter(snapshot.index.broker_by_id[b].idc for b in replicas if b in snapshot.index.broker_by_id)
+    return sum(max(0, need - counts.get(idc, 0)) for idc, need in placement.items())
+
+
+def _rack_duplicates(snapshot: ClusterSnapshot, replicas: tuple[int, ...]) -> int:
+    by_idc: Counter[str] = Counter()
+    racks: dict[str, set[str]] = {}
+    for b in replicas:
+        broker = snapshot.index.broker_by_id.get(b)
+        if broker is None:
+            continue
+        by_idc[broker.idc] += 1
+        racks.setdefault(broker.idc, set()).add(broker.rack)
+    return sum(n - len(racks[idc]) for idc, n in by_idc.items())
+
+
+def _unavoidable_rack_duplicates(snapshot: ClusterSnapshot, replicas: tuple[int, ...], pool: str) -> int:
+    racks_in_idc: dict[str, set[str]] = {}
+    for b in snapshot.brokers:
+        if b.pool == pool and b.is_alive:
+            racks_in_idc.setdefault(b.idc, set()).add(b.rack)
+    by_idc = Counter(snapshot.index.broker_by_id[b].idc for b in replicas if b in snapshot.index.broker_by_id)
+    return sum(max(0, n - len(racks_in_idc.get(idc, ()))) for idc, n in by_idc.items())
+
+
+def _capacity_violations(before: ClusterSnapshot, after: ClusterSnapshot, headroom: float) -> list[Violation]:
+    out = []
+    for b_before, b_after in zip(before.brokers, after.brokers, strict=True):
+        for d_before, d_after in zip(b_before.disks, b_after.disks, strict=True):
+            limit = d_after.capacity_bytes * (1.0 - headroom)
+            if d_after.used_bytes > d_before.used_bytes and d_after.used_bytes > limit:
+                out.append(Violation("capacity-headroom",
+                                     f"disk {b_after.id}:{d_after.path} would hold {d_after.used_bytes} bytes, "
+                                     f"limit {int(limit)} ({headroom:.0%} headroom)"))
+    return out
+
+
+def check_new_topic(snapshot: ClusterSnapshot, topic: Topic, limits: CheckLimits | None = None) -> list[Violation]:
+    """Every violation of creating ``topic`` (with its partitions' explicit assignment) in ``snapshot``.
+
+    Deterministic order (partition order). O(partitions x RF + brokers).
+    """
+    limits = limits or CheckLimits()
+    index = snapshot.index
+    out: list[Violation] = []
+    if topic.name in index.topic_by_name:
+        out.append(Violation("topic-exists", f"topic {topic.name!r} already exists", topic.name))
+    placement = topic.placement if topic.placement is not None else snapshot.default_placement
+    rf = len(topic.partitions[0].replicas) if topic.partitions else 0
+    for p in topic.partitions:
+        tp = (p.topic, p.partition)
+        if len(p.replicas) != rf or len(p.log_dirs) != len(p.replicas):
+            out.append(Violation("replication-factor", f"{len(p.replicas)} replicas / {len(p.log_dirs)} log dirs, "
+                                                       f"topic RF {rf}", *tp))
+            continue
+        for broker_id, count in sorted(Counter(p.replicas).items()):
+            if count > 1:
+                out.append(Violation("duplicate-broker", f"broker {broker_id} appears {count} times", *tp))
+        known = True
+        for broker_id, path in zip(p.replicas, p.log_dirs, strict=True):
+            broker = index.broker_by_id.get(broker_id)
+            if broker is None:
+                out.append(Violation("unknown-broker", f"broker {broker_id} does not exist", *tp))
+                known = False
+                continue
+            disk = index.disk_by_id.get((broker_id, path))
+            if disk is None:
+                out.append(Violation("unknown-log-dir", f"broker {broker_id} has no log dir {path!r}", *tp))
+                known = False
+                continue
+            if not broker.is_alive:
+                out.append(Violation("target-not-alive", f"broker {broker_id} is {broker.state.value}", *tp))
+            if broker.pool != topic.pool:
+                out.append(Violation("pool-isolation", f"broker {broker_id} is outside pool {topic.pool!r}", *tp))
+            limit = disk.capacity_bytes * (1.0 - limits.capacity_headroom)
+            if disk.used_bytes + p.size_bytes > limit:
+                out.append(Violation("capacity-headroom", f"disk {broker_id}:{path} holds {disk.used_bytes} bytes, "
+                                                          f"limit {int(limit)}", *tp))
+        if not known:
+            continue
+        if placement and _placement_deficit(snapshot, p.replicas, placement):
+            idcs = dict(sorted(Counter(index.broker_by_id[b].idc for b in p.replicas).items()))
+            out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
+        dups = _rack_duplicates(snapshot, p.replicas)
+        if dups > _unavoidable_rack_duplicates(snapshot, p.replicas, topic.pool):
+            out.append(Violation("rack-spread", f"{dups} replica(s) share a rack within an IDC", *tp))
+    return out

@@ -1,0 +1,82 @@
+"""Plans: the proposals planners produce and the executor carries out.
+
+A plan is a set of partition moves (exactly Kafka's reassignment entries: target replica list
+and per-replica log dirs) plus preferred-leader changes, with a summary of its effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controlplane.domain.model import PartitionId
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMove:
+    """Target assignment of one partition; ``log_dirs[i]`` is ``None`` for Kafka's ``"any"``."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    log_dirs: tuple[str | None, ...]
+
+    @property
+    def id(self) -> PartitionId:
+        """``(topic, partition)``."""
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChange:
+    """Make ``leader`` the partition's leader (preferred-leader order + election, no data moved)."""
+
+    topic: str
+    partition: int
+    leader: int
+
+    @property
+    def id(self) -> PartitionId:
+        """``(topic, partition)``."""
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class UtilStats:
+    """Estimated disk utilisation (disk load / max throughput) over a set of disks."""
+
+    disks: int
+    max_util: float
+    mean_util: float
+
+    @property
+    def peak_to_mean(self) -> float:
+        """``max_util / mean_util`` (1.0 is perfect balance; 0 when there is no load)."""
+        return self.max_util / self.mean_util if self.mean_util > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSummary:
+    """Before/after figures of a plan. ``pools`` maps pool -> (before, after)."""
+
+    before: UtilStats
+    after: UtilStats
+    pools: Mapping[str, tuple[UtilStats, UtilStats]]
+    bytes_to_move: int
+    partitions_moved: int
+    replicas_moved: int
+    intra_broker_moves: int
+    leader_changes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A proposal for one cluster. Deterministic planners give equal plans for equal snapshots."""
+
+    cluster: str
+    kind: str
+    moves: tuple[PartitionMove, ...] = ()
+    leaders: tuple[LeaderChange, ...] = ()
+    summary: PlanSummary | None = None
+    notes: tuple[str, ...] = ()
+    extra: Mapping[str, object] = field(default_factory=dict, compare=False)

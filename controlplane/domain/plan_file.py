@@ -1,0 +1,184 @@
+"""The plan file contract ``guardian.plan/v1``.
+
+``reassignment`` is exactly Kafka's reassignment JSON (``{"version": 1, "partitions": [{"topic",
+"partition", "replicas", "log_dirs"}]}``) so ``kafka-reassign-partitions.sh --execute`` can run it;
+beside it: ``format``, ``cluster``, ``kind``, ``leaders`` (preferred-leader changes) and ``summary``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controlplane.domain.errors import ContractError, Problem
+from controlplane.domain.plan import LeaderChange, PartitionMove, Plan, PlanSummary, UtilStats
+from controlplane.domain.snapshot_file import Name, NonNegInt, validation_problems
+
+PLAN_FORMAT = "guardian.plan/v1"
+ANY_LOG_DIR = "any"
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, strict=True, frozen=True)
+
+
+class ReassignmentEntryDoc(_Doc):
+    """One entry of Kafka's reassignment JSON."""
+
+    topic: Name
+    partition: NonNegInt
+    replicas: Annotated[list[NonNegInt], Field(min_length=1)]
+    log_dirs: list[Name] | None = None
+
+
+class ReassignmentDoc(_Doc):
+    """Kafka's reassignment JSON."""
+
+    version: Literal[1]
+    partitions: list[ReassignmentEntryDoc]
+
+
+class LeaderDoc(_Doc):
+    """A preferred-leader change."""
+
+    topic: Name
+    partition: NonNegInt
+    leader: NonNegInt
+
+
+class UtilStatsDoc(_Doc):
+    """Estimated utilisation figures over a set of disks."""
+
+    disks: NonNegInt
+    max_util: Annotated[float, Field(ge=0)]
+    mean_util: Annotated[float, Field(ge=0)]
+    peak_to_mean: Annotated[float, Field(ge=0)] = 0.0
+
+
+class PoolSummaryDoc(_Doc):
+    """Before/after figures of one pool."""
+
+    before: UtilStatsDoc
+    after: UtilStatsDoc
+
+
+class SummaryDoc(_Doc):
+    """Before/after disk-load figures and what the plan moves."""
+
+    before: UtilStatsDoc
+    after: UtilStatsDoc
+    pools: dict[str, PoolSummaryDoc] = Field(default_factory=dict)
+    bytes_to_move: NonNegInt = 0
+    partitions_moved: NonNegInt = 0
+    replicas_moved: NonNegInt = 0
+    intra_broker_moves: NonNegInt = 0
+    leader_changes: NonNegInt = 0
+
+
+class PlanDoc(_Doc):
+    """The whole ``guardian.plan/v1`` document."""
+
+    format: Literal["guardian.plan/v1"]
+    cluster: Name
+    kind: Name
+    reassignment: ReassignmentDoc
+    leaders: list[LeaderDoc] = Field(default_factory=list)
+    summary: SummaryDoc | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """JSON Schema of the plan file."""
+    return PlanDoc.model_json_schema()
+
+
+def parse_plan(text: str | bytes) -> Plan:
+    """Parse a plan document. Raises :class:`ContractError` naming every problem's JSON path.
+
+    Only the document's own structure is checked here; whether the plan fits a cluster is the
+    invariant checker's job (:func:`controlplane.domain.invariants.check_plan`).
+    """
+    try:
+        doc = PlanDoc.model_validate_json(text)
+    except ValidationError as exc:
+        raise ContractError("plan", validation_problems(exc)) from None
+    problems = [
+        Problem(f"$.reassignment.partitions[{i}].log_dirs",
+                f"{len(e.log_dirs)} log dirs for {len(e.replicas)} replicas")
+        for i, e in enumerate(doc.reassignment.partitions)
+        if e.log_dirs is not None and len(e.log_dirs) != len(e.replicas)
+    ]
+    if problems:
+        raise ContractError("plan", problems)
+    moves = tuple(
+        PartitionMove(topic=e.topic, partition=e.partition, replicas=tuple(e.replicas),
+                      log_dirs=tuple(None if d == ANY_LOG_DIR else d for d in e.log_dirs)
+                      if e.log_dirs is not None else (None,) * len(e.replicas))
+        for e in doc.reassignment.partitions
+    )
+    leaders = tuple(LeaderChange(topic=x.topic, partition=x.partition, leader=x.leader) for x in doc.leaders)
+    summary = _summary_from_doc(doc.summary) if doc.summary is not None else None
+    return Plan(cluster=doc.cluster, kind=doc.kind, moves=moves, leaders=leaders, summary=summary,
+                notes=tuple(doc.notes))
+
+
+def _stats_from_doc(doc: UtilStatsDoc) -> UtilStats:
+    return UtilStats(disks=doc.disks, max_util=doc.max_util, mean_util=doc.mean_util)
+
+
+def _summary_from_doc(doc: SummaryDoc) -> PlanSummary:
+    return PlanSummary(
+        before=_stats_from_doc(doc.before), after=_stats_from_doc(doc.after),
+        pools={name: (_stats_from_doc(p.before), _stats_from_doc(p.after)) for name, p in doc.pools.items()},
+        bytes_to_move=doc.bytes_to_move, partitions_moved=doc.partitions_moved,
+        replicas_moved=doc.replicas_moved, intra_broker_moves=doc.intra_broker_moves,
+        leader_changes=doc.leader_changes,
+    )
+
+
+def _stats_to_dict(stats: UtilStats) -> dict[str, Any]:
+    return {"disks": stats.disks, "max_util": stats.max_util, "mean_util": stats.mean_util,
+            "peak_to_mean": stats.peak_to_mean}
+
+
+def reassignment_to_dict(plan: Plan) -> dict[str, Any]:
+    """Kafka's reassignment JSON for the plan's moves (``"any"`` for unspecified log dirs)."""
+    return {
+        "version": 1,
+        "partitions": [
+            {"topic": m.topic, "partition": m.partition, "replicas": list(m.replicas),
+             "log_dirs": [d if d is not None else ANY_LOG_DIR for d in m.log_dirs]}
+            for m in plan.moves
+        ],
+    }
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The plan as a ``guardian.plan/v1`` JSON-able dict."""
+    doc: dict[str, Any] = {
+        "format": PLAN_FORMAT,
+        "cluster": plan.cluster,
+        "kind": plan.kind,
+        "reassignment": reassignment_to_dict(plan),
+        "leaders": [{"topic": x.topic, "partition": x.partition, "leader": x.leader} for x in plan.leaders],
+    }
+    if plan.summary is not None:
+        s = plan.summary
+        doc["summary"] = {
+            "before": _stats_to_dict(s.before), "after": _stats_to_dict(s.after),
+            "pools": {name: {"before": _stats_to_dict(b), "after": _stats_to_dict(a)}
+                      for name, (b, a) in s.pools.items()},
+            "bytes_to_move": s.bytes_to_move, "partitions_moved": s.partitions_moved,
+            "replicas_moved": s.replicas_moved, "intra_broker_moves": s.intra_broker_moves,
+            "leader_changes": s.leader_changes,
+        }
+    if plan.notes:
+        doc["notes"] = list(plan.notes)
+    return doc
+
+
+def dump_plan(plan: Plan, *, indent: int | None = 2) -> str:
+    """Serialise to ``guardian.plan/v1`` JSON."""
+    return json.dumps(plan_to_dict(plan), indent=indent, allow_nan=False)

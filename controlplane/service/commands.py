@@ -1,0 +1,200 @@
+"""Commands of Guardian's replicated state: validated (pydantic) before they are proposed.
+
+Every command is a JSON object ``{"type": ..., "meta": {"who", "why", "at"}, ...payload}``. ``meta.at``
+is set by the proposer (the state machine never reads a clock), so every node applies the same
+command identically. :func:`validate_command` is the Raft validator: it rejects a malformed command
+with a message naming the field, and returns the normalised command.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+from controlplane.domain.errors import json_path
+from raft.protocol import CommandRejected, JsonDict
+
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
+BrokerId = Annotated[int, Field(ge=0)]
+
+TASK_STATES = ("PENDING", "IN_PROGRESS", "ABORTING", "ABORTED", "DEAD", "COMPLETED")
+TaskState = Literal["PENDING", "IN_PROGRESS", "ABORTING", "ABORTED", "DEAD", "COMPLETED"]
+PLAN_STATES = ("proposed", "approved", "rejected", "executing", "completed", "stopped", "failed")
+
+
+class _Cmd(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class Meta(_Cmd):
+    """Who asked, why, and when (set by the proposer)."""
+
+    who: Annotated[str, Field(min_length=1, max_length=200)]
+    why: Annotated[str, Field(max_length=2000)] = ""
+    at: AwareDatetime
+
+
+class ClusterRegister(_Cmd):
+    type: Literal["cluster.register"]
+    meta: Meta
+    name: Name
+    bootstrap_servers: Annotated[list[Annotated[str, Field(min_length=3)]], Field(min_length=1)]
+    metrics_urls: dict[str, str] = Field(default_factory=dict)
+    control_url: str | None = None
+    capabilities: dict[str, bool] = Field(default_factory=dict)
+
+
+class ClusterRemove(_Cmd):
+    type: Literal["cluster.remove"]
+    meta: Meta
+    name: Name
+
+
+class AutoRebalance(_Cmd):
+    type: Literal["cluster.auto_rebalance"]
+    meta: Meta
+    name: Name
+    enabled: bool
+    window_cron: Annotated[str, Field(min_length=9, max_length=100)] = "0 2 * * *"
+    window_minutes: Annotated[int, Field(ge=1, le=1440)] = 240
+    threshold: Annotated[float, Field(gt=1.0, le=100.0)] = 1.25
+
+
+class PlacementSet(_Cmd):
+    type: Literal["placement.set"]
+    meta: Meta
+    cluster: Name
+    topic: Name | None = None
+    placement: dict[Name, Annotated[int, Field(ge=1, le=16)]] | None
+
+
+class PoolAssign(_Cmd):
+    type: Literal["pool.assign"]
+    meta: Meta
+    cluster: Name
+    pool: Name
+    brokers: Annotated[list[BrokerId], Field(min_length=1)]
+
+
+class PlanPropose(_Cmd):
+    type: Literal["plan.propose"]
+    meta: Meta
+    cluster: Name
+    kind: Name
+    plan: dict[str, Any]
+    snapshot_taken_at: AwareDatetime | None = None
+
+
+class PlanDecide(_Cmd):
+    type: Literal["plan.approve", "plan.reject"]
+    meta: Meta
+    plan_id: Annotated[int, Field(ge=1)]
+
+
+class TaskSpec(_Cmd):
+    key: Name
+    topic: Name
+    partition: Annotated[int, Field(ge=0)]
+    action: Literal["reassign", "move_log_dir", "elect_leader"]
+    source_replicas: list[BrokerId]
+    source_log_dirs: list[str | None] = Field(default_factory=list)
+    target_replicas: list[BrokerId]
+    target_log_dirs: list[str | None] = Field(default_factory=list)
+    size_bytes: Annotated[int, Field(ge=0)] = 0
+
+
+class ExecutionStart(_Cmd):
+    type: Literal["execution.start"]
+    meta: Meta
+    plan_id: Annotated[int, Field(ge=1)]
+    tasks: list[TaskSpec]
+    caps: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+
+
+class TaskUpdate(_Cmd):
+    key: Name
+    state: TaskState
+    reason: str = ""
+    bytes_done: Annotated[int, Field(ge=0)] | None = None
+
+
+class ExecutionTasks(_Cmd):
+    type: Literal["execution.tasks"]
+    meta: Meta
+    execution_id: Annotated[int, Field(ge=1)]
+    updates: Annotated[list[TaskUpdate], Field(min_length=1)]
+
+
+class ExecutionControl(_Cmd):
+    type: Literal["execution.stop", "execution.finish", "execution.caps"]
+    meta: Meta
+    execution_id: Annotated[int, Field(ge=1)]
+    rollback: bool = False
+    status: Literal["completed", "stopped", "failed"] | None = None
+    caps: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+
+
+class ThrottleSet(_Cmd):
+    type: Literal["throttle.set"]
+    meta: Meta
+    cluster: Name
+    key: Name
+    kind: Name
+    target: dict[str, Any]
+    rate_bytes_per_s: Annotated[float, Field(ge=0)]
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThrottleClear(_Cmd):
+    type: Literal["throttle.clear"]
+    meta: Meta
+    cluster: Name
+    key: Name
+
+
+class MaintenanceSet(_Cmd):
+    type: Literal["maintenance.set"]
+    meta: Meta
+    cluster: Name
+    broker: BrokerId
+    enabled: bool
+
+
+class AllocateIds(_Cmd):
+    type: Literal["ids.allocate"]
+    meta: Meta
+    count: Annotated[int, Field(ge=1, le=1_000_000)]
+
+
+COMMANDS: dict[str, type[_Cmd]] = {}
+for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
+               ExecutionStart, ExecutionTasks, ExecutionControl, ThrottleSet, ThrottleClear, MaintenanceSet,
+               AllocateIds):
+    for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
+        COMMANDS[_literal] = _model
+
+
+def parse_command(command: JsonDict) -> _Cmd:
+    """The typed command; :class:`CommandRejected` names every bad field (``$.meta.who: ...``)."""
+    kind = command.get("type")
+    model = COMMANDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise CommandRejected(f"$.type: unknown command type {kind!r}; known: {', '.join(sorted(COMMANDS))}")
+    try:
+        return model.model_validate(command)
+    except ValidationError as exc:
+        problems = "; ".join(f"{json_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise CommandRejected(problems) from None
+
+
+def validate_command(command: JsonDict) -> JsonDict:
+    """Raft validator: parse, then return the canonical JSON form (dates as ISO strings)."""
+    return parse_command(command).model_dump(mode="json", exclude_none=False)
+
+
+def meta(who: str, why: str = "", at: datetime | None = None) -> JsonDict:
+    """A ``meta`` member stamped now (UTC) unless ``at`` is given."""
+    moment = (at or datetime.now(UTC)).astimezone(UTC)
+    return {"who": who, "why": why, "at": moment.isoformat().replace("+00:00", "Z")}

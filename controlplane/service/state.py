@@ -1,0 +1,304 @@
+"""Guardian's authoritative state: a deterministic state machine that Raft replicates.
+
+Holds clusters and their connection settings, IDC placement policies, pools, plans and executions
+with per-partition task states, active throttles, maintenance flags, the operator action log and the
+ID allocator. :meth:`GuardianState.apply` depends only on the state and the command (no clock, no
+I/O), rejects a command whose preconditions fail *before* changing anything, and records every
+applied command in the action log (who / what / why / when).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from controlplane.service.commands import (
+    AllocateIds,
+    AutoRebalance,
+    ClusterRegister,
+    ClusterRemove,
+    ExecutionControl,
+    ExecutionStart,
+    ExecutionTasks,
+    MaintenanceSet,
+    PlacementSet,
+    PlanDecide,
+    PlanPropose,
+    PoolAssign,
+    ThrottleClear,
+    ThrottleSet,
+    parse_command,
+)
+from raft.protocol import CommandRejected, JsonDict
+
+ACTION_LOG_LIMIT = 5000
+TERMINAL_TASK_STATES = frozenset({"COMPLETED", "ABORTED", "DEAD"})
+TASK_TRANSITIONS: dict[str, frozenset[str]] = {
+    "PENDING": frozenset({"IN_PROGRESS", "ABORTED", "DEAD"}),
+    "IN_PROGRESS": frozenset({"COMPLETED", "ABORTING", "DEAD"}),
+    "ABORTING": frozenset({"ABORTED", "DEAD"}),
+    "COMPLETED": frozenset(),
+    "ABORTED": frozenset(),
+    "DEAD": frozenset(),
+}
+ACTIVE_EXECUTION = frozenset({"running", "stopping"})
+
+
+def empty_state() -> JsonDict:
+    """The state of a new federation."""
+    return {"next_id": 1, "log_seq": 0, "clusters": {}, "plans": {}, "executions": {}, "throttles": {},
+            "maintenance": {}, "actions": []}
+
+
+class GuardianState:
+    """The replicated state machine (implements :class:`raft.protocol.StateMachine`)."""
+
+    def __init__(self) -> None:
+        self.state: JsonDict = empty_state()
+
+    # ------------------------------------------------------------------ protocol
+    def snapshot(self) -> JsonDict:
+        """A deep copy of the whole state."""
+        return copy.deepcopy(self.state)
+
+    def restore(self, snapshot: JsonDict) -> None:
+        """Replace the state with one from :meth:`snapshot`."""
+        self.state = copy.deepcopy(snapshot)
+
+    def apply(self, command: JsonDict) -> Any:
+        """Apply one committed command; raise :class:`CommandRejected` (state untouched) to refuse it."""
+        cmd = parse_command(command)
+        handler = getattr(self, "_" + command["type"].replace(".", "_"))
+        result = handler(cmd)
+        self._record(command, result)
+        return result
+
+    # ------------------------------------------------------------------ helpers
+    def _record(self, command: JsonDict, result: Any) -> None:
+        self.state["log_seq"] += 1
+        meta = command["meta"]
+        subject = {k: command[k] for k in ("name", "cluster", "plan_id", "execution_id", "key", "broker", "topic")
+                   if k in command}
+        self.state["actions"].append({"seq": self.state["log_seq"], "at": meta["at"], "who": meta["who"],
+                                      "why": meta.get("why", ""), "type": command["type"], "subject": subject,
+                                      "result": result if isinstance(result, dict) else {"value": result}})
+        if len(self.state["actions"]) > ACTION_LOG_LIMIT:
+            del self.state["actions"][: len(self.state["actions"]) - ACTION_LOG_LIMIT]
+
+    def _allocate(self, count: int = 1) -> int:
+        first = int(self.state["next_id"])
+        self.state["next_id"] = first + count
+        return first
+
+    def _cluster(self, name: str) -> JsonDict:
+        cluster = self.state["clusters"].get(name)
+        if cluster is None:
+            raise CommandRejected(f"unknown cluster {name!r}")
+        return dict(cluster)
+
+    def _plan(self, plan_id: int) -> JsonDict:
+        plan = self.state["plans"].get(str(plan_id))
+        if plan is None:
+            raise CommandRejected(f"unknown plan {plan_id}")
+        return dict(plan)
+
+    def _execution(self, execution_id: int) -> JsonDict:
+        execution = self.state["executions"].get(str(execution_id))
+        if execution is None:
+            raise CommandRejected(f"unknown execution {execution_id}")
+        return dict(execution)
+
+    # ------------------------------------------------------------------ clusters
+    def _cluster_register(self, cmd: ClusterRegister) -> JsonDict:
+        old = self.state["clusters"].get(cmd.name, {})
+        self.state["clusters"][cmd.name] = {
+            "name": cmd.name, "bootstrap_servers": list(cmd.bootstrap_servers), "metrics_urls": dict(cmd.metrics_urls),
+            "control_url": cmd.control_url, "capabilities": dict(cmd.capabilities),
+            "placement": old.get("placement", {"default": None, "topics": {}}), "pools": old.get("pools", {}),
+            "auto_rebalance": old.get("auto_rebalance", {"enabled": False}),
+            "registered_at": old.get("registered_at", cmd.meta.at.isoformat()),
+        }
+        return {"cluster": cmd.name, "created": not old}
+
+    def _cluster_remove(self, cmd: ClusterRemove) -> JsonDict:
+        self._cluster(cmd.name)
+        busy = [e["id"] for e in self.state["executions"].values()
+                if e["cluster"] == cmd.name and e["status"] in ACTIVE_EXECUTION]
+        if busy:
+            raise CommandRejected(f"cluster {cmd.name!r} has running executions {busy}; stop them first")
+        del self.state["clusters"][cmd.name]
+        self.state["throttles"].pop(cmd.name, None)
+        self.state["maintenance"].pop(cmd.name, None)
+        return {"cluster": cmd.name, "removed": True}
+
+    def _cluster_auto_rebalance(self, cmd: AutoRebalance) -> JsonDict:
+        cluster = self._cluster(cmd.name)
+        cluster["auto_rebalance"] = {"enabled": cmd.enabled, "window_cron": cmd.window_cron,
+                                     "window_minutes": cmd.window_minutes, "threshold": cmd.threshold}
+        self.state["clusters"][cmd.name] = cluster
+        return {"cluster": cmd.name, "auto_rebalance": cluster["auto_rebalance"]}
+
+    def _placement_set(self, cmd: PlacementSet) -> JsonDict:
+        cluster = self._cluster(cmd.cluster)
+        placement = copy.deepcopy(cluster["placement"])
+        value = dict(cmd.placement) if cmd.placement is not None else None
+        if cmd.topic is None:
+            placement["default"] = value
+        elif value is None:
+            placement["topics"].pop(cmd.topic, None)
+        else:
+            placement["topics"][cmd.topic] = value
+        cluster["placement"] = placement
+        self.state["clusters"][cmd.cluster] = cluster
+        return {"cluster": cmd.cluster, "topic": cmd.topic, "placement": value}
+
+    def _pool_assign(self, cmd: PoolAssign) -> JsonDict:
+        cluster = self._cluster(cmd.cluster)
+        pools = {name: [b for b in brokers if b not in cmd.brokers] for name, brokers in cluster["pools"].items()}
+        pools[cmd.pool] = sorted(set(pools.get(cmd.pool, [])) | set(cmd.brokers))
+        cluster["pools"] = {name: brokers for name, brokers in sorted(pools.items()) if brokers}
+        self.state["clusters"][cmd.cluster] = cluster
+        return {"cluster": cmd.cluster, "pool": cmd.pool, "brokers": cluster["pools"][cmd.pool]}
+
+    def _maintenance_set(self, cmd: MaintenanceSet) -> JsonDict:
+        self._cluster(cmd.cluster)
+        flags = self.state["maintenance"].setdefault(cmd.cluster, {})
+        if cmd.enabled:
+            flags[str(cmd.broker)] = {"since": cmd.meta.at.isoformat(), "by": cmd.meta.who, "why": cmd.meta.why}
+        else:
+            flags.pop(str(cmd.broker), None)
+        return {"cluster": cmd.cluster, "broker": cmd.broker, "maintenance": cmd.enabled}
+
+    def _ids_allocate(self, cmd: AllocateIds) -> JsonDict:
+        first = self._allocate(cmd.count)
+        return {"first": first, "last": first + cmd.count - 1}
+
+    # ------------------------------------------------------------------ plans
+    def _plan_propose(self, cmd: PlanPropose) -> JsonDict:
+        self._cluster(cmd.cluster)
+        plan_id = self._allocate()
+        self.state["plans"][str(plan_id)] = {
+            "id": plan_id, "cluster": cmd.cluster, "kind": cmd.kind, "status": "proposed", "plan": cmd.plan,
+            "proposed_by": cmd.meta.who, "proposed_at": cmd.meta.at.isoformat(), "why": cmd.meta.why,
+            "snapshot_taken_at": cmd.snapshot_taken_at.isoformat() if cmd.snapshot_taken_at else None,
+            "decided_by": None, "execution_id": None,
+        }
+        return {"plan_id": plan_id, "status": "proposed"}
+
+    def _plan_approve(self, cmd: PlanDecide) -> JsonDict:
+        return self._decide(cmd, "approved")
+
+    def _plan_reject(self, cmd: PlanDecide) -> JsonDict:
+        return self._decide(cmd, "rejected")
+
+    def _decide(self, cmd: PlanDecide, status: str) -> JsonDict:
+        plan = self._plan(cmd.plan_id)
+        if plan["status"] == status:
+            return {"plan_id": cmd.plan_id, "status": status, "changed": False}
+        if plan["status"] != "proposed":
+            raise CommandRejected(f"plan {cmd.plan_id} is {plan['status']}, only a proposed plan can be {status}")
+        plan.update(status=status, decided_by=cmd.meta.who, decided_at=cmd.meta.at.isoformat())
+        self.state["plans"][str(cmd.plan_id)] = plan
+        return {"plan_id": cmd.plan_id, "status": status, "changed": True}
+
+    # ------------------------------------------------------------------ executions
+    def _execution_start(self, cmd: ExecutionStart) -> JsonDict:
+        plan = self._plan(cmd.plan_id)
+        if plan["status"] == "executing":  # idempotent retry after a failover
+            return {"execution_id": plan["execution_id"], "plan_id": cmd.plan_id, "created": False}
+        if plan["status"] != "approved":
+            raise CommandRejected(f"plan {cmd.plan_id} is {plan['status']}; approve it before executing")
+        busy = [e["id"] for e in self.state["executions"].values()
+                if e["cluster"] == plan["cluster"] and e["status"] in ACTIVE_EXECUTION]
+        if busy:
+            raise CommandRejected(f"cluster {plan['cluster']!r} already runs execution {busy[0]}")
+        keys = [t.key for t in cmd.tasks]
+        if len(set(keys)) != len(keys):
+            raise CommandRejected("task keys must be unique")
+        execution_id = self._allocate()
+        self.state["executions"][str(execution_id)] = {
+            "id": execution_id, "plan_id": cmd.plan_id, "cluster": plan["cluster"], "status": "running",
+            "rollback": False, "caps": dict(cmd.caps), "started_by": cmd.meta.who,
+            "started_at": cmd.meta.at.isoformat(), "finished_at": None, "reason": "",
+            "tasks": {t.key: {**t.model_dump(mode="json"), "state": "PENDING", "reason": "", "bytes_done": 0,
+                              "updated_at": cmd.meta.at.isoformat()} for t in cmd.tasks},
+        }
+        plan.update(status="executing", execution_id=execution_id)
+        self.state["plans"][str(cmd.plan_id)] = plan
+        return {"execution_id": execution_id, "plan_id": cmd.plan_id, "created": True}
+
+    def _execution_tasks(self, cmd: ExecutionTasks) -> JsonDict:
+        execution = self._execution(cmd.execution_id)
+        tasks = execution["tasks"]
+        changes = []
+        for update in cmd.updates:  # check every update before changing anything
+            task = tasks.get(update.key)
+            if task is None:
+                raise CommandRejected(f"execution {cmd.execution_id} has no task {update.key!r}")
+            if update.state != task["state"] and update.state not in TASK_TRANSITIONS[task["state"]]:
+                raise CommandRejected(f"task {update.key!r}: {task['state']} -> {update.state} is not allowed")
+            changes.append((update, task))
+        changed = 0
+        new_tasks = dict(tasks)
+        for update, task in changes:
+            new = dict(task)
+            if update.state != task["state"]:
+                changed += 1
+                new["state"] = update.state
+                new["reason"] = update.reason or task["reason"]
+            if update.bytes_done is not None:
+                new["bytes_done"] = update.bytes_done
+            new["updated_at"] = cmd.meta.at.isoformat()
+            new_tasks[update.key] = new
+        execution["tasks"] = new_tasks
+        self.state["executions"][str(cmd.execution_id)] = execution
+        return {"execution_id": cmd.execution_id, "changed": changed}
+
+    def _execution_stop(self, cmd: ExecutionControl) -> JsonDict:
+        execution = self._execution(cmd.execution_id)
+        if execution["status"] not in ACTIVE_EXECUTION:
+            return {"execution_id": cmd.execution_id, "status": execution["status"], "changed": False}
+        execution.update(status="stopping", rollback=execution["rollback"] or cmd.rollback, reason=cmd.meta.why)
+        self.state["executions"][str(cmd.execution_id)] = execution
+        return {"execution_id": cmd.execution_id, "status": "stopping", "rollback": execution["rollback"],
+                "changed": True}
+
+    def _execution_caps(self, cmd: ExecutionControl) -> JsonDict:
+        execution = self._execution(cmd.execution_id)
+        execution["caps"] = {**execution["caps"], **cmd.caps}
+        self.state["executions"][str(cmd.execution_id)] = execution
+        return {"execution_id": cmd.execution_id, "caps": execution["caps"]}
+
+    def _execution_finish(self, cmd: ExecutionControl) -> JsonDict:
+        execution = self._execution(cmd.execution_id)
+        if cmd.status is None:
+            raise CommandRejected("$.status: required to finish an execution")
+        if execution["status"] not in ACTIVE_EXECUTION:
+            return {"execution_id": cmd.execution_id, "status": execution["status"], "changed": False}
+        open_tasks = [k for k, t in execution["tasks"].items()
+                      if t["state"] not in TERMINAL_TASK_STATES and cmd.status == "completed"]
+        if open_tasks:
+            raise CommandRejected(f"execution {cmd.execution_id} still has open tasks {open_tasks[:5]}")
+        execution.update(status=cmd.status, finished_at=cmd.meta.at.isoformat(),
+                         reason=cmd.meta.why or execution["reason"])
+        self.state["executions"][str(cmd.execution_id)] = execution
+        plan = self._plan(execution["plan_id"])
+        plan["status"] = cmd.status
+        self.state["plans"][str(execution["plan_id"])] = plan
+        return {"execution_id": cmd.execution_id, "status": cmd.status, "changed": True}
+
+    # ------------------------------------------------------------------ throttles
+    def _throttle_set(self, cmd: ThrottleSet) -> JsonDict:
+        self._cluster(cmd.cluster)
+        throttles = self.state["throttles"].setdefault(cmd.cluster, {})
+        old = throttles.get(cmd.key)
+        throttles[cmd.key] = {"key": cmd.key, "kind": cmd.kind, "target": cmd.target,
+                              "rate_bytes_per_s": cmd.rate_bytes_per_s, "evidence": cmd.evidence,
+                              "set_by": cmd.meta.who, "why": cmd.meta.why,
+                              "since": old["since"] if old else cmd.meta.at.isoformat(),
+                              "updated_at": cmd.meta.at.isoformat()}
+        return {"cluster": cmd.cluster, "key": cmd.key, "created": old is None}
+
+    def _throttle_clear(self, cmd: ThrottleClear) -> JsonDict:
+        removed = self.state["throttles"].get(cmd.cluster, {}).pop(cmd.key, None)
+        return {"cluster": cmd.cluster, "key": cmd.key, "removed": removed is not None}

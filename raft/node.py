@@ -1,0 +1,501 @@
+"""A Raft node (pysyncobj) that replicates a :class:`raft.protocol.StateMachine`.
+
+Usage::
+
+    node = RaftNode("127.0.0.1:7001", ["127.0.0.1:7002", "127.0.0.1:7003"], MyStateMachine(),
+                    data_dir="var/raft1", validator=validate)
+    node.wait_ready(10)
+    result = node.propose({"type": "allocate_ids", "count": 10})   # blocks until committed
+    node.close()
+
+Guarantees
+----------
+* ``propose`` returns only after the command is committed by a majority *and* applied on this
+  node; its return value is the state machine's result.  On a follower it raises
+  :class:`~raft.errors.NotLeaderError` carrying the leader's address (if known) without
+  proposing anything.
+* Every node applies the same commands in the same order; state is persisted as pysyncobj's
+  journal (every entry, memory-mapped, survives a ``kill -9``) plus full snapshots at log
+  compaction, so a restarted node recovers and then catches up from the leader.
+* ``on_leader_gained(term)`` runs (on a helper thread, never on the Raft thread) only after this
+  node, as leader, has committed a barrier entry of its term, so the state it sees is caught up;
+  ``on_leader_lost()`` runs when it stops being leader (a leader cut off from the majority steps
+  down after ``leader_fallback`` seconds, one election timeout by default).
+
+The Raft thread runs until :meth:`RaftNode.close` or until the main thread exits.  Never call
+``propose`` from inside ``apply`` (it would wait for itself); keep the leadership callbacks
+short (start or stop background work, do not block in them).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+
+from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
+from raft.protocol import (
+    CommandConflict,
+    CommandRejected,
+    JsonDict,
+    StateMachine,
+    Validator,
+    check_command_shape,
+    decode_command,
+    encode_command,
+    state_hash,
+)
+from raft.storage import DataDir, SnapshotCodec
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_ROLE_NAMES = {0: "follower", 1: "candidate", 2: "leader"}
+_FAIL_NAMES = {
+    value: name
+    for name, value in vars(FAIL_REASON).items()
+    if not name.startswith("_") and isinstance(value, int)
+}
+#: pysyncobj failures after which the command may still have been committed.
+_MAYBE_APPLIED = {FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME, FAIL_REASON.NOT_LEADER}
+#: Command types reserved for the Raft layer itself (never reach the state machine).
+INTERNAL_PREFIX = "raft."
+
+
+class _TruncationCounter(logging.Handler):
+    """Counts pysyncobj's 'truncating already-applied log entries' warnings (process-wide)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.CRITICAL)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "truncating already-applied" in record.getMessage():
+            self.count += 1
+
+
+_TRUNCATIONS = _TruncationCounter()
+logging.getLogger("pysyncobj.syncobj").addHandler(_TRUNCATIONS)
+
+
+@dataclass(frozen=True)
+class RaftSettings:
+    """Timing and storage knobs. Defaults favour fast synchronous commits and ~0.5 s failover."""
+
+    election_timeout_min: float = 0.2
+    election_timeout_max: float = 0.5
+    heartbeat_period: float = 0.05
+    #: pysyncobj's appendEntriesUseBatch. False sends each entry at once (fast sync commits);
+    #: True waits for the next heartbeat tick to batch entries (pysyncobj's default).
+    batch_append_entries: bool = False
+    #: Leader steps down when it has not heard from a majority for this long (None: max timeout).
+    leader_fallback: float | None = None
+    connection_timeout: float = 2.0
+    connection_retry: float = 0.3
+    tick_period: float = 0.05
+    compaction_min_entries: int = 5000
+    compaction_min_time: float = 300.0
+    bind_retries: int = 15
+    bind_retry_time: float = 0.2
+    #: How often the leadership monitor polls (it is also woken on every role change).
+    monitor_period: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_period * 3 < self.election_timeout_min < self.election_timeout_max:
+            raise ValueError("need 0 < 3*heartbeat_period < election_timeout_min < election_timeout_max")
+        if self.compaction_min_entries < 2 or self.compaction_min_time <= 0:
+            raise ValueError("compaction_min_entries must be >= 2 and compaction_min_time > 0")
+        if self.connection_timeout < self.election_timeout_max:
+            raise ValueError("connection_timeout must be >= election_timeout_max")
+
+    @classmethod
+    def pysyncobj_defaults(cls, **overrides: Any) -> RaftSettings:
+        """pysyncobj's own defaults (batched appends, 0.4-1.4 s elections): the benchmark baseline."""
+        values: dict[str, Any] = dict(
+            election_timeout_min=0.4,
+            election_timeout_max=1.4,
+            heartbeat_period=0.1,
+            batch_append_entries=True,
+            leader_fallback=30.0,
+            connection_timeout=3.5,
+            connection_retry=5.0,
+        )
+        values.update(overrides)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A committed command: the state machine's result and the Raft log index it was applied at."""
+
+    result: Any
+    index: int
+
+
+@dataclass
+class _Waiter:
+    event: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: int | None = None
+
+    def done(self, result: Any, error: int) -> None:
+        self.result = result
+        self.error = error
+        self.event.set()
+
+
+class _Replica(SyncObj):
+    """The pysyncobj object; its only replicated method hands the log entry to the owner."""
+
+    def __init__(
+        self,
+        apply_entry: Callable[[str, int], JsonDict],
+        self_addr: str,
+        peers: Sequence[str],
+        conf: SyncObjConf,
+    ) -> None:
+        self._guardian_apply_entry = apply_entry
+        super().__init__(self_addr, list(peers), conf)
+
+    @replicated
+    def guardian_apply(self, payload: str) -> JsonDict:
+        return self._guardian_apply_entry(payload, self.raftLastApplied + 1)
+
+
+class RaftNode:
+    """One member of a Raft group replicating ``state_machine``; see the module docstring."""
+
+    def __init__(
+        self,
+        self_addr: str,
+        peers: Sequence[str],
+        state_machine: StateMachine,
+        data_dir: str | Path,
+        *,
+        validator: Validator | None = None,
+        settings: RaftSettings | None = None,
+        on_leader_gained: Callable[[int], None] | None = None,
+        on_leader_lost: Callable[[], None] | None = None,
+    ) -> None:
+        _check_addr(self_addr)
+        for peer in peers:
+            _check_addr(peer)
+        self.self_addr = self_addr
+        self.peers = sorted({p for p in peers if p != self_addr})
+        self.settings = settings or RaftSettings()
+        self.data_dir = DataDir(Path(data_dir)).ensure()
+        self._sm = state_machine
+        self._validator = validator
+        self._on_leader_gained = on_leader_gained
+        self._on_leader_lost = on_leader_lost
+        self._lock = threading.RLock()
+        self._applied_index = 0
+        self._closed = False
+        self._leader_term: int | None = None  # term in which we are a caught-up leader
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+
+        codec = SnapshotCodec(self._take_snapshot, self._install_snapshot)
+        s = self.settings
+        conf = SyncObjConf(
+            autoTick=True,
+            autoTickPeriod=s.tick_period,
+            raftMinTimeout=s.election_timeout_min,
+            raftMaxTimeout=s.election_timeout_max,
+            appendEntriesPeriod=s.heartbeat_period,
+            appendEntriesUseBatch=s.batch_append_entries,
+            leaderFallbackTimeout=s.leader_fallback or s.election_timeout_max,
+            connectionTimeout=s.connection_timeout,
+            connectionRetryTime=s.connection_retry,
+            commandsWaitLeader=False,
+            dynamicMembershipChange=False,
+            bindAddress=self_addr,
+            bindRetryTime=s.bind_retry_time,
+            maxBindRetries=s.bind_retries,
+            journalFile=str(self.data_dir.journal),
+            fullDumpFile=str(self.data_dir.snapshot),
+            logCompactionMinEntries=s.compaction_min_entries,
+            logCompactionMinTime=s.compaction_min_time,
+            serializer=codec.serialize,
+            deserializer=codec.deserialize,
+            onStateChanged=self._on_state_changed,
+        )
+        self._obj = _Replica(self._apply_entry, self_addr, self.peers, conf)
+        # pysyncobj stops ticking when the thread that created it exits; tie it to the main
+        # thread instead, so a node built on a short-lived thread keeps running until close().
+        if hasattr(self._obj, "_SyncObj__mainThread"):
+            self._obj._SyncObj__mainThread = threading.main_thread()
+        try:
+            self._obj.waitBinded()
+        except Exception as exc:
+            self._obj.destroy_synchronous()
+            self._closed = True
+            raise NodeClosed(f"cannot bind Raft port {self_addr}: {exc}") from exc
+        self._inflight = 0
+        self._inflight_lock = threading.Lock()
+        # pysyncobj commits on the tick after an entry is logged and then sleeps in poll(); with
+        # peers their replies wake it, alone nothing does, so each sync write would wait a whole
+        # tick.  Wake the poller while proposals are in flight (unbatched mode only).
+        self._notifier = getattr(self._obj, "_SyncObj__pipeNotifier", None)
+        if not self.peers and self._notifier is not None:
+            self._obj.addOnTickCallback(self._kick_single_node)
+        self._monitor = threading.Thread(
+            target=self._monitor_loop, name=f"raft-monitor-{self_addr}", daemon=True
+        )
+        self._monitor.start()
+
+    # ------------------------------------------------------------------ state machine side
+    def _apply_entry(self, payload: str, index: int) -> JsonDict:
+        """Apply one committed entry (Raft thread). Never raises: errors become results."""
+        with self._lock:
+            self._applied_index = index
+            try:
+                command = decode_command(payload)
+                if command["type"].startswith(INTERNAL_PREFIX):
+                    return {"ok": True, "result": None, "index": index}
+                return {"ok": True, "result": self._sm.apply(command), "index": index}
+            except CommandRejected as exc:
+                return {"ok": False, "error": str(exc), "index": index}
+            except Exception as exc:  # a state machine bug must not wedge the Raft thread
+                log.exception("state machine failed to apply entry %d: %s", index, payload[:200])
+                return {"ok": False, "error": f"internal error applying command: {exc!r}", "index": index}
+
+    def _take_snapshot(self) -> JsonDict:
+        with self._lock:
+            return {"applied_index": self._applied_index, "state": self._sm.snapshot()}
+
+    def _install_snapshot(self, snap: JsonDict) -> None:
+        with self._lock:
+            self._sm.restore(snap["state"])
+            self._applied_index = int(snap["applied_index"])
+
+    # ------------------------------------------------------------------ proposing
+    def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
+        """Validate, replicate and apply ``command``; return the state machine's result.
+
+        Raises CommandRejected (invalid: never proposed), CommandConflict (a CommandRejected:
+        committed but refused by ``apply``, no state change), NotLeaderError (with the leader's
+        address), ProposalTimeout (outcome unknown), ProposalFailed, NodeClosed.
+        """
+        return self.propose_committed(command, timeout).result
+
+    def propose_committed(self, command: JsonDict, timeout: float = 5.0) -> Committed:
+        """Like :meth:`propose` but also returns the log index the command was applied at."""
+        cmd = check_command_shape(command)
+        if cmd["type"].startswith(INTERNAL_PREFIX):
+            raise CommandRejected(f"command types starting with {INTERNAL_PREFIX!r} are reserved")
+        if self._validator is not None:
+            try:
+                cmd = check_command_shape(self._validator(cmd))
+            except CommandRejected:
+                raise
+            except (ValueError, TypeError, KeyError) as exc:
+                raise CommandRejected(f"invalid command: {exc}") from exc
+        outcome = self._submit(encode_command(cmd), timeout)
+        if not outcome["ok"]:
+            raise CommandConflict(outcome["error"])
+        return Committed(outcome["result"], outcome["index"])
+
+    def _submit(self, payload: str, timeout: float) -> JsonDict:
+        if self._closed:
+            raise NodeClosed("node is closed")
+        if not self.is_leader:
+            raise NotLeaderError(self.leader)
+        waiter = _Waiter()
+        with self._inflight_lock:
+            self._inflight += 1
+        try:
+            self._obj.guardian_apply(payload, callback=waiter.done)
+            if not waiter.event.wait(timeout):
+                raise ProposalTimeout(f"not committed within {timeout:.2f}s (it may still commit)")
+        finally:
+            with self._inflight_lock:
+                self._inflight -= 1
+        if waiter.error != FAIL_REASON.SUCCESS:
+            code = waiter.error if waiter.error is not None else -1
+            name = _FAIL_NAMES.get(code, str(code))
+            if code in (FAIL_REASON.MISSING_LEADER,) or (
+                code == FAIL_REASON.NOT_LEADER and not self.is_leader
+            ):
+                raise NotLeaderError(self.leader, f"leadership lost while proposing ({name})")
+            raise ProposalFailed(name, maybe_applied=code in _MAYBE_APPLIED)
+        result: JsonDict = waiter.result
+        return result
+
+    def _kick_single_node(self) -> None:
+        if self._inflight > 0 and self._notifier is not None:
+            self._notifier.notify()
+
+    # ------------------------------------------------------------------ reads
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """Call ``fn(state_machine)`` under the state lock (no entry is applied meanwhile)."""
+        with self._lock:
+            return fn(self._sm)
+
+    def state(self) -> tuple[JsonDict, int]:
+        """A consistent (snapshot of the state, index of the last entry applied to it)."""
+        with self._lock:
+            return self._sm.snapshot(), self._applied_index
+
+    def state_hash(self) -> tuple[str, int]:
+        """(SHA-256 of the canonical state, applied index): equal on nodes that agree."""
+        snap, index = self.state()
+        return state_hash(snap), index
+
+    # ------------------------------------------------------------------ status
+    @property
+    def is_leader(self) -> bool:
+        """Whether this node believes it is leader (there may briefly be a stale one elsewhere)."""
+        return not self._closed and bool(self._obj._isLeader())
+
+    @property
+    def leader(self) -> str | None:
+        """Raft address of the last known leader, or None."""
+        node = self._obj._getLeader()
+        return None if node is None else str(node.id)
+
+    @property
+    def ready(self) -> bool:
+        """A leader is known and this node's state is caught up with it.
+
+        Leader: it has committed its barrier of the current term.  Follower: it has applied
+        everything the leader told it was committed.
+        """
+        if self._closed:
+            return False
+        if self.is_leader:
+            return self._leader_term == self._obj.raftCurrentTerm
+        st = self._raw_status()
+        leader_commit = st.get("leader_commit_idx")
+        return (
+            st.get("leader") is not None and leader_commit is not None and st["last_applied"] >= leader_commit
+        )
+
+    @property
+    def truncations(self) -> int:
+        """How often pysyncobj truncated already-applied entries (process-wide counter)."""
+        return _TRUNCATIONS.count
+
+    def _raw_status(self) -> dict[str, Any]:
+        for _ in range(5):
+            try:
+                status: dict[str, Any] = self._obj.getStatus()
+                return status
+            except RuntimeError:  # dict changed size while the Raft thread updated it
+                time.sleep(0.001)
+        raise RaftError("could not read Raft status")
+
+    def status(self) -> dict[str, Any]:
+        """Role, term, leader, commit index, applied index, readiness: for /status and metrics."""
+        st = self._raw_status()
+        leader = st.get("leader")
+        return {
+            "self": self.self_addr,
+            "peers": self.peers,
+            "role": _ROLE_NAMES.get(st["state"], str(st["state"])),
+            "is_leader": st["state"] == 2,
+            "term": st["raft_term"],
+            "leader": None if leader is None else str(leader.id),
+            "commit_index": st["commit_idx"],
+            "last_applied": st["last_applied"],
+            "leader_commit_index": st.get("leader_commit_idx"),
+            "log_len": st["log_len"],
+            "has_quorum": st["has_quorum"],
+            "connected_peers": sorted(
+                p for p in self.peers if st.get("partner_node_status_server_" + p) == 2
+            ),
+            "ready": self.ready,
+            "truncations_of_applied": self.truncations,
+        }
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until :attr:`ready` (or the timeout); returns whether it is ready."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ready:
+                return True
+            time.sleep(0.02)
+        return self.ready
+
+    def wait_leader(self, timeout: float) -> str | None:
+        """Block until some leader is known; return its address (None on timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            leader = self.leader
+            if leader is not None:
+                return leader
+            time.sleep(0.02)
+        return self.leader
+
+    # ------------------------------------------------------------------ leadership monitor
+    def _on_state_changed(self, old: int, new: int) -> None:
+        self._wake.set()  # Raft thread: only wake the monitor, never block here
+
+    def _monitor_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.settings.monitor_period)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self._check_leadership()
+            except Exception:  # keep monitoring whatever a callback does
+                log.exception("leadership monitor step failed")
+        if self._leader_term is not None:
+            self._leader_term = None
+            self._fire_lost()
+
+    def _check_leadership(self) -> None:
+        leading = self.is_leader
+        term = int(self._obj.raftCurrentTerm)
+        if self._leader_term is not None and (not leading or term != self._leader_term):
+            self._leader_term = None
+            self._fire_lost()
+        if leading and self._leader_term is None:
+            barrier = encode_command({"type": INTERNAL_PREFIX + "barrier", "term": term})
+            try:
+                self._submit(barrier, timeout=max(1.0, 4 * self.settings.election_timeout_max))
+            except RaftError:
+                return  # retried on the next poll if we are still leader
+            if self.is_leader and int(self._obj.raftCurrentTerm) == term:
+                self._leader_term = term
+                if self._on_leader_gained is not None:
+                    self._on_leader_gained(term)
+
+    def _fire_lost(self) -> None:
+        if self._on_leader_lost is not None:
+            try:
+                self._on_leader_lost()
+            except Exception:
+                log.exception("on_leader_lost callback failed")
+
+    # ------------------------------------------------------------------ shutdown
+    def close(self) -> None:
+        """Stop the monitor (firing on_leader_lost if leading), the Raft thread and sockets."""
+        if self._closed:
+            return
+        self._stop.set()
+        self._wake.set()
+        if self._monitor is not threading.current_thread():
+            self._monitor.join(timeout=10)
+        self._closed = True
+        self._obj.destroy_synchronous()
+
+    def __enter__(self) -> RaftNode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_addr(addr: str) -> None:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad Raft address {addr!r}: expected host:port")

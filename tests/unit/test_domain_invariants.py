@@ -1,0 +1,148 @@
+"""The shared invariant checker: each violation is detected, valid plans pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.domain import (
+    CheckLimits,
+    LeaderChange,
+    PartitionMove,
+    Plan,
+    apply_plan,
+    check_plan,
+    parse_snapshot,
+)
+from tests.snapshots import GIB, dumps, mutated, small_doc
+
+SNAP = parse_snapshot(dumps(small_doc()))
+
+
+def move(topic: str, part: int, replicas: tuple[int, ...], dirs: tuple[str | None, ...]) -> PartitionMove:
+    return PartitionMove(topic=topic, partition=part, replicas=replicas, log_dirs=dirs)
+
+
+def codes(plan: Plan, snap: object = SNAP, limits: CheckLimits | None = None) -> list[str]:
+    return [v.code for v in check_plan(snap, plan, limits)]  # type: ignore[arg-type]
+
+
+def test_valid_inter_and_intra_broker_moves_pass() -> None:
+    plan = Plan(cluster="c1", kind="rebalance", moves=(
+        move("orders", 0, (3, 2, 4), ("/data2", "/data1", "/data1")),  # 1 -> 3 (same IDC, free rack)
+        move("orders", 1, (2, 1, 4), ("/data2", "/data2", "/data2")),  # intra-broker on broker 2
+    ), leaders=(LeaderChange("orders", 0, 2),))
+    assert check_plan(SNAP, plan) == []
+
+
+def test_any_log_dir_is_accepted() -> None:
+    plan = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (3, 2, 4), (None, None, None)),))
+    assert check_plan(SNAP, plan) == []
+
+
+@pytest.mark.parametrize(
+    ("moves", "code"),
+    [
+        ((move("orders", 0, (1, 2), ("/data1", "/data1")),), "replication-factor"),
+        ((move("orders", 0, (1, 1, 4), ("/data1", "/data2", "/data1")),), "duplicate-broker"),
+        ((move("orders", 0, (1, 2, 44), ("/data1", "/data1", "/data1")),), "unknown-broker"),
+        ((move("orders", 0, (1, 2, 6), ("/data1", "/data1", "/data1")),), "target-not-alive"),
+        ((move("orders", 0, (1, 2, 4), ("/data1", "/data1", "/nope")),), "unknown-log-dir"),
+        ((move("orders", 0, (1, 2, 5), ("/data1", "/data1", "/data1")),), "pool-isolation"),
+        ((move("orders", 0, (1, 2, 3), ("/data1", "/data1", "/data1")),), "idc-placement"),
+        ((move("orders", 9, (1, 2, 4), ("/data1", "/data1", "/data1")),), "unknown-partition"),
+        ((move("nope", 0, (1, 2, 4), ("/data1", "/data1", "/data1")),), "unknown-partition"),
+        ((move("orders", 0, (3, 2, 4), (None, None, None)), move("orders", 0, (1, 2, 4), (None, None, None))),
+         "duplicate-entry"),
+    ],
+)
+def test_each_broken_constraint_is_detected(moves: tuple[PartitionMove, ...], code: str) -> None:
+    assert code in codes(Plan(cluster="c1", kind="rebalance", moves=moves))
+
+
+def test_cluster_mismatch() -> None:
+    assert codes(Plan(cluster="other", kind="rebalance")) == ["cluster-mismatch"]
+
+
+def test_maintenance_and_draining_brokers_are_not_targets() -> None:
+    for state in ("maintenance", "draining"):
+        snap = parse_snapshot(dumps(mutated(small_doc(), "brokers.2.state", state)))
+        plan = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (3, 2, 4), (None, None, None)),))
+        assert codes(plan, snap) == ["target-not-alive"]
+
+
+def test_staying_on_a_dead_broker_is_not_a_new_target() -> None:
+    doc = mutated(small_doc(), "brokers.3.state", "dead")  # broker 4 dies; orders-0 keeps a replica there
+    snap = parse_snapshot(dumps(doc))
+    plan = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (3, 2, 4), ("/data1", "/data1", "/data1")),))
+    assert codes(plan, snap) == []
+
+
+def test_rack_spread_within_an_idc() -> None:
+    doc = mutated(small_doc(), "brokers.2.rack", "a-r2")  # broker 3 now shares rack a-r2 with broker 2
+    snap = parse_snapshot(dumps(doc))
+    plan = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (3, 2, 4), (None, None, None)),))
+    assert codes(plan, snap) == ["rack-spread"]
+
+
+def test_fixing_a_broken_partition_step_by_step_is_allowed() -> None:
+    # orders-0 starts with all three replicas in idc-a (deficit 1 for idc-b); moving one to idc-b fixes it,
+    # and a move that keeps the deficit unchanged but touches the partition is refused.
+    doc = mutated(small_doc(), "topics.0.partitions.0.replicas", [1, 2, 3])
+    doc = mutated(doc, "topics.0.partitions.0.isr", [1, 2, 3])
+    snap = parse_snapshot(dumps(doc))
+    fixing = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (1, 2, 4), (None, None, None)),))
+    assert codes(fixing, snap) == []
+    not_fixing = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (1, 3, 2), (None, None, None)),))
+    assert codes(not_fixing, snap) == []  # same replica set, reordered: not a placement change
+    shuffling = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (1, 2, 3), ("/data2", None, None)),))
+    assert codes(shuffling, snap) == []  # intra-broker only, IDC counts unchanged
+
+
+def test_capacity_headroom() -> None:
+    doc = mutated(small_doc(), "brokers.2.disks.1.used_bytes", 950 * GIB)  # broker 3 /data2 is 95% full
+    snap = parse_snapshot(dumps(doc))
+    plan = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (3, 2, 4), ("/data2", "/data1", "/data1")),))
+    assert codes(plan, snap) == ["capacity-headroom"]
+    assert codes(plan, snap, CheckLimits(capacity_headroom=0.0)) == []
+
+
+def test_leader_changes() -> None:
+    bad = Plan(cluster="c1", kind="leaders", leaders=(LeaderChange("orders", 0, 3), LeaderChange("orders", 7, 1)))
+    assert codes(bad) == ["leader-not-replica", "unknown-partition"]
+    snap = parse_snapshot(dumps(mutated(small_doc(), "brokers.3.state", "maintenance")))
+    assert codes(Plan(cluster="c1", kind="leaders", leaders=(LeaderChange("orders", 0, 4),)), snap) == [
+        "leader-not-alive"]
+    # a leader change onto a replica that the same plan adds is fine
+    ok = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (3, 2, 4), (None, None, None)),),
+              leaders=(LeaderChange("orders", 0, 3),))
+    assert codes(ok) == []
+
+
+def test_plan_limits() -> None:
+    plan = Plan(cluster="c1", kind="rebalance", moves=(
+        move("orders", 0, (3, 2, 4), (None, None, None)),
+        move("orders", 1, (2, 1, 4), ("/data2", "/data2", "/data2")),
+    ))
+    assert codes(plan, limits=CheckLimits(max_bytes_to_move=GIB)) == ["plan-limit"]
+    assert codes(plan, limits=CheckLimits(max_partitions_to_move=1)) == ["plan-limit"]
+    assert codes(plan, limits=CheckLimits(max_bytes_to_move=2 * GIB, max_partitions_to_move=2)) == []
+
+
+def test_violation_messages_name_the_partition() -> None:
+    plan = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (1, 2, 6), (None, None, None)),))
+    (violation,) = check_plan(SNAP, plan)
+    assert str(violation) == "[target-not-alive] orders-0: broker 6 is dead"
+
+
+def test_apply_plan_follows_kafka_leader_rules() -> None:
+    plan = Plan(cluster="c1", kind="rebalance", moves=(
+        move("orders", 0, (3, 2, 4), (None, "/data1", "/data1")),  # leader 1 removed -> first target (3)
+        move("orders", 1, (4, 2, 3), (None, None, None)),  # leader 2 stays -> keeps leadership
+    ))
+    after = apply_plan(SNAP, plan).index
+    assert after.partition_by_id[("orders", 0)].leader == 3
+    assert after.partition_by_id[("orders", 0)].log_dirs == ("/data1", "/data1", "/data1")
+    assert after.partition_by_id[("orders", 1)].leader == 2
+    # used bytes follow the moves: broker 1 /data1 loses orders-0 (1 GiB), broker 3 /data1 gains it
+    assert after.disk_by_id[(3, "/data1")].used_bytes == 2 * GIB  # orders-0 and orders-1 ("any" -> first disk)
+    assert after.disk_by_id[(1, "/data1")].used_bytes == 0
