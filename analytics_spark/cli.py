@@ -159,6 +159,24 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"accepted {stats.accepted}, rejected {stats.rejected}, "
                    f"duplicates skipped {stats.duplicates_skipped} in {stats.batches} batches")
 
+    @app.command("model")
+    def model_cmd(
+        out: Path = typer.Option(..., help="JSON file: topic -> expected peak bytes/s in"),
+        cluster: str | None = typer.Option(None, help="only this cluster's topics"),
+        clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
+    ) -> None:
+        """Write the traffic model for `guardian plan preallocate --model` (latest traffic run)."""
+        from controlplane.adapters.analytics_store import traffic_model
+
+        ch = _open(clickhouse_url, chdb_path, database)
+        model = traffic_model(ch, cluster)
+        if not model:
+            typer.echo("error: no traffic model yet: run `guardian analytics run traffic` first", err=True)
+            raise typer.Exit(1)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(model, indent=2, sort_keys=True))
+        typer.echo(f"wrote {out}: {len(model)} topics")
+
     @app.command("status")
     def status_cmd(
         topic: str = typer.Option("__guardian_audit", help="audit topic"),

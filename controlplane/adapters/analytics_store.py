@@ -81,6 +81,25 @@ def expected_peaks(ch: ClickHouse, cluster: str, topic: str) -> dict[int, dict[s
     return out
 
 
+def traffic_model(ch: ClickHouse, cluster: str | None = None) -> dict[str, float]:
+    """Topic -> expected peak bytes/s in (next-day forecast of the whole topic).
+
+    Exactly the ``traffic_model`` mapping the pre-allocation planner takes (and the JSON of
+    ``guardian plan preallocate --model``). Without ``cluster``, a topic name present in several
+    clusters gets its largest forecast.
+    """
+    rid = latest_run_id(ch, "traffic")
+    if rid is None:
+        return {}
+    rows = ch.rows(
+        f"SELECT topic, max(forecast_peak_bps) FROM {ch.table('traffic_forecast')} "
+        "WHERE run_id = {r:String} AND partition = -1 AND direction = 'in' "
+        "AND ({c:String} = '' OR cluster = {c:String}) GROUP BY topic ORDER BY topic",
+        {"r": rid, "c": cluster or ""},
+    )
+    return {str(t): float(v) for t, v in rows}
+
+
 def weekly_profile(
     ch: ClickHouse, cluster: str, topic: str, partition: int = -1, direction: str = "in"
 ) -> list[dict[str, Any]]:

@@ -308,6 +308,24 @@ def test_cli_seed_run_status_plot(spark: Any, tmp_path: Any) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     r = runner.invoke(app, ["plot", "no-such-topic", "--out", str(png), *common])
     assert r.exit_code == 1 and "no traffic model" in r.output
+    mfile = tmp_path / "model.json"
+    r = runner.invoke(app, ["model", "--out", str(mfile), "--cluster", "c1", *common])
+    assert r.exit_code == 0, r.output
+    model = _json.loads(mfile.read_text())
+    ch0 = connect(data_path=chdb_path(), database=db)
+    exp = dict(ch0.rows(f"SELECT topic, forecast_peak_bps FROM {db}.traffic_forecast WHERE cluster = 'c1' "
+                        "AND partition = -1 AND direction = 'in'"))
+    assert model == pytest.approx(exp) and "payments-t10" in model
+    # the pre-allocation planner takes the model as is: a re-created topic gets its modelled peak
+    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    from planners import NewTopic, PreallocateOptions, plan_preallocation
+
+    snap = generate_snapshot(GeneratorSpec(brokers=6, disks_per_broker=2, partitions=20, seed=1))
+    res = plan_preallocation(snap, NewTopic(name="payments-t10", partitions=3, replication_factor=2),
+                             PreallocateOptions(traffic_model=model))
+    assert len(res.topic.partitions) == 3
+    per_partition = [p.bytes_in_per_s for p in res.topic.partitions]
+    assert sum(per_partition) == pytest.approx(model["payments-t10"])
     ch = connect(data_path=chdb_path(), database=db)
     ch.command(f"DROP DATABASE IF EXISTS {db}")
 
