@@ -42,6 +42,8 @@ app.add_typer(plan_app, name="plan")
 app.add_typer(schema_app, name="schema")
 app.add_typer(sim_app, name="sim")
 app.add_typer(snapshot_app, name="snapshot")
+analytics_app = typer.Typer(help="Audit analytics: ClickHouse (chdb) + PySpark traffic models.", no_args_is_help=True)
+app.add_typer(analytics_app, name="analytics")
 app.add_typer(throttle_app, name="throttle")
 
 out = Console()
@@ -464,6 +466,17 @@ def token_hash(token: Annotated[str, typer.Argument(help="the bearer token to ha
     from controlplane.config import hash_token
 
     print(hash_token(token))
+
+
+def _mount_subsystems() -> None:
+    from analytics_spark.cli import register as register_analytics
+    from kafkasim.cli import register as register_sim
+
+    register_analytics(analytics_app)
+    register_sim(sim_app)
+
+
+_mount_subsystems()
 
 
 def main() -> None:
