@@ -227,6 +227,10 @@ def synthetic_batch(cl: Cluster, p: Partition, start: int, end: int, max_bytes: 
 
 
 # ---------------------------------------------------------------------------- handler
+class _Redirect(Exception):
+    """Internal: a fetch answered with a preferred read replica instead of records."""
+
+
 Audit = Callable[[str, ReqContext, str, int, int, int, int, float], None]
 
 
@@ -782,12 +786,18 @@ class Handler:
         for ft in req.topics:
             parts = []
             for fp in ft.partitions:
-                code, hw, records = 0, -1, b""
+                code, hw, records, preferred = 0, -1, b"", -1
                 try:
                     p = cl.partition(ft.topic, fp.partition)
-                    if p.leader != b.id:
+                    rack = getattr(req, "rack_id", "") if v >= 11 else ""
+                    if p.leader != b.id and not (rack and b.id in p.isr):
                         raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
                     start, hw = cl.engine.partition_offsets(p.slot)
+                    if rack and p.leader == b.id and b.rack != rack:
+                        near = [r for r in p.isr if r != b.id and cl.brokers[r].alive and cl.brokers[r].rack == rack]
+                        if near:  # KIP-392: RackAwareReplicaSelector points the consumer at a same-rack replica
+                            preferred = near[0]
+                            raise _Redirect()
                     if fp.fetch_offset > hw or fp.fetch_offset < start:
                         raise SimError(m.OFFSET_OUT_OF_RANGE, "offset out of range")
                     chunks: list[bytes] = []
@@ -810,12 +820,14 @@ class Handler:
                     total += len(records)
                     if records:
                         cl.engine.fetched_real(p.slot, len(records))
+                except _Redirect:
+                    total += 1  # answer at once: the consumer moves to the preferred replica
                 except SimError as e:
                     code = e.code
                     start = -1
                 parts.append(RT.PartitionData(partition_index=fp.partition, error_code=code, high_watermark=hw,
                                               last_stable_offset=hw, log_start_offset=start if code == 0 else -1,
-                                              aborted_transactions=None, preferred_read_replica=-1,
+                                              aborted_transactions=None, preferred_read_replica=preferred,
                                               records=records))
             out.append(RT(topic=ft.topic, partitions=parts))
         return R(version=v, throttle_time_ms=0, error_code=0, session_id=0, responses=out), total

@@ -361,3 +361,31 @@ def test_throttled_reassignment_over_the_wire(sim: SimRunner, admin: KafkaAdminC
         "follower.replication.throttled.rate": (AlterConfigOp.DELETE, None)})])
     b4 = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "4")])["broker"]["4"]
     assert "follower.replication.throttled.rate" not in b4
+
+
+def test_rack_aware_consumer_reads_from_same_rack_follower(sim: SimRunner, admin: KafkaAdminClient) -> None:
+    """KIP-392: the leader names a same-rack in-sync replica and the consumer fetches from it."""
+    bs = sim.endpoints["clusters"]["east"]["bootstrap_servers"]
+    admin.create_topics([NewTopic("near", -1, -1, replica_assignments={0: [1, 2]})])
+    cl = sim.server.fed.clusters["east"]
+    rack2 = cl.brokers[2].rack
+    assert cl.brokers[1].rack != rack2
+    prod = KafkaProducer(bootstrap_servers=bs)
+    try:
+        for i in range(20):
+            prod.send("near", value=b"n%d" % i, partition=0)
+        prod.flush(10)
+    finally:
+        prod.close()
+    g2 = cl.brokers[2].gidx
+    before = sim.call(lambda: sim.server.requests.get(g2, {}).get("Fetch", 0))
+    cons = KafkaConsumer(bootstrap_servers=bs, client_rack=rack2, consumer_timeout_ms=3000,
+                         auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        cons.assign([TopicPartition("near", 0)])
+        got = [m.value for m in cons]
+    finally:
+        cons.close()
+    assert got == [b"n%d" % i for i in range(20)]
+    after = sim.call(lambda: sim.server.requests.get(g2, {}).get("Fetch", 0))
+    assert after > before
