@@ -166,6 +166,20 @@ def test_reassignment_list_and_cancel(sim: SimRunner, admin: KafkaAdminClient) -
     assert res[TopicPartition("ra", 1)].__name__ == "NoReassignmentInProgressError"
 
 
+def _retry(fn: Any, attempts: int = 20) -> Any:
+    """Admin calls may hit the connection of a broker that was just killed; the client then reconnects."""
+    from kafka.errors import KafkaConnectionError, NodeNotReadyError
+
+    for i in range(attempts):
+        try:
+            return fn()
+        except (KafkaConnectionError, NodeNotReadyError):
+            if i == attempts - 1:
+                raise
+            time.sleep(0.2)
+    return None
+
+
 def test_preferred_election_after_broker_restart(sim: SimRunner, admin: KafkaAdminClient) -> None:
     admin.create_topics([NewTopic("lead", -1, -1, replica_assignments={0: [2, 1, 3]})])
     ctl = sim.endpoints["control_url"]
@@ -174,7 +188,7 @@ def test_preferred_election_after_broker_restart(sim: SimRunner, admin: KafkaAdm
         deadline = time.time() + 10
         leader = None
         while time.time() < deadline:
-            (t,) = admin.describe_topics(["lead"])
+            (t,) = _retry(lambda: admin.describe_topics(["lead"]))
             leader = t["partitions"][0]["leader_id"]
             if leader != 2:
                 break
@@ -183,8 +197,8 @@ def test_preferred_election_after_broker_restart(sim: SimRunner, admin: KafkaAdm
         assert 2 not in t["partitions"][0]["isr_nodes"]
     finally:
         http_json(ctl + "/fault/revive-broker", {"cluster": "east", "broker": 2})
-    admin.elect_leaders(0, {"lead": [0]})
-    (t,) = admin.describe_topics(["lead"])
+    _retry(lambda: admin.elect_leaders(0, {"lead": [0]}))
+    (t,) = _retry(lambda: admin.describe_topics(["lead"]))
     assert t["partitions"][0]["leader_id"] == 2
 
 
