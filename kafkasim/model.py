@@ -187,6 +187,8 @@ class Topic:
     partitions: list[Partition]
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    pool: str = "shared"
+    placement: dict[str, int] | None = None
 
 
 QuotaEntity = tuple[tuple[str, str | None], ...]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.error
@@ -115,3 +116,24 @@ def test_dead_broker_metrics_and_urp(sim: SimRunner) -> None:
         http_json(ctl + "/fault/revive-broker", {"cluster": "east", "broker": 4})
     st = http_json(ctl + "/state")
     assert st["clusters"]["east"]["brokers"]["4"]["alive"] is True
+
+
+def test_ground_truth_snapshot_is_a_valid_guardian_snapshot(sim: SimRunner) -> None:
+    from controlplane.domain.snapshot_file import parse_snapshot
+    from kafkasim.scenario import build_federation
+
+    ctl = sim.endpoints["control_url"]
+    doc = http_json(ctl + "/snapshot?cluster=east")
+    snap = parse_snapshot(json.dumps(doc))
+    assert snap.cluster == "east" and len(snap.brokers) == 4
+    orders = next(t for t in doc["topics"] if t["name"] == "orders")
+    assert len(orders["partitions"]) == 4
+    assert sum(p["bytes_in_per_s"] for p in orders["partitions"]) > 0
+    ports = {b["id"]: b["port"] for b in sim.endpoints["clusters"]["east"]["brokers"]}
+    assert {b["id"]: b["port"] for b in doc["brokers"]} == ports
+    # the ground truth seeds another simulator
+    fed = build_federation({"clusters": [{"snapshot": doc}]})
+    assert sorted(fed.clusters["east"].topics) == sorted(t["name"] for t in doc["topics"])
+    with pytest.raises(urllib.error.HTTPError) as e:
+        http_json(ctl + "/snapshot?cluster=nope")
+    assert e.value.code == 404
