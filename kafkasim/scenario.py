@@ -34,6 +34,8 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
             producer: {client_id: orders-svc, user: orders, idc: idc-a}
             consumer: {client_id: orders-reader, user: analytics, idc: idc-b}
             configs: {retention.ms: "86400000"}
+      - snapshot: deploy/examples/small.json   # a cluster seeded from a guardian.snapshot/v1 file
+        partition_throttle: false              # (name defaults to the snapshot's cluster)
 
 Disk kind defaults: hdd 200 MB/s 8 ms 4 TB; ssd 500 MB/s 0.5 ms 2 TB; nvme 2000 MB/s 0.1 ms 4 TB.
 """

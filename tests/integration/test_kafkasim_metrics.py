@@ -137,3 +137,18 @@ def test_ground_truth_snapshot_is_a_valid_guardian_snapshot(sim: SimRunner) -> N
     with pytest.raises(urllib.error.HTTPError) as e:
         http_json(ctl + "/snapshot?cluster=nope")
     assert e.value.code == 404
+
+
+def test_lagging_consumer_shows_lag_and_disk_reads(sim: SimRunner) -> None:
+    ctl = sim.endpoints["control_url"]
+    cl = sim.server.fed.clusters["east"]
+    leader = sim.call(lambda: cl.topics["orders"].partitions[1].leader)
+    url = next(b["metrics_url"] for b in sim.endpoints["clusters"]["east"]["brokers"] if b["id"] == leader)
+    before = pick(parse(http_text(url)), "node_disk_read_bytes_total")
+    http_json(ctl + "/fault/lagging-consumer", {"cluster": "east", "topic": "orders", "partition": 1,
+                                                "lag_bytes": 40e9, "rate_bytes_per_s": 30e6})
+    time.sleep(0.5)
+    series = parse(http_text(url))
+    lag = pick(series, "kafka_consumergroup_lag", topic="orders", partition="1")
+    assert 30e6 < lag < 40e6  # messages of 1 KiB
+    assert pick(series, "node_disk_read_bytes_total") > before + 30e6
