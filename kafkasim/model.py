@@ -239,6 +239,7 @@ class Cluster:
         self.quotas: dict[QuotaEntity, dict[str, float]] = {}
         self.engine: Any = engine
         self.next_producer_id = 1000
+        self.topics_created = 0
         self.max_batch_bytes_per_partition = 4 * 1024 * 1024
 
     # ---------------------------------------------------------------- queries
@@ -364,7 +365,8 @@ class Cluster:
             plan = self._auto_assign(num_partitions, rf, start=len(self.topics))
         if validate_only:
             return Topic(name, uuid.uuid4(), [], {k: v for k, v in configs.items() if v is not None})
-        t = Topic(name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.name}/{name}"), [],
+        self.topics_created += 1
+        t = Topic(name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.name}/{name}/{self.topics_created}"), [],
                   {k: v for k, v in configs.items() if v is not None}, internal)
         self.topics[name] = t
         for reps in plan:

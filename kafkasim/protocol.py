@@ -505,29 +505,31 @@ class Handler:
         by_disk: dict[int, dict[str, list[Any]]] = {d.gidx: {} for d in b.disks}
         size = eng.f["size"]
         msg = eng.f["msg_size"]
-        for t in cl.topics.values():
-            if want is not None and t.name not in want:
+        if eng.dirty:
+            eng.rebuild()
+        hosted = sorted(eng.broker_replicas[b.gidx], key=lambda q: (q.topic, q.index))
+        for p in hosted:
+            if want is not None and (p.topic not in want or p.index not in want[p.topic]):
                 continue
-            for p in t.partitions:
-                if want is not None and p.index not in want[t.name]:
-                    continue
-                if b.id not in p.log_dirs:
-                    continue
-                full = float(size[p.slot])
-                have = full
-                if p.reassignment is not None and b.id in p.reassignment.adding:
-                    have = p.reassignment.copied.get(b.id, 0.0)
-                lag = int(max(full - have, 0.0) / max(float(msg[p.slot]), 1.0))
-                by_disk[p.log_dirs[b.id]].setdefault(t.name, []).append(
+            if b.id not in p.log_dirs or p.log_dirs[b.id] not in by_disk:
+                continue
+            full = float(size[p.slot])
+            have = full
+            if p.reassignment is not None and b.id in p.reassignment.adding:
+                have = p.reassignment.copied.get(b.id, 0.0)
+            elif b.id in p.catchup:
+                have = max(full - p.catchup[b.id], 0.0)
+            lag = int(max(full - have, 0.0) / max(float(msg[p.slot]), 1.0))
+            by_disk[p.log_dirs[b.id]].setdefault(p.topic, []).append(
+                RR.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                    partition_index=p.index, partition_size=int(have), offset_lag=lag, is_future_key=False))
+            fut = p.futures.get(b.id)
+            if fut is not None and fut.dest_disk in by_disk:
+                flag = int(max(full - fut.copied, 0.0) / max(float(msg[p.slot]), 1.0))
+                by_disk[fut.dest_disk].setdefault(p.topic, []).append(
                     RR.DescribeLogDirsTopic.DescribeLogDirsPartition(
-                        partition_index=p.index, partition_size=int(have), offset_lag=lag, is_future_key=False))
-                fut = p.futures.get(b.id)
-                if fut is not None:
-                    flag = int(max(full - fut.copied, 0.0) / max(float(msg[p.slot]), 1.0))
-                    by_disk[fut.dest_disk].setdefault(t.name, []).append(
-                        RR.DescribeLogDirsTopic.DescribeLogDirsPartition(
-                            partition_index=p.index, partition_size=int(fut.copied), offset_lag=flag,
-                            is_future_key=True))
+                        partition_index=p.index, partition_size=int(fut.copied), offset_lag=flag,
+                        is_future_key=True))
         results = []
         for d in b.disks:
             topics = [RR.DescribeLogDirsTopic(name=n, partitions=parts) for n, parts in sorted(by_disk[d.gidx].items())]
