@@ -403,3 +403,23 @@ def test_rack_aware_consumer_reads_from_same_rack_follower(sim: SimRunner, admin
     assert got == [b"n%d" % i for i in range(20)]
     after = sim.call(lambda: sim.server.requests.get(g2, {}).get("Fetch", 0))
     assert after > before
+
+
+def test_legacy_alter_configs_replaces_the_dynamic_set(sim: SimRunner, admin: KafkaAdminClient) -> None:
+    admin.create_topics([NewTopic("legacy", 1, 1, topic_configs={"retention.ms": "1000", "retention.bytes": "5"})])
+    res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "legacy", configs={"retention.ms": "2000"})],
+                              incremental=False)
+    assert res == {"topic": {"legacy": "OK"}}
+    cfg = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "legacy")])["topic"]["legacy"]
+    # kafka-python re-sends the other modified keys, as AlterConfigs resets omitted ones
+    assert cfg["retention.ms"]["value"] == "2000" and cfg["retention.bytes"]["value"] == "5"
+    cl = sim.server.fed.clusters["east"]
+    assert sim.call(lambda: dict(cl.topics["legacy"].configs)) == {"retention.ms": "2000", "retention.bytes": "5"}
+    # a raw AlterConfigs (API 33) resets every key it omits
+    from kafka.protocol.admin.configs import AlterConfigsRequest
+
+    R = AlterConfigsRequest.AlterConfigsResource
+    resp = _send(admin, AlterConfigsRequest(resources=[R(resource_type=2, resource_name="legacy", configs=[
+        R.AlterableConfig(name="retention.ms", value="3000")])], validate_only=False))
+    assert [r.error_code for r in resp.responses] == [0]
+    assert sim.call(lambda: dict(cl.topics["legacy"].configs)) == {"retention.ms": "3000"}
