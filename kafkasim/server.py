@@ -485,8 +485,8 @@ class SimServer:
                 elif path == "/advance":
                     secs = float(args["seconds"])
                     dt = float(args.get("dt", self.fed.tick_seconds))
-                    if not (0 <= secs <= 1e7 and dt > 0):
-                        raise ValueError("seconds must be in [0, 1e7] and dt > 0")
+                    if not (0 <= secs <= 1e7 and dt > 0 and secs / dt <= 100_000):
+                        raise ValueError("seconds must be in [0, 1e7], dt > 0, and at most 100000 ticks")
                     self.fed.engine.advance(secs, dt)
                 else:
                     raise HttpError(404, f"unknown path {path}")
@@ -533,5 +533,6 @@ class SimRunner:
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        self.thread.join(30)
+        if not self.thread.is_alive():
+            self.loop.close()

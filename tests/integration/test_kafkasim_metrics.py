@@ -152,3 +152,21 @@ def test_lagging_consumer_shows_lag_and_disk_reads(sim: SimRunner) -> None:
     lag = pick(series, "kafka_consumergroup_lag", topic="orders", partition="1")
     assert 30e6 < lag < 40e6  # messages of 1 KiB
     assert pick(series, "node_disk_read_bytes_total") > before + 30e6
+
+
+def test_control_api_rejects_bad_input(sim: SimRunner) -> None:
+    ctl = sim.endpoints["control_url"]
+    bad = [("/advance", {"seconds": 1e7, "dt": 0.001}), ("/speed", {"speed": -1}),
+           ("/fault/kill-broker", {"cluster": "nope", "broker": 1}),
+           ("/fault/kill-broker", {"cluster": "east", "broker": "x"}),
+           ("/fault/slow-disk", {"cluster": "east", "broker": 1, "log_dir": "/data1", "factor": 0.5}),
+           ("/fault/traffic-spike", {"cluster": "east"})]
+    for path, body in bad:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            http_json(ctl + path, body)
+        assert e.value.code == 400, path
+        assert "error" in json.loads(e.value.read())
+    with pytest.raises(urllib.error.HTTPError) as e:
+        http_json(ctl + "/nope")
+    assert e.value.code == 404
+    assert http_json(ctl + "/health") == {"ok": True}
