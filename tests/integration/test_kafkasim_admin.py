@@ -423,3 +423,28 @@ def test_legacy_alter_configs_replaces_the_dynamic_set(sim: SimRunner, admin: Ka
         R.AlterableConfig(name="retention.ms", value="3000")])], validate_only=False))
     assert [r.error_code for r in resp.responses] == [0]
     assert sim.call(lambda: dict(cl.topics["legacy"].configs)) == {"retention.ms": "3000"}
+
+
+def test_garbage_frames_get_answers_and_the_broker_keeps_serving(sim: SimRunner) -> None:
+    import random
+
+    from kafkasim.protocol import REGISTRY
+
+    rng = random.Random(42)
+    keys = sorted(k for k, e in REGISTRY.items() if "response" in e and k != 0)  # acks=0 produce has no answer
+    b = sim.endpoints["clusters"]["east"]["brokers"][2]
+    with socket.create_connection((b["host"], b["port"]), timeout=10) as s:
+        for cid in range(200):
+            key = rng.choice(keys)
+            ver = rng.randint(0, REGISTRY[key]["request"].max_version)
+            body = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64)))
+            payload = struct.pack(">hhih", key, ver, cid, 3) + b"abc" + body
+            s.sendall(struct.pack(">i", len(payload)) + payload)
+            resp = _read_frame(s)
+            assert struct.unpack_from(">i", resp)[0] == cid
+    # and it still answers a real client
+    admin = KafkaAdminClient(bootstrap_servers=f"{b['host']}:{b['port']}")
+    try:
+        assert "orders" in admin.list_topics()
+    finally:
+        admin.close()
