@@ -20,6 +20,7 @@ from controlplane.service.auto_rebalance import run_auto_rebalance
 from controlplane.service.context import ServiceContext
 from controlplane.service.raft_store import RaftStateStore
 from controlplane.service.scheduler import Job, LeaderScheduler
+from controlplane.service.throttle_loop import ThrottleService, bind_kafka, throttle_config
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,10 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     settings = ensure_admin_token(settings)
     store = RaftStateStore(settings.raft.self_addr, settings.raft.peers, settings.data_dir / "raft")
     ctx = ServiceContext(settings=settings, store=store, http_of=dict(http_of or {}))
+    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=bind_kafka,
+                                   max_snapshot_age_s=settings.max_snapshot_age_s)
     all_jobs = [Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
+                Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
                 *(jobs or [])]
     scheduler = LeaderScheduler(ctx, all_jobs)
     return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store)

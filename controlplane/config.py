@@ -26,7 +26,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from controlplane.domain.errors import ContractError, Problem, json_path
 
@@ -56,9 +56,38 @@ class HttpConf(_Conf):
 
 class IntervalsConf(_Conf):
     collect_s: Annotated[float, Field(gt=0)] = 10.0
-    throttle_s: Annotated[float, Field(gt=0)] = 10.0
+    throttle_s: Annotated[float, Field(gt=0)] = 5.0  # two samples per collection interval: k=2 acts within 10 s
     executor_s: Annotated[float, Field(gt=0)] = 5.0
     auto_rebalance_check_s: Annotated[float, Field(gt=0)] = 60.0
+
+
+class DiskThresholdConf(_Conf):
+    """High/low marks of one disk kind for throttle protection (enter after k samples above high)."""
+
+    util_high: Annotated[float, Field(gt=0, le=1)] = 0.85
+    util_low: Annotated[float, Field(gt=0, le=1)] = 0.70
+    await_high_ms: Annotated[float, Field(gt=0)] = 60.0
+    await_low_ms: Annotated[float, Field(gt=0)] = 25.0
+    enter_samples: Annotated[int, Field(ge=1, le=100)] = 2
+    leave_samples: Annotated[int, Field(ge=1, le=100)] = 2
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DiskThresholdConf:
+        if not (self.util_low < self.util_high and self.await_low_ms < self.await_high_ms):
+            raise ValueError("low marks must be below high marks (util_low < util_high, await_low_ms < await_high_ms)")
+        return self
+
+
+class ThrottleConf(_Conf):
+    """``[throttle]``: per-kind thresholds (``[throttle.thresholds.hdd]`` ...) and the protection's knobs;
+    kinds not configured keep the built-in defaults."""
+
+    thresholds: dict[Literal["hdd", "ssd", "nvme"], DiskThresholdConf] = Field(default_factory=dict)
+    target_util: Annotated[float, Field(gt=0, le=1)] = 0.65
+    write_tolerance: Annotated[float, Field(ge=1)] = 1.5
+    min_rate_bytes_per_s: Annotated[float, Field(gt=0)] = 512 * 1024
+    isr_floor_bytes_per_s: Annotated[float, Field(gt=0)] = 1024 * 1024
+    relax_factor: Annotated[float, Field(gt=1, le=10)] = 2.0
 
 
 class Settings(_Conf):
@@ -68,6 +97,7 @@ class Settings(_Conf):
     tokens: list[TokenConf] = Field(default_factory=list)
     intervals: IntervalsConf = Field(default_factory=IntervalsConf)
     max_snapshot_age_s: Annotated[float, Field(gt=0)] = 120.0
+    throttle: ThrottleConf = Field(default_factory=ThrottleConf)
 
 
 def hash_token(token: str) -> str:

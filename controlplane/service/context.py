@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controlplane.config import Settings
 from controlplane.service.metrics import ServiceMetrics
 from controlplane.service.snapshots import SnapshotCache
 from controlplane.service.store import StateStore
+
+if TYPE_CHECKING:
+    from controlplane.service.throttle_loop import ThrottleService
 
 
 @dataclass
@@ -20,6 +24,7 @@ class ServiceContext:
     snapshots: SnapshotCache = field(default_factory=SnapshotCache)
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
     http_of: dict[str, str] = field(default_factory=dict)
+    throttle: ThrottleService | None = None
 
     @property
     def access_log(self) -> Path:

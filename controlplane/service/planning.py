@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from controlplane.domain import ClusterSnapshot, Plan
-from planners.greedy import GreedyOptions, plan_greedy_rebalance
-
-Planner = Callable[[ClusterSnapshot, Mapping[str, Any]], Plan]
-
-
-def _rebalance(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
-    return plan_greedy_rebalance(snapshot, GreedyOptions(**params))
-
-
-PLANNERS: dict[str, Planner] = {"rebalance": _rebalance}
+from planners.registry import PLANNERS
 
 
 class PlanRequestError(ValueError):
@@ -23,14 +14,15 @@ class PlanRequestError(ValueError):
 
 
 def make_plan(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any]) -> Plan:
-    """Run planner ``kind`` over ``snapshot``; :class:`PlanRequestError` for an unknown kind or bad params."""
+    """Run planner ``kind`` over ``snapshot``; :class:`PlanRequestError` for an unknown kind, bad params
+    or an impossible request (unknown broker or topic, unsatisfiable placement)."""
     planner = PLANNERS.get(kind)
     if planner is None:
         raise PlanRequestError(f"unknown planner kind {kind!r}; known: {', '.join(sorted(PLANNERS))}")
     try:
         return planner(snapshot, params)
-    except TypeError as exc:
-        raise PlanRequestError(f"bad parameters for {kind!r}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise PlanRequestError(f"{kind}: {exc}") from None
 
 
 def plan_tasks(snapshot: ClusterSnapshot, plan: Plan) -> list[dict[str, Any]]:
