@@ -104,6 +104,8 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
     for k, p in enumerate(reps):
         if p.reassignment is not None and b.id in p.reassignment.adding:
             sizes[k] = p.reassignment.copied.get(b.id, 0.0)
+        elif b.id in p.catchup:
+            sizes[k] = max(sizes[k] - p.catchup[b.id], 0.0)
     leos = np.ceil(f["leo"][slots] - 1e-9).astype(np.int64).tolist()
     sizes_l = sizes.astype(np.int64).tolist()
     lead_k = [k for k, p in enumerate(reps) if p.leader == b.id]
