@@ -29,6 +29,7 @@ Everything is deterministic for a given seed and sequence of calls.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +150,9 @@ class Engine:
         self.moves: list[tuple[Cluster, Partition]] = []
         self.futures: list[tuple[Cluster, Partition]] = []
         self.catchups: list[tuple[Cluster, Partition]] = []
+        self.batch_fifo: deque[Partition] = deque()  # one entry per stored real record batch
+        self.batch_bytes = 0
+        self.batch_budget = 256 * 1024 * 1024
         self.listeners: list[Any] = []
         self.broker_replicas: list[list[Partition]] = []
         self._ct_cache: dict[str, tuple[int, list[tuple[int, str]]]] = {}

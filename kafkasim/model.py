@@ -176,6 +176,7 @@ class Partition:
     futures: dict[int, FutureReplica] = field(default_factory=dict)
     batches: deque[tuple[int, int, int, bytes]] = field(default_factory=deque)
     batch_bytes: int = 0
+    evicted_early: int = 0
     catchup: dict[int, float] = field(default_factory=dict)  # revived follower -> bytes still to fetch
     down_mark: dict[int, float] = field(default_factory=dict)  # dead follower -> bytes_in_total at death
 
@@ -418,6 +419,9 @@ class Cluster:
         if self.engine is not None:
             for p in t.partitions:
                 self.engine.free_slot(p.slot)
+                self.engine.batch_bytes -= p.batch_bytes
+                p.batches.clear()
+                p.batch_bytes = 0
             self.engine.mark_dirty()
         return t
 

@@ -182,7 +182,12 @@ def split_batches(data: bytes) -> list[tuple[bytes, int, int, int]]:
 
 
 def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, int]:
-    """Append v2 batches to a partition; returns (base offset, bytes, records)."""
+    """Append v2 batches to a partition; returns (base offset, bytes, records).
+
+    Memory stays bounded: at most ``cl.max_batch_bytes_per_partition`` per partition and
+    ``engine.batch_budget`` bytes over the whole federation (oldest batches are evicted first;
+    their offsets then read as simulated records).
+    """
     batches = split_batches(records)
     if not batches:
         raise SimError(m.CORRUPT_MESSAGE, "no record batches")
@@ -196,11 +201,24 @@ def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, 
         buf = struct.pack(">q", base) + raw[8:]
         p.batches.append((base, base + last_delta, max_ts, buf))
         p.batch_bytes += len(buf)
+        eng.batch_fifo.append(p)
+        eng.batch_bytes += len(buf)
         total_b += len(raw)
         total_r += count
         while p.batch_bytes > cl.max_batch_bytes_per_partition and len(p.batches) > 1:
             old = p.batches.popleft()
             p.batch_bytes -= len(old[-1])
+            eng.batch_bytes -= len(old[-1])
+            p.evicted_early += 1  # its oldest entry in the global FIFO is now stale
+        while eng.batch_bytes > eng.batch_budget and eng.batch_fifo:
+            q = eng.batch_fifo.popleft()
+            if q.evicted_early > 0:
+                q.evicted_early -= 1
+                continue
+            if (q.batches and q is not p) or len(q.batches) > 1:  # keep the batch just appended
+                old = q.batches.popleft()
+                q.batch_bytes -= len(old[-1])
+                eng.batch_bytes -= len(old[-1])
     return first, total_b, total_r
 
 
