@@ -12,6 +12,8 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   lag (in seconds of production) exceeds the residence time reads from the leader's disk.
 * **Consumers**: ``tail_groups`` tailing groups per partition plus an optional lagging consumer,
   cut by the partition-level fetch throttle and the client's ``consumer_byte_rate`` quota.
+* **Catch-up**: a revived follower fetches what it missed before rejoining the ISR (throttled if
+  listed; read from the leader's page cache when recent enough, else from its disk).
 * **Copies**: reassignment (KIP-455) adding replicas copy ``size`` bytes from the leader's disk
   to their own disk at the rate the KIP-73 throttles allow (``leader/follower.replication.
   throttled.rate`` shared among throttled replicas listed in the topic's
@@ -27,6 +29,7 @@ Everything is deterministic for a given seed and sequence of calls.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,6 +149,10 @@ class Engine:
         self.b_residence = np.zeros(0)
         self.moves: list[tuple[Cluster, Partition]] = []
         self.futures: list[tuple[Cluster, Partition]] = []
+        self.catchups: list[tuple[Cluster, Partition]] = []
+        self.batch_fifo: deque[Partition] = deque()  # one entry per stored real record batch
+        self.batch_bytes = 0
+        self.batch_budget = 256 * 1024 * 1024
         self.listeners: list[Any] = []
         self.broker_replicas: list[list[Partition]] = []
         self._ct_cache: dict[str, tuple[int, list[tuple[int, str]]]] = {}
@@ -307,6 +314,7 @@ class Engine:
         q_c = np.full(n, np.inf)
         self.moves = []
         self.futures = []
+        self.catchups = []
         self.b_alive = np.array([b.alive for b in self.brokers], dtype=bool)
         self.broker_replicas = [[] for _ in self.brokers]
         for cl in self.clusters.values():
@@ -349,6 +357,8 @@ class Engine:
                         self.moves.append((cl, p))
                     if p.futures:
                         self.futures.append((cl, p))
+                    if p.catchup:
+                        self.catchups.append((cl, p))
                     if cl.quotas:
                         pc = self.clients[int(self.i["prod_client"][s])]
                         cc = self.clients[int(self.i["cons_client"][s])]
@@ -479,7 +489,7 @@ class Engine:
         fl_ref: list[tuple[str, Cluster, Partition, int]] = []
         lag_idx = np.nonzero(from_disk)[0]
         n_lag = len(lag_idx)
-        self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref)
+        self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref, residence)
         req = np.concatenate([lag_req_act[lag_idx], np.array(fl_req)])
         rdd = np.concatenate([self.leader_d[lag_idx], np.array(fl_rd, dtype=np.int64)])
         wrd = np.concatenate([np.full(n_lag, -1, dtype=np.int64), np.array(fl_wr, dtype=np.int64)])
@@ -589,43 +599,52 @@ class Engine:
 
     # ------------------------------------------------------------------ copies
     def _plan_copies(self, dt: float, fl_req: list[float], fl_rd: list[int], fl_wr: list[int],
-                     fl_ref: list[tuple[str, Cluster, Partition, int]]) -> None:
-        """Requested rates of reassignment and intra-broker copies, throttles applied."""
+                     fl_ref: list[tuple[str, Cluster, Partition, int]], residence: F64) -> None:
+        """Requested rates of reassignment, catch-up and intra-broker copies, throttles applied."""
         size = self.f["size"]
-        flows: list[tuple[Cluster, Partition, int, float, bool, bool]] = []
+        in_rate = self.f["in_rate"]
+        flows: list[tuple[str, Cluster, Partition, int, float, bool, bool]] = []
         n_fol: dict[tuple[str, int], int] = {}
         n_lead: dict[tuple[str, int], int] = {}
+        work: list[tuple[str, Cluster, Partition, int, float]] = []
         for cl, p in self.moves:
             ra = p.reassignment
-            if ra is None or p.leader < 0 or not cl.brokers[p.leader].alive:
+            if ra is None:
+                continue
+            work += [("move", cl, p, b, size[p.slot] - ra.copied.get(b, 0.0)) for b in ra.adding]
+        for cl, p in self.catchups:
+            work += [("catchup", cl, p, b, rem) for b, rem in p.catchup.items()]
+        for kind, cl, p, b, remaining in work:
+            if p.leader < 0 or not cl.brokers[p.leader].alive or not cl.brokers[b].alive:
                 continue
             fthr = parse_throttled_replicas(cl.topic_config(p.topic, "follower.replication.throttled.replicas"))
             lthr = parse_throttled_replicas(cl.topic_config(p.topic, "leader.replication.throttled.replicas"))
-            for b in ra.adding:
-                if not cl.brokers[b].alive:
-                    continue
-                remaining = size[p.slot] - ra.copied.get(b, 0.0)
-                f_t = fthr is None or (p.index, b) in fthr
-                l_t = lthr is None or (p.index, p.leader) in lthr
-                f_t = f_t and math.isfinite(cl.broker_rate(b, "follower.replication.throttled.rate"))
-                l_t = l_t and math.isfinite(cl.broker_rate(p.leader, "leader.replication.throttled.rate"))
-                if f_t:
-                    n_fol[(cl.name, b)] = n_fol.get((cl.name, b), 0) + 1
-                if l_t:
-                    n_lead[(cl.name, p.leader)] = n_lead.get((cl.name, p.leader), 0) + 1
-                flows.append((cl, p, b, max(remaining, 0.0), f_t, l_t))
-        for cl, p, b, remaining, f_t, l_t in flows:
-            rate = min(MAX_FETCHER_BPS, remaining / dt + 1.0)
+            f_t = fthr is None or (p.index, b) in fthr
+            l_t = lthr is None or (p.index, p.leader) in lthr
+            f_t = f_t and math.isfinite(cl.broker_rate(b, "follower.replication.throttled.rate"))
+            l_t = l_t and math.isfinite(cl.broker_rate(p.leader, "leader.replication.throttled.rate"))
+            if f_t:
+                n_fol[(cl.name, b)] = n_fol.get((cl.name, b), 0) + 1
+            if l_t:
+                n_lead[(cl.name, p.leader)] = n_lead.get((cl.name, p.leader), 0) + 1
+            flows.append((kind, cl, p, b, max(remaining, 0.0), f_t, l_t))
+        for kind, cl, p, b, remaining, f_t, l_t in flows:
+            rate = min(MAX_FETCHER_BPS, remaining / dt + float(in_rate[p.slot]) + 1.0)
             if f_t:
                 rate = min(rate, cl.broker_rate(b, "follower.replication.throttled.rate") / n_fol[(cl.name, b)])
             if l_t:
                 rate = min(rate, cl.broker_rate(p.leader, "leader.replication.throttled.rate")
                            / n_lead[(cl.name, p.leader)])
-            assert p.reassignment is not None
             fl_req.append(rate)
-            fl_rd.append(p.log_dirs.get(p.leader, -1))
-            fl_wr.append(p.reassignment.dest_disk[b])
-            fl_ref.append(("move", cl, p, b))
+            lead_b = cl.brokers[p.leader].gidx
+            cached = kind == "catchup" and remaining / max(float(in_rate[p.slot]), 1.0) < residence[lead_b]
+            fl_rd.append(-1 if cached else p.log_dirs.get(p.leader, -1))
+            if kind == "move":
+                assert p.reassignment is not None
+                fl_wr.append(p.reassignment.dest_disk[b])
+            else:
+                fl_wr.append(p.log_dirs[b])
+            fl_ref.append((kind, cl, p, b))
         n_fut: dict[tuple[str, int], int] = {}
         for cl, p in self.futures:
             for b in p.futures:
@@ -655,6 +674,15 @@ class Engine:
                     continue
                 ra.copied[b] = min(ra.copied.get(b, 0.0) + moved, size[p.slot])
                 self.b_reassign_in_total[cl.brokers[b].gidx] += moved
+            elif kind == "catchup":
+                if b not in p.catchup:
+                    continue
+                p.catchup[b] += float(self.f["in_rate"][p.slot]) * dt - moved
+                self.b_repl_in_total[cl.brokers[b].gidx] += moved
+                if p.catchup[b] <= 1.0:
+                    del p.catchup[b]
+                    p.isr = [r for r in p.replicas if r in p.isr or r == b]
+                    self.mark_dirty()
             else:
                 fut = p.futures.get(b)
                 if fut is None:

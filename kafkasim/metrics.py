@@ -25,6 +25,8 @@ Kafka (JMX exporter style)
   ``kafka_controller_kafkacontroller_offlinepartitionscount``     gauge (controller only)
   ``kafka_network_requestmetrics_totaltimems{request,quantile}``  gauge, ms (Produce, FetchConsumer)
   ``kafka_network_requestmetrics_requests_total{request}``        counter of wire requests served
+  ``kafka_consumergroup_lag{consumergroup,topic,partition}``      gauge, messages (kafka_exporter style;
+  only lagging consumers, on the leader's endpoint)
 
 node_exporter style (``device`` is the block device of a log dir)
   ``node_disk_io_time_seconds_total{device}``   counter (rate = util, the busy fraction)
@@ -102,6 +104,8 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
     for k, p in enumerate(reps):
         if p.reassignment is not None and b.id in p.reassignment.adding:
             sizes[k] = p.reassignment.copied.get(b.id, 0.0)
+        elif b.id in p.catchup:
+            sizes[k] = max(sizes[k] - p.catchup[b.id], 0.0)
     leos = np.ceil(f["leo"][slots] - 1e-9).astype(np.int64).tolist()
     sizes_l = sizes.astype(np.int64).tolist()
     lead_k = [k for k, p in enumerate(reps) if p.leader == b.id]
@@ -124,6 +128,14 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
     for name, typ, ks, vals in series:
         head(name, typ, name)
         out.extend(f"{name}{{{labels[k]}}} {v!r}" for k, v in zip(ks, vals, strict=True))
+    head("kafka_consumergroup_lag", "gauge", "consumer group lag in messages (kafka_exporter style)")
+    lag = f["lag"]
+    for k in lead_k:
+        p = reps[k]
+        if lag[p.slot] > 0:
+            group = eng.clients[int(eng.i["cons_client"][p.slot])].client_id or "lagging"
+            add(f'kafka_consumergroup_lag{{consumergroup="{_esc(group)}",{labels[k]}}} '
+                f'{int(lag[p.slot] / max(float(f["msg_size"][p.slot]), 1.0))}')
     head("kafka_server_replicamanager_underreplicatedpartitions", "gauge", "under-replicated partitions led here")
     add(f"kafka_server_replicamanager_underreplicatedpartitions {urp}")
     add(f"kafka_server_replicamanager_partitioncount {len(reps)}")

@@ -27,9 +27,15 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
             size_gb: 10               # initial size per partition
             msg_size: 1024
             tail_groups: 2            # consumer groups tailing the topic
+            lag_bytes: 0              # a consumer this far behind on every partition (reads disk) ...
+            lag_rate: 50000000        # ... catching up at this rate (bytes/s)
+            pool: shared              # resource pool label (reported in /snapshot)
+            placement: {idc-a: 2, idc-b: 1}   # IDC placement policy label (reported in /snapshot)
             producer: {client_id: orders-svc, user: orders, idc: idc-a}
             consumer: {client_id: orders-reader, user: analytics, idc: idc-b}
             configs: {retention.ms: "86400000"}
+      - snapshot: deploy/examples/small.json   # a cluster seeded from a guardian.snapshot/v1 file
+        partition_throttle: false              # (name defaults to the snapshot's cluster)
 
 Disk kind defaults: hdd 200 MB/s 8 ms 4 TB; ssd 500 MB/s 0.5 ms 2 TB; nvme 2000 MB/s 0.1 ms 4 TB.
 """
@@ -238,8 +244,13 @@ def add_topic(fed: Federation, cl: Cluster, name: str, ts: dict[str, Any], path:
         t = cl.create_topic(name, parts, rf, None, dict(configs.items()))
     except SimError as e:
         raise ScenarioError(f"{path}: {e.message}") from e
+    t.pool = str(ts.get("pool", "shared"))
+    if isinstance(ts.get("placement"), dict):
+        t.placement = {str(k): int(v) for k, v in ts["placement"].items()}
     rate = _num(ts, "bytes_in_per_s", 0, path)
     skew = _num(ts, "skew", 0, path)
+    lag_bytes = _num(ts, "lag_bytes", 0, path)
+    lag_rate = _num(ts, "lag_rate", 50e6 if lag_bytes > 0 else 0, path)
     size = _num(ts, "size_gb", 0, path) * 1e9
     msg = _num(ts, "msg_size", 1024, path, 1)
     tail = _num(ts, "tail_groups", 1, path)
@@ -259,6 +270,8 @@ def add_topic(fed: Federation, cl: Cluster, name: str, ts: dict[str, Any], path:
         eng.f["phase"][s] = float(rng.uniform(-0.05, 0.05))
         eng.i["prod_client"][s] = pc
         eng.i["cons_client"][s] = cc
+        eng.f["lag"][s] = lag_bytes
+        eng.f["lag_rate"][s] = lag_rate
     eng.mark_dirty()
 
 
@@ -336,6 +349,9 @@ def cluster_from_snapshot(fed: Federation, snap: dict[str, Any], partition_throt
             raise ScenarioError(f"{tpath}.partitions: {e}") from e
         except SimError as e:
             raise ScenarioError(f"{tpath}: {e.message}") from e
+        topic.pool = str(t.get("pool", "shared"))
+        if isinstance(t.get("placement"), dict):
+            topic.placement = {str(k): int(v) for k, v in t["placement"].items()}
         for pi, ps in enumerate(parts):
             ppath = f"{tpath}.partitions[{pi}]"
             p = topic.partitions[int(ps["partition"])]

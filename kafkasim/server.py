@@ -6,6 +6,7 @@ Control API (JSON over HTTP on ``control_url``)::
     GET  /health                      {"ok": true}
     GET  /endpoints                   the endpoints document (see :meth:`SimServer.endpoints`)
     GET  /state                       sim time, ticks, achieved speed, broker liveness, disk util
+    GET  /snapshot?cluster=NAME       ground truth as a guardian.snapshot/v1 document
     POST /fault/kill-broker           {"cluster", "broker"}
     POST /fault/revive-broker         {"cluster", "broker"}
     POST /fault/slow-disk             {"cluster", "broker", "log_dir" | "device", "factor"} (1 = heal)
@@ -27,6 +28,7 @@ import logging
 import struct
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -48,6 +50,7 @@ from kafkasim.protocol import (
     peek_header,
 )
 from kafkasim.scenario import Federation
+from kafkasim.truth import LoadHistory, snapshot_of
 
 log = logging.getLogger("kafkasim")
 MAX_FRAME = 100 * 1024 * 1024
@@ -71,7 +74,7 @@ async def _http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
         parts = lines[0].split(" ")
         if len(parts) < 2:
             raise HttpError(400, "bad request line")
-        method, path = parts[0], parts[1].split("?", 1)[0]
+        method, path = parts[0], parts[1]
         length = 0
         for ln in lines[1:]:
             k, _, v = ln.partition(":")
@@ -112,6 +115,7 @@ class SimServer:
             self.audit = AuditSink(fed, float(acfg.get("interval_s", 60)), str(acfg.get("topic", "__guardian_audit")),
                                    audit_jsonl or acfg.get("jsonl"), bool(acfg.get("synthetic", True)))
         self.handler = Handler(self.audit.record_real if self.audit else None)
+        self.history = LoadHistory(fed.engine)
         self.kafka_servers: dict[int, asyncio.Server] = {}
         self.metrics_servers: dict[int, asyncio.Server] = {}
         self.control: asyncio.Server | None = None
@@ -326,7 +330,7 @@ class SimServer:
     async def _metrics_conn(self, cl: Cluster, b: Broker, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter) -> None:
         async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
-            if path != "/metrics":
+            if path.split("?", 1)[0] != "/metrics":
                 raise HttpError(404, "try /metrics")
             if not b.alive:
                 raise HttpError(500, "broker is down")
@@ -439,6 +443,13 @@ class SimServer:
             def ok(obj: Any) -> tuple[int, str, bytes]:
                 return 200, "application/json", json.dumps(obj).encode()
 
+            path, _, query = path.partition("?")
+            params = dict(urllib.parse.parse_qsl(query))
+            if method == "GET" and path == "/snapshot":
+                name = params.get("cluster") or (next(iter(self.fed.clusters)) if len(self.fed.clusters) == 1 else "")
+                if name not in self.fed.clusters:
+                    raise HttpError(400 if not name else 404, f"give ?cluster= one of {sorted(self.fed.clusters)}")
+                return ok(snapshot_of(self.fed, name, self.history))
             if method == "GET":
                 if path == "/health":
                     return ok({"ok": True})
@@ -474,8 +485,8 @@ class SimServer:
                 elif path == "/advance":
                     secs = float(args["seconds"])
                     dt = float(args.get("dt", self.fed.tick_seconds))
-                    if not (0 <= secs <= 1e7 and dt > 0):
-                        raise ValueError("seconds must be in [0, 1e7] and dt > 0")
+                    if not (0 <= secs <= 1e7 and dt > 0 and secs / dt <= 100_000):
+                        raise ValueError("seconds must be in [0, 1e7], dt > 0, and at most 100000 ticks")
                     self.fed.engine.advance(secs, dt)
                 else:
                     raise HttpError(404, f"unknown path {path}")
@@ -522,5 +533,6 @@ class SimRunner:
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        self.thread.join(30)
+        if not self.thread.is_alive():
+            self.loop.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.error
@@ -115,3 +116,57 @@ def test_dead_broker_metrics_and_urp(sim: SimRunner) -> None:
         http_json(ctl + "/fault/revive-broker", {"cluster": "east", "broker": 4})
     st = http_json(ctl + "/state")
     assert st["clusters"]["east"]["brokers"]["4"]["alive"] is True
+
+
+def test_ground_truth_snapshot_is_a_valid_guardian_snapshot(sim: SimRunner) -> None:
+    from controlplane.domain.snapshot_file import parse_snapshot
+    from kafkasim.scenario import build_federation
+
+    ctl = sim.endpoints["control_url"]
+    doc = http_json(ctl + "/snapshot?cluster=east")
+    snap = parse_snapshot(json.dumps(doc))
+    assert snap.cluster == "east" and len(snap.brokers) == 4
+    orders = next(t for t in doc["topics"] if t["name"] == "orders")
+    assert len(orders["partitions"]) == 4
+    assert sum(p["bytes_in_per_s"] for p in orders["partitions"]) > 0
+    ports = {b["id"]: b["port"] for b in sim.endpoints["clusters"]["east"]["brokers"]}
+    assert {b["id"]: b["port"] for b in doc["brokers"]} == ports
+    # the ground truth seeds another simulator
+    fed = build_federation({"clusters": [{"snapshot": doc}]})
+    assert sorted(fed.clusters["east"].topics) == sorted(t["name"] for t in doc["topics"])
+    with pytest.raises(urllib.error.HTTPError) as e:
+        http_json(ctl + "/snapshot?cluster=nope")
+    assert e.value.code == 404
+
+
+def test_lagging_consumer_shows_lag_and_disk_reads(sim: SimRunner) -> None:
+    ctl = sim.endpoints["control_url"]
+    cl = sim.server.fed.clusters["east"]
+    leader = sim.call(lambda: cl.topics["orders"].partitions[1].leader)
+    url = next(b["metrics_url"] for b in sim.endpoints["clusters"]["east"]["brokers"] if b["id"] == leader)
+    before = pick(parse(http_text(url)), "node_disk_read_bytes_total")
+    http_json(ctl + "/fault/lagging-consumer", {"cluster": "east", "topic": "orders", "partition": 1,
+                                                "lag_bytes": 40e9, "rate_bytes_per_s": 30e6})
+    time.sleep(0.5)
+    series = parse(http_text(url))
+    lag = pick(series, "kafka_consumergroup_lag", topic="orders", partition="1")
+    assert 30e6 < lag < 40e6  # messages of 1 KiB
+    assert pick(series, "node_disk_read_bytes_total") > before + 30e6
+
+
+def test_control_api_rejects_bad_input(sim: SimRunner) -> None:
+    ctl = sim.endpoints["control_url"]
+    bad = [("/advance", {"seconds": 1e7, "dt": 0.001}), ("/speed", {"speed": -1}),
+           ("/fault/kill-broker", {"cluster": "nope", "broker": 1}),
+           ("/fault/kill-broker", {"cluster": "east", "broker": "x"}),
+           ("/fault/slow-disk", {"cluster": "east", "broker": 1, "log_dir": "/data1", "factor": 0.5}),
+           ("/fault/traffic-spike", {"cluster": "east"})]
+    for path, body in bad:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            http_json(ctl + path, body)
+        assert e.value.code == 400, path
+        assert "error" in json.loads(e.value.read())
+    with pytest.raises(urllib.error.HTTPError) as e:
+        http_json(ctl + "/nope")
+    assert e.value.code == 404
+    assert http_json(ctl + "/health") == {"ok": True}

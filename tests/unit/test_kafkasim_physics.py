@@ -208,7 +208,35 @@ def test_dead_broker_moves_leadership_and_stops_its_writes() -> None:
     assert e.d_written_total[d1] == before
     assert e.f["in_rate"][p.slot] > 0
     c.set_broker_alive(1, True)
+    assert p.isr == [2] and p.catchup[1] == pytest.approx(e.f["in_rate"][p.slot] * 3, rel=0.2)
+    e.advance(3, 1.0)
+    assert sorted(p.isr) == [1, 2] and not p.catchup
+
+
+def test_revived_follower_catches_up_under_throttle_before_rejoining_isr() -> None:
+    e, c = make()
+    t = c.create_topic("cu", 1, 2, assignments={0: [1, 2]})
+    p = t.partitions[0]
+    e.f["base_rate"][p.slot] = 10e6
+    e.advance(2, 1.0)
+    c.set_broker_alive(2, False)
+    e.advance(600, 10.0)  # ~6 GB produced while broker 2 was down
+    c.alter_broker_configs("2", [("follower.replication.throttled.rate", 0, "40000000")])
+    c.alter_topic_configs("cu", [("follower.replication.throttled.replicas", 0, "0:2")])
+    c.set_broker_alive(2, True)
+    missed = p.catchup[2]
+    assert 5e9 < missed < 9e9
+    secs = 0
+    while p.catchup and secs < 2000:
+        e.step(1.0)
+        secs += 1
+    rate = float(e.f["in_rate"][p.slot])
+    expected = missed / (40e6 - rate)  # the follower gains (throttle - produce rate) per second
+    assert expected * 0.8 < secs < expected * 1.2
     assert sorted(p.isr) == [1, 2]
+    # the oldest missed bytes had left the leader's page cache (4.8 GB = 480 s of writes): disk reads;
+    # the newest were still cached
+    assert 0.2 * missed < e.d_read_total[p.log_dirs[1]] < 0.8 * missed
 
 
 def test_same_seed_same_run() -> None:

@@ -120,3 +120,25 @@ def test_quota_precedence_follows_kafka() -> None:
     c.alter_quota((("client-id", "svc"), ("user", "u")), "producer_byte_rate", None)
     assert c.quota_for("u", "svc", "producer_byte_rate") == 300.0
     assert c.quota_for("u", "svc", "consumer_byte_rate") == math.inf
+
+
+def test_record_batches_stay_within_partition_and_global_budgets() -> None:
+    from kafkasim.protocol import store_batches
+
+    c = cluster()
+    t = c.create_topic("mem", 3, 1)
+    eng = c.engine
+    eng.batch_budget = 20_000
+    c.max_batch_bytes_per_partition = 12_000
+    batch = _batch(40)  # ~600 bytes
+    for i in range(60):
+        store_batches(c, t.partitions[i % 3], batch)
+    assert eng.batch_bytes == sum(p.batch_bytes for p in t.partitions)
+    assert eng.batch_bytes <= eng.batch_budget
+    assert all(p.batch_bytes <= 12_000 for p in t.partitions)
+    # the newest batches survive; offsets keep counting
+    p0 = t.partitions[0]
+    assert p0.batches[-1][1] == 20 * 40 - 1
+    assert p0.batches[0][0] > 0
+    c.delete_topic("mem")
+    assert eng.batch_bytes == 0

@@ -62,3 +62,22 @@ def test_bad_snapshots_name_the_path(tmp_path: Path) -> None:
     fed.engine.advance(3, 1.0)
     d = fed.clusters["x"].brokers[1].disks[0].gidx
     assert fed.engine.d_read_rate[d] == pytest.approx(5e6)
+
+
+def test_generated_snapshot_seeds_a_sim_whose_disk_load_agrees() -> None:
+    from controlplane.domain.snapshot_file import parse_snapshot, snapshot_to_dict
+    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    from kafkasim.truth import snapshot_of
+
+    d = snapshot_to_dict(generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=4, partitions=600,
+                                                         dead_brokers=1, seed=5)))
+    fed = build_federation({"seed": 5, "clusters": [{"snapshot": d}]})
+    fed.engine.burst_rate_per_hour = 0.0
+    fed.engine.advance(60, 10.0)
+    out = snapshot_of(fed, d["cluster"])
+    parse_snapshot(json.dumps(out))  # the ground truth is a valid snapshot
+    assert [b["state"] for b in out["brokers"]].count("dead") == 1
+    gen = {(b["id"], x["path"]): x["util"] for b in d["brokers"] for x in b["disks"] if b["state"] != "dead"}
+    sim = {(b["id"], x["path"]): x["util"] for b in out["brokers"] for x in b["disks"]}
+    keys = sorted(gen)
+    assert np.corrcoef([gen[k] for k in keys], [sim[k] for k in keys])[0, 1] > 0.9
