@@ -110,6 +110,8 @@ class ModelConfig:
         "hdd": 200e6, "ssd": 500e6, "nvme": 2000e6})
     default_idc: str = "unknown"
     default_pool: str = "shared"
+    use_partition_counters: bool = True
+    """Use per-partition byte counters when a broker exports them (else LEO × topic ratio)."""
     use_sim_clock: bool = True
     """Use ``kafkasim_sim_time_seconds`` as the sample clock when exposed (simulated counters)."""
 
@@ -391,7 +393,7 @@ class LoadModel:
         topic_msgs: dict[str, float] = defaultdict(float)
         broker_topic_out: dict[tuple[int, str], float] = {}
         for bid, (p, clock, ck) in payloads.items():
-            for pname, ptarget in ((M_P_IN, ext_in), (M_P_OUT, ext_out)):
+            for pname, ptarget in ((M_P_IN, ext_in), (M_P_OUT, ext_out)) if cfg.use_partition_counters else ():
                 short = "p_in" if pname == M_P_IN else "p_out"
                 for labels, v in p.get(pname):
                     key = _tp(labels)
