@@ -84,7 +84,7 @@ def parse_fast(text: str, wanted: Iterable[str] | None = None) -> Payload:
         if brace >= 0:
             name = line[:brace].rstrip()
             if want is not None and name not in want:
-                if not _NAME_RE.match(name):
+                if not _NAME_RE.match(name) or line.rfind("}") < brace:
                     out.bad_lines += 1
                     out.first_bad = out.first_bad or line[:80]
                 continue
