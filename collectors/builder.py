@@ -27,21 +27,23 @@ Sources of each figure (first that is available wins; the method is counted in t
 from __future__ import annotations
 
 import math
-import statistics
 import time
-from collections import Counter, defaultdict
-from collections.abc import Hashable, Mapping
+from collections import defaultdict
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from collectors.completeness import Coverage
 from collectors.endpoints import BrokerInfo, ClusterEndpoints
 from collectors.history import RingWindow
 from collectors.kafka_source import KafkaState
-from collectors.pagecache import Behaviours, is_disk_read, residence_seconds
-from collectors.promtext import Payload
-from collectors.rates import CounterTracker, DropLog, DropReason, gauge_value
+from collectors.pagecache import BEHAVIOURS, Behaviours, is_disk_read, residence_seconds
+from collectors.promtext import Payload, labels_of
+from collectors.rates import REASONS, DropLog, DropReason, VectorCounterTracker, gauge_value
 from collectors.scrape import RoundResult
 from controlplane.domain import (
     Broker,
@@ -104,7 +106,10 @@ class ModelConfig:
     history_points: int = 60
     """``load_history`` points written per disk (the window downsampled by chunk means)."""
     partition_history: tuple[str, ...] = ("bytes_in", "disk_read")
-    """Per-partition series kept in the window."""
+    """Per-partition series kept in the window (any of bytes_in, disk_read, bytes_out)."""
+    partition_history_every: int = 6
+    """Rounds averaged into one partition sample (6 × 10 s = 1-minute resolution: a 1 h window at
+    100,000 partitions costs 100,000 × 60 × 4 B = 24 MB per series instead of 144 MB)."""
     default_disk_kind: DiskKind = DiskKind.HDD
     default_max_bytes_per_s: Mapping[str, float] = field(default_factory=lambda: {
         "hdd": 200e6, "ssd": 500e6, "nvme": 2000e6})
@@ -165,7 +170,7 @@ class Collected:
     snapshot: ClusterSnapshot
     coverage: Coverage
     behaviours: dict[tuple[int, str], Behaviours]
-    partitions: dict[tuple[str, int], PartitionDetail]
+    partitions: Mapping[tuple[str, int], PartitionDetail]
     throttles: dict[str, Any]
     quotas: list[dict[str, Any]]
     round_seconds: dict[str, float] = field(default_factory=dict)
@@ -185,38 +190,124 @@ class Collected:
         return doc
 
 
+M_CODES = {"none": 0, "partition_counter": 1, "leo_x_topic_ratio": 2, "size_delta": 3, "held": 4, "topic_split": 5}
+M_NAMES = {v: k for k, v in M_CODES.items()}
+
+
+class PartitionDetails(Mapping[tuple[str, int], PartitionDetail]):
+    """Per-partition detail, built on access from the round's arrays (100,000 objects per round
+    would cost more than the rest of the build)."""
+
+    def __init__(self, keys: list[tuple[str, int]], pidx: dict[tuple[str, int], int], arrays: dict[str, Any],
+                 readers: dict[int, tuple[list[str], list[str]]], lagging: dict[int, list[int]]) -> None:
+        self._keys = keys
+        self._pidx = pidx
+        self._a = arrays
+        self._readers = readers
+        self._lagging = lagging
+
+    def __getitem__(self, key: tuple[str, int]) -> PartitionDetail:
+        i = self._pidx[key]
+        a = self._a
+        leo = float(a["leo"][i])
+        res = float(a["residence"][i])
+        disk, cached = self._readers.get(i, ([], []))
+        return PartitionDetail(bytes_in_method=M_NAMES[int(a["m_in"][i])], bytes_out_method=M_NAMES[int(a["m_out"][i])],
+                               leo=None if math.isnan(leo) else leo, residence_s=None if math.isnan(res) else res,
+                               disk_readers=list(disk), cached_readers=list(cached),
+                               lagging_followers=list(self._lagging.get(i, [])),
+                               migration_bytes_per_s=float(a["migration"][i]))
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class _PartHold:
+    """Last good value and its time per partition and figure (arrays indexed by a stable registry)."""
+
+    def __init__(self) -> None:
+        self.registry: dict[tuple[str, int], int] = {}
+        self.cap = 0
+        self.vals: dict[str, npt.NDArray[np.float64]] = {}
+        self.at: dict[str, npt.NDArray[np.float64]] = {}
+
+    def ids(self, keys: list[tuple[str, int]]) -> npt.NDArray[np.int64]:
+        reg = self.registry
+        for k in keys:
+            if k not in reg:
+                reg[k] = len(reg)
+        if len(reg) > self.cap:
+            new_cap = max(len(reg), 2 * self.cap, 1024)
+            for d in (self.vals, self.at):
+                for name, arr in list(d.items()):
+                    grown = np.full(new_cap, np.nan)
+                    grown[: len(arr)] = arr
+                    d[name] = grown
+            self.cap = new_cap
+        return np.fromiter((reg[k] for k in keys), dtype=np.int64, count=len(keys))
+
+    def hold(self, name: str, g: npt.NDArray[np.int64], fresh: npt.NDArray[np.float64], now: float,
+             hold_s: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+        """Store fresh values; return (fresh or held-if-young values, fresh mask). NaN = none."""
+        if name not in self.vals:
+            self.vals[name] = np.full(self.cap, np.nan)
+            self.at[name] = np.full(self.cap, np.nan)
+        hv, ha = self.vals[name], self.at[name]
+        ok = ~np.isnan(fresh)
+        hv[g[ok]] = fresh[ok]
+        ha[g[ok]] = now
+        out = hv[g].copy()
+        young = (now - ha[g]) <= hold_s
+        out[~ok & ~young] = np.nan
+        return out, ok
+
+
+def _nan(n: int) -> npt.NDArray[np.float64]:
+    return np.full(n, np.nan)
+
+
 class LoadModel:
-    """Turns rounds of (admin state, scrapes) into snapshots; keeps rates, holds and windows."""
+    """Turns rounds of (admin state, scrapes) into snapshots; keeps rates, holds and windows.
+
+    Per round the cost is O(samples + replicas) with the per-sample work in numpy: one dict
+    lookup per sample to find its series, vectorised rate math, bincounts for per-disk sums.
+    """
 
     def __init__(self, endpoints: ClusterEndpoints, config: ModelConfig | None = None) -> None:
         self.endpoints = endpoints
         self.config = config or ModelConfig()
         self.cfg = self.config
-        self.counters = CounterTracker(self.cfg.min_elapsed_s)
+        self.rates = VectorCounterTracker(self.cfg.min_elapsed_s)
+        self.counters = self.rates  # backwards-compatible name
         self.held: dict[Hashable, Held] = {}
+        self.phold = _PartHold()
         self.broker_cache: dict[int, BrokerInfo] = {b.id: b for b in endpoints.brokers}
         self.meta_cache: dict[int, tuple[str, int, str | None]] = {}
         self.disk_cache: dict[int, dict[str, DiskFacts]] = {}
         self.dir_cache: dict[tuple[int, str, int], str] = {}
+        self.tp_cache: dict[str, tuple[str, int] | None] = {}
+        self.group_cache: dict[str, tuple[str, tuple[str, int]] | None] = {}
         self.url_broker: dict[str, int] = endpoints.url_to_broker()
         self.disk_window = RingWindow(self.cfg.history_capacity)
-        self.partition_windows = {name: RingWindow(self.cfg.history_capacity, 1024)
+        p_cap = max(1, self.cfg.history_capacity // self.cfg.partition_history_every)
+        self.partition_windows = {name: RingWindow(p_cap, 1024, every=self.cfg.partition_history_every)
                                   for name in self.cfg.partition_history}
         self.rounds = 0
+        self.unknown_dirs_last_round = 0
 
     # ------------------------------------------------------------------ helpers
     def memory_bytes(self) -> dict[str, int]:
         """Bytes held by the history windows and the rate state (approximate)."""
         win = self.disk_window.nbytes + sum(w.nbytes for w in self.partition_windows.values())
-        # a dict entry with a small tuple key and a 3-tuple value costs about 250 bytes
-        state = 250 * (len(self.counters) + len(self.held) + len(self.dir_cache))
+        state = self.rates.nbytes() + 16 * self.phold.cap * max(len(self.phold.vals), 1) \
+            + 150 * (len(self.dir_cache) + len(self.tp_cache) + len(self.phold.registry))
         return {"windows": win, "rate_state": state, "total": win + state}
 
     def _hold(self, key: Hashable, value: float | None, now: float) -> tuple[float | None, bool]:
-        """Store a fresh value, or fall back to the last one if younger than ``hold_s``.
-
-        Returns ``(value, fresh)``.
-        """
+        """Store a fresh value, or fall back to the last one if younger than ``hold_s``."""
         if value is not None:
             self.held[key] = Held(value, now)
             return value, True
@@ -225,7 +316,19 @@ class LoadModel:
             return h.value, False
         return None, False
 
-    # ------------------------------------------------------------------ per broker metrics
+    def _tp(self, body: str) -> tuple[str, int] | None:
+        got = self.tp_cache.get(body, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        lab = labels_of(body)
+        tp: tuple[str, int] | None = None
+        if lab is not None and lab.get("topic") and lab.get("partition", "").lstrip("-").isdigit():
+            tp = (lab["topic"], int(lab["partition"]))
+        if len(self.tp_cache) > 2_000_000:
+            self.tp_cache.clear()
+        self.tp_cache[body] = tp
+        return tp
+
     def _broker_of(self, url: str, payload: Payload) -> int | None:
         if url in self.url_broker:
             return self.url_broker[url]
@@ -240,6 +343,25 @@ class LoadModel:
                 return int(bid)
         return None
 
+    def _rates(self, block: Hashable, fam: tuple[list[str], list[float]] | None, clock: float,
+               kind: str, drops: DropLog, who: str) -> tuple[list[str], npt.NDArray[np.float64],
+                                                             npt.NDArray[np.float64]]:
+        """(label strings, rates with NaN for drops, raw values) of one family; drops recorded."""
+        if fam is None or not fam[0]:
+            return [], np.zeros(0), np.zeros(0)
+        bodies, vals = fam
+        rates, codes = self.rates.update(block, bodies, clock, vals)
+        if codes.any():
+            counts = np.bincount(codes, minlength=len(REASONS))
+            for c in np.nonzero(counts)[0]:
+                reason = REASONS[int(c)]
+                if c == 0 or reason is None or reason is DropReason.FIRST_SAMPLE:
+                    continue
+                j = int(np.nonzero(codes == c)[0][0])
+                drops.add(kind, reason, f"{who} {{{bodies[j]}}}", int(counts[c]))
+        return bodies, rates, np.asarray(vals, dtype=np.float64)
+
+    # ------------------------------------------------------------------ the round
     def build(self, state: KafkaState, scrape: RoundResult, now: float | None = None) -> Collected:
         """Build one round's snapshot. Never raises on bad metric values (they are dropped)."""
         t_start = time.perf_counter()
@@ -251,7 +373,7 @@ class LoadModel:
 
         # ---------------- map payloads to brokers
         payloads: dict[int, tuple[Payload, float, str]] = {}
-        exporter_payloads: list[tuple[Payload, float, str]] = []
+        exporter_payloads: list[tuple[Payload, float, str, str]] = []
         exporters = set(self.endpoints.exporter_urls)
         for url, res in scrape.results.items():
             if not res.ok or res.payload is None:
@@ -270,7 +392,7 @@ class LoadModel:
             else:
                 clock, kind = res.received, "mono"
             if url in exporters:
-                exporter_payloads.append((p, clock, kind))
+                exporter_payloads.append((p, clock, kind, url))
                 continue
             bid = self._broker_of(url, p)
             if bid is None:
@@ -293,10 +415,9 @@ class LoadModel:
         # ---------------- disks: facts, device map, rates
         disk_rates: dict[tuple[int, str], dict[str, float | None]] = {}
         broker_mem: dict[int, tuple[float | None, float | None]] = {}
-        for bid in sorted(known):
-            facts = self.disk_cache.setdefault(bid, {})
-            ld = state.log_dirs.get(bid)
-            if ld:
+        if state.full:
+            for bid, ld in state.log_dirs.items():
+                facts = self.disk_cache.setdefault(bid, {})
                 for path, d in ld.items():
                     f = facts.get(path)
                     if f is None:
@@ -307,20 +428,19 @@ class LoadModel:
                     for (tn, pn), rdir in d.replicas.items():
                         if not rdir.is_future:
                             self.dir_cache[(bid, tn, pn)] = path
-            if bid not in payloads:
-                continue
-            p, clock, ck = payloads[bid]
+                facts.pop(PLACEHOLDER_DIR, None)
+        for bid, (p, clock, ck) in payloads.items():
+            facts = self.disk_cache.setdefault(bid, {})
             dev_to_dir: dict[str, str] = {}
             for labels, _ in p.get(M_LOG_DIR_INFO):
                 dev, lpath = labels.get("device"), labels.get("log_dir")
                 if dev and lpath:
-                    path = lpath
-                    dev_to_dir[dev] = path
-                    f = facts.get(path)
+                    dev_to_dir[dev] = lpath
                     kind_s = labels.get("kind", "")
                     kind = DiskKind(kind_s) if kind_s in DiskKind._value2member_map_ else cfg.default_disk_kind
+                    f = facts.get(lpath)
                     if f is None:
-                        f = facts[path] = DiskFacts(path, kind, 0, cfg.default_max_bytes_per_s.get(kind.value, 200e6))
+                        f = facts[lpath] = DiskFacts(lpath, kind, 0, cfg.default_max_bytes_per_s.get(kind.value, 200e6))
                     f.kind = kind
                     f.device = dev
             fs_size: dict[str, float] = {}
@@ -330,7 +450,6 @@ class LoadModel:
                     dev = labels.get("device", "").removeprefix("/dev/")
                     mp = labels.get("mountpoint")
                     if dev and dev not in dev_to_dir and mp:
-                        # log dir under this mountpoint (longest prefix wins)
                         cands = [x for x in facts if x == mp or x.startswith(mp.rstrip("/") + "/")]
                         if cands:
                             dev_to_dir[dev] = max(cands, key=len)
@@ -341,310 +460,363 @@ class LoadModel:
                 dev = labels.get("device", "")
                 if dev in dev_to_dir and math.isfinite(v) and v > 0:
                     facts[dev_to_dir[dev]].max_bytes_per_s = float(v)
-            counters: dict[str, dict[str, float]] = {}
-            for name in (M_IO_TIME, M_READ_B, M_WRITE_B, M_READS, M_WRITES, M_READ_T, M_WRITE_T):
-                counters[name] = {labels.get("device", ""): v for labels, v in p.get(name)}
+            per_dev: dict[str, dict[str, float | None]] = {dev: {} for dev in dev_to_dir}
+            for name, short in ((M_IO_TIME, "util"), (M_READ_B, "read"), (M_WRITE_B, "write"), (M_READS, "reads"),
+                                (M_WRITES, "writes"), (M_READ_T, "read_t"), (M_WRITE_T, "write_t")):
+                bodies, rates, _ = self._rates((ck, bid, short), p.raw.get(name), clock, "disk." + short, drops,
+                                               f"broker {bid}")
+                for body, r in zip(bodies, rates.tolist(), strict=True):
+                    lab = labels_of(body)
+                    dev = lab.get("device", "") if lab else ""
+                    if dev in per_dev:
+                        per_dev[dev][short] = None if r != r else r
             for dev, path in dev_to_dir.items():
                 f = facts[path]
-                size = fs_size.get(dev)
-                if size is not None and math.isfinite(size) and size > 0:
-                    f.capacity_bytes = int(size)
-                rates: dict[str, float | None] = {}
-                for name, short in ((M_IO_TIME, "util"), (M_READ_B, "read"), (M_WRITE_B, "write"),
-                                    (M_READS, "reads"), (M_WRITES, "writes"), (M_READ_T, "read_t"),
-                                    (M_WRITE_T, "write_t")):
-                    r = self.counters.update((ck, bid, dev, short), clock, counters[name].get(dev))
-                    if r.reason is not None and r.reason is not DropReason.FIRST_SAMPLE:
-                        drops.add("disk." + short, r.reason, f"broker {bid} {dev}")
-                    rates[short] = r.value
-                u = rates["util"]
+                fsz = fs_size.get(dev)
+                if fsz is not None and math.isfinite(fsz) and fsz > 0:
+                    f.capacity_bytes = int(fsz)
+                rr = per_dev[dev]
+                u = rr.get("util")
                 if u is not None and u > 1.0:
                     if u <= 1.0 + cfg.max_util_overshoot:
-                        rates["util"] = 1.0
+                        rr["util"] = 1.0
                     else:
                         drops.add("disk.util", DropReason.IMPLAUSIBLE, f"broker {bid} {dev} util={u:.3f}")
-                        rates["util"] = None
-                ops = (rates["reads"], rates["writes"])
-                tms = (rates["read_t"], rates["write_t"])
+                        rr["util"] = None
+                ops = (rr.get("reads"), rr.get("writes"))
+                tms = (rr.get("read_t"), rr.get("write_t"))
                 if None in ops or None in tms:
-                    rates["await"] = None
+                    rr["await"] = None
                 else:
                     n_ops = (ops[0] or 0.0) + (ops[1] or 0.0)
-                    rates["await"] = ((tms[0] or 0.0) + (tms[1] or 0.0)) / n_ops * 1000.0 if n_ops > 0 else 0.0
+                    rr["await"] = ((tms[0] or 0.0) + (tms[1] or 0.0)) / n_ops * 1000.0 if n_ops > 0 else 0.0
                 avail = fs_avail.get(dev)
-                if size is not None and avail is not None and math.isfinite(avail) and 0 <= avail <= size:
-                    rates["used"] = size - avail
-                disk_rates[(bid, path)] = rates
+                if fsz is not None and avail is not None and math.isfinite(avail) and 0 <= avail <= fsz:
+                    rr["used"] = fsz - avail
+                disk_rates[(bid, path)] = rr
             mt = gauge_value(p.scalar(M_MEM_TOTAL))
             ma = gauge_value(p.scalar(M_MEM_AVAIL))
-            for r, what in ((mt, "memory.total"), (ma, "memory.available")):
-                if r.reason is not None:
-                    drops.add(what, r.reason, f"broker {bid}")
+            for gv, what in ((mt, "memory.total"), (ma, "memory.available")):
+                if gv.reason is not None:
+                    drops.add(what, gv.reason, f"broker {bid}")
             broker_mem[bid] = (mt.value, ma.value)
 
-        # ---------------- partition metrics from every broker payload
-        ext_in: dict[tuple[str, int], tuple[int, float | None]] = {}
-        ext_out: dict[tuple[str, int], tuple[int, float | None]] = {}
-        leo_rate: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
-        leo_val: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
-        size_rate: dict[tuple[int, str, int], float] = {}
-        size_val: dict[tuple[int, str, int], float] = {}
+        # ---------------- partition index and special replicas
+        keys = sorted(state.partitions)
+        n = len(keys)
+        pidx = dict(zip(keys, range(n), strict=True))
+        pms = [state.partitions[k] for k in keys]
+        leader = np.fromiter((pm.leader if pm.leader is not None else -1 for pm in pms), dtype=np.int64, count=n)
+        # out-of-sync followers and reassignment targets: their own LEO / size rates matter
+        special: dict[int, set[tuple[str, int]]] = defaultdict(set)
+        for key, ra in state.reassignments.items():
+            for b in ra.adding:
+                special[b].add(key)
+        for key, pm in zip(keys, pms, strict=True):
+            if len(pm.isr) < len(pm.replicas):
+                for b in pm.replicas:
+                    if b not in pm.isr:
+                        special[b].add(key)
+        sp_leo_rate: dict[tuple[int, str, int], float] = {}
+        sp_leo_val: dict[tuple[int, str, int], float] = {}
+        sp_size_rate: dict[tuple[int, str, int], float] = {}
+
+        leo_lead_rate, leo_lead_val = _nan(n), _nan(n)
+        leo_any_rate, leo_any_val = _nan(n), _nan(n)
+        size_lead_val, size_lead_rate, size_any_val = _nan(n), _nan(n), _nan(n)
+        ext_in, ext_out = _nan(n), _nan(n)
         topic_in: dict[str, float] = defaultdict(float)
         topic_msgs: dict[str, float] = defaultdict(float)
         broker_topic_out: dict[tuple[int, str], float] = {}
+        tp_of = self._tp
         for bid, (p, clock, ck) in payloads.items():
-            for pname, ptarget in ((M_P_IN, ext_in), (M_P_OUT, ext_out)) if cfg.use_partition_counters else ():
-                short = "p_in" if pname == M_P_IN else "p_out"
-                for labels, v in p.get(pname):
-                    key = _tp(labels)
-                    if key is None:
-                        continue
-                    r = self.counters.update((ck, bid, short, key), clock, v)
-                    if r.reason is not None and r.reason is not DropReason.FIRST_SAMPLE:
-                        drops.add("partition." + short, r.reason, f"broker {bid} {key[0]}-{key[1]}")
-                    ptarget[key] = (bid, r.value)
-            for labels, v in p.get(M_LEO):
-                key = _tp(labels)
-                if key is None:
+            who = f"broker {bid}"
+            fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size")]
+            if cfg.use_partition_counters:
+                fams += [(M_P_IN, "p_in"), (M_P_OUT, "p_out")]
+            for name, short in fams:
+                bodies, rates, vals = self._rates((ck, bid, short), p.raw.get(name), clock, "partition." + short,
+                                                  drops, who)
+                if not bodies:
                     continue
-                if math.isfinite(v) and v >= 0:
-                    leo_val[key][bid] = v
-                r = self.counters.update((ck, bid, "leo", key), clock, v)
-                if r.value is not None:
-                    leo_rate[key][bid] = r.value
-                elif r.reason is not DropReason.FIRST_SAMPLE and r.reason is not None:
-                    drops.add("partition.leo", r.reason, f"broker {bid} {key[0]}-{key[1]}")
-            for labels, v in p.get(M_SIZE):
-                key = _tp(labels)
-                if key is None:
-                    continue
-                if math.isfinite(v) and v >= 0:
-                    size_val[(bid, *key)] = v
-                r = self.counters.update((ck, bid, "size", key), clock, v)
-                if r.value is not None:
-                    size_rate[(bid, *key)] = r.value
-            t_in = {lab.get("topic"): v for lab, v in p.get(M_T_IN) if lab.get("topic")}
-            t_msgs = {lab.get("topic"): v for lab, v in p.get(M_T_MSGS) if lab.get("topic")}
-            t_out = {lab.get("topic"): v for lab, v in p.get(M_T_OUT) if lab.get("topic")}
-            for topic, v in t_in.items():
-                r_in = self.counters.update((ck, bid, "t_in", topic), clock, v)
-                r_m = self.counters.update((ck, bid, "t_msgs", topic), clock, t_msgs.get(topic))
-                if r_in.value is not None and r_m.value is not None:
-                    topic_in[str(topic)] += r_in.value
-                    topic_msgs[str(topic)] += r_m.value
-                elif r_in.reason not in (None, DropReason.FIRST_SAMPLE):
-                    drops.add("topic.bytes_in", r_in.reason or DropReason.MISSING, f"broker {bid} {topic}")
-            for topic, v in t_out.items():
-                r_o = self.counters.update((ck, bid, "t_out", topic), clock, v)
-                if r_o.value is not None:
-                    broker_topic_out[(bid, str(topic))] = r_o.value
+                tps = [tp_of(b) for b in bodies]
+                ix = np.fromiter((pidx.get(tp, -1) if tp is not None else -1 for tp in tps), dtype=np.int64,
+                                 count=len(tps))
+                known_ix = ix >= 0
+                is_lead = np.zeros(len(ix), dtype=bool)
+                is_lead[known_ix] = leader[ix[known_ix]] == bid
+                lm = known_ix & is_lead
+                okv = np.isfinite(vals) & (vals >= 0)
+                if short == "leo":
+                    leo_lead_rate[ix[lm]] = rates[lm]
+                    leo_lead_val[ix[lm & okv]] = vals[lm & okv]
+                    np.fmax.at(leo_any_rate, ix[known_ix], rates[known_ix])
+                    np.fmax.at(leo_any_val, ix[known_ix & okv], vals[known_ix & okv])
+                elif short == "size":
+                    size_lead_rate[ix[lm]] = rates[lm]
+                    size_lead_val[ix[lm & okv]] = vals[lm & okv]
+                    np.fmax.at(size_any_val, ix[known_ix & okv], vals[known_ix & okv])
+                elif short == "p_in":
+                    ext_in[ix[lm]] = rates[lm]
+                else:
+                    ext_out[ix[lm]] = rates[lm]
+                want = special.get(bid)
+                if want and short in ("leo", "size"):
+                    for tp, r, v in zip(tps, rates.tolist(), vals.tolist(), strict=True):
+                        if tp in want:
+                            if short == "leo":
+                                if r == r:
+                                    sp_leo_rate[(bid, *tp)] = r
+                                sp_leo_val[(bid, *tp)] = v
+                            elif r == r:
+                                sp_size_rate[(bid, *tp)] = r
+            # topic-level counters
+            t_rates: dict[str, dict[str, float]] = {}
+            for name, short in ((M_T_IN, "t_in"), (M_T_MSGS, "t_msgs"), (M_T_OUT, "t_out")):
+                bodies, rates, _ = self._rates((ck, bid, short), p.raw.get(name), clock, "topic." + short, drops, who)
+                col: dict[str, float] = {}
+                for body, r in zip(bodies, rates.tolist(), strict=True):
+                    if body and r == r:
+                        lab = labels_of(body)
+                        if lab and lab.get("topic"):
+                            col[lab["topic"]] = r
+                t_rates[short] = col
+            for topic, r_in in t_rates["t_in"].items():
+                r_m = t_rates["t_msgs"].get(topic)
+                if r_m is not None:
+                    topic_in[topic] += r_in
+                    topic_msgs[topic] += r_m
+            for topic, r_o in t_rates["t_out"].items():
+                broker_topic_out[(bid, topic)] = r_o
         bytes_per_msg: dict[str, float] = {}
-        for topic, m in topic_msgs.items():
-            ratio, _ = self._hold(("ratio", topic), topic_in[topic] / m if m > 0 else None, now)
-            if ratio is not None:
-                bytes_per_msg[topic] = ratio
+        for topic in set(topic_msgs) | {k[1] for k in self.held if isinstance(k, tuple) and k and k[0] == "ratio"}:
+            m = topic_msgs.get(topic, 0.0)
+            ratio_v, _ = self._hold(("ratio", topic), topic_in[topic] / m if m > 0 else None, now)
+            if ratio_v is not None:
+                bytes_per_msg[topic] = ratio_v
 
-        # ---------------- consumer positions
-        positions: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
-        group_rate: dict[tuple[str, int, str], float] = {}
-        sources = [*payloads.values(), *exporter_payloads]
-        for p, clock, ck in sources:
-            for labels, v in p.get(M_GROUP_OFFSET):
-                key = _tp(labels)
-                group = labels.get("consumergroup") or labels.get("group")
-                if key is None or not group or not math.isfinite(v) or v < 0:
+        # ---------------- consumer positions (kafka_exporter convention)
+        positions: dict[int, dict[str, float]] = defaultdict(dict)
+        group_rate: dict[tuple[int, str], float] = {}
+        sources = [(p, c, k, f"broker {b}") for b, (p, c, k) in payloads.items()]
+        sources += [(p, c, k, u) for p, c, k, u in exporter_payloads]
+        for p, clock, ck, who in sources:
+            fam = p.raw.get(M_GROUP_OFFSET)
+            if not fam:
+                continue
+            bodies, rates, vals = self._rates((ck, who, "group"), fam, clock, "consumer.offset", drops, who)
+            for body, r, v in zip(bodies, rates.tolist(), vals.tolist(), strict=True):
+                gk = self.group_cache.get(body, False)
+                if gk is False:
+                    lab = labels_of(body) or {}
+                    group = lab.get("consumergroup") or lab.get("group")
+                    part = lab.get("partition", "")
+                    gk = (group, (lab["topic"], int(part))) if group and lab.get("topic") and part.isdigit() else None
+                    self.group_cache[body] = gk
+                if gk is None or not (v == v and 0 <= v < math.inf):
                     continue
-                positions[key][group] = v
-                r = self.counters.update((ck, "group", group, key), clock, v)
-                if r.value is not None:
-                    group_rate[(*key, group)] = r.value
+                i = pidx.get(gk[1])  # type: ignore[index]
+                if i is None:
+                    continue
+                positions[i][gk[0]] = v  # type: ignore[index]
+                if r == r:
+                    group_rate[(i, gk[0])] = r  # type: ignore[index]
 
         # ---------------- broker residence time T
-        residence: dict[int, float] = {}
+        residence_b: dict[int, float] = {}
+        io_by_broker: dict[int, float] = defaultdict(float)
+        have_io: set[int] = set()
+        for (b2, _path), rr in disk_rates.items():
+            if rr.get("read") is not None and rr.get("write") is not None:
+                io_by_broker[b2] += (rr["read"] or 0.0) + (rr["write"] or 0.0)
+                have_io.add(b2)
         for bid, (_mem_total, mem_avail) in broker_mem.items():
-            io = 0.0
-            have = False
-            for (b2, _path), rates in disk_rates.items():
-                if b2 == bid and rates.get("read") is not None and rates.get("write") is not None:
-                    io += (rates["read"] or 0.0) + (rates["write"] or 0.0)
-                    have = True
-            if mem_avail is not None and have:
-                residence[bid] = residence_seconds(mem_avail, io)
+            if mem_avail is not None and bid in have_io:
+                residence_b[bid] = residence_seconds(mem_avail, io_by_broker[bid])
+                self.held[("T", bid)] = Held(residence_b[bid], now)
+        for bid in alive - set(residence_b):
+            h = self.held.get(("T", bid))
+            if h is not None and now - h.at <= cfg.hold_s:
+                residence_b[bid] = h.value
 
-        # ---------------- partitions
-        details: dict[tuple[str, int], PartitionDetail] = {}
-        part_rates: dict[tuple[str, int], dict[str, float]] = {}
-        methods_in: Counter[str] = Counter()
-        methods_out: Counter[str] = Counter()
-        fresh_parts = 0
-        held_parts = 0
-        no_rate_parts: list[str] = []
-        offline: list[str] = []
-        # bytes-out weights for the topic-level split: per (leader, topic)
-        out_weight: dict[tuple[str, int], float] = {}
-        for key, pm in state.partitions.items():
-            det = details[key] = PartitionDetail()
-            leader = pm.leader
-            if leader is None:
-                offline.append(f"{key[0]}-{key[1]}")
-            # messages-in: LEO delta (leader first)
-            rates_by_b = leo_rate.get(key, {})
-            msgs: float | None = None
-            if leader is not None and leader in rates_by_b:
-                msgs = rates_by_b[leader]
-            elif rates_by_b:
-                msgs = statistics.median(rates_by_b.values())
-            vals = leo_val.get(key, {})
-            if vals:
-                det.leo = vals.get(leader, max(vals.values())) if leader is not None else max(vals.values())
-            msgs, _ = self._hold(("msgs", key), msgs, now)
-            # bytes-in
-            b_in: float | None = None
-            e = ext_in.get(key)
-            if e is not None and e[0] == leader and e[1] is not None:
-                b_in, det.bytes_in_method = e[1], "partition_counter"
-            elif msgs is not None and key[0] in bytes_per_msg and rates_by_b:
-                b_in, det.bytes_in_method = msgs * bytes_per_msg[key[0]], "leo_x_topic_ratio"
-            elif leader is not None and (leader, *key) in size_rate:
-                b_in, det.bytes_in_method = size_rate[(leader, *key)], "size_delta"
-            b_in, fresh = self._hold(("in", key), b_in, now)
-            if b_in is not None and not fresh:
-                det.bytes_in_method = "held"
-            methods_in[det.bytes_in_method] += 1
-            if b_in is None:
-                no_rate_parts.append(f"{key[0]}-{key[1]}")
-            elif fresh:
-                fresh_parts += 1
-            else:
-                held_parts += 1
-            # consumer activity (group offset deltas x bytes/msg)
-            bpm = bytes_per_msg.get(key[0])
-            if bpm is None and b_in is not None and msgs:
-                bpm = b_in / msgs
-            g_act = 0.0
-            for group in positions.get(key, {}):
-                gr = group_rate.get((*key, group))
-                if gr is not None and bpm is not None:
-                    g_act += gr * bpm
-            out_weight[key] = g_act if g_act > 0 else (b_in or 0.0)
-            part_rates[key] = {"in": b_in or 0.0, "msgs": msgs or 0.0}
-            if b_in is None:
-                part_rates[key]["missing"] = 1.0
-        # bytes-out
-        leader_topic_weight: dict[tuple[int, str], float] = defaultdict(float)
-        for key, pm in state.partitions.items():
-            if pm.leader is not None:
-                leader_topic_weight[(pm.leader, key[0])] += out_weight[key]
-        for key, pm in state.partitions.items():
-            det = details[key]
-            b_out: float | None = None
-            e = ext_out.get(key)
-            if e is not None and e[0] == pm.leader and e[1] is not None:
-                b_out, det.bytes_out_method = e[1], "partition_counter"
-            elif pm.leader is not None and (pm.leader, key[0]) in broker_topic_out:
-                tot = broker_topic_out[(pm.leader, key[0])]
-                wsum = leader_topic_weight[(pm.leader, key[0])]
-                b_out = tot * out_weight[key] / wsum if wsum > 0 else 0.0
-                det.bytes_out_method = "topic_split"
-            b_out, fresh = self._hold(("out", key), b_out, now)
-            if b_out is not None and not fresh:
-                det.bytes_out_method = "held"
-            methods_out[det.bytes_out_method] += 1
-            part_rates[key]["out"] = b_out or 0.0
+        # ---------------- per-partition figures (vectorised)
+        g = self.phold.ids(keys)
+        topics_of = [k[0] for k in keys]
+        ratio = np.fromiter((bytes_per_msg.get(t, np.nan) for t in topics_of), dtype=np.float64, count=n)
+        has_lead_leo = ~np.isnan(leo_lead_rate)
+        msgs_fresh = np.where(has_lead_leo, leo_lead_rate, leo_any_rate)
+        msgs, _ = self.phold.hold("msgs", g, msgs_fresh, now, cfg.hold_s)
+        leo = np.where(np.isnan(leo_lead_val), leo_any_val, leo_lead_val)
+        m_in = np.zeros(n, dtype=np.int8)
+        b_in = _nan(n)
+        sel = ~np.isnan(ext_in)
+        b_in[sel] = ext_in[sel]
+        m_in[sel] = M_CODES["partition_counter"]
+        sel2 = np.isnan(b_in) & ~np.isnan(msgs_fresh) & ~np.isnan(ratio)
+        b_in[sel2] = msgs_fresh[sel2] * ratio[sel2]
+        m_in[sel2] = M_CODES["leo_x_topic_ratio"]
+        sel3 = np.isnan(b_in) & ~np.isnan(size_lead_rate)
+        b_in[sel3] = size_lead_rate[sel3]
+        m_in[sel3] = M_CODES["size_delta"]
+        b_in, in_fresh = self.phold.hold("in", g, b_in, now, cfg.hold_s)
+        m_in[~in_fresh & ~np.isnan(b_in)] = M_CODES["held"]
+        # consumer activity per partition (offset deltas x bytes/msg) weights the topic-level bytes-out split
+        bpm = np.where(np.isnan(ratio), np.where(msgs > 0, b_in / np.where(msgs > 0, msgs, 1.0), np.nan), ratio)
+        act = np.zeros(n)
+        for (i, _grp), r in group_rate.items():
+            if not math.isnan(bpm[i]):
+                act[i] += r * bpm[i]
+        weight = np.where(act > 0, act, np.nan_to_num(b_in))
+        m_out = np.zeros(n, dtype=np.int8)
+        b_out = _nan(n)
+        sel = ~np.isnan(ext_out)
+        b_out[sel] = ext_out[sel]
+        m_out[sel] = M_CODES["partition_counter"]
+        if broker_topic_out:
+            topic_ids: dict[str, int] = {}
+            tid = np.fromiter((topic_ids.setdefault(t, len(topic_ids)) for t in topics_of), dtype=np.int64, count=n)
+            nt = max(len(topic_ids), 1)
+            lead_ok = leader >= 0
+            gkey = np.where(lead_ok, leader * nt + tid, -1)
+            uniq, inv = np.unique(gkey, return_inverse=True)
+            wsum = np.bincount(inv, weights=weight, minlength=len(uniq))
+            lead_l = leader.tolist()
+            tot_for = np.fromiter((broker_topic_out.get((lead_l[i], topics_of[i]), np.nan) for i in range(n)),
+                                  dtype=np.float64, count=n)
+            share = np.where(wsum[inv] > 0, weight / np.where(wsum[inv] > 0, wsum[inv], 1.0), 0.0)
+            sel = np.isnan(b_out) & ~np.isnan(tot_for)
+            b_out[sel] = tot_for[sel] * share[sel]
+            m_out[sel] = M_CODES["topic_split"]
+        b_out, out_fresh = self.phold.hold("out", g, b_out, now, cfg.hold_s)
+        m_out[~out_fresh & ~np.isnan(b_out)] = M_CODES["held"]
 
         # ---------------- page cache: which fetches read the disk
-        for key, pm in state.partitions.items():
-            det = details[key]
-            leader = pm.leader
-            dr = 0.0
-            if leader is not None and det.leo is not None:
-                t_res = residence.get(leader)
-                if t_res is None:
-                    h = self.held.get(("T", leader))
-                    t_res = h.value if h is not None and now - h.at <= cfg.hold_s else None
-                else:
-                    self.held[("T", leader)] = Held(t_res, now)
-                det.residence_s = t_res
-                r_msgs = part_rates[key]["msgs"]
-                bpm = bytes_per_msg.get(key[0])
-                if bpm is None and r_msgs > 0:
-                    bpm = part_rates[key]["in"] / r_msgs
-                groups = positions.get(key, {})
-                for group, off in sorted(groups.items()):
-                    if t_res is not None and is_disk_read(det.leo, r_msgs, t_res, off):
-                        det.disk_readers.append(group)
-                        gr = group_rate.get((*key, group))
-                        if gr is not None and bpm is not None:
-                            dr += gr * bpm
-                        else:
-                            dr += part_rates[key]["out"] / max(len(groups), 1)
+        residence = np.fromiter((residence_b.get(int(b), np.nan) for b in leader), dtype=np.float64, count=n)
+        dr = np.where(~np.isnan(leo) & (leader >= 0), 0.0, np.nan)
+        readers: dict[int, tuple[list[str], list[str]]] = {}
+        for i, groups in positions.items():
+            if np.isnan(leo[i]) or leader[i] < 0:
+                continue
+            disk_r: list[str] = []
+            cached: list[str] = []
+            t_res = float(residence[i])
+            r_msgs = 0.0 if np.isnan(msgs[i]) else float(msgs[i])
+            total = 0.0
+            for group, off in sorted(groups.items()):
+                if not math.isnan(t_res) and is_disk_read(float(leo[i]), r_msgs, t_res, off):
+                    disk_r.append(group)
+                    gr = group_rate.get((i, group))
+                    if gr is not None and not np.isnan(bpm[i]):
+                        total += gr * float(bpm[i])
                     else:
-                        det.cached_readers.append(group)
-            dr_held, _ = self._hold(("dr", key), dr if pm.leader is not None and det.leo is not None else None, now)
-            part_rates[key]["dr"] = dr_held or 0.0
+                        total += (0.0 if np.isnan(b_out[i]) else float(b_out[i])) / max(len(groups), 1)
+                else:
+                    cached.append(group)
+            readers[i] = (disk_r, cached)
+            dr[i] = total
+        dr, _ = self.phold.hold("dr", g, dr, now, cfg.hold_s)
 
-        # ---------------- log dirs of every replica
-        def dir_of(b: int, t: str, p: int) -> str:
-            d = self.dir_cache.get((b, t, p))
-            if d is None:
-                cov.unknown_log_dirs += 1
-                self.disk_cache.setdefault(b, {}).setdefault(
-                    PLACEHOLDER_DIR, DiskFacts(PLACEHOLDER_DIR, cfg.default_disk_kind, 1, 1.0))
-                return PLACEHOLDER_DIR
-            return d
-
-        # ---------------- six behaviours per disk
-        beh: dict[tuple[int, str], Behaviours] = defaultdict(Behaviours)
-        for key, pm in state.partitions.items():
-            det = details[key]
-            pr = part_rates[key]
-            ra = state.reassignments.get(key)
-            adding = set(ra.adding) if ra else set()
-            leader = pm.leader
-            leader_dir = dir_of(leader, *key) if leader is not None else None
+        # ---------------- replicas: log dirs and the six behaviours per disk
+        disk_ids: dict[tuple[int, str], int] = {}
+        unknown = 0
+        dir_cache = self.dir_cache
+        log_dirs: list[tuple[str, ...]] = []
+        r_part: list[int] = []
+        r_disk: list[int] = []
+        r_role: list[int] = []  # 0 leader, 1 in-sync follower, 2 out-of-sync follower, 3 adding
+        lead_disk = np.full(n, -1, dtype=np.int64)
+        migration = np.zeros(n)
+        reas = state.reassignments
+        for i, (key, pm) in enumerate(zip(keys, pms, strict=True)):
+            t, pn = key
+            dirs = []
+            rinfo = reas.get(key)
             for b in pm.replicas:
+                rpath = dir_cache.get((b, t, pn))
+                if rpath is None:
+                    unknown += 1
+                    rpath = PLACEHOLDER_DIR
+                    self.disk_cache.setdefault(b, {}).setdefault(
+                        PLACEHOLDER_DIR, DiskFacts(PLACEHOLDER_DIR, cfg.default_disk_kind, 1, 1.0))
+                dirs.append(rpath)
                 if b not in alive:
                     continue
-                path = dir_of(b, *key)
-                if b in adding:
-                    cr = size_rate.get((b, *key), 0.0)
-                    det.migration_bytes_per_s += cr
-                    beh[(b, path)].migration_write += cr
-                    if leader is not None and leader_dir is not None:
-                        beh[(leader, leader_dir)].migration_read += cr
-                    continue
-                if b == leader:
-                    beh[(b, path)].user_write += pr["in"]
-                    beh[(b, path)].user_read += pr["dr"]
+                did = disk_ids.get((b, rpath))
+                if did is None:
+                    did = disk_ids[(b, rpath)] = len(disk_ids)
+                r_part.append(i)
+                r_disk.append(did)
+                if rinfo is not None and b in rinfo.adding:
+                    r_role.append(3)
+                elif b == pm.leader:
+                    r_role.append(0)
+                    lead_disk[i] = did
                 elif b in pm.isr:
-                    beh[(b, path)].replication_write += pr["in"]
+                    r_role.append(1)
                 else:
-                    # out-of-sync follower catching up: its LEO rate is what it copies
-                    f_rate = leo_rate.get(key, {}).get(b)
-                    f_leo = leo_val.get(key, {}).get(b)
-                    bpm = bytes_per_msg.get(key[0], 0.0)
-                    if f_rate is not None and bpm:
-                        w = f_rate * bpm
-                        beh[(b, path)].replication_write += w
-                        det.lagging_followers.append(b)
-                        t_res = det.residence_s
-                        if (leader is not None and leader_dir is not None and det.leo is not None
-                                and f_leo is not None and t_res is not None
-                                and is_disk_read(det.leo, pr["msgs"], t_res, f_leo)):
-                            beh[(leader, leader_dir)].replication_read += w
-            # intra-broker future replicas (KIP-113)
-            for b in pm.replicas:
-                for path, d in state.log_dirs.get(b, {}).items():
-                    fdir = d.replicas.get(key)
-                    if fdir is not None and fdir.is_future and b in payloads:
-                        _, clock, ck = payloads[b]
-                        rr = self.counters.update((ck, b, "future", key), clock, float(fdir.size))
-                        if rr.value is not None:
-                            beh[(b, path)].migration_write += rr.value
-                            src = self.dir_cache.get((b, *key))
-                            if src is not None:
-                                beh[(b, src)].migration_read += rr.value
-                            det.migration_bytes_per_s += rr.value
+                    r_role.append(2)
+            log_dirs.append(tuple(dirs))
+        cov.unknown_log_dirs = unknown
+        self.unknown_dirs_last_round = unknown
+        nd = len(disk_ids)
+        rp = np.asarray(r_part, dtype=np.int64)
+        rd_ = np.asarray(r_disk, dtype=np.int64)
+        rr_ = np.asarray(r_role, dtype=np.int8)
+        b_in0 = np.nan_to_num(b_in)
+        dr0 = np.nan_to_num(dr)
+        beh_a: dict[str, npt.NDArray[np.float64]] = {name: np.zeros(nd) for name in BEHAVIOURS}
+        if len(rp):
+            m0, m1 = rr_ == 0, rr_ == 1
+            beh_a["user_write"] = np.bincount(rd_[m0], weights=b_in0[rp[m0]], minlength=nd).astype(np.float64)
+            beh_a["user_read"] = np.bincount(rd_[m0], weights=dr0[rp[m0]], minlength=nd).astype(np.float64)
+            beh_a["replication_write"] = np.bincount(rd_[m1], weights=b_in0[rp[m1]],
+                                                     minlength=nd).astype(np.float64)
+        lagging: dict[int, list[int]] = {}
+        disk_keys = list(disk_ids)
+        for j in np.nonzero(rr_ >= 2)[0].tolist():
+            i = int(rp[j])
+            key = keys[i]
+            did = int(rd_[j])
+            b = disk_keys[did][0]
+            if rr_[j] == 3:
+                cr = sp_size_rate.get((b, *key), 0.0)
+                migration[i] += cr
+                beh_a["migration_write"][did] += cr
+                if lead_disk[i] >= 0:
+                    beh_a["migration_read"][lead_disk[i]] += cr
+                continue
+            f_rate = sp_leo_rate.get((b, *key))
+            f_leo = sp_leo_val.get((b, *key))
+            if f_rate is None or np.isnan(bpm[i]):
+                continue
+            fw = f_rate * float(bpm[i])
+            beh_a["replication_write"][did] += fw
+            lagging.setdefault(i, []).append(b)
+            t_res = float(residence[i])
+            if (lead_disk[i] >= 0 and not np.isnan(leo[i]) and f_leo is not None and not math.isnan(t_res)
+                    and is_disk_read(float(leo[i]), 0.0 if np.isnan(msgs[i]) else float(msgs[i]), t_res, f_leo)):
+                beh_a["replication_read"][lead_disk[i]] += fw
+        # intra-broker future replicas (KIP-113): copy rate from the growth of the future's size
+        for b, path, key, size in state.futures:
+            if b not in payloads or key not in pidx:
+                continue
+            _, clock, ck = payloads[b]
+            fr, _codes = self.rates.update((ck, b, "future"), [key], clock, [float(size)])
+            rate = float(fr[0])
+            if rate == rate:
+                did = disk_ids.setdefault((b, path), len(disk_ids))
+                for name in BEHAVIOURS:
+                    if did >= len(beh_a[name]):
+                        beh_a[name] = np.concatenate([beh_a[name], np.zeros(did + 1 - len(beh_a[name]))])
+                beh_a["migration_write"][did] += rate
+                src = dir_cache.get((b, *key))
+                if src is not None and (b, src) in disk_ids:
+                    beh_a["migration_read"][disk_ids[(b, src)]] += rate
+                migration[pidx[key]] += rate
+        disk_keys = list(disk_ids)
+        beh: dict[tuple[int, str], Behaviours] = {}
+        for did, dk in enumerate(disk_keys):
+            beh[dk] = Behaviours(**{name: float(beh_a[name][did]) for name in BEHAVIOURS})
 
         # ---------------- assemble brokers and disks
         brokers: list[Broker] = []
@@ -661,44 +833,48 @@ class LoadModel:
             idc = info.idc or cfg.default_idc
             pool = info.pool or cfg.default_pool
             is_alive = bid in alive
-            mem_total = broker_mem.get(bid, (None, None))[0]
-            mem, _ = self._hold(("mem", bid), mem_total, now)
+            mem, _ = self._hold(("mem", bid), broker_mem.get(bid, (None, None))[0], now)
             disks: list[Disk] = []
             facts = self.disk_cache.get(bid, {})
-            used_by_dir: dict[str, int] = {}
-            for path, d in (state.log_dirs.get(bid) or {}).items():
-                if d.total_bytes is not None and d.usable_bytes is not None:
-                    used_by_dir[path] = max(d.total_bytes - d.usable_bytes, 0)
-                else:
-                    used_by_dir[path] = sum(r.size for r in d.replicas.values())
+            ld = state.log_dirs.get(bid) or {}
             for path in sorted(facts):
                 f = facts[path]
                 disks_total += 1
-                rates = disk_rates.get((bid, path), {}) if is_alive else {}
                 dk = (bid, path)
-                util, fresh = self._hold(("util", dk), rates.get("util"), now) if is_alive else (None, False)
-                if fresh:
-                    disks_fresh += 1
-                rd, _ = self._hold(("read", dk), rates.get("read"), now) if is_alive else (None, False)
-                wr, _ = self._hold(("write", dk), rates.get("write"), now) if is_alive else (None, False)
-                aw, _ = self._hold(("await", dk), rates.get("await"), now) if is_alive else (None, False)
-                disk_util_round[dk] = util if is_alive else None
+                rr = disk_rates.get(dk, {}) if is_alive else {}
+                if is_alive:
+                    util, fresh = self._hold(("util", dk), rr.get("util"), now)
+                    rd, _ = self._hold(("read", dk), rr.get("read"), now)
+                    wr, _ = self._hold(("write", dk), rr.get("write"), now)
+                    aw, _ = self._hold(("await", dk), rr.get("await"), now)
+                else:
+                    util = rd = wr = aw = None
+                    fresh = False
+                disks_fresh += fresh
+                disk_util_round[dk] = util
                 cap = max(int(f.capacity_bytes), 1)
-                used_f = rates.get("used")
-                used = int(used_f) if used_f is not None else used_by_dir.get(path, 0)
+                used_f = rr.get("used")
+                if used_f is not None:
+                    used = int(used_f)
+                elif path in ld and ld[path].total_bytes is not None and ld[path].usable_bytes is not None:
+                    used = max(int(ld[path].total_bytes or 0) - int(ld[path].usable_bytes or 0), 0)
+                elif path in ld:
+                    used = sum(r.size for r in ld[path].replicas.values())
+                else:
+                    used = 0
                 used = min(max(used, 0), cap)
                 bh = beh.get(dk)
+                if bh is None and is_alive and path != PLACEHOLDER_DIR:
+                    bh = beh[dk] = Behaviours()
                 if bh is not None:
                     bh.measured_read = rd
                     bh.measured_write = wr
-                elif is_alive and path != PLACEHOLDER_DIR:
-                    beh[dk] = Behaviours(measured_read=rd, measured_write=wr)
                 disks.append(Disk(path=path, kind=f.kind, capacity_bytes=cap,
                                   max_bytes_per_s=max(float(f.max_bytes_per_s), 1.0), used_bytes=used,
                                   util=min(max(util or 0.0, 0.0), 1.0), await_ms=max(aw or 0.0, 0.0),
                                   read_bytes_per_s=max(rd or 0.0, 0.0), write_bytes_per_s=max(wr or 0.0, 0.0)))
-            if is_alive:
-                cov.brokers_with_metrics += [bid] if bid in payloads else []
+            if is_alive and bid in payloads:
+                cov.brokers_with_metrics.append(bid)
             brokers.append(Broker(id=bid, host=host or "unknown", port=port if port and 0 < port < 65536 else 1,
                                   idc=idc, rack=rack, pool=pool,
                                   state=BrokerState.ALIVE if is_alive else BrokerState.DEAD,
@@ -707,16 +883,14 @@ class LoadModel:
         cov.disks_total = disks_total
         cov.disks_with_metrics = disks_fresh
 
-        # ---------------- history windows
+        # ---------------- history windows, then load_history on every disk
         self.disk_window.append(disk_util_round)
-        if "bytes_in" in self.partition_windows:
-            self.partition_windows["bytes_in"].append(
-                {k: (None if "missing" in v else v["in"]) for k, v in part_rates.items()})
-        if "disk_read" in self.partition_windows:
-            self.partition_windows["disk_read"].append({k: v["dr"] for k, v in part_rates.items()})
-        if "bytes_out" in self.partition_windows:
-            self.partition_windows["bytes_out"].append({k: v["out"] for k, v in part_rates.items()})
+        part_vals = {"bytes_in": b_in, "disk_read": dr, "bytes_out": b_out}
+        for name, win in self.partition_windows.items():
+            arr = part_vals[name].tolist()
+            win.append({k: (None if v != v else v) for k, v in zip(keys, arr, strict=True)})
         final_brokers = []
+        hp = cfg.history_points
         for br in brokers:
             final_brokers.append(Broker(
                 id=br.id, host=br.host, port=br.port, idc=br.idc, rack=br.rack, pool=br.pool, state=br.state,
@@ -725,63 +899,65 @@ class LoadModel:
                                  max_bytes_per_s=d.max_bytes_per_s, used_bytes=d.used_bytes, util=d.util,
                                  await_ms=d.await_ms, read_bytes_per_s=d.read_bytes_per_s,
                                  write_bytes_per_s=d.write_bytes_per_s,
-                                 load_history=tuple(min(max(x, 0.0), 1.0) for x in self.disk_window.downsampled(
-                                     (br.id, d.path), cfg.history_points)))
+                                 load_history=tuple(min(max(x, 0.0), 1.0)
+                                                    for x in self.disk_window.downsampled((br.id, d.path), hp)))
                             for d in br.disks)))
 
         # ---------------- topics
+        sizes = np.where(leader >= 0, size_lead_val, size_any_val)
+        if state.log_dirs:
+            missing = np.nonzero(np.isnan(sizes) & (leader >= 0))[0].tolist()
+            for i in missing:
+                key = keys[i]
+                for d in (state.log_dirs.get(int(leader[i])) or {}).values():
+                    ldir = d.replicas.get(key)
+                    if ldir is not None and not ldir.is_future:
+                        sizes[i] = float(ldir.size)
+        sizes = np.nan_to_num(sizes)
+        pool_of = {b.id: b.pool for b in final_brokers}
+        b_in_l = np.nan_to_num(b_in).tolist()
+        b_out_l = np.nan_to_num(b_out).tolist()
+        msgs_l = np.nan_to_num(msgs).tolist()
+        dr_l = np.nan_to_num(dr).tolist()
+        size_l = sizes.tolist()
         by_topic: dict[str, list[Partition]] = defaultdict(list)
-        for key in sorted(state.partitions):
-            pm = state.partitions[key]
-            pr = part_rates[key]
-            size = 0
-            if pm.leader is not None:
-                lv = size_val.get((pm.leader, *key))
-                if lv is None:
-                    for d in (state.log_dirs.get(pm.leader) or {}).values():
-                        ldir = d.replicas.get(key)
-                        if ldir is not None and not ldir.is_future:
-                            lv = float(ldir.size)
-                size = int(lv or 0)
-            if size == 0:
-                size = int(max((v for (b, t, p), v in size_val.items() if (t, p) == key), default=0)) \
-                    if pm.leader is None else size
+        topic_pools: dict[str, set[str]] = defaultdict(set)
+        for i, (key, pm) in enumerate(zip(keys, pms, strict=True)):
+            isr = pm.isr if all(b in pm.replicas for b in pm.isr) else tuple(b for b in pm.isr if b in pm.replicas)
             by_topic[key[0]].append(Partition(
-                topic=key[0], partition=key[1], replicas=pm.replicas, leader=pm.leader,
-                isr=tuple(b for b in pm.isr if b in pm.replicas),
-                log_dirs=tuple(dir_of(b, *key) for b in pm.replicas), size_bytes=max(size, 0),
-                bytes_in_per_s=pr["in"], bytes_out_per_s=pr["out"], messages_in_per_s=pr["msgs"],
-                disk_read_bytes_per_s=pr["dr"]))
-        topics = tuple(Topic(name=t, partitions=tuple(ps), pool=self._topic_pool(ps, final_brokers))
-                       for t, ps in sorted(by_topic.items()))
+                topic=key[0], partition=key[1], replicas=pm.replicas, leader=pm.leader, isr=isr,
+                log_dirs=log_dirs[i], size_bytes=max(int(size_l[i]), 0), bytes_in_per_s=b_in_l[i],
+                bytes_out_per_s=b_out_l[i], messages_in_per_s=msgs_l[i], disk_read_bytes_per_s=dr_l[i]))
+            tpools = topic_pools[key[0]]
+            if len(tpools) < 2:
+                tpools.update(pool_of.get(r, "shared") for r in pm.replicas)
+        topics = tuple(Topic(name=t, partitions=tuple(ps),
+                             pool=next(iter(topic_pools[t])) if len(topic_pools[t]) == 1 else "shared")
+                       for t, ps in by_topic.items())
 
         # ---------------- coverage
-        cov.partitions_total = len(state.partitions)
-        cov.partitions_with_rates = fresh_parts
-        cov.partitions_held = held_parts
-        cov.partitions_without_rates = no_rate_parts
-        cov.partitions_offline = offline
-        cov.bytes_in_methods = dict(methods_in)
-        cov.bytes_out_methods = dict(methods_out)
+        cov.partitions_total = n
+        cov.partitions_with_rates = int(np.count_nonzero(in_fresh))
+        cov.partitions_held = int(np.count_nonzero(~in_fresh & ~np.isnan(b_in)))
+        cov.partitions_without_rates = [f"{keys[i][0]}-{keys[i][1]}" for i in np.nonzero(np.isnan(b_in))[0][:51]]
+        cov.partitions_offline = [f"{keys[i][0]}-{keys[i][1]}" for i in np.nonzero(leader < 0)[0][:51]]
+        cov.bytes_in_methods = {M_NAMES[int(c)]: int(k) for c, k in enumerate(np.bincount(m_in, minlength=6)) if k}
+        cov.bytes_out_methods = {M_NAMES[int(c)]: int(k) for c, k in enumerate(np.bincount(m_out, minlength=6)) if k}
         cov.drops = drops.as_dict()
         cov.drop_examples = list(drops.examples)
         cov.reassignments_in_flight = len(state.reassignments)
         cov.first_round = self.rounds == 0
-        self.counters.end_round()
+        cov.admin_details_age_s = state.details_age_s
+        self.rates.end_round()
         self.rounds += 1
         cov.memory = self.memory_bytes()
         snap = ClusterSnapshot(cluster=self.endpoints.cluster, taken_at=datetime.fromtimestamp(now, tz=UTC),
                                brokers=tuple(final_brokers), topics=topics, extra={"coverage": cov})
-        return Collected(snapshot=snap, coverage=cov, behaviours=dict(beh), partitions=details,
+        details = PartitionDetails(keys, pidx, {"leo": leo, "residence": residence, "m_in": m_in, "m_out": m_out,
+                                                "migration": migration}, readers, lagging)
+        return Collected(snapshot=snap, coverage=cov, behaviours=beh, partitions=details,
                          throttles=state.throttles(), quotas=list(state.quotas),
                          round_seconds={"build": time.perf_counter() - t_start})
-
-    @staticmethod
-    def _topic_pool(parts: list[Partition], brokers: list[Broker]) -> str:
-        """A topic's pool: the pool of its replicas' brokers when they agree, else ``shared``."""
-        pool_of = {b.id: b.pool for b in brokers}
-        pools = {pool_of.get(r, "shared") for p in parts for r in p.replicas}
-        return pools.pop() if len(pools) == 1 else "shared"
 
     def history_stats(self) -> dict[str, dict[Hashable, tuple[float, float, int]]]:
         """Median/p95/samples per disk (util) and per partition series over the window."""
@@ -789,14 +965,3 @@ class LoadModel:
         for name, w in self.partition_windows.items():
             out[f"partition_{name}"] = w.stats()
         return out
-
-
-def _tp(labels: dict[str, str]) -> tuple[str, int] | None:
-    t = labels.get("topic")
-    p = labels.get("partition")
-    if not t or p is None:
-        return None
-    try:
-        return (t, int(p))
-    except ValueError:
-        return None

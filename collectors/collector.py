@@ -39,7 +39,7 @@ class ClusterCollector:
 
     def __init__(self, endpoints: ClusterEndpoints, config: ModelConfig | None = None,
                  source_options: KafkaSourceOptions | None = None, scrape_timeout_s: float = 5.0,
-                 concurrency: int = 256, source: KafkaSource | None = None) -> None:
+                 concurrency: int = 256, source: KafkaSource | None = None, full_admin_every: int = 6) -> None:
         self.endpoints = endpoints
         self.model = LoadModel(endpoints, config)
         self.source = source or KafkaSource(endpoints.bootstrap_servers, source_options)
@@ -47,6 +47,26 @@ class ClusterCollector:
         self.concurrency = concurrency
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"admin-{endpoints.cluster}")
         self.last_state: KafkaState | None = None
+        self.full_admin_every = max(1, full_admin_every)
+        self._since_full = 0
+        self._had_futures = False
+
+    def _need_full(self) -> bool:
+        """Log dirs, configs and quotas are re-read every ``full_admin_every`` rounds, and at once when
+        the last round saw replicas without a known log dir, reassignments or intra-broker moves."""
+        last = self.last_state
+        return (last is None or self._since_full + 1 >= self.full_admin_every
+                or self.model.unknown_dirs_last_round > 0 or bool(last.reassignments) or self._had_futures)
+
+    def _fetch(self) -> KafkaState:
+        full = self._need_full()
+        state = self.source.fetch(full=full, previous=self.last_state)
+        if state.full:
+            self._since_full = 0
+            self._had_futures = bool(state.futures)
+        else:
+            self._since_full += 1
+        return state
 
     def scrape(self) -> RoundResult:
         """One concurrent scrape of every metrics endpoint of the cluster."""
@@ -55,7 +75,7 @@ class ClusterCollector:
     def collect_once(self) -> Collected:
         """One round. Raises :class:`CollectionError` when cluster metadata cannot be read."""
         t0 = time.perf_counter()
-        fut = self._pool.submit(self.source.fetch)
+        fut = self._pool.submit(self._fetch)
         scrape = self.scrape()
         t_scrape = time.perf_counter() - t0
         try:

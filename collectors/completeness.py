@@ -47,6 +47,7 @@ class Coverage:
     drops: dict[str, dict[str, int]] = field(default_factory=dict)
     drop_examples: list[str] = field(default_factory=list)
     first_round: bool = False
+    admin_details_age_s: float = 0.0
     parse_seconds: float = 0.0
     memory: dict[str, int] = field(default_factory=dict)
 

@@ -23,10 +23,13 @@ class RingWindow:
     ``append`` is O(keys); ``stats`` is O(keys × capacity) (vectorised).
     """
 
-    def __init__(self, capacity: int, initial_rows: int = 64) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be >= 1")
+    def __init__(self, capacity: int, initial_rows: int = 64, every: int = 1) -> None:
+        if capacity < 1 or every < 1:
+            raise ValueError("capacity and every must be >= 1")
         self.capacity = int(capacity)
+        self.every = int(every)
+        self._pending: dict[Hashable, tuple[float, int]] = {}
+        self._pending_rounds = 0
         self._data: F32 = np.full((max(initial_rows, 1), self.capacity), np.nan, dtype=np.float32)
         self._row: dict[Hashable, int] = {}
         self._last_seen: dict[Hashable, int] = {}
@@ -44,6 +47,14 @@ class RingWindow:
         """Bytes held by the sample matrix (the dominant cost)."""
         return int(self._data.nbytes)
 
+    def _reserve(self, extra: int) -> None:
+        need = self._n_rows + extra
+        if need > self._data.shape[0]:
+            grown = np.full((max(need, int(self._data.shape[0] * 1.25) + 1), self.capacity), np.nan,
+                            dtype=np.float32)
+            grown[: self._data.shape[0]] = self._data
+            self._data = grown
+
     def _row_of(self, key: Hashable) -> int:
         r = self._row.get(key)
         if r is not None:
@@ -52,17 +63,32 @@ class RingWindow:
             r = self._free.pop()
         else:
             r = self._n_rows
+            self._reserve(1)
             self._n_rows += 1
-            if r >= self._data.shape[0]:
-                grown = np.full((self._data.shape[0] * 2, self.capacity), np.nan, dtype=np.float32)
-                grown[: self._data.shape[0]] = self._data
-                self._data = grown
         self._data[r, :] = np.nan
         self._row[key] = r
         return r
 
     def append(self, values: Mapping[Hashable, float | None]) -> None:
-        """Append one round: ``values[key]`` for present keys (None/NaN = no sample)."""
+        """Add one round: ``values[key]`` for present keys (None/NaN = no sample).
+
+        With ``every > 1`` rounds are averaged and one column is written every ``every`` rounds.
+        """
+        if self.every > 1:
+            pend = self._pending
+            for key, v in values.items():
+                if v is not None and v == v:
+                    s, n = pend.get(key, (0.0, 0))
+                    pend[key] = (s + v, n + 1)
+                elif key not in pend:
+                    pend[key] = (0.0, 0)
+            self._pending_rounds += 1
+            if self._pending_rounds < self.every:
+                return
+            values = {k: (s / n if n else None) for k, (s, n) in pend.items()}
+            self._pending = {}
+            self._pending_rounds = 0
+        self._reserve(sum(1 for k in values if k not in self._row) - len(self._free))
         col = self.pos
         self._data[: self._n_rows, col] = np.nan
         rows: list[int] = []

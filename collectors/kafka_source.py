@@ -99,6 +99,15 @@ class KafkaState:
     errors: dict[str, str] = field(default_factory=dict)
     fetched_at: float = 0.0  # time.time()
     duration_s: float = 0.0
+    full: bool = True
+    """False when log dirs, configs and quotas were carried over from an earlier full fetch."""
+    details_age_s: float = 0.0
+
+    @property
+    def futures(self) -> list[tuple[int, str, tuple[str, int], int]]:
+        """In-flight intra-broker moves: (broker, destination log dir, partition, bytes copied)."""
+        return [(b, path, key, r.size) for b, dirs in self.log_dirs.items() for path, d in dirs.items()
+                for key, r in d.replicas.items() if r.is_future]
 
     @property
     def topics(self) -> list[str]:
@@ -129,7 +138,7 @@ class KafkaState:
 class KafkaSourceOptions:
     """Timeouts and what to fetch each round."""
 
-    request_timeout_ms: int = 10_000
+    request_timeout_ms: int = 30_000
     describe_log_dirs: bool = True
     describe_configs: bool = True
     describe_quotas: bool = True
@@ -177,8 +186,12 @@ class KafkaSource:
         self.close()
 
     # ------------------------------------------------------------------ round
-    def fetch(self) -> KafkaState:
-        """Read the cluster's current state. Raises :class:`KafkaSourceError` without metadata."""
+    def fetch(self, full: bool = True, previous: KafkaState | None = None) -> KafkaState:
+        """Read the cluster's current state. Raises :class:`KafkaSourceError` without metadata.
+
+        With ``full=False`` only metadata and in-flight reassignments are read; log dirs, configs
+        and quotas are carried over from ``previous`` (its age is kept in ``details_age_s``).
+        """
         t0 = time.perf_counter()
         admin = self._client()
         try:
@@ -209,8 +222,6 @@ class KafkaSource:
                     tuple(int(x) for x in p.get("isr_nodes", [])),
                     tuple(int(x) for x in (p.get("offline_replicas") or [])))
         alive = sorted(brokers)
-        if self.options.describe_log_dirs:
-            self._log_dirs(admin, state, alive)
         try:
             ra = admin.list_partition_reassignments(timeout_ms=self.options.request_timeout_ms)
             for tp, v in ra.items():
@@ -218,9 +229,23 @@ class KafkaSource:
                     tuple(v["replicas"]), tuple(v["adding_replicas"]), tuple(v["removing_replicas"]))
         except Exception as exc:
             state.errors["list_partition_reassignments"] = f"{type(exc).__name__}: {exc}"
-        if self.options.describe_configs:
+        if not full and (previous is None or set(state.reassignments) - set(previous.reassignments)
+                         or len(state.partitions) != len(previous.partitions)
+                         or set(state.partitions) - set(previous.partitions)):
+            full = True  # new replicas or partitions: their log dirs must be read now
+        if not full and previous is not None:
+            state.full = False
+            state.log_dirs = previous.log_dirs
+            state.broker_configs = previous.broker_configs
+            state.topic_configs = previous.topic_configs
+            state.quotas = previous.quotas
+            state.details_age_s = previous.details_age_s + (state.fetched_at - previous.fetched_at)
+            state.errors.update({k: v for k, v in previous.errors.items() if not k.startswith("list_partition")})
+        if full and self.options.describe_log_dirs:
+            self._log_dirs(admin, state, alive)
+        if full and self.options.describe_configs:
             self._configs(admin, state, alive)
-        if self.options.describe_quotas:
+        if full and self.options.describe_quotas:
             self._quotas(admin, state)
         state.duration_s = time.perf_counter() - t0
         return state

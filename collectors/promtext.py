@@ -22,36 +22,75 @@ from dataclasses import dataclass, field
 Labels = tuple[tuple[str, str], ...]
 
 _LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?\s*')
-_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 
 
 class PayloadError(ValueError):
     """A scraped payload is unusable (empty, mostly garbage, not Prometheus text)."""
 
 
+_LABELS_CACHE: dict[str, dict[str, str] | None] = {"": {}}
+
+
+def labels_of(body: str) -> dict[str, str] | None:
+    """The label dict of a raw label string (``a="1",b="2"``); None when malformed. Cached."""
+    got = _LABELS_CACHE.get(body)
+    if got is not None or body in _LABELS_CACHE:
+        return got
+    pairs = _LABEL_RE.findall(body)
+    rest = _LABEL_RE.sub("", body).strip()
+    labels = None if rest else {k: _unescape(v) for k, v in pairs}
+    if len(_LABELS_CACHE) > 2_000_000:
+        _LABELS_CACHE.clear()
+        _LABELS_CACHE[""] = {}
+    _LABELS_CACHE[body] = labels
+    return labels
+
+
 @dataclass(slots=True)
 class Payload:
-    """Samples of one scrape, grouped by metric name: ``name -> [(labels, value), ...]``.
+    """Samples of one scrape, columnar per metric name: ``name -> (raw label strings, values)``.
 
-    Values are floats exactly as exposed (NaN/Inf included: rate math decides what to drop).
+    The raw label string (what is between the braces) identifies a series within a payload and
+    is what rate state is keyed by; :meth:`get` parses labels on demand (cached).  Values are
+    floats exactly as exposed (NaN/Inf included: rate math decides what to drop).
     """
 
-    families: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+    raw: dict[str, tuple[list[str], list[float]]] = field(default_factory=dict)
     lines: int = 0
     samples: int = 0
     bad_lines: int = 0
     first_bad: str = ""
 
+    @property
+    def families(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """Every family as ``[(labels, value), ...]`` (parses all labels: for tests and tools)."""
+        return {name: self.get(name) for name in self.raw}
+
     def get(self, name: str) -> list[tuple[dict[str, str], float]]:
-        """Samples of ``name`` (empty list when absent)."""
-        return self.families.get(name, [])
+        """Samples of ``name`` with parsed labels (empty list when absent); malformed labels skipped."""
+        fam = self.raw.get(name)
+        if fam is None:
+            return []
+        out = []
+        for body, v in zip(fam[0], fam[1], strict=True):
+            lab = labels_of(body)
+            if lab is not None:
+                out.append((lab, v))
+        return out
 
     def scalar(self, name: str) -> float | None:
         """The value of an unlabelled sample of ``name``, or None."""
-        for labels, value in self.families.get(name, ()):
-            if not labels:
-                return value
+        fam = self.raw.get(name)
+        if fam is None:
+            return None
+        for body, v in zip(fam[0], fam[1], strict=True):
+            if not body:
+                return v
         return None
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _unescape(value: str) -> str:
@@ -60,73 +99,48 @@ def _unescape(value: str) -> str:
     return value.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
 
 
-def _parse_value(text: str) -> float:
-    v = float(text)  # accepts NaN, +Inf, -Inf, exponents
-    return v
+_LINE_RE = re.compile(
+    r"^[ \t]*([a-zA-Z_:][a-zA-Z0-9_:]*)[ \t]*(?:\{(.*)\})?[ \t]+([^ \t\r\n]+)(?:[ \t]+-?[0-9]+)?[ \t\r]*$",
+    re.M)
+_CONTENT_RE = re.compile(r"^[ \t]*[^#\s]", re.M)
 
 
 def parse_fast(text: str, wanted: Iterable[str] | None = None) -> Payload:
     """Parse Prometheus text; keep only metric names in ``wanted`` (all when None).
 
-    Never raises on bad input: malformed lines are counted in ``bad_lines``.
-    O(len(text)).
+    Never raises on bad input: malformed lines are counted in ``bad_lines``.  One C-level regex
+    pass over the whole text; label sets are parsed once per distinct label string.  O(len(text)).
     """
     want = set(wanted) if wanted is not None else None
     out = Payload()
-    fams = out.families
-    find_labels = _LABEL_RE.findall
-    for raw in text.split("\n"):
-        line = raw.strip()
-        if not line or line[0] == "#":
+    fams = out.raw
+    matched = 0
+    for name, body, value in _LINE_RE.findall(text):
+        matched += 1
+        if want is not None and name not in want:
             continue
-        out.lines += 1
-        brace = line.find("{")
-        if brace >= 0:
-            name = line[:brace].rstrip()
-            if want is not None and name not in want:
-                if not _NAME_RE.match(name) or line.rfind("}") < brace:
-                    out.bad_lines += 1
-                    out.first_bad = out.first_bad or line[:80]
-                continue
-            close = line.rfind("}")
-            if close < brace:
-                out.bad_lines += 1
-                out.first_bad = out.first_bad or line[:80]
-                continue
-            body = line[brace + 1:close]
-            rest = line[close + 1:].split()
-            pairs = find_labels(body)
-            labels = {k: _unescape(v) for k, v in pairs}
-            # everything inside the braces must have been consumed by label pairs
-            if body.strip() and sum(1 for _ in pairs) == 0:
-                out.bad_lines += 1
-                out.first_bad = out.first_bad or line[:80]
-                continue
-        else:
-            parts = line.split()
-            name = parts[0]
-            if want is not None and name not in want:
-                if not _NAME_RE.match(name) or len(parts) < 2:
-                    out.bad_lines += 1
-                    out.first_bad = out.first_bad or line[:80]
-                continue
-            rest = parts[1:]
-            labels = {}
-        if not rest or len(rest) > 2 or not _NAME_RE.match(name):
+        if body and ("=" not in body or body.count('"') % 2):
             out.bad_lines += 1
-            out.first_bad = out.first_bad or line[:80]
             continue
         try:
-            value = _parse_value(rest[0])
+            v = float(value)
         except ValueError:
             out.bad_lines += 1
-            out.first_bad = out.first_bad or line[:80]
             continue
         fam = fams.get(name)
         if fam is None:
-            fam = fams[name] = []
-        fam.append((labels, value))
+            fam = fams[name] = ([], [])
+        fam[0].append(body.strip())
+        fam[1].append(v)
         out.samples += 1
+    out.lines = len(_CONTENT_RE.findall(text))
+    out.bad_lines += max(out.lines - matched, 0)
+    if out.bad_lines:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line and line[0] != "#" and not _LINE_RE.match(line):
+                out.first_bad = line[:80]
+                break
     return out
 
 
@@ -141,12 +155,15 @@ def parse_reference(text: str, wanted: Iterable[str] | None = None) -> Payload:
     want = set(wanted) if wanted is not None else None
     out = Payload()
     try:
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
+        for metric in text_string_to_metric_families(text):
+            for s in metric.samples:
                 out.lines += 1
                 if want is not None and s.name not in want:
                     continue
-                out.families.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
+                body = ",".join(f'{k}="{_escape(v)}"' for k, v in s.labels.items())
+                col = out.raw.setdefault(s.name, ([], []))
+                col[0].append(body)
+                col[1].append(float(s.value))
                 out.samples += 1
     except (ValueError, TypeError, IndexError) as exc:
         raise PayloadError(f"prometheus_client rejected the payload: {exc}") from None

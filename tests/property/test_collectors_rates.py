@@ -24,7 +24,7 @@ def test_rate_is_none_or_finite_nonnegative_bounded(t0, v0, t1, v1, min_elapsed,
         assert t0 is not None and t1 is not None and t1 - t0 >= min_elapsed and t1 - t0 > 0
 
 
-@given(st.floats(0, 1e15), st.floats(0, 1e15), st.floats(0.5, 1e5), st.floats(0, 1e9))
+@given(st.floats(0, 1e15), st.floats(0, 1e15), st.floats(0.6, 1e5), st.floats(0, 1e9))
 def test_increase_over_elapsed(v0, inc, elapsed, t0) -> None:
     r = counter_rate(t0, v0, t0 + elapsed, v0 + inc)
     assert r.value is not None
@@ -59,3 +59,30 @@ def test_tracker_rates_are_always_sane(steps) -> None:
         r = tr.update("k", t, sample)
         assert r.value is None or (math.isfinite(r.value) and r.value >= 0)
         tr.end_round()
+
+
+@given(st.lists(st.tuples(st.floats(-1.0, 20.0),
+                          st.lists(st.one_of(st.none(), st.floats(0, 1e6), st.just(math.nan), st.just(-5.0),
+                                             st.just(math.inf), st.floats(-1e3, 0)), min_size=4, max_size=4)),
+                min_size=1, max_size=25))
+@settings(max_examples=300)
+def test_vector_tracker_agrees_with_scalar_tracker(rounds) -> None:
+    """The numpy tracker gives exactly the scalar tracker's rates and reasons, series by series."""
+    from collectors.rates import REASONS, VectorCounterTracker
+
+    scalar = CounterTracker(min_elapsed_s=0.5, forget_after=3)
+    vector = VectorCounterTracker(min_elapsed_s=0.5, forget_after=3)
+    t = 100.0
+    for dt, vals in rounds:
+        t += dt
+        keys = [k for k, v in enumerate(vals) if v is not None]  # missing samples: series absent
+        got, codes = vector.update("b", keys, t, [vals[k] for k in keys])
+        for j, k in enumerate(keys):
+            exp = scalar.update(k, t, vals[k])
+            assert REASONS[codes[j]] == (None if exp.reason is None else exp.reason), (k, t, vals[k])
+            if exp.value is None:
+                assert math.isnan(got[j])
+            else:
+                assert math.isclose(got[j], exp.value, rel_tol=1e-12, abs_tol=1e-12)
+        scalar.end_round()
+        vector.end_round()
