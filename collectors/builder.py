@@ -40,7 +40,7 @@ import numpy.typing as npt
 from collectors.completeness import Coverage
 from collectors.endpoints import BrokerInfo, ClusterEndpoints
 from collectors.history import RingWindow
-from collectors.kafka_source import KafkaState
+from collectors.kafka_source import KafkaState, PartitionMeta
 from collectors.pagecache import BEHAVIOURS, Behaviours, is_disk_read, residence_seconds
 from collectors.promtext import Payload, labels_of
 from collectors.rates import REASONS, DropLog, DropReason, VectorCounterTracker, gauge_value
@@ -85,7 +85,7 @@ M_GROUP_OFFSET = "kafka_consumergroup_current_offset"
 WANTED_METRICS = frozenset({
     M_SIM_TIME, M_BROKER_INFO, M_LOG_DIR_INFO, M_DISK_MAX, M_IO_TIME, M_READ_B, M_WRITE_B, M_READS, M_WRITES,
     M_READ_T, M_WRITE_T, M_FS_SIZE, M_FS_AVAIL, M_MEM_TOTAL, M_MEM_AVAIL, M_T_IN, M_T_OUT, M_T_MSGS, M_P_IN,
-    M_P_OUT, M_P_MSGS, M_SIZE, M_LEO, M_GROUP_OFFSET,
+    M_P_OUT, M_SIZE, M_LEO, M_GROUP_OFFSET,
 })
 
 PLACEHOLDER_DIR = "unknown"
@@ -225,6 +225,19 @@ class PartitionDetails(Mapping[tuple[str, int], PartitionDetail]):
         return len(self._keys)
 
 
+@dataclass(frozen=True)
+class ReplicaLayout:
+    """Where every replica lives this round (reused while the topology is unchanged)."""
+
+    disk_ids: dict[tuple[int, str], int]
+    log_dirs: list[tuple[str, ...]]
+    r_part: npt.NDArray[np.int64]
+    r_disk: npt.NDArray[np.int64]
+    r_role: npt.NDArray[np.int8]
+    lead_disk: npt.NDArray[np.int64]
+    unknown: int
+
+
 class _PartHold:
     """Last good value and its time per partition and figure (arrays indexed by a stable registry)."""
 
@@ -297,6 +310,8 @@ class LoadModel:
                                   for name in self.cfg.partition_history}
         self.rounds = 0
         self.unknown_dirs_last_round = 0
+        self._dir_version = 0
+        self._replica_cache: tuple[Any, ReplicaLayout] | None = None
 
     # ------------------------------------------------------------------ helpers
     def memory_bytes(self) -> dict[str, int]:
@@ -426,9 +441,12 @@ class LoadModel:
                     if d.total_bytes:
                         f.capacity_bytes = d.total_bytes
                     for (tn, pn), rdir in d.replicas.items():
-                        if not rdir.is_future:
+                        if not rdir.is_future and self.dir_cache.get((bid, tn, pn)) != path:
                             self.dir_cache[(bid, tn, pn)] = path
-                facts.pop(PLACEHOLDER_DIR, None)
+                            self._dir_version += 1
+                if PLACEHOLDER_DIR in facts:
+                    del facts[PLACEHOLDER_DIR]
+                    self._dir_version += 1
         for bid, (p, clock, ck) in payloads.items():
             facts = self.disk_cache.setdefault(bid, {})
             dev_to_dir: dict[str, str] = {}
@@ -717,51 +735,22 @@ class LoadModel:
         dr, _ = self.phold.hold("dr", g, dr, now, cfg.hold_s)
 
         # ---------------- replicas: log dirs and the six behaviours per disk
-        disk_ids: dict[tuple[int, str], int] = {}
-        unknown = 0
-        dir_cache = self.dir_cache
-        log_dirs: list[tuple[str, ...]] = []
-        r_part: list[int] = []
-        r_disk: list[int] = []
-        r_role: list[int] = []  # 0 leader, 1 in-sync follower, 2 out-of-sync follower, 3 adding
-        lead_disk = np.full(n, -1, dtype=np.int64)
+        sig = (pms, frozenset(alive), frozenset((k, v.adding) for k, v in state.reassignments.items()),
+               self._dir_version)
+        rc = self._replica_cache
+        if rc is not None and rc[0][3] == sig[3] and rc[0][1] == sig[1] and rc[0][2] == sig[2] and rc[0][0] == sig[0]:
+            lay = rc[1]
+        else:
+            lay = self._replicas(keys, pms, state, alive)
+            self._replica_cache = (sig, lay)
+        disk_ids = dict(lay.disk_ids)
+        log_dirs, rp, rd_, rr_, lead_disk, unknown = lay.log_dirs, lay.r_part, lay.r_disk, lay.r_role, \
+            lay.lead_disk, lay.unknown
         migration = np.zeros(n)
-        reas = state.reassignments
-        for i, (key, pm) in enumerate(zip(keys, pms, strict=True)):
-            t, pn = key
-            dirs = []
-            rinfo = reas.get(key)
-            for b in pm.replicas:
-                rpath = dir_cache.get((b, t, pn))
-                if rpath is None:
-                    unknown += 1
-                    rpath = PLACEHOLDER_DIR
-                    self.disk_cache.setdefault(b, {}).setdefault(
-                        PLACEHOLDER_DIR, DiskFacts(PLACEHOLDER_DIR, cfg.default_disk_kind, 1, 1.0))
-                dirs.append(rpath)
-                if b not in alive:
-                    continue
-                did = disk_ids.get((b, rpath))
-                if did is None:
-                    did = disk_ids[(b, rpath)] = len(disk_ids)
-                r_part.append(i)
-                r_disk.append(did)
-                if rinfo is not None and b in rinfo.adding:
-                    r_role.append(3)
-                elif b == pm.leader:
-                    r_role.append(0)
-                    lead_disk[i] = did
-                elif b in pm.isr:
-                    r_role.append(1)
-                else:
-                    r_role.append(2)
-            log_dirs.append(tuple(dirs))
+        dir_cache = self.dir_cache
         cov.unknown_log_dirs = unknown
         self.unknown_dirs_last_round = unknown
         nd = len(disk_ids)
-        rp = np.asarray(r_part, dtype=np.int64)
-        rd_ = np.asarray(r_disk, dtype=np.int64)
-        rr_ = np.asarray(r_role, dtype=np.int8)
         b_in0 = np.nan_to_num(b_in)
         dr0 = np.nan_to_num(dr)
         beh_a: dict[str, npt.NDArray[np.float64]] = {name: np.zeros(nd) for name in BEHAVIOURS}
@@ -958,6 +947,55 @@ class LoadModel:
         return Collected(snapshot=snap, coverage=cov, behaviours=beh, partitions=details,
                          throttles=state.throttles(), quotas=list(state.quotas),
                          round_seconds={"build": time.perf_counter() - t_start})
+
+    def _replicas(self, keys: list[tuple[str, int]], pms: list[PartitionMeta], state: KafkaState,
+                  alive: set[int]) -> ReplicaLayout:
+        """Log dir of every replica and the replica arrays (partition, disk id, role) of alive brokers.
+
+        Roles: 0 leader, 1 in-sync follower, 2 out-of-sync follower, 3 reassignment target.
+        O(replicas); the result is reused while metadata, liveness, reassignments and log dirs stay equal.
+        """
+        cfg = self.cfg
+        disk_ids: dict[tuple[int, str], int] = {}
+        unknown = 0
+        dir_cache = self.dir_cache
+        log_dirs: list[tuple[str, ...]] = []
+        r_part: list[int] = []
+        r_disk: list[int] = []
+        r_role: list[int] = []
+        lead_disk = np.full(len(keys), -1, dtype=np.int64)
+        reas = state.reassignments
+        for i, (key, pm) in enumerate(zip(keys, pms, strict=True)):
+            t, pn = key
+            dirs = []
+            rinfo = reas.get(key)
+            for b in pm.replicas:
+                rpath = dir_cache.get((b, t, pn))
+                if rpath is None:
+                    unknown += 1
+                    rpath = PLACEHOLDER_DIR
+                    self.disk_cache.setdefault(b, {}).setdefault(
+                        PLACEHOLDER_DIR, DiskFacts(PLACEHOLDER_DIR, cfg.default_disk_kind, 1, 1.0))
+                dirs.append(rpath)
+                if b not in alive:
+                    continue
+                did = disk_ids.get((b, rpath))
+                if did is None:
+                    did = disk_ids[(b, rpath)] = len(disk_ids)
+                r_part.append(i)
+                r_disk.append(did)
+                if rinfo is not None and b in rinfo.adding:
+                    r_role.append(3)
+                elif b == pm.leader:
+                    r_role.append(0)
+                    lead_disk[i] = did
+                elif b in pm.isr:
+                    r_role.append(1)
+                else:
+                    r_role.append(2)
+            log_dirs.append(tuple(dirs))
+        return ReplicaLayout(disk_ids, log_dirs, np.asarray(r_part, dtype=np.int64), np.asarray(r_disk, dtype=np.int64),
+                             np.asarray(r_role, dtype=np.int8), lead_disk, unknown)
 
     def history_stats(self) -> dict[str, dict[Hashable, tuple[float, float, int]]]:
         """Median/p95/samples per disk (util) and per partition series over the window."""

@@ -195,32 +195,30 @@ class KafkaSource:
         t0 = time.perf_counter()
         admin = self._client()
         try:
-            cluster = admin.describe_cluster()
-            topics = admin.describe_topics()
+            meta = self._metadata(admin)
         except Exception as exc:
             self.close()  # reconnect from scratch next round
             raise KafkaSourceError(f"metadata request failed: {type(exc).__name__}: {exc}") from None
-        brokers = {int(b["broker_id"]): BrokerMeta(int(b["broker_id"]), str(b["host"]), int(b["port"]),
-                                                   b.get("rack"))
-                   for b in cluster.get("brokers", [])}
-        ctrl = cluster.get("controller_id")
-        state = KafkaState(cluster_id=cluster.get("cluster_id"),
+        brokers = {int(b.node_id): BrokerMeta(int(b.node_id), str(b.host), int(b.port), b.rack)
+                   for b in meta.brokers}
+        ctrl = getattr(meta, "controller_id", None)
+        state = KafkaState(cluster_id=getattr(meta, "cluster_id", None),
                            controller_id=int(ctrl) if ctrl is not None and int(ctrl) >= 0 else None,
                            brokers=brokers, partitions={}, fetched_at=time.time())
-        for t in topics:
-            name = t.get("name")
-            if not name or t.get("error_code", 0) != 0:
-                state.errors[f"topic {name}"] = f"metadata error code {t.get('error_code')}"
+        parts = state.partitions
+        for t in meta.topics:
+            name = t.name
+            if not name or t.error_code != 0:
+                state.errors[f"topic {name}"] = f"metadata error code {t.error_code}"
                 continue
-            if t.get("is_internal"):
+            if t.is_internal:
                 state.internal_topics.add(name)
-            for p in t.get("partitions", []):
-                leader = p.get("leader_id", -1)
-                state.partitions[(name, int(p["partition_index"]))] = PartitionMeta(
-                    name, int(p["partition_index"]), tuple(int(x) for x in p.get("replica_nodes", [])),
-                    int(leader) if leader is not None and int(leader) >= 0 else None,
-                    tuple(int(x) for x in p.get("isr_nodes", [])),
-                    tuple(int(x) for x in (p.get("offline_replicas") or [])))
+            for p in t.partitions:
+                leader = p.leader_id
+                pi = int(p.partition_index)
+                parts[(name, pi)] = PartitionMeta(
+                    name, pi, tuple(p.replica_nodes), leader if leader is not None and leader >= 0 else None,
+                    tuple(p.isr_nodes), tuple(p.offline_replicas or ()))
         alive = sorted(brokers)
         try:
             ra = admin.list_partition_reassignments(timeout_ms=self.options.request_timeout_ms)
@@ -249,6 +247,18 @@ class KafkaSource:
             self._quotas(admin, state)
         state.duration_s = time.perf_counter() - t0
         return state
+
+    def _metadata(self, admin: Any) -> Any:
+        """One MetadataRequest for every topic, read straight from the response objects (no dict copy)."""
+        from kafka.protocol.metadata import MetadataRequest
+
+        async def go() -> Any:
+            req = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                  include_cluster_authorized_operations=False,
+                                  include_topic_authorized_operations=False)
+            return await admin._manager.wait_for(admin._manager.send(req), self.options.request_timeout_ms)
+
+        return admin._manager.run(go)
 
     def _send_all(self, admin: Any, requests: dict[int, Any]) -> tuple[dict[int, Any], dict[int, str]]:
         """Send one request per node concurrently; wait for each with the request timeout."""

@@ -158,3 +158,12 @@ def test_endpoints_parsing_errors() -> None:
         endpoints_from_options("c", "h:1", ["ftp://nope"])
     e2 = endpoints_from_options("c", "h:1", ["3=http://a/m", "http://b/m"])
     assert e2.url_to_broker() == {"http://a/m": 3} and e2.unmapped_metrics_urls == ("http://b/m",)
+
+
+def test_ring_window_averages_rounds_when_every_is_above_one() -> None:
+    w = RingWindow(capacity=3, every=2)
+    for v in (1.0, 3.0, 10.0, None, 5.0, 7.0, 100.0, 200.0):
+        w.append({"a": v})
+    # pairs (1,3) (10,-) (5,7) (100,200) -> 2, 10, 6, 150; the window keeps the last 3
+    assert w.series("a") == [10.0, 6.0, 150.0]
+    assert w.nbytes == w._data.shape[0] * 3 * 4
