@@ -26,6 +26,7 @@ Sources of each figure (first that is available wins; the method is counted in t
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections import defaultdict
@@ -262,6 +263,13 @@ class _PartHold:
             self.cap = new_cap
         return np.fromiter((reg[k] for k in keys), dtype=np.int64, count=len(keys))
 
+    def id_of(self, key: tuple[str, int]) -> int:
+        """The registry id of a partition (registering it, arrays grown on the next :meth:`ids`)."""
+        r = self.registry.get(key)
+        if r is None:
+            r = self.registry[key] = len(self.registry)
+        return r
+
     def hold(self, name: str, g: npt.NDArray[np.int64], fresh: npt.NDArray[np.float64], now: float,
              hold_s: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
         """Store fresh values; return (fresh or held-if-young values, fresh mask). NaN = none."""
@@ -302,6 +310,7 @@ class LoadModel:
         self.disk_cache: dict[int, dict[str, DiskFacts]] = {}
         self.dir_cache: dict[tuple[int, str, int], str] = {}
         self.tp_cache: dict[str, tuple[str, int] | None] = {}
+        self.body_gid: dict[str, int] = {}
         self.group_cache: dict[str, tuple[str, tuple[str, int]] | None] = {}
         self.url_broker: dict[str, int] = endpoints.url_to_broker()
         self.disk_window = RingWindow(self.cfg.history_capacity)
@@ -344,6 +353,12 @@ class LoadModel:
         self.tp_cache[body] = tp
         return tp
 
+    def _round_index(self, g: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """registry id -> index in this round's partition list (-1 for partitions not in it)."""
+        out = np.full(max(len(self.phold.registry), 1), -1, dtype=np.int64)
+        out[g] = np.arange(len(g), dtype=np.int64)
+        return out
+
     def _broker_of(self, url: str, payload: Payload) -> int | None:
         if url in self.url_broker:
             return self.url_broker[url]
@@ -379,6 +394,15 @@ class LoadModel:
     # ------------------------------------------------------------------ the round
     def build(self, state: KafkaState, scrape: RoundResult, now: float | None = None) -> Collected:
         """Build one round's snapshot. Never raises on bad metric values (they are dropped)."""
+        was = gc.isenabled()
+        gc.disable()  # millions of live objects: a cyclic collection mid-build costs more than the build
+        try:
+            return self._build(state, scrape, now)
+        finally:
+            if was:
+                gc.enable()
+
+    def _build(self, state: KafkaState, scrape: RoundResult, now: float | None) -> Collected:
         t_start = time.perf_counter()
         now = time.time() if now is None else now
         cfg = self.cfg
@@ -539,6 +563,8 @@ class LoadModel:
         sp_leo_val: dict[tuple[int, str, int], float] = {}
         sp_size_rate: dict[tuple[int, str, int], float] = {}
 
+        g = self.phold.ids(keys)
+        g_round = self._round_index(g)
         leo_lead_rate, leo_lead_val = _nan(n), _nan(n)
         leo_any_rate, leo_any_val = _nan(n), _nan(n)
         size_lead_val, size_lead_rate, size_any_val = _nan(n), _nan(n), _nan(n)
@@ -557,9 +583,19 @@ class LoadModel:
                                                   drops, who)
                 if not bodies:
                     continue
-                tps = [tp_of(b) for b in bodies]
-                ix = np.fromiter((pidx.get(tp, -1) if tp is not None else -1 for tp in tps), dtype=np.int64,
-                                 count=len(tps))
+                gid_get = self.body_gid.get
+                gids = [gid_get(b, -2) for b in bodies]
+                if -2 in gids:
+                    for j, body in enumerate(bodies):
+                        if gids[j] == -2:
+                            tp = tp_of(body)
+                            gids[j] = self.phold.id_of(tp) if tp is not None else -1
+                            self.body_gid[body] = gids[j]
+                    g_round = self._round_index(g)
+                    if len(self.body_gid) > 2_000_000:
+                        self.body_gid.clear()
+                garr = np.asarray(gids, dtype=np.int64)
+                ix = np.where(garr >= 0, g_round[np.maximum(garr, 0)], -1)
                 known_ix = ix >= 0
                 is_lead = np.zeros(len(ix), dtype=bool)
                 is_lead[known_ix] = leader[ix[known_ix]] == bid
@@ -580,8 +616,10 @@ class LoadModel:
                     ext_out[ix[lm]] = rates[lm]
                 want = special.get(bid)
                 if want and short in ("leo", "size"):
-                    for tp, r, v in zip(tps, rates.tolist(), vals.tolist(), strict=True):
+                    for body, r, v in zip(bodies, rates.tolist(), vals.tolist(), strict=True):
+                        tp = tp_of(body)
                         if tp in want:
+                            assert tp is not None
                             if short == "leo":
                                 if r == r:
                                     sp_leo_rate[(bid, *tp)] = r
@@ -658,9 +696,11 @@ class LoadModel:
                 residence_b[bid] = h.value
 
         # ---------------- per-partition figures (vectorised)
-        g = self.phold.ids(keys)
         topics_of = [k[0] for k in keys]
-        ratio = np.fromiter((bytes_per_msg.get(t, np.nan) for t in topics_of), dtype=np.float64, count=n)
+        topic_ids: dict[str, int] = {}
+        tid = np.fromiter((topic_ids.setdefault(t, len(topic_ids)) for t in topics_of), dtype=np.int64, count=n)
+        ratio_by_tid = np.array([bytes_per_msg.get(t, np.nan) for t in topic_ids], dtype=np.float64)
+        ratio = ratio_by_tid[tid] if n else np.zeros(0)
         has_lead_leo = ~np.isnan(leo_lead_rate)
         msgs_fresh = np.where(has_lead_leo, leo_lead_rate, leo_any_rate)
         msgs, _ = self.phold.hold("msgs", g, msgs_fresh, now, cfg.hold_s)
@@ -691,8 +731,6 @@ class LoadModel:
         b_out[sel] = ext_out[sel]
         m_out[sel] = M_CODES["partition_counter"]
         if broker_topic_out:
-            topic_ids: dict[str, int] = {}
-            tid = np.fromiter((topic_ids.setdefault(t, len(topic_ids)) for t in topics_of), dtype=np.int64, count=n)
             nt = max(len(topic_ids), 1)
             lead_ok = leader >= 0
             gkey = np.where(lead_ok, leader * nt + tid, -1)
@@ -709,7 +747,14 @@ class LoadModel:
         m_out[~out_fresh & ~np.isnan(b_out)] = M_CODES["held"]
 
         # ---------------- page cache: which fetches read the disk
-        residence = np.fromiter((residence_b.get(int(b), np.nan) for b in leader), dtype=np.float64, count=n)
+        top_id = max([*residence_b, int(leader.max()) if n else 0, 0])
+        if top_id < 10_000_000:
+            res_by_broker = np.full(top_id + 1, np.nan)
+            for b_, t_ in residence_b.items():
+                res_by_broker[b_] = t_
+            residence = np.where(leader >= 0, res_by_broker[np.maximum(leader, 0)], np.nan) if n else np.zeros(0)
+        else:  # huge broker ids: no dense table
+            residence = np.fromiter((residence_b.get(int(b_), np.nan) for b_ in leader), dtype=np.float64, count=n)
         dr = np.where(~np.isnan(leo) & (leader >= 0), 0.0, np.nan)
         readers: dict[int, tuple[list[str], list[str]]] = {}
         for i, groups in positions.items():

@@ -8,6 +8,7 @@ to ``on_error`` and the next one starts after the interval.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -73,7 +74,19 @@ class ClusterCollector:
         return scrape_all(self.endpoints.metrics_urls, self.scrape_timeout_s, self.concurrency, _parser)
 
     def collect_once(self) -> Collected:
-        """One round. Raises :class:`CollectionError` when cluster metadata cannot be read."""
+        """One round. Raises :class:`CollectionError` when cluster metadata cannot be read.
+
+        The cyclic garbage collector is paused for the round (allocation-heavy, few cycles).
+        """
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return self._collect_once()
+        finally:
+            if was:
+                gc.enable()
+
+    def _collect_once(self) -> Collected:
         t0 = time.perf_counter()
         fut = self._pool.submit(self._fetch)
         scrape = self.scrape()
