@@ -82,11 +82,12 @@ M_P_MSGS = "kafka_server_brokertopicpartitionmetrics_messagesin_total"
 M_SIZE = "kafka_log_log_size"
 M_LEO = "kafka_log_log_logendoffset"
 M_GROUP_OFFSET = "kafka_consumergroup_current_offset"
+M_GROUP_LAG = "kafka_consumergroup_lag"
 
 WANTED_METRICS = frozenset({
     M_SIM_TIME, M_BROKER_INFO, M_LOG_DIR_INFO, M_DISK_MAX, M_IO_TIME, M_READ_B, M_WRITE_B, M_READS, M_WRITES,
     M_READ_T, M_WRITE_T, M_FS_SIZE, M_FS_AVAIL, M_MEM_TOTAL, M_MEM_AVAIL, M_T_IN, M_T_OUT, M_T_MSGS, M_P_IN,
-    M_P_OUT, M_SIZE, M_LEO, M_GROUP_OFFSET,
+    M_P_OUT, M_SIZE, M_LEO, M_GROUP_OFFSET, M_GROUP_LAG,
 })
 
 PLACEHOLDER_DIR = "unknown"
@@ -352,6 +353,20 @@ class LoadModel:
             self.tp_cache.clear()
         self.tp_cache[body] = tp
         return tp
+
+    def _group_key(self, body: str) -> tuple[str, tuple[str, int]] | None:
+        """(group, (topic, partition)) of a consumer-group sample's label string (cached)."""
+        got = self.group_cache.get(body, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        lab = labels_of(body) or {}
+        group = lab.get("consumergroup") or lab.get("group")
+        part = lab.get("partition", "")
+        gk = (group, (lab["topic"], int(part))) if group and lab.get("topic") and part.isdigit() else None
+        if len(self.group_cache) > 2_000_000:
+            self.group_cache.clear()
+        self.group_cache[body] = gk
+        return gk
 
     def _round_index(self, g: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """registry id -> index in this round's partition list (-1 for partitions not in it)."""
@@ -651,32 +666,39 @@ class LoadModel:
             if ratio_v is not None:
                 bytes_per_msg[topic] = ratio_v
 
-        # ---------------- consumer positions (kafka_exporter convention)
+        # ---------------- consumer positions (kafka_exporter conventions)
+        # current offsets are positions; a lag L reported with the leader's LEO gives LEO - L.
         positions: dict[int, dict[str, float]] = defaultdict(dict)
         group_rate: dict[tuple[int, str], float] = {}
-        sources = [(p, c, k, f"broker {b}") for b, (p, c, k) in payloads.items()]
-        sources += [(p, c, k, u) for p, c, k, u in exporter_payloads]
-        for p, clock, ck, who in sources:
-            fam = p.raw.get(M_GROUP_OFFSET)
-            if not fam:
-                continue
-            bodies, rates, vals = self._rates((ck, who, "group"), fam, clock, "consumer.offset", drops, who)
-            for body, r, v in zip(bodies, rates.tolist(), vals.tolist(), strict=True):
-                gk = self.group_cache.get(body, False)
-                if gk is False:
-                    lab = labels_of(body) or {}
-                    group = lab.get("consumergroup") or lab.get("group")
-                    part = lab.get("partition", "")
-                    gk = (group, (lab["topic"], int(part))) if group and lab.get("topic") and part.isdigit() else None
-                    self.group_cache[body] = gk
-                if gk is None or not (v == v and 0 <= v < math.inf):
+        sources = [(p, c, k, f"broker {b}", b) for b, (p, c, k) in payloads.items()]
+        sources += [(p, c, k, u, -1) for p, c, k, u in exporter_payloads]
+        for p, clock, ck, who, bid in sources:
+            for fam_name in (M_GROUP_OFFSET, M_GROUP_LAG):
+                fam = p.raw.get(fam_name)
+                if not fam:
                     continue
-                i = pidx.get(gk[1])  # type: ignore[index]
-                if i is None:
+                bodies, raw_vals = fam
+                entries: list[tuple[str, float, int, str]] = []
+                for body, v in zip(bodies, raw_vals, strict=True):
+                    gk = self._group_key(body)
+                    if gk is None or not (v == v and 0 <= v < math.inf):
+                        continue
+                    i = pidx.get(gk[1])
+                    if i is None:
+                        continue
+                    if fam_name == M_GROUP_LAG:
+                        if leader[i] != bid or math.isnan(leo_lead_val[i]):
+                            continue  # a lag needs the log-end offset of the same moment
+                        v = max(float(leo_lead_val[i]) - v, 0.0)
+                    entries.append((body, v, i, gk[0]))
+                if not entries:
                     continue
-                positions[i][gk[0]] = v  # type: ignore[index]
-                if r == r:
-                    group_rate[(i, gk[0])] = r  # type: ignore[index]
+                rates, _codes = self.rates.update((ck, who, fam_name), [e[0] for e in entries], clock,
+                                                  [e[1] for e in entries])
+                for (_body, v, i, group), r in zip(entries, rates.tolist(), strict=True):
+                    positions[i][group] = v
+                    if r == r:
+                        group_rate[(i, group)] = r
 
         # ---------------- broker residence time T
         residence_b: dict[int, float] = {}

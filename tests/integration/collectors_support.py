@@ -161,9 +161,9 @@ def with_proxy(eps: ClusterEndpoints, broker: int, url: str) -> ClusterEndpoints
 
 
 class OffsetExporter:
-    """A kafka_exporter stand-in: serves ``kafka_consumergroup_current_offset`` computed from kafkasim's
-    consumers — a tailing group at the log end of every partition and, for partitions with a lagging
-    consumer, group ``laggard`` at ``LEO − lag / message size``."""
+    """A kafka_exporter stand-in for the consumers kafkasim does not list (it reports only lagging ones,
+    as ``kafka_consumergroup_lag``): serves ``kafka_consumergroup_current_offset`` of a tailing group
+    ``tail`` at the log end of every partition of ``topic``."""
 
     def __init__(self, sim: Sim, topic: str, cluster: str = "east") -> None:
         self.sim = sim
@@ -178,9 +178,6 @@ class OffsetExporter:
                 leo = float(eng.f["leo"][s])
                 lab = f'topic="{topic}",partition="{p.index}"'
                 lines.append(f'kafka_consumergroup_current_offset{{consumergroup="tail",{lab}}} {int(leo)}')
-                if eng.f["lag_rate"][s] > 0:
-                    off = max(leo - float(eng.f["lag"][s]) / float(eng.f["msg_size"][s]), 0.0)
-                    lines.append(f'kafka_consumergroup_current_offset{{consumergroup="laggard",{lab}}} {int(off)}')
             lines.append(f"kafkasim_sim_time_seconds {eng.t!r}")
             return "\n".join(lines) + "\n"
 

@@ -252,8 +252,11 @@ def test_metrics_endpoint_faults(sim: Sim, fault: str) -> None:
 
 
 def test_page_cache_estimate_separates_lagging_from_tailing_consumers(sim: Sim) -> None:
+    """The laggard's position comes from kafkasim's own ``kafka_consumergroup_lag`` (leader endpoint);
+    the tailing group's from a kafka_exporter-style ``current_offset`` endpoint."""
     exporter = OffsetExporter(sim, "orders")
     col = ClusterCollector(replace(sim.endpoints(), exporter_urls=(exporter.url,)))
+    laggard = "orders-consumer"  # kafkasim names a lagging consumer group after its client id
     try:
         sim.call(lambda: sim.runner.server.lagging_consumer("east", "orders", 0, 1.5e9, 50e6))
         sim.advance(2)
@@ -263,7 +266,7 @@ def test_page_cache_estimate_separates_lagging_from_tailing_consumers(sim: Sim) 
         c = col.collect_once()
         truth = sim.topology()
         lag_det = c.partitions[("orders", 0)]
-        assert lag_det.disk_readers == ["laggard"]
+        assert lag_det.disk_readers == [laggard]
         assert lag_det.cached_readers == ["tail"]
         for k in (1, 2, 3):
             assert c.partitions[("orders", k)].disk_readers == []
@@ -306,3 +309,24 @@ def test_collector_loop_calls_back_and_survives_bad_rounds(sim: Sim) -> None:
     kinds = {r["kind"] for r in rows[-1]}
     assert kinds == {"disk", "partition"}
     assert errors == []
+
+
+def test_page_cache_from_kafkasim_lag_metric_alone(sim: Sim) -> None:
+    col = ClusterCollector(sim.endpoints())
+    try:
+        sim.call(lambda: sim.runner.server.lagging_consumer("east", "orders", 1, 1.5e9, 50e6))
+        sim.advance(2)
+        col.collect_once()
+        sim.advance(10)
+        after = sim.counters()
+        c = col.collect_once()
+        slot = sim.topology()[("orders", 1)]["slot"]
+        assert c.partitions[("orders", 1)].disk_readers == ["orders-consumer"]
+        parts = {(p.topic, p.partition): p for t in c.snapshot.topics for p in t.partitions}
+        assert parts[("orders", 1)].disk_read_bytes_per_s == pytest.approx(float(after["disk_read"][slot]), rel=0.10)
+        assert sum(p.disk_read_bytes_per_s for k, p in parts.items() if k != ("orders", 1)) == 0
+        # the disk the laggard reads shows it as user read
+        assert sum(b.user_read for b in c.behaviours.values()) == pytest.approx(
+            parts[("orders", 1)].disk_read_bytes_per_s)
+    finally:
+        col.close()
