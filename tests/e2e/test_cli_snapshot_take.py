@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,34 @@ from tests.integration.collectors_support import SCENARIO, Sim
 pytestmark = pytest.mark.timeout(120)
 
 GUARDIAN = [sys.executable, "-c", "from controlplane.cli import main; main()"]
+
+
+def test_snapshot_take_against_a_kafkasim_process(tmp_path: Path) -> None:
+    """`python -m kafkasim up --endpoints-file E` (a real process), then `guardian snapshot take -e E`."""
+    eps = tmp_path / "endpoints.json"
+    sim = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--endpoints-file", str(eps), "--speed", "20"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not eps.exists():
+            assert sim.poll() is None, "kafkasim exited"
+            assert time.monotonic() < deadline, "kafkasim did not write its endpoints"
+            time.sleep(0.2)
+        out = tmp_path / "s.json"
+        r = subprocess.run([*GUARDIAN, "snapshot", "take", "-e", str(eps), "-c", "east", "-o", str(out),
+                            "--rounds", "2", "--interval", "1"], capture_output=True, text=True, timeout=90)
+        assert r.returncode == 0, r.stderr
+        snap = parse_snapshot(out.read_text())
+        doc = json.loads(out.read_text())
+        truth = json.loads(eps.read_text())["clusters"]["east"]
+        assert {b.id for b in snap.brokers} == {b["id"] for b in truth["brokers"]}
+        assert {(b.id, b.idc, b.rack) for b in snap.brokers} == {(b["id"], b["idc"], b["rack"])
+                                                                 for b in truth["brokers"]}
+        assert doc["coverage"]["partition_fraction"] == 1.0
+        assert sum(p.bytes_in_per_s for t in snap.topics for p in t.partitions) > 0
+    finally:
+        sim.terminate()
+        sim.wait(20)
 
 
 def test_snapshot_take_from_endpoints_file(tmp_path: Path) -> None:
