@@ -167,3 +167,28 @@ def test_ring_window_averages_rounds_when_every_is_above_one() -> None:
     # pairs (1,3) (10,-) (5,7) (100,200) -> 2, 10, 6, 150; the window keeps the last 3
     assert w.series("a") == [10.0, 6.0, 150.0]
     assert w.nbytes == w._data.shape[0] * 3 * 4
+
+
+def test_rollup_rows_per_minute() -> None:
+    from collectors.builder import Collected
+    from collectors.collector import RollupAggregator
+    from controlplane.domain import Partition, Topic
+
+    def snap(at: datetime, util: float, rate: float) -> Collected:
+        b = Broker(1, "h", 1, "a", "r", disks=(Disk("/d", DiskKind.HDD, 10, 1.0, util=util),))
+        t = Topic("t", (Partition("t", 0, (1,), 1, (1,), ("/d",), bytes_in_per_s=rate),))
+        s = ClusterSnapshot("c", at, (b,), (t,))
+        return Collected(s, Coverage("c", at.timestamp()), {}, {}, {}, [])
+
+    agg = RollupAggregator()
+    t0 = datetime(2026, 1, 1, 10, 0, 5, tzinfo=UTC)
+    assert agg.add(snap(t0, 0.2, 100.0)) == []
+    assert agg.add(snap(t0 + timedelta(seconds=30), 0.4, 300.0)) == []
+    rows = agg.add(snap(t0 + timedelta(seconds=60), 0.9, 0.0))  # a new minute closes the first
+    disk = next(r for r in rows if r["kind"] == "disk")
+    part = next(r for r in rows if r["kind"] == "partition")
+    assert disk["minute"] == datetime(2026, 1, 1, 10, 0, tzinfo=UTC) and disk["samples"] == 2
+    assert disk["util_avg"] == pytest.approx(0.3) and disk["util_max"] == pytest.approx(0.4)
+    assert part["bytes_in_per_s_avg"] == pytest.approx(200.0) and part["bytes_in_per_s_max"] == 300.0
+    last = agg.flush()
+    assert [r["samples"] for r in last] == [1, 1]
