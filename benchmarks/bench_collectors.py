@@ -1,0 +1,243 @@
+"""Collection benchmark: one round over a 1,000-broker kafkasim federation, parse cost per broker
+(fast parser vs prometheus_client's), and memory of a 1-hour window at 100,000 partitions.
+
+The simulator runs in its own process (its renderer and the collector would otherwise share one
+GIL); the collector runs here exactly as the service runs it (``ClusterCollector.collect_once``).
+
+    python -m benchmarks.bench_collectors [--brokers 1000] [--partitions 100000] [--rounds 3]
+
+Writes ``out/bench/collectors.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import peak_rss_mib, write_result
+from collectors.builder import WANTED_METRICS, ModelConfig
+from collectors.collector import ClusterCollector
+from collectors.endpoints import parse_endpoints
+from collectors.history import RingWindow
+from collectors.promtext import parse_fast, parse_reference
+from collectors.scrape import scrape_all
+
+
+def serve(brokers: int, partitions: int, out: Path) -> None:
+    """Child process: build and run the federation, write the endpoints file, serve until stdin closes."""
+    from kafkasim.scenario import build_federation, scale_scenario
+    from kafkasim.server import SimRunner
+
+    t0 = time.perf_counter()
+    spec = scale_scenario(clusters=1, brokers=brokers, disks=12, partitions=partitions)
+    spec["speed"] = 1.0
+    fed = build_federation(spec)
+    runner = SimRunner(fed, tick_real_s=2.0)  # one physics step every 2 s keeps the sim's CPU low
+    eps = runner.start()
+    eps["build_seconds"] = time.perf_counter() - t0
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(eps))
+    os.replace(tmp, out)
+    sys.stdin.read()
+    runner.stop()
+
+
+def parse_costs(url: str) -> dict[str, Any]:
+    """Per-payload parse time of the fast parser and prometheus_client's on one real payload."""
+    text = urllib.request.urlopen(url, timeout=30).read().decode()
+    out: dict[str, Any] = {"payload_bytes": len(text), "payload_lines": text.count("\n")}
+    for name, fn in (("fast", lambda: parse_fast(text, WANTED_METRICS)),
+                     ("fast_all_families", lambda: parse_fast(text)),
+                     ("prometheus_client", lambda: parse_reference(text))):
+        fn()
+        reps = 20
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        out[f"{name}_ms"] = (time.perf_counter() - t0) / reps * 1000
+    return out
+
+
+def window_memory(partitions: int, capacity: int, every: int, series: int) -> dict[str, Any]:
+    """Fill partition windows for ``partitions`` keys to capacity; report bytes (matrix + index)."""
+    tracemalloc.start()
+    wins = [RingWindow(capacity, 1024, every=every) for _ in range(series)]
+    keys: list[Any] = [(f"t-{i // 20}", i % 20) for i in range(partitions)]
+    rng = np.random.default_rng(1)
+    vals = rng.lognormal(10, 1, partitions).tolist()
+    t0 = time.perf_counter()
+    rounds = capacity * every
+    for _ in range(min(rounds, 2 * every)):  # the matrix is preallocated: 2 columns fill every row
+        row = dict(zip(keys, vals, strict=True))
+        for w in wins:
+            w.append(row)
+    per_round = (time.perf_counter() - t0) / min(rounds, 2 * every)
+    t1 = time.perf_counter()
+    stats = wins[0].stats(keys[:10_000])
+    stats_s = (time.perf_counter() - t1) * partitions / 10_000
+    cur, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(stats) == 10_000
+    return {"partitions": partitions, "samples_per_key": capacity, "rounds_per_sample": every, "series": series,
+            "matrix_bytes": sum(w.nbytes for w in wins), "traced_bytes": cur, "traced_peak_bytes": peak,
+            "append_seconds_per_round": per_round, "median_p95_seconds_all_keys": stats_s}
+
+
+def _proc_cpu(pid: int) -> float:
+    """utime + stime of a process (seconds), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def run_config(brokers: int, partitions: int, rounds_n: int, interval: float, compare: bool) -> dict[str, Any]:
+    """Start a federation, run ``rounds_n`` collection rounds, measure wall and CPU per round."""
+    tmpdir = Path(tempfile.mkdtemp(prefix="bench-collectors-"))
+    epf = tmpdir / "endpoints.json"
+    print(f"\nstarting kafkasim: {brokers} brokers x 12 disks, {partitions} partitions (RF 3)...", flush=True)
+    child = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_collectors", "--serve", str(epf),
+                              "--brokers", str(brokers), "--partitions", str(partitions)],
+                             stdin=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1])
+    out: dict[str, Any] = {"brokers": brokers, "partitions": partitions, "disks": brokers * 12}
+    try:
+        deadline = time.time() + 600
+        while not epf.exists():
+            if child.poll() is not None or time.time() > deadline:
+                raise RuntimeError("kafkasim failed to start")
+            time.sleep(0.5)
+        doc = json.loads(epf.read_text())
+        eps = parse_endpoints(doc, "c1")
+        print(f"kafkasim up in {doc.get('build_seconds', 0):.1f} s", flush=True)
+        rounds: list[dict[str, Any]] = []
+        col = ClusterCollector(eps, ModelConfig(), scrape_timeout_s=60.0, concurrency=256)
+        try:
+            for k in range(rounds_n):
+                t0 = time.monotonic()
+                cpu0, sim0 = time.process_time(), _proc_cpu(child.pid)
+                c = col.collect_once()
+                rs = dict(c.round_seconds)
+                rs["collector_cpu_s"] = time.process_time() - cpu0
+                rs["kafkasim_cpu_s"] = _proc_cpu(child.pid) - sim0
+                cov = c.coverage
+                rs.update({"round": k + 1, "admin_full": not cov.admin_details_age_s,
+                           "brokers_scraped": len(cov.brokers_with_metrics),
+                           "partitions": cov.partitions_total, "partitions_with_rates": cov.partitions_with_rates,
+                           "parse_ms_per_broker": cov.parse_seconds / max(len(cov.brokers_with_metrics), 1) * 1000,
+                           "failed": len(cov.metrics_failed), "kafka_errors": len(cov.kafka_errors)})
+                rounds.append(rs)
+                full = " full" if rs["admin_full"] else ""
+                print(f"round {k + 1}: wall {rs['total']:.2f} s (admin {rs['admin']:.2f}{full}, "
+                      f"scrape+parse {rs['scrape']:.2f}, parse {rs['parse']:.2f}, build {rs['build']:.2f}); "
+                      f"CPU collector {rs['collector_cpu_s']:.2f} s, kafkasim {rs['kafkasim_cpu_s']:.2f} s; "
+                      f"{rs['partitions_with_rates']}/{rs['partitions']} partitions with rates", flush=True)
+                if k + 1 < rounds_n:
+                    time.sleep(max(interval - (time.monotonic() - t0), 0.0))
+            out["model_memory_bytes"] = col.model.memory_bytes()
+        finally:
+            col.close()
+        out["rounds"] = rounds
+        steady = [r for r in rounds[1:] if not r["admin_full"]] or rounds[1:] or rounds
+        out["steady_round"] = {k: float(np.median([r[k] for r in steady]))
+                               for k in ("total", "admin", "scrape", "parse", "build", "collector_cpu_s",
+                                         "kafkasim_cpu_s", "parse_ms_per_broker")}
+        full_rounds = [r for r in rounds[1:] if r["admin_full"]]
+        if full_rounds:
+            out["full_admin_round"] = {k: float(np.median([r[k] for r in full_rounds]))
+                                       for k in ("total", "admin", "collector_cpu_s", "kafkasim_cpu_s")}
+        urls = eps.metrics_urls
+        out["parse_per_payload"] = parse_costs(urls[0])
+        if compare:
+            t0 = time.perf_counter()
+            fast_round = scrape_all(urls, 60.0, 256, lambda t: parse_fast(t, WANTED_METRICS))
+            fast_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ref_round = scrape_all(urls, 60.0, 256, parse_reference)
+            ref_s = time.perf_counter() - t0
+            out["scrape_round"] = {
+                "fast": {"wall_s": fast_s, "parse_s_total": sum(r.parse_s for r in fast_round.results.values()),
+                         "failed": len(fast_round.failed)},
+                "prometheus_client": {"wall_s": ref_s,
+                                      "parse_s_total": sum(r.parse_s for r in ref_round.results.values()),
+                                      "failed": len(ref_round.failed)}}
+    finally:
+        child.stdin.close()  # type: ignore[union-attr]
+        child.wait(60)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--serve", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--brokers", type=int, default=1000)
+    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--configs", default="1000x100000,1000x20000",
+                    help="comma-separated BROKERSxPARTITIONS federations to measure")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--interval", type=float, default=5.0)
+    args = ap.parse_args()
+    if args.serve is not None:
+        serve(args.brokers, args.partitions, args.serve)
+        return 0
+    configs = []
+    for item in args.configs.split(","):
+        b, _, p = item.partition("x")
+        configs.append((int(b), int(p)))
+    results = [run_config(b, p, args.rounds, args.interval, compare=(i == 0)) for i, (b, p) in enumerate(configs)]
+    windows = {
+        "1h_at_10s_2_series": window_memory(100_000, 360, 1, 2),
+        "1h_at_1min_2_series_default": window_memory(100_000, 60, 6, 2),
+    }
+    result = {"configs": results, "target_round_seconds": 5.0, "window_memory_100k_partitions": windows,
+              "peak_rss_mib": peak_rss_mib(), "cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()}
+    path = write_result("collectors", result)
+    print()
+    heads = [str(r["brokers"]) + "b/" + str(r["partitions"] // 1000) + "kp" for r in results]
+    print(f"{'figure':62} " + " ".join(f"{h:>12}" for h in heads))
+    print("-" * (63 + 13 * len(results)))
+
+    def row(name: str, fn: Any) -> None:
+        vals = []
+        for r in results:
+            try:
+                vals.append(fn(r))
+            except (KeyError, TypeError):
+                vals.append("-")
+        print(f"{name:62} " + " ".join(f"{v:>12}" for v in vals))
+
+    row("steady round wall, s (target <= 5)", lambda r: f"{r['steady_round']['total']:.2f}")
+    row("  admin: metadata + reassignments, s", lambda r: f"{r['steady_round']['admin']:.2f}")
+    row("  scrape + parse (concurrent with admin), s", lambda r: f"{r['steady_round']['scrape']:.2f}")
+    row("  snapshot build, s", lambda r: f"{r['steady_round']['build']:.2f}")
+    row("  collector CPU per round, s", lambda r: f"{r['steady_round']['collector_cpu_s']:.2f}")
+    row("  kafkasim CPU per round (render, encode), s", lambda r: f"{r['steady_round']['kafkasim_cpu_s']:.2f}")
+    row("round with full admin refresh (log dirs, configs, quotas), s",
+        lambda r: f"{r['full_admin_round']['total']:.2f}")
+    row("parse per broker in the round, ms", lambda r: f"{r['steady_round']['parse_ms_per_broker']:.2f}")
+    row("parse one payload, fast parser, ms", lambda r: f"{r['parse_per_payload']['fast_ms']:.2f}")
+    row("parse one payload, prometheus_client, ms", lambda r: f"{r['parse_per_payload']['prometheus_client_ms']:.2f}")
+    row("payload, KiB", lambda r: f"{r['parse_per_payload']['payload_bytes'] / 1024:.0f}")
+    row("scrape-only round, fast parser, s", lambda r: f"{r['scrape_round']['fast']['wall_s']:.2f}")
+    row("scrape-only round, prometheus_client, s", lambda r: f"{r['scrape_round']['prometheus_client']['wall_s']:.2f}")
+    row("model memory after the rounds, MiB", lambda r: f"{r['model_memory_bytes']['total'] / 2**20:.0f}")
+    for name, w in windows.items():
+        print(f"{'window ' + name + ' (100k partitions), MiB':62} {w['traced_bytes'] / 2**20:>12.0f}")
+    print(f"{'collector process peak RSS, MiB':62} {result['peak_rss_mib']:>12.0f}")
+    print(f"\nwritten {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,369 @@
+"""Kafka admin source: topology, log dirs, reassignments, throttles, quotas, controller.
+
+One :class:`KafkaSource` per cluster wraps one ``KafkaAdminClient`` and reuses it across rounds.
+Per-broker requests (DescribeLogDirs, broker DescribeConfigs) are sent to every alive broker at
+once on the client's own network loop and awaited with a deadline, so one slow or dead broker
+costs at most the timeout.  Client quotas go through the protocol layer
+(``DescribeClientQuotasRequest``): ``KafkaAdminClient`` has no quota methods.
+
+Every failure is recorded in :attr:`KafkaState.errors` (``what -> message``); a round only fails
+as a whole (:class:`KafkaSourceError`) when cluster metadata itself cannot be read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("guardian.collectors.kafka")
+
+THROTTLE_BROKER_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                        "replica.alter.log.dirs.io.max.bytes.per.second")
+THROTTLE_TOPIC_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+                       "guardian.partition.throttle.produce.bytes.per.second",
+                       "guardian.partition.throttle.fetch.bytes.per.second")
+CAPABILITY_KEYS = ("guardian.partition.throttle.enable",)
+
+
+class KafkaSourceError(Exception):
+    """Cluster metadata could not be read (the round has no topology)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerMeta:
+    """An alive broker as the metadata reports it."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMeta:
+    """A partition's assignment as the metadata reports it."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int | None
+    isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDir:
+    """One replica (or future replica) in a log dir (DescribeLogDirs)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass
+class LogDirMeta:
+    """One log dir of a broker (DescribeLogDirs)."""
+
+    path: str
+    error_code: int
+    total_bytes: int | None
+    usable_bytes: int | None
+    replicas: dict[tuple[str, int], ReplicaDir] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """An in-flight reassignment (ListPartitionReassignments)."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass
+class KafkaState:
+    """Everything one admin round learned about a cluster."""
+
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: dict[int, BrokerMeta]
+    partitions: dict[tuple[str, int], PartitionMeta]
+    internal_topics: set[str] = field(default_factory=set)
+    log_dirs: dict[int, dict[str, LogDirMeta]] = field(default_factory=dict)
+    reassignments: dict[tuple[str, int], Reassignment] = field(default_factory=dict)
+    broker_configs: dict[int, dict[str, str]] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    quotas: list[dict[str, Any]] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    fetched_at: float = 0.0  # time.time()
+    duration_s: float = 0.0
+    full: bool = True
+    """False when log dirs, configs and quotas were carried over from an earlier full fetch."""
+    details_age_s: float = 0.0
+
+    @property
+    def futures(self) -> list[tuple[int, str, tuple[str, int], int]]:
+        """In-flight intra-broker moves: (broker, destination log dir, partition, bytes copied)."""
+        return [(b, path, key, r.size) for b, dirs in self.log_dirs.items() for path, d in dirs.items()
+                for key, r in d.replicas.items() if r.is_future]
+
+    @property
+    def topics(self) -> list[str]:
+        """Topic names, sorted."""
+        return sorted({t for t, _ in self.partitions})
+
+    def replica_dir(self, broker: int, topic: str, partition: int) -> str | None:
+        """The (non-future) log dir of a replica, or None when unknown."""
+        for path, d in self.log_dirs.get(broker, {}).items():
+            r = d.replicas.get((topic, partition))
+            if r is not None and not r.is_future:
+                return path
+        return None
+
+    def throttles(self) -> dict[str, Any]:
+        """Throttle configs currently set: broker rates and topic throttled-replica lists."""
+        return {
+            "brokers": {str(b): {k: v for k, v in cfg.items() if k in THROTTLE_BROKER_KEYS}
+                        for b, cfg in sorted(self.broker_configs.items())
+                        if any(k in THROTTLE_BROKER_KEYS for k in cfg)},
+            "topics": {t: {k: v for k, v in cfg.items() if k in THROTTLE_TOPIC_KEYS and v}
+                       for t, cfg in sorted(self.topic_configs.items())
+                       if any(k in THROTTLE_TOPIC_KEYS and v for k, v in cfg.items())},
+        }
+
+
+@dataclass
+class KafkaSourceOptions:
+    """Timeouts and what to fetch each round."""
+
+    request_timeout_ms: int = 30_000
+    describe_log_dirs: bool = True
+    describe_configs: bool = True
+    describe_quotas: bool = True
+    client_id: str = "guardian-collector"
+
+
+def _unset(value: str | None) -> bool:
+    """True for config values that mean 'not set' (Kafka reports Long.MAX_VALUE for unset rates)."""
+    return value is None or value == "" or value == str(2**63 - 1)
+
+
+class KafkaSource:
+    """One reusable admin client per cluster; :meth:`fetch` reads a :class:`KafkaState`."""
+
+    def __init__(self, bootstrap_servers: str, options: KafkaSourceOptions | None = None) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.options = options or KafkaSourceOptions()
+        self._admin: Any = None
+
+    def _client(self) -> Any:
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            try:
+                self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
+                                               client_id=self.options.client_id,
+                                               request_timeout_ms=self.options.request_timeout_ms)
+            except Exception as exc:
+                raise KafkaSourceError(f"cannot connect to {self.bootstrap_servers}: {exc}") from None
+        return self._admin
+
+    def close(self) -> None:
+        """Close the admin client (a later :meth:`fetch` reconnects)."""
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            except Exception:  # closing must never fail a caller
+                log.debug("closing admin client failed", exc_info=True)
+            self._admin = None
+
+    def __enter__(self) -> KafkaSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ round
+    def fetch(self, full: bool = True, previous: KafkaState | None = None) -> KafkaState:
+        """Read the cluster's current state. Raises :class:`KafkaSourceError` without metadata.
+
+        With ``full=False`` only metadata and in-flight reassignments are read; log dirs, configs
+        and quotas are carried over from ``previous`` (its age is kept in ``details_age_s``).
+        """
+        t0 = time.perf_counter()
+        admin = self._client()
+        try:
+            meta = self._metadata(admin)
+        except Exception as exc:
+            self.close()  # reconnect from scratch next round
+            raise KafkaSourceError(f"metadata request failed: {type(exc).__name__}: {exc}") from None
+        brokers = {int(b.node_id): BrokerMeta(int(b.node_id), str(b.host), int(b.port), b.rack)
+                   for b in meta.brokers}
+        ctrl = getattr(meta, "controller_id", None)
+        state = KafkaState(cluster_id=getattr(meta, "cluster_id", None),
+                           controller_id=int(ctrl) if ctrl is not None and int(ctrl) >= 0 else None,
+                           brokers=brokers, partitions={}, fetched_at=time.time())
+        parts = state.partitions
+        for t in meta.topics:
+            name = t.name
+            if not name or t.error_code != 0:
+                state.errors[f"topic {name}"] = f"metadata error code {t.error_code}"
+                continue
+            if t.is_internal:
+                state.internal_topics.add(name)
+            for p in t.partitions:
+                leader = p.leader_id
+                pi = int(p.partition_index)
+                parts[(name, pi)] = PartitionMeta(
+                    name, pi, tuple(p.replica_nodes), leader if leader is not None and leader >= 0 else None,
+                    tuple(p.isr_nodes), tuple(p.offline_replicas or ()))
+        alive = sorted(brokers)
+        try:
+            ra = admin.list_partition_reassignments(timeout_ms=self.options.request_timeout_ms)
+            for tp, v in ra.items():
+                state.reassignments[(tp.topic, tp.partition)] = Reassignment(
+                    tuple(v["replicas"]), tuple(v["adding_replicas"]), tuple(v["removing_replicas"]))
+        except Exception as exc:
+            state.errors["list_partition_reassignments"] = f"{type(exc).__name__}: {exc}"
+        if not full and (previous is None or set(state.reassignments) - set(previous.reassignments)
+                         or len(state.partitions) != len(previous.partitions)
+                         or set(state.partitions) - set(previous.partitions)):
+            full = True  # new replicas or partitions: their log dirs must be read now
+        if not full and previous is not None:
+            state.full = False
+            state.log_dirs = previous.log_dirs
+            state.broker_configs = previous.broker_configs
+            state.topic_configs = previous.topic_configs
+            state.quotas = previous.quotas
+            state.details_age_s = previous.details_age_s + (state.fetched_at - previous.fetched_at)
+            state.errors.update({k: v for k, v in previous.errors.items() if not k.startswith("list_partition")})
+        if full and self.options.describe_log_dirs:
+            self._log_dirs(admin, state, alive)
+        if full and self.options.describe_configs:
+            self._configs(admin, state, alive)
+        if full and self.options.describe_quotas:
+            self._quotas(admin, state)
+        state.duration_s = time.perf_counter() - t0
+        return state
+
+    def _metadata(self, admin: Any) -> Any:
+        """One MetadataRequest for every topic, read straight from the response objects (no dict copy)."""
+        from kafka.protocol.metadata import MetadataRequest
+
+        async def go() -> Any:
+            req = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                  include_cluster_authorized_operations=False,
+                                  include_topic_authorized_operations=False)
+            return await admin._manager.wait_for(admin._manager.send(req), self.options.request_timeout_ms)
+
+        return admin._manager.run(go)
+
+    def _send_all(self, admin: Any, requests: dict[int, Any]) -> tuple[dict[int, Any], dict[int, str]]:
+        """Send one request per node concurrently; wait for each with the request timeout."""
+        timeout = self.options.request_timeout_ms
+
+        async def go() -> tuple[dict[int, Any], dict[int, str]]:
+            futs = {}
+            errs: dict[int, str] = {}
+            for node, req in requests.items():
+                try:
+                    futs[node] = admin._manager.send(req, node_id=node)
+                except Exception as exc:
+                    errs[node] = f"{type(exc).__name__}: {exc}"
+            out: dict[int, Any] = {}
+            for node, fut in futs.items():
+                try:
+                    out[node] = await admin._manager.wait_for(fut, timeout)
+                except Exception as exc:
+                    errs[node] = f"{type(exc).__name__}: {exc}"
+            return out, errs
+
+        result: tuple[dict[int, Any], dict[int, str]] = admin._manager.run(go)
+        return result
+
+    def _log_dirs(self, admin: Any, state: KafkaState, nodes: list[int]) -> None:
+        from kafka.protocol.admin import DescribeLogDirsRequest
+
+        try:
+            resps, errs = self._send_all(admin, {n: DescribeLogDirsRequest(topics=None) for n in nodes})
+        except Exception as exc:
+            state.errors["describe_log_dirs"] = f"{type(exc).__name__}: {exc}"
+            return
+        for n, e in errs.items():
+            state.errors[f"describe_log_dirs broker {n}"] = e
+        for n, resp in resps.items():
+            dirs: dict[str, LogDirMeta] = {}
+            for r in resp.results:
+                total = getattr(r, "total_bytes", -1)
+                usable = getattr(r, "usable_bytes", -1)
+                d = LogDirMeta(str(r.log_dir), int(r.error_code),
+                               int(total) if total is not None and total >= 0 else None,
+                               int(usable) if usable is not None and usable >= 0 else None)
+                for t in r.topics:
+                    for p in t.partitions:
+                        key = (str(t.name), int(p.partition_index))
+                        d.replicas[key] = ReplicaDir(int(p.partition_size), int(p.offset_lag), bool(p.is_future_key))
+                dirs[d.path] = d
+            state.log_dirs[n] = dirs
+
+    def _configs(self, admin: Any, state: KafkaState, nodes: list[int]) -> None:
+        from kafka.protocol.admin import DescribeConfigsRequest
+
+        res_cls = DescribeConfigsRequest.DescribeConfigsResource
+        reqs = {n: DescribeConfigsRequest(resources=[res_cls(resource_type=4, resource_name=str(n),
+                                                             configuration_keys=None)],
+                                          include_synonyms=False, include_documentation=False)
+                for n in nodes}
+        topic_names = state.topics
+        try:
+            resps, errs = self._send_all(admin, reqs)
+            for n, e in errs.items():
+                state.errors[f"describe_configs broker {n}"] = e
+            for n, resp in resps.items():
+                for r in resp.results:
+                    if r.error_code:
+                        state.errors[f"describe_configs broker {n}"] = f"error code {r.error_code}: {r.error_message}"
+                        continue
+                    state.broker_configs[n] = {c.name: c.value for c in r.configs
+                                               if (c.name in THROTTLE_BROKER_KEYS or c.name in CAPABILITY_KEYS)
+                                               and not _unset(c.value)}
+            if topic_names:
+                treq = DescribeConfigsRequest(
+                    resources=[res_cls(resource_type=2, resource_name=t, configuration_keys=list(THROTTLE_TOPIC_KEYS))
+                               for t in topic_names], include_synonyms=False, include_documentation=False)
+                node = nodes[0] if nodes else None
+                if node is not None:
+                    tresps, terrs = self._send_all(admin, {node: treq})
+                    for _, e in terrs.items():
+                        state.errors["describe_configs topics"] = e
+                    for resp in tresps.values():
+                        for r in resp.results:
+                            if r.error_code:
+                                state.errors[f"describe_configs topic {r.resource_name}"] = (
+                                    f"error code {r.error_code}: {r.error_message}")
+                                continue
+                            state.topic_configs[r.resource_name] = {c.name: c.value for c in r.configs
+                                                                    if not _unset(c.value)}
+        except Exception as exc:
+            state.errors["describe_configs"] = f"{type(exc).__name__}: {exc}"
+
+    def _quotas(self, admin: Any, state: KafkaState) -> None:
+        from kafka.protocol.admin import DescribeClientQuotasRequest
+
+        async def go() -> Any:
+            req = DescribeClientQuotasRequest(components=[], strict=False)
+            return await admin._manager.wait_for(admin._manager.send(req), self.options.request_timeout_ms)
+
+        try:
+            resp = admin._manager.run(go)
+            if resp.error_code:
+                state.errors["describe_client_quotas"] = f"error code {resp.error_code}: {resp.error_message}"
+                return
+            for e in resp.entries or []:
+                state.quotas.append({
+                    "entity": {x.entity_type: x.entity_name for x in e.entity},
+                    "values": {v.key: float(v.value) for v in e.values}})
+        except Exception as exc:
+            state.errors["describe_client_quotas"] = f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,306 @@
+"""Rates from monotonic counters over *measured* elapsed time, with every bad case named.
+
+A rate is ``(v1 - v0) / (t1 - t0)`` where ``t`` is the time each sample was taken (the scrape's
+clock, never a nominal interval).  It is dropped — returned as ``None`` with a
+:class:`DropReason` — when:
+
+* either value is NaN or ±Inf (``non_finite``) or negative (``negative``);
+* there is no previous sample (``first_sample``) or the current one is missing (``missing``);
+* the clock went backwards or did not move (``clock_backwards``), or the elapsed time is below
+  ``min_elapsed_s`` (``tiny_elapsed``: a near-zero interval would turn any delta into an
+  enormous rate);
+* the counter decreased (``counter_reset``: the process restarted; the new value becomes the
+  base for the next round);
+* the rate exceeds ``max_rate`` (``implausible``).
+
+So a returned rate is always finite, ``>= 0`` and ``<= max_rate``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+
+class DropReason(enum.StrEnum):
+    """Why a rate (or a gauge) was not produced."""
+
+    FIRST_SAMPLE = "first_sample"
+    MISSING = "missing"
+    NON_FINITE = "non_finite"
+    NEGATIVE = "negative"
+    COUNTER_RESET = "counter_reset"
+    TINY_ELAPSED = "tiny_elapsed"
+    CLOCK_BACKWARDS = "clock_backwards"
+    IMPLAUSIBLE = "implausible"
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """A rate (finite, >= 0) or the reason there is none."""
+
+    value: float | None
+    reason: DropReason | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when :attr:`value` is usable."""
+        return self.value is not None
+
+
+def counter_rate(t0: float | None, v0: float | None, t1: float | None, v1: float | None,
+                 min_elapsed_s: float = 0.5, max_rate: float = math.inf) -> Rate:
+    """Rate of a monotonic counter between two samples ``(t0, v0)`` and ``(t1, v1)``.
+
+    Guarantees: the result's ``value`` is None or a finite float in ``[0, max_rate]``.
+    """
+    if v1 is None or t1 is None:
+        return Rate(None, DropReason.MISSING)
+    if not (math.isfinite(v1) and math.isfinite(t1)):
+        return Rate(None, DropReason.NON_FINITE)
+    if v1 < 0:
+        return Rate(None, DropReason.NEGATIVE)
+    if v0 is None or t0 is None:
+        return Rate(None, DropReason.FIRST_SAMPLE)
+    if not (math.isfinite(v0) and math.isfinite(t0)):
+        return Rate(None, DropReason.NON_FINITE)
+    if v0 < 0:
+        return Rate(None, DropReason.NEGATIVE)
+    elapsed = t1 - t0
+    if elapsed <= 0:
+        return Rate(None, DropReason.CLOCK_BACKWARDS, elapsed)
+    if elapsed < min_elapsed_s:
+        return Rate(None, DropReason.TINY_ELAPSED, elapsed)
+    delta = v1 - v0
+    if delta < 0:
+        return Rate(None, DropReason.COUNTER_RESET, elapsed)
+    rate = delta / elapsed
+    if not math.isfinite(rate):
+        return Rate(None, DropReason.NON_FINITE, elapsed)
+    if rate > max_rate:
+        return Rate(None, DropReason.IMPLAUSIBLE, elapsed)
+    return Rate(rate, None, elapsed)
+
+
+def gauge_value(v: float | None, lo: float = 0.0, hi: float = math.inf) -> Rate:
+    """A gauge checked like a rate: None/NaN/Inf/out-of-range values are dropped with a reason."""
+    if v is None:
+        return Rate(None, DropReason.MISSING)
+    if not math.isfinite(v):
+        return Rate(None, DropReason.NON_FINITE)
+    if v < lo:
+        return Rate(None, DropReason.NEGATIVE)
+    if v > hi:
+        return Rate(None, DropReason.IMPLAUSIBLE)
+    return Rate(v)
+
+
+@dataclass
+class DropLog:
+    """Counts of dropped values per (series kind, reason) plus a few examples, per round."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+    max_examples: int = 20
+
+    def add(self, kind: str, reason: DropReason, example: str = "", count: int = 1) -> None:
+        """Record ``count`` dropped values."""
+        self.counts[(kind, reason.value)] += count
+        if example and len(self.examples) < self.max_examples:
+            self.examples.append(f"{kind} {example}: {reason.value}")
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        """``{kind: {reason: count}}`` (JSON-able)."""
+        out: dict[str, dict[str, int]] = {}
+        for (kind, reason), n in sorted(self.counts.items()):
+            out.setdefault(kind, {})[reason] = n
+        return out
+
+    @property
+    def total(self) -> int:
+        """All dropped values."""
+        return sum(self.counts.values())
+
+
+class CounterTracker:
+    """Remembers the last good sample of each counter series and turns new samples into rates.
+
+    ``update`` is O(1) per series.  A sample that is itself bad (NaN, negative) does not replace
+    the remembered one; a reset does (the new value is the next base).  Series not updated for
+    ``forget_after`` rounds are evicted by :meth:`end_round`, so memory tracks live series.
+    """
+
+    def __init__(self, min_elapsed_s: float = 0.5, max_rate: float = math.inf, forget_after: int = 6) -> None:
+        self.min_elapsed_s = min_elapsed_s
+        self.max_rate = max_rate
+        self.forget_after = forget_after
+        self._last: dict[Hashable, tuple[float, float, int]] = {}
+        self._round = 0
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def update(self, key: Hashable, t: float | None, v: float | None) -> Rate:
+        """Feed the current sample of ``key`` and return its rate since the previous one."""
+        prev = self._last.get(key)
+        if prev is None:
+            r = counter_rate(None, None, t, v, self.min_elapsed_s, self.max_rate)
+        else:
+            r = counter_rate(prev[0], prev[1], t, v, self.min_elapsed_s, self.max_rate)
+        if t is not None and v is not None and math.isfinite(t) and math.isfinite(v) and v >= 0:
+            if r.reason in (DropReason.TINY_ELAPSED, DropReason.CLOCK_BACKWARDS) and prev is not None:
+                # keep the older base: the next round measures over a longer, honest interval
+                self._last[key] = (prev[0], prev[1], self._round)
+            else:
+                self._last[key] = (t, v, self._round)
+        return r
+
+    def end_round(self) -> int:
+        """Close a round; forget series not seen for ``forget_after`` rounds. Returns how many."""
+        self._round += 1
+        cutoff = self._round - self.forget_after
+        stale = [k for k, (_, _, r) in self._last.items() if r < cutoff]
+        for k in stale:
+            del self._last[k]
+        return len(stale)
+
+
+REASONS: tuple[DropReason | None, ...] = (
+    None, DropReason.FIRST_SAMPLE, DropReason.MISSING, DropReason.NON_FINITE, DropReason.NEGATIVE,
+    DropReason.COUNTER_RESET, DropReason.TINY_ELAPSED, DropReason.CLOCK_BACKWARDS, DropReason.IMPLAUSIBLE)
+_C = {r: i for i, r in enumerate(REASONS)}
+
+
+class _Block:
+    """Rate state of one group of series sharing a clock (one family of one endpoint)."""
+
+    __slots__ = ("has", "index", "keys", "last_t", "last_v", "seen")
+
+    def __init__(self) -> None:
+        self.index: dict[Hashable, int] = {}
+        self.keys: list[Hashable] = []
+        self.last_t = np.zeros(8)
+        self.last_v = np.zeros(8)
+        self.has = np.zeros(8, dtype=bool)
+        self.seen = np.zeros(8, dtype=np.int64)
+
+    def rows(self, keys: Sequence[Hashable], rnd: int) -> npt.NDArray[np.int64]:
+        get = self.index.get
+        idx = [get(k, -1) for k in keys]
+        if idx and min(idx) < 0:
+            for j, k in enumerate(keys):
+                if idx[j] < 0:
+                    r = self.index.get(k)
+                    if r is None:
+                        r = len(self.keys)
+                        self.index[k] = r
+                        self.keys.append(k)
+                    idx[j] = r
+            n = len(self.keys)
+            if n > len(self.last_t):
+                size = max(n, 2 * len(self.last_t))
+                for name in ("last_t", "last_v", "has", "seen"):
+                    old = getattr(self, name)
+                    new = np.zeros(size, dtype=old.dtype)
+                    new[: len(old)] = old
+                    setattr(self, name, new)
+        return np.asarray(idx, dtype=np.int64)
+
+
+class VectorCounterTracker:
+    """:class:`CounterTracker` for many series at once (numpy): same rules, same reasons.
+
+    ``update(block, keys, t, values)`` handles every sample of one family of one endpoint (one
+    clock ``t``) in O(len(keys)) dict lookups plus vectorised arithmetic, returning the rates
+    (NaN where dropped) and the reason codes (indexes into :data:`REASONS`; 0 = ok).
+    """
+
+    def __init__(self, min_elapsed_s: float = 0.5, max_rate: float = math.inf, forget_after: int = 6) -> None:
+        self.min_elapsed_s = min_elapsed_s
+        self.max_rate = max_rate
+        self.forget_after = forget_after
+        self.blocks: dict[Hashable, _Block] = {}
+        self.round = 0
+
+    def __len__(self) -> int:
+        return sum(len(b.index) for b in self.blocks.values())
+
+    def update(self, block: Hashable, keys: Sequence[Hashable], t: float,
+               values: Sequence[float] | npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64],
+                                                                           npt.NDArray[np.int8]]:
+        """Rates of ``keys`` (samples ``values`` at clock ``t``) since their previous samples."""
+        b = self.blocks.get(block)
+        if b is None:
+            b = self.blocks[block] = _Block()
+        v = np.asarray(values, dtype=np.float64)
+        n = len(v)
+        idx = b.rows(keys, self.round)
+        code = np.zeros(n, dtype=np.int8)
+        if not math.isfinite(t):
+            code[:] = _C[DropReason.NON_FINITE]
+            return np.full(n, np.nan), code
+        fin = np.isfinite(v)
+        code[~fin] = _C[DropReason.NON_FINITE]
+        code[(code == 0) & (v < 0)] = _C[DropReason.NEGATIVE]
+        prev = b.has[idx]
+        code[(code == 0) & ~prev] = _C[DropReason.FIRST_SAMPLE]
+        pt = b.last_t[idx]
+        pv = b.last_v[idx]
+        el = t - pt
+        code[(code == 0) & (el <= 0)] = _C[DropReason.CLOCK_BACKWARDS]
+        code[(code == 0) & (el < self.min_elapsed_s)] = _C[DropReason.TINY_ELAPSED]
+        d = v - pv
+        code[(code == 0) & (d < 0)] = _C[DropReason.COUNTER_RESET]
+        with np.errstate(all="ignore"):
+            rate = d / el
+        code[(code == 0) & ~np.isfinite(rate)] = _C[DropReason.NON_FINITE]
+        code[(code == 0) & (rate > self.max_rate)] = _C[DropReason.IMPLAUSIBLE]
+        rate[code != 0] = np.nan
+        good = fin & (v >= 0)
+        keep_old = good & prev & ((code == _C[DropReason.TINY_ELAPSED]) | (code == _C[DropReason.CLOCK_BACKWARDS]))
+        store = good & ~keep_old
+        si = idx[store]
+        b.last_t[si] = t
+        b.last_v[si] = v[store]
+        b.has[si] = True
+        b.seen[idx[good]] = self.round  # a series sending only bad samples is forgotten like a silent one
+        return rate, code
+
+    def end_round(self) -> int:
+        """Close a round; forget series not seen for ``forget_after`` rounds (compacting blocks)."""
+        self.round += 1
+        cutoff = self.round - self.forget_after
+        dropped = 0
+        for name in list(self.blocks):
+            b = self.blocks[name]
+            n = len(b.keys)
+            stale = b.seen[:n] < cutoff
+            if not stale.any():
+                continue
+            if stale.all():
+                del self.blocks[name]
+                dropped += n
+                continue
+            keep = np.nonzero(~stale)[0]
+            nb = _Block()
+            nb.keys = [b.keys[i] for i in keep]
+            nb.index = {k: i for i, k in enumerate(nb.keys)}
+            nb.last_t, nb.last_v = b.last_t[keep].copy(), b.last_v[keep].copy()
+            nb.has, nb.seen = b.has[keep].copy(), b.seen[keep].copy()
+            self.blocks[name] = nb
+            dropped += n - len(keep)
+        return dropped
+
+    def nbytes(self) -> int:
+        """Approximate bytes of rate state (arrays + key index)."""
+        total = 0
+        for b in self.blocks.values():
+            total += b.last_t.nbytes + b.last_v.nbytes + b.has.nbytes + b.seen.nbytes + 120 * len(b.keys)
+        return total

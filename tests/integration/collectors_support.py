@@ -1,0 +1,205 @@
+"""Helpers for the collectors' integration tests: a kafkasim federation on real 127.0.0.1 ports whose
+clock only moves when the test advances it, ground truth read from the simulator, and a small
+fault-injecting HTTP proxy in front of a broker's metrics endpoint."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from collectors.endpoints import BrokerInfo, ClusterEndpoints, parse_endpoints
+from kafkasim.scenario import build_federation
+from kafkasim.server import SimRunner
+
+SCENARIO: dict[str, Any] = {
+    "seed": 11,
+    "speed": 1e-6,  # frozen: time moves only through Sim.advance
+    "tick_seconds": 1.0,
+    "clusters": [
+        {"name": "east", "partition_throttle": True,
+         "brokers": [{"count": 4, "idcs": ["idc-a", "idc-b"], "racks_per_idc": 2, "memory_gb": 4,
+                      "disks": [{"count": 2, "kind": "hdd"}, {"count": 1, "kind": "nvme"}]}],
+         "topics": [{"name": "orders", "partitions": 4, "rf": 3, "bytes_in_per_s": 500_000, "skew": 0.5,
+                     "size_gb": 2, "tail_groups": 1, "msg_size": 1000},
+                    {"prefix": "events", "count": 2, "partitions": 3, "rf": 2, "bytes_in_per_s": 200_000,
+                     "size_gb": 0.05, "tail_groups": 2, "msg_size": 500}]},
+    ],
+}
+
+
+class Sim:
+    """A started kafkasim federation plus ground-truth accessors."""
+
+    def __init__(self, spec: dict[str, Any] | None = None) -> None:
+        self.runner = SimRunner(build_federation(json.loads(json.dumps(spec or SCENARIO))))
+        self.endpoints_doc = self.runner.start()
+        self.fed = self.runner.server.fed
+        self.eng = self.fed.engine
+        self._marks: dict[str, Any] = {}
+
+    def endpoints(self, cluster: str = "east") -> ClusterEndpoints:
+        return parse_endpoints(self.endpoints_doc, cluster)
+
+    def advance(self, seconds: float) -> None:
+        self.runner.call(lambda: self.eng.advance(seconds, 1.0))
+
+    def call(self, fn: Any) -> Any:
+        return self.runner.call(fn)
+
+    def stop(self) -> None:
+        self.runner.stop()
+
+    # ---------------- ground truth
+    def counters(self) -> dict[str, Any]:
+        """Copy of the counters rates are checked against, at the current simulated time."""
+        def grab() -> dict[str, Any]:
+            return {"t": self.eng.t, "bytes_in": self.eng.f["bytes_in_total"].copy(),
+                    "io_time": self.eng.d_io_time_total.copy(), "disk_read": self.eng.f["disk_read"].copy()}
+        return self.call(grab)
+
+    def topology(self, cluster: str = "east") -> dict[tuple[str, int], dict[str, Any]]:
+        def grab() -> dict[tuple[str, int], dict[str, Any]]:
+            cl = self.fed.clusters[cluster]
+            out = {}
+            for t in cl.topics.values():
+                for p in t.partitions:
+                    out[(t.name, p.index)] = {
+                        "replicas": tuple(p.replicas), "leader": p.leader if p.leader >= 0 else None,
+                        "isr": tuple(p.isr), "log_dirs": tuple(self.eng.disks[p.log_dirs[b]].path for b in p.replicas),
+                        "slot": p.slot}
+            return out
+        return self.call(grab)
+
+    def brokers(self, cluster: str = "east") -> dict[int, dict[str, Any]]:
+        def grab() -> dict[int, dict[str, Any]]:
+            cl = self.fed.clusters[cluster]
+            return {b.id: {"rack": b.rack, "idc": b.idc, "alive": b.alive, "disks": [d.path for d in b.disks],
+                           "gidx": {d.path: d.gidx for d in b.disks}} for b in cl.brokers.values()}
+        return self.call(grab)
+
+
+def rate_truth(before: dict[str, Any], after: dict[str, Any], what: str) -> Any:
+    """Mean rate of a ground-truth counter between two captures."""
+    return (after[what] - before[what]) / (after["t"] - before["t"])
+
+
+class FaultProxy:
+    """HTTP proxy in front of one metrics URL: mode ``pass``, ``garbage``, ``stall`` or ``reset``.
+
+    ``reset`` serves every counter (``*_total``) minus its value at the moment reset was armed,
+    as a restarted exporter would (counters start again from zero).
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.mode = "pass"
+        self.base: dict[str, float] = {}
+        self.stall_s = 5.0
+        proxy = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if proxy.mode == "stall":
+                    time.sleep(proxy.stall_s)
+                    return
+                if proxy.mode == "garbage":
+                    body = b"<html><body>502 Bad Gateway \x00\x01 {{{ not prometheus</body></html>\n" * 20
+                else:
+                    text = urllib.request.urlopen(proxy.target, timeout=10).read().decode()
+                    if proxy.mode == "reset":
+                        text = proxy._rebase(text)
+                    body = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def arm_reset(self) -> None:
+        text = urllib.request.urlopen(self.target, timeout=10).read().decode()
+        self.base = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, val = line.rpartition(" ")
+                if key.split("{")[0].endswith("_total"):
+                    self.base[key] = float(val)
+        self.mode = "reset"
+
+    def _rebase(self, text: str) -> str:
+        out = []
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, val = line.rpartition(" ")
+                if key in self.base:
+                    line = f"{key} {max(float(val) - self.base[key], 0.0)!r}"
+            out.append(line)
+        return "\n".join(out) + "\n"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def with_proxy(eps: ClusterEndpoints, broker: int, url: str) -> ClusterEndpoints:
+    """The same endpoints with broker ``broker``'s metrics served from ``url``."""
+    brokers = tuple(replace(b, metrics_url=url) if b.id == broker else b for b in eps.brokers)
+    return replace(eps, brokers=brokers)
+
+
+class OffsetExporter:
+    """A kafka_exporter stand-in for the consumers kafkasim does not list (it reports only lagging ones,
+    as ``kafka_consumergroup_lag``): serves ``kafka_consumergroup_current_offset`` of a tailing group
+    ``tail`` at the log end of every partition of ``topic``."""
+
+    def __init__(self, sim: Sim, topic: str, cluster: str = "east") -> None:
+        self.sim = sim
+        exp = self
+
+        def render() -> str:
+            eng = sim.eng
+            cl = sim.fed.clusters[cluster]
+            lines = ["# TYPE kafka_consumergroup_current_offset gauge"]
+            for p in cl.topics[topic].partitions:
+                s = p.slot
+                leo = float(eng.f["leo"][s])
+                lab = f'topic="{topic}",partition="{p.index}"'
+                lines.append(f'kafka_consumergroup_current_offset{{consumergroup="tail",{lab}}} {int(leo)}')
+            lines.append(f"kafkasim_sim_time_seconds {eng.t!r}")
+            return "\n".join(lines) + "\n"
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = exp.sim.call(render).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "rate_truth", "with_proxy"]

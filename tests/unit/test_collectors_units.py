@@ -1,0 +1,194 @@
+"""Unit tests of the collectors' pure parts: parsing, rates, windows, page cache, coverage, rollups."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from collectors.completeness import Coverage, SnapshotRefused, UsabilityPolicy, refusal_reasons, require_usable
+from collectors.endpoints import EndpointsError, endpoints_from_options, parse_endpoints
+from collectors.history import RingWindow, window_bytes
+from collectors.pagecache import Behaviours, is_disk_read, residence_seconds
+from collectors.promtext import PayloadError, check_payload, parse_fast, parse_reference
+from collectors.rates import CounterTracker, DropLog, DropReason, counter_rate, gauge_value
+from controlplane.domain import Broker, ClusterSnapshot, Disk, DiskKind
+
+TEXT = """# HELP x_total a counter
+# TYPE x_total counter
+x_total 10
+x_total{a="1",b="two words"} 2.5e3
+y{path="/data1",q="with \\"quote\\" and \\\\ slash"} NaN
+y{path="/data2"} +Inf
+z -Inf 1700000000000
+"""
+
+
+def test_fast_parser_matches_reference() -> None:
+    fast = parse_fast(TEXT)
+    ref = parse_reference(TEXT)
+    assert fast.bad_lines == 0
+    norm = {k: sorted((tuple(sorted(lab.items())), repr(v)) for lab, v in vals) for k, vals in fast.families.items()}
+    nref = {k: sorted((tuple(sorted(lab.items())), repr(v)) for lab, v in vals) for k, vals in ref.families.items()}
+    assert norm == nref
+    assert fast.get("y")[0][0]["q"] == 'with "quote" and \\ slash'
+    assert math.isnan(fast.get("y")[0][1])
+    assert fast.scalar("x_total") == 10
+
+
+def test_fast_parser_keeps_only_wanted_and_flags_garbage() -> None:
+    p = parse_fast(TEXT, {"x_total"})
+    assert set(p.families) == {"x_total"} and p.samples == 2
+    g = parse_fast("<html>\nnot { prometheus\n\x00\x01\n", {"x_total"})
+    assert g.bad_lines == 3
+    with pytest.raises(PayloadError):
+        check_payload(g)
+    with pytest.raises(PayloadError):
+        check_payload(parse_fast(""))
+    with pytest.raises(PayloadError):
+        parse_reference("x{a=1 2\n")
+    bad_value = parse_fast("x_total abc\nx_total 1 2 3\nx_total 4\n")
+    assert bad_value.bad_lines == 2 and bad_value.samples == 1
+
+
+def test_counter_rate_reasons() -> None:
+    assert counter_rate(0, 0, 10, 100).value == 10
+    assert counter_rate(None, None, 10, 100).reason is DropReason.FIRST_SAMPLE
+    assert counter_rate(0, 0, None, None).reason is DropReason.MISSING
+    assert counter_rate(0, 0, 10, math.nan).reason is DropReason.NON_FINITE
+    assert counter_rate(0, 0, 10, math.inf).reason is DropReason.NON_FINITE
+    assert counter_rate(0, 0, 10, -1).reason is DropReason.NEGATIVE
+    assert counter_rate(0, 50, 10, 10).reason is DropReason.COUNTER_RESET
+    assert counter_rate(0, 0, 0.001, 1e9).reason is DropReason.TINY_ELAPSED
+    assert counter_rate(10, 0, 5, 1).reason is DropReason.CLOCK_BACKWARDS
+    assert counter_rate(0, 0, 1, 1e13, max_rate=1e12).reason is DropReason.IMPLAUSIBLE
+    assert gauge_value(math.nan).reason is DropReason.NON_FINITE
+    assert gauge_value(-3).reason is DropReason.NEGATIVE
+    assert gauge_value(2.0, hi=1.0).reason is DropReason.IMPLAUSIBLE
+    assert gauge_value(0.5).value == 0.5
+
+
+def test_tracker_keeps_base_over_tiny_interval_and_rebases_after_reset() -> None:
+    tr = CounterTracker(min_elapsed_s=1.0, forget_after=2)
+    assert tr.update("a", 0.0, 0.0).reason is DropReason.FIRST_SAMPLE
+    assert tr.update("a", 0.01, 1e6).reason is DropReason.TINY_ELAPSED  # a GC pause, not infinity
+    assert tr.update("a", 10.0, 100.0).value == pytest.approx(10.0)  # measured from t=0
+    assert tr.update("a", 20.0, 5.0).reason is DropReason.COUNTER_RESET
+    assert tr.update("a", 30.0, 105.0).value == pytest.approx(10.0)  # new base after the reset
+    assert tr.update("a", 40.0, math.nan).reason is DropReason.NON_FINITE
+    assert tr.update("a", 50.0, 305.0).value == pytest.approx(10.0)  # NaN did not replace the base
+    for _ in range(4):
+        tr.end_round()
+    assert len(tr) == 0
+    log = DropLog()
+    log.add("disk.util", DropReason.COUNTER_RESET, "broker 1 sda")
+    assert log.as_dict() == {"disk.util": {"counter_reset": 1}} and log.total == 1
+
+
+def test_ring_window_bounds_and_stats() -> None:
+    w = RingWindow(capacity=5, initial_rows=1)
+    for i in range(12):
+        w.append({"a": float(i), "b": None if i % 2 else float(10 * i), f"tmp{i}": 1.0})
+    assert w.series("a") == [7.0, 8.0, 9.0, 10.0, 11.0]
+    assert w.series("b") == [80.0, 100.0]
+    med, p95, n = w.stats(["a"])["a"]
+    assert med == 9.0 and n == 5 and 10.0 < p95 <= 11.0
+    assert w.downsampled("a", 2) == [pytest.approx(8.0), pytest.approx(10.5)]
+    assert len(w) <= 2 + 10  # rows of keys unseen for a window are recycled
+    rows_before = w._data.shape[0]
+    for i in range(50):
+        w.append({"a": 1.0, f"new{i % 3}": 2.0})
+    assert w._data.shape[0] <= max(rows_before, 16)
+    assert window_bytes(100_000, 360) == 144_000_000
+    with pytest.raises(ValueError):
+        RingWindow(0)
+
+
+def test_page_cache_rule() -> None:
+    t = residence_seconds(10e9, 100e6)
+    assert t == 100.0
+    assert residence_seconds(10e9, 0) == math.inf
+    assert residence_seconds(0, 1e6) == 0.0
+    assert residence_seconds(math.nan, 1e6) == 0.0
+    # LEO 1e6, 1000 msg/s, T = 100 s: offsets older than 900_000 come from disk
+    assert is_disk_read(1e6, 1000, 100, 899_999)
+    assert not is_disk_read(1e6, 1000, 100, 900_000)
+    assert not is_disk_read(1e6, 1000, math.inf, 0)
+    assert is_disk_read(1e6, math.nan, 100, 999_999)  # unknown rate: only the exact tail is cached
+    b = Behaviours(user_read=1, user_write=2, replication_write=3, migration_read=4, measured_read=10, measured_write=5)
+    d = b.as_dict()
+    assert d["unattributed_read"] == 5 and d["unattributed_write"] == 0
+
+
+def _snap(taken: datetime, cov: Coverage | None) -> ClusterSnapshot:
+    b = Broker(1, "h", 1, "a", "r", disks=(Disk("/d", DiskKind.HDD, 10, 1.0),))
+    return ClusterSnapshot("c", taken, (b,), (), extra={"coverage": cov} if cov else {})
+
+
+def test_refusal_helper() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    good = Coverage("c", now.timestamp(), brokers_alive=[1, 2], brokers_with_metrics=[1, 2], partitions_total=10,
+                    partitions_with_rates=10)
+    assert refusal_reasons(_snap(now, good), now=now.timestamp()) == []
+    stale = refusal_reasons(_snap(now - timedelta(minutes=5), good), now=now.timestamp())
+    assert stale and "stale" in stale[0]
+    partial = Coverage("c", 0, brokers_alive=[1, 2], brokers_with_metrics=[1], partitions_total=10,
+                       partitions_with_rates=5, first_round=True)
+    reasons = refusal_reasons(_snap(now, partial), now=now.timestamp())
+    assert len(reasons) == 3
+    assert refusal_reasons(_snap(now, partial), UsabilityPolicy(min_broker_fraction=0.5, min_partition_fraction=0.5,
+                                                                allow_first_round=True), now=now.timestamp()) == []
+    assert "no coverage information" in refusal_reasons(_snap(now, None), now=now.timestamp())[0]
+    with pytest.raises(SnapshotRefused) as exc:
+        require_usable(_snap(now, partial), now=now.timestamp())
+    assert exc.value.reasons == reasons
+
+
+def test_endpoints_parsing_errors() -> None:
+    doc = {"clusters": {"east": {"bootstrap_servers": "127.0.0.1:1", "metrics_urls": ["http://x/m"],
+                                 "brokers": [{"id": 1, "metrics_url": "http://y/m", "idc": "a"}]}}}
+    eps = parse_endpoints(doc, "east")
+    assert eps.metrics_urls == ["http://y/m", "http://x/m"] and eps.url_to_broker() == {"http://y/m": 1}
+    with pytest.raises(EndpointsError, match="no cluster 'west'"):
+        parse_endpoints(doc, "west")
+    with pytest.raises(EndpointsError, match="bootstrap_servers"):
+        parse_endpoints({"clusters": {"east": {}}}, "east")
+    with pytest.raises(EndpointsError):
+        endpoints_from_options("c", "h:1", ["ftp://nope"])
+    e2 = endpoints_from_options("c", "h:1", ["3=http://a/m", "http://b/m"])
+    assert e2.url_to_broker() == {"http://a/m": 3} and e2.unmapped_metrics_urls == ("http://b/m",)
+
+
+def test_ring_window_averages_rounds_when_every_is_above_one() -> None:
+    w = RingWindow(capacity=3, every=2)
+    for v in (1.0, 3.0, 10.0, None, 5.0, 7.0, 100.0, 200.0):
+        w.append({"a": v})
+    # pairs (1,3) (10,-) (5,7) (100,200) -> 2, 10, 6, 150; the window keeps the last 3
+    assert w.series("a") == [10.0, 6.0, 150.0]
+    assert w.nbytes == w._data.shape[0] * 3 * 4
+
+
+def test_rollup_rows_per_minute() -> None:
+    from collectors.builder import Collected
+    from collectors.collector import RollupAggregator
+    from controlplane.domain import Partition, Topic
+
+    def snap(at: datetime, util: float, rate: float) -> Collected:
+        b = Broker(1, "h", 1, "a", "r", disks=(Disk("/d", DiskKind.HDD, 10, 1.0, util=util),))
+        t = Topic("t", (Partition("t", 0, (1,), 1, (1,), ("/d",), bytes_in_per_s=rate),))
+        s = ClusterSnapshot("c", at, (b,), (t,))
+        return Collected(s, Coverage("c", at.timestamp()), {}, {}, {}, [])
+
+    agg = RollupAggregator()
+    t0 = datetime(2026, 1, 1, 10, 0, 5, tzinfo=UTC)
+    assert agg.add(snap(t0, 0.2, 100.0)) == []
+    assert agg.add(snap(t0 + timedelta(seconds=30), 0.4, 300.0)) == []
+    rows = agg.add(snap(t0 + timedelta(seconds=60), 0.9, 0.0))  # a new minute closes the first
+    disk = next(r for r in rows if r["kind"] == "disk")
+    part = next(r for r in rows if r["kind"] == "partition")
+    assert disk["minute"] == datetime(2026, 1, 1, 10, 0, tzinfo=UTC) and disk["samples"] == 2
+    assert disk["util_avg"] == pytest.approx(0.3) and disk["util_max"] == pytest.approx(0.4)
+    assert part["bytes_in_per_s_avg"] == pytest.approx(200.0) and part["bytes_in_per_s_max"] == 300.0
+    last = agg.flush()
+    assert [r["samples"] for r in last] == [1, 1]
