@@ -139,6 +139,7 @@ class KafkaSourceOptions:
     """Timeouts and what to fetch each round."""
 
     request_timeout_ms: int = 30_000
+    bootstrap_timeout_ms: int = 30_000
     describe_log_dirs: bool = True
     describe_configs: bool = True
     describe_quotas: bool = True
@@ -165,7 +166,8 @@ class KafkaSource:
             try:
                 self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
                                                client_id=self.options.client_id,
-                                               request_timeout_ms=self.options.request_timeout_ms)
+                                               request_timeout_ms=self.options.request_timeout_ms,
+                                               bootstrap_timeout_ms=self.options.bootstrap_timeout_ms)
             except Exception as exc:
                 raise KafkaSourceError(f"cannot connect to {self.bootstrap_servers}: {exc}") from None
         return self._admin

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.auto_rebalance import run_auto_rebalance
+from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
 from controlplane.service.raft_store import RaftStateStore
 from controlplane.service.scheduler import Job, LeaderScheduler
@@ -33,11 +34,12 @@ class Service:
     app: FastAPI
     scheduler: LeaderScheduler
     store: RaftStateStore
-    extra_jobs: list[Job] = field(default_factory=list)
+    collection: CollectionJob
 
     def close(self) -> None:
-        """Stop the scheduler and leave the Raft group."""
+        """Stop the scheduler, close the collectors and leave the Raft group."""
         self.scheduler.shutdown()
+        self.collection.close()
         self.store.close()
 
 
@@ -65,11 +67,13 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     ctx = ServiceContext(settings=settings, store=store, http_of=dict(http_of or {}))
     ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=bind_kafka,
                                    max_snapshot_age_s=settings.max_snapshot_age_s)
-    all_jobs = [Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
+    collection = CollectionJob()
+    all_jobs = [Job("collect", settings.intervals.collect_s, collection),
+                Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
                 *(jobs or [])]
     scheduler = LeaderScheduler(ctx, all_jobs)
-    return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store)
+    return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store, collection=collection)
 
 
 def serve(settings: Settings, *, http_of: dict[str, str] | None = None, ready: threading.Event | None = None) -> None:

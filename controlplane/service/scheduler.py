@@ -79,4 +79,5 @@ class LeaderScheduler:
     def shutdown(self) -> None:
         """Stop scheduling; running jobs finish their pass."""
         self._stopping.set()
-        self._scheduler.shutdown(wait=False)
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)

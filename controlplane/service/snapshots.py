@@ -17,30 +17,43 @@ class StaleSnapshotError(LookupError):
 
 
 class SnapshotCache:
-    """Thread-safe map cluster -> latest snapshot."""
+    """Thread-safe map cluster -> latest snapshot and when this node observed it.
+
+    Age is measured on this node's clock from ``observed_at`` (a live collection round: the moment it
+    finished; an imported file: its own ``taken_at``), so a cluster whose metrics carry another clock
+    (a simulator running faster than real time) is judged by how recently it was actually seen.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._latest: dict[str, ClusterSnapshot] = {}
+        self._latest: dict[str, tuple[ClusterSnapshot, datetime]] = {}
 
-    def put(self, snapshot: ClusterSnapshot) -> None:
-        """Keep ``snapshot`` unless a newer one for its cluster is already held."""
+    def put(self, snapshot: ClusterSnapshot, observed_at: datetime | None = None) -> None:
+        """Keep ``snapshot`` unless a more recently observed one for its cluster is already held."""
+        seen = observed_at or snapshot.taken_at
         with self._lock:
             old = self._latest.get(snapshot.cluster)
-            if old is None or old.taken_at <= snapshot.taken_at:
-                self._latest[snapshot.cluster] = snapshot
+            if old is None or old[1] <= seen:
+                self._latest[snapshot.cluster] = (snapshot, seen)
 
     def get(self, cluster: str) -> ClusterSnapshot | None:
         """The latest snapshot of ``cluster`` or None."""
         with self._lock:
-            return self._latest.get(cluster)
+            entry = self._latest.get(cluster)
+        return entry[0] if entry else None
+
+    def age_s(self, cluster: str, now: datetime | None = None) -> float | None:
+        """Seconds since the latest snapshot of ``cluster`` was observed (None when there is none)."""
+        with self._lock:
+            entry = self._latest.get(cluster)
+        return None if entry is None else ((now or datetime.now(UTC)) - entry[1]).total_seconds()
 
     def fresh(self, cluster: str, max_age_s: float, now: datetime | None = None) -> ClusterSnapshot:
         """The latest snapshot if it is at most ``max_age_s`` old; else :class:`StaleSnapshotError`."""
         snapshot = self.get(cluster)
-        if snapshot is None:
+        age = self.age_s(cluster, now)
+        if snapshot is None or age is None:
             raise StaleSnapshotError(f"no snapshot of cluster {cluster!r} yet")
-        age = ((now or datetime.now(UTC)) - snapshot.taken_at).total_seconds()
         if age > max_age_s:
             raise StaleSnapshotError(f"snapshot of cluster {cluster!r} is {age:.0f} s old (limit {max_age_s:.0f} s)")
         return snapshot

@@ -1,0 +1,80 @@
+"""The service's collection job against kafkasim over TCP: snapshots land in the cache with the
+replicated policies applied; an unreachable cluster is skipped and counted, never raised."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.bootstrap import Service, build_service
+from controlplane.config import RaftConf, Settings
+from controlplane.domain import BrokerState
+from controlplane.service.commands import meta
+from kafkasim.server import SimRunner
+from raft.localcluster import free_ports
+from tests.integration.kafkasim_support import start_sim
+
+
+@pytest.fixture()
+def sim() -> Iterator[SimRunner]:
+    runner = start_sim()
+    try:
+        yield runner
+    finally:
+        runner.stop()
+
+
+@pytest.fixture()
+def service(tmp_path: Path) -> Iterator[Service]:
+    (port,) = free_ports(1)
+    svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}")))
+    try:
+        assert svc.store.node.wait_ready(10)
+        yield svc
+    finally:
+        svc.close()
+
+
+def register(service: Service, name: str, cluster: dict[str, Any]) -> None:
+    service.ctx.store.propose({
+        "type": "cluster.register", "meta": meta("test"), "name": name,
+        "bootstrap_servers": cluster["bootstrap_servers"].split(","),
+        "metrics_urls": {str(b["id"]): b["metrics_url"] for b in cluster["brokers"]}})
+
+
+def test_collection_job_fills_the_cache_with_policies_applied(sim: SimRunner, service: Service) -> None:
+    east = sim.endpoints["clusters"]["east"]
+    register(service, "east", east)
+    service.ctx.store.propose({"type": "maintenance.set", "meta": meta("test"), "cluster": "east", "broker": 2,
+                               "enabled": True})
+    service.ctx.store.propose({"type": "pool.assign", "meta": meta("test"), "cluster": "east", "pool": "pay",
+                               "brokers": [4]})
+    service.ctx.store.propose({"type": "placement.set", "meta": meta("test"), "cluster": "east", "topic": "orders",
+                               "placement": {"idc-a": 2, "idc-b": 1}})
+    job = service.collection
+    for _ in range(3):
+        job(service.ctx)
+        time.sleep(1.2)
+    snap = service.ctx.snapshots.fresh("east", 60)
+    assert {b.id for b in snap.brokers} == {1, 2, 3, 4}
+    states = {b.id: b.state for b in snap.brokers}
+    assert states[2] is BrokerState.MAINTENANCE and states[1] is BrokerState.ALIVE
+    assert {b.id: b.pool for b in snap.brokers}[4] == "pay"
+    orders = snap.index.topic_by_name["orders"]
+    assert orders.placement == {"idc-a": 2, "idc-b": 1}
+    assert sum(p.bytes_in_per_s for p in orders.partitions) > 0
+    assert job.last_refusal["east"] == []
+
+
+def test_unreachable_cluster_is_skipped_and_counted(service: Service) -> None:
+    (dead_port,) = free_ports(1)
+    service.ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": "ghost",
+                               "bootstrap_servers": [f"127.0.0.1:{dead_port}"]})
+    service.collection(service.ctx)  # must not raise
+    assert service.ctx.snapshots.get("ghost") is None
+    errors = service.ctx.metrics.registry.get_sample_value("guardian_loop_errors_total", {"loop": "collect"})
+    assert errors == 1.0
