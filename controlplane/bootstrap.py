@@ -14,6 +14,8 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
+from controlplane.adapters.clickhouse import ClickHouse, ClickHouseUnavailable, connect
+from controlplane.adapters.metric_rollups import RollupWriter
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.auto_rebalance import run_auto_rebalance
@@ -35,11 +37,16 @@ class Service:
     scheduler: LeaderScheduler
     store: RaftStateStore
     collection: CollectionJob
+    rollups: RollupWriter | None = None
 
     def close(self) -> None:
-        """Stop the scheduler, close the collectors and leave the Raft group."""
+        """Stop the scheduler, close the collectors, flush rollups and leave the Raft group."""
         self.scheduler.shutdown()
         self.collection.close()
+        if self.rollups is not None:
+            self.rollups.flush()
+        if self.ctx.clickhouse is not None:
+            self.ctx.clickhouse.close()
         self.store.close()
 
 
@@ -59,6 +66,20 @@ def ensure_admin_token(settings: Settings) -> Settings:
     return settings.model_copy(update={"tokens": [TokenConf(name="admin", role="admin", sha256=hash_token(token))]})
 
 
+def open_clickhouse(settings: Settings) -> ClickHouse | None:
+    """ClickHouse as configured (embedded chdb under ``data_dir/chdb`` by default); None when off or
+    unavailable (logged: the control plane runs without rollup history rather than not at all)."""
+    conf = settings.clickhouse
+    if conf.mode == "off":
+        return None
+    try:
+        return connect(conf.url if conf.mode == "url" else None, data_path=conf.path or settings.data_dir / "chdb",
+                       database=conf.database)
+    except ClickHouseUnavailable as exc:
+        log.warning("ClickHouse unavailable, metric rollups are not stored: %s", exc)
+        return None
+
+
 def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
                   jobs: list[Job] | None = None) -> Service:
     """Create the node (Raft store under ``data_dir/raft``), the API app and the scheduler (not started)."""
@@ -67,13 +88,16 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     ctx = ServiceContext(settings=settings, store=store, http_of=dict(http_of or {}))
     ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=bind_kafka,
                                    max_snapshot_age_s=settings.max_snapshot_age_s)
-    collection = CollectionJob()
+    ctx.clickhouse = open_clickhouse(settings)
+    rollups = RollupWriter(ctx.clickhouse) if ctx.clickhouse is not None else None
+    collection = CollectionJob(on_collected=rollups)
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
                 *(jobs or [])]
     scheduler = LeaderScheduler(ctx, all_jobs)
-    return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store, collection=collection)
+    return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store, collection=collection,
+                   rollups=rollups)
 
 
 def serve(settings: Settings, *, http_of: dict[str, str] | None = None, ready: threading.Event | None = None) -> None:

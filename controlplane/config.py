@@ -90,6 +90,16 @@ class ThrottleConf(_Conf):
     relax_factor: Annotated[float, Field(gt=1, le=10)] = 2.0
 
 
+class ClickHouseConf(_Conf):
+    """Where metric rollups and audit analytics live: embedded chdb under ``data_dir/chdb`` (default),
+    a server by ``url``, or ``off``. chdb allows one data path per process."""
+
+    mode: Literal["chdb", "url", "off"] = "chdb"
+    url: str | None = None
+    path: Path | None = None
+    database: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = "guardian"
+
+
 class Settings(_Conf):
     data_dir: Path = Path("var/guardian")
     raft: RaftConf = Field(default_factory=RaftConf)
@@ -97,6 +107,7 @@ class Settings(_Conf):
     tokens: list[TokenConf] = Field(default_factory=list)
     intervals: IntervalsConf = Field(default_factory=IntervalsConf)
     max_snapshot_age_s: Annotated[float, Field(gt=0)] = 120.0
+    clickhouse: ClickHouseConf = Field(default_factory=ClickHouseConf)
     throttle: ThrottleConf = Field(default_factory=ThrottleConf)
 
 

@@ -257,6 +257,38 @@ MIGRATIONS: tuple[Migration, ...] = (
             ) ENGINE = MergeTree ORDER BY (run_id, cluster, src_idc, dst_idc, rank)""",
         ),
     ),
+    Migration(
+        4,
+        "1-minute metric rollups per disk and per partition (collector history that survives restarts)",
+        (
+            """CREATE TABLE IF NOT EXISTS {db}.disk_rollups (
+                minute DateTime('UTC'),
+                cluster LowCardinality(String),
+                broker Int32,
+                log_dir String,
+                samples UInt32,
+                util_avg Float64,
+                util_max Float64,
+                await_ms_avg Float64,
+                read_bytes_per_s_avg Float64,
+                write_bytes_per_s_avg Float64
+            ) ENGINE = ReplacingMergeTree PARTITION BY toDate(minute)
+            ORDER BY (cluster, broker, log_dir, minute) TTL minute + INTERVAL 90 DAY""",
+            """CREATE TABLE IF NOT EXISTS {db}.partition_rollups (
+                minute DateTime('UTC'),
+                cluster LowCardinality(String),
+                topic String,
+                partition Int32,
+                samples UInt32,
+                bytes_in_per_s_avg Float64,
+                bytes_in_per_s_max Float64,
+                bytes_out_per_s_avg Float64,
+                messages_in_per_s_avg Float64,
+                disk_read_bytes_per_s_avg Float64
+            ) ENGINE = ReplacingMergeTree PARTITION BY toDate(minute)
+            ORDER BY (cluster, topic, partition, minute) TTL minute + INTERVAL 90 DAY""",
+        ),
+    ),
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controlplane.config import Settings
 from controlplane.service.metrics import ServiceMetrics
@@ -24,6 +24,8 @@ class ServiceContext:
     snapshots: SnapshotCache = field(default_factory=SnapshotCache)
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
     http_of: dict[str, str] = field(default_factory=dict)
+    clickhouse: Any = None
+    """:class:`controlplane.adapters.clickhouse.ClickHouse` when configured (rollups, analytics)."""
     throttle: ThrottleService | None = None
 
     @property

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from controlplane.bootstrap import Service, build_service
-from controlplane.config import RaftConf, Settings
+from controlplane.config import ClickHouseConf, RaftConf, Settings
 from controlplane.domain import BrokerState
 from controlplane.service.commands import meta
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
+from tests.integration.chdb_session import chdb_path, fresh_database
 from tests.integration.kafkasim_support import start_sim
 
 
@@ -31,7 +32,9 @@ def sim() -> Iterator[SimRunner]:
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
     (port,) = free_ports(1)
-    svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}")))
+    clickhouse = ClickHouseConf(path=chdb_path(), database=fresh_database("collect"))
+    svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
+                                 clickhouse=clickhouse))
     try:
         assert svc.store.node.wait_ready(10)
         yield svc
@@ -68,6 +71,14 @@ def test_collection_job_fills_the_cache_with_policies_applied(sim: SimRunner, se
     assert orders.placement == {"idc-a": 2, "idc-b": 1}
     assert sum(p.bytes_in_per_s for p in orders.partitions) > 0
     assert job.last_refusal["east"] == []
+    assert service.rollups is not None and service.ctx.clickhouse is not None
+    service.rollups.flush()  # the current minute; completed minutes are written as they close
+    ch = service.ctx.clickhouse
+    disks = ch.rows(f"SELECT count(), max(util_max) FROM {ch.table('disk_rollups')} WHERE cluster = 'east'")
+    assert disks[0][0] == 12  # 4 brokers x 3 log dirs, one minute
+    assert 0 < disks[0][1] <= 1
+    parts = ch.scalar(f"SELECT count() FROM {ch.table('partition_rollups')}")
+    assert parts == 4
 
 
 def test_unreachable_cluster_is_skipped_and_counted(service: Service) -> None:
