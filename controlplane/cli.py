@@ -517,9 +517,10 @@ def cluster_cmd(
 
     signal.signal(signal.SIGTERM, on_term)  # `kill` stops the group as Ctrl-C does
     root.mkdir(parents=True, exist_ok=True)
-    group = ServiceCluster(root.resolve(), size=nodes)
+    group = ServiceCluster(root.resolve(), size=nodes, clickhouse=True)
     group.start_all()
     try:
+        group.wait_up(timeout=60)
         leader = group.leader(timeout=30)
         print(json.dumps({"nodes": [f"http://127.0.0.1:{p}" for p in group.http_ports], "leader": leader,
                           "token": TOKEN, "logs": str(root)}), flush=True)

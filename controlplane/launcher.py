@@ -28,6 +28,7 @@ class ServiceCluster:
 
     root: Path
     size: int = 3
+    clickhouse: bool = False
     raft_ports: list[int] = field(default_factory=list)
     http_ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -37,7 +38,8 @@ class ServiceCluster:
         self.raft_ports, self.http_ports = ports[: self.size], ports[self.size:]
         config = self.root / "guardian.toml"
         config.write_text(f'[[tokens]]\nname = "admin"\nrole = "admin"\nsha256 = "{hash_token(TOKEN)}"\n'
-                          "[intervals]\nauto_rebalance_check_s = 3600\n")
+                          "[intervals]\nauto_rebalance_check_s = 3600\n"
+                          + ("" if self.clickhouse else '[clickhouse]\nmode = "off"\n'))
         self.config = config
 
     def start(self, node: int) -> None:
@@ -83,6 +85,15 @@ class ServiceCluster:
     def status(self, node: int) -> dict[str, Any] | None:
         code, body = self.request(node, "GET", "/api/v1/status", timeout=1.0)
         return body["raft"] if code == 200 else None
+
+    def wait_up(self, timeout: float = 30.0) -> None:
+        """Wait until every running node answers its status endpoint."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(self.status(n) is not None for n in self.procs):
+                return
+            time.sleep(0.1)
+        raise TimeoutError("not every node answers")
 
     def leader(self, timeout: float = 15.0, exclude: int | None = None) -> int:
         """The node that is leader and ready, waiting up to ``timeout`` s."""

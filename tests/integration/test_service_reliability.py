@@ -40,6 +40,7 @@ def converged_hashes(cluster: ServiceCluster, nodes: list[int], timeout: float =
 
 @pytest.mark.slow
 def test_leader_kill_loses_no_acknowledged_write(cluster: ServiceCluster) -> None:
+    cluster.wait_up()
     leader = cluster.leader()
     code, _ = cluster.request(leader, "POST", "/api/v1/clusters",
                               {"name": "c1", "bootstrap_servers": ["127.0.0.1:9092"]})
