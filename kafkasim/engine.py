@@ -1,0 +1,636 @@
+"""Vectorised physics for a kafkasim federation.
+
+Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per tick:
+
+* **Producers** (one synthetic client per partition) write ``base_rate × diurnal × weekly × burst
+  × spike`` bytes/s, cut by the partition-level produce throttle (capable clusters only) and by the
+  client's ``producer_byte_rate`` quota, enforced per broker (sum of the client's partitions led by
+  that broker).  Real Produce requests add their bytes on top.
+* **Writes** land on the log dir of every in-sync replica (leader and followers).
+* **Page cache** per broker holds ``memory × cache_fraction`` bytes; data stays resident for
+  ``cache / write rate`` seconds.  Tailing consumers read from cache; a *lagging* consumer whose
+  lag (in seconds of production) exceeds the residence time reads from the leader's disk.
+* **Consumers**: ``tail_groups`` tailing groups per partition plus an optional lagging consumer,
+  cut by the partition-level fetch throttle and the client's ``consumer_byte_rate`` quota.
+* **Copies**: reassignment (KIP-455) adding replicas copy ``size`` bytes from the leader's disk
+  to their own disk at the rate the KIP-73 throttles allow (``leader/follower.replication.
+  throttled.rate`` shared among throttled replicas listed in the topic's
+  ``*.replication.throttled.replicas``), then the replica set switches; intra-broker (KIP-113)
+  future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second``.
+* **Disks**: lagging reads and copies are *elastic* and are scaled down to the headroom the
+  writes leave; ``util`` = busy fraction (demand / max throughput, ≤ 1) and
+  ``await = base / (1 - util)`` (capped) plus the backlog when writes alone exceed the disk.
+
+Everything is deterministic for a given seed and sequence of calls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kafkasim.model import (
+    PT_FETCH,
+    PT_PRODUCE,
+    Broker,
+    Cluster,
+    Disk,
+    Partition,
+    parse_partition_rates,
+    parse_throttled_replicas,
+)
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+MAX_FETCHER_BPS = 400e6  # one replica fetcher's ceiling
+OP_BYTES = 128 * 1024  # average I/O size used to turn bytes into ops
+
+
+@dataclass(frozen=True)
+class Client:
+    """A synthetic client (producer or consumer) for quotas and audit."""
+
+    client_id: str
+    user: str
+    ip: str
+    idc: str
+
+
+def diurnal_factor(t: float, phase: float, amplitude: float = 0.35) -> float:
+    """Daily sinusoid (peak mid-afternoon) times a weekend dip; mean about 1."""
+    day = (t / 86400.0 + phase) % 1.0
+    weekday = int(t // 86400 + 3) % 7  # 1970-01-01 was a Thursday
+    weekly = 0.8 if weekday >= 5 else 1.0
+    return (1.0 + amplitude * math.sin(2 * math.pi * (day - 0.375))) * weekly
+
+
+class Engine:
+    """Owns every numeric array of the federation and advances them in time."""
+
+    SLOT_FIELDS_F = ("size", "leo", "base_rate", "msg_size", "phase", "spike", "burst_left",
+                     "lag", "lag_rate", "in_rate", "out_rate", "repl_rate", "disk_read",
+                     "bytes_in_total", "bytes_out_total", "msgs_in_total", "real_in", "real_msgs",
+                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out")
+    SLOT_FIELDS_I = ("prod_client", "cons_client", "cluster_idx", "topic_idx")
+
+    def __init__(self, seed: int = 0, start_time: float = 1_795_000_000.0,
+                 cache_fraction: float = 0.6, burst_rate_per_hour: float = 0.5) -> None:
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.t = float(start_time)
+        self.cache_fraction = cache_fraction
+        self.burst_rate_per_hour = burst_rate_per_hour
+        self.clusters: dict[str, Cluster] = {}
+        self.cluster_names: list[str] = []
+        self.brokers: list[Broker] = []
+        self.disks: list[Disk] = []
+        self.clients: list[Client] = [Client("", "", "", "")]
+        self._client_idx: dict[Client, int] = {self.clients[0]: 0}
+        self.topic_index: dict[tuple[str, str], int] = {}
+        self.cap = 0
+        self.n_slots = 0
+        self.free: list[int] = []
+        self.slot_active = np.zeros(0, dtype=bool)
+        self.f: dict[str, F64] = {}
+        self.i: dict[str, I64] = {}
+        self._grow(1024)
+        self.dirty = True
+        self.ticks = 0
+        # disk arrays
+        self.d_slow = np.zeros(0)
+        self._alloc_disks(0)
+        self.b_cached = np.zeros(0)
+        self.b_alive = np.zeros(0, dtype=bool)
+        # per (broker, topic) counters
+        self.bt_in = np.zeros((0, 0))
+        self.bt_out = np.zeros((0, 0))
+        self.bt_msgs = np.zeros((0, 0))
+        self.b_repl_in_total = np.zeros(0)
+        self.b_repl_out_total = np.zeros(0)
+        self.b_reassign_in_total = np.zeros(0)
+        self.b_produce_lat = np.zeros(0)
+        self.b_fetch_lat = np.zeros(0)
+        self.b_residence = np.zeros(0)
+        self.moves: list[tuple[Cluster, Partition]] = []
+        self.futures: list[tuple[Cluster, Partition]] = []
+        self.listeners: list[Any] = []
+        self.broker_replicas: list[list[Partition]] = []
+
+    # ------------------------------------------------------------------ storage
+    def _grow(self, new_cap: int) -> None:
+        old = self.cap
+        for name in self.SLOT_FIELDS_F:
+            arr = np.zeros(new_cap)
+            if old:
+                arr[:old] = self.f[name]
+            self.f[name] = arr
+        for name in self.SLOT_FIELDS_I:
+            arr_i = np.zeros(new_cap, dtype=np.int64)
+            if old:
+                arr_i[:old] = self.i[name]
+            self.i[name] = arr_i
+        act = np.zeros(new_cap, dtype=bool)
+        act[:old] = self.slot_active[:old] if old else act[:0]
+        self.slot_active = act
+        self.f["msg_size"][old:] = 1024.0
+        self.f["spike"][old:] = 1.0
+        self.cap = new_cap
+
+    def _alloc_disks(self, n: int) -> None:
+        names = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
+                 "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
+                 "d_write_time_total", "d_reads_total", "d_writes_total", "d_slow", "d_cap_bps",
+                 "d_base_lat", "d_capacity", "d_parts")
+        for name in names:
+            old = getattr(self, name, None)
+            arr = np.zeros(n)
+            if old is not None and len(old):
+                arr[: len(old)] = old[:n]
+            setattr(self, name, arr)
+        self.d_slow[self.d_slow == 0] = 1.0
+
+    def alloc_slot(self, cluster: str) -> int:
+        """Reserve an engine slot for a new partition of ``cluster``."""
+        if self.free:
+            s = self.free.pop()
+        else:
+            if self.n_slots >= self.cap:
+                self._grow(self.cap * 2)
+            s = self.n_slots
+            self.n_slots += 1
+        for name in self.SLOT_FIELDS_F:
+            self.f[name][s] = 0.0
+        self.f["msg_size"][s] = 1024.0
+        self.f["spike"][s] = 1.0
+        for name in self.SLOT_FIELDS_I:
+            self.i[name][s] = 0
+        self.i["cluster_idx"][s] = self.cluster_names.index(cluster)
+        self.slot_active[s] = True
+        return s
+
+    def free_slot(self, s: int) -> None:
+        """Release a deleted partition's slot."""
+        self.slot_active[s] = False
+        self.f["base_rate"][s] = 0.0
+        self.free.append(s)
+
+    def mark_dirty(self) -> None:
+        """Topology changed: rebuild replica rows before the next tick."""
+        self.dirty = True
+
+    def client(self, c: Client) -> int:
+        """Index of a client, registering it on first use."""
+        idx = self._client_idx.get(c)
+        if idx is None:
+            idx = len(self.clients)
+            self.clients.append(c)
+            self._client_idx[c] = idx
+        return idx
+
+    def topic_idx(self, cluster: str, topic: str) -> int:
+        """Global index of a topic name (kept across delete/re-create)."""
+        key = (cluster, topic)
+        idx = self.topic_index.get(key)
+        if idx is None:
+            idx = len(self.topic_index)
+            self.topic_index[key] = idx
+        return idx
+
+    # ------------------------------------------------------------------ topology
+    def add_cluster(self, cluster: Cluster) -> None:
+        """Register a cluster (brokers are added with :meth:`add_broker`)."""
+        cluster.engine = self
+        self.clusters[cluster.name] = cluster
+        self.cluster_names.append(cluster.name)
+
+    def add_broker(self, cluster: Cluster, broker_id: int, idc: str, rack: str, pool: str,
+                   memory_bytes: float, disks: list[dict[str, Any]]) -> Broker:
+        """Create a broker with its log dirs; disks are dicts of path/kind/capacity/max_bps/latency."""
+        gidx = len(self.brokers)
+        dl: list[Disk] = []
+        n0 = len(self.disks)
+        for k, spec in enumerate(disks):
+            dl.append(Disk(n0 + k, broker_id, str(spec["path"]), str(spec.get("device", f"sd{chr(97 + k)}")),
+                           str(spec["kind"]), float(spec["capacity_bytes"]), float(spec["max_bytes_per_s"]),
+                           float(spec["base_latency_ms"])))
+        b = Broker(gidx, cluster.name, broker_id, idc, rack, pool, float(memory_bytes), dl)
+        b.configs = {}
+        cluster.brokers[broker_id] = b
+        self.brokers.append(b)
+        self.disks.extend(dl)
+        self._alloc_disks(len(self.disks))
+        for d in dl:
+            self.d_cap_bps[d.gidx] = d.max_bytes_per_s
+            self.d_base_lat[d.gidx] = d.base_latency_ms
+            self.d_capacity[d.gidx] = d.capacity_bytes
+            self.d_slow[d.gidx] = 1.0
+        nb = len(self.brokers)
+        for name in ("b_cached", "b_repl_in_total", "b_repl_out_total", "b_reassign_in_total",
+                     "b_produce_lat", "b_fetch_lat", "b_residence"):
+            arr = np.zeros(nb)
+            old = getattr(self, name)
+            arr[: len(old)] = old
+            setattr(self, name, arr)
+        self.mark_dirty()
+        return b
+
+    def disk_used(self, gidx: int) -> float:
+        """Bytes used on a disk as of the last tick/rebuild."""
+        return float(self.d_used[gidx]) if gidx < len(self.d_used) else 0.0
+
+    def _ensure_bt(self) -> None:
+        nb, nt = len(self.brokers), max(1, len(self.topic_index))
+        if self.bt_in.shape != (nb, nt):
+            for name in ("bt_in", "bt_out", "bt_msgs"):
+                old = getattr(self, name)
+                arr = np.zeros((nb, max(nt, old.shape[1] if old.size else 0)))
+                if old.size:
+                    arr[: old.shape[0], : old.shape[1]] = old
+                setattr(self, name, arr)
+
+    def rebuild(self) -> None:
+        """Recompute replica rows, per-slot caps and quotas from the object model."""
+        rs: list[int] = []
+        rb: list[int] = []
+        rd: list[int] = []
+        rl: list[bool] = []
+        alld: list[int] = []
+        n = self.cap
+        leader_b = np.full(n, -1, dtype=np.int64)
+        leader_d = np.full(n, -1, dtype=np.int64)
+        thr_p = np.full(n, np.inf)
+        thr_f = np.full(n, np.inf)
+        q_p = np.full(n, np.inf)
+        q_c = np.full(n, np.inf)
+        self.moves = []
+        self.futures = []
+        self.b_alive = np.array([b.alive for b in self.brokers], dtype=bool)
+        self.broker_replicas = [[] for _ in self.brokers]
+        for cl in self.clusters.values():
+            bg = {bid: b.gidx for bid, b in cl.brokers.items()}
+            for t in cl.topics.values():
+                tix = self.topic_idx(cl.name, t.name)
+                pt_p = parse_partition_rates(t.configs.get(PT_PRODUCE, "")) if cl.partition_throttle else {}
+                pt_f = parse_partition_rates(t.configs.get(PT_FETCH, "")) if cl.partition_throttle else {}
+                for p in t.partitions:
+                    s = p.slot
+                    self.i["topic_idx"][s] = tix
+                    adding = set(p.reassignment.adding) if p.reassignment else set()
+                    for b, dg in p.log_dirs.items():
+                        self.broker_replicas[bg[b]].append(p)
+                        alld.append(dg)
+                    for b in p.replicas:
+                        if b in adding or b not in p.log_dirs:
+                            continue
+                        in_sync = b in p.isr and cl.brokers[b].alive
+                        if not in_sync:
+                            continue
+                        rs.append(s)
+                        rb.append(bg[b])
+                        rd.append(p.log_dirs[b])
+                        rl.append(b == p.leader)
+                    if p.leader >= 0 and cl.brokers[p.leader].alive:
+                        leader_b[s] = bg[p.leader]
+                        leader_d[s] = p.log_dirs.get(p.leader, -1)
+                    if pt_p:
+                        thr_p[s] = pt_p.get(p.index, pt_p.get(-1, np.inf))
+                    if pt_f:
+                        thr_f[s] = pt_f.get(p.index, pt_f.get(-1, np.inf))
+                    if p.reassignment is not None:
+                        self.moves.append((cl, p))
+                    if p.futures:
+                        self.futures.append((cl, p))
+                    if cl.quotas:
+                        pc = self.clients[int(self.i["prod_client"][s])]
+                        cc = self.clients[int(self.i["cons_client"][s])]
+                        q_p[s] = cl.quota_for(pc.user, pc.client_id, "producer_byte_rate")
+                        q_c[s] = cl.quota_for(cc.user, cc.client_id, "consumer_byte_rate")
+        self.r_slot = np.array(rs, dtype=np.int64)
+        self.r_broker = np.array(rb, dtype=np.int64)
+        self.r_disk = np.array(rd, dtype=np.int64)
+        self.r_leader = np.array(rl, dtype=bool)
+        self.leader_b = leader_b
+        self.leader_d = leader_d
+        self.thr_produce = thr_p
+        self.thr_fetch = thr_f
+        self.q_produce = q_p
+        self.q_consume = q_c
+        self.d_parts = np.bincount(np.array(alld, dtype=np.int64), minlength=len(self.disks)).astype(np.float64)
+        self._ensure_bt()
+        self.dirty = False
+        self._update_used()
+
+    def _update_used(self) -> None:
+        used = np.bincount(self.r_disk, weights=self.f["size"][self.r_slot], minlength=len(self.disks))
+        for _, p in self.moves:
+            if p.reassignment is None:
+                continue
+            for b, c in p.reassignment.copied.items():
+                d = p.reassignment.dest_disk.get(b)
+                if d is not None:
+                    used[d] += c
+        for _, p in self.futures:
+            for fut in p.futures.values():
+                used[fut.dest_disk] += fut.copied
+        self.d_used = used.astype(np.float64)
+
+    # ------------------------------------------------------------------ real traffic hooks
+    def append_real(self, slot: int, nbytes: int, nrecords: int) -> int:
+        """Account a real Produce batch; returns its base offset."""
+        leo = self.f["leo"]
+        base = math.ceil(leo[slot])
+        leo[slot] = base + nrecords
+        self.f["real_in"][slot] += nbytes
+        self.f["real_msgs"][slot] += nrecords
+        self.f["size"][slot] += nbytes
+        return base
+
+    def fetched_real(self, slot: int, nbytes: int) -> None:
+        """Account bytes returned to a real Fetch."""
+        self.f["real_out"][slot] += nbytes
+
+    # ------------------------------------------------------------------ the tick
+    def _group_cap(self, mask: npt.NDArray[np.bool_], clients: I64, brokers: I64, demand: F64,
+                   quota: F64) -> F64:
+        """Per (client, broker) cap: factor = min(1, quota / Σ demand) for the masked slots."""
+        factor = np.ones(len(demand))
+        idx = np.nonzero(mask & np.isfinite(quota) & (brokers >= 0))[0]
+        if len(idx) == 0:
+            return factor
+        key = clients[idx] * (len(self.brokers) + 1) + brokers[idx]
+        uniq, inv = np.unique(key, return_inverse=True)
+        sums = np.bincount(inv, weights=demand[idx], minlength=len(uniq))
+        qg = np.zeros(len(uniq))
+        qg[inv] = quota[idx]
+        fg = np.minimum(1.0, qg / np.maximum(sums, 1e-9))
+        factor[idx] = fg[inv]
+        return factor
+
+    def step(self, dt: float) -> None:
+        """Advance the federation by ``dt`` simulated seconds."""
+        if dt <= 0 or not math.isfinite(dt):
+            raise ValueError(f"dt must be positive and finite, got {dt}")
+        if self.dirty:
+            self.rebuild()
+        f, ii = self.f, self.i
+        n = self.n_slots
+        nb, nd = len(self.brokers), len(self.disks)
+        active = self.slot_active[:n]
+        lb = self.leader_b[:n]
+        online = active & (lb >= 0)
+        # ---- producers
+        day = (self.t / 86400.0 + f["phase"][:n]) % 1.0
+        weekday = int(self.t // 86400 + 3) % 7
+        diurnal = (1.0 + 0.35 * np.sin(2 * np.pi * (day - 0.375))) * (0.8 if weekday >= 5 else 1.0)
+        # bursts: Poisson arrivals, x3 for 60-300 s
+        burst_left = f["burst_left"][:n]
+        p_new = self.burst_rate_per_hour * dt / 3600.0
+        u = self.rng.random(n)
+        starts = (u < p_new) & (burst_left <= 0) & (f["base_rate"][:n] > 0)
+        if starts.any():
+            burst_left[starts] = self.rng.uniform(60.0, 300.0, int(starts.sum()))
+        burst = np.where(burst_left > 0, 3.0, 1.0)
+        burst_left -= dt
+        np.maximum(burst_left, 0.0, out=burst_left)
+        demand = f["base_rate"][:n] * diurnal * burst * f["spike"][:n]
+        demand = np.where(online, demand, 0.0)
+        demand = np.minimum(demand, self.thr_produce[:n])
+        demand *= self._group_cap(online, ii["prod_client"][:n], lb, demand, self.q_produce[:n])
+        real_in = f["real_in"][:n] / dt
+        in_rate = demand + real_in
+        f["in_rate"][:n] = in_rate
+        msgs = demand / np.maximum(f["msg_size"][:n], 1.0) + f["real_msgs"][:n] / dt
+        # ---- writes on in-sync replicas
+        w_rows = in_rate[self.r_slot] if len(self.r_slot) else np.zeros(0)
+        d_write = np.bincount(self.r_disk, weights=w_rows, minlength=nd) if nd else np.zeros(0)
+        b_write = np.bincount(self.r_broker, weights=w_rows, minlength=nb)
+        cache_max = np.array([b.memory_bytes for b in self.brokers]) * self.cache_fraction
+        residence = cache_max / np.maximum(b_write, 1.0)
+        self.b_residence = residence
+        # ---- consumers
+        lag = f["lag"][:n]
+        lag_req = np.where(online & (lag > 0), f["lag_rate"][:n], 0.0)
+        tail = in_rate * f["tail_groups"][:n]
+        fetch_demand = np.where(online, tail + lag_req, 0.0)
+        cap_f = np.minimum(1.0, self.thr_fetch[:n] / np.maximum(fetch_demand, 1e-9))
+        fetch_demand_c = fetch_demand * cap_f
+        qf = self._group_cap(online, ii["cons_client"][:n], lb, fetch_demand_c, self.q_consume[:n])
+        scale_f = cap_f * qf
+        tail_act = tail * scale_f
+        lag_req_act = lag_req * scale_f
+        lag_secs = lag / np.maximum(in_rate, 1.0)
+        res_leader = np.where(lb >= 0, residence[np.maximum(lb, 0)], np.inf) if nb else np.zeros(n)
+        from_disk = (lag_req_act > 0) & (lag_secs > res_leader)
+        # ---- elastic flows: (rate requested, read disk, write disk)
+        fl_req: list[float] = []
+        fl_rd: list[int] = []
+        fl_wr: list[int] = []
+        fl_ref: list[tuple[str, Cluster, Partition, int]] = []
+        lag_idx = np.nonzero(from_disk)[0]
+        n_lag = len(lag_idx)
+        self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref)
+        req = np.concatenate([lag_req_act[lag_idx], np.array(fl_req)])
+        rdd = np.concatenate([self.leader_d[lag_idx], np.array(fl_rd, dtype=np.int64)])
+        wrd = np.concatenate([np.full(n_lag, -1, dtype=np.int64), np.array(fl_wr, dtype=np.int64)])
+        cap = self.d_cap_bps / self.d_slow
+        headroom = np.maximum(cap - d_write, 0.05 * cap)
+        el = np.zeros(nd)
+        if len(req):
+            m = rdd >= 0
+            el += np.bincount(rdd[m], weights=req[m], minlength=nd)
+            m = wrd >= 0
+            el += np.bincount(wrd[m], weights=req[m], minlength=nd)
+        scale_d = np.minimum(1.0, headroom / np.maximum(el, 1e-9))
+        act = req.copy()
+        if len(req):
+            s_r = np.where(rdd >= 0, scale_d[np.maximum(rdd, 0)], 1.0)
+            s_w = np.where(wrd >= 0, scale_d[np.maximum(wrd, 0)], 1.0)
+            act = req * np.minimum(s_r, s_w)
+        d_read = np.zeros(nd)
+        d_copy_w = np.zeros(nd)
+        if len(act):
+            m = rdd >= 0
+            d_read = np.bincount(rdd[m], weights=act[m], minlength=nd).astype(np.float64)
+            m = wrd >= 0
+            d_copy_w = np.bincount(wrd[m], weights=act[m], minlength=nd).astype(np.float64)
+        lag_act = lag_req_act.copy()
+        lag_act[lag_idx] = act[:n_lag]
+        f["disk_read"][:n] = 0.0
+        f["disk_read"][lag_idx] = act[:n_lag]
+        # lag dynamics: a lagging consumer catches up at lag_act and falls behind at in_rate
+        has_lagger = f["lag_rate"][:n] > 0
+        new_lag = np.where(has_lagger & online, lag + (in_rate - lag_act) * dt, lag)
+        f["lag"][:n] = np.maximum(new_lag, 0.0)
+        out_rate = tail_act + np.where(lag > 0, lag_act, np.where(has_lagger, in_rate * scale_f, 0.0))
+        f["syn_out"][:n] = out_rate
+        f["syn_in"][:n] = demand
+        out_rate = out_rate + f["real_out"][:n] / dt
+        f["out_rate"][:n] = out_rate
+        # ---- apply copies
+        self._apply_copies(dt, act[n_lag:], fl_ref)
+        # ---- disks
+        total_w = d_write + d_copy_w
+        demand_d = total_w + d_read
+        util_raw = demand_d / np.maximum(cap, 1.0)
+        util = np.minimum(util_raw, 1.0)
+        self.d_backlog = np.maximum(self.d_backlog + (demand_d - cap) * dt, 0.0)
+        await_ms = (self.d_base_lat * self.d_slow / (1.0 - np.minimum(util, 0.98))
+                    + self.d_backlog / np.maximum(cap, 1.0) * 1000.0)
+        await_ms = np.minimum(await_ms, 60_000.0)
+        self.d_util, self.d_await = util, await_ms
+        self.d_read_rate, self.d_write_rate = d_read, total_w
+        self.d_read_total += d_read * dt
+        self.d_written_total += total_w * dt
+        self.d_io_time_total += util * dt
+        r_ops = d_read / OP_BYTES
+        w_ops = total_w / OP_BYTES
+        self.d_reads_total += r_ops * dt
+        self.d_writes_total += w_ops * dt
+        self.d_read_time_total += r_ops * dt * await_ms / 1000.0
+        self.d_write_time_total += w_ops * dt * await_ms / 1000.0
+        # ---- partitions: sizes, offsets, counters
+        f["size"][:n] += demand * dt  # real bytes were added on append
+        f["leo"][:n] += demand / np.maximum(f["msg_size"][:n], 1.0) * dt
+        f["bytes_in_total"][:n] += in_rate * dt
+        f["bytes_out_total"][:n] += out_rate * dt
+        f["msgs_in_total"][:n] += msgs * dt
+        n_followers = np.bincount(self.r_slot[~self.r_leader], minlength=n)[:n] if len(self.r_slot) else 0
+        f["repl_rate"][:n] = in_rate * n_followers
+        lat_d = np.where(self.leader_d[:n] >= 0, await_ms[np.maximum(self.leader_d[:n], 0)], 0.0) \
+            if nd else np.zeros(n)
+        f["produce_latency_ms"][:n] = np.where(online, 0.5 + lat_d, 0.0)
+        f["fetch_latency_ms"][:n] = np.where(from_disk, 0.3 + lat_d, np.where(online, 0.3, 0.0))
+        # per (broker, topic) counters on the leader
+        self._ensure_bt()
+        on = np.nonzero(online)[0]
+        if len(on):
+            nt = self.bt_in.shape[1]
+            key = lb[on] * nt + ii["topic_idx"][on]
+            size = nb * nt
+            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=size)
+            self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=size)
+            self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=size)
+            self.b_repl_out_total += np.bincount(lb[on], weights=f["repl_rate"][on] * dt, minlength=nb)
+            w_lat = np.bincount(lb[on], weights=in_rate[on] * f["produce_latency_ms"][on], minlength=nb)
+            w_sum = np.bincount(lb[on], weights=in_rate[on], minlength=nb)
+            self.b_produce_lat = np.where(w_sum > 0, w_lat / np.maximum(w_sum, 1e-9), 0.5)
+            o_lat = np.bincount(lb[on], weights=out_rate[on] * f["fetch_latency_ms"][on], minlength=nb)
+            o_sum = np.bincount(lb[on], weights=out_rate[on], minlength=nb)
+            self.b_fetch_lat = np.where(o_sum > 0, o_lat / np.maximum(o_sum, 1e-9), 0.3)
+        if len(self.r_slot):
+            fol = ~self.r_leader
+            self.b_repl_in_total += np.bincount(self.r_broker[fol], weights=w_rows[fol] * dt, minlength=nb)
+        self.b_cached = np.minimum(cache_max, self.b_cached + (b_write + 1.0) * dt)
+        f["real_in"][:n] = 0.0
+        f["real_msgs"][:n] = 0.0
+        f["real_out"][:n] = 0.0
+        self._update_used()
+        self.t += dt
+        self.ticks += 1
+        for cb in self.listeners:
+            cb(self, dt)
+
+    # ------------------------------------------------------------------ copies
+    def _plan_copies(self, dt: float, fl_req: list[float], fl_rd: list[int], fl_wr: list[int],
+                     fl_ref: list[tuple[str, Cluster, Partition, int]]) -> None:
+        """Requested rates of reassignment and intra-broker copies, throttles applied."""
+        size = self.f["size"]
+        flows: list[tuple[Cluster, Partition, int, float, bool, bool]] = []
+        n_fol: dict[tuple[str, int], int] = {}
+        n_lead: dict[tuple[str, int], int] = {}
+        for cl, p in self.moves:
+            ra = p.reassignment
+            if ra is None or p.leader < 0 or not cl.brokers[p.leader].alive:
+                continue
+            fthr = parse_throttled_replicas(cl.topic_config(p.topic, "follower.replication.throttled.replicas"))
+            lthr = parse_throttled_replicas(cl.topic_config(p.topic, "leader.replication.throttled.replicas"))
+            for b in ra.adding:
+                if not cl.brokers[b].alive:
+                    continue
+                remaining = size[p.slot] - ra.copied.get(b, 0.0)
+                f_t = fthr is None or (p.index, b) in fthr
+                l_t = lthr is None or (p.index, p.leader) in lthr
+                f_t = f_t and math.isfinite(cl.broker_rate(b, "follower.replication.throttled.rate"))
+                l_t = l_t and math.isfinite(cl.broker_rate(p.leader, "leader.replication.throttled.rate"))
+                if f_t:
+                    n_fol[(cl.name, b)] = n_fol.get((cl.name, b), 0) + 1
+                if l_t:
+                    n_lead[(cl.name, p.leader)] = n_lead.get((cl.name, p.leader), 0) + 1
+                flows.append((cl, p, b, max(remaining, 0.0), f_t, l_t))
+        for cl, p, b, remaining, f_t, l_t in flows:
+            rate = min(MAX_FETCHER_BPS, remaining / dt + 1.0)
+            if f_t:
+                rate = min(rate, cl.broker_rate(b, "follower.replication.throttled.rate") / n_fol[(cl.name, b)])
+            if l_t:
+                rate = min(rate, cl.broker_rate(p.leader, "leader.replication.throttled.rate")
+                           / n_lead[(cl.name, p.leader)])
+            assert p.reassignment is not None
+            fl_req.append(rate)
+            fl_rd.append(p.log_dirs.get(p.leader, -1))
+            fl_wr.append(p.reassignment.dest_disk[b])
+            fl_ref.append(("move", cl, p, b))
+        n_fut: dict[tuple[str, int], int] = {}
+        for cl, p in self.futures:
+            for b in p.futures:
+                if cl.brokers[b].alive:
+                    n_fut[(cl.name, b)] = n_fut.get((cl.name, b), 0) + 1
+        for cl, p in self.futures:
+            for b, fut in p.futures.items():
+                if not cl.brokers[b].alive:
+                    continue
+                remaining = max(size[p.slot] - fut.copied, 0.0)
+                rate = min(MAX_FETCHER_BPS, remaining / dt + 1.0,
+                           cl.broker_rate(b, "replica.alter.log.dirs.io.max.bytes.per.second")
+                           / n_fut[(cl.name, b)])
+                fl_req.append(rate)
+                fl_rd.append(p.log_dirs[b])
+                fl_wr.append(fut.dest_disk)
+                fl_ref.append(("future", cl, p, b))
+
+    def _apply_copies(self, dt: float, act: F64, refs: list[tuple[str, Cluster, Partition, int]]) -> None:
+        size = self.f["size"]
+        done_moves: list[tuple[Cluster, Partition]] = []
+        for k, (kind, cl, p, b) in enumerate(refs):
+            moved = float(act[k]) * dt
+            if kind == "move":
+                ra = p.reassignment
+                if ra is None:
+                    continue
+                ra.copied[b] = min(ra.copied.get(b, 0.0) + moved, size[p.slot])
+                self.b_reassign_in_total[cl.brokers[b].gidx] += moved
+            else:
+                fut = p.futures.get(b)
+                if fut is None:
+                    continue
+                fut.copied = min(fut.copied + moved, size[p.slot])
+                if fut.copied >= size[p.slot] - 1.0:
+                    p.log_dirs[b] = fut.dest_disk
+                    del p.futures[b]
+                    self.mark_dirty()
+        for cl, p in self.moves:
+            ra = p.reassignment
+            if ra is None:
+                continue
+            if all(ra.copied.get(b, 0.0) >= size[p.slot] - 1.0 for b in ra.adding) and all(
+                    cl.brokers[b].alive for b in ra.adding):
+                done_moves.append((cl, p))
+        for cl, p in done_moves:
+            cl.complete_reassignment(p)
+
+    # ------------------------------------------------------------------ helpers
+    def advance(self, seconds: float, dt: float = 1.0) -> None:
+        """Run ``seconds`` of simulated time in ticks of at most ``dt``."""
+        left = seconds
+        while left > 1e-9:
+            step = min(dt, left)
+            self.step(step)
+            left -= step
+
+    def partition_offsets(self, slot: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of a partition."""
+        return 0, int(math.ceil(self.f["leo"][slot] - 1e-9))

@@ -1,0 +1,641 @@
+"""kafkasim topology model: clusters, brokers, log dirs, topics, partitions, configs and quotas.
+
+This is kafkasim's own, self-contained model (it does not import the control plane's domain).
+Mutations go through :class:`Cluster` methods, which validate input and raise
+:class:`SimError` carrying a Kafka error code, so the wire layer can turn any failure into a
+proper Kafka error response.  Physics state (sizes, offsets, rates, counters) lives in
+:mod:`kafkasim.engine` arrays indexed by ``Partition.slot`` and ``Disk.gidx``.
+
+Partition-level throttle extension
+----------------------------------
+Clusters created with ``partition_throttle=True`` accept two extra *topic* configs that vanilla
+Kafka rejects (``INVALID_CONFIG``):
+
+* ``guardian.partition.throttle.produce.bytes.per.second``
+* ``guardian.partition.throttle.fetch.bytes.per.second``
+
+Each value is a comma-separated list of ``partition:bytes_per_second`` (``*`` as partition applies
+to every partition), e.g. ``"0:1048576,3:524288"``.  The capability is advertised as the read-only
+broker config ``guardian.partition.throttle.enable=true``; on other clusters that key is absent and
+the topic keys are rejected.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+PT_PRODUCE = "guardian.partition.throttle.produce.bytes.per.second"
+PT_FETCH = "guardian.partition.throttle.fetch.bytes.per.second"
+PT_ENABLE = "guardian.partition.throttle.enable"
+
+# Kafka error codes used by kafkasim
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+REPLICA_NOT_AVAILABLE = 9
+COORDINATOR_NOT_AVAILABLE = 15
+INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUIRED_ACKS = 21
+INVALID_REQUEST = 42
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+UNSUPPORTED_VERSION = 35
+POLICY_VIOLATION = 44
+KAFKA_STORAGE_ERROR = 56
+LOG_DIR_NOT_FOUND = 57
+UNKNOWN_SERVER_ERROR = -1
+BROKER_NOT_AVAILABLE = 8
+ELECTION_NOT_NEEDED = 84
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+NO_REASSIGNMENT_IN_PROGRESS = 85
+INVALID_RECORD = 87
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+
+TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
+    "cleanup.policy": "delete",
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "segment.bytes": "1073741824",
+    "min.insync.replicas": "1",
+    "max.message.bytes": "1048588",
+    "compression.type": "producer",
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
+    "remote.storage.enable": "false",
+    "local.retention.ms": "-2",
+    "local.retention.bytes": "-2",
+}
+BROKER_DYNAMIC_KEYS = {
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+}
+BROKER_STATIC_DEFAULTS: dict[str, str] = {
+    "num.network.threads": "3",
+    "num.io.threads": "8",
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+    "remote.log.storage.system.enable": "false",
+    "auto.create.topics.enable": "false",
+}
+
+
+class SimError(Exception):
+    """A failure with the Kafka error code to report on the wire."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Disk:
+    """One log dir of a broker; ``gidx`` indexes the engine's disk arrays."""
+
+    gidx: int
+    broker_id: int
+    path: str
+    device: str
+    kind: str
+    capacity_bytes: float
+    max_bytes_per_s: float
+    base_latency_ms: float
+    offline: bool = False
+
+
+@dataclass
+class Broker:
+    """A simulated broker; ``gidx`` indexes the engine's broker arrays."""
+
+    gidx: int
+    cluster: str
+    id: int
+    idc: str
+    rack: str
+    pool: str
+    memory_bytes: float
+    disks: list[Disk]
+    host: str = "127.0.0.1"
+    port: int = 0
+    metrics_port: int = 0
+    alive: bool = True
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def disk_by_path(self, path: str) -> Disk | None:
+        """Return the log dir with this path, or None."""
+        for d in self.disks:
+            if d.path == path:
+                return d
+        return None
+
+
+@dataclass
+class Reassignment:
+    """An in-flight KIP-455 reassignment of one partition."""
+
+    target: list[int]
+    original: list[int]
+    adding: list[int]
+    removing: list[int]
+    copied: dict[int, float] = field(default_factory=dict)
+    dest_disk: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class FutureReplica:
+    """An in-flight KIP-113 intra-broker move of one replica to another log dir."""
+
+    dest_disk: int
+    copied: float = 0.0
+
+
+@dataclass
+class Partition:
+    """A partition; its physics state lives in engine slot ``slot``."""
+
+    topic: str
+    index: int
+    slot: int
+    replicas: list[int]
+    leader: int
+    isr: list[int]
+    log_dirs: dict[int, int]
+    leader_epoch: int = 0
+    reassignment: Reassignment | None = None
+    futures: dict[int, FutureReplica] = field(default_factory=dict)
+    batches: deque[tuple[int, int, int, bytes]] = field(default_factory=deque)
+    batch_bytes: int = 0
+
+
+@dataclass
+class Topic:
+    """A topic with its configs (only non-default values are stored)."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[Partition]
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | None:
+    """Parse ``p:b,p:b`` into a set of (partition, broker); ``*`` returns None (= all).
+
+    Raises ValueError on malformed input.
+    """
+    value = value.strip()
+    if value == "*":
+        return None
+    out: set[tuple[int, int]] = set()
+    if not value:
+        return out
+    for item in value.split(","):
+        p, _, b = item.strip().partition(":")
+        out.add((int(p), int(b)))
+    return out
+
+
+def parse_partition_rates(value: str) -> dict[int, float]:
+    """Parse ``p:rate,*:rate`` (partition-level throttle values); ``-1`` partition key means ``*``."""
+    out: dict[int, float] = {}
+    if not value.strip():
+        return out
+    for item in value.split(","):
+        p, _, r = item.strip().partition(":")
+        rate = float(r)
+        if not math.isfinite(rate) or rate < 0:
+            raise ValueError(f"bad rate {r!r}")
+        out[-1 if p.strip() == "*" else int(p)] = rate
+    return out
+
+
+class Cluster:
+    """One simulated Kafka cluster: brokers, topics, configs, quotas, reassignments."""
+
+    def __init__(self, name: str, partition_throttle: bool = False, engine: Any = None) -> None:
+        self.name = name
+        self.cluster_id = uuid.uuid5(uuid.NAMESPACE_DNS, f"kafkasim.{name}").hex[:22]
+        self.partition_throttle = partition_throttle
+        self.brokers: dict[int, Broker] = {}
+        self.topics: dict[str, Topic] = {}
+        self.quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self.engine: Any = engine
+        self.next_producer_id = 1000
+        self.max_batch_bytes_per_partition = 4 * 1024 * 1024
+
+    # ---------------------------------------------------------------- queries
+    def alive_brokers(self) -> list[Broker]:
+        """Alive brokers sorted by id."""
+        return [b for _, b in sorted(self.brokers.items()) if b.alive]
+
+    def controller_id(self) -> int:
+        """Lowest alive broker id (-1 when all are dead)."""
+        alive = self.alive_brokers()
+        return alive[0].id if alive else -1
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """Look a partition up or raise UNKNOWN_TOPIC_OR_PARTITION."""
+        t = self.topics.get(topic)
+        if t is None or not 0 <= index < len(t.partitions):
+            raise SimError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{index}")
+        return t.partitions[index]
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        """Find a topic by its id."""
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+    def topic_config(self, topic: str, key: str) -> str:
+        """Effective topic config value (explicit or default)."""
+        t = self.topics[topic]
+        return t.configs.get(key, TOPIC_CONFIG_DEFAULTS.get(key, ""))
+
+    def broker_rate(self, broker_id: int, key: str) -> float:
+        """A broker's dynamic rate config in bytes/s (inf when unset)."""
+        b = self.brokers.get(broker_id)
+        if b is None or key not in b.configs:
+            return math.inf
+        try:
+            v = float(b.configs[key])
+        except ValueError:
+            return math.inf
+        return v if v >= 0 else math.inf
+
+    # ---------------------------------------------------------------- topics
+    def _pick_disk(self, broker_id: int, slot_hint: int) -> int:
+        b = self.brokers[broker_id]
+        online = [d for d in b.disks if not d.offline] or b.disks
+        if self.engine is not None:
+            best = min(online, key=lambda d: (self.engine.d_parts[d.gidx], d.gidx))
+            self.engine.d_parts[best.gidx] += 1
+            return best.gidx
+        return online[slot_hint % len(online)].gidx
+
+    def _auto_assign(self, n: int, rf: int, start: int) -> list[list[int]]:
+        ids = [b.id for b in self.alive_brokers()]
+        if rf < 1 or rf > len(ids):
+            raise SimError(INVALID_REPLICATION_FACTOR,
+                           f"Replication factor: {rf} larger than available brokers: {len(ids)}.")
+        out = []
+        for i in range(n):
+            first = (start + i) % len(ids)
+            out.append([ids[(first + k) % len(ids)] for k in range(rf)])
+        return out
+
+    def validate_assignment(self, replicas: list[int]) -> None:
+        """Raise INVALID_REPLICA_ASSIGNMENT for duplicates, unknown brokers or empty lists."""
+        if not replicas:
+            raise SimError(INVALID_REPLICA_ASSIGNMENT, "empty replica list")
+        if len(set(replicas)) != len(replicas):
+            raise SimError(INVALID_REPLICA_ASSIGNMENT, f"duplicate brokers in {replicas}")
+        unknown = [r for r in replicas if r not in self.brokers]
+        if unknown:
+            raise SimError(INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {unknown}")
+
+    def validate_topic_configs(self, configs: dict[str, str | None]) -> None:
+        """Reject unknown keys and malformed values with INVALID_CONFIG."""
+        for k, v in configs.items():
+            if k in (PT_PRODUCE, PT_FETCH):
+                if not self.partition_throttle:
+                    raise SimError(INVALID_CONFIG, f"Unknown topic config name: {k}")
+                try:
+                    parse_partition_rates(v or "")
+                except ValueError as e:
+                    raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}: {e}") from e
+                continue
+            if k not in TOPIC_CONFIG_DEFAULTS:
+                raise SimError(INVALID_CONFIG, f"Unknown topic config name: {k}")
+            if k.endswith("throttled.replicas") and v is not None:
+                try:
+                    parse_throttled_replicas(v)
+                except ValueError as e:
+                    raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}") from e
+            if k in ("retention.ms", "retention.bytes", "segment.bytes", "min.insync.replicas") and v:
+                try:
+                    int(v)
+                except ValueError as e:
+                    raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}") from e
+
+    def create_topic(self, name: str, num_partitions: int, rf: int,
+                     assignments: dict[int, list[int]] | None = None,
+                     configs: dict[str, str | None] | None = None, validate_only: bool = False,
+                     internal: bool = False) -> Topic:
+        """Create a topic; explicit ``assignments`` win over ``num_partitions``/``rf``."""
+        if not name or len(name) > 249 or any(not (c.isalnum() or c in "._-") for c in name):
+            raise SimError(INVALID_TOPIC_EXCEPTION, f"invalid topic name {name!r}")
+        if name in self.topics:
+            raise SimError(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        configs = dict(configs or {})
+        self.validate_topic_configs(configs)
+        if assignments:
+            idx = sorted(assignments)
+            if idx != list(range(len(idx))):
+                raise SimError(INVALID_REPLICA_ASSIGNMENT, "partition indexes must be 0..n-1")
+            plan = [assignments[i] for i in idx]
+            for reps in plan:
+                self.validate_assignment(reps)
+        else:
+            if num_partitions == -1:
+                num_partitions = 1
+            if rf == -1:
+                rf = min(3, len(self.alive_brokers()))
+            if num_partitions < 1:
+                raise SimError(INVALID_PARTITIONS, f"Number of partitions must be positive: {num_partitions}")
+            plan = self._auto_assign(num_partitions, rf, start=len(self.topics))
+        if validate_only:
+            return Topic(name, uuid.uuid4(), [], {k: v for k, v in configs.items() if v is not None})
+        t = Topic(name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.name}/{name}"), [],
+                  {k: v for k, v in configs.items() if v is not None}, internal)
+        self.topics[name] = t
+        for reps in plan:
+            self._add_partition(t, reps)
+        if self.engine is not None:
+            self.engine.mark_dirty()
+        return t
+
+    def _add_partition(self, t: Topic, reps: list[int]) -> Partition:
+        slot = self.engine.alloc_slot(self.name) if self.engine is not None else len(t.partitions)
+        dirs = {b: self._pick_disk(b, slot + i) for i, b in enumerate(reps)}
+        alive = [b for b in reps if self.brokers[b].alive]
+        p = Partition(t.name, len(t.partitions), slot, list(reps), alive[0] if alive else -1,
+                      alive, dirs)
+        t.partitions.append(p)
+        return p
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                          validate_only: bool = False) -> None:
+        """Grow a topic to ``count`` partitions."""
+        t = self.topics.get(name)
+        if t is None:
+            raise SimError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
+        add = count - len(t.partitions)
+        if add <= 0:
+            raise SimError(INVALID_PARTITIONS,
+                           f"Topic currently has {len(t.partitions)} partitions, {count} must be greater")
+        rf = len(t.partitions[0].replicas) if t.partitions else 1
+        if assignments is not None:
+            if len(assignments) != add:
+                raise SimError(INVALID_REPLICA_ASSIGNMENT, f"expected {add} assignments")
+            for reps in assignments:
+                self.validate_assignment(reps)
+            plan = assignments
+        else:
+            plan = self._auto_assign(add, rf, start=len(t.partitions))
+        if validate_only:
+            return
+        for reps in plan:
+            self._add_partition(t, reps)
+        if self.engine is not None:
+            self.engine.mark_dirty()
+
+    def delete_topic(self, name: str) -> Topic:
+        """Delete a topic and free its engine slots."""
+        t = self.topics.pop(name, None)
+        if t is None:
+            raise SimError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
+        if self.engine is not None:
+            for p in t.partitions:
+                self.engine.free_slot(p.slot)
+            self.engine.mark_dirty()
+        return t
+
+    # ---------------------------------------------------------------- configs
+    def alter_topic_configs(self, name: str, ops: list[tuple[str, int, str | None]],
+                            validate_only: bool = False) -> None:
+        """Apply (key, op, value) ops; op 0=SET 1=DELETE 2=APPEND 3=SUBTRACT, -1 = replace-all."""
+        t = self.topics.get(name)
+        if t is None:
+            raise SimError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
+        new = self._apply_ops(dict(t.configs), ops)
+        self.validate_topic_configs(dict(new.items()))
+        if not validate_only:
+            t.configs = new
+            if self.engine is not None:
+                self.engine.mark_dirty()
+
+    def alter_broker_configs(self, broker_name: str, ops: list[tuple[str, int, str | None]],
+                             validate_only: bool = False) -> None:
+        """Apply dynamic broker config ops to one broker (or all when the name is empty)."""
+        targets = list(self.brokers.values())
+        if broker_name:
+            try:
+                bid = int(broker_name)
+            except ValueError as e:
+                raise SimError(INVALID_REQUEST, f"bad broker id {broker_name!r}") from e
+            if bid not in self.brokers:
+                raise SimError(INVALID_REQUEST, f"unknown broker {bid}")
+            targets = [self.brokers[bid]]
+        for b in targets:
+            new = self._apply_ops(dict(b.configs), ops)
+            for k, v in new.items():
+                if k not in BROKER_DYNAMIC_KEYS and k != "broker.rack":
+                    raise SimError(INVALID_CONFIG, f"Cannot update broker config {k} dynamically")
+                if k in BROKER_DYNAMIC_KEYS:
+                    try:
+                        r = float(v)
+                    except ValueError as e:
+                        raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}") from e
+                    if not math.isfinite(r) or r < 0:
+                        raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}")
+            if not validate_only:
+                b.configs = new
+                if "broker.rack" in new:
+                    b.rack = new["broker.rack"]
+
+    @staticmethod
+    def _apply_ops(cur: dict[str, str], ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
+        if any(op == -1 for _, op, _ in ops):
+            cur = {}
+        for key, op, value in ops:
+            if op in (-1, 0):
+                if value is None:
+                    cur.pop(key, None)
+                else:
+                    cur[key] = value
+            elif op == 1:
+                cur.pop(key, None)
+            elif op in (2, 3):
+                items = [x for x in cur.get(key, "").split(",") if x]
+                vals = [x for x in (value or "").split(",") if x]
+                if op == 2:
+                    items += [v for v in vals if v not in items]
+                else:
+                    items = [i for i in items if i not in vals]
+                cur[key] = ",".join(items)
+            else:
+                raise SimError(INVALID_REQUEST, f"unknown config operation {op}")
+        return cur
+
+    # ---------------------------------------------------------------- leadership
+    def elect_preferred(self, p: Partition) -> int:
+        """Make the first alive in-sync replica of the assignment leader; returns an error code."""
+        pref = p.replicas[0]
+        if p.leader == pref:
+            return ELECTION_NOT_NEEDED
+        if not self.brokers[pref].alive or pref not in p.isr:
+            return PREFERRED_LEADER_NOT_AVAILABLE
+        p.leader = pref
+        p.leader_epoch += 1
+        if self.engine is not None:
+            self.engine.mark_dirty()
+        return NONE
+
+    def set_broker_alive(self, broker_id: int, alive: bool) -> None:
+        """Kill or revive a broker: ISR and leadership follow."""
+        b = self.brokers[broker_id]
+        b.alive = alive
+        for t in self.topics.values():
+            for p in t.partitions:
+                if broker_id not in p.replicas:
+                    continue
+                if not alive:
+                    if broker_id in p.isr:
+                        p.isr = [r for r in p.isr if r != broker_id]
+                    if p.leader == broker_id:
+                        p.leader = p.isr[0] if p.isr else -1
+                        p.leader_epoch += 1
+                else:
+                    if broker_id not in p.isr and p.leader != -1:
+                        p.isr = [r for r in p.replicas if r in p.isr or r == broker_id]
+                    if p.leader == -1:
+                        p.isr = [broker_id]
+                        p.leader = broker_id
+                        p.leader_epoch += 1
+        if self.engine is not None:
+            self.engine.mark_dirty()
+
+    # ---------------------------------------------------------------- reassignment
+    def alter_reassignment(self, topic: str, index: int, replicas: list[int] | None) -> None:
+        """Start, change or (``replicas=None``) cancel a partition reassignment."""
+        p = self.partition(topic, index)
+        if replicas is None:
+            if p.reassignment is None:
+                raise SimError(NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment in progress for {topic}-{index}")
+            orig = p.reassignment.original
+            p.reassignment = None
+            p.replicas = list(orig)
+            p.isr = [r for r in orig if r in p.isr]
+            for b in list(p.log_dirs):
+                if b not in orig:
+                    del p.log_dirs[b]
+            if p.leader not in orig:
+                alive = [r for r in p.isr if self.brokers[r].alive]
+                p.leader = alive[0] if alive else -1
+                p.leader_epoch += 1
+        else:
+            self.validate_assignment(replicas)
+            orig = p.reassignment.original if p.reassignment else list(p.replicas)
+            if replicas == orig:
+                if p.reassignment is not None:
+                    self.alter_reassignment(topic, index, None)
+                return
+            adding = [r for r in replicas if r not in orig]
+            removing = [r for r in orig if r not in replicas]
+            old = p.reassignment
+            ra = Reassignment(list(replicas), list(orig), adding, removing)
+            for b in adding:
+                ra.copied[b] = old.copied.get(b, 0.0) if old else 0.0
+                if old and b in old.dest_disk:
+                    ra.dest_disk[b] = old.dest_disk[b]
+                else:
+                    ra.dest_disk[b] = self._pick_disk(b, p.slot)
+                p.log_dirs[b] = ra.dest_disk[b]
+            for b in list(p.log_dirs):
+                if b not in orig and b not in adding:
+                    del p.log_dirs[b]
+            p.reassignment = ra
+            p.replicas = list(replicas) + [r for r in orig if r not in replicas]
+            p.isr = [r for r in p.isr if r in orig]
+        if self.engine is not None:
+            self.engine.mark_dirty()
+
+    def complete_reassignment(self, p: Partition) -> None:
+        """Switch the replica set to the target once every adding replica has caught up."""
+        ra = p.reassignment
+        assert ra is not None
+        p.replicas = list(ra.target)
+        p.isr = [r for r in ra.target if self.brokers[r].alive]
+        for b in list(p.log_dirs):
+            if b not in ra.target:
+                del p.log_dirs[b]
+        p.futures = {b: f for b, f in p.futures.items() if b in ra.target}
+        p.reassignment = None
+        if p.leader not in p.isr:
+            p.leader = p.isr[0] if p.isr else -1
+            p.leader_epoch += 1
+        if self.engine is not None:
+            self.engine.mark_dirty()
+
+    def alter_log_dir(self, broker_id: int, topic: str, index: int, path: str) -> None:
+        """Start moving the replica of ``topic-index`` on ``broker_id`` to log dir ``path``."""
+        b = self.brokers[broker_id]
+        d = b.disk_by_path(path)
+        if d is None:
+            raise SimError(LOG_DIR_NOT_FOUND, f"log dir {path} not found on broker {broker_id}")
+        p = self.partition(topic, index)
+        if broker_id not in p.log_dirs:
+            raise SimError(REPLICA_NOT_AVAILABLE, f"broker {broker_id} has no replica of {topic}-{index}")
+        if p.log_dirs[broker_id] == d.gidx:
+            p.futures.pop(broker_id, None)
+        else:
+            fut = p.futures.get(broker_id)
+            if fut is None or fut.dest_disk != d.gidx:
+                p.futures[broker_id] = FutureReplica(d.gidx)
+        if self.engine is not None:
+            self.engine.mark_dirty()
+
+    # ---------------------------------------------------------------- quotas
+    def alter_quota(self, entity: QuotaEntity, key: str, value: float | None) -> None:
+        """Set (or remove with ``None``) one quota value of an entity."""
+        if key not in ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                       "controller_mutation_rate"):
+            raise SimError(INVALID_REQUEST, f"unknown quota key {key}")
+        for et, _ in entity:
+            if et not in ("user", "client-id", "ip"):
+                raise SimError(INVALID_REQUEST, f"unknown entity type {et}")
+        if value is not None and (not math.isfinite(value) or value <= 0):
+            raise SimError(INVALID_REQUEST, f"quota {key} must be positive")
+        cur = self.quotas.setdefault(entity, {})
+        if value is None:
+            cur.pop(key, None)
+            if not cur:
+                del self.quotas[entity]
+        else:
+            cur[key] = value
+        if self.engine is not None:
+            self.engine.mark_dirty()
+
+    def quota_for(self, user: str, client_id: str, key: str) -> float:
+        """The effective quota (Kafka precedence: user+client, user, client, defaults)."""
+        order: list[QuotaEntity] = [
+            (("client-id", client_id), ("user", user)),
+            (("client-id", None), ("user", user)),
+            (("user", user),),
+            (("client-id", client_id), ("user", None)),
+            (("client-id", None), ("user", None)),
+            (("user", None),),
+            (("client-id", client_id),),
+            (("client-id", None),),
+        ]
+        for ent in order:
+            key_ent = tuple(sorted(ent))
+            q = self.quotas.get(key_ent)
+            if q and key in q:
+                return q[key]
+        return math.inf

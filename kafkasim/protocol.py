@@ -1,0 +1,813 @@
+"""Kafka wire protocol for kafkasim, built on kafka-python 3.x's own message classes.
+
+:func:`decode_request` turns a frame (without the 4-byte size) into ``(header, request)``;
+:class:`Handler` answers each supported API against a :class:`~kafkasim.model.Cluster` and
+:func:`encode_response` frames the answer.  APIs outside :data:`SUPPORTED` that kafka-python has
+a schema for get a well-formed response whose error codes say ``UNSUPPORTED_VERSION`` (or
+``COORDINATOR_NOT_AVAILABLE`` for group APIs); unknown keys get a minimal error frame — the
+socket is never closed on a client.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.protocol as kp
+from kafka.protocol.api_message import ApiMessage
+
+from kafkasim import model as m
+from kafkasim.model import Broker, Cluster, Partition, SimError
+
+
+def _load_registry() -> dict[int, dict[str, Any]]:
+    for mod in pkgutil.walk_packages(kp.__path__, "kafka.protocol."):
+        if ".old" in mod.name or "generate" in mod.name or "schemas" in mod.name:
+            continue
+        try:
+            importlib.import_module(mod.name)
+        except Exception:  # pragma: no cover - optional protocol modules
+            continue
+
+    def subs(c: type) -> list[type]:
+        out: list[type] = []
+        for s in c.__subclasses__():
+            out.append(s)
+            out.extend(subs(s))
+        return out
+
+    reg: dict[int, dict[str, Any]] = {}
+    for c in subs(ApiMessage):
+        if getattr(c, "_class_version", None) is not None:
+            continue
+        try:
+            key = c.API_KEY  # type: ignore[attr-defined]
+        except Exception:
+            continue
+        reg.setdefault(key, {})[c.type] = c  # type: ignore[attr-defined]
+    return reg
+
+
+REGISTRY = _load_registry()
+
+# api key -> max version we answer (min comes from the schema's validVersions)
+SUPPORTED: dict[int, int] = {
+    0: 9,  # Produce
+    1: 12,  # Fetch (no topic ids)
+    2: 7,  # ListOffsets
+    3: 12,  # Metadata
+    10: 3,  # FindCoordinator (answered COORDINATOR_NOT_AVAILABLE)
+    18: 4,  # ApiVersions
+    19: 7,  # CreateTopics
+    20: 6,  # DeleteTopics
+    22: 4,  # InitProducerId
+    32: 4,  # DescribeConfigs
+    33: 2,  # AlterConfigs
+    34: 2,  # AlterReplicaLogDirs
+    35: 4,  # DescribeLogDirs
+    37: 3,  # CreatePartitions
+    43: 2,  # ElectLeaders
+    44: 1,  # IncrementalAlterConfigs
+    45: 0,  # AlterPartitionReassignments
+    46: 0,  # ListPartitionReassignments
+    48: 1,  # DescribeClientQuotas
+    49: 1,  # AlterClientQuotas
+    60: 1,  # DescribeCluster
+}
+GROUP_APIS = {8, 9, 11, 12, 13, 14, 15, 16, 42, 47}
+
+
+def min_version(key: int) -> int:
+    """Lowest version kafka-python's schema for ``key`` declares valid."""
+    req = REGISTRY[key]["request"]
+    return int(str(req.json["validVersions"]).split("-")[0])
+
+
+def api_versions_list() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) triples advertised in ApiVersions."""
+    return [(k, min_version(k), v) for k, v in sorted(SUPPORTED.items())]
+
+
+@dataclass
+class ReqContext:
+    """Who sent a request (for audit and metrics)."""
+
+    client_id: str
+    host: str
+    cluster: Cluster
+    broker: Broker
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) from the first 8 bytes of a request."""
+    if len(frame) < 8:
+        raise ValueError("request shorter than a header")
+    key, ver, cid = struct.unpack_from(">hhi", frame, 0)
+    return key, ver, cid
+
+
+def decode_request(frame: bytes) -> tuple[Any, Any]:
+    """Decode header and body with kafka-python's classes; raises on malformed input."""
+    key, ver, _ = peek_header(frame)
+    cls = REGISTRY[key]["request"]
+    req = cls.decode(frame, version=ver, header=True)
+    return req.header, req
+
+
+def encode_response(resp: Any, version: int, correlation_id: int) -> bytes:
+    """Frame a response (size prefix, header, body)."""
+    if resp.API_VERSION != version:
+        resp.API_VERSION = version  # before with_header: kafka-python would touch the header
+    resp.with_header(correlation_id=correlation_id)
+    return bytes(resp.encode(header=True, framed=True))
+
+
+def minimal_error_frame(correlation_id: int, code: int = m.UNSUPPORTED_VERSION) -> bytes:
+    """A response for API keys with no schema: correlation id + int16 error code."""
+    body = struct.pack(">ih", correlation_id, code)
+    return struct.pack(">i", len(body)) + body
+
+
+def _set_errors(obj: Any, code: int) -> None:
+    for f in obj._struct._fields:
+        if f.name == "error_code" and obj.version is not None and f.for_version_q(obj.version):
+            setattr(obj, f.name, code)
+
+
+def generic_error(key: int, version: int, code: int) -> Any:
+    """A default-valued response of ``key``/``version`` with its top-level error codes set."""
+    resp = REGISTRY[key]["response"](version=version)
+    _set_errors(resp, code)
+    return resp
+
+
+# ---------------------------------------------------------------------------- record batches
+BATCH_HEADER = 61
+
+
+def split_batches(data: bytes) -> list[tuple[bytes, int, int, int]]:
+    """Split v2 record batches: [(batch bytes, record count, last offset delta, max timestamp)].
+
+    Raises SimError(CORRUPT_MESSAGE / UNSUPPORTED_FOR_MESSAGE_FORMAT) on malformed data.
+    """
+    out = []
+    pos = 0
+    mv = memoryview(data)
+    while pos < len(data):
+        if len(data) - pos < BATCH_HEADER:
+            raise SimError(m.CORRUPT_MESSAGE, "truncated record batch")
+        length = struct.unpack_from(">i", data, pos + 8)[0]
+        end = pos + 12 + length
+        if length < BATCH_HEADER - 12 or end > len(data):
+            raise SimError(m.CORRUPT_MESSAGE, "bad record batch length")
+        magic = data[pos + 16]
+        if magic != 2:
+            raise SimError(m.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {magic} not supported")
+        last_delta = struct.unpack_from(">i", data, pos + 23)[0]
+        max_ts = struct.unpack_from(">q", data, pos + 35)[0]
+        count = struct.unpack_from(">i", data, pos + 57)[0]
+        if count < 0 or last_delta < 0:
+            raise SimError(m.CORRUPT_MESSAGE, "bad record count")
+        out.append((bytes(mv[pos:end]), count, last_delta, max_ts))
+        pos = end
+    return out
+
+
+def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, int]:
+    """Append v2 batches to a partition; returns (base offset, bytes, records)."""
+    batches = split_batches(records)
+    if not batches:
+        raise SimError(m.CORRUPT_MESSAGE, "no record batches")
+    eng = cl.engine
+    first = -1
+    total_b = total_r = 0
+    for raw, count, last_delta, max_ts in batches:
+        base = eng.append_real(p.slot, len(raw), last_delta + 1)
+        if first < 0:
+            first = base
+        buf = struct.pack(">q", base) + raw[8:]
+        p.batches.append((base, base + last_delta, max_ts, buf))
+        p.batch_bytes += len(buf)
+        total_b += len(raw)
+        total_r += count
+        while p.batch_bytes > cl.max_batch_bytes_per_partition and len(p.batches) > 1:
+            old = p.batches.popleft()
+            p.batch_bytes -= len(old[-1])
+    return first, total_b, total_r
+
+
+# ---------------------------------------------------------------------------- handler
+Audit = Callable[[str, ReqContext, str, int, int, int, int, float], None]
+
+
+class Handler:
+    """Answers decoded requests; every method returns a response object (never raises)."""
+
+    def __init__(self, audit: Audit | None = None) -> None:
+        self.audit = audit
+
+    # -- dispatch
+    def handle(self, ctx: ReqContext, key: int, version: int, req: Any) -> Any:
+        """Answer one request; returns None for acks=0 produce."""
+        fn = getattr(self, f"api_{key}", None)
+        if key not in SUPPORTED or version > SUPPORTED[key] or fn is None:
+            code = m.COORDINATOR_NOT_AVAILABLE if key in GROUP_APIS else m.UNSUPPORTED_VERSION
+            return generic_error(key, version, code)
+        try:
+            return fn(ctx, version, req)
+        except SimError as e:
+            return generic_error(key, version, e.code)
+        except Exception:  # never crash the connection
+            import logging
+
+            logging.getLogger("kafkasim").exception("handler for api %s failed", key)
+            return generic_error(key, version, m.UNKNOWN_SERVER_ERROR)
+
+    def resp(self, key: int, version: int, **kw: Any) -> Any:
+        return REGISTRY[key]["response"](version=version, **kw)
+
+    def sub(self, key: int, path: str, **kw: Any) -> Any:
+        cls = REGISTRY[key]["response"]
+        for part in path.split("."):
+            cls = getattr(cls, part)
+        return cls(**kw)
+
+    # -- 18 ApiVersions
+    def api_18(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        R = REGISTRY[18]["response"]
+        keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_list()]
+        return R(version=v, error_code=0, api_keys=keys, throttle_time_ms=0)
+
+    # -- 3 Metadata
+    def api_3(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[3]["response"]
+        brokers = [R.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
+                   for b in cl.alive_brokers()]
+        if req.topics is None or (v == 0 and not req.topics):
+            names: list[str | None] = sorted(cl.topics)
+        else:
+            names = []
+            for t in req.topics:
+                if t.name is None and getattr(t, "topic_id", None) is not None:
+                    tt = cl.topic_by_id(t.topic_id)
+                    names.append(tt.name if tt else None)
+                else:
+                    names.append(t.name)
+        topics = []
+        for name in names:
+            t = cl.topics.get(name) if name else None
+            if t is None:
+                topics.append(R.MetadataResponseTopic(error_code=m.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                                                      is_internal=False, partitions=[]))
+                continue
+            parts = []
+            for p in t.partitions:
+                offline = [r for r in p.replicas if not cl.brokers[r].alive]
+                parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
+                    error_code=m.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
+                    partition_index=p.index, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                    replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=offline))
+            topics.append(R.MetadataResponseTopic(error_code=0, name=t.name, topic_id=t.topic_id,
+                                                  is_internal=t.internal, partitions=parts))
+        return R(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=cl.cluster_id,
+                 controller_id=cl.controller_id(), topics=topics)
+
+    # -- 60 DescribeCluster
+    def api_60(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[60]["response"]
+        brokers = [R.DescribeClusterBroker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
+                   for b in cl.alive_brokers()]
+        return R(version=v, throttle_time_ms=0, error_code=0, error_message=None, cluster_id=cl.cluster_id,
+                 controller_id=cl.controller_id(), brokers=brokers)
+
+    # -- 19 CreateTopics
+    def api_19(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[19]["response"]
+        results = []
+        for t in req.topics:
+            try:
+                assigns = {a.partition_index: list(a.broker_ids) for a in (t.assignments or [])}
+                if assigns and (t.num_partitions != -1 or t.replication_factor != -1):
+                    raise SimError(m.INVALID_REQUEST,
+                                   "Both numPartitions or replicationFactor and replicasAssignments were set.")
+                configs = {c.name: c.value for c in (t.configs or [])}
+                topic = cl.create_topic(t.name, t.num_partitions, t.replication_factor, assigns or None,
+                                        configs, req.validate_only)
+                cfgs = [R.CreatableTopicResult.CreatableTopicConfigs(
+                    name=k, value=val, read_only=False, config_source=1 if k in topic.configs else 5,
+                    is_sensitive=False) for k, val in sorted(self._topic_configs(cl, topic).items())]
+                results.append(R.CreatableTopicResult(
+                    name=t.name, topic_id=topic.topic_id, error_code=0, error_message=None,
+                    num_partitions=len(topic.partitions) if topic.partitions else t.num_partitions,
+                    replication_factor=len(topic.partitions[0].replicas) if topic.partitions
+                    else t.replication_factor, configs=cfgs))
+            except SimError as e:
+                results.append(R.CreatableTopicResult(name=t.name, error_code=e.code, error_message=e.message,
+                                                      num_partitions=-1, replication_factor=-1, configs=None))
+        return R(version=v, throttle_time_ms=0, topics=results)
+
+    @staticmethod
+    def _topic_configs(cl: Cluster, t: m.Topic) -> dict[str, str]:
+        out = dict(m.TOPIC_CONFIG_DEFAULTS)
+        out.update(t.configs)
+        return out
+
+    # -- 20 DeleteTopics
+    def api_20(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[20]["response"]
+        items: list[tuple[str | None, Any]] = []
+        if v >= 6:
+            for t in req.topics:
+                if t.name is None:
+                    tt = cl.topic_by_id(t.topic_id)
+                    items.append((tt.name if tt else None, t.topic_id))
+                else:
+                    items.append((t.name, t.topic_id))
+        else:
+            items = [(n, None) for n in req.topic_names]
+        out = []
+        for name, tid in items:
+            try:
+                if name is None:
+                    raise SimError(m.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic id")
+                topic = cl.delete_topic(name)
+                out.append(R.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0,
+                                                  error_message=None))
+            except SimError as e:
+                kw: dict[str, Any] = {"name": name, "error_code": e.code, "error_message": e.message}
+                if tid is not None:
+                    kw["topic_id"] = tid
+                out.append(R.DeletableTopicResult(**kw))
+        return R(version=v, throttle_time_ms=0, responses=out)
+
+    # -- 37 CreatePartitions
+    def api_37(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[37]["response"]
+        out = []
+        for t in req.topics:
+            try:
+                assigns = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+                cl.create_partitions(t.name, t.count, assigns, req.validate_only)
+                out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None))
+            except SimError as e:
+                out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=e.code, error_message=e.message))
+        return R(version=v, throttle_time_ms=0, results=out)
+
+    # -- 32 DescribeConfigs
+    def _broker_configs(self, cl: Cluster, b: Broker) -> list[tuple[str, str | None, bool, int]]:
+        """(name, value, read_only, source) for one broker."""
+        out: list[tuple[str, str | None, bool, int]] = [
+            ("broker.id", str(b.id), True, 4),
+            ("broker.rack", b.rack, True, 4),
+            ("log.dirs", ",".join(d.path for d in b.disks), True, 4),
+        ]
+        for k, val in sorted(m.BROKER_STATIC_DEFAULTS.items()):
+            out.append((k, val, True, 4))
+        for k in sorted(m.BROKER_DYNAMIC_KEYS):
+            if k in b.configs:
+                out.append((k, b.configs[k], False, 2))
+            else:
+                out.append((k, str(2**63 - 1), False, 5))
+        if cl.partition_throttle:
+            out.append((m.PT_ENABLE, "true", True, 4))
+        return out
+
+    def api_32(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[32]["response"]
+        RR = R.DescribeConfigsResult
+        results = []
+        for res in req.resources:
+            keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+            try:
+                entries: list[tuple[str, str | None, bool, int]]
+                if res.resource_type == 2:
+                    t = cl.topics.get(res.resource_name)
+                    if t is None:
+                        raise SimError(m.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {res.resource_name}")
+                    cfg = self._topic_configs(cl, t)
+                    entries = [(k, val, False, 1 if k in t.configs else 5) for k, val in sorted(cfg.items())]
+                elif res.resource_type == 4:
+                    try:
+                        bid = int(res.resource_name) if res.resource_name else ctx.broker.id
+                    except ValueError as e:
+                        raise SimError(m.INVALID_REQUEST, f"bad broker id {res.resource_name!r}") from e
+                    if bid not in cl.brokers:
+                        raise SimError(m.INVALID_REQUEST, f"unknown broker {bid}")
+                    entries = self._broker_configs(cl, cl.brokers[bid])
+                elif res.resource_type == 8:
+                    entries = [("kafka", "INFO", False, 5)]
+                else:
+                    raise SimError(m.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
+                cfgs = []
+                for name, val, ro, src in entries:
+                    if keys is not None and name not in keys:
+                        continue
+                    kw: dict[str, Any] = {"name": name, "value": val, "read_only": ro, "is_sensitive": False}
+                    if v == 0:
+                        kw["is_default"] = src == 5
+                    else:
+                        kw["config_source"] = src
+                        kw["synonyms"] = []
+                    cfgs.append(RR.DescribeConfigsResourceResult(**kw))
+                results.append(RR(error_code=0, error_message=None, resource_type=res.resource_type,
+                                  resource_name=res.resource_name, configs=cfgs))
+            except SimError as e:
+                results.append(RR(error_code=e.code, error_message=e.message, resource_type=res.resource_type,
+                                  resource_name=res.resource_name, configs=[]))
+        return R(version=v, throttle_time_ms=0, results=results)
+
+    # -- 33 AlterConfigs / 44 IncrementalAlterConfigs
+    def _alter(self, ctx: ReqContext, key: int, v: int, req: Any, incremental: bool) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[key]["response"]
+        out = []
+        for res in req.resources:
+            ops = [(c.name, c.config_operation if incremental else -1, c.value) for c in res.configs]
+            if not incremental and not ops:
+                ops = [("", -1, None)]
+            try:
+                if res.resource_type == 2:
+                    cl.alter_topic_configs(res.resource_name, [o for o in ops if o[0]], req.validate_only)
+                    if not incremental and not [o for o in ops if o[0]] and not req.validate_only:
+                        cl.topics[res.resource_name].configs = {}
+                elif res.resource_type == 4:
+                    cl.alter_broker_configs(res.resource_name, [o for o in ops if o[0]] or
+                                            ([("", -1, None)] if not incremental else []), req.validate_only)
+                else:
+                    raise SimError(m.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
+                out.append(R.AlterConfigsResourceResponse(error_code=0, error_message=None,
+                                                          resource_type=res.resource_type,
+                                                          resource_name=res.resource_name))
+            except SimError as e:
+                out.append(R.AlterConfigsResourceResponse(error_code=e.code, error_message=e.message,
+                                                          resource_type=res.resource_type,
+                                                          resource_name=res.resource_name))
+        return R(version=v, throttle_time_ms=0, responses=out)
+
+    def api_33(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        return self._alter(ctx, 33, v, req, incremental=False)
+
+    def api_44(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        return self._alter(ctx, 44, v, req, incremental=True)
+
+    # -- 35 DescribeLogDirs
+    def api_35(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl, b = ctx.cluster, ctx.broker
+        eng = cl.engine
+        R = REGISTRY[35]["response"]
+        RR = R.DescribeLogDirsResult
+        want: dict[str, set[int]] | None = None
+        if req.topics is not None:
+            want = {t.topic: set(t.partitions) for t in req.topics}
+        by_disk: dict[int, dict[str, list[Any]]] = {d.gidx: {} for d in b.disks}
+        size = eng.f["size"]
+        msg = eng.f["msg_size"]
+        for t in cl.topics.values():
+            if want is not None and t.name not in want:
+                continue
+            for p in t.partitions:
+                if want is not None and p.index not in want[t.name]:
+                    continue
+                if b.id not in p.log_dirs:
+                    continue
+                full = float(size[p.slot])
+                have = full
+                if p.reassignment is not None and b.id in p.reassignment.adding:
+                    have = p.reassignment.copied.get(b.id, 0.0)
+                lag = int(max(full - have, 0.0) / max(float(msg[p.slot]), 1.0))
+                by_disk[p.log_dirs[b.id]].setdefault(t.name, []).append(
+                    RR.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                        partition_index=p.index, partition_size=int(have), offset_lag=lag, is_future_key=False))
+                fut = p.futures.get(b.id)
+                if fut is not None:
+                    flag = int(max(full - fut.copied, 0.0) / max(float(msg[p.slot]), 1.0))
+                    by_disk[fut.dest_disk].setdefault(t.name, []).append(
+                        RR.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                            partition_index=p.index, partition_size=int(fut.copied), offset_lag=flag,
+                            is_future_key=True))
+        results = []
+        for d in b.disks:
+            topics = [RR.DescribeLogDirsTopic(name=n, partitions=parts) for n, parts in sorted(by_disk[d.gidx].items())]
+            used = eng.disk_used(d.gidx)
+            results.append(RR(error_code=m.KAFKA_STORAGE_ERROR if d.offline else 0, log_dir=d.path,
+                              topics=topics, total_bytes=int(d.capacity_bytes),
+                              usable_bytes=int(max(d.capacity_bytes - used, 0))))
+        return R(version=v, throttle_time_ms=0, error_code=0, results=results)
+
+    # -- 34 AlterReplicaLogDirs
+    def api_34(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl, b = ctx.cluster, ctx.broker
+        R = REGISTRY[34]["response"]
+        RR = R.AlterReplicaLogDirTopicResult
+        results: dict[str, list[Any]] = {}
+        for d in req.dirs:
+            for t in d.topics:
+                for pi in t.partitions:
+                    try:
+                        cl.alter_log_dir(b.id, t.name, pi, d.path)
+                        code = 0
+                    except SimError as e:
+                        code = e.code
+                    results.setdefault(t.name, []).append(
+                        RR.AlterReplicaLogDirPartitionResult(partition_index=pi, error_code=code))
+        return R(version=v, throttle_time_ms=0,
+                 results=[RR(topic_name=n, partitions=ps) for n, ps in results.items()])
+
+    # -- 45 AlterPartitionReassignments
+    def api_45(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[45]["response"]
+        RT = R.ReassignableTopicResponse
+        out = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                try:
+                    reps = list(p.replicas) if p.replicas is not None else None
+                    if reps is not None and v >= 1 and not req.allow_replication_factor_change:
+                        cur = cl.partition(t.name, p.partition_index)
+                        orig = cur.reassignment.original if cur.reassignment else cur.replicas
+                        if len(reps) != len(orig):
+                            raise SimError(m.INVALID_REPLICATION_FACTOR, "replication factor change not allowed")
+                    cl.alter_reassignment(t.name, p.partition_index, reps)
+                    parts.append(RT.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=0,
+                                                                  error_message=None))
+                except SimError as e:
+                    parts.append(RT.ReassignablePartitionResponse(partition_index=p.partition_index,
+                                                                  error_code=e.code, error_message=e.message))
+            out.append(RT(name=t.name, partitions=parts))
+        return R(version=v, throttle_time_ms=0, error_code=0, error_message=None, responses=out)
+
+    # -- 46 ListPartitionReassignments
+    def api_46(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[46]["response"]
+        RT = R.OngoingTopicReassignment
+        want: dict[str, set[int]] | None = None
+        if req.topics is not None:
+            want = {t.name: set(t.partition_indexes) for t in req.topics}
+        out = []
+        for t in sorted(cl.topics.values(), key=lambda x: x.name):
+            if want is not None and t.name not in want:
+                continue
+            parts = []
+            for p in t.partitions:
+                if p.reassignment is None or (want is not None and p.index not in want[t.name]):
+                    continue
+                parts.append(RT.OngoingPartitionReassignment(
+                    partition_index=p.index, replicas=list(p.replicas), adding_replicas=list(p.reassignment.adding),
+                    removing_replicas=list(p.reassignment.removing)))
+            if parts:
+                out.append(RT(name=t.name, partitions=parts))
+        return R(version=v, throttle_time_ms=0, error_code=0, error_message=None, topics=out)
+
+    # -- 43 ElectLeaders
+    def api_43(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[43]["response"]
+        RT = R.ReplicaElectionResult
+        etype = req.election_type if v >= 1 else 0
+        explicit = req.topic_partitions is not None
+        targets: list[tuple[str, int]] = []
+        if explicit:
+            for tp in req.topic_partitions:
+                targets += [(tp.topic, pi) for pi in tp.partitions]
+        else:
+            targets = [(t.name, p.index) for t in cl.topics.values() for p in t.partitions]
+        res: dict[str, list[Any]] = {}
+        for topic, pi in targets:
+            msg = None
+            try:
+                p = cl.partition(topic, pi)
+                if etype == 0:
+                    code = cl.elect_preferred(p)
+                else:
+                    if p.leader >= 0:
+                        code = m.ELECTION_NOT_NEEDED
+                    else:
+                        alive = [r for r in p.replicas if cl.brokers[r].alive]
+                        if alive:
+                            p.leader, p.isr = alive[0], [alive[0]]
+                            p.leader_epoch += 1
+                            cl.engine.mark_dirty()
+                            code = 0
+                        else:
+                            code = m.PREFERRED_LEADER_NOT_AVAILABLE
+            except SimError as e:
+                code, msg = e.code, e.message
+            if not explicit and code == m.ELECTION_NOT_NEEDED:
+                continue
+            res.setdefault(topic, []).append(RT.PartitionResult(partition_id=pi, error_code=code, error_message=msg))
+        return R(version=v, throttle_time_ms=0, error_code=0,
+                 replica_election_results=[RT(topic=t, partition_result=ps) for t, ps in res.items()])
+
+    # -- 48 DescribeClientQuotas / 49 AlterClientQuotas
+    def api_48(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[48]["response"]
+        RE = R.EntryData
+        out = []
+        for entity, values in sorted(cl.quotas.items(), key=lambda kv: str(kv[0])):
+            ent = dict(entity)
+            ok = True
+            for comp in req.components:
+                if comp.entity_type not in ent:
+                    ok = False
+                elif comp.match_type == 0 and ent[comp.entity_type] != comp.match:
+                    ok = False
+                elif comp.match_type == 1 and ent[comp.entity_type] is not None:
+                    ok = False
+            if req.strict and len(ent) != len(req.components):
+                ok = False
+            if not ok:
+                continue
+            out.append(RE(entity=[RE.EntityData(entity_type=et, entity_name=en) for et, en in entity],
+                          values=[RE.ValueData(key=k, value=float(val)) for k, val in sorted(values.items())]))
+        return R(version=v, throttle_time_ms=0, error_code=0, error_message=None, entries=out)
+
+    def api_49(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[49]["response"]
+        RE = R.EntryData
+        out = []
+        for e in req.entries:
+            entity = tuple(sorted((x.entity_type, x.entity_name) for x in e.entity))
+            code, msg = 0, None
+            try:
+                if not entity or len({x[0] for x in entity}) != len(entity):
+                    raise SimError(m.INVALID_REQUEST, "invalid quota entity")
+                for op in e.ops:
+                    if not req.validate_only:
+                        cl.alter_quota(entity, op.key, None if op.remove else float(op.value))
+            except SimError as ex:
+                code, msg = ex.code, ex.message
+            out.append(RE(error_code=code, error_message=msg,
+                          entity=[RE.EntityData(entity_type=et, entity_name=en) for et, en in entity]))
+        return R(version=v, throttle_time_ms=0, entries=out)
+
+    # -- 22 InitProducerId
+    def api_22(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl = ctx.cluster
+        R = REGISTRY[22]["response"]
+        if req.transactional_id is not None:
+            return R(version=v, throttle_time_ms=0, error_code=m.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
+                     producer_epoch=-1)
+        cl.next_producer_id += 1
+        return R(version=v, throttle_time_ms=0, error_code=0, producer_id=cl.next_producer_id, producer_epoch=0)
+
+    # -- 10 FindCoordinator
+    def api_10(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        R = REGISTRY[10]["response"]
+        return R(version=v, throttle_time_ms=0, error_code=m.COORDINATOR_NOT_AVAILABLE,
+                 error_message="kafkasim has no group coordinator", node_id=-1, host="", port=-1)
+
+    # -- 2 ListOffsets
+    def api_2(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl, b = ctx.cluster, ctx.broker
+        R = REGISTRY[2]["response"]
+        RT = R.ListOffsetsTopicResponse
+        out = []
+        for t in req.topics:
+            parts = []
+            for rp in t.partitions:
+                code, off, ts, epoch = 0, -1, -1, -1
+                try:
+                    p = cl.partition(t.name, rp.partition_index)
+                    if p.leader != b.id:
+                        raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
+                    start, end = cl.engine.partition_offsets(p.slot)
+                    epoch = p.leader_epoch
+                    if rp.timestamp == -1:
+                        off = end
+                    elif rp.timestamp == -2:
+                        off = start
+                    elif rp.timestamp == -3:
+                        off = max(end - 1, 0)
+                    else:
+                        off = end
+                        for base, _last, max_ts, _buf in p.batches:
+                            if max_ts >= rp.timestamp:
+                                off, ts = base, max_ts
+                                break
+                except SimError as e:
+                    code = e.code
+                parts.append(RT.ListOffsetsPartitionResponse(partition_index=rp.partition_index, error_code=code,
+                                                             timestamp=ts, offset=off, leader_epoch=epoch))
+            out.append(RT(name=t.name, partitions=parts))
+        return R(version=v, throttle_time_ms=0, topics=out)
+
+    # -- 0 Produce
+    def api_0(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        cl, b = ctx.cluster, ctx.broker
+        R = REGISTRY[0]["response"]
+        RT = R.TopicProduceResponse
+        t0 = time.perf_counter()
+        out = []
+        if req.acks not in (-1, 0, 1):
+            code_all: int | None = m.INVALID_REQUIRED_ACKS
+        else:
+            code_all = None
+        for td in req.topic_data:
+            parts = []
+            for pd in td.partition_data:
+                code, base = 0, -1
+                try:
+                    if code_all is not None:
+                        raise SimError(code_all, "invalid acks")
+                    p = cl.partition(td.name, pd.index)
+                    if p.leader != b.id:
+                        raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
+                    if not pd.records:
+                        raise SimError(m.CORRUPT_MESSAGE, "empty records")
+                    base, nbytes, nrec = store_batches(cl, p, bytes(pd.records))
+                    if self.audit is not None:
+                        lat = (time.perf_counter() - t0) * 1000.0 + float(cl.engine.f["produce_latency_ms"][p.slot])
+                        self.audit("produce", ctx, td.name, pd.index, nbytes, nrec, b.id, lat)
+                except SimError as e:
+                    code = e.code
+                parts.append(RT.PartitionProduceResponse(index=pd.index, error_code=code, base_offset=base,
+                                                         log_append_time_ms=-1, log_start_offset=0,
+                                                         record_errors=[], error_message=None))
+            out.append(RT(name=td.name, partition_responses=parts))
+        if req.acks == 0:
+            return None
+        return R(version=v, responses=out, throttle_time_ms=0)
+
+    # -- 1 Fetch
+    def fetch(self, ctx: ReqContext, v: int, req: Any) -> tuple[Any, int]:
+        """Answer a Fetch now; returns (response, bytes of records included)."""
+        cl, b = ctx.cluster, ctx.broker
+        R = REGISTRY[1]["response"]
+        RT = R.FetchableTopicResponse
+        budget = req.max_bytes if v >= 3 and req.max_bytes > 0 else 50 * 1024 * 1024
+        total = 0
+        out = []
+        for ft in req.topics:
+            parts = []
+            for fp in ft.partitions:
+                code, hw, records = 0, -1, b""
+                try:
+                    p = cl.partition(ft.topic, fp.partition)
+                    if p.leader != b.id:
+                        raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
+                    start, hw = cl.engine.partition_offsets(p.slot)
+                    if fp.fetch_offset > hw or fp.fetch_offset < start:
+                        raise SimError(m.OFFSET_OUT_OF_RANGE, "offset out of range")
+                    chunks: list[bytes] = []
+                    size = 0
+                    for _base, last, _ts, buf in p.batches:
+                        if last < fp.fetch_offset:
+                            continue
+                        if chunks and (size + len(buf) > fp.partition_max_bytes or total + size + len(buf) > budget):
+                            break
+                        chunks.append(buf)
+                        size += len(buf)
+                    records = b"".join(chunks)
+                    total += len(records)
+                    if records:
+                        cl.engine.fetched_real(p.slot, len(records))
+                except SimError as e:
+                    code = e.code
+                    start = -1
+                parts.append(RT.PartitionData(partition_index=fp.partition, error_code=code, high_watermark=hw,
+                                              last_stable_offset=hw, log_start_offset=start if code == 0 else -1,
+                                              aborted_transactions=None, preferred_read_replica=-1,
+                                              records=records))
+            out.append(RT(topic=ft.topic, partitions=parts))
+        return R(version=v, throttle_time_ms=0, error_code=0, session_id=0, responses=out), total
+
+    def api_1(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        return self.fetch(ctx, v, req)[0]
+
+
+def fetch_audit(handler: Handler, ctx: ReqContext, req: Any, resp: Any, latency_ms: float) -> None:
+    """Report the bytes a Fetch returned per partition to the audit callback."""
+    if handler.audit is None:
+        return
+    for t in resp.responses:
+        for p in t.partitions:
+            if p.records:
+                n = 0
+                try:
+                    n = sum(c for _, c, _, _ in split_batches(bytes(p.records)))
+                except SimError:
+                    n = 0
+                handler.audit("fetch", ctx, t.topic, p.partition_index, len(p.records), n, ctx.broker.id,
+                              latency_ms)
+
+
+def finite(x: float) -> bool:
+    """True for finite floats (used by callers validating numbers)."""
+    return math.isfinite(x)

@@ -1,0 +1,488 @@
+"""asyncio servers: one Kafka listener and one ``/metrics`` listener per broker, a control API,
+and the tick loop that advances the physics (optionally faster than real time).
+
+Control API (JSON over HTTP on ``control_url``)::
+
+    GET  /health                      {"ok": true}
+    GET  /endpoints                   the endpoints document (see :meth:`SimServer.endpoints`)
+    GET  /state                       sim time, ticks, achieved speed, broker liveness, disk util
+    POST /fault/kill-broker           {"cluster", "broker"}
+    POST /fault/revive-broker         {"cluster", "broker"}
+    POST /fault/slow-disk             {"cluster", "broker", "log_dir" | "device", "factor"} (1 = heal)
+    POST /fault/lagging-consumer      {"cluster", "topic", "partition"?, "lag_bytes", "rate_bytes_per_s"?}
+    POST /fault/traffic-spike         {"cluster", "topic", "partition"?, "factor"} (1 = end the spike)
+    POST /speed                       {"speed"}
+    POST /advance                     {"seconds", "dt"?}  advance simulated time immediately
+
+Errors are ``400 {"error": "..."}``; unknown paths ``404``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import struct
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kafkasim import model as m
+from kafkasim.audit import AuditSink
+from kafkasim.metrics import render_broker
+from kafkasim.model import Broker, Cluster
+from kafkasim.protocol import (
+    REGISTRY,
+    SUPPORTED,
+    Handler,
+    ReqContext,
+    api_versions_list,
+    decode_request,
+    encode_response,
+    fetch_audit,
+    generic_error,
+    minimal_error_frame,
+    peek_header,
+)
+from kafkasim.scenario import Federation
+
+log = logging.getLogger("kafkasim")
+MAX_FRAME = 100 * 1024 * 1024
+
+
+class HttpError(Exception):
+    """An HTTP error with status code."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+async def _http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      route: Callable[[str, str, bytes], Awaitable[tuple[int, str, bytes]]]) -> None:
+    """Minimal HTTP/1.1 (one request per connection)."""
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) < 2:
+            raise HttpError(400, "bad request line")
+        method, path = parts[0], parts[1].split("?", 1)[0]
+        length = 0
+        for ln in lines[1:]:
+            k, _, v = ln.partition(":")
+            if k.strip().lower() == "content-length":
+                length = int(v.strip())
+        if length > 10 * 1024 * 1024:
+            raise HttpError(413, "body too large")
+        body = await reader.readexactly(length) if length else b""
+        status, ctype, payload = await route(method, path, body)
+    except HttpError as e:
+        status, ctype, payload = e.status, "application/json", json.dumps({"error": e.message}).encode()
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError, ValueError):
+        writer.close()
+        return
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+              413: "Payload Too Large", 500: "Internal Server Error"}.get(status, "OK")
+    hdr = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
+           f"Connection: close\r\n\r\n").encode()
+    with contextlib.suppress(ConnectionError):
+        writer.write(hdr + payload)
+        await writer.drain()
+    writer.close()
+
+
+class SimServer:
+    """Runs a :class:`Federation` on 127.0.0.1: Kafka ports, metrics ports, control API, ticks."""
+
+    def __init__(self, fed: Federation, host: str = "127.0.0.1", control_port: int = 0,
+                 speed: float | None = None, tick_real_s: float = 0.1, audit_jsonl: str | None = None) -> None:
+        self.fed = fed
+        self.host = host
+        self.control_port = control_port
+        self.speed = float(speed if speed is not None else fed.speed)
+        self.tick_real_s = tick_real_s
+        self.audit: AuditSink | None = None
+        acfg = fed.audit or {}
+        if acfg.get("enabled") or audit_jsonl:
+            self.audit = AuditSink(fed, float(acfg.get("interval_s", 60)), str(acfg.get("topic", "__guardian_audit")),
+                                   audit_jsonl or acfg.get("jsonl"), bool(acfg.get("synthetic", True)))
+        self.handler = Handler(self.audit.record_real if self.audit else None)
+        self.kafka_servers: dict[int, asyncio.Server] = {}
+        self.metrics_servers: dict[int, asyncio.Server] = {}
+        self.control: asyncio.Server | None = None
+        self.conns: dict[int, set[asyncio.StreamWriter]] = {}
+        self.requests: dict[int, dict[str, int]] = {}
+        self._tick_task: asyncio.Task[None] | None = None
+        self.running = False
+        self.sim_advanced = 0.0
+        self.real_elapsed = 0.0
+        self.step_seconds = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> dict[str, Any]:
+        """Open every listener and start ticking; returns the endpoints document."""
+        self.fed.engine.rebuild()
+        self.fed.engine.step(1e-3)
+        for cl in self.fed.clusters.values():
+            for b in cl.brokers.values():
+                await self._open_broker(cl, b)
+                ms = await asyncio.start_server(lambda r, w, c=cl, bb=b: self._metrics_conn(c, bb, r, w),
+                                                self.host, b.metrics_port or 0)
+                b.metrics_port = ms.sockets[0].getsockname()[1]
+                self.metrics_servers[b.gidx] = ms
+        self.control = await asyncio.start_server(self._control_conn, self.host, self.control_port)
+        self.control_port = self.control.sockets[0].getsockname()[1]
+        self.running = True
+        self._tick_task = asyncio.create_task(self._tick_loop())
+        return self.endpoints()
+
+    async def _open_broker(self, cl: Cluster, b: Broker) -> None:
+        srv = await asyncio.start_server(lambda r, w, c=cl, bb=b: self._kafka_conn(c, bb, r, w),
+                                         self.host, b.port or 0)
+        b.port = srv.sockets[0].getsockname()[1]
+        b.host = self.host
+        self.kafka_servers[b.gidx] = srv
+        self.conns.setdefault(b.gidx, set())
+        self.requests.setdefault(b.gidx, {})
+
+    async def stop(self) -> None:
+        """Close every listener and connection and stop ticking."""
+        self.running = False
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick_task
+        for srv in [*self.kafka_servers.values(), *self.metrics_servers.values(),
+                    *([self.control] if self.control else [])]:
+            srv.close()
+        for conns in self.conns.values():
+            for w in list(conns):
+                w.close()
+        for srv in [*self.kafka_servers.values(), *self.metrics_servers.values(),
+                    *([self.control] if self.control else [])]:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(srv.wait_closed(), 2)
+
+    def endpoints(self) -> dict[str, Any]:
+        """Bootstrap servers, metrics URLs and the control URL of every cluster."""
+        out: dict[str, Any] = {"format": "kafkasim.endpoints/v1",
+                               "control_url": f"http://{self.host}:{self.control_port}", "clusters": {}}
+        for cl in self.fed.clusters.values():
+            bs = sorted(cl.brokers.values(), key=lambda b: b.id)
+            out["clusters"][cl.name] = {
+                "bootstrap_servers": ",".join(f"{b.host}:{b.port}" for b in bs),
+                "metrics_urls": [f"http://{self.host}:{b.metrics_port}/metrics" for b in bs],
+                "partition_throttle": cl.partition_throttle,
+                "brokers": [{"id": b.id, "host": b.host, "port": b.port, "idc": b.idc, "rack": b.rack,
+                             "pool": b.pool, "metrics_url": f"http://{self.host}:{b.metrics_port}/metrics"}
+                            for b in bs],
+            }
+        return out
+
+    # ------------------------------------------------------------------ ticking
+    async def _tick_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        carry = 0.0
+        eng = self.fed.engine
+        while self.running:
+            await asyncio.sleep(self.tick_real_s)
+            now = loop.time()
+            elapsed, last = now - last, now
+            self.real_elapsed += elapsed
+            carry += elapsed * self.speed
+            max_dt = self.fed.tick_seconds
+            steps = 0
+            while carry > 1e-6 and steps < 50:
+                dt = min(carry, max_dt)
+                t0 = time.perf_counter()
+                try:
+                    eng.step(dt)
+                except Exception:
+                    log.exception("physics tick failed")
+                self.step_seconds += time.perf_counter() - t0
+                carry -= dt
+                self.sim_advanced += dt
+                steps += 1
+                if carry > 1e-6:
+                    await asyncio.sleep(0)
+            carry = min(carry, max_dt * 50)
+
+    # ------------------------------------------------------------------ kafka
+    async def _kafka_conn(self, cl: Cluster, b: Broker, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if peer else "?"
+        conns = self.conns.setdefault(b.gidx, set())
+        conns.add(writer)
+        try:
+            while True:
+                hdr = await reader.readexactly(4)
+                size = struct.unpack(">i", hdr)[0]
+                if size <= 0 or size > MAX_FRAME:
+                    break
+                frame = await reader.readexactly(size)
+                out = await self._respond(cl, b, frame, host)
+                if out:
+                    writer.write(out)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("connection to broker %s failed", b.id)
+        finally:
+            conns.discard(writer)
+            writer.close()
+
+    async def _respond(self, cl: Cluster, b: Broker, frame: bytes, host: str) -> bytes | None:
+        try:
+            key, ver, cid = peek_header(frame)
+        except ValueError:
+            return None
+        entry = REGISTRY.get(key)
+        if entry is None or "response" not in entry:
+            return minimal_error_frame(cid)
+        resp_cls = entry["response"]
+        if key == 18 and ver > SUPPORTED[18]:
+            R = resp_cls
+            keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_list()]
+            return encode_response(R(version=0, error_code=m.UNSUPPORTED_VERSION, api_keys=keys), 0, cid)
+        if ver > resp_cls.max_version or ver < 0:
+            return minimal_error_frame(cid)
+        try:
+            header, req = decode_request(frame)
+        except Exception:
+            return encode_response(generic_error(key, ver, m.INVALID_REQUEST), ver, cid)
+        name = str(entry["request"].name).removesuffix("Request")
+        reqs = self.requests.setdefault(b.gidx, {})
+        reqs[name] = reqs.get(name, 0) + 1
+        ctx = ReqContext(header.client_id or "", host, cl, b)
+        t0 = time.perf_counter()
+        if key == 1 and ver <= SUPPORTED[1]:
+            deadline = time.monotonic() + min(max(req.max_wait_ms, 0), 30_000) / 1000.0
+            while True:
+                try:
+                    resp, n = self.handler.fetch(ctx, ver, req)
+                except Exception:
+                    log.exception("fetch failed")
+                    resp, n = generic_error(1, ver, m.UNKNOWN_SERVER_ERROR), 1
+                if n > 0 or req.min_bytes <= 0 or time.monotonic() >= deadline or not b.alive:
+                    break
+                await asyncio.sleep(0.01)
+            fetch_audit(self.handler, ctx, req, resp, (time.perf_counter() - t0) * 1000.0)
+        else:
+            resp = self.handler.handle(ctx, key, ver, req)
+        if resp is None:
+            return None
+        try:
+            return encode_response(resp, ver, cid)
+        except Exception:
+            log.exception("encoding %s v%s failed", name, ver)
+            return encode_response(generic_error(key, ver, m.UNKNOWN_SERVER_ERROR), ver, cid)
+
+    # ------------------------------------------------------------------ metrics
+    async def _metrics_conn(self, cl: Cluster, b: Broker, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
+            if path != "/metrics":
+                raise HttpError(404, "try /metrics")
+            if not b.alive:
+                raise HttpError(500, "broker is down")
+            text = render_broker(cl, b, self.requests.get(b.gidx))
+            return 200, "text/plain; version=0.0.4; charset=utf-8", text.encode()
+
+        await _http_serve(reader, writer, route)
+
+    # ------------------------------------------------------------------ faults
+    async def kill_broker(self, cluster: str, broker_id: int) -> None:
+        """Stop a broker: close its listener and connections; ISR and leadership move."""
+        cl = self.fed.cluster(cluster)
+        b = self._broker(cl, broker_id)
+        if not b.alive:
+            return
+        cl.set_broker_alive(broker_id, False)
+        srv = self.kafka_servers.pop(b.gidx, None)
+        if srv is not None:
+            srv.close()
+        for w in list(self.conns.get(b.gidx, ())):
+            w.close()
+        if srv is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(srv.wait_closed(), 2)
+
+    async def revive_broker(self, cluster: str, broker_id: int) -> None:
+        """Restart a broker on its previous port."""
+        cl = self.fed.cluster(cluster)
+        b = self._broker(cl, broker_id)
+        if b.alive:
+            return
+        await self._open_broker(cl, b)
+        cl.set_broker_alive(broker_id, True)
+
+    @staticmethod
+    def _broker(cl: Cluster, broker_id: Any) -> Broker:
+        try:
+            bid = int(broker_id)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"bad broker id {broker_id!r}") from e
+        if bid not in cl.brokers:
+            raise ValueError(f"unknown broker {bid} in cluster {cl.name}")
+        return cl.brokers[bid]
+
+    def slow_disk(self, cluster: str, broker_id: int, log_dir: str | None, factor: float,
+                  device: str | None = None) -> None:
+        """Make a disk ``factor``× slower (capacity / factor, latency × factor); 1 heals it."""
+        cl = self.fed.cluster(cluster)
+        b = self._broker(cl, broker_id)
+        if not factor >= 1.0 or factor > 1e6:
+            raise ValueError("factor must be in [1, 1e6]")
+        disks = [d for d in b.disks if (log_dir and d.path == log_dir) or (device and d.device == device)]
+        if not disks:
+            raise ValueError(f"no log dir {log_dir or device!r} on broker {broker_id}")
+        for d in disks:
+            self.fed.engine.d_slow[d.gidx] = factor
+
+    def _partitions(self, cluster: str, topic: str, partition: Any) -> tuple[Cluster, list[m.Partition]]:
+        cl = self.fed.cluster(cluster)
+        if topic not in cl.topics:
+            raise ValueError(f"unknown topic {topic!r} in cluster {cluster}")
+        parts = cl.topics[topic].partitions
+        if partition is not None:
+            pi = int(partition)
+            if not 0 <= pi < len(parts):
+                raise ValueError(f"unknown partition {topic}-{pi}")
+            parts = [parts[pi]]
+        return cl, parts
+
+    def lagging_consumer(self, cluster: str, topic: str, partition: Any, lag_bytes: float,
+                         rate: float = 50e6) -> None:
+        """Give partitions a consumer ``lag_bytes`` behind that catches up at ``rate`` bytes/s."""
+        if not (lag_bytes >= 0 and rate >= 0):
+            raise ValueError("lag_bytes and rate must be >= 0")
+        _, parts = self._partitions(cluster, topic, partition)
+        eng = self.fed.engine
+        for p in parts:
+            eng.f["lag"][p.slot] = float(lag_bytes)
+            eng.f["lag_rate"][p.slot] = float(rate)
+
+    def traffic_spike(self, cluster: str, topic: str, partition: Any, factor: float) -> None:
+        """Multiply the producers' rate of a topic (or one partition) by ``factor``."""
+        if not (0 <= factor <= 1e4):
+            raise ValueError("factor must be in [0, 1e4]")
+        _, parts = self._partitions(cluster, topic, partition)
+        for p in parts:
+            self.fed.engine.f["spike"][p.slot] = float(factor)
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-able summary of the simulation."""
+        eng = self.fed.engine
+        out: dict[str, Any] = {"sim_time": eng.t, "ticks": eng.ticks, "speed": self.speed,
+                               "achieved_speed": self.sim_advanced / self.real_elapsed if self.real_elapsed else 0.0,
+                               "clusters": {}}
+        for cl in self.fed.clusters.values():
+            out["clusters"][cl.name] = {
+                "controller": cl.controller_id(),
+                "topics": len(cl.topics),
+                "reassignments": sum(1 for t in cl.topics.values() for p in t.partitions if p.reassignment),
+                "brokers": {str(b.id): {"alive": b.alive, "idc": b.idc, "rack": b.rack, "disks": {
+                    d.path: {"util": round(float(eng.d_util[d.gidx]), 4),
+                             "await_ms": round(float(eng.d_await[d.gidx]), 3),
+                             "used_bytes": int(eng.d_used[d.gidx]), "slow": float(eng.d_slow[d.gidx])}
+                    for d in b.disks}} for b in sorted(cl.brokers.values(), key=lambda x: x.id)},
+            }
+        return out
+
+    async def _control_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
+            def ok(obj: Any) -> tuple[int, str, bytes]:
+                return 200, "application/json", json.dumps(obj).encode()
+
+            if method == "GET":
+                if path == "/health":
+                    return ok({"ok": True})
+                if path == "/endpoints":
+                    return ok(self.endpoints())
+                if path == "/state":
+                    return ok(self.state())
+                raise HttpError(404, f"unknown path {path}")
+            if method != "POST":
+                raise HttpError(405, "use GET or POST")
+            try:
+                args = json.loads(body or b"{}")
+                if not isinstance(args, dict):
+                    raise ValueError("body must be a JSON object")
+                if path == "/fault/kill-broker":
+                    await self.kill_broker(str(args["cluster"]), args["broker"])
+                elif path == "/fault/revive-broker":
+                    await self.revive_broker(str(args["cluster"]), args["broker"])
+                elif path == "/fault/slow-disk":
+                    self.slow_disk(str(args["cluster"]), args["broker"], args.get("log_dir"),
+                                   float(args.get("factor", 10.0)), args.get("device"))
+                elif path == "/fault/lagging-consumer":
+                    self.lagging_consumer(str(args["cluster"]), str(args["topic"]), args.get("partition"),
+                                          float(args.get("lag_bytes", 50e9)), float(args.get("rate_bytes_per_s", 50e6)))
+                elif path == "/fault/traffic-spike":
+                    self.traffic_spike(str(args["cluster"]), str(args["topic"]), args.get("partition"),
+                                       float(args.get("factor", 5.0)))
+                elif path == "/speed":
+                    sp = float(args["speed"])
+                    if not 0 < sp <= 1e6:
+                        raise ValueError("speed must be in (0, 1e6]")
+                    self.speed = sp
+                elif path == "/advance":
+                    secs = float(args["seconds"])
+                    dt = float(args.get("dt", self.fed.tick_seconds))
+                    if not (0 <= secs <= 1e7 and 0 < dt):
+                        raise ValueError("seconds must be in [0, 1e7] and dt > 0")
+                    self.fed.engine.advance(secs, dt)
+                else:
+                    raise HttpError(404, f"unknown path {path}")
+            except HttpError:
+                raise
+            except KeyError as e:
+                raise HttpError(400, f"missing or unknown {e}") from e
+            except (ValueError, TypeError, json.JSONDecodeError) as e:
+                raise HttpError(400, str(e)) from e
+            return ok({"ok": True, "sim_time": self.fed.engine.t})
+
+        await _http_serve(reader, writer, route)
+
+
+class SimRunner:
+    """Runs a :class:`SimServer` on its own event loop in a background thread (for tests, embedding)."""
+
+    def __init__(self, fed: Federation, **kw: Any) -> None:
+        self.server = SimServer(fed, **kw)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="kafkasim", daemon=True)
+        self.endpoints: dict[str, Any] = {}
+
+    def start(self) -> dict[str, Any]:
+        """Start the loop thread and the server; returns the endpoints document."""
+        self.thread.start()
+        self.endpoints = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
+        return self.endpoints
+
+    def call(self, fn: Callable[[], Any], timeout: float = 30) -> Any:
+        """Run ``fn`` on the loop thread (safe access to the federation) and return its result."""
+        async def wrap() -> Any:
+            r = fn()
+            if asyncio.iscoroutine(r):
+                r = await r
+            return r
+
+        return asyncio.run_coroutine_threadsafe(wrap(), self.loop).result(timeout)
+
+    def stop(self) -> None:
+        """Stop the server and the loop thread."""
+        if not self.thread.is_alive():
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
