@@ -18,6 +18,7 @@ from controlplane.domain import (
     plan_json_schema,
     snapshot_json_schema,
 )
+from controlplane.exec_cli import exec_app
 from controlplane.files import read_plan, read_snapshot, write_atomic
 from controlplane.report import plan_table, snapshot_table, violations_table
 
@@ -32,6 +33,7 @@ app.add_typer(plan_app, name="plan")
 app.add_typer(schema_app, name="schema")
 app.add_typer(sim_app, name="sim")
 app.add_typer(snapshot_app, name="snapshot")
+app.add_typer(exec_app, name="exec")
 
 out = Console()
 err = Console(stderr=True)

@@ -235,6 +235,8 @@ class Executor:
 
         def update(task: Task, state: str | None = None, reason: str = "", **fields: Any) -> None:
             u = updates.setdefault(task["key"], {"key": task["key"], "state": task["state"]})
+            if state == "COMPLETED" and task["state"] == "PENDING":
+                state = "IN_PROGRESS"  # found already done when started: completed by the next pass
             if state is not None:
                 u["state"] = state
                 if reason:

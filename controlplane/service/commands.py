@@ -185,8 +185,8 @@ class AllocateIds(_Cmd):
 
 COMMANDS: dict[str, type[_Cmd]] = {}
 for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
-               ExecutionStart, ExecutionTasks, ExecutionControl, ExecutionProgress, ThrottleSet, ThrottleClear, MaintenanceSet,
-               AllocateIds):
+               ExecutionStart, ExecutionTasks, ExecutionControl, ExecutionProgress, ThrottleSet, ThrottleClear,
+               MaintenanceSet, AllocateIds):
     for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
         COMMANDS[_literal] = _model
 
