@@ -228,7 +228,7 @@ class Executor:
         working = [t for t in tasks.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
         dir_brokers = set().union(*(involved_brokers(t) for t in working)) & set(live.alive) if working else set()
         dirs = self.admin.log_dirs(dir_brokers, {t["topic"] for t in working}) if dir_brokers else {}
-        now = self._now()
+        now = self._measure(live)
         updates: dict[str, dict[str, Any]] = {}
         submit = _Submit()
         report = PassReport(eid, ex["status"])
@@ -309,6 +309,19 @@ class Executor:
     def _now(self) -> float:
         return self.clock()
 
+    def _measure(self, live: LiveCluster) -> float | None:
+        """Scrape disk load once per pass; the time base of rates is the hosts' clock when they export one.
+
+        Returns ``None`` when the scrape gave no clock this pass (rates are then not updated).
+        """
+        if self.scraper is None:
+            return time.monotonic()
+        before = self.scraper.clock
+        self.last_disks = dict(self.scraper.scrape(set(live.alive)))
+        if self.scraper.clock is None or self.scraper.clock == before:
+            return None
+        return self.scraper.clock
+
     # ------------------------------------------------------------------ per-task logic
     def _cancel_reason(self, t: Task, live: LiveCluster, ex: JsonDict) -> str | None:
         dead = sorted(b for b in involved_brokers(t) if b not in live.alive)
@@ -337,7 +350,7 @@ class Executor:
             if future_dir(dirs, t["topic"], t["partition"], b) is not None and cur is not None:
                 submit.log_dirs[(t["topic"], t["partition"], b)] = cur.log_dir  # back to where it is: no future
 
-    def _drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float,
+    def _drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
                update: Callable[..., None], submit: _Submit, *, resubmit: bool) -> None:
         """Compare one started task with the cluster; complete it, record progress or (re)submit."""
         tp = (t["topic"], t["partition"])
@@ -427,8 +440,10 @@ class Executor:
             done += min(d.size, size) if d is not None else 0
         return done, size * len(adding)
 
-    def _observe_rate(self, t: Task, now: float, done: int) -> float:
+    def _observe_rate(self, t: Task, now: float | None, done: int) -> float:
         key = (t["key"], 0)
+        if now is None:
+            return self._flow_rate.get(key, 0.0)
         prev = self._last_bytes.get(key)
         self._last_bytes[key] = (now, done)
         rate = self._flow_rate.get(key, 0.0)
@@ -484,16 +499,11 @@ class Executor:
                                       (b, dst_dir), rate))
         return flows, lists
 
-    def _rates(self, flows: list[Flow], live: LiveCluster, now: float) -> dict[tuple[int, str], float]:
+    def _rates(self, flows: list[Flow], live: LiveCluster, now: float | None) -> dict[tuple[int, str], float]:
         if not flows:
             return {}
         policy = self.config.throttle
-        epoch = now
-        if self.scraper is not None and policy.mode == "adaptive":
-            brokers = {f.src_broker for f in flows} | {f.dst_broker for f in flows}
-            self.last_disks = dict(self.scraper.scrape(brokers & set(live.alive)))
-            if self.scraper.clock is not None and self.scraper.clock > 1e9:
-                epoch = self.scraper.clock
+        epoch = now if now is not None and now > 1e9 else time.time()
         previous = {}
         for rec in self._owned_throttles().values():
             if rec["kind"] == THROTTLE_PREFIX + "broker":
@@ -614,7 +624,8 @@ class Executor:
         self._propose("execution.progress", "progress", execution_id=int(ex["id"]), progress={
             "counts": counts, "bytes_done": done, "bytes_total": total, "rate_bytes_per_s": rate,
             "eta_s": eta, "under_replicated": live.under_replicated, "max_disk_util": worst,
-            "throttles": {f"{b}:{k}": r for (b, k), r in sorted(rates.items())}, "clock": self._now()})
+            "throttles": {f"{b}:{k}": r for (b, k), r in sorted(rates.items())},
+            "clock": self.scraper.clock if self.scraper and self.scraper.clock else self._now()})
 
     @staticmethod
     def _final_status(ex: JsonDict) -> tuple[str, str]:
