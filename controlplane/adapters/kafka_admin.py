@@ -192,6 +192,11 @@ class KafkaAdmin:
         """Alive brokers, every partition's replicas / leader / ISR, in-flight reassignments."""
 
         def read(a: Any) -> LiveCluster:
+            # reassignments first: one that completes between the two reads then looks in flight (safe),
+            # never "gone but not applied" (which would invite a duplicate submission)
+            ras = {(tp.topic, tp.partition): Reassignment(tuple(v["replicas"]), tuple(v["adding_replicas"]),
+                                                          tuple(v["removing_replicas"]))
+                   for tp, v in a.list_partition_reassignments().items()}
             cluster = a.describe_cluster()
             alive = frozenset(int(b["broker_id"]) for b in cluster["brokers"])
             racks = {int(b["broker_id"]): str(b.get("rack") or "") for b in cluster["brokers"]}
@@ -206,9 +211,6 @@ class KafkaAdmin:
                     tp = (name, int(p["partition_index"]))
                     parts[tp] = PartitionState(name, tp[1], tuple(int(x) for x in p["replica_nodes"]),
                                                int(p["leader_id"]), tuple(int(x) for x in p["isr_nodes"]))
-            ras = {(tp.topic, tp.partition): Reassignment(tuple(v["replicas"]), tuple(v["adding_replicas"]),
-                                                          tuple(v["removing_replicas"]))
-                   for tp, v in a.list_partition_reassignments().items()}
             return LiveCluster(alive, parts, sizes, ras, racks)
 
         return self._call("reading cluster metadata", read)

@@ -134,6 +134,7 @@ class Executor:
         self.clock = clock
         self._last_bytes: dict[tuple[str, int], tuple[float, int]] = {}
         self._flow_rate: dict[tuple[str, int], float] = {}
+        self._suspect: dict[str, int] = {}
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
 
     # ------------------------------------------------------------------ store helpers
@@ -353,6 +354,13 @@ class Executor:
     def _drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
                update: Callable[..., None], submit: _Submit, *, resubmit: bool) -> None:
         """Compare one started task with the cluster; complete it, record progress or (re)submit."""
+        suspect_before = self._suspect.get(t["key"], 0)
+        self._drive_once(t, live, dirs, now, update, submit, resubmit=resubmit)
+        if self._suspect.get(t["key"], 0) == suspect_before:
+            self._suspect.pop(t["key"], None)  # seen in flight or done this pass: start counting afresh
+
+    def _drive_once(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
+                    update: Callable[..., None], submit: _Submit, *, resubmit: bool) -> None:
         tp = (t["topic"], t["partition"])
         p = live.partitions.get(tp)
         attempts = int(t.get("attempts", 0))
@@ -362,6 +370,14 @@ class Executor:
 
         def send(kind: str, key: Any, value: Any) -> None:
             nonlocal attempts
+            if resubmit:
+                # a started task the cluster shows neither in flight nor done: act only when two passes
+                # agree, so a stale metadata read never causes a duplicate submission
+                seen = self._suspect.get(t["key"], 0) + 1
+                self._suspect[t["key"]] = seen
+                if seen < 2:
+                    return
+            self._suspect.pop(t["key"], None)
             if resubmit and attempts >= self.config.max_attempts:
                 update(t, "DEAD", f"gave up after {attempts} submissions ({kind} did not take effect)")
                 return
@@ -538,7 +554,11 @@ class Executor:
             self._propose("throttle.set", "migration throttle (write-ahead)", cluster=cluster, key=key,
                           kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": merged},
                           rate_bytes_per_s=max((float(v) for v in merged.values()), default=0.0))
-            self.admin.set_broker_configs({b: changes})
+            try:
+                self.admin.set_broker_configs({b: changes})
+            except AdminError as exc:  # recorded (write-ahead): retried next pass
+                log.warning("throttle change on broker %s failed: %s", b, exc)
+                continue
             final = {k: v for k, v in merged.items() if k in want}
             final.update(want)
             if final:
@@ -562,8 +582,12 @@ class Executor:
             union = {k: sorted(want_t[k] | have[k]) for k in want_t}
             self._propose("throttle.set", "throttled replicas (write-ahead)", cluster=cluster, key=key,
                           kind=THROTTLE_PREFIX + "topic", target={"topic": topic, **union}, rate_bytes_per_s=0)
-            for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
-                self.admin.alter_topic_lists(topic, k, append=want_t[k] - have[k], subtract=have[k] - want_t[k])
+            try:
+                for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+                    self.admin.alter_topic_lists(topic, k, append=want_t[k] - have[k], subtract=have[k] - want_t[k])
+            except AdminError as exc:
+                log.warning("throttled-replica change on topic %s failed: %s", topic, exc)
+                continue
             if any(want_t.values()):
                 self._propose("throttle.set", "throttled replicas", cluster=cluster, key=key,
                               kind=THROTTLE_PREFIX + "topic",
