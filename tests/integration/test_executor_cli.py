@@ -106,6 +106,7 @@ def test_stop_with_rollback_restores_the_original_assignment(make_sim: Any, tmp_
             run.kill()
             run.wait(10)
     assert run.returncode == 0, err[-2000:]
+    assert "stopped" in out
     final = max(read_state(state)["executions"].values(), key=lambda e: e["id"])
     assert final["status"] == "stopped"
     assert counts(final) == {"ABORTED": len(final["tasks"])}
