@@ -402,8 +402,14 @@ def exec_watch(
         _die(f"no execution found in {state}", 1)
     if once or not out.is_terminal:
         out.print(progress_view(current) if out.is_terminal else progress_line(current), soft_wrap=True)
-        if once:
-            return
+        try:
+            while not once and current["status"] in ("running", "stopping"):
+                time.sleep(interval)
+                current = pick() or current
+                out.print(progress_line(current), soft_wrap=True, markup=False)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+        return
     try:
         with Live(progress_view(current), console=out, refresh_per_second=4) as live:
             while current["status"] in ("running", "stopping"):

@@ -217,7 +217,12 @@ class Executor:
 
     # ------------------------------------------------------------------ the pass
     def run_pass(self) -> PassReport:
-        """One reconcile pass. Raises :class:`AdminError` when the cluster cannot be read."""
+        """One reconcile pass. Raises :class:`AdminError` when the cluster cannot be read.
+
+        Only the leader of a replicated store acts; on a follower the pass does nothing.
+        """
+        if not self.store.is_leader:
+            return PassReport(None, "follower")
         ex = self.active_execution()
         if ex is None:
             live = self.admin.live()

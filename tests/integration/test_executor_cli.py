@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from controlplane.domain import PartitionMove, Plan
 from controlplane.executor.live import main_dir
 from tests.integration.executor_support import (
     Sim,
@@ -149,3 +150,27 @@ def test_rolling_release_drains_three_brokers_in_batches_and_restores_them(make_
         assert (p.replicas, p.leader) == (replicas, leader), tp
         assert tuple(main_dir(dirs1, *tp, b).log_dir for b in p.replicas) == dirs, tp  # type: ignore[union-attr]
     assert sim.leftover_throttles() == {}
+
+
+def test_bad_input_gets_a_clear_error_and_starts_nothing(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(scenario(brokers=4, topics=1, partitions=4, rf=2, size_gb=0.01, speed=20))
+    live = sim.live()
+    state = tmp_path / "state.json"
+    common = ["-e", str(sim.endpoints_file), "-c", "c1", "--state-file", str(state), "--quiet"]
+    good = write_plan(one_replica_plan(live), tmp_path / "good.json")
+    missing = guardian("exec", "run", "-e", str(tmp_path / "nope.json"), "-c", "c1", "--plan", str(good))
+    assert missing.returncode == 2 and "cannot read endpoints file" in missing.stderr
+    other = guardian("exec", "run", "-e", str(sim.endpoints_file), "-c", "west", "--plan", str(good))
+    assert other.returncode == 2 and "the plan is for cluster 'c1', not 'west'" in other.stderr
+    (tmp_path / "broken.json").write_text('{"format": "guardian.plan/v1", "cluster": "c1"')
+    broken = guardian("exec", "run", *common, "--plan", str(tmp_path / "broken.json"))
+    assert broken.returncode == 2 and "invalid plan" in broken.stderr
+    bad_throttle = guardian("exec", "run", *common, "--plan", str(good), "--throttle", "fixed:lots")
+    assert bad_throttle.returncode == 2 and "bad rate" in bad_throttle.stderr
+    tp, p = sorted(live.partitions.items())[0]
+    impossible = write_plan(Plan("c1", "rebalance", (PartitionMove(tp[0], tp[1], (99, p.replicas[1]), (None, None)),)),
+                            tmp_path / "impossible.json")
+    refused = guardian("exec", "run", *common, "--plan", str(impossible))
+    assert refused.returncode == 1 and "[unknown-broker]" in refused.stderr
+    assert sim.submissions == Counter()
+    assert not [e for e in read_state(state)["executions"].values()]
