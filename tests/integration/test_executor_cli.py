@@ -97,7 +97,8 @@ def test_stop_with_rollback_restores_the_original_assignment(make_sim: Any, tmp_
     run = guardian_popen("exec", "run", "-e", str(sim.endpoints_file), "-c", "c1", "--plan", str(plan_file),
                          "--state-file", str(state), "--quiet", "--interval", "0.2", "--throttle", "fixed:1MB")
     try:
-        wait_state(state, lambda e: counts(e)["IN_PROGRESS"] >= 3)
+        # progress is written after the pass set its throttles
+        wait_state(state, lambda e: counts(e)["IN_PROGRESS"] >= 3 and (e.get("progress") or {}).get("throttles"))
         assert sim.leftover_throttles(), "no throttle was set while moves were in flight"
         stop = guardian("exec", "stop", "--state-file", str(state), "--rollback")
         assert stop.returncode == 0, stop.stderr
