@@ -73,7 +73,7 @@ class _Opts:
 
     def __init__(self, ordering: str, throttle: str, util_threshold: float, schedule: str, floor: str,
                  ceiling: str, initial: str, per_broker: int | None, per_disk: int | None,
-                 per_cluster: int | None, interval: float, quiet: bool) -> None:
+                 per_cluster: int | None, interval: float, quiet: bool, nic: str = "") -> None:
         if ordering not in ORDERINGS:
             _die(f"--ordering must be one of {', '.join(ORDERINGS)}", 2)
         try:
@@ -84,7 +84,8 @@ class _Opts:
                 raise ValueError(f"--throttle must be adaptive or fixed:RATE, got {throttle!r}")
             self.policy = ThrottlePolicy(mode=mode, util_threshold=util_threshold, floor=parse_rate(floor),
                                          ceiling=parse_rate(ceiling), initial=parse_rate(initial), fixed_rate=fixed,
-                                         schedule=Schedule.parse(schedule))
+                                         schedule=Schedule.parse(schedule),
+                                         nic_bytes_per_s=parse_rate(nic) if nic else None)
         except ValueError as exc:
             _die(str(exc), 2)
         self.ordering = ordering
@@ -106,6 +107,8 @@ PerDiskOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves pe
 PerClusterOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves in the cluster")]
 IntervalOpt = Annotated[float, typer.Option(min=0.05, help="seconds between reconcile passes")]
 QuietOpt = Annotated[bool, typer.Option(help="no live progress bar (one line per pass)")]
+NicOpt = Annotated[str, typer.Option(help="adaptive: network capacity per broker and direction (e.g. 1.25G); "
+                                          "empty ignores network headroom")]
 
 
 def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, ClusterEndpoints]:
@@ -218,12 +221,12 @@ def exec_run(
     ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
     schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
     per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
-    interval: IntervalOpt = 1.0, quiet: QuietOpt = False,
+    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
 ) -> None:
     """Run PLAN on CLUSTER to completion (resumable: run the same command again after a crash)."""
     _run_impl(endpoints_file, cluster, plan, state_file,
               _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
-                    per_cluster, interval, quiet))
+                    per_cluster, interval, quiet, nic))
 
 
 def _run_impl(endpoints_file: Path, cluster: str, plan: Path, state_file: Path | None, opts: _Opts) -> None:
@@ -264,12 +267,12 @@ def exec_drain(
     ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
     schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
     per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
-    interval: IntervalOpt = 1.0, quiet: QuietOpt = False,
+    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
 ) -> None:
     """Drain BROKERS leadership-first, in batches, waiting for zero under-replicated partitions between."""
     _drain_impl(endpoints_file, cluster, brokers, batch_size, state_file,
                 _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
-                      per_cluster, interval, quiet))
+                      per_cluster, interval, quiet, nic))
 
 
 def _drain_impl(endpoints_file: Path, cluster: str, brokers: str, batch_size: int, state_file: Path | None,
@@ -302,12 +305,12 @@ def exec_restore(
     ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
     schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
     per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
-    interval: IntervalOpt = 1.0, quiet: QuietOpt = False,
+    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
 ) -> None:
     """Restore what a drain moved: replicas, log dirs and leadership, batch by batch."""
     _restore_impl(endpoints_file, cluster, execution, state_file,
                   _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
-                        per_cluster, interval, quiet))
+                        per_cluster, interval, quiet, nic))
 
 
 def _restore_impl(endpoints_file: Path, cluster: str, execution: int | None, state_file: Path | None,

@@ -33,6 +33,7 @@ class HostSample:
     max_bytes_per_s: Mapping[str, float]
     produce_p99_ms: float | None = None
     under_replicated: float | None = None
+    net: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class DiskScraper:
     _last: dict[int, HostSample] = field(default_factory=dict)
     rates: dict[tuple[int, str], DiskRate] = field(default_factory=dict)
     produce_p99_ms: dict[int, float] = field(default_factory=dict)
+    network: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    """broker -> (bytes in/s, bytes out/s, reassignment bytes in/s), all Kafka traffic of the broker."""
     clock: float | None = None
     errors: dict[int, str] = field(default_factory=dict)
 
@@ -80,6 +83,11 @@ class DiskScraper:
             dt = res.at - prev.at
             if not (dt > 0 and math.isfinite(dt)):
                 continue
+            if res.net and prev.net:
+                delta = {k: res.net.get(k, 0.0) - prev.net.get(k, 0.0) for k in res.net}
+                if all(v >= 0 and math.isfinite(v) for v in delta.values()):
+                    self.network[bid] = ((delta.get("in", 0.0)) / dt, delta.get("out", 0.0) / dt,
+                                         delta.get("reassign_in", 0.0) / dt)
             for d, busy in res.io_time.items():
                 d_busy = busy - prev.io_time.get(d, math.nan)
                 d_bytes = (res.read_bytes.get(d, 0.0) + res.written_bytes.get(d, 0.0)
@@ -109,6 +117,12 @@ def parse_host(text: str, now: float) -> HostSample:
     sim_time: float | None = None
     p99: float | None = None
     urp: float | None = None
+    net: dict[str, float] = {}
+    net_names = {"kafka_server_brokertopicmetrics_bytesin_total": "in",
+                 "kafka_server_brokertopicmetrics_replicationbytesin_total": "in",
+                 "kafka_server_brokertopicmetrics_reassignmentbytesin_total": "reassign_in",
+                 "kafka_server_brokertopicmetrics_bytesout_total": "out",
+                 "kafka_server_brokertopicmetrics_replicationbytesout_total": "out"}
     names = {"node_disk_io_time_seconds_total": "io", "node_disk_read_bytes_total": "rd",
              "node_disk_written_bytes_total": "wr", "kafkasim_disk_max_bytes_per_second": "max"}
     for line in text.splitlines():
@@ -123,6 +137,12 @@ def parse_host(text: str, now: float) -> HostSample:
         except ValueError:
             continue
         if not math.isfinite(value):
+            continue
+        if name in net_names and not labels_s:
+            key = net_names[name]
+            net[key] = net.get(key, 0.0) + value
+            if key == "reassign_in":
+                net["in"] = net.get("in", 0.0) + value
             continue
         labels = dict(_LABEL.findall(labels_s))
         if name in names and "device" in labels:
@@ -145,4 +165,4 @@ def parse_host(text: str, now: float) -> HostSample:
         return {dev_dir.get(dev, dev): v for dev, v in series[kind].items()}
 
     return HostSample(sim_time if sim_time is not None else now, by_dir("io"), by_dir("rd"), by_dir("wr"),
-                      by_dir("max"), p99, urp)
+                      by_dir("max"), p99, urp, net or None)

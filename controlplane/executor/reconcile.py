@@ -50,7 +50,7 @@ from controlplane.executor.tasks import (
     select_batch,
     tasks_from_plan,
 )
-from controlplane.executor.throttle import Flow, ThrottlePolicy, broker_rates
+from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, broker_rates
 from controlplane.service.commands import meta
 from controlplane.service.store import StateStore
 from raft.protocol import JsonDict
@@ -530,7 +530,10 @@ class Executor:
             if rec["kind"] == THROTTLE_PREFIX + "broker":
                 for k, v in rec["target"].get("configs", {}).items():
                     previous[(int(rec["target"]["broker"]), k)] = float(v)
-        return broker_rates(flows, self.last_disks, policy, previous, epoch)
+        network = None
+        if self.scraper is not None and policy.nic_bytes_per_s:
+            network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
+        return broker_rates(flows, self.last_disks, policy, previous, epoch, network)
 
     def _sync_throttles(self, rates: Mapping[tuple[int, str], float],
                         lists: Mapping[str, Mapping[str, set[str]]], live: LiveCluster) -> None:

@@ -91,6 +91,8 @@ class ThrottlePolicy:
     fixed_rate: float = 50e6
     gain: float = 0.5
     schedule: Schedule = field(default_factory=Schedule)
+    nic_bytes_per_s: float | None = None
+    """Network capacity of each broker (each direction); ``None``: network headroom is not considered."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "fixed"):
@@ -117,8 +119,13 @@ class Flow:
 
 
 def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], policy: ThrottlePolicy,
-                 previous: Mapping[tuple[int, str], float], now_epoch_s: float) -> dict[tuple[int, str], float]:
-    """``(broker, config key) -> bytes/s`` for every broker with a flow (nothing else)."""
+                 previous: Mapping[tuple[int, str], float], now_epoch_s: float,
+                 network: Mapping[int, NetRate] | None = None) -> dict[tuple[int, str], float]:
+    """``(broker, config key) -> bytes/s`` for every broker with a flow (nothing else).
+
+    With ``policy.nic_bytes_per_s`` and live ``network`` rates, a flow is also bounded by the network
+    headroom of its source (out) and destination (in) broker.
+    """
     ceiling = min(policy.ceiling, policy.schedule.ceiling(now_epoch_s))
     ceiling = max(ceiling, policy.floor)
     roles: dict[tuple[int, str], list[Flow]] = {}
@@ -131,6 +138,9 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
     if policy.mode == "fixed":
         return {k: min(policy.fixed_rate, ceiling) for k in roles}
     allowance = per_flow_allowance(flows, disks, policy.util_threshold)
+    if policy.nic_bytes_per_s and network:
+        for f, limit in network_allowance(flows, network, policy.nic_bytes_per_s, policy.util_threshold).items():
+            allowance[f] = min(allowance.get(f, math.inf), limit)
     out: dict[tuple[int, str], float] = {}
     for key, fs in roles.items():
         prev = previous.get(key, policy.initial)
@@ -142,6 +152,46 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
             if target > prev:
                 target = prev + policy.gain * (target - prev)
         out[key] = float(min(max(target, policy.floor), ceiling))
+    return out
+
+
+@dataclass(frozen=True)
+class NetRate:
+    """A broker's live network traffic (bytes/s): everything in / out, and the migration part of ``in``."""
+
+    in_bytes_per_s: float
+    out_bytes_per_s: float
+    migration_in_bytes_per_s: float = 0.0
+
+
+def network_allowance(flows: Sequence[Flow], network: Mapping[int, NetRate], nic_bytes_per_s: float,
+                      threshold: float) -> dict[Flow, float]:
+    """Bytes/s each inter-broker flow may use so no NIC direction exceeds ``threshold`` of capacity.
+
+    Migration in is what the broker reports (reassignment bytes in); migration out is the observed rate
+    of the flows it serves. Intra-broker moves use no network and are not bounded here.
+    """
+    moves = [f for f in flows if f.kind == "move"]
+    mig_out: dict[int, float] = {}
+    n_in: dict[int, int] = {}
+    n_out: dict[int, int] = {}
+    for f in moves:
+        mig_out[f.src_broker] = mig_out.get(f.src_broker, 0.0) + f.observed_bytes_per_s
+        n_out[f.src_broker] = n_out.get(f.src_broker, 0) + 1
+        n_in[f.dst_broker] = n_in.get(f.dst_broker, 0) + 1
+    cap = threshold * nic_bytes_per_s
+    out: dict[Flow, float] = {}
+    for f in moves:
+        limits = []
+        dst, src = network.get(f.dst_broker), network.get(f.src_broker)
+        if dst is not None:
+            other_in = max(dst.in_bytes_per_s - dst.migration_in_bytes_per_s, 0.0)
+            limits.append(max(cap - other_in, 0.0) / n_in[f.dst_broker])
+        if src is not None:
+            other_out = max(src.out_bytes_per_s - mig_out.get(f.src_broker, 0.0), 0.0)
+            limits.append(max(cap - other_out, 0.0) / n_out[f.src_broker])
+        if limits:
+            out[f] = min(limits)
     return out
 
 

@@ -9,7 +9,15 @@ import pytest
 
 from controlplane.adapters.kafka_admin import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
 from controlplane.adapters.prom_scrape import DiskRate, DiskScraper, HostSample, parse_host
-from controlplane.executor.throttle import Flow, Schedule, ThrottlePolicy, broker_rates, parse_rate
+from controlplane.executor.throttle import (
+    Flow,
+    NetRate,
+    Schedule,
+    ThrottlePolicy,
+    broker_rates,
+    network_allowance,
+    parse_rate,
+)
 
 NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC).timestamp()
 NIGHT = datetime(2026, 11, 22, 3, 0, tzinfo=UTC).timestamp()
@@ -116,3 +124,29 @@ def test_scraper_rates_use_measured_time_and_ignore_counter_resets() -> None:
     scraper.scrape()  # zero elapsed time: no rate
     assert scraper.rates[(1, "/d")] == DiskRate(0.5, 1e8, 2e8)
     assert scraper.clock == 120.0
+
+
+def test_network_headroom_bounds_inter_broker_flows_only() -> None:
+    flows = [Flow("a>2", "move", 1, 2, None, None, 30e6), Flow("b>2", "move", 3, 2, None, None, 10e6),
+             Flow("c>4", "future", 4, 4, None, None, 0)]
+    network = {2: NetRate(in_bytes_per_s=90e6, out_bytes_per_s=0, migration_in_bytes_per_s=40e6),
+               1: NetRate(in_bytes_per_s=0, out_bytes_per_s=100e6)}
+    allow = network_allowance(flows, network, nic_bytes_per_s=125e6, threshold=0.8)
+    # broker 2 in: 0.8 * 125 - (90 - 40) = 50 MB/s for 2 flows; broker 1 out: 100 - 100 - 30 -> 30 MB/s left
+    assert allow[flows[0]] == pytest.approx(25e6) and allow[flows[1]] == pytest.approx(25e6)
+    assert flows[2] not in allow
+    network[1] = NetRate(0, 95e6)
+    assert network_allowance(flows, network, 125e6, 0.8)[flows[0]] == pytest.approx(25e6)
+    policy = ThrottlePolicy(util_threshold=0.8, gain=1.0, nic_bytes_per_s=125e6, initial=99e6)
+    rates = broker_rates(flows, {}, policy, {}, NOON, network)
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6)
+    assert rates[(4, ALTER_DIRS_RATE)] == 99e6
+
+
+def test_parse_host_reads_broker_network_counters() -> None:
+    text = PROM + ("kafka_server_brokertopicmetrics_bytesin_total 100\n"
+                   'kafka_server_brokertopicmetrics_bytesin_total{topic="a"} 100\n'
+                   "kafka_server_brokertopicmetrics_replicationbytesin_total 50\n"
+                   "kafka_server_brokertopicmetrics_reassignmentbytesin_total 25\n"
+                   "kafka_server_brokertopicmetrics_bytesout_total 300\n")
+    assert parse_host(text, 0).net == {"in": 175.0, "reassign_in": 25.0, "out": 300.0}
