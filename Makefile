@@ -6,12 +6,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help venv test unit lint demo bench clean
+.PHONY: help venv test unit lint demo bench cluster clean
 
 help:
 	@echo "make demo   - run the Guardian demo on embedded defaults"
 	@echo "make test   - lint (ruff, mypy, import contracts) and the test suite"
 	@echo "make lint   - ruff + mypy + import-linter only"
+	@echo "make cluster - three local controller nodes (Raft) until Ctrl-C"
 	@echo "make bench  - heavy benchmarks (print comparison tables, write JSON under out/bench)"
 
 venv: $(STAMP)
@@ -20,6 +21,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) || echo "WARNING: kcat not installed (kafkasim kcat tests will skip outside CI)"
 	@touch $(STAMP)
 
 lint: $(STAMP)
@@ -35,6 +37,9 @@ test: lint
 
 demo: $(STAMP)
 	$(BIN)/python -m controlplane.demo
+
+cluster: $(STAMP)
+	$(BIN)/guardian cluster --nodes 3
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -14,7 +14,7 @@ from rich.console import Console
 from controlplane.domain import check_plan, dump_plan
 from controlplane.files import read_snapshot, write_atomic
 from controlplane.report import plan_table, snapshot_table, violations_table
-from planners.greedy import plan_greedy_rebalance
+from planners.disk_balance import plan_rebalance
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "deploy" / "examples" / "skewed-multi-idc.json"
@@ -26,7 +26,7 @@ def main(out_dir: Path = ROOT / "out" / "demo") -> int:
     snapshot = read_snapshot(EXAMPLE)
     console.rule("Guardian demo: disk-aware rebalance of a skewed multi-IDC cluster")
     console.print(snapshot_table(snapshot))
-    plan = plan_greedy_rebalance(snapshot)
+    plan = plan_rebalance(snapshot)
     violations = check_plan(snapshot, plan)
     if violations:
         console.print(violations_table(violations))

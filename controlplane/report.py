@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from controlplane.domain import ClusterSnapshot, Plan, Violation, pool_stats
+from controlplane.domain import ClusterSnapshot, Plan, Violation, apply_plan, pool_stats
 
 
 def human_bytes(n: float) -> str:
@@ -59,4 +59,27 @@ def violations_table(violations: list[Violation]) -> Table:
     for v in violations:
         where = f"{v.topic}-{v.partition}" if v.topic is not None else "-"
         table.add_row(v.code, where, v.message)
+    return table
+
+
+def leaders_table(snapshot: ClusterSnapshot, plan: Plan) -> Table:
+    """Per pool, over alive brokers: the most leader bytes-in and leaderships on one broker, before and after."""
+    after = apply_plan(snapshot, plan)
+    table = Table(title="leader balance (per broker maximum / mean)")
+    for col in ("pool", "brokers", "leader bytes in before", "after", "mean", "leaders before", "after ",
+                "mean "):
+        table.add_column(col, justify="left" if col == "pool" else "right")
+    for pool in sorted({b.pool for b in snapshot.brokers}):
+        ids = [b.id for b in snapshot.brokers if b.pool == pool and b.is_alive]
+        if not ids:
+            continue
+        b_load, a_load = snapshot.index.broker_load, after.index.broker_load
+        mean_bytes = sum(b_load[i].leader_bytes_in_per_s for i in ids) / len(ids)
+        mean_count = sum(b_load[i].leaders for i in ids) / len(ids)
+        table.add_row(pool, str(len(ids)),
+                      human_bytes(max(b_load[i].leader_bytes_in_per_s for i in ids)) + "/s",
+                      human_bytes(max(a_load[i].leader_bytes_in_per_s for i in ids)) + "/s",
+                      human_bytes(mean_bytes) + "/s",
+                      str(max(b_load[i].leaders for i in ids)), str(max(a_load[i].leaders for i in ids)),
+                      f"{mean_count:.1f}")
     return table

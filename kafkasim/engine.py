@@ -12,6 +12,8 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   lag (in seconds of production) exceeds the residence time reads from the leader's disk.
 * **Consumers**: ``tail_groups`` tailing groups per partition plus an optional lagging consumer,
   cut by the partition-level fetch throttle and the client's ``consumer_byte_rate`` quota.
+* **Catch-up**: a revived follower fetches what it missed before rejoining the ISR (throttled if
+  listed; read from the leader's page cache when recent enough, else from its disk).
 * **Copies**: reassignment (KIP-455) adding replicas copy ``size`` bytes from the leader's disk
   to their own disk at the rate the KIP-73 throttles allow (``leader/follower.replication.
   throttled.rate`` shared among throttled replicas listed in the topic's
@@ -27,6 +29,7 @@ Everything is deterministic for a given seed and sequence of calls.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +52,13 @@ I64 = npt.NDArray[np.int64]
 
 MAX_FETCHER_BPS = 400e6  # one replica fetcher's ceiling
 OP_BYTES = 128 * 1024  # average I/O size used to turn bytes into ops
+
+
+def _int_or(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
 
 
 @dataclass(frozen=True)
@@ -75,8 +85,30 @@ class Engine:
     SLOT_FIELDS_F = ("size", "leo", "base_rate", "msg_size", "phase", "spike", "burst_left",
                      "lag", "lag_rate", "in_rate", "out_rate", "repl_rate", "disk_read",
                      "bytes_in_total", "bytes_out_total", "msgs_in_total", "real_in", "real_msgs",
-                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out")
+                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out", "lso")
     SLOT_FIELDS_I = ("prod_client", "cons_client", "cluster_idx", "topic_idx")
+    DISK_FIELDS = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
+                   "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
+                   "d_write_time_total", "d_reads_total", "d_writes_total", "d_slow", "d_cap_bps",
+                   "d_base_lat", "d_capacity", "d_parts")
+    d_used: F64
+    d_util: F64
+    d_await: F64
+    d_read_rate: F64
+    d_write_rate: F64
+    d_backlog: F64
+    d_read_total: F64
+    d_written_total: F64
+    d_io_time_total: F64
+    d_read_time_total: F64
+    d_write_time_total: F64
+    d_reads_total: F64
+    d_writes_total: F64
+    d_slow: F64
+    d_cap_bps: F64
+    d_base_lat: F64
+    d_capacity: F64
+    d_parts: F64
 
     def __init__(self, seed: int = 0, start_time: float = 1_795_000_000.0,
                  cache_fraction: float = 0.6, burst_rate_per_hour: float = 0.5) -> None:
@@ -102,7 +134,6 @@ class Engine:
         self.dirty = True
         self.ticks = 0
         # disk arrays
-        self.d_slow = np.zeros(0)
         self._alloc_disks(0)
         self.b_cached = np.zeros(0)
         self.b_alive = np.zeros(0, dtype=bool)
@@ -118,8 +149,13 @@ class Engine:
         self.b_residence = np.zeros(0)
         self.moves: list[tuple[Cluster, Partition]] = []
         self.futures: list[tuple[Cluster, Partition]] = []
+        self.catchups: list[tuple[Cluster, Partition]] = []
+        self.batch_fifo: deque[Partition] = deque()  # one entry per stored real record batch
+        self.batch_bytes = 0
+        self.batch_budget = 256 * 1024 * 1024
         self.listeners: list[Any] = []
         self.broker_replicas: list[list[Partition]] = []
+        self._ct_cache: dict[str, tuple[int, list[tuple[int, str]]]] = {}
 
     # ------------------------------------------------------------------ storage
     def _grow(self, new_cap: int) -> None:
@@ -142,11 +178,7 @@ class Engine:
         self.cap = new_cap
 
     def _alloc_disks(self, n: int) -> None:
-        names = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
-                 "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
-                 "d_write_time_total", "d_reads_total", "d_writes_total", "d_slow", "d_cap_bps",
-                 "d_base_lat", "d_capacity", "d_parts")
-        for name in names:
+        for name in self.DISK_FIELDS:
             old = getattr(self, name, None)
             arr = np.zeros(n)
             if old is not None and len(old):
@@ -191,6 +223,17 @@ class Engine:
             self.clients.append(c)
             self._client_idx[c] = idx
         return idx
+
+    def cluster_topics(self, cluster: str) -> list[tuple[int, str]]:
+        """(topic index, escaped name) of every topic ever seen in ``cluster``, sorted by name (cached)."""
+        key = len(self.topic_index)
+        cached = self._ct_cache.get(cluster)
+        if cached is None or cached[0] != key:
+            items = sorted(((idx, name.replace("\\", "\\\\").replace('"', '\\"'))
+                            for (c, name), idx in self.topic_index.items() if c == cluster), key=lambda x: x[1])
+            cached = (key, items)
+            self._ct_cache[cluster] = cached
+        return cached[1]
 
     def topic_idx(self, cluster: str, topic: str) -> int:
         """Global index of a topic name (kept across delete/re-create)."""
@@ -265,10 +308,13 @@ class Engine:
         leader_d = np.full(n, -1, dtype=np.int64)
         thr_p = np.full(n, np.inf)
         thr_f = np.full(n, np.inf)
+        ret_s = np.full(n, np.inf)
+        ret_b = np.full(n, np.inf)
         q_p = np.full(n, np.inf)
         q_c = np.full(n, np.inf)
         self.moves = []
         self.futures = []
+        self.catchups = []
         self.b_alive = np.array([b.alive for b in self.brokers], dtype=bool)
         self.broker_replicas = [[] for _ in self.brokers]
         for cl in self.clusters.values():
@@ -277,9 +323,15 @@ class Engine:
                 tix = self.topic_idx(cl.name, t.name)
                 pt_p = parse_partition_rates(t.configs.get(PT_PRODUCE, "")) if cl.partition_throttle else {}
                 pt_f = parse_partition_rates(t.configs.get(PT_FETCH, "")) if cl.partition_throttle else {}
+                r_ms = _int_or(t.configs.get("retention.ms"), 604_800_000)
+                r_b = _int_or(t.configs.get("retention.bytes"), -1)
                 for p in t.partitions:
                     s = p.slot
                     self.i["topic_idx"][s] = tix
+                    if r_ms > 0:
+                        ret_s[s] = r_ms / 1000.0
+                    if r_b > 0:
+                        ret_b[s] = float(r_b)
                     adding = set(p.reassignment.adding) if p.reassignment else set()
                     for b, dg in p.log_dirs.items():
                         self.broker_replicas[bg[b]].append(p)
@@ -305,6 +357,8 @@ class Engine:
                         self.moves.append((cl, p))
                     if p.futures:
                         self.futures.append((cl, p))
+                    if p.catchup:
+                        self.catchups.append((cl, p))
                     if cl.quotas:
                         pc = self.clients[int(self.i["prod_client"][s])]
                         cc = self.clients[int(self.i["cons_client"][s])]
@@ -318,6 +372,8 @@ class Engine:
         self.leader_d = leader_d
         self.thr_produce = thr_p
         self.thr_fetch = thr_f
+        self.retention_s = ret_s
+        self.retention_bytes = ret_b
         self.q_produce = q_p
         self.q_consume = q_c
         self.d_parts = np.bincount(np.array(alld, dtype=np.int64), minlength=len(self.disks)).astype(np.float64)
@@ -433,7 +489,7 @@ class Engine:
         fl_ref: list[tuple[str, Cluster, Partition, int]] = []
         lag_idx = np.nonzero(from_disk)[0]
         n_lag = len(lag_idx)
-        self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref)
+        self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref, residence)
         req = np.concatenate([lag_req_act[lag_idx], np.array(fl_req)])
         rdd = np.concatenate([self.leader_d[lag_idx], np.array(fl_rd, dtype=np.int64)])
         wrd = np.concatenate([np.full(n_lag, -1, dtype=np.int64), np.array(fl_wr, dtype=np.int64)])
@@ -495,6 +551,12 @@ class Engine:
         self.d_write_time_total += w_ops * dt * await_ms / 1000.0
         # ---- partitions: sizes, offsets, counters
         f["size"][:n] += demand * dt  # real bytes were added on append
+        # retention: time-based deletion keeps about rate x retention.ms; size-based caps the log
+        size = f["size"][:n]
+        keep = np.minimum(size * np.exp(-dt / self.retention_s[:n]), self.retention_bytes[:n])
+        removed = size - keep
+        f["size"][:n] = keep
+        f["lso"][:n] = np.minimum(f["lso"][:n] + removed / np.maximum(f["msg_size"][:n], 1.0), f["leo"][:n])
         f["leo"][:n] += demand / np.maximum(f["msg_size"][:n], 1.0) * dt
         f["bytes_in_total"][:n] += in_rate * dt
         f["bytes_out_total"][:n] += out_rate * dt
@@ -511,10 +573,10 @@ class Engine:
         if len(on):
             nt = self.bt_in.shape[1]
             key = lb[on] * nt + ii["topic_idx"][on]
-            size = nb * nt
-            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=size)
-            self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=size)
-            self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=size)
+            nbt = nb * nt
+            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=nbt)
+            self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=nbt)
+            self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=nbt)
             self.b_repl_out_total += np.bincount(lb[on], weights=f["repl_rate"][on] * dt, minlength=nb)
             w_lat = np.bincount(lb[on], weights=in_rate[on] * f["produce_latency_ms"][on], minlength=nb)
             w_sum = np.bincount(lb[on], weights=in_rate[on], minlength=nb)
@@ -537,43 +599,52 @@ class Engine:
 
     # ------------------------------------------------------------------ copies
     def _plan_copies(self, dt: float, fl_req: list[float], fl_rd: list[int], fl_wr: list[int],
-                     fl_ref: list[tuple[str, Cluster, Partition, int]]) -> None:
-        """Requested rates of reassignment and intra-broker copies, throttles applied."""
+                     fl_ref: list[tuple[str, Cluster, Partition, int]], residence: F64) -> None:
+        """Requested rates of reassignment, catch-up and intra-broker copies, throttles applied."""
         size = self.f["size"]
-        flows: list[tuple[Cluster, Partition, int, float, bool, bool]] = []
+        in_rate = self.f["in_rate"]
+        flows: list[tuple[str, Cluster, Partition, int, float, bool, bool]] = []
         n_fol: dict[tuple[str, int], int] = {}
         n_lead: dict[tuple[str, int], int] = {}
+        work: list[tuple[str, Cluster, Partition, int, float]] = []
         for cl, p in self.moves:
             ra = p.reassignment
-            if ra is None or p.leader < 0 or not cl.brokers[p.leader].alive:
+            if ra is None:
+                continue
+            work += [("move", cl, p, b, size[p.slot] - ra.copied.get(b, 0.0)) for b in ra.adding]
+        for cl, p in self.catchups:
+            work += [("catchup", cl, p, b, rem) for b, rem in p.catchup.items()]
+        for kind, cl, p, b, remaining in work:
+            if p.leader < 0 or not cl.brokers[p.leader].alive or not cl.brokers[b].alive:
                 continue
             fthr = parse_throttled_replicas(cl.topic_config(p.topic, "follower.replication.throttled.replicas"))
             lthr = parse_throttled_replicas(cl.topic_config(p.topic, "leader.replication.throttled.replicas"))
-            for b in ra.adding:
-                if not cl.brokers[b].alive:
-                    continue
-                remaining = size[p.slot] - ra.copied.get(b, 0.0)
-                f_t = fthr is None or (p.index, b) in fthr
-                l_t = lthr is None or (p.index, p.leader) in lthr
-                f_t = f_t and math.isfinite(cl.broker_rate(b, "follower.replication.throttled.rate"))
-                l_t = l_t and math.isfinite(cl.broker_rate(p.leader, "leader.replication.throttled.rate"))
-                if f_t:
-                    n_fol[(cl.name, b)] = n_fol.get((cl.name, b), 0) + 1
-                if l_t:
-                    n_lead[(cl.name, p.leader)] = n_lead.get((cl.name, p.leader), 0) + 1
-                flows.append((cl, p, b, max(remaining, 0.0), f_t, l_t))
-        for cl, p, b, remaining, f_t, l_t in flows:
-            rate = min(MAX_FETCHER_BPS, remaining / dt + 1.0)
+            f_t = fthr is None or (p.index, b) in fthr
+            l_t = lthr is None or (p.index, p.leader) in lthr
+            f_t = f_t and math.isfinite(cl.broker_rate(b, "follower.replication.throttled.rate"))
+            l_t = l_t and math.isfinite(cl.broker_rate(p.leader, "leader.replication.throttled.rate"))
+            if f_t:
+                n_fol[(cl.name, b)] = n_fol.get((cl.name, b), 0) + 1
+            if l_t:
+                n_lead[(cl.name, p.leader)] = n_lead.get((cl.name, p.leader), 0) + 1
+            flows.append((kind, cl, p, b, max(remaining, 0.0), f_t, l_t))
+        for kind, cl, p, b, remaining, f_t, l_t in flows:
+            rate = min(MAX_FETCHER_BPS, remaining / dt + float(in_rate[p.slot]) + 1.0)
             if f_t:
                 rate = min(rate, cl.broker_rate(b, "follower.replication.throttled.rate") / n_fol[(cl.name, b)])
             if l_t:
                 rate = min(rate, cl.broker_rate(p.leader, "leader.replication.throttled.rate")
                            / n_lead[(cl.name, p.leader)])
-            assert p.reassignment is not None
             fl_req.append(rate)
-            fl_rd.append(p.log_dirs.get(p.leader, -1))
-            fl_wr.append(p.reassignment.dest_disk[b])
-            fl_ref.append(("move", cl, p, b))
+            lead_b = cl.brokers[p.leader].gidx
+            cached = kind == "catchup" and remaining / max(float(in_rate[p.slot]), 1.0) < residence[lead_b]
+            fl_rd.append(-1 if cached else p.log_dirs.get(p.leader, -1))
+            if kind == "move":
+                assert p.reassignment is not None
+                fl_wr.append(p.reassignment.dest_disk[b])
+            else:
+                fl_wr.append(p.log_dirs[b])
+            fl_ref.append((kind, cl, p, b))
         n_fut: dict[tuple[str, int], int] = {}
         for cl, p in self.futures:
             for b in p.futures:
@@ -603,6 +674,15 @@ class Engine:
                     continue
                 ra.copied[b] = min(ra.copied.get(b, 0.0) + moved, size[p.slot])
                 self.b_reassign_in_total[cl.brokers[b].gidx] += moved
+            elif kind == "catchup":
+                if b not in p.catchup:
+                    continue
+                p.catchup[b] += float(self.f["in_rate"][p.slot]) * dt - moved
+                self.b_repl_in_total[cl.brokers[b].gidx] += moved
+                if p.catchup[b] <= 1.0:
+                    del p.catchup[b]
+                    p.isr = [r for r in p.replicas if r in p.isr or r == b]
+                    self.mark_dirty()
             else:
                 fut = p.futures.get(b)
                 if fut is None:
@@ -633,4 +713,4 @@ class Engine:
 
     def partition_offsets(self, slot: int) -> tuple[int, int]:
         """(log start offset, log end offset) of a partition."""
-        return 0, int(math.ceil(self.f["leo"][slot] - 1e-9))
+        return int(self.f["lso"][slot]), math.ceil(self.f["leo"][slot] - 1e-9)

@@ -25,6 +25,8 @@ Kafka (JMX exporter style)
   ``kafka_controller_kafkacontroller_offlinepartitionscount``     gauge (controller only)
   ``kafka_network_requestmetrics_totaltimems{request,quantile}``  gauge, ms (Produce, FetchConsumer)
   ``kafka_network_requestmetrics_requests_total{request}``        counter of wire requests served
+  ``kafka_consumergroup_lag{consumergroup,topic,partition}``      gauge, messages (kafka_exporter style;
+  only lagging consumers, on the leader's endpoint)
 
 node_exporter style (``device`` is the block device of a log dir)
   ``node_disk_io_time_seconds_total{device}``   counter (rate = util, the busy fraction)
@@ -45,6 +47,8 @@ Device → log-dir mapping and static facts
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from kafkasim.model import Broker, Cluster
 
@@ -79,61 +83,59 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
         f'rack="{_esc(b.rack)}",pool="{_esc(b.pool)}"}} 1')
     add(f"kafkasim_sim_time_seconds {_num(eng.t)}")
     # per topic counters on this broker
-    names = {idx: name for (cname, name), idx in eng.topic_index.items() if cname == cl.name}
+    names = [(i, n) for i, n in eng.cluster_topics(cl.name) if i < eng.bt_in.shape[1]]
     row_in, row_out, row_msgs = eng.bt_in[g], eng.bt_out[g], eng.bt_msgs[g]
     for metric, row in (("bytesin", row_in), ("bytesout", row_out), ("messagesin", row_msgs)):
         full = f"kafka_server_brokertopicmetrics_{metric}_total"
         head(full, "counter", f"BrokerTopicMetrics {metric}")
         add(f"{full} {_num(float(row.sum()))}")
-        for idx, name in sorted(names.items(), key=lambda kv: kv[1]):
-            if idx < len(row) and row[idx] > 0:
-                add(f'{full}{{topic="{_esc(name)}"}} {_num(float(row[idx]))}')
+        vals = row[[idx for idx, _ in names]].tolist() if names else []
+        out.extend(f'{full}{{topic="{lab}"}} {v!r}' for (_, lab), v in zip(names, vals, strict=True) if v > 0)
     for metric, arr in (("replicationbytesin", eng.b_repl_in_total), ("replicationbytesout", eng.b_repl_out_total),
                         ("reassignmentbytesin", eng.b_reassign_in_total)):
         full = f"kafka_server_brokertopicmetrics_{metric}_total"
         head(full, "counter", f"BrokerTopicMetrics {metric}")
         add(f"{full} {_num(float(arr[g]))}")
-    # per partition
+    # per partition (vectorised over this broker's replicas)
     reps = eng.broker_replicas[g] if g < len(eng.broker_replicas) else []
-    size = f["size"]
-    leo = f["leo"]
-    urp = 0
-    leaders = 0
-    pin: list[str] = []
-    pout: list[str] = []
-    pmsg: list[str] = []
-    psize: list[str] = []
-    pleo: list[str] = []
-    plso: list[str] = []
-    pur: list[str] = []
-    for p in reps:
-        lab = f'topic="{_esc(p.topic)}",partition="{p.index}"'
-        s = p.slot
-        have = float(size[s])
+    labels = [f'topic="{_esc(p.topic)}",partition="{p.index}"' for p in reps]
+    slots = np.fromiter((p.slot for p in reps), dtype=np.int64, count=len(reps))
+    sizes = f["size"][slots].copy()
+    for k, p in enumerate(reps):
         if p.reassignment is not None and b.id in p.reassignment.adding:
-            have = p.reassignment.copied.get(b.id, 0.0)
-        psize.append(f"kafka_log_log_size{{{lab}}} {_num(int(have))}")
-        pleo.append(f"kafka_log_log_logendoffset{{{lab}}} {_num(int(leo[s] + 0.999999))}")
-        plso.append(f"kafka_log_log_logstartoffset{{{lab}}} 0")
-        if p.leader == b.id:
-            leaders += 1
-            ur = 1 if len(p.isr) < len(p.replicas) else 0
-            urp += ur
-            pur.append(f"kafka_cluster_partition_underreplicated{{{lab}}} {ur}")
-            pin.append(f"kafka_server_brokertopicpartitionmetrics_bytesin_total{{{lab}}} {_num(float(f['bytes_in_total'][s]))}")
-            pout.append(f"kafka_server_brokertopicpartitionmetrics_bytesout_total{{{lab}}} "
-                        f"{_num(float(f['bytes_out_total'][s]))}")
-            pmsg.append(f"kafka_server_brokertopicpartitionmetrics_messagesin_total{{{lab}}} "
-                        f"{_num(float(f['msgs_in_total'][s]))}")
-    for name, typ, lines in (
-            ("kafka_server_brokertopicpartitionmetrics_bytesin_total", "counter", pin),
-            ("kafka_server_brokertopicpartitionmetrics_bytesout_total", "counter", pout),
-            ("kafka_server_brokertopicpartitionmetrics_messagesin_total", "counter", pmsg),
-            ("kafka_log_log_size", "gauge", psize), ("kafka_log_log_logendoffset", "gauge", pleo),
-            ("kafka_log_log_logstartoffset", "gauge", plso),
-            ("kafka_cluster_partition_underreplicated", "gauge", pur)):
+            sizes[k] = p.reassignment.copied.get(b.id, 0.0)
+        elif b.id in p.catchup:
+            sizes[k] = max(sizes[k] - p.catchup[b.id], 0.0)
+    leos = np.ceil(f["leo"][slots] - 1e-9).astype(np.int64).tolist()
+    sizes_l = sizes.astype(np.int64).tolist()
+    lead_k = [k for k, p in enumerate(reps) if p.leader == b.id]
+    lead_slots = slots[lead_k]
+    urs = [1 if len(reps[k].isr) < len(reps[k].replicas) else 0 for k in lead_k]
+    urp = sum(urs)
+    leaders = len(lead_k)
+    series = (
+        ("kafka_server_brokertopicpartitionmetrics_bytesin_total", "counter",
+         lead_k, f["bytes_in_total"][lead_slots].tolist()),
+        ("kafka_server_brokertopicpartitionmetrics_bytesout_total", "counter",
+         lead_k, f["bytes_out_total"][lead_slots].tolist()),
+        ("kafka_server_brokertopicpartitionmetrics_messagesin_total", "counter",
+         lead_k, f["msgs_in_total"][lead_slots].tolist()),
+        ("kafka_log_log_size", "gauge", range(len(reps)), sizes_l),
+        ("kafka_log_log_logendoffset", "gauge", range(len(reps)), leos),
+        ("kafka_log_log_logstartoffset", "gauge", range(len(reps)), [0] * len(reps)),
+        ("kafka_cluster_partition_underreplicated", "gauge", lead_k, urs),
+    )
+    for name, typ, ks, vals in series:
         head(name, typ, name)
-        out.extend(lines)
+        out.extend(f"{name}{{{labels[k]}}} {v!r}" for k, v in zip(ks, vals, strict=True))
+    head("kafka_consumergroup_lag", "gauge", "consumer group lag in messages (kafka_exporter style)")
+    lag = f["lag"]
+    for k in lead_k:
+        p = reps[k]
+        if lag[p.slot] > 0:
+            group = eng.clients[int(eng.i["cons_client"][p.slot])].client_id or "lagging"
+            add(f'kafka_consumergroup_lag{{consumergroup="{_esc(group)}",{labels[k]}}} '
+                f'{int(lag[p.slot] / max(float(f["msg_size"][p.slot]), 1.0))}')
     head("kafka_server_replicamanager_underreplicatedpartitions", "gauge", "under-replicated partitions led here")
     add(f"kafka_server_replicamanager_underreplicatedpartitions {urp}")
     add(f"kafka_server_replicamanager_partitioncount {len(reps)}")

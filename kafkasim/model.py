@@ -176,6 +176,9 @@ class Partition:
     futures: dict[int, FutureReplica] = field(default_factory=dict)
     batches: deque[tuple[int, int, int, bytes]] = field(default_factory=deque)
     batch_bytes: int = 0
+    evicted_early: int = 0
+    catchup: dict[int, float] = field(default_factory=dict)  # revived follower -> bytes still to fetch
+    down_mark: dict[int, float] = field(default_factory=dict)  # dead follower -> bytes_in_total at death
 
 
 @dataclass
@@ -187,6 +190,8 @@ class Topic:
     partitions: list[Partition]
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    pool: str = "shared"
+    placement: dict[str, int] | None = None
 
 
 QuotaEntity = tuple[tuple[str, str | None], ...]
@@ -235,6 +240,7 @@ class Cluster:
         self.quotas: dict[QuotaEntity, dict[str, float]] = {}
         self.engine: Any = engine
         self.next_producer_id = 1000
+        self.topics_created = 0
         self.max_batch_bytes_per_partition = 4 * 1024 * 1024
 
     # ---------------------------------------------------------------- queries
@@ -360,7 +366,8 @@ class Cluster:
             plan = self._auto_assign(num_partitions, rf, start=len(self.topics))
         if validate_only:
             return Topic(name, uuid.uuid4(), [], {k: v for k, v in configs.items() if v is not None})
-        t = Topic(name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.name}/{name}"), [],
+        self.topics_created += 1
+        t = Topic(name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.name}/{name}/{self.topics_created}"), [],
                   {k: v for k, v in configs.items() if v is not None}, internal)
         self.topics[name] = t
         for reps in plan:
@@ -412,6 +419,9 @@ class Cluster:
         if self.engine is not None:
             for p in t.partitions:
                 self.engine.free_slot(p.slot)
+                self.engine.batch_bytes -= p.batch_bytes
+                p.batches.clear()
+                p.batch_bytes = 0
             self.engine.mark_dirty()
         return t
 
@@ -497,23 +507,38 @@ class Cluster:
         return NONE
 
     def set_broker_alive(self, broker_id: int, alive: bool) -> None:
-        """Kill or revive a broker: ISR and leadership follow."""
+        """Kill or revive a broker: ISR and leadership follow.
+
+        A revived follower stays out of the ISR until it has fetched what was produced while it
+        was down (the engine moves those bytes like any replica fetch, throttles included).
+        """
         b = self.brokers[broker_id]
         b.alive = alive
+        total_in = self.engine.f["bytes_in_total"] if self.engine is not None else None
         for t in self.topics.values():
             for p in t.partitions:
                 if broker_id not in p.replicas:
                     continue
+                adding = p.reassignment is not None and broker_id in p.reassignment.adding
                 if not alive:
                     if broker_id in p.isr:
                         p.isr = [r for r in p.isr if r != broker_id]
                     if p.leader == broker_id:
                         p.leader = p.isr[0] if p.isr else -1
                         p.leader_epoch += 1
+                    if not adding and total_in is not None:
+                        p.down_mark[broker_id] = float(total_in[p.slot]) - p.catchup.pop(broker_id, 0.0)
                 else:
-                    if broker_id not in p.isr and p.leader != -1:
-                        p.isr = [r for r in p.replicas if r in p.isr or r == broker_id]
+                    missed = 0.0
+                    if broker_id in p.down_mark and total_in is not None:
+                        missed = float(total_in[p.slot]) - p.down_mark.pop(broker_id)
+                    if broker_id not in p.isr and p.leader != -1 and not adding:
+                        if missed > 1.0:
+                            p.catchup[broker_id] = missed
+                        else:
+                            p.isr = [r for r in p.replicas if r in p.isr or r == broker_id]
                     if p.leader == -1:
+                        p.catchup.clear()
                         p.isr = [broker_id]
                         p.leader = broker_id
                         p.leader_epoch += 1
@@ -570,7 +595,8 @@ class Cluster:
         ra = p.reassignment
         assert ra is not None
         p.replicas = list(ra.target)
-        p.isr = [r for r in ra.target if self.brokers[r].alive]
+        p.isr = [r for r in ra.target if self.brokers[r].alive and r not in p.catchup]
+        p.catchup = {b: v for b, v in p.catchup.items() if b in ra.target}
         for b in list(p.log_dirs):
             if b not in ra.target:
                 del p.log_dirs[b]

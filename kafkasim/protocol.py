@@ -21,6 +21,7 @@ from typing import Any
 
 import kafka.protocol as kp
 from kafka.protocol.api_message import ApiMessage
+from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkasim import model as m
 from kafkasim.model import Broker, Cluster, Partition, SimError
@@ -37,9 +38,10 @@ def _load_registry() -> dict[int, dict[str, Any]]:
 
     def subs(c: type) -> list[type]:
         out: list[type] = []
-        for s in c.__subclasses__():
-            out.append(s)
-            out.extend(subs(s))
+        sc: type
+        for sc in c.__subclasses__():
+            out.append(sc)
+            out.extend(subs(sc))
         return out
 
     reg: dict[int, dict[str, Any]] = {}
@@ -122,7 +124,7 @@ def decode_request(frame: bytes) -> tuple[Any, Any]:
 
 def encode_response(resp: Any, version: int, correlation_id: int) -> bytes:
     """Frame a response (size prefix, header, body)."""
-    if resp.API_VERSION != version:
+    if version != resp.API_VERSION:
         resp.API_VERSION = version  # before with_header: kafka-python would touch the header
     resp.with_header(correlation_id=correlation_id)
     return bytes(resp.encode(header=True, framed=True))
@@ -180,7 +182,12 @@ def split_batches(data: bytes) -> list[tuple[bytes, int, int, int]]:
 
 
 def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, int]:
-    """Append v2 batches to a partition; returns (base offset, bytes, records)."""
+    """Append v2 batches to a partition; returns (base offset, bytes, records).
+
+    Memory stays bounded: at most ``cl.max_batch_bytes_per_partition`` per partition and
+    ``engine.batch_budget`` bytes over the whole federation (oldest batches are evicted first;
+    their offsets then read as simulated records).
+    """
     batches = split_batches(records)
     if not batches:
         raise SimError(m.CORRUPT_MESSAGE, "no record batches")
@@ -194,15 +201,54 @@ def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, 
         buf = struct.pack(">q", base) + raw[8:]
         p.batches.append((base, base + last_delta, max_ts, buf))
         p.batch_bytes += len(buf)
+        eng.batch_fifo.append(p)
+        eng.batch_bytes += len(buf)
         total_b += len(raw)
         total_r += count
         while p.batch_bytes > cl.max_batch_bytes_per_partition and len(p.batches) > 1:
             old = p.batches.popleft()
             p.batch_bytes -= len(old[-1])
+            eng.batch_bytes -= len(old[-1])
+            p.evicted_early += 1  # its oldest entry in the global FIFO is now stale
+        while eng.batch_bytes > eng.batch_budget and eng.batch_fifo:
+            q = eng.batch_fifo.popleft()
+            if q.evicted_early > 0:
+                q.evicted_early -= 1
+                continue
+            if (q.batches and q is not p) or len(q.batches) > 1:  # keep the batch just appended
+                old = q.batches.popleft()
+                q.batch_bytes -= len(old[-1])
+                eng.batch_bytes -= len(old[-1])
     return first, total_b, total_r
 
 
+SYNTH_MAX_RECORDS = 500
+_FILL = b"kafkasim-simulated-record:" * 64
+
+
+def synthetic_batch(cl: Cluster, p: Partition, start: int, end: int, max_bytes: int) -> bytes:
+    """Records standing in for simulated producer traffic at offsets [start, end) (at least one record).
+
+    Values are ``msg_size`` bytes of filler (capped at 64 KiB); timestamps are the simulated clock.
+    """
+    eng = cl.engine
+    msg = int(min(max(float(eng.f["msg_size"][p.slot]), 1.0), 65536.0))
+    count = int(max(1, min(end - start, SYNTH_MAX_RECORDS, max_bytes // (msg + 24))))
+    value = (_FILL * (msg // len(_FILL) + 1))[:msg]
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=count * (msg + 32) + 1024,
+                                   offset=start)
+    ts = int(eng.t * 1000)
+    for _ in range(count):
+        builder.append(ts, None, value)
+    builder.close()
+    return bytes(builder.buffer())
+
+
 # ---------------------------------------------------------------------------- handler
+class _Redirect(Exception):
+    """Internal: a fetch answered with a preferred read replica instead of records."""
+
+
 Audit = Callable[[str, ReqContext, str, int, int, int, int, float], None]
 
 
@@ -251,7 +297,7 @@ class Handler:
         brokers = [R.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
                    for b in cl.alive_brokers()]
         if req.topics is None or (v == 0 and not req.topics):
-            names: list[str | None] = sorted(cl.topics)
+            names: list[str | None] = [*sorted(cl.topics)]
         else:
             names = []
             for t in req.topics:
@@ -318,6 +364,9 @@ class Handler:
     @staticmethod
     def _topic_configs(cl: Cluster, t: m.Topic) -> dict[str, str]:
         out = dict(m.TOPIC_CONFIG_DEFAULTS)
+        if cl.partition_throttle:
+            out[m.PT_PRODUCE] = ""
+            out[m.PT_FETCH] = ""
         out.update(t.configs)
         return out
 
@@ -474,29 +523,31 @@ class Handler:
         by_disk: dict[int, dict[str, list[Any]]] = {d.gidx: {} for d in b.disks}
         size = eng.f["size"]
         msg = eng.f["msg_size"]
-        for t in cl.topics.values():
-            if want is not None and t.name not in want:
+        if eng.dirty:
+            eng.rebuild()
+        hosted = sorted(eng.broker_replicas[b.gidx], key=lambda q: (q.topic, q.index))
+        for p in hosted:
+            if want is not None and (p.topic not in want or p.index not in want[p.topic]):
                 continue
-            for p in t.partitions:
-                if want is not None and p.index not in want[t.name]:
-                    continue
-                if b.id not in p.log_dirs:
-                    continue
-                full = float(size[p.slot])
-                have = full
-                if p.reassignment is not None and b.id in p.reassignment.adding:
-                    have = p.reassignment.copied.get(b.id, 0.0)
-                lag = int(max(full - have, 0.0) / max(float(msg[p.slot]), 1.0))
-                by_disk[p.log_dirs[b.id]].setdefault(t.name, []).append(
+            if b.id not in p.log_dirs or p.log_dirs[b.id] not in by_disk:
+                continue
+            full = float(size[p.slot])
+            have = full
+            if p.reassignment is not None and b.id in p.reassignment.adding:
+                have = p.reassignment.copied.get(b.id, 0.0)
+            elif b.id in p.catchup:
+                have = max(full - p.catchup[b.id], 0.0)
+            lag = int(max(full - have, 0.0) / max(float(msg[p.slot]), 1.0))
+            by_disk[p.log_dirs[b.id]].setdefault(p.topic, []).append(
+                RR.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                    partition_index=p.index, partition_size=int(have), offset_lag=lag, is_future_key=False))
+            fut = p.futures.get(b.id)
+            if fut is not None and fut.dest_disk in by_disk:
+                flag = int(max(full - fut.copied, 0.0) / max(float(msg[p.slot]), 1.0))
+                by_disk[fut.dest_disk].setdefault(p.topic, []).append(
                     RR.DescribeLogDirsTopic.DescribeLogDirsPartition(
-                        partition_index=p.index, partition_size=int(have), offset_lag=lag, is_future_key=False))
-                fut = p.futures.get(b.id)
-                if fut is not None:
-                    flag = int(max(full - fut.copied, 0.0) / max(float(msg[p.slot]), 1.0))
-                    by_disk[fut.dest_disk].setdefault(t.name, []).append(
-                        RR.DescribeLogDirsTopic.DescribeLogDirsPartition(
-                            partition_index=p.index, partition_size=int(fut.copied), offset_lag=flag,
-                            is_future_key=True))
+                        partition_index=p.index, partition_size=int(fut.copied), offset_lag=flag,
+                        is_future_key=True))
         results = []
         for d in b.disks:
             topics = [RR.DescribeLogDirsTopic(name=n, partitions=parts) for n, parts in sorted(by_disk[d.gidx].items())]
@@ -623,11 +674,9 @@ class Handler:
             ent = dict(entity)
             ok = True
             for comp in req.components:
-                if comp.entity_type not in ent:
-                    ok = False
-                elif comp.match_type == 0 and ent[comp.entity_type] != comp.match:
-                    ok = False
-                elif comp.match_type == 1 and ent[comp.entity_type] is not None:
+                have = ent.get(comp.entity_type, "<absent>")
+                if (have == "<absent>" or (comp.match_type == 0 and have != comp.match)
+                        or (comp.match_type == 1 and have is not None)):
                     ok = False
             if req.strict and len(ent) != len(req.components):
                 ok = False
@@ -757,33 +806,48 @@ class Handler:
         for ft in req.topics:
             parts = []
             for fp in ft.partitions:
-                code, hw, records = 0, -1, b""
+                code, hw, records, preferred = 0, -1, b"", -1
                 try:
                     p = cl.partition(ft.topic, fp.partition)
-                    if p.leader != b.id:
+                    rack = getattr(req, "rack_id", "") if v >= 11 else ""
+                    if p.leader != b.id and not (rack and b.id in p.isr):
                         raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
                     start, hw = cl.engine.partition_offsets(p.slot)
+                    if rack and p.leader == b.id and b.rack != rack:
+                        near = [r for r in p.isr if r != b.id and cl.brokers[r].alive and cl.brokers[r].rack == rack]
+                        if near:  # KIP-392: RackAwareReplicaSelector points the consumer at a same-rack replica
+                            preferred = near[0]
+                            raise _Redirect()
                     if fp.fetch_offset > hw or fp.fetch_offset < start:
                         raise SimError(m.OFFSET_OUT_OF_RANGE, "offset out of range")
                     chunks: list[bytes] = []
                     size = 0
-                    for _base, last, _ts, buf in p.batches:
+                    next_real = hw
+                    for base, last, _ts, buf in p.batches:
                         if last < fp.fetch_offset:
                             continue
+                        if not chunks and base > fp.fetch_offset:
+                            next_real = base  # a gap of simulated traffic comes first
+                            break
                         if chunks and (size + len(buf) > fp.partition_max_bytes or total + size + len(buf) > budget):
                             break
                         chunks.append(buf)
                         size += len(buf)
+                    if not chunks and fp.fetch_offset < next_real:
+                        chunks.append(synthetic_batch(cl, p, fp.fetch_offset, next_real,
+                                                      min(fp.partition_max_bytes, budget - total)))
                     records = b"".join(chunks)
                     total += len(records)
                     if records:
                         cl.engine.fetched_real(p.slot, len(records))
+                except _Redirect:
+                    total += 1  # answer at once: the consumer moves to the preferred replica
                 except SimError as e:
                     code = e.code
                     start = -1
                 parts.append(RT.PartitionData(partition_index=fp.partition, error_code=code, high_watermark=hw,
                                               last_stable_offset=hw, log_start_offset=start if code == 0 else -1,
-                                              aborted_transactions=None, preferred_read_replica=-1,
+                                              aborted_transactions=None, preferred_read_replica=preferred,
                                               records=records))
             out.append(RT(topic=ft.topic, partitions=parts))
         return R(version=v, throttle_time_ms=0, error_code=0, session_id=0, responses=out), total

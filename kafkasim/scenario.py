@@ -27,9 +27,15 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
             size_gb: 10               # initial size per partition
             msg_size: 1024
             tail_groups: 2            # consumer groups tailing the topic
+            lag_bytes: 0              # a consumer this far behind on every partition (reads disk) ...
+            lag_rate: 50000000        # ... catching up at this rate (bytes/s)
+            pool: shared              # resource pool label (reported in /snapshot)
+            placement: {idc-a: 2, idc-b: 1}   # IDC placement policy label (reported in /snapshot)
             producer: {client_id: orders-svc, user: orders, idc: idc-a}
             consumer: {client_id: orders-reader, user: analytics, idc: idc-b}
             configs: {retention.ms: "86400000"}
+      - snapshot: deploy/examples/small.json   # a cluster seeded from a guardian.snapshot/v1 file
+        partition_throttle: false              # (name defaults to the snapshot's cluster)
 
 Disk kind defaults: hdd 200 MB/s 8 ms 4 TB; ssd 500 MB/s 0.5 ms 2 TB; nvme 2000 MB/s 0.1 ms 4 TB.
 """
@@ -148,6 +154,14 @@ def build_federation(spec: dict[str, Any]) -> Federation:
                      audit=dict(spec.get("audit") or {}))
     for ci, cs in enumerate(clusters_spec):
         path = f"$.clusters[{ci}]"
+        if isinstance(cs, dict) and cs.get("snapshot"):
+            snap = cs["snapshot"]
+            if isinstance(snap, str | Path):
+                snap = load_scenario(snap)
+            cl_snap = cluster_from_snapshot(fed, snap, bool(cs.get("partition_throttle", False)), path + ".snapshot",
+                                            name=cs.get("name"))
+            fed.clusters[cl_snap.name] = cl_snap
+            continue
         if not isinstance(cs, dict) or not cs.get("name"):
             raise ScenarioError(f"{path}.name: required")
         name = str(cs["name"])
@@ -230,8 +244,13 @@ def add_topic(fed: Federation, cl: Cluster, name: str, ts: dict[str, Any], path:
         t = cl.create_topic(name, parts, rf, None, dict(configs.items()))
     except SimError as e:
         raise ScenarioError(f"{path}: {e.message}") from e
+    t.pool = str(ts.get("pool", "shared"))
+    if isinstance(ts.get("placement"), dict):
+        t.placement = {str(k): int(v) for k, v in ts["placement"].items()}
     rate = _num(ts, "bytes_in_per_s", 0, path)
     skew = _num(ts, "skew", 0, path)
+    lag_bytes = _num(ts, "lag_bytes", 0, path)
+    lag_rate = _num(ts, "lag_rate", 50e6 if lag_bytes > 0 else 0, path)
     size = _num(ts, "size_gb", 0, path) * 1e9
     msg = _num(ts, "msg_size", 1024, path, 1)
     tail = _num(ts, "tail_groups", 1, path)
@@ -251,6 +270,8 @@ def add_topic(fed: Federation, cl: Cluster, name: str, ts: dict[str, Any], path:
         eng.f["phase"][s] = float(rng.uniform(-0.05, 0.05))
         eng.i["prod_client"][s] = pc
         eng.i["cons_client"][s] = cc
+        eng.f["lag"][s] = lag_bytes
+        eng.f["lag_rate"][s] = lag_rate
     eng.mark_dirty()
 
 
@@ -270,3 +291,100 @@ def scale_scenario(clusters: int = 3, brokers: int = 300, disks: int = 12, parti
                         "bytes_in_per_s": 150_000, "skew": 1.0, "size_gb": 20, "tail_groups": 2}],
         } for c in range(clusters)],
     }
+
+
+def cluster_from_snapshot(fed: Federation, snap: dict[str, Any], partition_throttle: bool = False,
+                          path: str = "$", name: str | None = None) -> Cluster:
+    """Seed one cluster from a ``guardian.snapshot/v1`` document (parsed JSON).
+
+    Brokers, disks, assignments, leaders, ISR, log dirs and sizes are taken as they are; each
+    partition's producers write ``bytes_in_per_s``, ``bytes_out_per_s / bytes_in_per_s`` consumer
+    groups tail it, and a partition with ``disk_read_bytes_per_s > 0`` gets a consumer lagging far
+    beyond the page cache that reads at that rate.  Brokers in state ``dead`` start killed.
+    """
+    eng = fed.engine
+    if not isinstance(snap, dict) or snap.get("format") != "guardian.snapshot/v1":
+        raise ScenarioError(f"{path}.format: expected 'guardian.snapshot/v1'")
+    cname = str(name or snap.get("cluster") or "")
+    if not cname:
+        raise ScenarioError(f"{path}.cluster: required")
+    if cname in fed.clusters:
+        raise ScenarioError(f"{path}.cluster: duplicate cluster {cname!r}")
+    cl = Cluster(cname, partition_throttle=partition_throttle)
+    eng.add_cluster(cl)
+    dead: list[int] = []
+    brokers = snap.get("brokers")
+    if not isinstance(brokers, list) or not brokers:
+        raise ScenarioError(f"{path}.brokers: must be a non-empty list")
+    for bi, b in enumerate(brokers):
+        bpath = f"{path}.brokers[{bi}]"
+        if not isinstance(b, dict) or not isinstance(b.get("id"), int) or b["id"] in cl.brokers:
+            raise ScenarioError(f"{bpath}.id: a unique integer is required")
+        disks = []
+        for di, d in enumerate(b.get("disks") or []):
+            dpath = f"{bpath}.disks[{di}]"
+            kind = str(d.get("kind", "ssd"))
+            if kind not in DISK_KINDS:
+                raise ScenarioError(f"{dpath}.kind: one of {sorted(DISK_KINDS)}, got {kind!r}")
+            disks.append({"path": str(d.get("path", f"/data{di + 1}")), "device": _device(di), "kind": kind,
+                          "capacity_bytes": _num(d, "capacity_bytes", DISK_KINDS[kind]["capacity_gb"] * 1e9, dpath, 1),
+                          "max_bytes_per_s": _num(d, "max_bytes_per_s", DISK_KINDS[kind]["max_mb_s"] * 1e6, dpath, 1),
+                          "base_latency_ms": _num(d, "base_latency_ms", DISK_KINDS[kind]["latency_ms"], dpath)})
+        if not disks:
+            raise ScenarioError(f"{bpath}.disks: at least one disk is required")
+        eng.add_broker(cl, int(b["id"]), str(b.get("idc", "idc-a")), str(b.get("rack", b.get("idc", "r1"))),
+                       str(b.get("pool", "shared")), _num(b, "memory_bytes", 64e9, bpath, 1), disks)
+        if b.get("state") == "dead":
+            dead.append(int(b["id"]))
+    eng.rebuild()
+    for ti, t in enumerate(snap.get("topics") or []):
+        tpath = f"{path}.topics[{ti}]"
+        parts = t.get("partitions") or [] if isinstance(t, dict) else None
+        if not isinstance(t, dict) or not t.get("name") or not parts:
+            raise ScenarioError(f"{tpath}: needs a name and partitions")
+        try:
+            assigns = {int(p["partition"]): [int(r) for r in p["replicas"]] for p in parts}
+            topic = cl.create_topic(str(t["name"]), -1, -1, assigns)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ScenarioError(f"{tpath}.partitions: {e}") from e
+        except SimError as e:
+            raise ScenarioError(f"{tpath}: {e.message}") from e
+        topic.pool = str(t.get("pool", "shared"))
+        if isinstance(t.get("placement"), dict):
+            topic.placement = {str(k): int(v) for k, v in t["placement"].items()}
+        for pi, ps in enumerate(parts):
+            ppath = f"{tpath}.partitions[{pi}]"
+            p = topic.partitions[int(ps["partition"])]
+            dirs = ps.get("log_dirs")
+            if dirs is not None:
+                if len(dirs) != len(p.replicas):
+                    raise ScenarioError(f"{ppath}.log_dirs: one per replica")
+                for r, dpath_ in zip(p.replicas, dirs, strict=True):
+                    disk = cl.brokers[r].disk_by_path(str(dpath_))
+                    if disk is None:
+                        raise ScenarioError(f"{ppath}.log_dirs: broker {r} has no log dir {dpath_!r}")
+                    p.log_dirs[r] = disk.gidx
+            if ps.get("leader") in p.replicas:
+                p.leader = int(ps["leader"])
+            if isinstance(ps.get("isr"), list) and ps["isr"]:
+                p.isr = [int(r) for r in ps["isr"] if r in p.replicas]
+            s = p.slot
+            rate = _num(ps, "bytes_in_per_s", 0, ppath)
+            msgs = _num(ps, "messages_in_per_s", 0, ppath)
+            size = _num(ps, "size_bytes", 0, ppath)
+            msg = rate / msgs if msgs > 0 and rate > 0 else 1024.0
+            eng.f["base_rate"][s] = rate
+            eng.f["size"][s] = size
+            eng.f["msg_size"][s] = msg
+            eng.f["leo"][s] = math.floor(size / msg)
+            out = _num(ps, "bytes_out_per_s", 0, ppath)
+            eng.f["tail_groups"][s] = out / rate if rate > 0 else 0.0
+            rd = _num(ps, "disk_read_bytes_per_s", 0, ppath)
+            if rd > 0:
+                eng.f["lag"][s] = max(size * 0.5, 1e12)
+                eng.f["lag_rate"][s] = rd
+    for bid in dead:
+        cl.set_broker_alive(bid, False)
+    eng.mark_dirty()
+    eng.rebuild()
+    return cl

@@ -6,6 +6,7 @@ Control API (JSON over HTTP on ``control_url``)::
     GET  /health                      {"ok": true}
     GET  /endpoints                   the endpoints document (see :meth:`SimServer.endpoints`)
     GET  /state                       sim time, ticks, achieved speed, broker liveness, disk util
+    GET  /snapshot?cluster=NAME       ground truth as a guardian.snapshot/v1 document
     POST /fault/kill-broker           {"cluster", "broker"}
     POST /fault/revive-broker         {"cluster", "broker"}
     POST /fault/slow-disk             {"cluster", "broker", "log_dir" | "device", "factor"} (1 = heal)
@@ -21,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import struct
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -47,6 +50,7 @@ from kafkasim.protocol import (
     peek_header,
 )
 from kafkasim.scenario import Federation
+from kafkasim.truth import LoadHistory, snapshot_of
 
 log = logging.getLogger("kafkasim")
 MAX_FRAME = 100 * 1024 * 1024
@@ -70,7 +74,7 @@ async def _http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
         parts = lines[0].split(" ")
         if len(parts) < 2:
             raise HttpError(400, "bad request line")
-        method, path = parts[0], parts[1].split("?", 1)[0]
+        method, path = parts[0], parts[1]
         length = 0
         for ln in lines[1:]:
             k, _, v = ln.partition(":")
@@ -111,11 +115,14 @@ class SimServer:
             self.audit = AuditSink(fed, float(acfg.get("interval_s", 60)), str(acfg.get("topic", "__guardian_audit")),
                                    audit_jsonl or acfg.get("jsonl"), bool(acfg.get("synthetic", True)))
         self.handler = Handler(self.audit.record_real if self.audit else None)
+        self.history = LoadHistory(fed.engine)
         self.kafka_servers: dict[int, asyncio.Server] = {}
         self.metrics_servers: dict[int, asyncio.Server] = {}
         self.control: asyncio.Server | None = None
         self.conns: dict[int, set[asyncio.StreamWriter]] = {}
         self.requests: dict[int, dict[str, int]] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.quota_state: dict[tuple[int, str, str], list[float]] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self.running = False
         self.sim_advanced = 0.0
@@ -130,7 +137,7 @@ class SimServer:
         for cl in self.fed.clusters.values():
             for b in cl.brokers.values():
                 await self._open_broker(cl, b)
-                ms = await asyncio.start_server(lambda r, w, c=cl, bb=b: self._metrics_conn(c, bb, r, w),
+                ms = await asyncio.start_server(functools.partial(self._metrics_conn, cl, b),
                                                 self.host, b.metrics_port or 0)
                 b.metrics_port = ms.sockets[0].getsockname()[1]
                 self.metrics_servers[b.gidx] = ms
@@ -141,7 +148,7 @@ class SimServer:
         return self.endpoints()
 
     async def _open_broker(self, cl: Cluster, b: Broker) -> None:
-        srv = await asyncio.start_server(lambda r, w, c=cl, bb=b: self._kafka_conn(c, bb, r, w),
+        srv = await asyncio.start_server(functools.partial(self._kafka_conn, cl, b),
                                          self.host, b.port or 0)
         b.port = srv.sockets[0].getsockname()[1]
         b.host = self.host
@@ -162,6 +169,11 @@ class SimServer:
         for conns in self.conns.values():
             for w in list(conns):
                 w.close()
+        pending = [t for t in self.tasks if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
         for srv in [*self.kafka_servers.values(), *self.metrics_servers.values(),
                     *([self.control] if self.control else [])]:
             with contextlib.suppress(Exception):
@@ -219,6 +231,9 @@ class SimServer:
         host = str(peer[0]) if peer else "?"
         conns = self.conns.setdefault(b.gidx, set())
         conns.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.add(task)
         try:
             while True:
                 hdr = await reader.readexactly(4)
@@ -236,6 +251,8 @@ class SimServer:
             log.exception("connection to broker %s failed", b.id)
         finally:
             conns.discard(writer)
+            if task is not None:
+                self.tasks.discard(task)
             writer.close()
 
     async def _respond(self, cl: Cluster, b: Broker, frame: bytes, host: str) -> bytes | None:
@@ -274,8 +291,18 @@ class SimServer:
                     break
                 await asyncio.sleep(0.01)
             fetch_audit(self.handler, ctx, req, resp, (time.perf_counter() - t0) * 1000.0)
+            delay = self._quota_delay(cl, b, ctx.client_id, "consumer_byte_rate", n)
         else:
             resp = self.handler.handle(ctx, key, ver, req)
+            delay = 0.0
+            if key == 0:
+                nbytes = sum(len(pd.records or b"") for td in req.topic_data for pd in td.partition_data)
+                delay = self._quota_delay(cl, b, ctx.client_id, "producer_byte_rate", nbytes)
+        if delay > 0:
+            # like a broker muting the channel: nothing more is read from this connection meanwhile
+            await asyncio.sleep(delay)
+            if resp is not None and hasattr(resp, "throttle_time_ms"):
+                resp.throttle_time_ms = int(delay * 1000)
         if resp is None:
             return None
         try:
@@ -284,11 +311,26 @@ class SimServer:
             log.exception("encoding %s v%s failed", name, ver)
             return encode_response(generic_error(key, ver, m.UNKNOWN_SERVER_ERROR), ver, cid)
 
+    def _quota_delay(self, cl: Cluster, b: Broker, client_id: str, key: str, nbytes: int) -> float:
+        """Seconds to hold a real client's response so its byte rate stays within its quota.
+
+        Token bucket per (broker, client id, quota kind): one second of quota may burst; the debt
+        beyond it drains at the quota rate.  Unauthenticated clients are user ``ANONYMOUS``.
+        """
+        q = cl.quota_for("ANONYMOUS", client_id, key)
+        if not q < float("inf") or nbytes <= 0:
+            return 0.0
+        now = time.monotonic()
+        st = self.quota_state.setdefault((b.gidx, client_id, key), [now, 0.0])
+        st[1] = max(0.0, st[1] - (now - st[0]) * q) + nbytes
+        st[0] = now
+        return min(max(0.0, (st[1] - q) / q), 30.0)
+
     # ------------------------------------------------------------------ metrics
     async def _metrics_conn(self, cl: Cluster, b: Broker, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter) -> None:
         async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
-            if path != "/metrics":
+            if path.split("?", 1)[0] != "/metrics":
                 raise HttpError(404, "try /metrics")
             if not b.alive:
                 raise HttpError(500, "broker is down")
@@ -401,6 +443,13 @@ class SimServer:
             def ok(obj: Any) -> tuple[int, str, bytes]:
                 return 200, "application/json", json.dumps(obj).encode()
 
+            path, _, query = path.partition("?")
+            params = dict(urllib.parse.parse_qsl(query))
+            if method == "GET" and path == "/snapshot":
+                name = params.get("cluster") or (next(iter(self.fed.clusters)) if len(self.fed.clusters) == 1 else "")
+                if name not in self.fed.clusters:
+                    raise HttpError(400 if not name else 404, f"give ?cluster= one of {sorted(self.fed.clusters)}")
+                return ok(snapshot_of(self.fed, name, self.history))
             if method == "GET":
                 if path == "/health":
                     return ok({"ok": True})
@@ -436,8 +485,8 @@ class SimServer:
                 elif path == "/advance":
                     secs = float(args["seconds"])
                     dt = float(args.get("dt", self.fed.tick_seconds))
-                    if not (0 <= secs <= 1e7 and 0 < dt):
-                        raise ValueError("seconds must be in [0, 1e7] and dt > 0")
+                    if not (0 <= secs <= 1e7 and dt > 0 and secs / dt <= 100_000):
+                        raise ValueError("seconds must be in [0, 1e7], dt > 0, and at most 100000 ticks")
                     self.fed.engine.advance(secs, dt)
                 else:
                     raise HttpError(404, f"unknown path {path}")
@@ -484,5 +533,6 @@ class SimRunner:
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        self.thread.join(30)
+        if not self.thread.is_alive():
+            self.loop.close()

@@ -22,8 +22,9 @@ Guarantees
   ``on_leader_lost()`` runs when it stops being leader (a leader cut off from the majority steps
   down after ``leader_fallback`` seconds, one election timeout by default).
 
-The pysyncobj tick thread stops when the thread that created the node exits: create nodes on
-the main thread (or another long-lived one).
+The Raft thread runs until :meth:`RaftNode.close` or until the main thread exits.  Never call
+``propose`` from inside ``apply`` (it would wait for itself); keep the leadership callbacks
+short (start or stop background work, do not block in them).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
 from raft.protocol import (
+    CommandConflict,
     CommandRejected,
     JsonDict,
     StateMachine,
@@ -226,6 +228,10 @@ class RaftNode:
             onStateChanged=self._on_state_changed,
         )
         self._obj = _Replica(self._apply_entry, self_addr, self.peers, conf)
+        # pysyncobj stops ticking when the thread that created it exits; tie it to the main
+        # thread instead, so a node built on a short-lived thread keeps running until close().
+        if hasattr(self._obj, "_SyncObj__mainThread"):
+            self._obj._SyncObj__mainThread = threading.main_thread()
         try:
             self._obj.waitBinded()
         except Exception as exc:
@@ -274,8 +280,9 @@ class RaftNode:
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
         """Validate, replicate and apply ``command``; return the state machine's result.
 
-        Raises CommandRejected (invalid, or refused by ``apply``), NotLeaderError (with the
-        leader's address), ProposalTimeout (outcome unknown), ProposalFailed, NodeClosed.
+        Raises CommandRejected (invalid: never proposed), CommandConflict (a CommandRejected:
+        committed but refused by ``apply``, no state change), NotLeaderError (with the leader's
+        address), ProposalTimeout (outcome unknown), ProposalFailed, NodeClosed.
         """
         return self.propose_committed(command, timeout).result
 
@@ -293,7 +300,7 @@ class RaftNode:
                 raise CommandRejected(f"invalid command: {exc}") from exc
         outcome = self._submit(encode_command(cmd), timeout)
         if not outcome["ok"]:
-            raise CommandRejected(outcome["error"])
+            raise CommandConflict(outcome["error"])
         return Committed(outcome["result"], outcome["index"])
 
     def _submit(self, payload: str, timeout: float) -> JsonDict:

@@ -29,7 +29,7 @@ from typing import Any
 from raft.demo import DemoStateMachine, validate_demo_command
 from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
 from raft.node import RaftNode, RaftSettings
-from raft.protocol import CommandRejected, state_hash
+from raft.protocol import CommandConflict, CommandRejected, state_hash
 
 MAX_BODY = 1 << 20
 
@@ -37,6 +37,7 @@ MAX_BODY = 1 << 20
 def _make_handler(node: RaftNode, default_timeout: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in separate writes
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return
@@ -80,17 +81,16 @@ def _make_handler(node: RaftNode, default_timeout: float) -> type[BaseHTTPReques
                 return
             raw = self.rfile.read(length)
             try:
-                command = validate_demo_command(json.loads(raw))
+                command = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:
                 self._send(400, {"error": "bad_request", "detail": f"malformed JSON: {exc}"})
                 return
-            except CommandRejected as exc:
-                self._send(400, {"error": "invalid_command", "detail": str(exc)})
-                return
             try:
                 committed = node.propose_committed(command, timeout=default_timeout)
-            except CommandRejected as exc:
+            except CommandConflict as exc:
                 self._send(409, {"error": "rejected", "detail": str(exc)})
+            except CommandRejected as exc:
+                self._send(400, {"error": "invalid_command", "detail": str(exc)})
             except NotLeaderError as exc:
                 headers = {"X-Raft-Leader": exc.leader} if exc.leader else {}
                 self._send(503, {"error": "not_leader", "leader": exc.leader, "detail": str(exc)}, headers)
@@ -139,7 +139,14 @@ def main(argv: list[str] | None = None) -> int:
                 election_timeout_max=args.election_max,
                 compaction_min_entries=args.compaction_entries,
             )
-        node = RaftNode(args.self_addr, peers, DemoStateMachine(), args.data_dir, settings=settings)
+        node = RaftNode(
+            args.self_addr,
+            peers,
+            DemoStateMachine(),
+            args.data_dir,
+            validator=validate_demo_command,
+            settings=settings,
+        )
     except (ValueError, RaftError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -34,6 +34,14 @@ class CommandRejected(Exception):
     """
 
 
+class CommandConflict(CommandRejected):
+    """A committed command was refused by ``apply`` (its preconditions failed); nothing changed.
+
+    Raised by ``RaftNode.propose``; a plain CommandRejected from ``propose`` means the command was
+    invalid and was never proposed.
+    """
+
+
 @runtime_checkable
 class StateMachine(Protocol):
     """What the service implements; :class:`raft.node.RaftNode` drives it.

@@ -2,7 +2,7 @@
 
 from controlplane.domain.apply import apply_plan
 from controlplane.domain.errors import ContractError, Problem
-from controlplane.domain.invariants import CheckLimits, Violation, check_plan
+from controlplane.domain.invariants import CheckLimits, Violation, check_new_topic, check_plan
 from controlplane.domain.model import (
     Broker,
     BrokerState,
@@ -27,7 +27,8 @@ from controlplane.domain.summary import balance_disks, pool_stats, summarize_pla
 __all__ = [
     "Broker", "BrokerState", "CheckLimits", "ClusterSnapshot", "ContractError", "Disk", "DiskId", "DiskKind",
     "LeaderChange", "Partition", "PartitionId", "PartitionMove", "Plan", "PlanSummary", "Problem", "Topic",
-    "UtilStats", "Violation", "apply_plan", "balance_disks", "check_plan", "dump_plan", "dump_snapshot",
+    "UtilStats", "Violation", "apply_plan", "balance_disks", "check_new_topic", "check_plan", "dump_plan",
+    "dump_snapshot",
     "parse_plan", "parse_snapshot", "plan_json_schema", "plan_to_dict", "pool_stats", "snapshot_json_schema",
     "snapshot_to_dict", "summarize_plan", "util_stats",
 ]

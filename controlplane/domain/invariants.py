@@ -17,6 +17,12 @@ Hard constraints checked (each violation carries a stable ``code``):
 ``leader-not-replica``        a leader change names a broker outside the final replica set
 ``leader-not-alive``          a leader change names a broker that is not alive
 ``plan-limit``                the plan moves more bytes or partitions than allowed
+``topic-exists``              a new topic's assignment (:func:`check_new_topic`) names an existing topic
+
+:func:`check_new_topic` checks the explicit assignment of a topic to be created (pre-allocation) with
+the same codes, against absolute rather than "no worse than before" rules: every replica alive, in
+the topic's pool and on a known log dir; the placement policy met; rack duplicates only where
+unavoidable; no replica on a disk already above its capacity headroom.
 
 "Not worse than before" lets a plan fix a broken partition step by step; a plan may never break one.
 """
@@ -28,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controlplane.domain.apply import apply_plan
-from controlplane.domain.model import ClusterSnapshot, Partition
+from controlplane.domain.model import ClusterSnapshot, Partition, Topic
 from controlplane.domain.plan import Plan
 
 
@@ -200,4 +206,56 @@ def _capacity_violations(before: ClusterSnapshot, after: ClusterSnapshot, headro
                 out.append(Violation("capacity-headroom",
                                      f"disk {b_after.id}:{d_after.path} would hold {d_after.used_bytes} bytes, "
                                      f"limit {int(limit)} ({headroom:.0%} headroom)"))
+    return out
+
+
+def check_new_topic(snapshot: ClusterSnapshot, topic: Topic, limits: CheckLimits | None = None) -> list[Violation]:
+    """Every violation of creating ``topic`` (with its partitions' explicit assignment) in ``snapshot``.
+
+    Deterministic order (partition order). O(partitions x RF + brokers).
+    """
+    limits = limits or CheckLimits()
+    index = snapshot.index
+    out: list[Violation] = []
+    if topic.name in index.topic_by_name:
+        out.append(Violation("topic-exists", f"topic {topic.name!r} already exists", topic.name))
+    placement = topic.placement if topic.placement is not None else snapshot.default_placement
+    rf = len(topic.partitions[0].replicas) if topic.partitions else 0
+    for p in topic.partitions:
+        tp = (p.topic, p.partition)
+        if len(p.replicas) != rf or len(p.log_dirs) != len(p.replicas):
+            out.append(Violation("replication-factor", f"{len(p.replicas)} replicas / {len(p.log_dirs)} log dirs, "
+                                                       f"topic RF {rf}", *tp))
+            continue
+        for broker_id, count in sorted(Counter(p.replicas).items()):
+            if count > 1:
+                out.append(Violation("duplicate-broker", f"broker {broker_id} appears {count} times", *tp))
+        known = True
+        for broker_id, path in zip(p.replicas, p.log_dirs, strict=True):
+            broker = index.broker_by_id.get(broker_id)
+            if broker is None:
+                out.append(Violation("unknown-broker", f"broker {broker_id} does not exist", *tp))
+                known = False
+                continue
+            disk = index.disk_by_id.get((broker_id, path))
+            if disk is None:
+                out.append(Violation("unknown-log-dir", f"broker {broker_id} has no log dir {path!r}", *tp))
+                known = False
+                continue
+            if not broker.is_alive:
+                out.append(Violation("target-not-alive", f"broker {broker_id} is {broker.state.value}", *tp))
+            if broker.pool != topic.pool:
+                out.append(Violation("pool-isolation", f"broker {broker_id} is outside pool {topic.pool!r}", *tp))
+            limit = disk.capacity_bytes * (1.0 - limits.capacity_headroom)
+            if disk.used_bytes + p.size_bytes > limit:
+                out.append(Violation("capacity-headroom", f"disk {broker_id}:{path} holds {disk.used_bytes} bytes, "
+                                                          f"limit {int(limit)}", *tp))
+        if not known:
+            continue
+        if placement and _placement_deficit(snapshot, p.replicas, placement):
+            idcs = dict(sorted(Counter(index.broker_by_id[b].idc for b in p.replicas).items()))
+            out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
+        dups = _rack_duplicates(snapshot, p.replicas)
+        if dups > _unavoidable_rack_duplicates(snapshot, p.replicas, topic.pool):
+            out.append(Violation("rack-spread", f"{dups} replica(s) share a rack within an IDC", *tp))
     return out

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from controlplane.service.commands import validate_command
 from controlplane.service.state import GuardianState
-from raft.protocol import JsonDict, canonical_json
+from raft.protocol import CommandConflict, CommandRejected, JsonDict, canonical_json, state_hash
 
 T = TypeVar("T")
 
@@ -37,6 +37,10 @@ class StateStore(Protocol):
         """True when this store may act (always for a local store)."""
         ...
 
+    def status(self) -> dict[str, Any]:
+        """Role, term, leader, commit index and readiness, for /status, /readyz and metrics."""
+        ...
+
 
 class LocalStateStore:
     """Single-process store; with ``path`` the state is written atomically after every command, so a
@@ -53,10 +57,20 @@ class LocalStateStore:
     def is_leader(self) -> bool:
         return True
 
-    def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
-        cmd = validate_command(command)
+    def status(self) -> dict[str, Any]:
         with self._lock:
-            result = self._sm.apply(cmd)
+            seq = int(self._sm.state["log_seq"])
+            digest = state_hash(self._sm.state)
+        return {"role": "local", "is_leader": True, "leader": "local", "term": 0, "commit_index": seq,
+                "last_applied": seq, "ready": True, "state_hash": digest}
+
+    def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
+        cmd = validate_command(command)  # CommandRejected: invalid, nothing proposed
+        with self._lock:
+            try:
+                result = self._sm.apply(cmd)
+            except CommandRejected as exc:  # preconditions failed; state untouched (as RaftNode reports it)
+                raise CommandConflict(str(exc)) from None
             self._persist()
             return result
 

@@ -7,6 +7,8 @@ already-applied log entries" under load; we check for divergence instead of trus
 
 from __future__ import annotations
 
+import http.client
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +17,9 @@ from typing import Any
 import pytest
 
 from raft.localcluster import LeaderFollowingWriter as Writer
-from raft.localcluster import LocalCluster, kill_leader
+from raft.localcluster import LocalCluster, http_json, kill_leader
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 FAILOVER_LIMIT_S = 2.0
 
@@ -86,12 +88,30 @@ def test_follower_rejects_writes_with_leader_hint(cluster3: LocalCluster) -> Non
     state = assert_identical(cluster3.wait_converged())
     assert state["kv"] == {"ok": {"value": 1, "version": 1}}
     assert not any(k.startswith("via-") for k in state["kv"])
+    # malformed requests get clear errors, never a crash
+    node = cluster3.nodes[leader]
+    code, body, _ = http_json(node.http_port, "POST", "/propose", None)
+    assert code == 400 and body["error"] == "bad_request"
+    conn = http.client.HTTPConnection("127.0.0.1", node.http_port, timeout=5)
+    try:
+        conn.request("POST", "/propose", body=b"{not json", headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 400 and "malformed JSON" in json.loads(resp.read())["detail"]
+    finally:
+        conn.close()
+    code, body, _ = http_json(node.http_port, "POST", "/propose", [1, 2])
+    assert code == 400 and body["error"] == "invalid_command"
+    code, body, _ = http_json(node.http_port, "GET", "/nope")
+    assert code == 404
+    assert node.get("/healthz") == {"ok": True}
 
 
 def test_leader_kill_during_writes_loses_nothing_and_converges(cluster3: LocalCluster) -> None:
     cluster3.wait_leader()
     writer = Writer(cluster3)
+    second = Writer(cluster3, prefix="x")  # more concurrent load makes log races likelier
     writer.start()
+    second.start()
     measurements = []
     try:
         for _round in range(2):
@@ -107,6 +127,7 @@ def test_leader_kill_during_writes_loses_nothing_and_converges(cluster3: LocalCl
         time.sleep(0.5)
     finally:
         writer.stop()
+        second.stop()
     print(
         f"failover (new ready leader s, first ack after kill s): {measurements}; writes acked: "
         f"{len(writer.acked)}, id blocks: {len(writer.id_blocks)}, failed attempts: {writer.failures}"
@@ -118,6 +139,7 @@ def test_leader_kill_during_writes_loses_nothing_and_converges(cluster3: LocalCl
     assert len(states) == 3
     state = assert_identical(states)
     assert_no_lost_writes(state, writer)
+    assert_no_lost_writes(state, second)
     assert len(writer.acked) > 100
 
 
@@ -127,16 +149,19 @@ def test_restarted_follower_catches_up_and_whole_cluster_recovers_from_disk(
     cluster = cluster3_compacting
     leader = cluster.wait_leader()
     follower = (leader + 1) % 3
-    for i in range(150):
+    for i in range(50):
         code, _, _ = cluster.nodes[leader].propose({"type": "put", "key": f"a-{i}", "value": i})
         assert code == 200
     cluster.wait_converged()
     cluster.nodes[follower].kill()
-    for i in range(250):  # more than the compaction threshold while the follower is down
+    for i in range(350):  # the leader compacts its log past the follower's last entry
         code, _, _ = cluster.nodes[leader].propose({"type": "put", "key": f"b-{i}", "value": i})
         assert code == 200
     code, ids, _ = cluster.nodes[leader].propose({"type": "allocate_ids", "count": 10})
     assert code == 200 and ids["result"]["first"] == 1
+    leader_status = cluster.nodes[leader].get("/status")
+    assert leader_status is not None and leader_status["log_len"] < 300, "the leader never compacted its log"
+    # so the restarted follower can only catch up by receiving the leader's snapshot
     cluster.nodes[follower].start()
     state = assert_identical(cluster.wait_converged(timeout=20))
     assert len(state["kv"]) == 400

@@ -14,7 +14,7 @@ from raft.demo import DemoStateMachine, validate_demo_command
 from raft.errors import NodeClosed, NotLeaderError
 from raft.localcluster import free_ports
 from raft.node import RaftNode, RaftSettings
-from raft.protocol import CommandRejected, JsonDict
+from raft.protocol import CommandConflict, CommandRejected, JsonDict
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,10 +76,11 @@ def test_single_node_proposes_rejects_and_recovers_from_journal(tmp_path: Path) 
         assert second.index > first.index and second.result == {"key": "k", "version": 1}
         commit = node.status()["commit_index"]
         for bad in ({"type": "put", "key": "k"}, {"type": "raft.barrier"}, {"no": "type"}):
-            with pytest.raises(CommandRejected):
+            with pytest.raises(CommandRejected) as info:
                 node.propose(bad)
+            assert not isinstance(info.value, CommandConflict)
         assert node.status()["commit_index"] == commit, "invalid commands must not be proposed"
-        with pytest.raises(CommandRejected, match="version of 'k' is 1"):
+        with pytest.raises(CommandConflict, match="version of 'k' is 1"):
             node.propose({"type": "cas", "key": "k", "expected_version": 5, "value": 0})
         assert node.read(lambda sm: sm.kv["k"]) == {"value": {"x": 1}, "version": 1}
         expected_hash, _ = node.state_hash()
@@ -105,7 +106,7 @@ def test_state_machine_errors_become_rejections_and_snapshots_restore(tmp_path: 
     node = RaftNode(addr, [], BuggyMachine(), tmp_path / "n", settings=settings)
     try:
         assert node.wait_ready(5)
-        with pytest.raises(CommandRejected, match="internal error"):
+        with pytest.raises(CommandConflict, match="internal error"):
             node.propose({"type": "boom"})
         for i in range(300):
             node.propose({"type": "put", "key": f"k{i % 120}", "value": i})
@@ -150,9 +151,7 @@ def test_three_in_process_nodes_hand_over_leadership(tmp_path: Path) -> None:
             nodes[follower].propose({"type": "put", "key": "a", "value": 1})
         assert info.value.leader == addrs[leader] and addrs[leader] in str(info.value)
         assert nodes[leader].propose({"type": "put", "key": "a", "value": 1}) == {"key": "a", "version": 1}
-        assert wait_for(
-            lambda: nodes[follower].ready and nodes[follower].state()[0]["kv"].get("a") is not None
-        )
+        assert wait_for(lambda: nodes[follower].ready and nodes[follower].state()[0]["kv"].get("a") is not None)
 
         t0 = time.monotonic()
         nodes[leader].close()
@@ -186,3 +185,48 @@ def test_bad_addresses_are_rejected(tmp_path: Path) -> None:
         RaftNode("localhost", [], DemoStateMachine(), tmp_path / "n")
     with pytest.raises(ValueError, match="host:port"):
         RaftNode("127.0.0.1:1", ["127.0.0.1:99999"], DemoStateMachine(), tmp_path / "n")
+
+
+def test_node_built_on_a_short_lived_thread_keeps_running(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    box: list[RaftNode] = []
+    maker = threading.Thread(
+        target=lambda: box.append(RaftNode(f"127.0.0.1:{port}", [], DemoStateMachine(), tmp_path / "n"))
+    )
+    maker.start()
+    maker.join()
+    node = box[0]
+    try:
+        assert node.wait_ready(5)
+        time.sleep(0.3)  # well after the creating thread has gone
+        assert node.propose({"type": "allocate_ids", "count": 2})["first"] == 1
+    finally:
+        node.close()
+
+
+def test_leader_cut_off_from_majority_steps_down_within_an_election_timeout(tmp_path: Path) -> None:
+    ports = free_ports(3)
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    events = [Events() for _ in addrs]
+    nodes: list[RaftNode] = []
+    try:
+        for i, addr in enumerate(addrs):
+            nodes.append(
+                RaftNode(addr, addrs, DemoStateMachine(), tmp_path / f"n{i}", on_leader_lost=events[i].on_lost)
+            )
+        assert wait_for(lambda: any(n.ready and n.is_leader for n in nodes), 10)
+        leader = next(i for i, n in enumerate(nodes) if n.is_leader)
+        t0 = time.monotonic()
+        for i, n in enumerate(nodes):
+            if i != leader:
+                n.close()
+        assert wait_for(lambda: events[leader].lost == 1, 3)
+        took = time.monotonic() - t0
+        settings = nodes[leader].settings
+        assert not nodes[leader].is_leader and not nodes[leader].ready
+        assert took <= settings.election_timeout_max + 0.5, f"stepped down after {took:.2f}s"
+        with pytest.raises(NotLeaderError):
+            nodes[leader].propose({"type": "put", "key": "k", "value": 1})
+    finally:
+        for n in nodes:
+            n.close()

@@ -21,7 +21,8 @@ from controlplane.domain import (
     pool_stats,
 )
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners.greedy import plan_greedy_rebalance
+from planners.disk_balance import BalanceOptions, plan_rebalance
+from planners.workspace import Bounds
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -64,13 +65,12 @@ def test_total_disk_load_matches_the_definition(spec: GeneratorSpec) -> None:
 
 @SETTINGS
 @given(specs(), st.integers(0, 300))
-def test_greedy_plans_are_valid_deterministic_and_never_worse(spec: GeneratorSpec, max_moves: int) -> None:
-    from planners.greedy import GreedyOptions
-
+def test_rebalance_plans_are_valid_deterministic_and_never_worse(spec: GeneratorSpec, max_moves: int) -> None:
+    options = BalanceOptions(bounds=Bounds(max_partitions=max_moves))
     snap = generate_snapshot(spec)
-    plan = plan_greedy_rebalance(snap, GreedyOptions(max_moves=max_moves))
+    plan = plan_rebalance(snap, options)
     assert check_plan(snap, plan) == []
-    assert dump_plan(plan_greedy_rebalance(snap, GreedyOptions(max_moves=max_moves))) == dump_plan(plan)
+    assert dump_plan(plan_rebalance(snap, options)) == dump_plan(plan)
     before, after = pool_stats(snap), pool_stats(apply_plan(snap, plan))
     for pool in before:
         assert after[pool].max_util <= before[pool].max_util + 1e-9
@@ -81,7 +81,7 @@ def test_greedy_plans_are_valid_deterministic_and_never_worse(spec: GeneratorSpe
 @given(specs())
 def test_apply_plan_conserves_partitions_and_bytes(spec: GeneratorSpec) -> None:
     snap = generate_snapshot(spec)
-    after = apply_plan(snap, plan_greedy_rebalance(snap))
+    after = apply_plan(snap, plan_rebalance(snap))
     assert len(after.index.partitions) == len(snap.index.partitions)
     assert all(len(a.replicas) == len(b.replicas) for a, b in zip(after.index.partitions, snap.index.partitions,
                                                                      strict=True))

@@ -1,0 +1,90 @@
+"""Wires the service: state store (Raft), snapshot cache, API, leader-only scheduler.
+
+``build_service`` is used by ``guardian serve`` and by the tests; nothing here holds logic of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from controlplane.api.app import create_app
+from controlplane.config import Settings, TokenConf, hash_token
+from controlplane.service.auto_rebalance import run_auto_rebalance
+from controlplane.service.context import ServiceContext
+from controlplane.service.raft_store import RaftStateStore
+from controlplane.service.scheduler import Job, LeaderScheduler
+from controlplane.service.throttle_loop import ThrottleService, bind_kafka, throttle_config
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Service:
+    """A running node: its context, HTTP app and scheduler."""
+
+    ctx: ServiceContext
+    app: FastAPI
+    scheduler: LeaderScheduler
+    store: RaftStateStore
+    extra_jobs: list[Job] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Stop the scheduler and leave the Raft group."""
+        self.scheduler.shutdown()
+        self.store.close()
+
+
+def ensure_admin_token(settings: Settings) -> Settings:
+    """With no token configured, create an admin token, store it in ``data_dir/admin.token`` (mode 0600)
+    and return settings that accept it; an existing file is reused across restarts."""
+    if settings.tokens:
+        return settings
+    path = settings.data_dir / "admin.token"
+    if path.exists():
+        token = path.read_text().strip()
+    else:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_urlsafe(24)
+        path.touch(mode=0o600)
+        path.write_text(token + "\n")
+    return settings.model_copy(update={"tokens": [TokenConf(name="admin", role="admin", sha256=hash_token(token))]})
+
+
+def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
+                  jobs: list[Job] | None = None) -> Service:
+    """Create the node (Raft store under ``data_dir/raft``), the API app and the scheduler (not started)."""
+    settings = ensure_admin_token(settings)
+    store = RaftStateStore(settings.raft.self_addr, settings.raft.peers, settings.data_dir / "raft")
+    ctx = ServiceContext(settings=settings, store=store, http_of=dict(http_of or {}))
+    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=bind_kafka,
+                                   max_snapshot_age_s=settings.max_snapshot_age_s)
+    all_jobs = [Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
+                Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
+                *(jobs or [])]
+    scheduler = LeaderScheduler(ctx, all_jobs)
+    return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store)
+
+
+def serve(settings: Settings, *, http_of: dict[str, str] | None = None, ready: threading.Event | None = None) -> None:
+    """Run a node until interrupted: Raft, scheduler, then the HTTP server (blocking)."""
+    service = build_service(settings, http_of=http_of)
+    service.scheduler.start()
+    config = uvicorn.Config(service.app, host=settings.http.host, port=settings.http.port, log_level="warning",
+                            access_log=False)
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    finally:
+        service.close()
+
+
+def token_path(settings: Settings) -> Path:
+    """Where :func:`ensure_admin_token` keeps the generated admin token."""
+    return settings.data_dir / "admin.token"

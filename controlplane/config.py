@@ -1,0 +1,122 @@
+"""Service configuration: one TOML file (``guardian serve --config F``), validated by pydantic.
+
+Example::
+
+    data_dir = "var/node1"
+    [raft]
+    self_addr = "127.0.0.1:7001"
+    peers = ["127.0.0.1:7002", "127.0.0.1:7003"]
+    [http]
+    host = "127.0.0.1"
+    port = 8080
+    [[tokens]]
+    name = "alice"
+    role = "admin"
+    sha256 = "<hex sha256 of the token>"     # `guardian token hash` prints it
+    [intervals]
+    collect_s = 10
+
+Tokens are stored hashed; a token's role is viewer (read), operator (act) or admin (configure).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from controlplane.domain.errors import ContractError, Problem, json_path
+
+Role = Literal["viewer", "operator", "admin"]
+ROLE_RANK: dict[str, int] = {"viewer": 0, "operator": 1, "admin": 2}
+
+
+class _Conf(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class TokenConf(_Conf):
+    name: Annotated[str, Field(min_length=1)]
+    role: Role
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class RaftConf(_Conf):
+    self_addr: str = "127.0.0.1:7001"
+    peers: list[str] = Field(default_factory=list)
+
+
+class HttpConf(_Conf):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8080
+
+
+class IntervalsConf(_Conf):
+    collect_s: Annotated[float, Field(gt=0)] = 10.0
+    throttle_s: Annotated[float, Field(gt=0)] = 5.0  # two samples per collection interval: k=2 acts within 10 s
+    executor_s: Annotated[float, Field(gt=0)] = 5.0
+    auto_rebalance_check_s: Annotated[float, Field(gt=0)] = 60.0
+
+
+class DiskThresholdConf(_Conf):
+    """High/low marks of one disk kind for throttle protection (enter after k samples above high)."""
+
+    util_high: Annotated[float, Field(gt=0, le=1)] = 0.85
+    util_low: Annotated[float, Field(gt=0, le=1)] = 0.70
+    await_high_ms: Annotated[float, Field(gt=0)] = 60.0
+    await_low_ms: Annotated[float, Field(gt=0)] = 25.0
+    enter_samples: Annotated[int, Field(ge=1, le=100)] = 2
+    leave_samples: Annotated[int, Field(ge=1, le=100)] = 2
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DiskThresholdConf:
+        if not (self.util_low < self.util_high and self.await_low_ms < self.await_high_ms):
+            raise ValueError("low marks must be below high marks (util_low < util_high, await_low_ms < await_high_ms)")
+        return self
+
+
+class ThrottleConf(_Conf):
+    """``[throttle]``: per-kind thresholds (``[throttle.thresholds.hdd]`` ...) and the protection's knobs;
+    kinds not configured keep the built-in defaults."""
+
+    thresholds: dict[Literal["hdd", "ssd", "nvme"], DiskThresholdConf] = Field(default_factory=dict)
+    target_util: Annotated[float, Field(gt=0, le=1)] = 0.65
+    write_tolerance: Annotated[float, Field(ge=1)] = 1.5
+    min_rate_bytes_per_s: Annotated[float, Field(gt=0)] = 512 * 1024
+    isr_floor_bytes_per_s: Annotated[float, Field(gt=0)] = 1024 * 1024
+    relax_factor: Annotated[float, Field(gt=1, le=10)] = 2.0
+
+
+class Settings(_Conf):
+    data_dir: Path = Path("var/guardian")
+    raft: RaftConf = Field(default_factory=RaftConf)
+    http: HttpConf = Field(default_factory=HttpConf)
+    tokens: list[TokenConf] = Field(default_factory=list)
+    intervals: IntervalsConf = Field(default_factory=IntervalsConf)
+    max_snapshot_age_s: Annotated[float, Field(gt=0)] = 120.0
+    throttle: ThrottleConf = Field(default_factory=ThrottleConf)
+
+
+def hash_token(token: str) -> str:
+    """Hex SHA-256 of a bearer token, as stored in the configuration."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Settings from a TOML file (defaults when ``path`` is None); :class:`ContractError` names bad keys."""
+    if path is None:
+        return Settings()
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ContractError(f"config {path}", [Problem("$", f"cannot read: {exc.strerror or exc}")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ContractError(f"config {path}", [Problem("$", f"not valid TOML: {exc}")]) from None
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ContractError(f"config {path}", [Problem(json_path(e["loc"]), e["msg"])
+                                              for e in exc.errors(include_url=False)]) from None

@@ -1,0 +1,70 @@
+"""Scheduled auto-rebalance: opt-in per cluster, inside its cron window, only when the imbalance
+exceeds the cluster's threshold and no execution runs there. Proposes, approves and starts the plan
+as ``auto-rebalance`` so the action log says who did it and why."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.triggers.cron import CronTrigger
+
+from controlplane.domain import check_plan, plan_to_dict, pool_stats
+from controlplane.service.commands import meta
+from controlplane.service.context import ServiceContext
+from controlplane.service.planning import make_plan, plan_tasks
+from controlplane.service.snapshots import StaleSnapshotError
+from controlplane.service.state import ACTIVE_EXECUTION
+
+log = logging.getLogger(__name__)
+WHO = "auto-rebalance"
+
+
+def in_window(cron: str, minutes: int, now: datetime) -> bool:
+    """True when ``now`` lies within ``minutes`` after a firing time of ``cron`` (5-field crontab, UTC)."""
+    trigger = CronTrigger.from_crontab(cron, timezone="UTC")
+    start = now - timedelta(minutes=minutes)
+    fire = trigger.get_next_fire_time(None, start)
+    return fire is not None and fire <= now
+
+
+def run_auto_rebalance(ctx: ServiceContext, now: datetime | None = None) -> list[dict[str, Any]]:
+    """One pass over every cluster; returns what it decided per cluster (also logged)."""
+    now = now or datetime.now(UTC)
+    clusters, busy = ctx.store.read(lambda s: (
+        {n: dict(c["auto_rebalance"]) for n, c in s["clusters"].items()},
+        {e["cluster"] for e in s["executions"].values() if e["status"] in ACTIVE_EXECUTION}))
+    decisions = []
+    for name, policy in sorted(clusters.items()):
+        decision = _decide(ctx, name, policy, name in busy, now)
+        log.info("auto-rebalance %s: %s", name, decision)
+        decisions.append({"cluster": name, **decision})
+    return decisions
+
+
+def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, now: datetime) -> dict[str, Any]:
+    if not policy.get("enabled"):
+        return {"action": "skip", "why": "auto-rebalance is off"}
+    if not in_window(policy["window_cron"], policy["window_minutes"], now):
+        return {"action": "skip", "why": "outside the window"}
+    if busy:
+        return {"action": "skip", "why": "an execution is running"}
+    try:
+        snap = ctx.snapshots.fresh(name, ctx.settings.max_snapshot_age_s, now)
+    except StaleSnapshotError as exc:
+        return {"action": "skip", "why": str(exc)}
+    worst = max((s.peak_to_mean for s in pool_stats(snap).values()), default=0.0)
+    if worst <= policy["threshold"]:
+        return {"action": "skip", "why": f"peak/mean {worst:.2f} within threshold {policy['threshold']}"}
+    plan = make_plan(snap, "rebalance", {})
+    if not plan.moves or check_plan(snap, plan):
+        return {"action": "skip", "why": "no valid improving plan"}
+    why = f"peak/mean {worst:.2f} above threshold {policy['threshold']}"
+    plan_id = ctx.store.propose({"type": "plan.propose", "meta": meta(WHO, why), "cluster": name,
+                                 "kind": plan.kind, "plan": plan_to_dict(plan),
+                                 "snapshot_taken_at": snap.taken_at.isoformat()})["plan_id"]
+    ctx.store.propose({"type": "plan.approve", "meta": meta(WHO, "auto-rebalance policy"), "plan_id": plan_id})
+    execution = ctx.store.propose({"type": "execution.start", "meta": meta(WHO, why), "plan_id": plan_id,
+                                   "tasks": plan_tasks(snap, plan)})
+    return {"action": "execute", "why": why, "plan_id": plan_id, "execution_id": execution["execution_id"]}

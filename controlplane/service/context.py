@@ -1,0 +1,32 @@
+"""Everything a request handler or a scheduled job needs, wired once by :mod:`controlplane.bootstrap`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from controlplane.config import Settings
+from controlplane.service.metrics import ServiceMetrics
+from controlplane.service.snapshots import SnapshotCache
+from controlplane.service.store import StateStore
+
+if TYPE_CHECKING:
+    from controlplane.service.throttle_loop import ThrottleService
+
+
+@dataclass
+class ServiceContext:
+    """The service's shared parts. ``http_of`` maps a Raft address to that node's HTTP base URL."""
+
+    settings: Settings
+    store: StateStore
+    snapshots: SnapshotCache = field(default_factory=SnapshotCache)
+    metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
+    http_of: dict[str, str] = field(default_factory=dict)
+    throttle: ThrottleService | None = None
+
+    @property
+    def access_log(self) -> Path:
+        """JSON-lines record of every mutating HTTP call on this node (who, what, when, result)."""
+        return self.settings.data_dir / "access.jsonl"

@@ -1,0 +1,26 @@
+"""Guardian's own Prometheus metrics (one registry per service instance, so tests stay isolated)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class ServiceMetrics:
+    """Loop durations, snapshot age, actions taken, HTTP requests, Raft role/term/commit index."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.loop_seconds = Histogram("guardian_loop_duration_seconds", "Duration of one loop pass",
+                                      ["loop"], registry=self.registry)
+        self.loop_errors = Counter("guardian_loop_errors_total", "Loop passes that failed", ["loop"],
+                                   registry=self.registry)
+        self.snapshot_age = Gauge("guardian_snapshot_age_seconds", "Age of the latest snapshot", ["cluster"],
+                                  registry=self.registry)
+        self.actions = Counter("guardian_actions_total", "Commands committed to the replicated state", ["type"],
+                               registry=self.registry)
+        self.http_requests = Counter("guardian_http_requests_total", "HTTP requests served",
+                                     ["method", "route", "status"], registry=self.registry)
+        self.raft_is_leader = Gauge("guardian_raft_is_leader", "1 when this node is the Raft leader",
+                                    registry=self.registry)
+        self.raft_term = Gauge("guardian_raft_term", "Current Raft term", registry=self.registry)
+        self.raft_commit_index = Gauge("guardian_raft_commit_index", "Raft commit index", registry=self.registry)

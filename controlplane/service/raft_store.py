@@ -1,0 +1,43 @@
+"""The Raft-backed :class:`~controlplane.service.store.StateStore`: the service's authoritative state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from controlplane.service.commands import validate_command
+from controlplane.service.state import GuardianState
+from raft.node import RaftNode, RaftSettings
+from raft.protocol import JsonDict
+
+T = TypeVar("T")
+
+
+class RaftStateStore:
+    """Replicates :class:`GuardianState` over a :class:`RaftNode`; only the leader's proposals commit."""
+
+    def __init__(self, self_addr: str, peers: list[str], data_dir: Path, *,
+                 on_leader_gained: Callable[[int], None] | None = None,
+                 on_leader_lost: Callable[[], None] | None = None,
+                 settings: RaftSettings | None = None) -> None:
+        self._sm = GuardianState()
+        self.node = RaftNode(self_addr, peers, self._sm, data_dir, validator=validate_command,
+                             settings=settings, on_leader_gained=on_leader_gained, on_leader_lost=on_leader_lost)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.node.is_leader
+
+    def status(self) -> dict[str, Any]:
+        digest, index = self.node.state_hash()
+        return {**self.node.status(), "state_hash": digest, "state_index": index}
+
+    def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
+        return self.node.propose(command, timeout)
+
+    def read(self, fn: Callable[[JsonDict], T]) -> T:
+        return self.node.read(lambda sm: fn(sm.state))
+
+    def close(self) -> None:
+        self.node.close()

@@ -1,0 +1,381 @@
+"""The applying side of throttle protection: observe, decide (planners.throttle), act, record.
+
+One :class:`ThrottleService` per node; its :meth:`ThrottleService.job` runs on the leader every
+``intervals.throttle_s`` (fixed delay) and :meth:`ThrottleService.on_alerts` runs an immediate
+evaluation of the disks named by on-call alerts. Per pass and cluster:
+
+1. observe the cluster through its :class:`ThrottleSource` (snapshot + transfers + lineage +
+   capability); a failing or stale observation skips the cluster with a logged reason (never acts);
+2. plan with :func:`planners.throttle.plan_throttles` (health hysteresis state is kept here, per disk);
+3. for every decision: a *set/relax* is recorded first (``throttle.set`` by ``throttle-protection`` with
+   the evidence) and then applied through the :class:`ThrottleActuator`; a *release* is removed from the
+   cluster first and then cleared (``throttle.clear``), so a failed removal is retried next pass;
+4. reconcile: every lever-kind throttle in the replicated state that this node has not applied yet
+   (new leader after a failover, manual throttles from the API) is applied; levers this node applied
+   that left the state are removed.
+
+The source/actuator are ports: :mod:`controlplane.adapters.kafka_throttle` implements them over the
+Kafka wire protocol and Prometheus text.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from controlplane.config import ThrottleConf
+from controlplane.domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
+from controlplane.service.commands import meta
+from controlplane.service.store import StateStore
+from planners.throttle import (
+    DEFAULT_THRESHOLDS,
+    INTRA_BROKER,
+    LEVER_KINDS,
+    MIGRATION,
+    WHO,
+    DiskHealth,
+    HealthThresholds,
+    Lineage,
+    ThrottleConfig,
+    ThrottleDecision,
+    ThrottleInput,
+    ThrottlePlan,
+    Transfer,
+    parse_active,
+    plan_throttles,
+)
+
+log = logging.getLogger(__name__)
+HISTORY_SAMPLES = 30
+MAX_ALERTS = 10_000
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one observation of a cluster yields for the throttle planner."""
+
+    snapshot: ClusterSnapshot
+    transfers: tuple[Transfer, ...] = ()
+    lineage: Lineage = field(default_factory=Lineage)
+    partition_throttle: bool = False
+
+
+class ThrottleSource(Protocol):
+    """Port: a fresh observation of one cluster (raises on failure)."""
+
+    def observe(self) -> Observation:
+        """Snapshot with measured disk health, per-partition rates and page-cache-miss estimates."""
+        ...
+
+
+class ThrottleActuator(Protocol):
+    """Port: make a lever effective on the cluster, or remove it (both idempotent)."""
+
+    def apply(self, kind: str, target: Mapping[str, Any], rate_bytes_per_s: float) -> None:
+        """Set the lever ``kind`` on ``target`` to ``rate_bytes_per_s``."""
+        ...
+
+    def remove(self, kind: str, target: Mapping[str, Any]) -> None:
+        """Remove the lever entirely (no throttle left behind)."""
+        ...
+
+
+@dataclass
+class ClusterBinding:
+    """How the throttle service reaches one cluster."""
+
+    source: ThrottleSource
+    actuator: ThrottleActuator
+
+
+@dataclass
+class AlertRecord:
+    """One Alertmanager alert as last received (keyed by fingerprint)."""
+
+    fingerprint: str
+    cluster: str
+    disk: DiskId
+    status: str
+    starts_at: str
+    labels: dict[str, str]
+    received_at: str
+
+
+@dataclass
+class Evaluation:
+    """The last evaluation of a cluster (for the API and ``guardian throttle explain``)."""
+
+    at: str
+    trigger: str
+    plan: ThrottlePlan | None
+    applied: list[dict[str, Any]]
+    skipped: str = ""
+
+
+class ThrottleService:
+    """Throttle protection for every bound cluster; thread-safe (one evaluation at a time)."""
+
+    def __init__(self, store: StateStore, config: ThrottleConfig | None = None,
+                 bind: Callable[[str, Mapping[str, Any]], ClusterBinding | None] | None = None,
+                 max_snapshot_age_s: float = 120.0, clock: Callable[[], datetime] | None = None) -> None:
+        self.store = store
+        self.config = config or ThrottleConfig()
+        self._bind = bind
+        self.bindings: dict[str, ClusterBinding] = {}
+        self.max_snapshot_age_s = max_snapshot_age_s
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.health: dict[str, dict[DiskId, DiskHealth]] = defaultdict(dict)
+        self.history: dict[str, dict[PartitionId, deque[float]]] = defaultdict(dict)
+        self.alerts: dict[str, AlertRecord] = {}
+        self.applied: dict[str, dict[str, tuple[str, dict[str, Any], float]]] = defaultdict(dict)
+        self.last: dict[str, Evaluation] = {}
+        self.runs = 0
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ wiring
+    def bind(self, cluster: str, binding: ClusterBinding) -> None:
+        """Use ``binding`` for ``cluster`` (tests, bootstrap)."""
+        with self._lock:
+            self.bindings[cluster] = binding
+
+    def _binding(self, cluster: str, record: Mapping[str, Any]) -> ClusterBinding | None:
+        binding = self.bindings.get(cluster)
+        if binding is None and self._bind is not None:
+            try:
+                binding = self._bind(cluster, record)
+            except Exception as exc:  # a cluster we cannot reach is skipped, never crashes the loop
+                log.warning("throttle: cannot bind cluster %s: %s", cluster, exc)
+                return None
+            if binding is not None:
+                self.bindings[cluster] = binding
+        return binding
+
+    # ------------------------------------------------------------------ the loop
+    def job(self, _ctx: object = None) -> list[dict[str, Any]]:
+        """One scheduled pass over every registered cluster (the scheduler's ``Job.run``)."""
+        clusters = self.store.read(lambda s: {n: dict(c) for n, c in s["clusters"].items()})
+        out = []
+        for name, record in sorted(clusters.items()):
+            out.append({"cluster": name, **self.evaluate(name, trigger="interval", record=record)})
+        self.runs += 1
+        return out
+
+    def evaluate(self, cluster: str, trigger: str = "interval", only: set[DiskId] | None = None,
+                 record: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Observe, plan, act and record for one cluster; returns what was done (never raises)."""
+        with self._lock:
+            at = self.clock().isoformat()
+            if record is None:
+                record = self.store.read(lambda s: dict(s["clusters"].get(cluster) or {}))
+            if not record:
+                return self._skip(cluster, at, trigger, f"unknown cluster {cluster!r}")
+            binding = self._binding(cluster, record)
+            if binding is None:
+                return self._skip(cluster, at, trigger, "no metrics source bound to the cluster")
+            try:
+                obs = binding.source.observe()
+            except Exception as exc:
+                return self._skip(cluster, at, trigger, f"observation failed: {exc}")
+            age = (self.clock() - obs.snapshot.taken_at).total_seconds()
+            if age > self.max_snapshot_age_s:
+                return self._skip(cluster, at, trigger, f"snapshot is {age:.0f} s old; not acting on it")
+            active = parse_active(self.store.read(lambda s: dict(s["throttles"].get(cluster, {}))))
+            alert_disks = frozenset(a.disk for a in self.alerts.values()
+                                    if a.cluster == cluster and a.status == "firing")
+            inp = ThrottleInput(transfers=obs.transfers, lineage=obs.lineage,
+                                expected_bytes_in=self._expected(cluster), partition_throttle=obs.partition_throttle,
+                                active=active, alerts=alert_disks)
+            plan = plan_throttles(obs.snapshot, inp, self.health[cluster], self.config, only)
+            self.health[cluster] = dict(plan.health)
+            applied = []
+            for decision in plan.decisions:
+                done = self._act(cluster, binding, decision)
+                if done is not None:
+                    applied.append(done)
+            self._reconcile(cluster, binding)
+            self._learn(cluster, obs.snapshot, plan)
+            self.last[cluster] = Evaluation(at, trigger, plan, applied)
+            unhealthy = sorted(f"{d[0]}:{d[1]}" for d, h in plan.health.items() if h.unhealthy)
+            return {"trigger": trigger, "unhealthy": unhealthy, "decisions": applied}
+
+    def _skip(self, cluster: str, at: str, trigger: str, why: str) -> dict[str, Any]:
+        log.info("throttle %s: skipped: %s", cluster, why)
+        self.last[cluster] = Evaluation(at, trigger, None, [], skipped=why)
+        return {"trigger": trigger, "skipped": why, "decisions": []}
+
+    def _executor_owns(self, cluster: str, kind: str) -> bool:
+        """While an execution runs on the cluster, the executor owns the migration throttles (it recomputes
+        them every pass): a migration lever is then only recorded, as a ceiling for the executor."""
+        if kind not in (MIGRATION, INTRA_BROKER):
+            return False
+        return bool(self.store.read(lambda s: any(e["cluster"] == cluster and e["status"] in ("running", "stopping")
+                                                  for e in s["executions"].values())))
+
+    def _act(self, cluster: str, binding: ClusterBinding, d: ThrottleDecision) -> dict[str, Any] | None:
+        summary = {"action": d.action, "key": d.key, "kind": d.kind, "target": dict(d.target),
+                   "rate_bytes_per_s": d.rate_bytes_per_s, "why": d.why}
+        deferred = self._executor_owns(cluster, d.kind)
+        try:
+            if d.action == "release":
+                if not deferred:  # else the reconcile removes it once the execution is over
+                    binding.actuator.remove(d.kind, d.target)
+                    self.applied[cluster].pop(d.key, None)
+                self.store.propose({"type": "throttle.clear", "meta": meta(WHO, d.why), "cluster": cluster,
+                                    "key": d.key})
+            else:
+                evidence = _jsonable(dict(d.evidence))
+                if deferred:
+                    evidence["enforced_by"] = "executor (ceiling for its migration rate while it runs)"
+                self.store.propose({"type": "throttle.set", "meta": meta(WHO, d.why), "cluster": cluster,
+                                    "key": d.key, "kind": d.kind, "target": _jsonable(dict(d.target)),
+                                    "rate_bytes_per_s": d.rate_bytes_per_s, "evidence": evidence})
+                if not deferred:
+                    binding.actuator.apply(d.kind, d.target, d.rate_bytes_per_s)
+                    self.applied[cluster][d.key] = (d.kind, dict(d.target), d.rate_bytes_per_s)
+                summary["deferred_to_executor"] = deferred
+        except Exception as exc:
+            log.warning("throttle %s: %s %s failed: %s", cluster, d.action, d.key, exc)
+            return {**summary, "error": str(exc)}
+        log.info("throttle %s: %s %s at %.0f B/s: %s", cluster, d.action, d.key, d.rate_bytes_per_s, d.why)
+        return summary
+
+    def _reconcile(self, cluster: str, binding: ClusterBinding) -> None:
+        wanted = self.store.read(lambda s: {k: (t["kind"], dict(t["target"]), float(t["rate_bytes_per_s"]))
+                                            for k, t in s["throttles"].get(cluster, {}).items()
+                                            if t.get("kind") in LEVER_KINDS})
+        mine = self.applied[cluster]
+        for key, (kind, target, rate) in sorted(wanted.items()):
+            if mine.get(key) == (kind, target, rate) or self._executor_owns(cluster, kind):
+                continue
+            try:
+                binding.actuator.apply(kind, target, rate)
+                mine[key] = (kind, target, rate)
+            except Exception as exc:
+                log.warning("throttle %s: re-applying %s failed: %s", cluster, key, exc)
+        for key in sorted(set(mine) - set(wanted)):
+            kind, target, _ = mine[key]
+            if self._executor_owns(cluster, kind):
+                continue
+            try:
+                binding.actuator.remove(kind, target)
+                del mine[key]
+            except Exception as exc:
+                log.warning("throttle %s: removing %s failed: %s", cluster, key, exc)
+
+    # ------------------------------------------------------------------ history (expected write rates)
+    def _expected(self, cluster: str) -> dict[PartitionId, float]:
+        out = {}
+        for pid, window in self.history[cluster].items():
+            if len(window) >= 3:
+                values = sorted(window)
+                out[pid] = values[len(values) // 2]
+        return out
+
+    def _learn(self, cluster: str, snapshot: ClusterSnapshot, plan: ThrottlePlan) -> None:
+        """Record each partition's write rate, except while its leader's disk is unhealthy (an anomaly
+        must not become its own expectation)."""
+        hist = self.history[cluster]
+        unhealthy = {d for d, h in plan.health.items() if h.unhealthy}
+        for p in snapshot.iter_partitions():
+            if p.leader is None or not math.isfinite(p.bytes_in_per_s):
+                continue
+            try:
+                leader_dir = p.log_dirs[p.replicas.index(p.leader)]
+            except (ValueError, IndexError):
+                continue
+            if (p.leader, leader_dir) in unhealthy:
+                continue
+            hist.setdefault(p.id, deque(maxlen=HISTORY_SAMPLES)).append(p.bytes_in_per_s)
+
+    # ------------------------------------------------------------------ alerts
+    def on_alerts(self, alerts: list[AlertRecord]) -> dict[str, Any]:
+        """Record alerts (idempotent per fingerprint+status) and evaluate the disks of new firing ones now."""
+        with self._lock:
+            new, dup, resolved = [], 0, 0
+            for a in alerts:
+                old = self.alerts.get(a.fingerprint)
+                if old is not None and old.status == a.status and old.starts_at == a.starts_at:
+                    dup += 1
+                    continue
+                self.alerts[a.fingerprint] = a
+                if len(self.alerts) > MAX_ALERTS:  # forget the oldest resolved alerts first
+                    resolved_keys = [k for k, v in self.alerts.items() if v.status != "firing"]
+                    for k in (resolved_keys or list(self.alerts))[: len(self.alerts) - MAX_ALERTS]:
+                        del self.alerts[k]
+                if a.status == "firing":
+                    new.append(a)
+                else:
+                    resolved += 1
+            by_cluster: dict[str, set[DiskId]] = defaultdict(set)
+            for a in new:
+                by_cluster[a.cluster].add(a.disk)
+            results = [{"cluster": c, **self.evaluate(c, trigger="alert", only=disks)}
+                       for c, disks in sorted(by_cluster.items())]
+            return {"accepted": len(alerts) - dup, "duplicates": dup, "firing": len(new), "resolved": resolved,
+                    "evaluations": results}
+
+    # ------------------------------------------------------------------ explain
+    def explain(self, cluster: str) -> dict[str, Any]:
+        """The last evaluation of ``cluster``: health per disk, queue and decisions (JSON-able)."""
+        with self._lock:
+            ev = self.last.get(cluster)
+            if ev is None:
+                return {"cluster": cluster, "evaluated": False}
+            out: dict[str, Any] = {"cluster": cluster, "evaluated": True, "at": ev.at, "trigger": ev.trigger,
+                                   "skipped": ev.skipped, "applied": ev.applied, "disks": []}
+            if ev.plan is not None:
+                for r in ev.plan.reports:
+                    if not (r.health.unhealthy or r.queue or r.health.above or r.health.missing):
+                        continue
+                    out["disks"].append({
+                        "broker": r.disk[0], "path": r.disk[1], "kind": r.kind, "unhealthy": r.health.unhealthy,
+                        "reason": r.health.reason, "util": r.util, "await_ms": r.await_ms,
+                        "predicted_util": r.predicted_util, "samples_above": r.health.above,
+                        "missing_samples": r.health.missing,
+                        "behaviours": {k: round(v, 1) for k, v in r.behaviours.items()},
+                        "queue": [{"behaviour": e.flow.behaviour, "topic": e.flow.topic,
+                                   "partition": e.flow.partition, "bytes_per_s": round(e.flow.bytes_per_s, 1),
+                                   "why": e.why} for e in r.queue[:20]]})
+            out["alerts"] = [{"fingerprint": a.fingerprint, "status": a.status, "disk": list(a.disk),
+                              "received_at": a.received_at} for a in self.alerts.values() if a.cluster == cluster]
+            return _jsonable(out)
+
+
+def throttle_config(conf: ThrottleConf) -> ThrottleConfig:
+    """The planner's configuration from the service settings' ``[throttle]`` section."""
+    thresholds = dict(DEFAULT_THRESHOLDS)
+    for kind, th in conf.thresholds.items():
+        thresholds[DiskKind(kind)] = HealthThresholds(th.util_high, th.util_low, th.await_high_ms, th.await_low_ms,
+                                                      th.enter_samples, th.leave_samples)
+    return ThrottleConfig(thresholds=thresholds, target_util=conf.target_util, write_tolerance=conf.write_tolerance,
+                          min_rate_bytes_per_s=conf.min_rate_bytes_per_s,
+                          isr_floor_bytes_per_s=conf.isr_floor_bytes_per_s, relax_factor=conf.relax_factor)
+
+
+def bind_kafka(cluster: str, record: Mapping[str, Any]) -> ClusterBinding | None:
+    """The wire adapters for a registered cluster (None when it has no metrics URLs to observe)."""
+    from controlplane.adapters.kafka_throttle import KafkaThrottleActuator, KafkaThrottleSource
+
+    urls = record.get("metrics_urls") or {}
+    servers = ",".join(record.get("bootstrap_servers") or [])
+    if not urls or not servers:
+        return None
+    ordered = [str(u) for _, u in sorted(urls.items(), key=lambda kv: str(kv[0]))]
+    return ClusterBinding(KafkaThrottleSource(cluster, servers, ordered), KafkaThrottleActuator(servers))
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with tuples as lists and non-finite floats as None (the state rejects NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

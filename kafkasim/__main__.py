@@ -1,0 +1,5 @@
+"""``python -m kafkasim up|fault ...``."""
+
+from kafkasim.cli import main
+
+main()

@@ -1,0 +1,175 @@
+"""``guardian sim ...`` commands: ``up`` runs a federation, ``fault ...`` injects faults.
+
+The lead mounts :func:`register` under the ``sim`` group of ``guardian``; standalone use:
+``python -m kafkasim up`` / ``python -m kafkasim fault kill-broker --cluster east --broker 2``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import typer
+
+CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
+
+
+def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | None, control_port: int,
+            audit_jsonl: Path | None, duration: float, snapshots: list[Path] | None = None) -> None:
+    from kafkasim.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
+    from kafkasim.server import SimServer
+
+    try:
+        if scenario:
+            spec = load_scenario(scenario)
+        elif snapshots:
+            spec = {"clusters": []}
+        else:
+            spec = json.loads(json.dumps(DEFAULT_SCENARIO))
+        spec.setdefault("clusters", [])
+        spec["clusters"] = list(spec["clusters"] or []) + [{"snapshot": str(p)} for p in snapshots or []]
+        fed = build_federation(spec)
+    except (ScenarioError, OSError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    if speed is not None and not 0 < speed <= 1e6:
+        typer.echo("error: --speed must be in (0, 1e6]", err=True)
+        raise typer.Exit(2)
+
+    async def main() -> None:
+        server = SimServer(fed, control_port=control_port, speed=speed,
+                           audit_jsonl=str(audit_jsonl) if audit_jsonl else None)
+        endpoints = await server.start()
+        line = json.dumps(endpoints, sort_keys=True)
+        if endpoints_file is not None:
+            tmp = endpoints_file.with_suffix(endpoints_file.suffix + ".tmp")
+            tmp.write_text(json.dumps(endpoints, indent=2, sort_keys=True) + "\n")
+            tmp.replace(endpoints_file)
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            if duration > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), duration)
+            else:
+                await stop.wait()
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
+def _control_url(control_url: str | None, endpoints_file: Path | None) -> str:
+    if control_url:
+        return control_url.rstrip("/")
+    if endpoints_file is not None:
+        try:
+            return str(json.loads(endpoints_file.read_text())["control_url"]).rstrip("/")
+        except (OSError, ValueError, KeyError) as e:
+            typer.echo(f"error: cannot read control_url from {endpoints_file}: {e}", err=True)
+            raise typer.Exit(2) from e
+    env = os.environ.get(CONTROL_ENV)
+    if env:
+        return env.rstrip("/")
+    typer.echo(f"error: give --control-url, --endpoints-file or set {CONTROL_ENV}", err=True)
+    raise typer.Exit(2)
+
+
+def _post(url: str, path: str, body: dict[str, Any]) -> None:
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=15) as resp:
+            typer.echo(resp.read().decode())
+    except urllib.error.HTTPError as e:
+        typer.echo(f"error: {e.code}: {e.read().decode()}", err=True)
+        raise typer.Exit(1) from e
+    except (urllib.error.URLError, OSError) as e:
+        typer.echo(f"error: cannot reach {url}: {e}", err=True)
+        raise typer.Exit(1) from e
+
+
+ControlUrl = typer.Option(None, "--control-url", help=f"kafkasim control URL (or ${CONTROL_ENV})")
+EndpointsFile = typer.Option(None, "--endpoints-file", help="endpoints JSON written by `sim up`")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``up`` and the ``fault`` group to ``app``."""
+
+    @app.command("up")
+    def up(
+        scenario: Path | None = typer.Option(None, "--scenario", help="scenario YAML/JSON (default federation)"),
+        endpoints_file: Path | None = typer.Option(None, "--endpoints-file", help="also write endpoints JSON here"),
+        speed: float | None = typer.Option(None, "--speed", help="simulated seconds per real second"),
+        control_port: int = typer.Option(0, "--control-port", help="control API port (0 = any free)"),
+        audit_jsonl: Path | None = typer.Option(None, "--audit-jsonl", help="also append audit records here"),
+        duration: float = typer.Option(0.0, "--duration", help="stop after this many real seconds (0 = never)"),
+        snapshot: list[Path] | None = typer.Option(None, "--snapshot",
+                                                   help="seed a cluster from a guardian.snapshot/v1 file (repeat)"),
+    ) -> None:
+        """Start a simulated federation; first stdout line is the endpoints JSON."""
+        _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration, snapshot)
+
+    fault = typer.Typer(help="Inject faults into a running kafkasim.", no_args_is_help=True)
+    app.add_typer(fault, name="fault")
+
+    @fault.command("kill-broker")
+    def kill_broker(cluster: str = typer.Option(..., "--cluster"), broker: int = typer.Option(..., "--broker"),
+                    control_url: str | None = ControlUrl, endpoints_file: Path | None = EndpointsFile) -> None:
+        """Stop a broker (its port closes; leadership moves)."""
+        _post(_control_url(control_url, endpoints_file), "/fault/kill-broker", {"cluster": cluster, "broker": broker})
+
+    @fault.command("revive-broker")
+    def revive_broker(cluster: str = typer.Option(..., "--cluster"), broker: int = typer.Option(..., "--broker"),
+                      control_url: str | None = ControlUrl, endpoints_file: Path | None = EndpointsFile) -> None:
+        """Restart a killed broker on its old port."""
+        _post(_control_url(control_url, endpoints_file), "/fault/revive-broker",
+              {"cluster": cluster, "broker": broker})
+
+    @fault.command("slow-disk")
+    def slow_disk(cluster: str = typer.Option(..., "--cluster"), broker: int = typer.Option(..., "--broker"),
+                  log_dir: str = typer.Option(..., "--log-dir"), factor: float = typer.Option(10.0, "--factor"),
+                  control_url: str | None = ControlUrl, endpoints_file: Path | None = EndpointsFile) -> None:
+        """Make a log dir's disk FACTOR times slower (1 heals it)."""
+        _post(_control_url(control_url, endpoints_file), "/fault/slow-disk",
+              {"cluster": cluster, "broker": broker, "log_dir": log_dir, "factor": factor})
+
+    @fault.command("lagging-consumer")
+    def lagging_consumer(cluster: str = typer.Option(..., "--cluster"), topic: str = typer.Option(..., "--topic"),
+                         partition: int | None = typer.Option(None, "--partition"),
+                         lag_bytes: float = typer.Option(50e9, "--lag-bytes"),
+                         rate: float = typer.Option(50e6, "--rate", help="catch-up read rate, bytes/s"),
+                         control_url: str | None = ControlUrl, endpoints_file: Path | None = EndpointsFile) -> None:
+        """Put a consumer LAG_BYTES behind on a topic (or one partition)."""
+        _post(_control_url(control_url, endpoints_file), "/fault/lagging-consumer",
+              {"cluster": cluster, "topic": topic, "partition": partition, "lag_bytes": lag_bytes,
+               "rate_bytes_per_s": rate})
+
+    @fault.command("traffic-spike")
+    def traffic_spike(cluster: str = typer.Option(..., "--cluster"), topic: str = typer.Option(..., "--topic"),
+                      partition: int | None = typer.Option(None, "--partition"),
+                      factor: float = typer.Option(5.0, "--factor", help="rate multiplier (1 ends the spike)"),
+                      control_url: str | None = ControlUrl, endpoints_file: Path | None = EndpointsFile) -> None:
+        """Multiply a topic's (or partition's) produce rate by FACTOR."""
+        _post(_control_url(control_url, endpoints_file), "/fault/traffic-spike",
+              {"cluster": cluster, "topic": topic, "partition": partition, "factor": factor})
+
+
+def main() -> None:
+    """Entry point of ``python -m kafkasim``."""
+    app = typer.Typer(help="kafkasim: a Kafka-wire-compatible simulated federation.", no_args_is_help=True)
+    register(app)
+    app()

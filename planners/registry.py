@@ -1,0 +1,127 @@
+"""Every single-plan planner behind one signature: ``(snapshot, params) -> Plan``, for the service layer.
+
+``params`` is a plain JSON-like mapping (what an API request carries). Common bounds: ``max_bytes``,
+``max_partitions`` (alias ``max_moves``), ``capacity_headroom``. Unknown or ill-typed parameters raise
+:class:`TypeError`; impossible requests raise :class:`planners.PlannerError` (a ``ValueError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from controlplane.domain import ClusterSnapshot, Plan
+from planners.disk_balance import BalanceOptions, plan_rebalance
+from planners.drain import DrainOptions, plan_drain
+from planners.leaders import LeaderOptions, plan_leaders
+from planners.pool_resize import ResizeOptions, plan_pool_shrink
+from planners.preallocate import NewTopic, PreallocateOptions, plan_preallocation
+from planners.workspace import Bounds
+
+Planner = Callable[[ClusterSnapshot, Mapping[str, Any]], Plan]
+
+
+def _take(params: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+    value = params.pop(name, default)
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+        raise TypeError(f"parameter {name!r} must be {kind}, got {value!r}")
+    return value
+
+
+def _bounds(params: dict[str, Any]) -> Bounds:
+    max_partitions = _take(params, "max_partitions", int)
+    moves = _take(params, "max_moves", int)
+    headroom = _take(params, "capacity_headroom", (int, float), 0.10)
+    if not 0 <= headroom < 1:
+        raise TypeError(f"parameter 'capacity_headroom' must be in [0, 1), got {headroom!r}")
+    return Bounds(max_bytes=_take(params, "max_bytes", int),
+                  max_partitions=max_partitions if max_partitions is not None else moves,
+                  capacity_headroom=float(headroom))
+
+
+def _done(params: dict[str, Any]) -> None:
+    if params:
+        raise TypeError(f"unexpected parameter(s) {sorted(params)}")
+
+
+def _ids(params: dict[str, Any], name: str, required: bool) -> list[int]:
+    value = params.pop(name, None)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list | tuple) or not value or not all(isinstance(b, int) for b in value):
+        raise TypeError(f"parameter {name!r} must be a non-empty list of broker ids")
+    return list(value)
+
+
+def rebalance(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
+    """Disk-load rebalance; extra parameter ``threshold`` (alias ``tolerance``, default 1.10)."""
+    p = dict(params)
+    bounds = _bounds(p)
+    tolerance = _take(p, "tolerance", (int, float))
+    threshold = float(_take(p, "threshold", (int, float), tolerance if tolerance is not None else 1.10))
+    if threshold < 1.0:
+        raise TypeError(f"parameter 'threshold' must be >= 1.0, got {threshold!r}")
+    _done(p)
+    return plan_rebalance(snapshot, BalanceOptions(bounds=bounds, threshold=threshold,
+                                                   target=min(threshold, max(1.0, threshold - 0.03))))
+
+
+def leaders(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
+    """Leader balancing; extra parameter ``tolerance`` (default 1.05)."""
+    p = dict(params)
+    bounds = _bounds(p)
+    tolerance = float(_take(p, "tolerance", (int, float), 1.05))
+    _done(p)
+    return plan_leaders(snapshot, LeaderOptions(bounds=bounds, tolerance=tolerance))
+
+
+def drain(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
+    """Decommission ``brokers`` (a list of ids)."""
+    p = dict(params)
+    bounds = _bounds(p)
+    ids = _ids(p, "brokers", required=True)
+    _done(p)
+    return plan_drain(snapshot, ids, DrainOptions(bounds=bounds))
+
+
+def pool_shrink(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
+    """Shrink ``pool`` by draining ``brokers`` or the ``count`` cheapest."""
+    p = dict(params)
+    bounds = _bounds(p)
+    pool = _take(p, "pool", str)
+    ids = _ids(p, "brokers", required=False)
+    count = _take(p, "count", int, 0)
+    free_pool = _take(p, "free_pool", str, "free")
+    _done(p)
+    if pool is None:
+        raise TypeError("parameter 'pool' is required")
+    return plan_pool_shrink(snapshot, pool, ids, count, ResizeOptions(bounds=bounds, free_pool=free_pool))
+
+
+def preallocate(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
+    """Pre-allocate topic ``topic`` with ``partitions``, ``replication_factor``, ``bytes_in_per_s``, ``pool``,
+    ``placement``; ``traffic_model`` (topic -> bytes/s) when no rate is given."""
+    p = dict(params)
+    bounds = _bounds(p)
+    name = _take(p, "topic", str)
+    partitions = _take(p, "partitions", int)
+    if name is None or partitions is None:
+        raise TypeError("parameters 'topic' and 'partitions' are required")
+    rate = _take(p, "bytes_in_per_s", (int, float))
+    request = NewTopic(name=name, partitions=partitions, replication_factor=_take(p, "replication_factor", int, 3),
+                       bytes_in_per_s=float(rate) if rate is not None else None, pool=_take(p, "pool", str, "shared"),
+                       placement=_take(p, "placement", dict))
+    model = _take(p, "traffic_model", dict, {})
+    _done(p)
+    return plan_preallocation(snapshot, request, PreallocateOptions(bounds=bounds, traffic_model=model)).plan
+
+
+PLANNERS: dict[str, Planner] = {
+    "rebalance": rebalance,
+    "leaders": leaders,
+    "drain": drain,
+    "pool-shrink": pool_shrink,
+    "preallocate": preallocate,
+}
+"""Planner kind -> planner. (Restore needs a recorded snapshot and IDC migration yields several
+steps: call :func:`planners.plan_restore` / :func:`planners.plan_idc_migration` directly.)"""

@@ -1,0 +1,337 @@
+"""The mutable working copy every planner edits, and the one way a planner turns it into a Plan.
+
+A :class:`Workspace` holds the current (planned) assignment of every touched partition, per-disk
+load, projected utilisation and used bytes as numpy arrays, and the bytes / partitions the plan moves
+so far. Planners ask it for the best valid target disk (:meth:`Workspace.best_target`) and commit
+changes (:meth:`Workspace.assign`, :meth:`Workspace.set_leader`); :meth:`Workspace.to_plan` builds
+the :class:`Plan`, its summary, and runs the shared invariant checker — a plan that fails it is a
+planner bug and raises :class:`PlannerError` instead of reaching a cluster.
+
+Projected utilisation of a disk = the *median* of its ``load_history`` (its current estimated
+utilisation when it has no history) + the load the plan adds to or removes from it / its max
+throughput. Targets are ranked on it; acceptance tests use the estimated utilisation (disk load /
+max throughput), the balancing objective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from controlplane.domain import (
+    CheckLimits,
+    ClusterSnapshot,
+    LeaderChange,
+    Partition,
+    PartitionId,
+    PartitionMove,
+    Plan,
+    apply_plan,
+    check_plan,
+    summarize_plan,
+)
+from planners.constraints import Topology, median
+
+EPS = 1e-12
+_BIG = 1e18  # score of a disk ruled out (projected utilisation is far below)
+
+
+class PlannerError(ValueError):
+    """A planner was asked the impossible (unknown broker or topic, unsatisfiable request)."""
+
+
+class InvalidPlanError(PlannerError):
+    """A planner produced a plan the shared invariant checker rejects — a bug; the plan is never returned."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Limits of one plan: bytes to copy, partitions to move, and free space kept on every disk."""
+
+    max_bytes: int | None = None
+    max_partitions: int | None = None
+    capacity_headroom: float = 0.10
+
+    def check_limits(self) -> CheckLimits:
+        """The same bounds as the invariant checker's :class:`CheckLimits`."""
+        return CheckLimits(capacity_headroom=self.capacity_headroom, max_bytes_to_move=self.max_bytes,
+                           max_partitions_to_move=self.max_partitions)
+
+
+class Workspace:
+    """Working copy of one snapshot's assignment. Construction is O(disks + replicas)."""
+
+    def __init__(self, snapshot: ClusterSnapshot, bounds: Bounds | None = None) -> None:
+        self.snapshot = snapshot
+        self.bounds = bounds or Bounds()
+        index = snapshot.index
+        self.index = index
+        self.topo = Topology(snapshot)
+        # Disks ordered by (dead last, pool, IDC, snapshot order): every group is a contiguous slice, so
+        # the numpy scans read views instead of gathering.
+        order = sorted(range(len(index.disk_ids)), key=lambda k: (
+            not self.topo.alive[index.disk_ids[k][0]], self.topo.pool[index.disk_ids[k][0]],
+            self.topo.idc[index.disk_ids[k][0]], k))
+        self.disk_ids = [index.disk_ids[k] for k in order]
+        self.pos = {d: i for i, d in enumerate(self.disk_ids)}
+        disks = [index.disk_by_id[d] for d in self.disk_ids]
+        self.max_bps = np.array([d.max_bytes_per_s for d in disks], dtype=np.float64)
+        self.inv_max = 1.0 / self.max_bps
+        self.load0 = np.array([index.disk_load[d] for d in self.disk_ids], dtype=np.float64)
+        self.load = self.load0.copy()
+        self.util_arr = self.load0 * self.inv_max
+        self.base = np.array([median(d.load_history) if d.load_history else float(self.util_arr[i])
+                              for i, d in enumerate(disks)], dtype=np.float64)
+        self.proj = self.base.copy()
+        self.used0 = np.array([d.used_bytes for d in disks], dtype=np.float64)
+        self.used = self.used0.copy()
+        self.limit = np.array([d.capacity_bytes * (1.0 - self.bounds.capacity_headroom) for d in disks],
+                              dtype=np.float64)
+        self.room = np.maximum(self.limit, self.used0) - self.used  # bytes a disk may still gain
+        self.disk_broker = np.array([b for b, _ in self.disk_ids], dtype=np.int64)
+        self.alive = np.array([self.topo.alive[b] for b, _ in self.disk_ids], dtype=bool)
+        self.broker_disks: dict[int, list[int]] = {}
+        for i, (b, _) in enumerate(self.disk_ids):
+            self.broker_disks.setdefault(b, []).append(i)
+        self.current: dict[PartitionId, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+        self.leader_override: dict[PartitionId, int] = {}
+        self.explicit_leaders: set[PartitionId] = set()
+        self.cost: dict[PartitionId, int] = {}
+        self.copied: dict[PartitionId, int] = {}  # replicas each planned partition copies
+        self.moved_bytes = 0
+        self.moved_partitions = 0
+        self._groups: dict[tuple[str, str | None], np.ndarray] = {}
+
+    # ------------------------------------------------------------------ reads
+    def partition(self, pid: PartitionId) -> Partition:
+        """The partition as in the snapshot."""
+        return self.index.partition_by_id[pid]
+
+    def replicas(self, p: Partition) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """Planned replicas and log dirs of ``p``."""
+        return self.current.get(p.id, (p.replicas, p.log_dirs))
+
+    def leader(self, p: Partition) -> int | None:
+        """Planned leader of ``p`` (Kafka's rule after a reassignment, then any leader change)."""
+        override = self.leader_override.get(p.id)
+        return override if override is not None else self.default_leader(p)
+
+    def default_leader(self, p: Partition) -> int | None:
+        """Leader once the planned move of ``p`` completes, before any leader change (as apply_plan)."""
+        replicas, dirs = self.replicas(p)
+        if p.leader in replicas or (replicas == p.replicas and dirs == p.log_dirs):
+            return p.leader
+        return replicas[0]
+
+    def util(self, i: int) -> float:
+        """Estimated utilisation of disk ``i`` under the plan so far."""
+        return float(self.util_arr[i])
+
+    def add_load(self, i: int, delta: float) -> None:
+        """Add ``delta`` bytes/s to disk ``i`` (its estimated and projected utilisation follow)."""
+        self.load[i] += delta
+        self.util_arr[i] = self.load[i] * self.inv_max[i]
+        self.proj[i] = self.base[i] + (self.load[i] - self.load0[i]) * self.inv_max[i]
+
+    def group(self, pool: str, idc: str | None = None) -> np.ndarray:
+        """Indices of the alive disks of ``pool`` (in ``idc`` when given), in snapshot order."""
+        key = (pool, idc)
+        found = self._groups.get(key)
+        if found is None:
+            found = np.array([i for i, (b, _) in enumerate(self.disk_ids)
+                              if self.alive[i] and self.topo.pool[b] == pool
+                              and (idc is None or self.topo.idc[b] == idc)], dtype=np.int64)
+            self._groups[key] = found
+        return found
+
+    def copies(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str]) -> int:
+        """Replicas of the target assignment that must be copied (new broker or new log dir)."""
+        old = set(zip(p.replicas, p.log_dirs, strict=True))
+        return sum(1 for pair in zip(replicas, dirs, strict=True) if pair not in old)
+
+    def within_bounds(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str]) -> bool:
+        """True when giving ``p`` this assignment keeps the plan inside its byte / partition bounds."""
+        if self.bounds.max_bytes is None and self.bounds.max_partitions is None:
+            return True
+        new_cost = self.copies(p, replicas, dirs) * p.size_bytes
+        old_cost = self.cost.get(p.id, 0)
+        b = self.bounds
+        if b.max_bytes is not None and self.moved_bytes - old_cost + new_cost > b.max_bytes:
+            return False
+        parts = self.moved_partitions - int(self._moved(p)) + int(new_cost > 0 or self.copies(p, replicas, dirs) > 0)
+        return b.max_partitions is None or parts <= b.max_partitions
+
+    def _moved(self, p: Partition) -> bool:
+        return self.copied.get(p.id, 0) > 0
+
+    def fits(self, i: int, size: int) -> bool:
+        """True when disk ``i`` may take ``size`` more bytes (capacity headroom, or it ends below its start)."""
+        return bool(self.room[i] >= size)
+
+    def contributions(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str],
+                      leader: int | None) -> list[tuple[int, float]]:
+        """(disk index, load) of every replica of ``p`` for the given assignment."""
+        return [(self.pos[(b, d)], p.bytes_in_per_s + (p.disk_read_bytes_per_s if b == leader else 0.0))
+                for b, d in zip(replicas, dirs, strict=True) if (b, d) in self.pos]
+
+    # ---------------------------------------------------------------- writes
+    def assign(self, p: Partition, replicas: tuple[int, ...], dirs: tuple[str, ...]) -> None:
+        """Give ``p`` a new planned assignment; loads, usage and move costs follow. O(RF)."""
+        old_r, old_d = self.replicas(p)
+        delta: dict[int, float] = {}
+        for i, load in self.contributions(p, old_r, old_d, self.leader(p)):
+            delta[i] = delta.get(i, 0.0) - load
+        size: dict[int, int] = {}
+        for pair in zip(old_r, old_d, strict=True):
+            if pair in self.pos:
+                size[self.pos[pair]] = size.get(self.pos[pair], 0) - p.size_bytes
+        was_moved = self._moved(p)
+        self.current[p.id] = (replicas, dirs)
+        override = self.leader_override.get(p.id)
+        if override is not None and override not in replicas:
+            del self.leader_override[p.id]
+        for i, load in self.contributions(p, replicas, dirs, self.leader(p)):
+            delta[i] = delta.get(i, 0.0) + load
+        for pair in zip(replicas, dirs, strict=True):
+            size[self.pos[pair]] = size.get(self.pos[pair], 0) + p.size_bytes
+        for i, change in delta.items():  # only disks whose load really changes are touched
+            if change:
+                self.add_load(i, change)
+        for i, bytes_ in size.items():
+            if bytes_:
+                self.used[i] += bytes_
+                self.room[i] -= bytes_
+        copies = self.copies(p, replicas, dirs)
+        self.copied[p.id] = copies
+        new_cost = copies * p.size_bytes
+        self.moved_bytes += new_cost - self.cost.get(p.id, 0)
+        self.cost[p.id] = new_cost
+        self.moved_partitions += int(self._moved(p)) - int(was_moved)
+
+    def set_leader(self, p: Partition, broker: int, *, explicit: bool = False) -> None:
+        """Make ``broker`` (a planned replica of ``p``) its leader; disk loads follow. O(RF).
+
+        ``explicit``: emit the leader change even when the moves alone would give the same leader
+        (a drain moves leadership before any data).
+        """
+        replicas, dirs = self.replicas(p)
+        if broker not in replicas:
+            raise PlannerError(f"broker {broker} is not a replica of {p.topic}-{p.partition}")
+        for i, load in self.contributions(p, replicas, dirs, self.leader(p)):
+            self.add_load(i, -load)
+        self.leader_override[p.id] = broker
+        if explicit:
+            self.explicit_leaders.add(p.id)
+        for i, load in self.contributions(p, replicas, dirs, broker):
+            self.add_load(i, load)
+
+    # ------------------------------------------------------------ targeting
+    def best_target(self, p: Partition, position: int, candidates: np.ndarray, *,
+                    max_util: float | None = None, exclude: Iterable[int] = (), tries: int = 64) -> int | None:
+        """The valid disk with the lowest projected utilisation for replica ``position`` of ``p``.
+
+        Valid: alive, in the candidate set, room within capacity headroom, the move keeps every hard
+        goal (:meth:`Topology.replica_set_ok`), the plan stays within its bounds, and (with
+        ``max_util``) the disk's estimated utilisation after the move stays ≤ ``max_util``. A disk of
+        the replica's own broker is an intra-broker (log dir) move. Ties break on (IDC, snapshot order).
+
+        One vectorised (numpy) pass over the candidates, then O(1) arrays ops per disk tried.
+        """
+        if len(candidates) == 0:
+            return None
+        return self._scan(p, position, candidates, max_util, set(exclude), tries)
+
+    def _valid(self, p: Partition, position: int, i: int) -> bool:
+        """Hard goals and plan bounds for putting replica ``position`` of ``p`` on disk ``i``."""
+        replicas, dirs = self.replicas(p)
+        dst_broker, dst_dir = self.disk_ids[i]
+        if dst_broker != replicas[position] and dst_broker in replicas:
+            return False
+        new_r = (*replicas[:position], dst_broker, *replicas[position + 1:])
+        topic = self.index.topic_by_name[p.topic]
+        if not self.topo.replica_set_ok(p.replicas, new_r, topic.pool, self.snapshot.placement_of(topic)):
+            return False
+        return self.within_bounds(p, new_r, (*dirs[:position], dst_dir, *dirs[position + 1:]))
+
+    def _added_load(self, p: Partition, position: int) -> tuple[int, float]:
+        replicas, dirs = self.replicas(p)
+        src = self.pos.get((replicas[position], dirs[position]), -1)
+        add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if self.leader(p) == replicas[position] else 0.0)
+        return src, add
+
+    def _scan(self, p: Partition, position: int, candidates: np.ndarray, max_util: float | None,
+              excluded: set[int], tries: int) -> int | None:
+        src, add = self._added_load(p, position)
+        first = int(candidates[0])
+        view: slice | np.ndarray = candidates
+        if int(candidates[-1]) - first + 1 == len(candidates):
+            view = slice(first, first + len(candidates))  # a group: read views, no gather
+        bad = self.room[view] < p.size_bytes
+        if max_util is not None:
+            bad |= self.util_arr[view] + add * self.inv_max[view] > max_util + EPS
+        if excluded:
+            bad |= np.isin(self.disk_broker[view], np.fromiter(excluded, dtype=np.int64))
+        score = self.proj[view] + bad * _BIG
+        if first <= src < first + len(candidates) and isinstance(view, slice):
+            score[src - first] = _BIG
+        elif not isinstance(view, slice):
+            score[candidates == src] = _BIG
+        for _ in range(tries):
+            k = int(np.argmin(score))
+            if score[k] >= _BIG:
+                return None
+            score[k] = _BIG
+            if self._valid(p, position, int(candidates[k])):
+                return int(candidates[k])
+        return None
+
+    def move_replica(self, p: Partition, position: int, target: int) -> None:
+        """Put replica ``position`` of ``p`` on disk ``target`` (same position in the replica list)."""
+        replicas, dirs = self.replicas(p)
+        b, d = self.disk_ids[target]
+        self.assign(p, (*replicas[:position], b, *replicas[position + 1:]),
+                    (*dirs[:position], d, *dirs[position + 1:]))
+
+    # ----------------------------------------------------------------- output
+    def moves(self) -> tuple[PartitionMove, ...]:
+        """Every partition whose planned assignment differs from the snapshot, sorted by partition id."""
+        out = []
+        for pid in sorted(self.current):
+            replicas, dirs = self.current[pid]
+            p = self.partition(pid)
+            if replicas != p.replicas or dirs != p.log_dirs:
+                out.append(PartitionMove(topic=p.topic, partition=p.partition, replicas=replicas, log_dirs=dirs))
+        return tuple(out)
+
+    def leader_changes(self) -> tuple[LeaderChange, ...]:
+        """Leader changes that differ from what the moves alone give, sorted by partition id."""
+        out = []
+        for pid in sorted(self.leader_override):
+            p = self.partition(pid)
+            want = self.leader_override[pid]
+            if want != self.default_leader(p) or pid in self.explicit_leaders:
+                out.append(LeaderChange(topic=p.topic, partition=p.partition, leader=want))
+        return tuple(out)
+
+    def to_plan(self, kind: str, notes: Sequence[str] = ()) -> Plan:
+        """The plan of everything planned so far, with its summary, checked by :func:`check_plan`.
+
+        Raises :class:`PlannerError` if the checker finds any violation (never returns a bad plan).
+        """
+        return finish_plan(self.snapshot, Plan(cluster=self.snapshot.cluster, kind=kind, moves=self.moves(),
+                                               leaders=self.leader_changes()),
+                           notes, self.bounds)
+
+
+def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bounds: Bounds) -> Plan:
+    """Attach summary and notes to ``draft`` and run the shared invariant checker on it."""
+    after = apply_plan(snapshot, draft)
+    plan = Plan(cluster=draft.cluster, kind=draft.kind, moves=draft.moves, leaders=draft.leaders,
+                summary=summarize_plan(snapshot, after, draft), notes=tuple(notes))
+    violations = check_plan(snapshot, plan, bounds.check_limits())
+    if violations:
+        shown = "; ".join(str(v) for v in violations[:5])
+        raise InvalidPlanError(f"planner produced an invalid {draft.kind} plan ({len(violations)} violations): {shown}")
+    return plan

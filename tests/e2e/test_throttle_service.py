@@ -1,0 +1,72 @@
+"""A real `guardian serve` process protects a kafkasim disk on its own: scheduled throttle job, wire adapters,
+API. kafkasim runs at 10x real time; the service evaluates every 0.5 s (5 simulated seconds)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controlplane.config import hash_token
+from controlplane.launcher import TOKEN, ServiceCluster
+from kafkasim.server import SimRunner
+from tests.integration.kafkasim_support import http_json, start_sim
+from tests.throttle_scenario import CLUSTER, spec
+
+
+@pytest.fixture()
+def sim() -> Iterator[SimRunner]:
+    s = spec(partition_throttle=True)
+    s["speed"] = 10.0
+    runner = start_sim(s)
+    runner.call(lambda: setattr(runner.server.fed.engine, "burst_rate_per_hour", 0.0))
+    yield runner
+    runner.stop()
+
+
+@pytest.fixture()
+def service(tmp_path: Path) -> Iterator[ServiceCluster]:
+    cluster = ServiceCluster(tmp_path, size=1)
+    cluster.config.write_text(f'[[tokens]]\nname = "admin"\nrole = "admin"\nsha256 = "{hash_token(TOKEN)}"\n'
+                              "[intervals]\nauto_rebalance_check_s = 3600\nthrottle_s = 0.5\n")
+    cluster.start_all()
+    try:
+        cluster.leader(timeout=20)
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def wait_for(fn, timeout: float, what: str):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_serve_throttles_a_lagging_consumer_and_releases_it(sim: SimRunner, service: ServiceCluster) -> None:
+    ep = sim.endpoints["clusters"][CLUSTER]
+    code, body = service.request(1, "POST", "/api/v1/clusters", {
+        "name": CLUSTER, "bootstrap_servers": ep["bootstrap_servers"].split(","),
+        "metrics_urls": {str(b["id"]): b["metrics_url"] for b in ep["brokers"]}})
+    assert code == 201, body
+    time.sleep(2.0)  # a few calm evaluations: nothing to do
+    assert service.request(1, "GET", "/api/v1/throttles")[1] == []
+    http_json(sim.endpoints["control_url"] + "/fault/lagging-consumer",
+              {"cluster": CLUSTER, "topic": "orders", "partition": 0, "lag_bytes": 6e9, "rate_bytes_per_s": 160e6})
+    rows = wait_for(lambda: service.request(1, "GET", "/api/v1/throttles")[1], 20, "a throttle")
+    assert rows[0]["key"] == "fetch:orders:0" and rows[0]["set_by"] == "throttle-protection"
+    cfg = sim.call(lambda: dict(sim.server.fed.clusters[CLUSTER].topics["orders"].configs))
+    assert "guardian.partition.throttle.fetch.bytes.per.second" in cfg
+    code, explain = service.request(1, "GET", f"/api/v1/throttle/explain/{CLUSTER}")
+    assert code == 200 and explain["history"][0]["type"] == "throttle.set", json.dumps(explain)[:500]
+    # the consumer catches up (6 GB at ~100 MB/s simulated = ~6 s real), then the throttle is released
+    wait_for(lambda: service.request(1, "GET", "/api/v1/throttles")[1] == [], 40, "the release")
+    cfg = sim.call(lambda: dict(sim.server.fed.clusters[CLUSTER].topics["orders"].configs))
+    assert "guardian.partition.throttle.fetch.bytes.per.second" not in cfg

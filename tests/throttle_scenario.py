@@ -1,0 +1,177 @@
+"""A seeded kafkasim scenario driven step by step for throttle protection (tests and the benchmark).
+
+kafkasim runs on real 127.0.0.1 ports with its clock frozen (speed ~0); :meth:`ThrottleScenario.step`
+advances simulated time through the control API and runs one throttle evaluation, which observes the
+cluster over Prometheus text + the Kafka protocol and acts through Kafka configs / client quotas.
+Ground truth for assertions (per-partition throughput, lag, latencies, disk util) is read from the
+simulator itself, independent of what Guardian measured.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from controlplane.adapters.kafka_throttle import KafkaThrottleActuator, KafkaThrottleSource
+from controlplane.service.commands import meta
+from controlplane.service.store import LocalStateStore
+from controlplane.service.throttle_loop import ClusterBinding, ThrottleService
+from kafkasim.scenario import build_federation
+from kafkasim.server import SimRunner
+from planners.throttle import ThrottleConfig
+from tests.integration.kafkasim_support import http_json
+
+CLUSTER = "east"
+HOT_PARTITION = ("orders", 0)
+
+
+def spec(partition_throttle: bool = True, seed: int = 5) -> dict[str, Any]:
+    """3 brokers x 2 HDDs (200 MB/s); orders (consumer ``billing``) and events (consumer ``analytics``)."""
+    return {
+        "seed": seed, "speed": 1e-6, "tick_seconds": 1.0,
+        "audit": {"enabled": True, "interval_s": 10, "topic": "__guardian_audit"},
+        "clusters": [{
+            "name": CLUSTER, "partition_throttle": partition_throttle,
+            "brokers": [{"count": 3, "idcs": ["idc-a"], "racks_per_idc": 3, "memory_gb": 8,
+                         "disks": [{"count": 2, "kind": "hdd"}]}],
+            "topics": [
+                {"name": "orders", "partitions": 6, "rf": 2, "bytes_in_per_s": 5e6, "size_gb": 20, "tail_groups": 1,
+                 "producer": {"client_id": "orders-svc"}, "consumer": {"client_id": "billing"}},
+                {"name": "events", "partitions": 6, "rf": 2, "bytes_in_per_s": 3e6, "size_gb": 4, "tail_groups": 2,
+                 "producer": {"client_id": "events-svc"}, "consumer": {"client_id": "analytics"}},
+            ]}],
+    }
+
+
+@dataclass
+class Truth:
+    """Simulator ground truth at one instant."""
+
+    t: float
+    fetch: dict[tuple[str, int], float]
+    produce: dict[tuple[str, int], float]
+    lag: dict[tuple[str, int], float]
+    produce_latency_ms: dict[tuple[str, int], float]
+    fetch_latency_ms: dict[tuple[str, int], float]
+    util: dict[tuple[int, str], float]
+    await_ms: dict[tuple[int, str], float]
+    leader_disk: dict[tuple[str, int], tuple[int, str]]
+    topic_configs: dict[str, dict[str, str]]
+    quotas: dict[str, dict[str, float]]
+    broker_configs: dict[int, dict[str, str]]
+    reassigning: int
+
+
+class ThrottleScenario:
+    """kafkasim + Guardian's throttle service on one local state store; ``close()`` when done."""
+
+    def __init__(self, partition_throttle: bool = True, protection: bool = True, seed: int = 5,
+                 step_s: float = 5.0, config: ThrottleConfig | None = None) -> None:
+        fed = build_federation(spec(partition_throttle, seed))
+        fed.engine.burst_rate_per_hour = 0.0  # no random bursts: "unaffected" is measurable to +-5%
+        self.fed = fed
+        # the clock is frozen (speed ~0: the tick loop never takes a micro-step whose real-traffic rates would
+        # be bytes / 1e-6 s); time moves only through advance()
+        self.runner = SimRunner(fed, speed=1e-12)
+        self.protection = protection
+        self.step_s = step_s
+        self.source: KafkaThrottleSource | None = None
+        self.actuator: KafkaThrottleActuator | None = None
+        try:
+            ep = self.runner.start()
+            self.control = ep["control_url"]
+            c = ep["clusters"][CLUSTER]
+            self.bootstrap = c["bootstrap_servers"]
+            self.store = LocalStateStore()
+            self.store.propose({"type": "cluster.register", "meta": meta("test"), "name": CLUSTER,
+                                "bootstrap_servers": self.bootstrap.split(","),
+                                "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]},
+                                "control_url": self.control})
+            self.source = KafkaThrottleSource(CLUSTER, self.bootstrap, c["metrics_urls"])
+            self.actuator = KafkaThrottleActuator(self.bootstrap)
+            self.service = ThrottleService(self.store, config or ThrottleConfig(), max_snapshot_age_s=60)
+            self.service.bind(CLUSTER, ClusterBinding(self.source, self.actuator))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close clients, then stop the simulator."""
+        for c in (self.source, self.actuator):
+            if c is not None:
+                c.close()
+        self.runner.stop()
+
+    # ------------------------------------------------------------------ driving
+    def advance(self, seconds: float) -> None:
+        """Advance simulated time (1 s physics ticks)."""
+        http_json(self.control + "/advance", {"seconds": seconds, "dt": 1.0})
+
+    def step(self) -> dict[str, Any]:
+        """Advance one throttle interval, then evaluate (protection on) or only observe (off)."""
+        self.advance(self.step_s)
+        if self.protection:
+            return self.service.evaluate(CLUSTER)
+        assert self.source is not None
+        self.source.observe()
+        return {"decisions": []}
+
+    def lagging_consumer(self, lag_bytes: float = 10e9, rate: float = 160e6) -> None:
+        """A consumer of orders-0 a long way behind, catching up at ``rate`` (reads the leader's disk)."""
+        http_json(self.control + "/fault/lagging-consumer", {"cluster": CLUSTER, "topic": HOT_PARTITION[0],
+                                                             "partition": HOT_PARTITION[1], "lag_bytes": lag_bytes,
+                                                             "rate_bytes_per_s": rate})
+
+    def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
+        """Start a reassignment over the Kafka protocol (what the executor would do)."""
+        from kafka import KafkaAdminClient, TopicPartition
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.alter_partition_reassignments({TopicPartition(topic, partition): replicas})
+        finally:
+            admin.close()
+
+    def throttles(self) -> dict[str, Any]:
+        """Throttles in the replicated state for the cluster."""
+        return dict(self.store.read(lambda s: json.loads(json.dumps(s["throttles"].get(CLUSTER, {})))))
+
+    def actions(self) -> list[dict[str, Any]]:
+        """The action log entries of throttle commands."""
+        return list(self.store.read(lambda s: json.loads(json.dumps(
+            [a for a in s["actions"] if a["type"].startswith("throttle.")]))))
+
+    def truth(self) -> Truth:
+        """Ground truth from the simulator (on its loop thread)."""
+        def read() -> Truth:
+            eng = self.fed.engine
+            cl = self.fed.clusters[CLUSTER]
+            if eng.dirty:
+                eng.rebuild()
+            f = eng.f
+            fetch, produce, lag, plat, flat, ldisk = {}, {}, {}, {}, {}, {}
+            for t in cl.topics.values():
+                for p in t.partitions:
+                    key = (t.name, p.index)
+                    fetch[key] = float(f["syn_out"][p.slot])
+                    produce[key] = float(f["syn_in"][p.slot])
+                    lag[key] = float(f["lag"][p.slot])
+                    plat[key] = float(f["produce_latency_ms"][p.slot])
+                    flat[key] = float(f["fetch_latency_ms"][p.slot])
+                    if p.leader >= 0:
+                        d = eng.disks[p.log_dirs[p.leader]]
+                        ldisk[key] = (p.leader, d.path)
+            util = {(b.id, d.path): float(eng.d_util[d.gidx]) for b in cl.brokers.values() for d in b.disks}
+            aw = {(b.id, d.path): float(eng.d_await[d.gidx]) for b in cl.brokers.values() for d in b.disks}
+            quotas: dict[str, dict[str, float]] = {}
+            for entity, values in cl.quotas.items():
+                quotas[",".join(f"{k}={v}" for k, v in entity)] = dict(values)
+            return Truth(t=eng.t, fetch=fetch, produce=produce, lag=lag, produce_latency_ms=plat,
+                         fetch_latency_ms=flat, util=util, await_ms=aw, leader_disk=ldisk,
+                         topic_configs={n: dict(t.configs) for n, t in cl.topics.items()}, quotas=quotas,
+                         broker_configs={b.id: dict(b.configs or {}) for b in cl.brokers.values()},
+                         reassigning=sum(1 for t in cl.topics.values() for p in t.partitions if p.reassignment))
+
+        result: Truth = self.runner.call(read)
+        return result

@@ -1,0 +1,83 @@
+"""Seeding kafkasim from guardian.snapshot/v1 documents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kafkasim.scenario import ScenarioError, build_federation
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "small.json"
+
+
+def snapshot() -> dict:
+    return json.loads(EXAMPLE.read_text())
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="example snapshot not present")
+def test_seeded_cluster_matches_snapshot_and_physics_agrees() -> None:
+    snap = snapshot()
+    fed = build_federation({"seed": 1, "clusters": [{"snapshot": str(EXAMPLE), "partition_throttle": True}]})
+    cl = fed.clusters[snap["cluster"]]
+    assert sorted(cl.brokers) == sorted(b["id"] for b in snap["brokers"])
+    for t in snap["topics"]:
+        for ps in t["partitions"]:
+            p = cl.topics[t["name"]].partitions[ps["partition"]]
+            assert p.replicas == ps["replicas"] and p.leader == ps["leader"]
+            paths = [next(d.path for d in cl.brokers[r].disks if d.gidx == p.log_dirs[r]) for r in p.replicas]
+            assert paths == ps["log_dirs"]
+            assert fed.engine.f["size"][p.slot] == pytest.approx(ps["size_bytes"])
+    eng = fed.engine
+    eng.burst_rate_per_hour = 0.0
+    eng.advance(5, 1.0)
+    sim_w, snap_w = [], []
+    for b in snap["brokers"]:
+        for d in b["disks"]:
+            disk = cl.brokers[b["id"]].disk_by_path(d["path"])
+            assert disk is not None
+            sim_w.append(float(eng.d_write_rate[disk.gidx]))
+            snap_w.append(d["write_bytes_per_s"])
+    # the same replicas write the same bytes_in (up to the diurnal factor shared by all)
+    assert np.corrcoef(sim_w, snap_w)[0, 1] > 0.95
+
+
+def test_bad_snapshots_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"\$.clusters\[0\].snapshot.format"):
+        build_federation({"clusters": [{"snapshot": {"format": "nope"}}]})
+    snap = {"format": "guardian.snapshot/v1", "cluster": "x",
+            "brokers": [{"id": 1, "disks": [{"path": "/d1", "kind": "hdd"}]}],
+            "topics": [{"name": "t", "partitions": [{"partition": 0, "replicas": [1], "log_dirs": ["/zz"]}]}]}
+    with pytest.raises(ScenarioError, match=r"partitions\[0\].log_dirs: broker 1 has no log dir '/zz'"):
+        build_federation({"clusters": [{"snapshot": snap}]})
+    snap["topics"][0]["partitions"][0]["replicas"] = [7]
+    with pytest.raises(ScenarioError, match="unknown brokers"):
+        build_federation({"clusters": [{"snapshot": snap}]})
+    snap["topics"][0]["partitions"][0] = {"partition": 0, "replicas": [1], "log_dirs": ["/d1"],
+                                          "bytes_in_per_s": 1e6, "disk_read_bytes_per_s": 5e6}
+    snap["brokers"][0]["state"] = "alive"
+    fed = build_federation({"clusters": [{"snapshot": snap}]})
+    fed.engine.advance(3, 1.0)
+    d = fed.clusters["x"].brokers[1].disks[0].gidx
+    assert fed.engine.d_read_rate[d] == pytest.approx(5e6)
+
+
+def test_generated_snapshot_seeds_a_sim_whose_disk_load_agrees() -> None:
+    from controlplane.domain.snapshot_file import parse_snapshot, snapshot_to_dict
+    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    from kafkasim.truth import snapshot_of
+
+    d = snapshot_to_dict(generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=4, partitions=600,
+                                                         dead_brokers=1, seed=5)))
+    fed = build_federation({"seed": 5, "clusters": [{"snapshot": d}]})
+    fed.engine.burst_rate_per_hour = 0.0
+    fed.engine.advance(60, 10.0)
+    out = snapshot_of(fed, d["cluster"])
+    parse_snapshot(json.dumps(out))  # the ground truth is a valid snapshot
+    assert [b["state"] for b in out["brokers"]].count("dead") == 1
+    gen = {(b["id"], x["path"]): x["util"] for b in d["brokers"] for x in b["disks"] if b["state"] != "dead"}
+    sim = {(b["id"], x["path"]): x["util"] for b in out["brokers"] for x in b["disks"]}
+    keys = sorted(gen)
+    assert np.corrcoef([gen[k] for k in keys], [sim[k] for k in keys])[0, 1] > 0.9
