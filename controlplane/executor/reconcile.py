@@ -297,9 +297,25 @@ class Executor:
         ex = self.execution(eid) or ex
         tasks = ex["tasks"]
         # 5. throttles for what is (about to be) in flight, then submit
+        # cancels go first: a copy must never run unthrottled between its throttle's removal and its cancel
+        cancels = _Submit(reassign={tp: None for tp, r in submit.reassign.items() if r is None},
+                          log_dirs={k: d for k, d in submit.log_dirs.items() if self._is_cancel(k, tasks, submit)})
+        for tp in cancels.reassign:
+            del submit.reassign[tp]
+        for k in cancels.log_dirs:
+            del submit.log_dirs[k]
+        self._submit(cancels, tasks, eid)
         flows, topic_lists = self._flows(tasks, live, dirs, submit)
         rates = self._rates(flows, live, now)
-        self._sync_throttles(rates, topic_lists, live)
+        failed = self._sync_throttles(rates, topic_lists, live)
+        if failed:  # never start a copy whose throttle is not in force: it is retried next pass
+            held = [tp for tp, r in submit.reassign.items() if r is not None
+                    and (tp[0] in failed or failed & set(r) or (tp in live.partitions
+                                                                and live.partitions[tp].leader in failed))]
+            for tp in held:
+                del submit.reassign[tp]
+            for key3 in [k for k in submit.log_dirs if k[2] in failed]:
+                del submit.log_dirs[key3]
         self._submit(submit, tasks, eid)
         # 6. progress and completion
         report.completed = sum(1 for k, u in updates.items() if u["state"] == "COMPLETED"
@@ -355,6 +371,7 @@ class Executor:
             cur = main_dir(dirs, t["topic"], t["partition"], b)
             if future_dir(dirs, t["topic"], t["partition"], b) is not None and cur is not None:
                 submit.log_dirs[(t["topic"], t["partition"], b)] = cur.log_dir  # back to where it is: no future
+                submit.owner[(t["topic"], t["partition"], b)] = t["key"]
 
     def _drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
                update: Callable[..., None], submit: _Submit, *, resubmit: bool) -> None:
@@ -536,8 +553,12 @@ class Executor:
         return broker_rates(flows, self.last_disks, policy, previous, epoch, network)
 
     def _sync_throttles(self, rates: Mapping[tuple[int, str], float],
-                        lists: Mapping[str, Mapping[str, set[str]]], live: LiveCluster) -> None:
-        """Make the cluster's migration throttles exactly ``rates`` and ``lists``; record before setting."""
+                        lists: Mapping[str, Mapping[str, set[str]]], live: LiveCluster) -> set[Any]:
+        """Make the cluster's migration throttles exactly ``rates`` and ``lists``; record before setting.
+
+        Returns the brokers (ids) and topics (names) whose change failed (retried next pass).
+        """
+        failed: set[Any] = set()
         owned = self._owned_throttles()
         cluster = self.config.cluster
         want_b: dict[int, dict[str, str]] = {}
@@ -566,6 +587,7 @@ class Executor:
                 self.admin.set_broker_configs({b: changes})
             except AdminError as exc:  # recorded (write-ahead): retried next pass
                 log.warning("throttle change on broker %s failed: %s", b, exc)
+                failed.add(b)
                 continue
             final = {k: v for k, v in merged.items() if k in want}
             final.update(want)
@@ -595,6 +617,7 @@ class Executor:
                     self.admin.alter_topic_lists(topic, k, append=want_t[k] - have[k], subtract=have[k] - want_t[k])
             except AdminError as exc:
                 log.warning("throttled-replica change on topic %s failed: %s", topic, exc)
+                failed.add(topic)
                 continue
             if any(want_t.values()):
                 self._propose("throttle.set", "throttled replicas", cluster=cluster, key=key,
@@ -603,8 +626,15 @@ class Executor:
                               rate_bytes_per_s=0)
             else:
                 self._propose("throttle.clear", "no migration on this topic", cluster=cluster, key=key)
+        return failed
 
     # ------------------------------------------------------------------ submission
+    @staticmethod
+    def _is_cancel(key: tuple[str, int, int], tasks: Mapping[str, Task], submit: _Submit) -> bool:
+        """True when a log-dir request cancels a future replica (its task is being aborted)."""
+        owner = tasks.get(submit.owner.get(key, ""))
+        return owner is not None and owner["state"] == "ABORTING"
+
     def _submit(self, submit: _Submit, tasks: Mapping[str, Task], eid: int) -> None:
         if submit.reassign:
             try:

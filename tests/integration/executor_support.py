@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from controlplane.adapters.kafka_admin import (
     BROKER_THROTTLE_KEYS,
+    AdminError,
     BrokerEndpoint,
     ClusterEndpoints,
     KafkaAdmin,
@@ -76,7 +78,17 @@ class Sim:
         return self.admin.live()
 
     def leftover_throttles(self) -> dict[str, Any]:
-        """Every migration throttle config still set on any alive broker or topic."""
+        """Every migration throttle config still set on any alive broker or topic (retries stale metadata)."""
+        for attempt in range(20):
+            try:
+                return self._leftover_throttles()
+            except AdminError:  # e.g. a just-revived broker the client's metadata does not know yet
+                if attempt == 19:
+                    raise
+                time.sleep(0.2)
+        return {}
+
+    def _leftover_throttles(self) -> dict[str, Any]:
         live = self.live()
         out: dict[str, Any] = {}
         for b, cfg in self.admin.broker_configs(live.alive, BROKER_THROTTLE_KEYS).items():
@@ -126,7 +138,5 @@ def read_state(path: Path) -> dict[str, Any]:
         try:
             return dict(json.loads(path.read_text()))
         except (FileNotFoundError, json.JSONDecodeError):
-            import time
-
             time.sleep(0.05)
     raise AssertionError(f"state file {path} unreadable")
