@@ -161,3 +161,27 @@ def test_partition_expansion_cancels_only_that_topics_tasks(make_sim: Any) -> No
         if t["topic"] == "t-0":
             assert list(after.partitions[(t["topic"], t["partition"])].replicas) == t["source_replicas"]
     assert sim.leftover_throttles() == {}
+
+
+def test_caps_change_while_running_and_a_slow_move_does_not_block_others(make_sim: Any) -> None:
+    sim = make_sim(scenario(brokers=6, topics=1, partitions=12, rf=2, size_gb=0.2, speed=5))
+    plan = one_replica_plan(sim.live())
+    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=1e6))
+    eid = ex.start(plan, caps={"per_broker": 1, "per_disk": 9, "per_cluster": 50})
+
+    def in_flight() -> list[dict[str, Any]]:
+        return [t for t in tasks_of(ex, eid).values() if t["state"] == "IN_PROGRESS"]
+
+    ex.run_pass()
+    first = in_flight()
+    dests = Counter(b for t in first for b in t["target_replicas"] if b not in t["source_replicas"])
+    assert first and max(dests.values()) == 1
+    ex.set_caps(eid, {"per_broker": 3, "per_cluster": 4})
+    ex.run_pass()
+    second = in_flight()
+    assert len(second) == 4 > len(first)  # more slots: new moves start while the first ones still copy
+    assert {t["key"] for t in first} <= {t["key"] for t in second}
+    ex.stop(eid, rollback=True)
+    report = ex.run(interval_s=0.1)
+    assert report.status == "stopped"
+    assert sim.live().reassignments == {} and sim.leftover_throttles() == {}
