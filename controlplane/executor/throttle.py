@@ -206,20 +206,33 @@ def per_flow_allowance(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate],
                 continue
             mig[d] = mig.get(d, 0.0) + f.observed_bytes_per_s
             count[d] = count.get(d, 0) + 1
-    per_disk: dict[DiskKey, float] = {}
-    for d, n in count.items():
+    def headroom(d: DiskKey) -> float | None:
         rate = disks.get(d)
         if rate is None:
-            continue
-        share = min(mig[d] / rate.bytes_per_s, 1.0) if rate.bytes_per_s > 0 else 0.0
+            return None
+        share = min(mig.get(d, 0.0) / rate.bytes_per_s, 1.0) if rate.bytes_per_s > 0 else 0.0
         u0 = rate.util * (1.0 - share)
         bytes_per_util = rate.bytes_per_s / rate.util if rate.util > 0.05 else rate.max_bytes_per_s
         if not math.isfinite(bytes_per_util) or bytes_per_util <= 0:
             bytes_per_util = rate.max_bytes_per_s
-        per_disk[d] = max((threshold - u0) * bytes_per_util, 0.0) / n
+        return max((threshold - u0) * bytes_per_util, 0.0)
+
+    per_disk: dict[DiskKey, float] = {}
+    for d, n in count.items():
+        room = headroom(d)
+        if room is not None:
+            per_disk[d] = room / n
+    by_broker: dict[int, list[DiskKey]] = {}
+    for d in disks:
+        by_broker.setdefault(d[0], []).append(d)
     out: dict[Flow, float] = {}
     for f in flows:
         known = [per_disk[d] for d in (f.src_disk, f.dst_disk) if d is not None and d in per_disk]
+        if f.dst_disk is None:  # the broker has not placed the new replica yet: assume its busiest disk
+            rooms = [r / (count.get(d, 0) + 1) for d in by_broker.get(f.dst_broker, [])
+                     if (r := headroom(d)) is not None]
+            if rooms:
+                known.append(min(rooms))
         if known:
             out[f] = min(known)
     return out

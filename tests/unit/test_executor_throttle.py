@@ -150,3 +150,10 @@ def test_parse_host_reads_broker_network_counters() -> None:
                    "kafka_server_brokertopicmetrics_reassignmentbytesin_total 25\n"
                    "kafka_server_brokertopicmetrics_bytesout_total 300\n")
     assert parse_host(text, 0).net == {"in": 175.0, "reassign_in": 25.0, "out": 300.0}
+
+
+def test_a_replica_not_placed_yet_is_bounded_by_its_brokers_busiest_disk() -> None:
+    flow = Flow("a>2", "move", 1, 2, None, None, 0.0)
+    disks = {(2, "/d1"): DiskRate(0.2, 40e6, 200e6), (2, "/d2"): DiskRate(0.6, 120e6, 200e6)}
+    rates = broker_rates([flow], disks, ThrottlePolicy(util_threshold=0.7, gain=1.0), {}, NOON)
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(20e6)  # (0.7 - 0.6) x 200 MB/s on /d2
