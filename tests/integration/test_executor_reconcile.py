@@ -13,6 +13,8 @@ from kafka.admin import NewPartitions
 
 from controlplane.adapters.kafka_admin import KafkaAdmin
 from controlplane.adapters.prom_scrape import DiskScraper
+from controlplane.domain import PartitionMove, Plan
+from controlplane.executor.live import main_dir
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.service.store import LocalStateStore
@@ -185,3 +187,35 @@ def test_caps_change_while_running_and_a_slow_move_does_not_block_others(make_si
     report = ex.run(interval_s=0.1)
     assert report.status == "stopped"
     assert sim.live().reassignments == {} and sim.leftover_throttles() == {}
+
+
+def test_intra_broker_log_dir_moves_complete_under_the_alter_log_dirs_throttle(make_sim: Any) -> None:
+    sim = make_sim(scenario(brokers=4, topics=1, partitions=8, rf=2, size_gb=0.2, speed=10))
+    live = sim.live()
+    dirs = sim.admin.log_dirs(live.alive)
+    moves = []
+    for tp, p in sorted(live.partitions.items()):
+        lead = p.replicas[0]
+        cur = main_dir(dirs, *tp, lead)
+        assert cur is not None
+        other = "/data2" if cur.log_dir == "/data1" else "/data1"
+        moves.append(PartitionMove(tp[0], tp[1], p.replicas, (other, None)))
+    plan = Plan("c1", "disk-balance", tuple(moves))
+    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=20e6))
+    eid = ex.start(plan, caps={"per_disk": 1})
+    assert {t["action"] for t in tasks_of(ex, eid).values()} == {"move_log_dir"}
+    saw_rate = False
+
+    def on_pass(report: PassReport) -> None:
+        nonlocal saw_rate
+        saw_rate = saw_rate or "replica.alter.log.dirs.io.max.bytes.per.second" in str(sim.leftover_throttles())
+
+    report = ex.run(interval_s=0.2, on_pass=on_pass)
+    assert report.status == "completed", tasks_of(ex, eid)
+    after = sim.admin.log_dirs(live.alive)
+    for move in plan.moves:
+        got = main_dir(after, *move.id, move.replicas[0])
+        assert got is not None and got.log_dir == move.log_dirs[0]
+    assert saw_rate, "the intra-broker throttle was never set"
+    assert sim.submissions == Counter()  # no inter-broker reassignment for a log-dir move
+    assert sim.leftover_throttles() == {}
