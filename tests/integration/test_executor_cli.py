@@ -56,7 +56,7 @@ def counts(execution: dict[str, Any]) -> Counter[str]:
 
 
 def test_restart_mid_run_resumes_without_duplicate_submission(make_sim: Any, tmp_path: Path) -> None:
-    sim = make_sim(scenario(brokers=6, topics=2, partitions=20, rf=2, size_gb=0.3, speed=10))
+    sim = make_sim(scenario(brokers=6, topics=2, partitions=20, rf=2, size_gb=0.3, speed=20))
     plan = one_replica_plan(sim.live())
     plan_file = write_plan(plan, tmp_path / "plan.json")
     state = tmp_path / "state.json"
