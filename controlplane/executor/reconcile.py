@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.adapters.kafka_admin import (
+    ALTER_DIRS_RATE,
+    FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
     LEADER_REPLICAS,
     AdminError,
@@ -57,6 +59,7 @@ from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
 THROTTLE_PREFIX = "migration."
+PROTECTION_KINDS = {"migration_rate": FOLLOWER_RATE, "intra_broker_rate": ALTER_DIRS_RATE}
 ELECTION_ERRORS_OK = {0, 84}
 
 
@@ -112,6 +115,15 @@ class _Submit:
     log_dirs: dict[tuple[str, int, int], str] = field(default_factory=dict)
     elect: list[tuple[str, int]] = field(default_factory=list)
     owner: dict[Any, str] = field(default_factory=dict)
+
+
+def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
+    """True when two rate config values differ by at most ``tolerance`` (relative); garbage is never close."""
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= tolerance * max(abs(y), 1.0)
 
 
 def plan_digest(plan_doc: Mapping[str, Any]) -> str:
@@ -550,13 +562,35 @@ class Executor:
         network = None
         if self.scraper is not None and policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
-        return broker_rates(flows, self.last_disks, policy, previous, epoch, network)
+        rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network)
+        for (b, key), ceiling in self._protection_ceilings().items():  # disk protection wins over migration
+            if (b, key) in rates:
+                rates[(b, key)] = min(rates[(b, key)], ceiling)
+        return rates
+
+    def _protection_ceilings(self) -> dict[tuple[int, str], float]:
+        """Migration rates the throttle protection (issue 5) has in force, as ceilings per broker."""
+        def read(state: JsonDict) -> dict[tuple[int, str], float]:
+            out: dict[tuple[int, str], float] = {}
+            for v in state["throttles"].get(self.config.cluster, {}).values():
+                key = PROTECTION_KINDS.get(str(v.get("kind")))
+                broker = (v.get("target") or {}).get("broker")
+                if key is None or not isinstance(broker, int):
+                    continue
+                rate = float(v.get("rate_bytes_per_s", 0.0))
+                out[(broker, key)] = min(out.get((broker, key), math.inf), rate)
+            return out
+
+        return self.store.read(read)
 
     def _sync_throttles(self, rates: Mapping[tuple[int, str], float],
                         lists: Mapping[str, Mapping[str, set[str]]], live: LiveCluster) -> set[Any]:
         """Make the cluster's migration throttles exactly ``rates`` and ``lists``; record before setting.
 
-        Returns the brokers (ids) and topics (names) whose change failed (retried next pass).
+        Level-based: compares with the configs *read from the cluster* this pass, so a throttle someone
+        else removed or changed is put back, and only entries this executor recorded are ever removed
+        (list entries of others are left alone). Returns the brokers (ids) and topics (names) whose
+        change failed (retried next pass).
         """
         failed: set[Any] = set()
         owned = self._owned_throttles()
@@ -566,65 +600,94 @@ class Executor:
             want_b.setdefault(b, {})[key] = str(int(r))
         have_b = {int(v["target"]["broker"]): dict(v["target"].get("configs", {}))
                   for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "broker"}
-        for b in sorted(set(want_b) | set(have_b)):
+        brokers = sorted(set(want_b) | set(have_b))
+        alive_b = [b for b in brokers if b in live.alive]
+        actual_b: dict[int, dict[str, str]] | None = {}
+        if alive_b:
+            try:
+                actual_b = self.admin.broker_configs(alive_b)
+            except AdminError as exc:
+                log.warning("reading broker throttles failed: %s", exc)
+                failed.update(alive_b)
+                actual_b = None
+        for b in brokers:
             want, have = want_b.get(b, {}), have_b.get(b, {})
+            key = f"mig.b{b}"
+            if b not in live.alive or actual_b is None:
+                continue  # a dead broker cannot be altered: keep the record, clear it once it is back
+            actual = actual_b.get(b, {})
             changes: dict[str, str | None] = {}
             for k in set(want) | set(have):
                 if k not in want:
-                    changes[k] = None
-                elif k not in have or abs(float(want[k]) - float(have[k])) > 0.02 * max(float(have[k]), 1.0):
+                    if k in actual:
+                        changes[k] = None
+                elif k not in actual or not _close(want[k], actual[k]):
                     changes[k] = want[k]
-            if not changes:
+            if changes:
+                merged = {**have, **{k: v for k, v in changes.items() if v is not None}}
+                self._propose("throttle.set", "migration throttle (write-ahead)", cluster=cluster, key=key,
+                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": merged},
+                              rate_bytes_per_s=max((float(v) for v in merged.values()), default=0.0))
+                try:
+                    self.admin.set_broker_configs({b: changes})
+                except AdminError as exc:  # recorded (write-ahead): retried next pass
+                    log.warning("throttle change on broker %s failed: %s", b, exc)
+                    failed.add(b)
+                    continue
+            elif set(want) == set(have) and all(_close(want[k], have[k]) for k in want):
                 continue
-            key = f"mig.b{b}"
-            if b not in live.alive and not want:
-                continue  # a dead broker cannot be altered: keep the record, clear it once it is back
-            merged = {**have, **{k: v for k, v in changes.items() if v is not None}}
-            self._propose("throttle.set", "migration throttle (write-ahead)", cluster=cluster, key=key,
-                          kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": merged},
-                          rate_bytes_per_s=max((float(v) for v in merged.values()), default=0.0))
-            try:
-                self.admin.set_broker_configs({b: changes})
-            except AdminError as exc:  # recorded (write-ahead): retried next pass
-                log.warning("throttle change on broker %s failed: %s", b, exc)
-                failed.add(b)
-                continue
-            final = {k: v for k, v in merged.items() if k in want}
-            final.update(want)
-            if final:
+            if want:
                 self._propose("throttle.set", "migration throttle", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": final},
-                              rate_bytes_per_s=max(float(v) for v in final.values()))
-            else:
+                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": want},
+                              rate_bytes_per_s=max(float(v) for v in want.values()))
+            elif have or changes:
                 self._propose("throttle.clear", "no migration on this broker", cluster=cluster, key=key)
-        have_t = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in (LEADER_REPLICAS,
-                                                                                      FOLLOWER_REPLICAS)}
+        empty: dict[str, set[str]] = {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()}
+        have_t = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
                   for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
-        for topic in sorted(set(lists) | set(have_t)):
-            want_t = {k: set(lists.get(topic, {}).get(k, set())) for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
-            have = have_t.get(topic, {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()})
-            if want_t == have:
-                continue
+        topics = sorted(set(lists) | set(have_t))
+        present = [t for t in topics if t in live.topic_sizes]
+        actual_t: dict[str, dict[str, str]] | None = {}
+        if present:
+            try:
+                actual_t = self.admin.topic_configs(present)
+            except AdminError as exc:
+                log.warning("reading throttled replicas failed: %s", exc)
+                failed.update(present)
+                actual_t = None
+        for topic in topics:
+            want_t = {k: set(lists.get(topic, {}).get(k, set())) for k in empty}
+            have = have_t.get(topic, empty)
             key = f"mig.t.{topic}"
             if topic not in live.topic_sizes:
-                self._propose("throttle.clear", "topic deleted", cluster=cluster, key=key)
+                if topic in have_t:
+                    self._propose("throttle.clear", "topic deleted", cluster=cluster, key=key)
                 continue
-            union = {k: sorted(want_t[k] | have[k]) for k in want_t}
-            self._propose("throttle.set", "throttled replicas (write-ahead)", cluster=cluster, key=key,
-                          kind=THROTTLE_PREFIX + "topic", target={"topic": topic, **union}, rate_bytes_per_s=0)
-            try:
-                for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
-                    self.admin.alter_topic_lists(topic, k, append=want_t[k] - have[k], subtract=have[k] - want_t[k])
-            except AdminError as exc:
-                log.warning("throttled-replica change on topic %s failed: %s", topic, exc)
-                failed.add(topic)
+            if actual_t is None:
+                continue
+            cur = {k: actual_t.get(topic, {}).get(k, "") for k in empty}
+            cur_sets = {k: {e.strip() for e in v.split(",") if e.strip()} for k, v in cur.items()}
+            adds = {k: set() if cur[k].strip() == "*" else want_t[k] - cur_sets[k] for k in empty}
+            subs = {k: (have[k] - want_t[k]) & cur_sets[k] for k in empty}
+            if any(adds.values()) or any(subs.values()):
+                union = {k: sorted(want_t[k] | have[k]) for k in empty}
+                self._propose("throttle.set", "throttled replicas (write-ahead)", cluster=cluster, key=key,
+                              kind=THROTTLE_PREFIX + "topic", target={"topic": topic, **union}, rate_bytes_per_s=0)
+                try:
+                    for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+                        self.admin.alter_topic_lists(topic, k, append=adds[k], subtract=subs[k])
+                except AdminError as exc:
+                    log.warning("throttled-replica change on topic %s failed: %s", topic, exc)
+                    failed.add(topic)
+                    continue
+            elif want_t == have:
                 continue
             if any(want_t.values()):
                 self._propose("throttle.set", "throttled replicas", cluster=cluster, key=key,
                               kind=THROTTLE_PREFIX + "topic",
                               target={"topic": topic, **{k: sorted(v) for k, v in want_t.items()}},
                               rate_bytes_per_s=0)
-            else:
+            elif topic in have_t:
                 self._propose("throttle.clear", "no migration on this topic", cluster=cluster, key=key)
         return failed
 

@@ -219,3 +219,31 @@ def test_intra_broker_log_dir_moves_complete_under_the_alter_log_dirs_throttle(m
     assert saw_rate, "the intra-broker throttle was never set"
     assert sim.submissions == Counter()  # no inter-broker reassignment for a log-dir move
     assert sim.leftover_throttles() == {}
+
+
+def test_throttles_are_level_based_respect_protection_and_leave_foreign_entries(make_sim: Any) -> None:
+    sim = make_sim(scenario(brokers=6, topics=1, partitions=6, rf=2, size_gb=0.5, speed=5))
+    plan = one_replica_plan(sim.live())
+    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=4e6))
+    eid = ex.start(plan, caps={"per_broker": 5})
+    ex.run_pass()
+    running = [t for t in tasks_of(ex, eid).values() if t["state"] == "IN_PROGRESS"]
+    dest = next(b for b in running[0]["target_replicas"] if b not in running[0]["source_replicas"])
+    assert sim.admin.broker_configs([dest])[dest]["follower.replication.throttled.rate"] == "4000000"
+    # someone else removes our throttle and adds their own list entry: the next pass puts ours back
+    sim.admin.set_broker_configs({dest: {"follower.replication.throttled.rate": None}})
+    listed = sim.admin.topic_configs(["t-0"])["t-0"]["follower.replication.throttled.replicas"]
+    sim.admin.alter_topic_lists("t-0", "follower.replication.throttled.replicas", append=["5:1"],
+                                subtract=listed.split(","))
+    # and the disk-protection loop caps migration into `dest`
+    ex.store.propose({"type": "throttle.set", "meta": {"who": "throttle-protection", "at": "2026-11-22T01:00:00Z"},
+                      "cluster": "c1", "key": f"migration:broker:{dest}", "kind": "migration_rate",
+                      "target": {"broker": dest}, "rate_bytes_per_s": 1e6})
+    ex.run_pass()
+    assert sim.admin.broker_configs([dest])[dest]["follower.replication.throttled.rate"] == "1000000"
+    entries = set(sim.admin.topic_configs(["t-0"])["t-0"]["follower.replication.throttled.replicas"].split(","))
+    assert set(listed.split(",")) | {"5:1"} <= entries
+    ex.stop(eid, rollback=True)
+    assert ex.run(interval_s=0.1).status == "stopped"
+    leftovers = sim.leftover_throttles()
+    assert leftovers == {"topic t-0": {"follower.replication.throttled.replicas": "5:1"}}
