@@ -196,27 +196,53 @@ class Executor:
         """
         doc = plan_to_dict(plan)
         digest = plan_digest(doc)
-        active = self.active_execution()
+        active = self._check_idle(digest)
         if active is not None:
-            if active.get("options", {}).get("plan_digest") == digest:
-                return int(active["id"])
-            raise ExecutionConflict(f"cluster {self.config.cluster!r} already runs execution {active['id']} "
-                                    f"(plan {active['plan_id']}); stop it or wait for it to finish")
+            return active
+        tasks, counts = self._prepare(plan, batches)
+        plan_id = self._propose("plan.propose", why, cluster=self.config.cluster, kind=plan.kind, plan=doc)["plan_id"]
+        self._propose("plan.approve", why, plan_id=plan_id)
+        return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
+
+    def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
+                       why: str = "approved plan executed") -> int:
+        """Start an execution of a plan already proposed and approved in the store (the service's path)."""
+        digest = plan_digest(plan_to_dict(plan))
+        active = self._check_idle(digest)
+        if active is not None:
+            return active
+        tasks, counts = self._prepare(plan, None)
+        return self._start_execution(plan_id, tasks, counts, digest, caps, None, why)
+
+    def _check_idle(self, digest: str) -> int | None:
+        active = self.active_execution()
+        if active is None:
+            return None
+        if active.get("options", {}).get("plan_digest") == digest:
+            return int(active["id"])
+        raise ExecutionConflict(f"cluster {self.config.cluster!r} already runs execution {active['id']} "
+                                f"(plan {active['plan_id']}); stop it or wait for it to finish")
+
+    def _prepare(self, plan: Plan, batches: Mapping[tuple[str, int], int] | None
+                 ) -> tuple[list[Task], dict[str, int]]:
+        """Check the plan against the live cluster (shared invariant checker) and derive its tasks."""
+        if plan.cluster != self.config.cluster:
+            raise PlanRejected([Violation("cluster-mismatch", f"plan is for cluster {plan.cluster!r}, "
+                                                              f"executor for {self.config.cluster!r}")])
         live, dirs = self.read_cluster()
         capacity = self.admin.disk_capacity(live.alive)
         snapshot = live_snapshot(self.config.cluster, live, dirs, capacity, self.endpoints)
         violations = check_plan(snapshot, plan, self.config.check_limits)
         if violations:
             raise PlanRejected(violations)
-        current = current_partitions(live, dirs)
-        tasks = tasks_from_plan(plan, current, batches)
-        topics = sorted({t["topic"] for t in tasks})
-        plan_id = self._propose("plan.propose", why, cluster=self.config.cluster, kind=plan.kind, plan=doc)["plan_id"]
-        self._propose("plan.approve", why, plan_id=plan_id)
+        tasks = tasks_from_plan(plan, current_partitions(live, dirs), batches)
+        return tasks, {t: live.topic_sizes[t] for t in sorted({t["topic"] for t in tasks})}
+
+    def _start_execution(self, plan_id: int, tasks: list[Task], counts: Mapping[str, int], digest: str,
+                         caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str) -> int:
         opts = {"plan_digest": digest, "ordering": self.config.ordering, **(options or {})}
         result = self._propose("execution.start", why, plan_id=plan_id, tasks=tasks,
-                               caps={**DEFAULT_CAPS, **(caps or {})},
-                               partition_counts={t: live.topic_sizes[t] for t in topics}, options=opts)
+                               caps={**DEFAULT_CAPS, **(caps or {})}, partition_counts=dict(counts), options=opts)
         return int(result["execution_id"])
 
     def stop(self, execution_id: int, rollback: bool = False, why: str = "operator stop") -> None:
