@@ -8,6 +8,8 @@
 * :mod:`.release` — leadership-first drain of brokers in batches and restore of what a drain moved.
 * :mod:`.live` — live cluster read -> domain snapshot (for ``check_plan``) and current assignments.
 * :mod:`.control` — request queue of a local state file (``guardian exec stop/caps``), progress views.
+* :mod:`.service` — :class:`ExecutorService`: the service's leader-only loop over every cluster and
+  ``start_approved(plan_id)`` for the API, on the Raft-backed store.
 
 The CLI is ``guardian exec run|drain|restore|stop|caps|watch`` (:mod:`controlplane.exec_cli`).
 """

@@ -364,6 +364,9 @@ class Executor:
             status, why = self._final_status(ex)
             self._propose("execution.finish", why, execution_id=eid, status=status)
             report.status = status
+            self._last_bytes.clear()  # one execution per cluster at a time: forget its per-task memory
+            self._flow_rate.clear()
+            self._suspect.clear()
         return report
 
     def _now(self) -> float:
