@@ -247,3 +247,20 @@ def test_throttles_are_level_based_respect_protection_and_leave_foreign_entries(
     assert ex.run(interval_s=0.1).status == "stopped"
     leftovers = sim.leftover_throttles()
     assert leftovers == {"topic t-0": {"follower.replication.throttled.replicas": "5:1"}}
+
+
+def test_stop_without_rollback_lets_in_flight_moves_finish_and_starts_nothing_new(make_sim: Any) -> None:
+    sim = make_sim(scenario(brokers=6, topics=1, partitions=12, rf=2, size_gb=0.2, speed=5))
+    plan = one_replica_plan(sim.live())
+    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=2e6))
+    eid = ex.start(plan, caps={"per_broker": 1})
+    ex.run_pass()
+    in_flight = {k for k, t in tasks_of(ex, eid).items() if t["state"] == "IN_PROGRESS"}
+    assert in_flight and len(in_flight) < len(plan.moves)
+    ex.stop(eid)
+    sim.control("/speed", {"speed": 300})
+    assert ex.run(interval_s=0.1).status == "stopped"
+    for key, t in tasks_of(ex, eid).items():
+        assert t["state"] == ("COMPLETED" if key in in_flight else "ABORTED"), (key, t["state"])
+    assert len(sim.submissions) == len(in_flight) and sim.cancels == Counter()
+    assert sim.leftover_throttles() == {}
