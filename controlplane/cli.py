@@ -25,6 +25,7 @@ from controlplane.domain import (
     plan_json_schema,
     snapshot_json_schema,
 )
+from controlplane.exec_cli import exec_app
 from controlplane.files import read_plan, read_snapshot, write_atomic
 from controlplane.report import leaders_table, plan_table, snapshot_table, violations_table
 from planners import Bounds, InvalidPlanError, PlannerError
@@ -45,6 +46,7 @@ app.add_typer(snapshot_app, name="snapshot")
 analytics_app = typer.Typer(help="Audit analytics: ClickHouse (chdb) + PySpark traffic models.", no_args_is_help=True)
 app.add_typer(analytics_app, name="analytics")
 app.add_typer(throttle_app, name="throttle")
+app.add_typer(exec_app, name="exec")
 
 out = Console()
 err = Console(stderr=True)

@@ -1,1 +1,27 @@
-"""Reconcile loop: desired state (Raft) versus actual state (Kafka), in small idempotent batches."""
+"""Reconcile loop: desired state (Raft) versus actual state (Kafka), in small idempotent batches.
+
+* :mod:`.reconcile` — :class:`Executor`: start a checked plan, run passes (submit within caps, throttle,
+  cancel, progress, finish); restart-safe through write-ahead task states in the :class:`StateStore`.
+* :mod:`.tasks` — pure: plan -> per-partition tasks, orderings, batch/dependency readiness, caps.
+* :mod:`.throttle` — pure: KIP-73 / KIP-113 rates from live disk (and optional NIC) headroom and a
+  time-of-day schedule, or a fixed rate.
+* :mod:`.release` — leadership-first drain of brokers in batches and restore of what a drain moved.
+* :mod:`.live` — live cluster read -> domain snapshot (for ``check_plan``) and current assignments.
+* :mod:`.control` — request queue of a local state file (``guardian exec stop/caps``), progress views.
+* :mod:`.service` — :class:`ExecutorService`: the service's leader-only loop over every cluster and
+  ``start_approved(plan_id)`` for the API, on the Raft-backed store.
+
+The CLI is ``guardian exec run|drain|restore|stop|caps|watch`` (:mod:`controlplane.exec_cli`).
+"""
+
+from controlplane.executor.reconcile import (
+    ExecutionConflict,
+    Executor,
+    ExecutorConfig,
+    PassReport,
+    PlanRejected,
+)
+from controlplane.executor.throttle import Schedule, ThrottlePolicy
+
+__all__ = ["ExecutionConflict", "Executor", "ExecutorConfig", "PassReport", "PlanRejected", "Schedule",
+           "ThrottlePolicy"]

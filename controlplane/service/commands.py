@@ -103,6 +103,9 @@ class TaskSpec(_Cmd):
     target_replicas: list[BrokerId]
     target_log_dirs: list[str | None] = Field(default_factory=list)
     size_bytes: Annotated[int, Field(ge=0)] = 0
+    leader: BrokerId | None = None
+    batch: Annotated[int, Field(ge=0)] = 0
+    after: list[Name] = Field(default_factory=list)
 
 
 class ExecutionStart(_Cmd):
@@ -111,6 +114,8 @@ class ExecutionStart(_Cmd):
     plan_id: Annotated[int, Field(ge=1)]
     tasks: list[TaskSpec]
     caps: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    partition_counts: dict[Name, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class TaskUpdate(_Cmd):
@@ -118,6 +123,9 @@ class TaskUpdate(_Cmd):
     state: TaskState
     reason: str = ""
     bytes_done: Annotated[int, Field(ge=0)] | None = None
+    bytes_total: Annotated[int, Field(ge=0)] | None = None
+    rate_bytes_per_s: Annotated[float, Field(ge=0)] | None = None
+    attempts: Annotated[int, Field(ge=0)] | None = None
 
 
 class ExecutionTasks(_Cmd):
@@ -134,6 +142,13 @@ class ExecutionControl(_Cmd):
     rollback: bool = False
     status: Literal["completed", "stopped", "failed"] | None = None
     caps: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+
+
+class ExecutionProgress(_Cmd):
+    type: Literal["execution.progress"]
+    meta: Meta
+    execution_id: Annotated[int, Field(ge=1)]
+    progress: dict[str, Any]
 
 
 class ThrottleSet(_Cmd):
@@ -170,8 +185,8 @@ class AllocateIds(_Cmd):
 
 COMMANDS: dict[str, type[_Cmd]] = {}
 for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
-               ExecutionStart, ExecutionTasks, ExecutionControl, ThrottleSet, ThrottleClear, MaintenanceSet,
-               AllocateIds):
+               ExecutionStart, ExecutionTasks, ExecutionControl, ExecutionProgress, ThrottleSet, ThrottleClear,
+               MaintenanceSet, AllocateIds):
     for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
         COMMANDS[_literal] = _model
 

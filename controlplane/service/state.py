@@ -18,6 +18,7 @@ from controlplane.service.commands import (
     ClusterRegister,
     ClusterRemove,
     ExecutionControl,
+    ExecutionProgress,
     ExecutionStart,
     ExecutionTasks,
     MaintenanceSet,
@@ -215,12 +216,17 @@ class GuardianState:
         keys = [t.key for t in cmd.tasks]
         if len(set(keys)) != len(keys):
             raise CommandRejected("task keys must be unique")
+        unknown_deps = sorted({d for t in cmd.tasks for d in t.after if d not in set(keys)})
+        if unknown_deps:
+            raise CommandRejected(f"tasks depend on unknown task keys {unknown_deps[:5]}")
         execution_id = self._allocate()
         self.state["executions"][str(execution_id)] = {
             "id": execution_id, "plan_id": cmd.plan_id, "cluster": plan["cluster"], "status": "running",
             "rollback": False, "caps": dict(cmd.caps), "started_by": cmd.meta.who,
             "started_at": cmd.meta.at.isoformat(), "finished_at": None, "reason": "",
+            "partition_counts": dict(cmd.partition_counts), "options": dict(cmd.options), "progress": {},
             "tasks": {t.key: {**t.model_dump(mode="json"), "state": "PENDING", "reason": "", "bytes_done": 0,
+                              "bytes_total": t.size_bytes, "rate_bytes_per_s": 0.0, "attempts": 0,
                               "updated_at": cmd.meta.at.isoformat()} for t in cmd.tasks},
         }
         plan.update(status="executing", execution_id=execution_id)
@@ -246,8 +252,10 @@ class GuardianState:
                 changed += 1
                 new["state"] = update.state
                 new["reason"] = update.reason or task["reason"]
-            if update.bytes_done is not None:
-                new["bytes_done"] = update.bytes_done
+            for name in ("bytes_done", "bytes_total", "rate_bytes_per_s", "attempts"):
+                value = getattr(update, name)
+                if value is not None:
+                    new[name] = value
             new["updated_at"] = cmd.meta.at.isoformat()
             new_tasks[update.key] = new
         execution["tasks"] = new_tasks
@@ -268,6 +276,12 @@ class GuardianState:
         execution["caps"] = {**execution["caps"], **cmd.caps}
         self.state["executions"][str(cmd.execution_id)] = execution
         return {"execution_id": cmd.execution_id, "caps": execution["caps"]}
+
+    def _execution_progress(self, cmd: ExecutionProgress) -> JsonDict:
+        execution = self._execution(cmd.execution_id)
+        execution["progress"] = {**cmd.progress, "updated_at": cmd.meta.at.isoformat()}
+        self.state["executions"][str(cmd.execution_id)] = execution
+        return {"execution_id": cmd.execution_id}
 
     def _execution_finish(self, cmd: ExecutionControl) -> JsonDict:
         execution = self._execution(cmd.execution_id)

@@ -1,0 +1,372 @@
+"""Kafka admin adapter: one kafka-python ``KafkaAdminClient`` per cluster, plain-data results.
+
+Everything the executor needs from a live cluster goes through :class:`KafkaAdmin`: metadata
+(brokers, replicas, leaders, ISR), KIP-455 reassignments (alter / list / cancel), KIP-113 log dirs
+(describe / alter), KIP-460 preferred elections and KIP-73 throttle configs (incremental SET /
+DELETE on brokers, APPEND / SUBTRACT on topic lists so nobody else's entries are clobbered).
+Results are plain dataclasses keyed by ``(topic, partition)``; a failed call raises
+:class:`AdminError` and drops the client so the next call reconnects (controller failover, dead
+bootstrap broker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+TP = tuple[str, int]
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+ALTER_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_THROTTLE_KEYS = (LEADER_RATE, FOLLOWER_RATE, ALTER_DIRS_RATE)
+
+
+class AdminError(RuntimeError):
+    """A cluster call failed (unreachable, timed out, or a top-level Kafka error)."""
+
+
+class EndpointsError(ValueError):
+    """The endpoints file is unreadable or lacks the cluster."""
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """One broker of an endpoints file."""
+
+    id: int
+    host: str = ""
+    port: int = 0
+    idc: str = ""
+    rack: str = ""
+    pool: str = "shared"
+    metrics_url: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterEndpoints:
+    """How to reach one cluster: bootstrap servers, per-broker metrics URLs, optional sim control URL."""
+
+    name: str
+    bootstrap_servers: str
+    brokers: tuple[BrokerEndpoint, ...] = ()
+    control_url: str | None = None
+
+    @property
+    def metrics_urls(self) -> dict[int, str]:
+        """Broker id -> Prometheus ``/metrics`` URL (brokers without one are absent)."""
+        return {b.id: b.metrics_url for b in self.brokers if b.metrics_url}
+
+
+def load_endpoints(path: Path, cluster: str) -> ClusterEndpoints:
+    """Read an endpoints document (``kafkasim.endpoints/v1`` or the same shape written by hand).
+
+    ``{"clusters": {NAME: {"bootstrap_servers": "h:p,h:p" | [...], "brokers": [{"id", "metrics_url",
+    "idc", "rack"}]}}, "control_url": ...}``. Raises :class:`EndpointsError` naming the problem.
+    """
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise EndpointsError(f"cannot read endpoints file {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise EndpointsError(f"endpoints file {path} is not JSON: {exc}") from None
+    clusters = doc.get("clusters") if isinstance(doc, dict) else None
+    if not isinstance(clusters, dict):
+        raise EndpointsError(f"{path}: $.clusters must be an object of cluster name -> endpoints")
+    entry = clusters.get(cluster)
+    if not isinstance(entry, dict):
+        raise EndpointsError(f"{path}: no cluster {cluster!r}; known: {sorted(clusters)}")
+    boot = entry.get("bootstrap_servers")
+    if isinstance(boot, list):
+        boot = ",".join(str(x) for x in boot)
+    if not isinstance(boot, str) or not boot:
+        raise EndpointsError(f"{path}: $.clusters.{cluster}.bootstrap_servers is required")
+    brokers = []
+    for i, b in enumerate(entry.get("brokers") or []):
+        try:
+            brokers.append(BrokerEndpoint(id=int(b["id"]), host=str(b.get("host", "")), port=int(b.get("port", 0)),
+                                          idc=str(b.get("idc", "")), rack=str(b.get("rack", "")),
+                                          pool=str(b.get("pool", "shared")), metrics_url=b.get("metrics_url")))
+        except (KeyError, TypeError, ValueError):
+            raise EndpointsError(f"{path}: $.clusters.{cluster}.brokers[{i}] needs an integer id") from None
+    control = doc.get("control_url") if isinstance(doc, dict) else None
+    return ClusterEndpoints(cluster, boot, tuple(brokers), control if isinstance(control, str) else None)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition as the cluster's metadata reports it (``replicas`` in assignment order)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """An in-flight KIP-455 reassignment."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ReplicaDir:
+    """Where one replica lives on its broker and how much of it is there."""
+
+    log_dir: str
+    size: int
+    offset_lag: int
+    future: bool
+
+
+@dataclass
+class LiveCluster:
+    """One consistent-enough read of a cluster (metadata + in-flight reassignments)."""
+
+    alive: frozenset[int]
+    partitions: dict[TP, PartitionState]
+    topic_sizes: dict[str, int]
+    reassignments: dict[TP, Reassignment]
+    racks: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def under_replicated(self) -> int:
+        """Partitions whose ISR is smaller than their replica set (in-flight reassignments excluded)."""
+        return sum(1 for tp, p in self.partitions.items()
+                   if tp not in self.reassignments and len(set(p.isr)) < len(set(p.replicas)))
+
+
+class KafkaAdmin:
+    """Thread-safe wrapper of one ``KafkaAdminClient``; reconnects after any failure."""
+
+    def __init__(self, bootstrap_servers: str, client_id: str = "guardian-executor",
+                 request_timeout_ms: int = 15000) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self._client: Any = None
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ plumbing
+    def _admin(self) -> Any:
+        if self._client is None:
+            from kafka.admin import KafkaAdminClient
+
+            self._client = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
+                                            request_timeout_ms=self.request_timeout_ms)
+        return self._client
+
+    def _call(self, what: str, fn: Callable[[Any], T]) -> T:
+        with self._lock:
+            try:
+                return fn(self._admin())
+            except Exception as exc:  # any failure: report and reconnect next time
+                self._drop()
+                raise AdminError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _drop(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):  # closing a broken client may fail again
+                client.close()
+
+    def close(self) -> None:
+        """Close the underlying client."""
+        with self._lock:
+            self._drop()
+
+    # ------------------------------------------------------------------ reads
+    def live(self) -> LiveCluster:
+        """Alive brokers, every partition's replicas / leader / ISR, in-flight reassignments."""
+
+        def read(a: Any) -> LiveCluster:
+            # reassignments first: one that completes between the two reads then looks in flight (safe),
+            # never "gone but not applied" (which would invite a duplicate submission)
+            ras = {(tp.topic, tp.partition): Reassignment(tuple(v["replicas"]), tuple(v["adding_replicas"]),
+                                                          tuple(v["removing_replicas"]))
+                   for tp, v in a.list_partition_reassignments().items()}
+            cluster = a.describe_cluster()
+            alive = frozenset(int(b["broker_id"]) for b in cluster["brokers"])
+            racks = {int(b["broker_id"]): str(b.get("rack") or "") for b in cluster["brokers"]}
+            parts: dict[TP, PartitionState] = {}
+            sizes: dict[str, int] = {}
+            for t in a.describe_topics():
+                if t.get("error_code", 0) != 0 or t.get("is_internal"):
+                    continue
+                name = str(t.get("name") or t.get("topic"))
+                sizes[name] = len(t["partitions"])
+                for p in t["partitions"]:
+                    tp = (name, int(p["partition_index"]))
+                    parts[tp] = PartitionState(name, tp[1], tuple(int(x) for x in p["replica_nodes"]),
+                                               int(p["leader_id"]), tuple(int(x) for x in p["isr_nodes"]))
+            return LiveCluster(alive, parts, sizes, ras, racks)
+
+        return self._call("reading cluster metadata", read)
+
+    def log_dirs(self, brokers: Iterable[int], topics: Iterable[str] | None = None) -> dict[tuple[str, int, int],
+                                                                                          list[ReplicaDir]]:
+        """``(topic, partition, broker) -> [ReplicaDir]`` (a future replica adds a second entry)."""
+        ids = sorted(set(brokers))
+        if not ids:
+            return {}
+        wanted = sorted(set(topics)) if topics is not None else None
+
+        def read(a: Any) -> dict[tuple[str, int, int], list[ReplicaDir]]:
+            out: dict[tuple[str, int, int], list[ReplicaDir]] = {}
+            for broker in a.describe_log_dirs(topic_partitions=wanted, brokers=ids):
+                bid = int(broker["broker"])
+                for d in broker["log_dirs"]:
+                    if d.get("error_code", 0) != 0:
+                        continue
+                    for t in d["topics"]:
+                        for p in t["partitions"]:
+                            out.setdefault((str(t["name"]), int(p["partition_index"]), bid), []).append(
+                                ReplicaDir(str(d["log_dir"]), int(p["partition_size"]), int(p["offset_lag"]),
+                                           bool(p["is_future_key"])))
+            return out
+
+        return self._call("describing log dirs", read)
+
+    def disk_capacity(self, brokers: Iterable[int]) -> dict[tuple[int, str], tuple[int, int]]:
+        """``(broker, log_dir) -> (total_bytes, usable_bytes)``."""
+        ids = sorted(set(brokers))
+
+        def read(a: Any) -> dict[tuple[int, str], tuple[int, int]]:
+            out = {}
+            for broker in a.describe_log_dirs(topic_partitions={}, brokers=ids):
+                for d in broker["log_dirs"]:
+                    if d.get("error_code", 0) == 0:
+                        out[(int(broker["broker"]), str(d["log_dir"]))] = (int(d.get("total_bytes", -1)),
+                                                                           int(d.get("usable_bytes", -1)))
+            return out
+
+        return self._call("describing log dirs", read) if ids else {}
+
+    def broker_configs(self, brokers: Iterable[int], keys: Iterable[str] = BROKER_THROTTLE_KEYS) -> dict[int, dict[
+            str, str]]:
+        """Dynamically set values of ``keys`` per broker (keys at their default are absent)."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        ids = sorted(set(brokers))
+        wanted = set(keys)
+
+        def read(a: Any) -> dict[int, dict[str, str]]:
+            res = a.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b)) for b in ids])
+            out: dict[int, dict[str, str]] = {}
+            for name, cfg in res.get("broker", {}).items():
+                out[int(name)] = {k: str(v["value"]) for k, v in cfg.items()
+                                  if k in wanted and v.get("value") is not None
+                                  and str(v.get("config_source", "")).startswith("DYNAMIC")}
+            return out
+
+        return self._call("describing broker configs", read) if ids else {}
+
+    def topic_configs(self, topics: Iterable[str], keys: Iterable[str] = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+                      ) -> dict[str, dict[str, str]]:
+        """Explicitly set values of ``keys`` per topic."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        names = sorted(set(topics))
+        wanted = set(keys)
+
+        def read(a: Any) -> dict[str, dict[str, str]]:
+            res = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in names])
+            return {name: {k: str(v["value"]) for k, v in cfg.items() if k in wanted and v.get("value")}
+                    for name, cfg in res.get("topic", {}).items()}
+
+        return self._call("describing topic configs", read) if names else {}
+
+    # ------------------------------------------------------------------ writes
+    def alter_reassignments(self, targets: Mapping[TP, list[int] | None]) -> dict[TP, str | None]:
+        """Submit (or with ``None`` cancel) reassignments; per-partition error name or ``None``."""
+        if not targets:
+            return {}
+        from kafka import TopicPartition
+
+        def write(a: Any) -> dict[TP, str | None]:
+            res = a.alter_partition_reassignments({TopicPartition(t, p): (list(r) if r is not None else None)
+                                                   for (t, p), r in targets.items()})
+            return {(tp.topic, tp.partition): (None if err is None or getattr(err, "errno", 0) == 0
+                                               else getattr(err, "__name__", str(err)))
+                    for tp, err in res.items()}
+
+        return self._call("altering partition reassignments", write)
+
+    def alter_log_dirs(self, moves: Mapping[tuple[str, int, int], str]) -> dict[tuple[str, int, int], str | None]:
+        """Move replicas ``(topic, partition, broker)`` to log dir paths (KIP-113)."""
+        if not moves:
+            return {}
+        from kafka.structs import TopicPartitionReplica
+
+        def write(a: Any) -> dict[tuple[str, int, int], str | None]:
+            res = a.alter_replica_log_dirs({TopicPartitionReplica(t, p, b): d for (t, p, b), d in moves.items()})
+            return {(k.topic, k.partition, k.broker_id): (None if getattr(err, "errno", 0) == 0
+                                                         else getattr(err, "__name__", str(err)))
+                    for k, err in res.items()}
+
+        return self._call("altering replica log dirs", write)
+
+    def elect_preferred(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """Preferred-leader election; per-partition Kafka error code (0 ok, 84 not needed)."""
+        wanted: dict[str, list[int]] = {}
+        for t, p in partitions:
+            wanted.setdefault(t, []).append(p)
+        if not wanted:
+            return {}
+
+        def write(a: Any) -> dict[TP, int]:
+            resp = a.elect_leaders(0, wanted, raise_errors=False)
+            out: dict[TP, int] = {}
+            for r in resp.replica_election_results:
+                for pr in r.partition_result:
+                    out[(r.topic, pr.partition_id)] = int(pr.error_code)
+            return out
+
+        return self._call("electing preferred leaders", write)
+
+    def set_broker_configs(self, changes: Mapping[int, Mapping[str, str | None]]) -> None:
+        """Incrementally SET (value) or DELETE (``None``) dynamic broker configs."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        resources = [ConfigResource(ConfigResourceType.BROKER, str(b),
+                                    configs={k: (("SET", v) if v is not None else ("DELETE", None))
+                                             for k, v in cfg.items()})
+                     for b, cfg in sorted(changes.items()) if cfg]
+        if resources:
+            self._check_alter("setting broker throttles",
+                              self._call("setting broker configs",
+                                         lambda a: a.alter_configs(resources, incremental=True)))
+
+    def alter_topic_lists(self, topic: str, key: str, append: Iterable[str] = (), subtract: Iterable[str] = ()) -> None:
+        """APPEND / SUBTRACT entries of a list-type topic config (e.g. throttled replicas)."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        add, sub = ",".join(sorted(set(append))), ",".join(sorted(set(subtract)))
+        for op, value in (("SUBTRACT", sub), ("APPEND", add)):
+            if not value:
+                continue
+            res = ConfigResource(ConfigResourceType.TOPIC, topic, configs={key: (op, value)})
+
+            def alter(a: Any, r: Any = res) -> Any:
+                return a.alter_configs([r], incremental=True)
+
+            self._check_alter(f"{op} {key} on {topic}", self._call("altering topic configs", alter))
+
+    @staticmethod
+    def _check_alter(what: str, result: Any) -> None:
+        for per_type in (result or {}).values():
+            for name, status in per_type.items():
+                if status not in ("OK", None) and getattr(status, "errno", 0) != 0:
+                    raise AdminError(f"{what} ({name}) failed: {status}")

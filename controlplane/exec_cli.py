@@ -1,0 +1,423 @@
+"""``guardian exec``: run plans against a live cluster without the service (local, resumable state file).
+
+``run`` executes a plan file, ``drain`` / ``restore`` do a smooth release of brokers, ``stop`` and
+``caps`` steer a running executor, ``watch`` shows progress from the state file. Exit codes: 0 done,
+1 refused / failed, 2 bad input, 130 detached (Ctrl-C: the execution stays resumable).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.live import Live
+
+from controlplane.adapters.kafka_admin import AdminError, ClusterEndpoints, EndpointsError, KafkaAdmin, load_endpoints
+from controlplane.adapters.prom_scrape import DiskScraper
+from controlplane.domain import ContractError, Plan, plan_to_dict
+from controlplane.executor.control import (
+    apply_requests,
+    progress_line,
+    progress_view,
+    queue_request,
+    take_requests,
+)
+from controlplane.executor.reconcile import (
+    ExecutionConflict,
+    Executor,
+    ExecutorConfig,
+    PassReport,
+    PlanRejected,
+    plan_digest,
+)
+from controlplane.executor.release import ReleaseError, drain_plan, restore_plan
+from controlplane.executor.tasks import ORDERINGS
+from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
+from controlplane.files import read_plan
+from controlplane.service.store import LocalStateStore
+
+exec_app = typer.Typer(help="Execute plans on a live cluster (incremental, throttled, resumable).",
+                       no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+EndpointsOpt = Annotated[Path, typer.Option("--endpoints-file", "-e", help="endpoints JSON (kafkasim.endpoints/v1 "
+                                                                           "shape)")]
+ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="cluster name in the endpoints file")]
+StateOpt = Annotated[Path | None, typer.Option("--state-file", help="local state file (default "
+                                                                     ".guardian/exec-CLUSTER.json)")]
+
+
+def _state_path(state_file: Path | None, cluster: str | None) -> Path:
+    if state_file is not None:
+        return state_file
+    if not cluster:
+        _die("give --state-file or --cluster", 2)
+    return Path(".guardian") / f"exec-{cluster}.json"
+
+
+def _die(message: str, code: int) -> NoReturn:
+    err.print(f"error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+class _Opts:
+    """Options shared by run / drain / restore."""
+
+    def __init__(self, ordering: str, throttle: str, util_threshold: float, schedule: str, floor: str,
+                 ceiling: str, initial: str, per_broker: int | None, per_disk: int | None,
+                 per_cluster: int | None, interval: float, quiet: bool, nic: str = "") -> None:
+        if ordering not in ORDERINGS:
+            _die(f"--ordering must be one of {', '.join(ORDERINGS)}", 2)
+        try:
+            mode, fixed = "adaptive", 50e6
+            if throttle.startswith("fixed:"):
+                mode, fixed = "fixed", parse_rate(throttle.removeprefix("fixed:"))
+            elif throttle != "adaptive":
+                raise ValueError(f"--throttle must be adaptive or fixed:RATE, got {throttle!r}")
+            self.policy = ThrottlePolicy(mode=mode, util_threshold=util_threshold, floor=parse_rate(floor),
+                                         ceiling=parse_rate(ceiling), initial=parse_rate(initial), fixed_rate=fixed,
+                                         schedule=Schedule.parse(schedule),
+                                         nic_bytes_per_s=parse_rate(nic) if nic else None)
+        except ValueError as exc:
+            _die(str(exc), 2)
+        self.ordering = ordering
+        self.caps = {k: v for k, v in (("per_broker", per_broker), ("per_disk", per_disk),
+                                       ("per_cluster", per_cluster)) if v is not None}
+        self.interval = interval
+        self.quiet = quiet
+
+
+OrderingOpt = Annotated[str, typer.Option(help=f"task order: {', '.join(ORDERINGS)}")]
+ThrottleOpt = Annotated[str, typer.Option(help="adaptive, or fixed:RATE (e.g. fixed:50MB)")]
+UtilOpt = Annotated[float, typer.Option(min=0.05, max=1.0, help="adaptive: keep disks under this util")]
+ScheduleOpt = Annotated[str, typer.Option(help="time-of-day ceilings (UTC), e.g. '22:00-06:00=200MB,06:00-22:00=40MB'")]
+FloorOpt = Annotated[str, typer.Option(help="lowest migration rate per broker")]
+CeilingOpt = Annotated[str, typer.Option(help="highest migration rate per broker")]
+InitialOpt = Annotated[str, typer.Option(help="adaptive: rate before any measurement")]
+PerBrokerOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves per broker")]
+PerDiskOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves per disk")]
+PerClusterOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves in the cluster")]
+IntervalOpt = Annotated[float, typer.Option(min=0.05, help="seconds between reconcile passes")]
+QuietOpt = Annotated[bool, typer.Option(help="no live progress bar (one line per pass)")]
+NicOpt = Annotated[str, typer.Option(help="adaptive: network capacity per broker and direction (e.g. 1.25G); "
+                                          "empty ignores network headroom")]
+
+
+def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, ClusterEndpoints]:
+    try:
+        endpoints = load_endpoints(endpoints_file, cluster)
+    except EndpointsError as exc:
+        _die(str(exc), 2)
+    try:
+        store = LocalStateStore(state)
+    except (OSError, ValueError) as exc:
+        _die(f"cannot read state file {state}: {exc}", 2)
+    admin = KafkaAdmin(endpoints.bootstrap_servers)
+    scraper = DiskScraper(endpoints.metrics_urls) if endpoints.metrics_urls else None
+    executor = Executor(store, admin, ExecutorConfig(cluster, ordering=opts.ordering, throttle=opts.policy),
+                        scraper, endpoints)
+    try:
+        executor.ensure_cluster(endpoints.bootstrap_servers)
+    except Exception as exc:
+        _die(f"cannot record cluster: {exc}", 2)
+    return executor, endpoints
+
+
+def _start_or_resume(executor: Executor, state: Path, build: Any, resume_if: Any) -> int:
+    active = executor.active_execution()
+    if active is not None:
+        if resume_if(active):
+            out.print(f"resuming execution {active['id']} from {state}", markup=False)
+            return int(active["id"])
+        _die(f"execution {active['id']} is active on {executor.config.cluster} with another plan; "
+             f"stop it first (guardian exec stop --state-file {state})", 1)
+    try:
+        return int(build())
+    except PlanRejected as exc:
+        err.print("error: the plan breaks hard constraints on the live cluster; nothing started", markup=False)
+        for v in exc.violations[:50]:
+            err.print(f"  {v}", markup=False)
+        raise typer.Exit(1) from None
+    except (ExecutionConflict, ReleaseError) as exc:
+        _die(str(exc), 1)
+    except KeyError as exc:
+        _die(f"the plan names a partition the cluster does not have: {exc}", 1)
+    except AdminError as exc:
+        _die(f"cannot reach cluster {executor.config.cluster}: {exc}", 1)
+
+
+def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> None:
+    """Run passes until the execution finishes; a live progress bar on a terminal, lines otherwise."""
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    errors = 0
+    report = PassReport(execution_id, "running")
+    live_view = out.is_terminal and not opts.quiet
+    ctx = Live(console=out, refresh_per_second=4, transient=False) if live_view else None
+    try:
+        if ctx is not None:
+            ctx.start()
+        while True:
+            for msg in apply_requests(executor, take_requests(state)):
+                err.print(msg, markup=False)
+            try:
+                report = executor.run_pass()
+                errors = 0
+            except Exception as exc:  # a pass never kills the run: the state is resumable, retry
+                errors += 1
+                if not isinstance(exc, AdminError):
+                    logging.getLogger("guardian.executor").exception("pass failed")
+                err.print(f"pass failed ({errors}/30, retrying): {exc}", markup=False)
+                if errors >= 30:
+                    _die("cluster unreachable; the execution is resumable (run the same command again)", 1)
+            execution = executor.execution(execution_id)
+            if execution is not None:
+                if ctx is not None:
+                    ctx.update(progress_view(execution))
+                else:
+                    out.print(progress_line(execution), markup=False, soft_wrap=True)
+            if report.finished and report.error is None and report.execution_id is not None:
+                break
+            if report.execution_id is None:
+                break
+            time.sleep(opts.interval)
+    except KeyboardInterrupt:
+        if ctx is not None:
+            ctx.stop()
+        err.print(f"detached: execution {execution_id} stays resumable (run the same command again, or "
+                  f"guardian exec stop --state-file {state})", markup=False)
+        raise typer.Exit(130) from None
+    finally:
+        if ctx is not None:
+            ctx.stop()
+        executor.admin.close()
+    final = executor.execution(execution_id) or {}
+    out.print(f"execution {execution_id} {final.get('status')}: {final.get('reason', '')}", markup=False)
+    if final.get("status") not in ("completed", "stopped"):
+        raise typer.Exit(1)
+
+
+def _quiet_kafka() -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+
+@exec_app.command("run")
+def exec_run(
+    endpoints_file: EndpointsOpt,
+    cluster: ClusterOpt,
+    plan: Annotated[Path, typer.Option("--plan", "-p", help="guardian.plan/v1 file")],
+    state_file: StateOpt = None,
+    ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
+    schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
+    per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
+    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
+) -> None:
+    """Run PLAN on CLUSTER to completion (resumable: run the same command again after a crash)."""
+    _run_impl(endpoints_file, cluster, plan, state_file,
+              _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
+                    per_cluster, interval, quiet, nic))
+
+
+def _run_impl(endpoints_file: Path, cluster: str, plan: Path, state_file: Path | None, opts: _Opts) -> None:
+    _quiet_kafka()
+    try:
+        parsed: Plan = read_plan(plan)
+    except ContractError as exc:
+        err.print(f"error: invalid {exc.what}", markup=False)
+        for problem in exc.problems:
+            err.print(f"  {problem.path}: {problem.message}", markup=False)
+        raise typer.Exit(2) from None
+    if parsed.cluster != cluster:
+        _die(f"the plan is for cluster {parsed.cluster!r}, not {cluster!r}", 2)
+    state = _state_path(state_file, cluster)
+    executor, _ = _executor(endpoints_file, cluster, state, opts)
+    digest = plan_digest(plan_to_dict(parsed))
+    done = executor.store.read(lambda s: [e for e in s["executions"].values()
+                                          if e["cluster"] == cluster and e.get("options", {}).get("plan_digest")
+                                          == digest and e["status"] not in ("running", "stopping")])
+    if done and executor.active_execution() is None:
+        last = max(done, key=lambda e: e["id"])
+        out.print(f"execution {last['id']} of this plan already {last['status']}: {last.get('reason', '')}",
+                  markup=False)
+        raise typer.Exit(0 if last["status"] in ("completed", "stopped") else 1)
+    eid = _start_or_resume(executor, state,
+                           lambda: executor.start(parsed, caps=opts.caps, why=f"guardian exec run {plan.name}"),
+                           lambda a: a.get("options", {}).get("plan_digest") == digest)
+    _drive(executor, state, eid, opts)
+
+
+@exec_app.command("drain")
+def exec_drain(
+    endpoints_file: EndpointsOpt,
+    cluster: ClusterOpt,
+    brokers: Annotated[str, typer.Option(help="comma-separated broker ids to drain, in order")],
+    batch_size: Annotated[int, typer.Option(min=1, help="brokers drained together")] = 1,
+    state_file: StateOpt = None,
+    ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
+    schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
+    per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
+    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
+) -> None:
+    """Drain BROKERS leadership-first, in batches, waiting for zero under-replicated partitions between."""
+    _drain_impl(endpoints_file, cluster, brokers, batch_size, state_file,
+                _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
+                      per_cluster, interval, quiet, nic))
+
+
+def _drain_impl(endpoints_file: Path, cluster: str, brokers: str, batch_size: int, state_file: Path | None,
+                opts: _Opts) -> None:
+    _quiet_kafka()
+    try:
+        ids = [int(x) for x in brokers.split(",") if x.strip()]
+    except ValueError:
+        _die(f"--brokers: expected comma-separated integers, got {brokers!r}", 2)
+    state = _state_path(state_file, cluster)
+    executor, endpoints = _executor(endpoints_file, cluster, state, opts)
+
+    def build() -> int:
+        live = executor.admin.live()
+        plan, batches, options = drain_plan(cluster, live, ids, batch_size, endpoints)
+        return executor.start(plan, batches=batches, caps=opts.caps, options=options,
+                              why=f"drain brokers {ids}")
+
+    eid = _start_or_resume(executor, state, build, lambda a: a.get("options", {}).get("release") == "drain"
+                           and a.get("options", {}).get("brokers") == ids)
+    _drive(executor, state, eid, opts)
+
+
+@exec_app.command("restore")
+def exec_restore(
+    endpoints_file: EndpointsOpt,
+    cluster: ClusterOpt,
+    execution: Annotated[int | None, typer.Option(help="drain execution to undo (default: the latest)")] = None,
+    state_file: StateOpt = None,
+    ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
+    schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
+    per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
+    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
+) -> None:
+    """Restore what a drain moved: replicas, log dirs and leadership, batch by batch."""
+    _restore_impl(endpoints_file, cluster, execution, state_file,
+                  _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
+                        per_cluster, interval, quiet, nic))
+
+
+def _restore_impl(endpoints_file: Path, cluster: str, execution: int | None, state_file: Path | None,
+                  opts: _Opts) -> None:
+    _quiet_kafka()
+    state = _state_path(state_file, cluster)
+    executor, _ = _executor(endpoints_file, cluster, state, opts)
+
+    def build() -> int:
+        drains = executor.store.read(lambda s: [json.loads(json.dumps(e)) for e in s["executions"].values()
+                                                if e["cluster"] == cluster
+                                                and e.get("options", {}).get("release") == "drain"
+                                                and e["status"] in ("completed", "stopped")])
+        if execution is not None:
+            drains = [e for e in drains if e["id"] == execution]
+        if not drains:
+            raise ReleaseError(f"no finished drain execution{f' {execution}' if execution else ''} in {state}")
+        drain = max(drains, key=lambda e: e["id"])
+        plan, batches, options = restore_plan(cluster, drain, executor.admin.live())
+        return executor.start(plan, batches=batches, caps=opts.caps, options=options,
+                              why=f"restore brokers drained by execution {drain['id']}")
+
+    eid = _start_or_resume(executor, state, build, lambda a: a.get("options", {}).get("release") == "restore")
+    _drive(executor, state, eid, opts)
+
+
+@exec_app.command("stop")
+def exec_stop(
+    state_file: StateOpt = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
+    rollback: Annotated[bool, typer.Option(help="also cancel in-flight moves (they revert)")] = False,
+) -> None:
+    """Ask the executor owning the state file to stop: no new moves; with --rollback cancel in-flight ones."""
+    state = _state_path(state_file, cluster)
+    queue_request(state, {"op": "stop", "rollback": rollback, "why": "guardian exec stop"})
+    out.print(f"stop{' with rollback' if rollback else ''} queued for {state} (applied on the executor's next "
+              f"pass, or when the execution is resumed)", markup=False)
+
+
+@exec_app.command("caps")
+def exec_caps(
+    state_file: StateOpt = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
+    per_broker: Annotated[int | None, typer.Option(min=1)] = None,
+    per_disk: Annotated[int | None, typer.Option(min=1)] = None,
+    per_cluster: Annotated[int | None, typer.Option(min=1)] = None,
+) -> None:
+    """Change concurrency caps of the running execution."""
+    caps = {k: v for k, v in (("per_broker", per_broker), ("per_disk", per_disk), ("per_cluster", per_cluster))
+            if v is not None}
+    if not caps:
+        _die("give at least one of --per-broker, --per-disk, --per-cluster", 2)
+    state = _state_path(state_file, cluster)
+    queue_request(state, {"op": "caps", "caps": caps})
+    out.print(f"caps {caps} queued for {state}", markup=False)
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    for _ in range(5):
+        try:
+            doc = json.loads(path.read_text())
+            return doc if isinstance(doc, dict) else None
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, OSError):
+            time.sleep(0.05)
+    return None
+
+
+@exec_app.command("watch")
+def exec_watch(
+    state_file: StateOpt = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
+    execution: Annotated[int | None, typer.Option(help="execution id (default: the latest)")] = None,
+    once: Annotated[bool, typer.Option(help="print once and exit")] = False,
+    interval: Annotated[float, typer.Option(min=0.1)] = 1.0,
+) -> None:
+    """Show progress of an execution from its state file: bytes copied / total, rate, ETA, tasks in flight."""
+    state = _state_path(state_file, cluster)
+
+    def pick() -> dict[str, Any] | None:
+        doc = _read_state(state)
+        if doc is None:
+            return None
+        execs = list(doc.get("executions", {}).values())
+        if execution is not None:
+            execs = [e for e in execs if e["id"] == execution]
+        return max(execs, key=lambda e: e["id"]) if execs else None
+
+    current = pick()
+    if current is None:
+        _die(f"no execution found in {state}", 1)
+    if once or not out.is_terminal:
+        out.print(progress_view(current) if out.is_terminal else progress_line(current), soft_wrap=True)
+        try:
+            while not once and current["status"] in ("running", "stopping"):
+                time.sleep(interval)
+                current = pick() or current
+                out.print(progress_line(current), soft_wrap=True, markup=False)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+        return
+    try:
+        with Live(progress_view(current), console=out, refresh_per_second=4) as live:
+            while current["status"] in ("running", "stopping"):
+                time.sleep(interval)
+                current = pick() or current
+                live.update(progress_view(current))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None

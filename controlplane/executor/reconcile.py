@@ -1,0 +1,822 @@
+"""The executor's reconcile loop: desired state (the store) versus actual state (Kafka), in small batches.
+
+Every pass re-reads the cluster (metadata, in-flight reassignments, log dirs, disk load), compares each
+open task with what the cluster shows, and acts idempotently:
+
+* a task is marked ``IN_PROGRESS`` (write-ahead, with its attempt count) *before* anything is sent, so
+  a crash or failover never loses a submission; a pass that finds the move in flight or done never
+  sends it again, and one that finds it neither re-sends it (bounded by ``max_attempts``);
+* new tasks start as slots free up under the per-broker / per-disk / per-cluster caps (read from the
+  store every pass, so they change while running), in the chosen order; broker batches wait for
+  zero under-replicated partitions;
+* throttles (KIP-73 rates and throttled-replica lists, KIP-113 rate) are recomputed every pass from
+  live disk headroom and the schedule, recorded in the store before they are set and removed as soon
+  as no task needs them — and leftovers recorded by an earlier run are removed on the next pass;
+* a task whose old or new replica set contains a dead broker, or whose topic changed partition
+  count, is cancelled (reassignment cancel) with the reason recorded; the others continue;
+* ``stop`` lets in-flight moves finish and starts nothing new; ``stop`` with rollback cancels them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controlplane.adapters.kafka_admin import (
+    ALTER_DIRS_RATE,
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    AdminError,
+    ClusterEndpoints,
+    KafkaAdmin,
+    LiveCluster,
+    ReplicaDir,
+)
+from controlplane.adapters.prom_scrape import DiskRate, DiskScraper
+from controlplane.domain import CheckLimits, Plan, Violation, check_plan, plan_to_dict
+from controlplane.executor.live import DirMap, current_partitions, future_dir, live_snapshot, main_dir
+from controlplane.executor.tasks import (
+    DEFAULT_CAPS,
+    OPEN_STATES,
+    Task,
+    involved_brokers,
+    order_tasks,
+    ready_tasks,
+    select_batch,
+    tasks_from_plan,
+)
+from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, broker_rates
+from controlplane.service.commands import meta
+from controlplane.service.store import StateStore
+from raft.protocol import JsonDict
+
+log = logging.getLogger("guardian.executor")
+THROTTLE_PREFIX = "migration."
+PROTECTION_KINDS = {"migration_rate": FOLLOWER_RATE, "intra_broker_rate": ALTER_DIRS_RATE}
+ELECTION_ERRORS_OK = {0, 84}
+
+
+class PlanRejected(ValueError):
+    """The plan breaks hard constraints on the live cluster (every violation listed)."""
+
+    def __init__(self, violations: list[Violation]) -> None:
+        super().__init__("; ".join(str(v) for v in violations[:20]))
+        self.violations = violations
+
+
+class ExecutionConflict(RuntimeError):
+    """Another execution is active on the cluster."""
+
+
+@dataclass
+class ExecutorConfig:
+    """Knobs of one executor (per cluster)."""
+
+    cluster: str
+    ordering: str = "small_first"
+    throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
+    max_attempts: int = 5
+    who: str = "guardian-executor"
+    check_limits: CheckLimits = field(default_factory=CheckLimits)
+
+
+@dataclass
+class PassReport:
+    """What one pass saw and did."""
+
+    execution_id: int | None
+    status: str
+    submitted: int = 0
+    completed: int = 0
+    cancelled: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    bytes_done: int = 0
+    bytes_total: int = 0
+    rate_bytes_per_s: float = 0.0
+    eta_s: float | None = None
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the execution reached a final status (or there is none)."""
+        return self.status not in ("running", "stopping")
+
+
+@dataclass
+class _Submit:
+    reassign: dict[tuple[str, int], list[int] | None] = field(default_factory=dict)
+    log_dirs: dict[tuple[str, int, int], str] = field(default_factory=dict)
+    elect: list[tuple[str, int]] = field(default_factory=list)
+    owner: dict[Any, str] = field(default_factory=dict)
+
+
+def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
+    """True when two rate config values differ by at most ``tolerance`` (relative); garbage is never close."""
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= tolerance * max(abs(y), 1.0)
+
+
+def plan_digest(plan_doc: Mapping[str, Any]) -> str:
+    """Stable digest of a plan document (to recognise the same plan on resume)."""
+    doc = {k: v for k, v in plan_doc.items() if k in ("cluster", "kind", "reassignment", "leaders")}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Executor:
+    """Drives the active execution of one cluster to completion; safe to restart at any point."""
+
+    def __init__(self, store: StateStore, admin: KafkaAdmin, config: ExecutorConfig,
+                 scraper: DiskScraper | None = None, endpoints: ClusterEndpoints | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.admin = admin
+        self.config = config
+        self.scraper = scraper
+        self.endpoints = endpoints
+        self.clock = clock
+        self._last_bytes: dict[tuple[str, int], tuple[float, int]] = {}
+        self._flow_rate: dict[tuple[str, int], float] = {}
+        self._suspect: dict[str, int] = {}
+        self.last_disks: dict[tuple[int, str], DiskRate] = {}
+
+    # ------------------------------------------------------------------ store helpers
+    def _propose(self, command_type: str, why: str = "", **payload: Any) -> Any:
+        return self.store.propose({"type": command_type, "meta": meta(self.config.who, why), **payload})
+
+    def active_execution(self) -> JsonDict | None:
+        """The running or stopping execution of this cluster (a copy), if any."""
+        def find(state: JsonDict) -> JsonDict | None:
+            for e in state["executions"].values():
+                if e["cluster"] == self.config.cluster and e["status"] in ("running", "stopping"):
+                    return json.loads(json.dumps(e))
+            return None
+
+        return self.store.read(find)
+
+    def execution(self, execution_id: int) -> JsonDict | None:
+        """A copy of one execution."""
+        return self.store.read(lambda s: json.loads(json.dumps(s["executions"].get(str(execution_id)))))
+
+    def _owned_throttles(self) -> dict[str, JsonDict]:
+        return self.store.read(lambda s: {k: json.loads(json.dumps(v))
+                                          for k, v in s["throttles"].get(self.config.cluster, {}).items()
+                                          if str(v.get("kind", "")).startswith(THROTTLE_PREFIX)})
+
+    # ------------------------------------------------------------------ start
+    def ensure_cluster(self, bootstrap_servers: str) -> None:
+        """Register the cluster in the store when it is not known yet."""
+        known = self.store.read(lambda s: self.config.cluster in s["clusters"])
+        if not known:
+            self._propose("cluster.register", "executor target", name=self.config.cluster,
+                          bootstrap_servers=[s for s in bootstrap_servers.split(",") if s])
+
+    def read_cluster(self, all_dirs: bool = True) -> tuple[LiveCluster, DirMap]:
+        """Metadata plus log dirs of every alive broker."""
+        live = self.admin.live()
+        dirs = self.admin.log_dirs(live.alive) if all_dirs else {}
+        return live, dirs
+
+    def start(self, plan: Plan, *, batches: Mapping[tuple[str, int], int] | None = None,
+              caps: Mapping[str, int] | None = None, options: Mapping[str, Any] | None = None,
+              why: str = "operator ran the plan") -> int:
+        """Check ``plan`` against the live cluster, record it approved and start an execution.
+
+        Idempotent: the same plan (same digest) already executing returns its execution id. Raises
+        :class:`PlanRejected` (hard constraints broken) or :class:`ExecutionConflict`.
+        """
+        doc = plan_to_dict(plan)
+        digest = plan_digest(doc)
+        active = self._check_idle(digest)
+        if active is not None:
+            return active
+        tasks, counts = self._prepare(plan, batches)
+        plan_id = self._propose("plan.propose", why, cluster=self.config.cluster, kind=plan.kind, plan=doc)["plan_id"]
+        self._propose("plan.approve", why, plan_id=plan_id)
+        return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
+
+    def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
+                       why: str = "approved plan executed") -> int:
+        """Start an execution of a plan already proposed and approved in the store (the service's path)."""
+        digest = plan_digest(plan_to_dict(plan))
+        active = self._check_idle(digest)
+        if active is not None:
+            return active
+        tasks, counts = self._prepare(plan, None)
+        return self._start_execution(plan_id, tasks, counts, digest, caps, None, why)
+
+    def _check_idle(self, digest: str) -> int | None:
+        active = self.active_execution()
+        if active is None:
+            return None
+        if active.get("options", {}).get("plan_digest") == digest:
+            return int(active["id"])
+        raise ExecutionConflict(f"cluster {self.config.cluster!r} already runs execution {active['id']} "
+                                f"(plan {active['plan_id']}); stop it or wait for it to finish")
+
+    def _prepare(self, plan: Plan, batches: Mapping[tuple[str, int], int] | None
+                 ) -> tuple[list[Task], dict[str, int]]:
+        """Check the plan against the live cluster (shared invariant checker) and derive its tasks."""
+        if plan.cluster != self.config.cluster:
+            raise PlanRejected([Violation("cluster-mismatch", f"plan is for cluster {plan.cluster!r}, "
+                                                              f"executor for {self.config.cluster!r}")])
+        live, dirs = self.read_cluster()
+        capacity = self.admin.disk_capacity(live.alive)
+        snapshot = live_snapshot(self.config.cluster, live, dirs, capacity, self.endpoints)
+        violations = check_plan(snapshot, plan, self.config.check_limits)
+        if violations:
+            raise PlanRejected(violations)
+        tasks = tasks_from_plan(plan, current_partitions(live, dirs), batches)
+        return tasks, {t: live.topic_sizes[t] for t in sorted({t["topic"] for t in tasks})}
+
+    def _start_execution(self, plan_id: int, tasks: list[Task], counts: Mapping[str, int], digest: str,
+                         caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str) -> int:
+        opts = {"plan_digest": digest, "ordering": self.config.ordering, **(options or {})}
+        result = self._propose("execution.start", why, plan_id=plan_id, tasks=tasks,
+                               caps={**DEFAULT_CAPS, **(caps or {})}, partition_counts=dict(counts), options=opts)
+        return int(result["execution_id"])
+
+    def stop(self, execution_id: int, rollback: bool = False, why: str = "operator stop") -> None:
+        """Ask the execution to stop (the next pass acts on it)."""
+        self._propose("execution.stop", why, execution_id=execution_id, rollback=rollback)
+
+    def set_caps(self, execution_id: int, caps: Mapping[str, int], why: str = "operator changed caps") -> None:
+        """Change concurrency caps of a running execution."""
+        self._propose("execution.caps", why, execution_id=execution_id, caps=dict(caps))
+
+    # ------------------------------------------------------------------ the pass
+    def run_pass(self) -> PassReport:
+        """One reconcile pass. Raises :class:`AdminError` when the cluster cannot be read.
+
+        Only the leader of a replicated store acts; on a follower the pass does nothing.
+        """
+        if not self.store.is_leader:
+            return PassReport(None, "follower")
+        ex = self.active_execution()
+        if ex is None:
+            live = self.admin.live()
+            self._sync_throttles({}, {}, live)  # leftovers of an earlier run
+            return PassReport(None, "idle")
+        eid = int(ex["id"])
+        tasks: dict[str, Task] = ex["tasks"]
+        live = self.admin.live()
+        working = [t for t in tasks.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
+        dir_brokers = set().union(*(involved_brokers(t) for t in working)) & set(live.alive) if working else set()
+        dirs = self.admin.log_dirs(dir_brokers, {t["topic"] for t in working}) if dir_brokers else {}
+        now = self._measure(live)
+        updates: dict[str, dict[str, Any]] = {}
+        submit = _Submit()
+        report = PassReport(eid, ex["status"])
+
+        def update(task: Task, state: str | None = None, reason: str = "", **fields: Any) -> None:
+            u = updates.setdefault(task["key"], {"key": task["key"], "state": task["state"]})
+            if state == "COMPLETED" and task["state"] == "PENDING":
+                state = "IN_PROGRESS"  # found already done when started: completed by the next pass
+            if state is not None:
+                u["state"] = state
+                if reason:
+                    u["reason"] = reason
+            u.update(fields)
+
+        stopping = ex["status"] == "stopping"
+        rollback = bool(ex.get("rollback"))
+        # 1. cancellations (dead brokers, partition count changes, stop)
+        for t in tasks.values():
+            if t["state"] not in ("PENDING", "IN_PROGRESS"):
+                continue
+            reason = self._cancel_reason(t, live, ex)
+            if reason is None and stopping and (t["state"] == "PENDING" or rollback):
+                reason = "execution stopped" + (" with rollback" if rollback else "")
+            if reason is None:
+                continue
+            report.cancelled += 1
+            if t["state"] == "PENDING":
+                update(t, "ABORTED", reason)
+            else:
+                update(t, "ABORTING", reason)
+                self._cancel(t, live, dirs, submit)
+        # 2. observe running tasks
+        for t in tasks.values():
+            if t["key"] in updates and updates[t["key"]]["state"] != t["state"]:
+                continue
+            if t["state"] == "ABORTING":
+                tp = (t["topic"], t["partition"])
+                if tp not in live.reassignments and not self._has_future(t, dirs):
+                    update(t, "ABORTED", t.get("reason") or "cancelled")
+                else:
+                    self._cancel(t, live, dirs, submit)
+            elif t["state"] == "IN_PROGRESS":
+                self._drive(t, live, dirs, now, update, submit, resubmit=True)
+        # 3. new submissions
+        if ex["status"] == "running":
+            merged = {k: {**t, "state": updates.get(k, {}).get("state", t["state"])} for k, t in tasks.items()}
+            ready = ready_tasks(merged, urp_zero=live.under_replicated == 0,
+                                leadership_first=bool(ex.get("options", {}).get("leadership_first")))
+            urp = {tp for tp, p in live.partitions.items() if len(set(p.isr)) < len(set(p.replicas))}
+            ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp)
+            running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
+            leaders = {tp: p.leader for tp, p in live.partitions.items()}
+            for t in select_batch(ordered, running, ex.get("caps", {}), leaders):
+                update(t, "IN_PROGRESS", "", attempts=int(t.get("attempts", 0)))
+                self._drive(t, live, dirs, now, update, submit, resubmit=False)
+                report.submitted += 1
+        # 4. write-ahead: every state change and attempt count is committed before the cluster is touched
+        if updates:
+            self._propose("execution.tasks", "reconcile pass", execution_id=eid, updates=list(updates.values()))
+        ex = self.execution(eid) or ex
+        tasks = ex["tasks"]
+        # 5. throttles for what is (about to be) in flight, then submit
+        # cancels go first: a copy must never run unthrottled between its throttle's removal and its cancel
+        cancels = _Submit(reassign={tp: None for tp, r in submit.reassign.items() if r is None},
+                          log_dirs={k: d for k, d in submit.log_dirs.items() if self._is_cancel(k, tasks, submit)})
+        for tp in cancels.reassign:
+            del submit.reassign[tp]
+        for k in cancels.log_dirs:
+            del submit.log_dirs[k]
+        self._submit(cancels, tasks, eid)
+        flows, topic_lists = self._flows(tasks, live, dirs, submit)
+        rates = self._rates(flows, live, now)
+        failed = self._sync_throttles(rates, topic_lists, live)
+        if failed:  # never start a copy whose throttle is not in force: it is retried next pass
+            held = [tp for tp, r in submit.reassign.items() if r is not None
+                    and (tp[0] in failed or failed & set(r) or (tp in live.partitions
+                                                                and live.partitions[tp].leader in failed))]
+            for tp in held:
+                del submit.reassign[tp]
+            for key3 in [k for k in submit.log_dirs if k[2] in failed]:
+                del submit.log_dirs[key3]
+        self._submit(submit, tasks, eid)
+        # 6. progress and completion
+        report.completed = sum(1 for k, u in updates.items() if u["state"] == "COMPLETED"
+                               and tasks.get(k, {}).get("state") == "COMPLETED")
+        self._progress(ex, flows, rates, live, report)
+        if not any(t["state"] in OPEN_STATES for t in tasks.values()):
+            self._sync_throttles({}, {}, live)
+            status, why = self._final_status(ex)
+            self._propose("execution.finish", why, execution_id=eid, status=status)
+            report.status = status
+            self._last_bytes.clear()  # one execution per cluster at a time: forget its per-task memory
+            self._flow_rate.clear()
+            self._suspect.clear()
+        return report
+
+    def _now(self) -> float:
+        return self.clock()
+
+    def _measure(self, live: LiveCluster) -> float | None:
+        """Scrape disk load once per pass; the time base of rates is the hosts' clock when they export one.
+
+        Returns ``None`` when the scrape gave no clock this pass (rates are then not updated).
+        """
+        if self.scraper is None:
+            return time.monotonic()
+        before = self.scraper.clock
+        self.last_disks = dict(self.scraper.scrape(set(live.alive)))
+        if self.scraper.clock is None or self.scraper.clock == before:
+            return None
+        return self.scraper.clock
+
+    # ------------------------------------------------------------------ per-task logic
+    def _cancel_reason(self, t: Task, live: LiveCluster, ex: JsonDict) -> str | None:
+        dead = sorted(b for b in involved_brokers(t) if b not in live.alive)
+        if dead:
+            return f"broker {dead[0]} of the old/new replica set is dead"
+        expected = ex.get("partition_counts", {}).get(t["topic"])
+        actual = live.topic_sizes.get(t["topic"])
+        if actual is None:
+            return f"topic {t['topic']} was deleted"
+        if expected is not None and actual != expected:
+            return f"topic {t['topic']} changed partition count {expected} -> {actual}"
+        return None
+
+    @staticmethod
+    def _has_future(t: Task, dirs: DirMap) -> bool:
+        return any(future_dir(dirs, t["topic"], t["partition"], b) is not None
+                   for b in set(t["target_replicas"]) | set(t["source_replicas"]))
+
+    def _cancel(self, t: Task, live: LiveCluster, dirs: DirMap, submit: _Submit) -> None:
+        tp = (t["topic"], t["partition"])
+        if tp in live.reassignments:
+            submit.reassign[tp] = None
+            submit.owner[tp] = t["key"]
+        for b in set(t["target_replicas"]) | set(t["source_replicas"]):
+            cur = main_dir(dirs, t["topic"], t["partition"], b)
+            if future_dir(dirs, t["topic"], t["partition"], b) is not None and cur is not None:
+                submit.log_dirs[(t["topic"], t["partition"], b)] = cur.log_dir  # back to where it is: no future
+                submit.owner[(t["topic"], t["partition"], b)] = t["key"]
+
+    def _drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
+               update: Callable[..., None], submit: _Submit, *, resubmit: bool) -> None:
+        """Compare one started task with the cluster; complete it, record progress or (re)submit."""
+        suspect_before = self._suspect.get(t["key"], 0)
+        self._drive_once(t, live, dirs, now, update, submit, resubmit=resubmit)
+        if self._suspect.get(t["key"], 0) == suspect_before:
+            self._suspect.pop(t["key"], None)  # seen in flight or done this pass: start counting afresh
+
+    def _drive_once(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
+                    update: Callable[..., None], submit: _Submit, *, resubmit: bool) -> None:
+        tp = (t["topic"], t["partition"])
+        p = live.partitions.get(tp)
+        attempts = int(t.get("attempts", 0))
+        if p is None:
+            update(t, "DEAD", "partition no longer exists")
+            return
+
+        def send(kind: str, key: Any, value: Any) -> None:
+            nonlocal attempts
+            if resubmit:
+                # a started task the cluster shows neither in flight nor done: act only when two passes
+                # agree, so a stale metadata read never causes a duplicate submission
+                seen = self._suspect.get(t["key"], 0) + 1
+                self._suspect[t["key"]] = seen
+                if seen < 2:
+                    return
+            self._suspect.pop(t["key"], None)
+            if resubmit and attempts >= self.config.max_attempts:
+                update(t, "DEAD", f"gave up after {attempts} submissions ({kind} did not take effect)")
+                return
+            attempts += 1
+            update(t, attempts=attempts)
+            if kind == "reassign":
+                submit.reassign[key] = value
+            elif kind == "log_dir":
+                submit.log_dirs[key] = value
+            submit.owner[key] = t["key"]
+
+        if t["action"] == "elect_leader":
+            want = int(t["leader"])
+            if p.leader == want and p.replicas and p.replicas[0] == want:
+                update(t, "COMPLETED", f"broker {want} leads")
+            elif want not in p.replicas:
+                update(t, "DEAD", f"broker {want} is not a replica of {tp[0]}-{tp[1]}")
+            elif tp in live.reassignments:
+                pass  # the reorder (or another move) is still being applied
+            elif p.replicas[0] != want:
+                send("reassign", tp, [want, *[b for b in p.replicas if b != want]])
+            elif want in p.isr:
+                submit.elect.append(tp)
+                submit.owner[tp] = t["key"]
+            return
+
+        target = list(t["target_replicas"])
+        dirs_wanted = list(t["target_log_dirs"]) or [None] * len(target)
+        if t["action"] == "reassign" and tp in live.reassignments:
+            ra = live.reassignments[tp]
+            done, total = self._copy_progress(t, ra.adding, dirs, live)
+            update(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self._observe_rate(t, now, done))
+            return
+        if t["action"] == "reassign" and list(p.replicas) != target:
+            send("reassign", tp, target)
+            return
+        # replica set is right: log dirs next (KIP-113)
+        pending_dirs: list[tuple[int, str, ReplicaDir | None]] = []
+        done = total = 0
+        for b, d in zip(target, dirs_wanted, strict=True):
+            if d is None:
+                continue
+            cur = main_dir(dirs, t["topic"], t["partition"], b)
+            fut = future_dir(dirs, t["topic"], t["partition"], b)
+            if cur is None and b in live.alive:
+                pending_dirs.append((b, d, None))
+                continue
+            if cur is not None and cur.log_dir == d and fut is None:
+                continue
+            size = cur.size if cur is not None else 0
+            total += size
+            if fut is not None and fut.log_dir == d:
+                done += min(fut.size, size)
+                pending_dirs.append((b, d, fut))
+            else:
+                pending_dirs.append((b, d, None))
+        if not pending_dirs:
+            update(t, "COMPLETED", "target replicas and log dirs reached",
+                   bytes_done=max(int(t.get("bytes_total", 0)), int(t.get("bytes_done", 0))))
+            return
+        if t["action"] == "move_log_dir":
+            update(t, bytes_done=done, bytes_total=max(total, int(t.get("size_bytes", 0))),
+                   rate_bytes_per_s=self._observe_rate(t, now, done))
+        for b, d, fut in pending_dirs:
+            known = main_dir(dirs, t["topic"], t["partition"], b) is not None
+            if fut is None and (known or not resubmit):
+                send("log_dir", (t["topic"], t["partition"], b), d)
+
+    def _copy_progress(self, t: Task, adding: tuple[int, ...], dirs: DirMap, live: LiveCluster) -> tuple[int, int]:
+        p = live.partitions[(t["topic"], t["partition"])]
+        lead = main_dir(dirs, t["topic"], t["partition"], p.leader) if p.leader >= 0 else None
+        size = lead.size if lead is not None else int(t.get("size_bytes", 0)) // max(len(adding), 1)
+        done = 0
+        for b in adding:
+            d = main_dir(dirs, t["topic"], t["partition"], b)
+            done += min(d.size, size) if d is not None else 0
+        return done, size * len(adding)
+
+    def _observe_rate(self, t: Task, now: float | None, done: int) -> float:
+        key = (t["key"], 0)
+        if now is None:
+            return self._flow_rate.get(key, 0.0)
+        prev = self._last_bytes.get(key)
+        self._last_bytes[key] = (now, done)
+        rate = self._flow_rate.get(key, 0.0)
+        if prev is not None and now > prev[0] and done >= prev[1]:
+            inst = (done - prev[1]) / (now - prev[0])
+            rate = inst if rate == 0.0 else 0.5 * rate + 0.5 * inst
+            self._flow_rate[key] = rate
+        return float(rate) if math.isfinite(rate) else 0.0
+
+    # ------------------------------------------------------------------ throttles
+    def _flows(self, tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, submit: _Submit
+               ) -> tuple[list[Flow], dict[str, dict[str, set[str]]]]:
+        """Copy flows of every in-flight task and the throttled-replica entries they need per topic."""
+        flows: list[Flow] = []
+        lists: dict[str, dict[str, set[str]]] = {}
+        for t in tasks.values():
+            if t["state"] != "IN_PROGRESS" or t["action"] == "elect_leader":
+                continue
+            tp = (t["topic"], t["partition"])
+            p = live.partitions.get(tp)
+            if p is None:
+                continue
+            rate = self._flow_rate.get((t["key"], 0), 0.0)
+            if t["action"] == "reassign" and (tp in live.reassignments or submit.reassign.get(tp) is not None):
+                ra = live.reassignments.get(tp)
+                adding = list(ra.adding) if ra else [b for b in t["target_replicas"] if b not in p.replicas]
+                if not adding:
+                    continue
+                sources = list(ra.removing) + [b for b in p.replicas if ra is None or b not in ra.adding] \
+                    if ra else list(p.replicas)
+                entry = lists.setdefault(t["topic"], {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()})
+                entry[LEADER_REPLICAS].update(f"{tp[1]}:{b}" for b in sorted(set(sources)))
+                entry[FOLLOWER_REPLICAS].update(f"{tp[1]}:{b}" for b in adding)
+                lead = p.leader
+                src = main_dir(dirs, tp[0], tp[1], lead) if lead >= 0 else None
+                for b in adding:
+                    dst = main_dir(dirs, tp[0], tp[1], b)
+                    i = t["target_replicas"].index(b) if b in t["target_replicas"] else -1
+                    want = t["target_log_dirs"][i] if i >= 0 and t["target_log_dirs"] else None
+                    flows.append(Flow(f"{t['key']}>{b}", "move", lead, b,
+                                      (lead, src.log_dir) if src else None,
+                                      (b, dst.log_dir) if dst else ((b, want) if want else None),
+                                      rate / len(adding)))
+            else:
+                for b in set(t["target_replicas"]):
+                    cur = main_dir(dirs, tp[0], tp[1], b)
+                    fut = future_dir(dirs, tp[0], tp[1], b)
+                    key3 = (tp[0], tp[1], b)
+                    if fut is None and key3 not in submit.log_dirs:
+                        continue
+                    dst_dir = fut.log_dir if fut else submit.log_dirs[key3]
+                    flows.append(Flow(f"{t['key']}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
+                                      (b, dst_dir), rate))
+        return flows, lists
+
+    def _rates(self, flows: list[Flow], live: LiveCluster, now: float | None) -> dict[tuple[int, str], float]:
+        if not flows:
+            return {}
+        policy = self.config.throttle
+        epoch = now if now is not None and now > 1e9 else time.time()
+        previous = {}
+        for rec in self._owned_throttles().values():
+            if rec["kind"] == THROTTLE_PREFIX + "broker":
+                for k, v in rec["target"].get("configs", {}).items():
+                    previous[(int(rec["target"]["broker"]), k)] = float(v)
+        network = None
+        if self.scraper is not None and policy.nic_bytes_per_s:
+            network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
+        rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network)
+        for (b, key), ceiling in self._protection_ceilings().items():  # disk protection wins over migration
+            if (b, key) in rates:
+                rates[(b, key)] = min(rates[(b, key)], ceiling)
+        return rates
+
+    def _protection_ceilings(self) -> dict[tuple[int, str], float]:
+        """Migration rates the throttle protection (issue 5) has in force, as ceilings per broker."""
+        def read(state: JsonDict) -> dict[tuple[int, str], float]:
+            out: dict[tuple[int, str], float] = {}
+            for v in state["throttles"].get(self.config.cluster, {}).values():
+                key = PROTECTION_KINDS.get(str(v.get("kind")))
+                broker = (v.get("target") or {}).get("broker")
+                if key is None or not isinstance(broker, int):
+                    continue
+                rate = float(v.get("rate_bytes_per_s", 0.0))
+                out[(broker, key)] = min(out.get((broker, key), math.inf), rate)
+            return out
+
+        return self.store.read(read)
+
+    def _sync_throttles(self, rates: Mapping[tuple[int, str], float],
+                        lists: Mapping[str, Mapping[str, set[str]]], live: LiveCluster) -> set[Any]:
+        """Make the cluster's migration throttles exactly ``rates`` and ``lists``; record before setting.
+
+        Level-based: compares with the configs *read from the cluster* this pass, so a throttle someone
+        else removed or changed is put back, and only entries this executor recorded are ever removed
+        (list entries of others are left alone). Returns the brokers (ids) and topics (names) whose
+        change failed (retried next pass).
+        """
+        failed: set[Any] = set()
+        owned = self._owned_throttles()
+        cluster = self.config.cluster
+        want_b: dict[int, dict[str, str]] = {}
+        for (b, key), r in rates.items():
+            want_b.setdefault(b, {})[key] = str(int(r))
+        have_b = {int(v["target"]["broker"]): dict(v["target"].get("configs", {}))
+                  for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "broker"}
+        brokers = sorted(set(want_b) | set(have_b))
+        alive_b = [b for b in brokers if b in live.alive]
+        actual_b: dict[int, dict[str, str]] | None = {}
+        if alive_b:
+            try:
+                actual_b = self.admin.broker_configs(alive_b)
+            except AdminError as exc:
+                log.warning("reading broker throttles failed: %s", exc)
+                failed.update(alive_b)
+                actual_b = None
+        for b in brokers:
+            want, have = want_b.get(b, {}), have_b.get(b, {})
+            key = f"mig.b{b}"
+            if b not in live.alive or actual_b is None:
+                continue  # a dead broker cannot be altered: keep the record, clear it once it is back
+            actual = actual_b.get(b, {})
+            changes: dict[str, str | None] = {}
+            for k in set(want) | set(have):
+                if k not in want:
+                    if k in actual:
+                        changes[k] = None
+                elif k not in actual or not _close(want[k], actual[k]):
+                    changes[k] = want[k]
+            if changes:
+                merged = {**have, **{k: v for k, v in changes.items() if v is not None}}
+                self._propose("throttle.set", "migration throttle (write-ahead)", cluster=cluster, key=key,
+                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": merged},
+                              rate_bytes_per_s=max((float(v) for v in merged.values()), default=0.0))
+                try:
+                    self.admin.set_broker_configs({b: changes})
+                except AdminError as exc:  # recorded (write-ahead): retried next pass
+                    log.warning("throttle change on broker %s failed: %s", b, exc)
+                    failed.add(b)
+                    continue
+            elif set(want) == set(have) and all(_close(want[k], have[k]) for k in want):
+                continue
+            if want:
+                self._propose("throttle.set", "migration throttle", cluster=cluster, key=key,
+                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": want},
+                              rate_bytes_per_s=max(float(v) for v in want.values()))
+            elif have or changes:
+                self._propose("throttle.clear", "no migration on this broker", cluster=cluster, key=key)
+        empty: dict[str, set[str]] = {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()}
+        have_t = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
+                  for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
+        topics = sorted(set(lists) | set(have_t))
+        present = [t for t in topics if t in live.topic_sizes]
+        actual_t: dict[str, dict[str, str]] | None = {}
+        if present:
+            try:
+                actual_t = self.admin.topic_configs(present)
+            except AdminError as exc:
+                log.warning("reading throttled replicas failed: %s", exc)
+                failed.update(present)
+                actual_t = None
+        for topic in topics:
+            want_t = {k: set(lists.get(topic, {}).get(k, set())) for k in empty}
+            have = have_t.get(topic, empty)
+            key = f"mig.t.{topic}"
+            if topic not in live.topic_sizes:
+                if topic in have_t:
+                    self._propose("throttle.clear", "topic deleted", cluster=cluster, key=key)
+                continue
+            if actual_t is None:
+                continue
+            cur = {k: actual_t.get(topic, {}).get(k, "") for k in empty}
+            cur_sets = {k: {e.strip() for e in v.split(",") if e.strip()} for k, v in cur.items()}
+            adds = {k: set() if cur[k].strip() == "*" else want_t[k] - cur_sets[k] for k in empty}
+            subs = {k: (have[k] - want_t[k]) & cur_sets[k] for k in empty}
+            if any(adds.values()) or any(subs.values()):
+                union = {k: sorted(want_t[k] | have[k]) for k in empty}
+                self._propose("throttle.set", "throttled replicas (write-ahead)", cluster=cluster, key=key,
+                              kind=THROTTLE_PREFIX + "topic", target={"topic": topic, **union}, rate_bytes_per_s=0)
+                try:
+                    for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+                        self.admin.alter_topic_lists(topic, k, append=adds[k], subtract=subs[k])
+                except AdminError as exc:
+                    log.warning("throttled-replica change on topic %s failed: %s", topic, exc)
+                    failed.add(topic)
+                    continue
+            elif want_t == have:
+                continue
+            if any(want_t.values()):
+                self._propose("throttle.set", "throttled replicas", cluster=cluster, key=key,
+                              kind=THROTTLE_PREFIX + "topic",
+                              target={"topic": topic, **{k: sorted(v) for k, v in want_t.items()}},
+                              rate_bytes_per_s=0)
+            elif topic in have_t:
+                self._propose("throttle.clear", "no migration on this topic", cluster=cluster, key=key)
+        return failed
+
+    # ------------------------------------------------------------------ submission
+    @staticmethod
+    def _is_cancel(key: tuple[str, int, int], tasks: Mapping[str, Task], submit: _Submit) -> bool:
+        """True when a log-dir request cancels a future replica (its task is being aborted)."""
+        owner = tasks.get(submit.owner.get(key, ""))
+        return owner is not None and owner["state"] == "ABORTING"
+
+    def _submit(self, submit: _Submit, tasks: Mapping[str, Task], eid: int) -> None:
+        if submit.reassign:
+            try:
+                errors = self.admin.alter_reassignments(submit.reassign)
+            except AdminError as exc:
+                log.warning("reassignment submission failed (will be retried next pass): %s", exc)
+                errors = {}
+            for tp, err in errors.items():
+                if err and err != "NoReassignmentInProgressError":
+                    log.warning("reassignment of %s-%s refused: %s", tp[0], tp[1], err)
+        if submit.log_dirs:
+            try:
+                errors3 = self.admin.alter_log_dirs(submit.log_dirs)
+            except AdminError as exc:
+                log.warning("log dir move submission failed (will be retried next pass): %s", exc)
+                errors3 = {}
+            for k, err in errors3.items():
+                if err:
+                    log.warning("log dir move of %s refused: %s", k, err)
+        if submit.elect:
+            try:
+                codes = self.admin.elect_preferred(submit.elect)
+            except AdminError as exc:
+                log.warning("preferred election failed (will be retried next pass): %s", exc)
+                codes = {}
+            for tp, code in codes.items():
+                if code not in ELECTION_ERRORS_OK and code != 80:
+                    log.warning("election of %s-%s failed with error %s", tp[0], tp[1], code)
+
+    # ------------------------------------------------------------------ progress / finish
+    def _progress(self, ex: JsonDict, flows: list[Flow], rates: Mapping[tuple[int, str], float],
+                  live: LiveCluster, report: PassReport) -> None:
+        tasks = ex["tasks"].values()
+        counts: dict[str, int] = {}
+        done = total = 0
+        for t in tasks:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+            if t["state"] in ("ABORTED", "DEAD"):
+                continue
+            t_total = int(t.get("bytes_total") or t.get("size_bytes") or 0)
+            t_done = t_total if t["state"] == "COMPLETED" else min(int(t.get("bytes_done", 0)), t_total)
+            total += t_total
+            done += t_done
+        rate = sum(self._flow_rate.get((t["key"], 0), 0.0) for t in tasks if t["state"] == "IN_PROGRESS")
+        eta = (total - done) / rate if rate > 0 else None
+        report.counts, report.bytes_done, report.bytes_total = counts, done, total
+        report.rate_bytes_per_s, report.eta_s = rate, eta
+        worst = max((d.util for d in self.last_disks.values()), default=None)
+        self._propose("execution.progress", "progress", execution_id=int(ex["id"]), progress={
+            "counts": counts, "bytes_done": done, "bytes_total": total, "rate_bytes_per_s": rate,
+            "eta_s": eta, "under_replicated": live.under_replicated, "max_disk_util": worst,
+            "throttles": {f"{b}:{k}": r for (b, k), r in sorted(rates.items())},
+            "clock": self.scraper.clock if self.scraper and self.scraper.clock else self._now()})
+
+    @staticmethod
+    def _final_status(ex: JsonDict) -> tuple[str, str]:
+        states = [t["state"] for t in ex["tasks"].values()]
+        aborted, dead = states.count("ABORTED"), states.count("DEAD")
+        detail = f"{states.count('COMPLETED')} completed, {aborted} aborted, {dead} dead"
+        if ex["status"] == "stopping":
+            return "stopped", f"stopped: {detail}"
+        if dead:
+            return "failed", f"failed: {detail}"
+        return "completed", f"completed: {detail}"
+
+    # ------------------------------------------------------------------ loop
+    def run(self, interval_s: float = 1.0, on_pass: Callable[[PassReport], None] | None = None,
+            should_stop: Callable[[], bool] | None = None, max_errors: int = 30) -> PassReport:
+        """Run passes every ``interval_s`` (fixed delay) until the execution finishes.
+
+        A pass that cannot reach the cluster is retried; ``max_errors`` consecutive failures give up
+        (the execution stays resumable).
+        """
+        errors = 0
+        report = PassReport(None, "idle")
+        while True:
+            if should_stop is not None and should_stop():
+                return report
+            try:
+                report = self.run_pass()
+                errors = 0
+            except AdminError as exc:
+                errors += 1
+                log.warning("pass failed (%d/%d): %s", errors, max_errors, exc)
+                report = PassReport(report.execution_id, report.status if report.execution_id else "running",
+                                    error=str(exc))
+                if errors >= max_errors:
+                    raise
+            if on_pass is not None:
+                on_pass(report)
+            if report.finished and report.error is None:
+                return report
+            time.sleep(interval_s)

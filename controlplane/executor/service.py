@@ -1,0 +1,128 @@
+"""The executor inside the service: one :class:`Executor` per registered cluster, on the Raft leader only.
+
+``ExecutorService.start_approved(plan_id)`` is what an API endpoint calls to execute an approved plan;
+``run_once`` (or the background thread from ``start``) runs a reconcile pass for every cluster that has
+an active execution or migration throttles left to clean. Followers do nothing: after a failover the
+new leader's passes pick every execution up from the replicated state (write-ahead task states make
+that safe).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from controlplane.adapters.kafka_admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
+from controlplane.adapters.prom_scrape import DiskScraper
+from controlplane.domain import parse_plan
+from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
+from controlplane.executor.throttle import ThrottlePolicy
+from controlplane.service.store import StateStore
+from raft.protocol import JsonDict
+
+log = logging.getLogger("guardian.executor")
+Binding = tuple[KafkaAdmin, DiskScraper | None, ClusterEndpoints | None]
+
+
+def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
+    """Admin client, disk scraper and endpoints of a registered cluster (None without bootstrap servers)."""
+    servers = ",".join(record.get("bootstrap_servers") or [])
+    if not servers:
+        return None
+    urls = {int(b): str(u) for b, u in (record.get("metrics_urls") or {}).items() if str(b).isdigit()}
+    brokers = tuple(BrokerEndpoint(b, metrics_url=u) for b, u in sorted(urls.items()))
+    endpoints = ClusterEndpoints(name, servers, brokers)
+    return KafkaAdmin(servers), (DiskScraper(urls) if urls else None), endpoints
+
+
+class ExecutorService:
+    """Leader-only executor loop over every cluster in the replicated state."""
+
+    def __init__(self, store: StateStore, policy: ThrottlePolicy | None = None, interval_s: float = 5.0,
+                 bind: Callable[[str, Mapping[str, Any]], Binding | None] = bind_cluster,
+                 ordering: str = "small_first") -> None:
+        self.store = store
+        self.policy = policy or ThrottlePolicy()
+        self.interval_s = interval_s
+        self.bind = bind
+        self.ordering = ordering
+        self._executors: dict[str, Executor] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last: dict[str, PassReport] = {}
+
+    def executor(self, cluster: str) -> Executor:
+        """The executor of ``cluster`` (created on first use). Raises KeyError for an unknown cluster."""
+        if cluster not in self._executors:
+            record = self.store.read(lambda s: json.loads(json.dumps(s["clusters"].get(cluster))))
+            if record is None:
+                raise KeyError(f"unknown cluster {cluster!r}")
+            binding = self.bind(cluster, record)
+            if binding is None:
+                raise KeyError(f"cluster {cluster!r} has no bootstrap servers")
+            admin, scraper, endpoints = binding
+            self._executors[cluster] = Executor(self.store, admin, ExecutorConfig(cluster, ordering=self.ordering,
+                                                                                  throttle=self.policy),
+                                                scraper, endpoints)
+        return self._executors[cluster]
+
+    def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "") -> int:
+        """Execute an approved plan of the store; returns the execution id (idempotent while it runs)."""
+        plan_rec = self.store.read(lambda s: json.loads(json.dumps(s["plans"].get(str(plan_id)))))
+        if plan_rec is None:
+            raise KeyError(f"unknown plan {plan_id}")
+        if plan_rec["status"] == "executing" and plan_rec.get("execution_id"):
+            return int(plan_rec["execution_id"])
+        plan = parse_plan(json.dumps(plan_rec["plan"]))
+        return self.executor(plan_rec["cluster"]).start_approved(plan_id, plan, caps=caps,
+                                                                 why=why or f"execute plan {plan_id}")
+
+    def _clusters_needing_passes(self) -> list[str]:
+        def find(state: JsonDict) -> list[str]:
+            busy = {e["cluster"] for e in state["executions"].values() if e["status"] in ("running", "stopping")}
+            owned = {c for c, ts in state["throttles"].items()
+                     if any(str(t.get("kind", "")).startswith(THROTTLE_PREFIX) for t in ts.values())}
+            return sorted((busy | owned) & set(state["clusters"]))
+
+        return self.store.read(find)
+
+    def run_once(self) -> dict[str, PassReport]:
+        """One pass per cluster that needs one (nothing on a follower); failures are logged, not raised."""
+        if not self.store.is_leader:
+            return {}
+        out = {}
+        for cluster in self._clusters_needing_passes():
+            try:
+                out[cluster] = self.executor(cluster).run_pass()
+            except Exception as exc:  # one cluster's trouble never stops the others
+                log.warning("executor pass on %s failed: %s", cluster, exc)
+                out[cluster] = PassReport(None, "error", error=str(exc))
+        self.last.update(out)
+        return out
+
+    def start(self) -> None:
+        """Run passes every ``interval_s`` (fixed delay) in a daemon thread."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                self.run_once()
+                self._stop.wait(self.interval_s)
+
+        self._thread = threading.Thread(target=loop, name="guardian-executor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and close every admin client."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+        for ex in self._executors.values():
+            ex.admin.close()
+        self._executors.clear()

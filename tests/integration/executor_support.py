@@ -1,0 +1,142 @@
+"""Helpers for executor integration tests: a kafkasim federation on real 127.0.0.1 ports, plans, checks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from controlplane.adapters.kafka_admin import (
+    BROKER_THROTTLE_KEYS,
+    AdminError,
+    BrokerEndpoint,
+    ClusterEndpoints,
+    KafkaAdmin,
+    LiveCluster,
+)
+from controlplane.domain import PartitionMove, Plan, dump_plan
+from kafkasim.scenario import build_federation
+from kafkasim.server import SimRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+
+def scenario(brokers: int = 6, topics: int = 4, partitions: int = 50, rf: int = 2, size_gb: float = 0.05,
+             bytes_in: float = 100_000, speed: float = 20.0, disks: int = 2) -> dict[str, Any]:
+    """One cluster ``c1``: ``brokers`` brokers (each its own rack) with HDDs, ``topics`` x ``partitions``."""
+    return {"seed": 5, "speed": speed, "tick_seconds": 1.0,
+            "clusters": [{"name": "c1", "brokers": [{"count": brokers, "idcs": ["idc-a"], "racks_per_idc": brokers,
+                                                     "memory_gb": 16, "disks": [{"count": disks, "kind": "hdd"}]}],
+                          "topics": [{"prefix": "t", "count": topics, "partitions": partitions, "rf": rf,
+                                      "bytes_in_per_s": bytes_in, "size_gb": size_gb, "tail_groups": 1}]}]}
+
+
+class Sim:
+    """A running kafkasim with its endpoints file; records every AlterPartitionReassignments entry."""
+
+    def __init__(self, spec: dict[str, Any], tmp: Path) -> None:
+        self.runner = SimRunner(build_federation(json.loads(json.dumps(spec))))
+        self.endpoints = self.runner.start()
+        self.endpoints_file = tmp / "endpoints.json"
+        self.endpoints_file.write_text(json.dumps(self.endpoints))
+        ep = self.endpoints["clusters"]["c1"]
+        self.cluster = ClusterEndpoints("c1", ep["bootstrap_servers"], tuple(
+            BrokerEndpoint(b["id"], b["host"], b["port"], b["idc"], b["rack"], b["pool"], b["metrics_url"])
+            for b in ep["brokers"]))
+        self.admin = KafkaAdmin(ep["bootstrap_servers"], client_id="test-checker")
+        self.submissions: Counter[tuple[str, int]] = Counter()
+        self.cancels: Counter[tuple[str, int]] = Counter()
+        self._lock = threading.Lock()
+        handler = self.runner.server.handler
+        original = handler.api_45
+
+        def recording(ctx: Any, v: int, req: Any) -> Any:
+            with self._lock:
+                for t in req.topics:
+                    for p in t.partitions:
+                        (self.submissions if p.replicas is not None else self.cancels)[(t.name, p.partition_index)] += 1
+            return original(ctx, v, req)
+
+        handler.api_45 = recording  # type: ignore[method-assign]
+
+    def control(self, path: str, body: dict[str, Any]) -> Any:
+        req = urllib.request.Request(self.endpoints["control_url"] + path, data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def live(self) -> LiveCluster:
+        return self.admin.live()
+
+    def leftover_throttles(self) -> dict[str, Any]:
+        """Every migration throttle config still set on any alive broker or topic (retries stale metadata)."""
+        for attempt in range(20):
+            try:
+                return self._leftover_throttles()
+            except AdminError:  # e.g. a just-revived broker the client's metadata does not know yet
+                if attempt == 19:
+                    raise
+                time.sleep(0.2)
+        return {}
+
+    def _leftover_throttles(self) -> dict[str, Any]:
+        live = self.live()
+        out: dict[str, Any] = {}
+        for b, cfg in self.admin.broker_configs(live.alive, BROKER_THROTTLE_KEYS).items():
+            if cfg:
+                out[f"broker {b}"] = cfg
+        for t, cfg in self.admin.topic_configs(live.topic_sizes).items():
+            if cfg:
+                out[f"topic {t}"] = cfg
+        return out
+
+    def stop(self) -> None:
+        self.admin.close()
+        self.runner.stop()
+
+
+def one_replica_plan(live: LiveCluster, select: Any = None, dest: Any = None, cluster: str = "c1") -> Plan:
+    """Move the first replica of every selected partition to another alive broker (round robin)."""
+    moves = []
+    for i, (tp, p) in enumerate(sorted(live.partitions.items())):
+        if select is not None and not select(tp, p):
+            continue
+        others = [b for b in sorted(live.alive) if b not in p.replicas]
+        target = dest(tp, p, others) if dest is not None else others[i % len(others)]
+        moves.append(PartitionMove(tp[0], tp[1], (target, *p.replicas[1:]), (None,) * len(p.replicas)))
+    return Plan(cluster, "rebalance", tuple(moves))
+
+
+def write_plan(plan: Plan, path: Path) -> Path:
+    path.write_text(dump_plan(plan))
+    return path
+
+
+def guardian(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the ``guardian`` CLI in a new process and wait for it."""
+    return subprocess.run([sys.executable, "-m", "controlplane.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+
+
+def guardian_popen(*args: str) -> subprocess.Popen[str]:
+    """Start the ``guardian`` CLI in a new process (caller waits / kills it)."""
+    return subprocess.Popen([sys.executable, "-m", "controlplane.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    for _ in range(20):
+        try:
+            return dict(json.loads(path.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError):
+            time.sleep(0.05)
+    raise AssertionError(f"state file {path} unreadable")

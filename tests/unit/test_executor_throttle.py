@@ -1,0 +1,159 @@
+"""Migration throttle maths, schedules, rate parsing, and the Prometheus text scrape."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import pytest
+
+from controlplane.adapters.kafka_admin import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
+from controlplane.adapters.prom_scrape import DiskRate, DiskScraper, HostSample, parse_host
+from controlplane.executor.throttle import (
+    Flow,
+    NetRate,
+    Schedule,
+    ThrottlePolicy,
+    broker_rates,
+    network_allowance,
+    parse_rate,
+)
+
+NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC).timestamp()
+NIGHT = datetime(2026, 11, 22, 3, 0, tzinfo=UTC).timestamp()
+
+
+def test_parse_rate() -> None:
+    assert parse_rate("50MB") == 50e6
+    assert parse_rate("1.5G") == 1.5e9
+    assert parse_rate("800k") == 800e3
+    assert parse_rate("1234") == 1234
+    with pytest.raises(ValueError, match="bad rate"):
+        parse_rate("fast")
+
+
+def test_schedule_windows_wrap_midnight_and_reject_garbage() -> None:
+    s = Schedule.parse("22:00-06:00=200MB,06:00-22:00=40MB")
+    assert s.ceiling(NIGHT) == 200e6 and s.ceiling(NOON) == 40e6
+    assert Schedule.parse("").ceiling(NOON) == math.inf
+    with pytest.raises(ValueError, match="HH:MM"):
+        Schedule.parse("nights=1MB")
+    with pytest.raises(ValueError, match="bad time"):
+        Schedule.parse("25:00-26:00=1MB")
+
+
+def test_policy_validation() -> None:
+    with pytest.raises(ValueError):
+        ThrottlePolicy(mode="turbo")
+    with pytest.raises(ValueError):
+        ThrottlePolicy(floor=10e6, ceiling=1e6)
+
+
+FLOW = Flow("a:0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"), 10e6)
+
+
+def test_adaptive_rate_comes_from_the_headroom_of_the_busiest_disk() -> None:
+    disks = {(1, "/d1"): DiskRate(util=0.5, bytes_per_s=100e6, max_bytes_per_s=200e6),   # 10% of it is us
+             (2, "/d1"): DiskRate(util=0.3, bytes_per_s=60e6, max_bytes_per_s=200e6)}
+    policy = ThrottlePolicy(util_threshold=0.7, gain=1.0, initial=5e6)
+    rates = broker_rates([FLOW], disks, policy, {}, NOON)
+    # source: u0 = 0.5 * (1 - 0.1) = 0.45 -> (0.7 - 0.45) * 200 MB/s = 50 MB/s; destination allows more
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6, rel=1e-6)
+    assert rates[(1, LEADER_RATE)] == pytest.approx(50e6, rel=1e-6)
+
+
+def test_adaptive_rate_backs_off_at_once_rises_gradually_and_stays_within_floor_and_schedule() -> None:
+    hot = {(1, "/d1"): DiskRate(util=0.95, bytes_per_s=190e6, max_bytes_per_s=200e6)}
+    policy = ThrottlePolicy(util_threshold=0.7, floor=2e6, gain=0.5)
+    down = broker_rates([FLOW], hot, policy, {(2, FOLLOWER_RATE): 80e6, (1, LEADER_RATE): 80e6}, NOON)
+    assert down[(2, FOLLOWER_RATE)] == 2e6  # no headroom: straight to the floor
+    cool = {(1, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6)}
+    up = broker_rates([FLOW], cool, policy, {(2, FOLLOWER_RATE): 20e6, (1, LEADER_RATE): 20e6}, NOON)
+    assert 20e6 < up[(2, FOLLOWER_RATE)] < 120e6  # halfway towards ~ (0.7 - 0.05) * 200 MB/s
+    night = ThrottlePolicy(util_threshold=0.7, gain=1.0, schedule=Schedule.parse("06:00-22:00=10MB"))
+    assert broker_rates([FLOW], cool, night, {}, NOON)[(2, FOLLOWER_RATE)] == 10e6
+    assert broker_rates([FLOW], cool, night, {}, NIGHT)[(2, FOLLOWER_RATE)] > 100e6
+
+
+def test_flows_share_a_broker_rate_and_unknown_disks_keep_the_previous_rate() -> None:
+    flows = [Flow("a>2", "move", 1, 2, None, (2, "/d1"), 0), Flow("b>2", "move", 3, 2, None, (2, "/d2"), 0),
+             Flow("c>4", "future", 4, 4, (4, "/d1"), (4, "/d2"), 0)]
+    disks = {(2, "/d1"): DiskRate(0.6, 120e6, 200e6), (2, "/d2"): DiskRate(0.2, 40e6, 200e6)}
+    policy = ThrottlePolicy(util_threshold=0.7, gain=1.0, initial=7e6)
+    rates = broker_rates(flows, disks, policy, {}, NOON)
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(2 * 20e6)  # the tighter disk's allowance x 2 flows
+    assert rates[(4, ALTER_DIRS_RATE)] == 7e6  # no live data for its disks: previous (initial) rate
+    assert rates[(1, LEADER_RATE)] == pytest.approx(20e6)  # its one flow is bounded by the destination disk
+    fixed = broker_rates(flows, disks, ThrottlePolicy(mode="fixed", fixed_rate=33e6), {}, NOON)
+    assert set(fixed.values()) == {33e6} and len(fixed) == 4
+
+
+PROM = """# HELP x
+kafkasim_sim_time_seconds 1795000100
+node_disk_io_time_seconds_total{device="sda"} 50
+node_disk_read_bytes_total{device="sda"} 1000
+node_disk_written_bytes_total{device="sda"} 9000
+node_disk_io_time_seconds_total{device="sdb"} NaN
+kafkasim_log_dir_info{device="sda",log_dir="/data1",kind="hdd"} 1
+kafkasim_disk_max_bytes_per_second{device="sda"} 2e8
+kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"} 12.5
+garbage line
+"""
+
+
+def test_parse_host_maps_devices_to_log_dirs_and_skips_bad_values() -> None:
+    s = parse_host(PROM, now=5.0)
+    assert s.at == 1795000100 and s.io_time == {"/data1": 50.0}
+    assert s.read_bytes == {"/data1": 1000.0} and s.max_bytes_per_s == {"/data1": 2e8}
+    assert s.produce_p99_ms == 12.5
+
+
+def test_scraper_rates_use_measured_time_and_ignore_counter_resets() -> None:
+    scraper = DiskScraper({1: "http://127.0.0.1:1/metrics"})
+    samples = iter([HostSample(100.0, {"/d": 10.0}, {"/d": 0.0}, {"/d": 0.0}, {"/d": 2e8}),
+                    HostSample(110.0, {"/d": 15.0}, {"/d": 0.0}, {"/d": 1e9}, {"/d": 2e8}),
+                    HostSample(120.0, {"/d": 1.0}, {"/d": 0.0}, {"/d": 2e9}, {"/d": 2e8}),
+                    HostSample(120.0, {"/d": 2.0}, {"/d": 0.0}, {"/d": 3e9}, {"/d": 2e8})])
+    scraper._fetch = lambda broker: next(samples)  # type: ignore[method-assign]
+    scraper.scrape()
+    assert scraper.rates == {}
+    scraper.scrape()
+    assert scraper.rates[(1, "/d")] == DiskRate(0.5, 1e8, 2e8)
+    scraper.scrape()  # io counter went backwards: keep the last good rate
+    assert scraper.rates[(1, "/d")] == DiskRate(0.5, 1e8, 2e8)
+    scraper.scrape()  # zero elapsed time: no rate
+    assert scraper.rates[(1, "/d")] == DiskRate(0.5, 1e8, 2e8)
+    assert scraper.clock == 120.0
+
+
+def test_network_headroom_bounds_inter_broker_flows_only() -> None:
+    flows = [Flow("a>2", "move", 1, 2, None, None, 30e6), Flow("b>2", "move", 3, 2, None, None, 10e6),
+             Flow("c>4", "future", 4, 4, None, None, 0)]
+    network = {2: NetRate(in_bytes_per_s=90e6, out_bytes_per_s=0, migration_in_bytes_per_s=40e6),
+               1: NetRate(in_bytes_per_s=0, out_bytes_per_s=100e6)}
+    allow = network_allowance(flows, network, nic_bytes_per_s=125e6, threshold=0.8)
+    # broker 2 in: 0.8 * 125 - (90 - 40) = 50 MB/s for 2 flows; broker 1 out: 100 - 100 - 30 -> 30 MB/s left
+    assert allow[flows[0]] == pytest.approx(25e6) and allow[flows[1]] == pytest.approx(25e6)
+    assert flows[2] not in allow
+    network[1] = NetRate(0, 95e6)
+    assert network_allowance(flows, network, 125e6, 0.8)[flows[0]] == pytest.approx(25e6)
+    policy = ThrottlePolicy(util_threshold=0.8, gain=1.0, nic_bytes_per_s=125e6, initial=99e6)
+    rates = broker_rates(flows, {}, policy, {}, NOON, network)
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6)
+    assert rates[(4, ALTER_DIRS_RATE)] == 99e6
+
+
+def test_parse_host_reads_broker_network_counters() -> None:
+    text = PROM + ("kafka_server_brokertopicmetrics_bytesin_total 100\n"
+                   'kafka_server_brokertopicmetrics_bytesin_total{topic="a"} 100\n'
+                   "kafka_server_brokertopicmetrics_replicationbytesin_total 50\n"
+                   "kafka_server_brokertopicmetrics_reassignmentbytesin_total 25\n"
+                   "kafka_server_brokertopicmetrics_bytesout_total 300\n")
+    assert parse_host(text, 0).net == {"in": 175.0, "reassign_in": 25.0, "out": 300.0}
+
+
+def test_a_replica_not_placed_yet_is_bounded_by_its_brokers_busiest_disk() -> None:
+    flow = Flow("a>2", "move", 1, 2, None, None, 0.0)
+    disks = {(2, "/d1"): DiskRate(0.2, 40e6, 200e6), (2, "/d2"): DiskRate(0.6, 120e6, 200e6)}
+    rates = broker_rates([flow], disks, ThrottlePolicy(util_threshold=0.7, gain=1.0), {}, NOON)
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(20e6)  # (0.7 - 0.6) x 200 MB/s on /d2
