@@ -18,6 +18,7 @@ from controlplane.adapters.clickhouse import ClickHouse, ClickHouseUnavailable, 
 from controlplane.adapters.metric_rollups import RollupWriter
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
+from controlplane.executor.service import ExecutorService
 from controlplane.service.auto_rebalance import run_auto_rebalance
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
@@ -91,9 +92,11 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     ctx.clickhouse = open_clickhouse(settings)
     rollups = RollupWriter(ctx.clickhouse) if ctx.clickhouse is not None else None
     collection = CollectionJob(on_collected=rollups)
+    ctx.executor = ExecutorService(store, interval_s=settings.intervals.executor_s)
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
+                Job("executor", settings.intervals.executor_s, lambda c: c.executor.run_once()),
                 *(jobs or [])]
     scheduler = LeaderScheduler(ctx, all_jobs)
     return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store, collection=collection,

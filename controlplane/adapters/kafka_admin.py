@@ -165,7 +165,8 @@ class KafkaAdmin:
             from kafka.admin import KafkaAdminClient
 
             self._client = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
-                                            request_timeout_ms=self.request_timeout_ms)
+                                            request_timeout_ms=self.request_timeout_ms,
+                                            bootstrap_timeout_ms=self.request_timeout_ms)
         return self._client
 
     def _call(self, what: str, fn: Callable[[Any], T]) -> T:

@@ -17,12 +17,14 @@ from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
+from controlplane.adapters.kafka_admin import AdminError
 from controlplane.api.auth import Principal, require
 from controlplane.api.errors import ApiError, install_error_handlers, problem
 from controlplane.domain import check_plan, dump_snapshot, parse_plan, parse_snapshot, plan_to_dict, pool_stats
+from controlplane.executor.reconcile import ExecutionConflict, PlanRejected
 from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
-from controlplane.service.planning import PlanRequestError, make_plan, plan_tasks
+from controlplane.service.planning import PlanRequestError, make_plan
 
 Viewer = Annotated[Principal, Depends(require("viewer"))]
 Operator = Annotated[Principal, Depends(require("operator"))]
@@ -330,15 +332,22 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     @app.post("/api/v1/plans/{plan_id}/execute", tags=["plans"], status_code=201)
     def execute_plan(plan_id: int, request: Request, who: Operator) -> Any:
-        """Start executing an approved plan (re-checked against the latest fresh snapshot first)."""
+        """Start executing an approved plan; the executor re-checks it against the live cluster first."""
         record = plan_or_404(plan_id)
-        snap = snapshot_or_409(record["cluster"])
-        plan = parse_plan(json.dumps(record["plan"]))
-        violations = check_plan(snap, plan)
-        if violations:
-            raise ApiError(409, "the plan no longer fits the cluster", violations=[str(v) for v in violations])
-        return propose(request, who, {"type": "execution.start", "plan_id": plan_id,
-                                      "tasks": plan_tasks(snap, plan)})
+        if record["status"] not in ("approved", "executing"):
+            raise ApiError(409, f"plan {plan_id} is {record['status']}; approve it before executing")
+        if ctx.executor is None:
+            raise ApiError(503, "no executor on this node")
+        try:
+            execution_id = ctx.executor.start_approved(plan_id, why=request.headers.get("x-guardian-reason", ""))
+        except PlanRejected as exc:
+            raise ApiError(409, "the plan no longer fits the cluster",
+                           violations=[str(v) for v in exc.violations]) from None
+        except ExecutionConflict as exc:
+            raise ApiError(409, str(exc)) from None
+        except AdminError as exc:
+            raise ApiError(503, f"cluster {record['cluster']!r} unreachable: {exc}") from None
+        return {"execution_id": execution_id, "plan_id": plan_id, "executed_by": who.name}
 
     # ------------------------------------------------------------------ executions
     def execution_or_404(execution_id: int) -> dict[str, Any]:

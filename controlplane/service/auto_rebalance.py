@@ -13,7 +13,7 @@ from apscheduler.triggers.cron import CronTrigger
 from controlplane.domain import check_plan, plan_to_dict, pool_stats
 from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
-from controlplane.service.planning import make_plan, plan_tasks
+from controlplane.service.planning import make_plan
 from controlplane.service.snapshots import StaleSnapshotError
 from controlplane.service.state import ACTIVE_EXECUTION
 
@@ -50,6 +50,8 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
         return {"action": "skip", "why": "outside the window"}
     if busy:
         return {"action": "skip", "why": "an execution is running"}
+    if ctx.executor is None:
+        return {"action": "skip", "why": "no executor on this node"}
     try:
         snap = ctx.snapshots.fresh(name, ctx.settings.max_snapshot_age_s, now)
     except StaleSnapshotError as exc:
@@ -65,6 +67,5 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
                                  "kind": plan.kind, "plan": plan_to_dict(plan),
                                  "snapshot_taken_at": snap.taken_at.isoformat()})["plan_id"]
     ctx.store.propose({"type": "plan.approve", "meta": meta(WHO, "auto-rebalance policy"), "plan_id": plan_id})
-    execution = ctx.store.propose({"type": "execution.start", "meta": meta(WHO, why), "plan_id": plan_id,
-                                   "tasks": plan_tasks(snap, plan)})
-    return {"action": "execute", "why": why, "plan_id": plan_id, "execution_id": execution["execution_id"]}
+    execution_id = ctx.executor.start_approved(plan_id, why=f"{WHO}: {why}")
+    return {"action": "execute", "why": why, "plan_id": plan_id, "execution_id": execution_id}

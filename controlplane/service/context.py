@@ -26,6 +26,8 @@ class ServiceContext:
     http_of: dict[str, str] = field(default_factory=dict)
     clickhouse: Any = None
     """:class:`controlplane.adapters.clickhouse.ClickHouse` when configured (rollups, analytics)."""
+    executor: Any = None
+    """:class:`controlplane.executor.service.ExecutorService` (None: plans cannot be executed here)."""
     throttle: ThrottleService | None = None
 
     @property
