@@ -72,9 +72,10 @@ def test_migrations_are_idempotent(ch: ClickHouse) -> None:
     assert ch.applied_versions() == [m.version for m in MIGRATIONS]
     assert ch.migrate() == []
     again = connect(data_path=chdb_path(), database=ch.database)  # a restart of the service
-    assert again.migrate() == [] and again.applied_versions() == [1, 2, 3]
-    extra = Migration(4, "col", ("ALTER TABLE {db}.topic_inventory ADD COLUMN IF NOT EXISTS x UInt8",))
-    assert ch.migrate([*MIGRATIONS, extra]) == [4]
+    assert again.migrate() == [] and again.applied_versions() == [m.version for m in MIGRATIONS]
+    next_version = MIGRATIONS[-1].version + 1
+    extra = Migration(next_version, "col", ("ALTER TABLE {db}.topic_inventory ADD COLUMN IF NOT EXISTS x UInt8",))
+    assert ch.migrate([*MIGRATIONS, extra]) == [next_version]
     assert ch.migrate([*MIGRATIONS, extra]) == []
     assert ch.scalar(f"SELECT count() FROM system.columns WHERE database = '{ch.database}' "
                      "AND table = 'topic_inventory' AND name = 'x'") == 1
