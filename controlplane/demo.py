@@ -1,45 +1,204 @@
-"""``make demo``: the foundation's demo — plan a rebalance of the skewed multi-IDC example offline.
+"""``make demo``: Guardian end to end on embedded defaults, with no step by hand.
 
-Loads ``deploy/examples/skewed-multi-idc.json``, shows the imbalance, plans a disk-load rebalance,
-checks it with the shared invariant checker and prints the before/after table. The plan is written
-to ``out/demo/plan.json`` (Kafka's reassignment JSON inside).
+1. kafkasim: a simulated cluster seeded from a generated skewed snapshot (mixed HDD/NVMe disks, two
+   IDCs, heavy-tailed traffic, hot disks, consumers lagging far enough to read from disk), running
+   faster than real time on 127.0.0.1.
+2. A one-node Guardian controller (Raft journal + chdb under ``out/demo/state``) with its REST API on
+   a free loopback port; the cluster is registered and opted into auto-rebalance through the API.
+3. The leader's loops act on their own: collection (rollups into chdb), auto-rebalance (plan, approve,
+   execute with an adaptive migration throttle) and throttle protection.
+4. The before/after of disk load is printed and drawn to ``out/demo/disk-load.png``; the figures go to
+   ``out/demo/summary.json``.
 """
 
 from __future__ import annotations
 
+import json
+import socket
+import sys
+import threading
+import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import httpx
+import uvicorn
 from rich.console import Console
+from rich.table import Table
 
-from controlplane.domain import check_plan, dump_plan
-from controlplane.files import read_snapshot, write_atomic
-from controlplane.report import plan_table, snapshot_table, violations_table
-from planners.disk_balance import plan_rebalance
+from controlplane.bootstrap import Service, build_service
+from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.domain import ClusterSnapshot, pool_stats, snapshot_to_dict
+from controlplane.picture import disk_utils, plot_before_after
+from controlplane.report import snapshot_table
+from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenario import build_federation
+from kafkasim.server import SimRunner
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "deploy" / "examples" / "skewed-multi-idc.json"
+CLUSTER = "demo"
+TOKEN = "demo-admin-token"  # loopback-only demo
+SPEED = 10.0
+MAX_PARTITION_BYTES = 2 * 10**9
 
 
-def main(out_dir: Path = ROOT / "out" / "demo") -> int:
-    """Run the demo; returns the process exit code (0 when the plan is valid)."""
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def seed_snapshot() -> dict[str, Any]:
+    """A skewed cluster whose partitions are small enough to move in a demo (≤ 2 GB each)."""
+    snap = generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=3, partitions=240, seed=11,
+                                           idcs=("idc-a", "idc-b"), racks_per_idc=3, nvme_fraction=0.25,
+                                           target_mean_util=0.12, lagging_fraction=0.02, cluster=CLUSTER))
+    largest = max(p.size_bytes for t in snap.topics for p in t.partitions) or 1
+    scale = min(1.0, MAX_PARTITION_BYTES / largest)
+    topics = tuple(replace(t, partitions=tuple(replace(p, size_bytes=int(p.size_bytes * scale)) for p in t.partitions))
+                   for t in snap.topics)
+    return snapshot_to_dict(replace(snap, topics=topics))
+
+
+def settings_for(state: Path) -> Settings:
+    """One node, chdb embedded, short loop intervals (the simulator runs 10x real time)."""
+    return Settings(data_dir=state, raft=RaftConf(self_addr=f"127.0.0.1:{free_port()}"),
+                    tokens=[TokenConf(name="demo", role="admin", sha256=hash_token(TOKEN))],
+                    intervals=IntervalsConf(collect_s=2.0, throttle_s=2.0, executor_s=1.0,
+                                            auto_rebalance_check_s=3.0),
+                    clickhouse=ClickHouseConf(mode="chdb"), max_snapshot_age_s=30.0)
+
+
+def wait_for(what: str, check: Any, timeout: float, console: Console) -> Any:
+    """Poll ``check()`` until it returns something truthy; fail clearly after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    console.print(f"[red]gave up waiting for {what} after {timeout:.0f} s[/]")
+    raise SystemExit(1)
+
+
+def progress_line(api: httpx.Client) -> tuple[str, bool]:
+    """One status line and whether an auto-rebalance execution has completed."""
+    executions = api.get("/api/v1/executions", params={"cluster": CLUSTER}).json()
+    throttles = api.get("/api/v1/throttles", params={"cluster": CLUSTER}).json()
+    if not executions:
+        return f"no execution yet; {len(throttles)} throttle(s) in force", False
+    latest = executions[0]
+    states = ", ".join(f"{k} {v}" for k, v in sorted(latest["task_states"].items()))
+    line = (f"execution {latest['id']} ({latest['started_by']}): {latest['status']} — {states}; "
+            f"{len(throttles)} throttle(s) in force")
+    return line, latest["status"] == "completed"
+
+
+def figures(snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """Per-pool estimated utilisation figures and the disks' measured util."""
+    return {"pools": {p: {"max_util": s.max_util, "mean_util": s.mean_util, "peak_to_mean": s.peak_to_mean}
+                      for p, s in pool_stats(snapshot).items()},
+            "measured_max_util": max(d.util for b in snapshot.brokers for d in b.disks)}
+
+
+def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> Table:
+    table = Table(title="disk load before and after Guardian acted")
+    for col in ("pool", "max util before", "max util after", "mean util", "peak/mean before", "peak/mean after"):
+        table.add_column(col, justify="left" if col == "pool" else "right")
+    for pool, b in before["pools"].items():
+        a = after["pools"].get(pool, b)
+        table.add_row(pool, f"{b['max_util']:.2f}", f"{a['max_util']:.2f}", f"{a['mean_util']:.2f}",
+                      f"{b['peak_to_mean']:.2f}", f"{a['peak_to_mean']:.2f}")
+    table.caption = (f"measured (simulated) disk util, hottest disk: {before['measured_max_util']:.2f} -> "
+                     f"{after['measured_max_util']:.2f}")
+    return table
+
+
+def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 240.0) -> int:
+    """Run the demo; returns the exit code (0 when an auto-rebalance execution completed)."""
     console = Console()
-    snapshot = read_snapshot(EXAMPLE)
-    console.rule("Guardian demo: disk-aware rebalance of a skewed multi-IDC cluster")
-    console.print(snapshot_table(snapshot))
-    plan = plan_rebalance(snapshot)
-    violations = check_plan(snapshot, plan)
-    if violations:
-        console.print(violations_table(violations))
-        return 1
-    console.print(plan_table(plan))
-    for note in plan.notes:
-        console.print(f"note: {note}", markup=False)
-    target = out_dir / "plan.json"
-    write_atomic(target, dump_plan(plan))
-    console.print(f"valid plan written to {target} (feed its 'reassignment' member to "
-                  "kafka-reassign-partitions.sh, or run `guardian plan validate`)", markup=False)
-    return 0
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = out_dir / "state"
+    if state.exists():  # every demo run starts from an empty controller
+        import shutil
+
+        shutil.rmtree(state)
+    console.rule("Guardian demo")
+    sim = SimRunner(build_federation({"seed": 11, "speed": SPEED, "tick_seconds": 1.0,
+                                      "clusters": [{"snapshot": seed_snapshot(), "partition_throttle": True}]}))
+    endpoints = sim.start()["clusters"][CLUSTER]
+    console.print(f"kafkasim: cluster {CLUSTER!r} on {endpoints['bootstrap_servers'].split(',')[0]} ... "
+                  f"({len(endpoints['brokers'])} brokers, {SPEED:.0f}x real time)", markup=False)
+    service: Service | None = None
+    server: uvicorn.Server | None = None
+    try:
+        service = build_service(settings_for(state))
+        service.store.node.wait_ready(10)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=port, log_level="warning"))
+        threading.Thread(target=server.run, name="demo-http", daemon=True).start()
+        api = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {TOKEN}",
+                                                                         "X-Guardian-Reason": "make demo"})
+        wait_for("the API", lambda: _up(api), 20, console)
+        console.print(f"controller: http://127.0.0.1:{port}/docs  (token {TOKEN!r})", markup=False)
+        api.post("/api/v1/clusters", json={
+            "name": CLUSTER, "bootstrap_servers": endpoints["bootstrap_servers"].split(","),
+            "metrics_urls": {str(b["id"]): b["metrics_url"] for b in endpoints["brokers"]},
+            "control_url": sim.endpoints.get("control_url")}).raise_for_status()
+        service.scheduler.start()
+        before = wait_for("the first usable snapshot", lambda: service.ctx.snapshots.get(CLUSTER), 60, console)
+        console.print(snapshot_table(before))
+        console.print("opting the cluster into auto-rebalance (window: now, threshold peak/mean 1.2)")
+        api.put(f"/api/v1/clusters/{CLUSTER}/auto-rebalance",
+                json={"enabled": True, "window_cron": "* * * * *", "window_minutes": 30,
+                      "threshold": 1.2}).raise_for_status()
+        deadline = time.monotonic() + timeout_s
+        done = False
+        last = ""
+        while time.monotonic() < deadline and not done:
+            line, done = progress_line(api)
+            if line != last:
+                console.print(f"[{time.strftime('%H:%M:%S')}] {line}", markup=False)
+                last = line
+            time.sleep(1.0)
+        if not done:
+            console.print(f"[red]no auto-rebalance execution completed within {timeout_s:.0f} s[/]")
+            return 1
+        service.collection(service.ctx)  # one more round on the new assignment
+        time.sleep(2.5)
+        service.collection(service.ctx)
+        after = service.ctx.snapshots.get(CLUSTER)
+        assert after is not None
+        summary = {"before": figures(before), "after": figures(after),
+                   "throttle_actions": [a for a in api.get("/api/v1/actions", params={"limit": 5000}).json()
+                                        if a["who"] == "throttle-protection"],
+                   "executions": api.get("/api/v1/executions").json()}
+        console.print(before_after_table(summary["before"], summary["after"]))
+        throttles = summary["throttle_actions"]
+        console.print(f"throttle protection: {len(throttles)} action(s) recorded"
+                      + (f", e.g. {throttles[-1]['type']} {throttles[-1]['subject']}" if throttles else ""),
+                      markup=False)
+        picture = plot_before_after(disk_utils(before), disk_utils(after), out_dir / "disk-load.png",
+                                    f"cluster {CLUSTER}: estimated disk utilisation before / after")
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        console.print(f"picture: {picture}\nsummary: {out_dir / 'summary.json'}", markup=False)
+        return 0
+    finally:
+        if server is not None:
+            server.should_exit = True
+        if service is not None:
+            service.close()
+        sim.stop()
+
+
+def _up(api: httpx.Client) -> bool:
+    try:
+        return api.get("/healthz").status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

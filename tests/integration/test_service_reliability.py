@@ -47,6 +47,10 @@ def test_leader_kill_loses_no_acknowledged_write(cluster: ServiceCluster) -> Non
     assert code == 201
 
     follower = next(n for n in cluster.procs if n != leader)
+    leader_addr = f"127.0.0.1:{cluster.raft_ports[leader - 1]}"
+    deadline = time.monotonic() + 10
+    while (cluster.status(follower) or {}).get("leader") != leader_addr and time.monotonic() < deadline:
+        time.sleep(0.05)  # a follower learns who leads from the leader's next heartbeat
     code, _ = cluster.request(follower, "POST", "/api/v1/ids", {"count": 1})
     assert code == 307  # a follower sends writes to the leader
 
