@@ -9,6 +9,7 @@ import logging
 import secrets
 import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import uvicorn
@@ -24,6 +25,7 @@ from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
 from controlplane.service.raft_store import RaftStateStore
 from controlplane.service.scheduler import Job, LeaderScheduler
+from controlplane.service.snapshots import partition_ingress
 from controlplane.service.throttle_loop import ThrottleService, bind_kafka, throttle_config
 
 log = logging.getLogger(__name__)
@@ -92,7 +94,8 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     ctx.clickhouse = open_clickhouse(settings)
     rollups = RollupWriter(ctx.clickhouse) if ctx.clickhouse is not None else None
     collection = CollectionJob(on_collected=rollups)
-    ctx.executor = ExecutorService(store, interval_s=settings.intervals.executor_s)
+    ctx.executor = ExecutorService(store, interval_s=settings.intervals.executor_s,
+                                   ingress=lambda cluster: partial(partition_ingress, ctx.snapshots, cluster))
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import sys
 import threading
@@ -39,8 +40,8 @@ from kafkasim.server import SimRunner
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = "demo"
 TOKEN = "demo-admin-token"  # loopback-only demo
-SPEED = 10.0
-MAX_PARTITION_BYTES = 2 * 10**9
+SPEED = 30.0
+MAX_PARTITION_BYTES = 200 * 10**6
 
 
 def free_port() -> int:
@@ -51,10 +52,10 @@ def free_port() -> int:
 
 
 def seed_snapshot() -> dict[str, Any]:
-    """A skewed cluster whose partitions are small enough to move in a demo (≤ 2 GB each)."""
+    """A skewed cluster whose partitions are small enough to move in a demo (≤ 200 MB each)."""
     snap = generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=3, partitions=240, seed=11,
                                            idcs=("idc-a", "idc-b"), racks_per_idc=3, nvme_fraction=0.25,
-                                           target_mean_util=0.12, lagging_fraction=0.02, cluster=CLUSTER))
+                                           target_mean_util=0.10, lagging_fraction=0.02, cluster=CLUSTER))
     largest = max(p.size_bytes for t in snap.topics for p in t.partitions) or 1
     scale = min(1.0, MAX_PARTITION_BYTES / largest)
     topics = tuple(replace(t, partitions=tuple(replace(p, size_bytes=int(p.size_bytes * scale)) for p in t.partitions))
@@ -63,7 +64,7 @@ def seed_snapshot() -> dict[str, Any]:
 
 
 def settings_for(state: Path) -> Settings:
-    """One node, chdb embedded, short loop intervals (the simulator runs 10x real time)."""
+    """One node, chdb embedded, short loop intervals (the simulator runs 30x real time)."""
     return Settings(data_dir=state, raft=RaftConf(self_addr=f"127.0.0.1:{free_port()}"),
                     tokens=[TokenConf(name="demo", role="admin", sha256=hash_token(TOKEN))],
                     intervals=IntervalsConf(collect_s=2.0, throttle_s=2.0, executor_s=1.0,
@@ -86,13 +87,15 @@ def wait_for(what: str, check: Any, timeout: float, console: Console) -> Any:
 def progress_line(api: httpx.Client) -> tuple[str, bool]:
     """One status line and whether an auto-rebalance execution has completed."""
     executions = api.get("/api/v1/executions", params={"cluster": CLUSTER}).json()
-    throttles = api.get("/api/v1/throttles", params={"cluster": CLUSTER}).json()
+    kinds: dict[str, int] = {}
+    for t in api.get("/api/v1/throttles", params={"cluster": CLUSTER}).json():
+        kinds[t["kind"]] = kinds.get(t["kind"], 0) + 1
+    in_force = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
     if not executions:
-        return f"no execution yet; {len(throttles)} throttle(s) in force", False
+        return f"no execution yet; throttles in force: {in_force}", False
     latest = executions[0]
     states = ", ".join(f"{k} {v}" for k, v in sorted(latest["task_states"].items()))
-    line = (f"execution {latest['id']} ({latest['started_by']}): {latest['status']} — {states}; "
-            f"{len(throttles)} throttle(s) in force")
+    line = f"execution {latest['id']} ({latest['started_by']}): {latest['status']} — {states}; throttles: {in_force}"
     return line, latest["status"] == "completed"
 
 
@@ -116,9 +119,12 @@ def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> Table:
     return table
 
 
-def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 240.0) -> int:
+def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int:
     """Run the demo; returns the exit code (0 when an auto-rebalance execution completed)."""
-    console = Console()
+    console = Console(width=max(120, Console().width))
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("asyncio", "kafka"):  # client reconnects and the simulator's shutdown are not news here
+        logging.getLogger(noisy).setLevel(logging.CRITICAL)
     out_dir.mkdir(parents=True, exist_ok=True)
     state = out_dir / "state"
     if state.exists():  # every demo run starts from an empty controller
@@ -153,7 +159,7 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 240.0) -> int
         console.print("opting the cluster into auto-rebalance (window: now, threshold peak/mean 1.2)")
         api.put(f"/api/v1/clusters/{CLUSTER}/auto-rebalance",
                 json={"enabled": True, "window_cron": "* * * * *", "window_minutes": 30,
-                      "threshold": 1.2}).raise_for_status()
+                      "threshold": 1.2, "max_partitions": 12}).raise_for_status()
         deadline = time.monotonic() + timeout_s
         done = False
         last = ""

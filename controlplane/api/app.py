@@ -49,6 +49,7 @@ class AutoRebalanceIn(_In):
     window_cron: str = "0 2 * * *"
     window_minutes: Annotated[int, Field(ge=1, le=1440)] = 240
     threshold: Annotated[float, Field(gt=1.0, le=100.0)] = 1.25
+    max_partitions: Annotated[int, Field(ge=1, le=100_000)] = 50
 
 
 class PlacementIn(_In):

@@ -52,7 +52,7 @@ from controlplane.executor.tasks import (
     select_batch,
     tasks_from_plan,
 )
-from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, broker_rates
+from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, broker_rates, catch_up_floors
 from controlplane.service.commands import meta
 from controlplane.service.store import StateStore
 from raft.protocol import JsonDict
@@ -137,9 +137,12 @@ class Executor:
 
     def __init__(self, store: StateStore, admin: KafkaAdmin, config: ExecutorConfig,
                  scraper: DiskScraper | None = None, endpoints: ClusterEndpoints | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 ingress: Callable[[str, int], float] | None = None) -> None:
         self.store = store
         self.admin = admin
+        self.ingress: Callable[[str, int], float] = ingress or (lambda topic, partition: 0.0)
+        """Producers' bytes/s into a partition (the service reads it from the latest snapshot)."""
         self.config = config
         self.scraper = scraper
         self.endpoints = endpoints
@@ -565,7 +568,7 @@ class Executor:
                     flows.append(Flow(f"{t['key']}>{b}", "move", lead, b,
                                       (lead, src.log_dir) if src else None,
                                       (b, dst.log_dir) if dst else ((b, want) if want else None),
-                                      rate / len(adding)))
+                                      rate / len(adding), self.ingress(tp[0], tp[1])))
             else:
                 for b in set(t["target_replicas"]):
                     cur = main_dir(dirs, tp[0], tp[1], b)
@@ -575,7 +578,7 @@ class Executor:
                         continue
                     dst_dir = fut.log_dir if fut else submit.log_dirs[key3]
                     flows.append(Flow(f"{t['key']}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
-                                      (b, dst_dir), rate))
+                                      (b, dst_dir), rate, self.ingress(tp[0], tp[1])))
         return flows, lists
 
     def _rates(self, flows: list[Flow], live: LiveCluster, now: float | None) -> dict[tuple[int, str], float]:
@@ -592,9 +595,10 @@ class Executor:
         if self.scraper is not None and policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
         rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network)
-        for (b, key), ceiling in self._protection_ceilings().items():  # disk protection wins over migration
-            if (b, key) in rates:
-                rates[(b, key)] = min(rates[(b, key)], ceiling)
+        floors = catch_up_floors(flows)
+        for (b, key), ceiling in self._protection_ceilings().items():  # disk protection wins over migration ...
+            if (b, key) in rates:  # ... down to the rate the copies need to ever finish
+                rates[(b, key)] = max(min(rates[(b, key)], ceiling), floors.get((b, key), 0.0))
         return rates
 
     def _protection_ceilings(self) -> dict[tuple[int, str], float]:

@@ -43,8 +43,10 @@ class ExecutorService:
 
     def __init__(self, store: StateStore, policy: ThrottlePolicy | None = None, interval_s: float = 5.0,
                  bind: Callable[[str, Mapping[str, Any]], Binding | None] = bind_cluster,
-                 ordering: str = "small_first") -> None:
+                 ordering: str = "small_first",
+                 ingress: Callable[[str], Callable[[str, int], float]] | None = None) -> None:
         self.store = store
+        self.ingress = ingress
         self.policy = policy or ThrottlePolicy()
         self.interval_s = interval_s
         self.bind = bind
@@ -66,7 +68,8 @@ class ExecutorService:
             admin, scraper, endpoints = binding
             self._executors[cluster] = Executor(self.store, admin, ExecutorConfig(cluster, ordering=self.ordering,
                                                                                   throttle=self.policy),
-                                                scraper, endpoints)
+                                                scraper, endpoints,
+                                                ingress=self.ingress(cluster) if self.ingress else None)
         return self._executors[cluster]
 
     def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "") -> int:

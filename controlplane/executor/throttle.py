@@ -116,12 +116,32 @@ class Flow:
     src_disk: DiskKey | None
     dst_disk: DiskKey | None
     observed_bytes_per_s: float = 0.0
+    ingress_bytes_per_s: float = 0.0
+    """What producers write to the partition: a throttled copy slower than this never catches up."""
+
+
+CATCH_UP_MARGIN = 1.2
+
+
+def catch_up_floors(flows: Sequence[Flow]) -> dict[tuple[int, str], float]:
+    """Per ``(broker, config key)``: the rate below which its copies can never finish (KIP-73 throttles the
+    follower's whole fetch, new writes included) — Σ ingress of its flows x :data:`CATCH_UP_MARGIN`."""
+    out: dict[tuple[int, str], float] = {}
+    for f in flows:
+        keys = ([(f.dst_broker, FOLLOWER_RATE), (f.src_broker, LEADER_RATE)] if f.kind == "move"
+                else [(f.dst_broker, ALTER_DIRS_RATE)])
+        for key in keys:
+            out[key] = out.get(key, 0.0) + f.ingress_bytes_per_s * CATCH_UP_MARGIN
+    return out
 
 
 def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], policy: ThrottlePolicy,
                  previous: Mapping[tuple[int, str], float], now_epoch_s: float,
                  network: Mapping[int, NetRate] | None = None) -> dict[tuple[int, str], float]:
     """``(broker, config key) -> bytes/s`` for every broker with a flow (nothing else).
+
+    Never below the catch-up floor of its flows (:func:`catch_up_floors`): a copy throttled below what
+    producers write to its partition would run forever and hold its throttles.
 
     With ``policy.nic_bytes_per_s`` and live ``network`` rates, a flow is also bounded by the network
     headroom of its source (out) and destination (in) broker.
@@ -135,8 +155,9 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
             roles.setdefault((f.src_broker, LEADER_RATE), []).append(f)
         else:
             roles.setdefault((f.dst_broker, ALTER_DIRS_RATE), []).append(f)
+    floors = catch_up_floors(flows)
     if policy.mode == "fixed":
-        return {k: min(policy.fixed_rate, ceiling) for k in roles}
+        return {k: max(min(policy.fixed_rate, ceiling), floors.get(k, 0.0)) for k in roles}
     allowance = per_flow_allowance(flows, disks, policy.util_threshold)
     if policy.nic_bytes_per_s and network:
         for f, limit in network_allowance(flows, network, policy.nic_bytes_per_s, policy.util_threshold).items():
@@ -151,7 +172,7 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
             target = min(known) * len(fs)
             if target > prev:
                 target = prev + policy.gain * (target - prev)
-        out[key] = float(min(max(target, policy.floor), ceiling))
+        out[key] = float(max(min(max(target, policy.floor), ceiling), floors.get(key, 0.0)))
     return out
 
 

@@ -59,7 +59,7 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
     worst = max((s.peak_to_mean for s in pool_stats(snap).values()), default=0.0)
     if worst <= policy["threshold"]:
         return {"action": "skip", "why": f"peak/mean {worst:.2f} within threshold {policy['threshold']}"}
-    plan = make_plan(snap, "rebalance", {})
+    plan = make_plan(snap, "rebalance", {"max_partitions": int(policy.get("max_partitions", 50))})
     if not plan.moves or check_plan(snap, plan):
         return {"action": "skip", "why": "no valid improving plan"}
     why = f"peak/mean {worst:.2f} above threshold {policy['threshold']}"

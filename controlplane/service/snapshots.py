@@ -62,3 +62,10 @@ class SnapshotCache:
         """Forget ``cluster``."""
         with self._lock:
             self._latest.pop(cluster, None)
+
+
+def partition_ingress(cache: SnapshotCache, cluster: str, topic: str, partition: int) -> float:
+    """Producers' bytes/s into a partition per the latest snapshot (0 when unknown)."""
+    snapshot = cache.get(cluster)
+    p = snapshot.index.partition_by_id.get((topic, partition)) if snapshot is not None else None
+    return p.bytes_in_per_s if p is not None else 0.0

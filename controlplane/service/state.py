@@ -135,7 +135,8 @@ class GuardianState:
     def _cluster_auto_rebalance(self, cmd: AutoRebalance) -> JsonDict:
         cluster = self._cluster(cmd.name)
         cluster["auto_rebalance"] = {"enabled": cmd.enabled, "window_cron": cmd.window_cron,
-                                     "window_minutes": cmd.window_minutes, "threshold": cmd.threshold}
+                                     "window_minutes": cmd.window_minutes, "threshold": cmd.threshold,
+                                     "max_partitions": cmd.max_partitions}
         self.state["clusters"][cmd.name] = cluster
         return {"cluster": cmd.name, "auto_rebalance": cluster["auto_rebalance"]}
 

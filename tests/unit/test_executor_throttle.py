@@ -157,3 +157,17 @@ def test_a_replica_not_placed_yet_is_bounded_by_its_brokers_busiest_disk() -> No
     disks = {(2, "/d1"): DiskRate(0.2, 40e6, 200e6), (2, "/d2"): DiskRate(0.6, 120e6, 200e6)}
     rates = broker_rates([flow], disks, ThrottlePolicy(util_threshold=0.7, gain=1.0), {}, NOON)
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(20e6)  # (0.7 - 0.6) x 200 MB/s on /d2
+
+
+def test_a_copy_is_never_throttled_below_what_producers_write_to_its_partition() -> None:
+    # the source disk is saturated: headroom alone would pin the rate to the floor (1 MB/s), and a KIP-73
+    # throttled follower fetching slower than the partition's 10 MB/s of writes would never catch up
+    hot = {(1, "/d1"): DiskRate(util=0.99, bytes_per_s=198e6, max_bytes_per_s=200e6),
+           (2, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6)}
+    flow = Flow("t-0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"), 0.0, ingress_bytes_per_s=10e6)
+    for policy in (ThrottlePolicy(), ThrottlePolicy(mode="fixed", fixed_rate=2e6)):
+        rates = broker_rates([flow], hot, policy, {}, NOON)
+        assert rates[(2, FOLLOWER_RATE)] == pytest.approx(12e6)
+        assert rates[(1, LEADER_RATE)] == pytest.approx(12e6)
+    without = broker_rates([Flow("t-0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"))], hot, ThrottlePolicy(), {}, NOON)
+    assert without[(2, FOLLOWER_RATE)] == pytest.approx(ThrottlePolicy().floor)
