@@ -55,7 +55,7 @@ def seed_snapshot() -> dict[str, Any]:
     """A skewed cluster whose partitions are small enough to move in a demo (≤ 200 MB each)."""
     snap = generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=3, partitions=240, seed=11,
                                            idcs=("idc-a", "idc-b"), racks_per_idc=3, nvme_fraction=0.25,
-                                           target_mean_util=0.10, lagging_fraction=0.02, cluster=CLUSTER))
+                                           target_mean_util=0.07, lagging_fraction=0.02, cluster=CLUSTER))
     largest = max(p.size_bytes for t in snap.topics for p in t.partitions) or 1
     scale = min(1.0, MAX_PARTITION_BYTES / largest)
     topics = tuple(replace(t, partitions=tuple(replace(p, size_bytes=int(p.size_bytes * scale)) for p in t.partitions))
@@ -119,8 +119,8 @@ def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> Table:
     return table
 
 
-def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int:
-    """Run the demo; returns the exit code (0 when an auto-rebalance execution completed)."""
+def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 180.0) -> int:
+    """Run the demo; returns the exit code (0 when auto-rebalance lowered the pool's peak/mean disk load)."""
     console = Console(width=max(120, Console().width))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("asyncio", "kafka"):  # client reconnects and the simulator's shutdown are not news here
@@ -169,9 +169,15 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
                 console.print(f"[{time.strftime('%H:%M:%S')}] {line}", markup=False)
                 last = line
             time.sleep(1.0)
-        if not done:
-            console.print(f"[red]no auto-rebalance execution completed within {timeout_s:.0f} s[/]")
+        executions = api.get("/api/v1/executions", params={"cluster": CLUSTER}).json()
+        if not executions:
+            console.print(f"[red]auto-rebalance started no execution within {timeout_s:.0f} s[/]")
             return 1
+        if not done:
+            states = executions[0]["task_states"]
+            console.print(f"time is up: {states.get('COMPLETED', 0)} of {sum(states.values())} moves done; "
+                          "the rest would go on in the background (copies off saturated disks are slow)",
+                          markup=False)
         service.collection(service.ctx)  # one more round on the new assignment
         time.sleep(2.5)
         service.collection(service.ctx)
@@ -190,7 +196,9 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
                                     f"cluster {CLUSTER}: estimated disk utilisation before / after")
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         console.print(f"picture: {picture}\nsummary: {out_dir / 'summary.json'}", markup=False)
-        return 0
+        improved = (summary["after"]["pools"]["shared"]["peak_to_mean"]
+                    < summary["before"]["pools"]["shared"]["peak_to_mean"])
+        return 0 if improved else 1
     finally:
         if server is not None:
             server.should_exit = True
