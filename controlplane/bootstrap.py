@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -58,7 +57,7 @@ def ensure_admin_token(settings: Settings) -> Settings:
     and return settings that accept it; an existing file is reused across restarts."""
     if settings.tokens:
         return settings
-    path = settings.data_dir / "admin.token"
+    path = token_path(settings)
     if path.exists():
         token = path.read_text().strip()
     else:
@@ -106,7 +105,7 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
                    rollups=rollups)
 
 
-def serve(settings: Settings, *, http_of: dict[str, str] | None = None, ready: threading.Event | None = None) -> None:
+def serve(settings: Settings, *, http_of: dict[str, str] | None = None) -> None:
     """Run a node until interrupted: Raft, scheduler, then the HTTP server (blocking)."""
     service = build_service(settings, http_of=http_of)
     service.scheduler.start()
