@@ -425,7 +425,9 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         """The operator action log (replicated), newest first."""
         return read(lambda s: json.loads(json.dumps(s["actions"][-limit:][::-1])))
 
+    from controlplane.api.analytics_routes import add_analytics_routes
     from controlplane.api.throttle_routes import add_throttle_routes
 
     add_throttle_routes(app, ctx)
+    add_analytics_routes(app, ctx)
     return app

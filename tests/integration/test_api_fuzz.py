@@ -11,12 +11,14 @@ from typing import Any
 import schemathesis
 from hypothesis import HealthCheck, settings
 
+from controlplane.adapters.clickhouse import connect
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
 from controlplane.service.store import LocalStateStore
 from kafkasim.generator import GeneratorSpec, generate_snapshot
+from tests.integration.chdb_session import chdb_path, fresh_database
 
 TOKEN = "fuzz-admin"
 
@@ -25,6 +27,7 @@ def _app() -> Any:
     settings_ = Settings(data_dir=Path(tempfile.mkdtemp(prefix="guardian-fuzz-")),
                          tokens=[TokenConf(name="fuzz", role="admin", sha256=hash_token(TOKEN))])
     ctx = ServiceContext(settings=settings_, store=LocalStateStore())
+    ctx.clickhouse = connect(data_path=chdb_path(), database=fresh_database("api_fuzz"))  # analytics reads too
     ctx.store.propose({"type": "cluster.register", "meta": meta("setup"), "name": "c1",
                        "bootstrap_servers": ["127.0.0.1:9092"]})
     snap = generate_snapshot(GeneratorSpec(brokers=6, disks_per_broker=2, partitions=40, cluster="c1"))
