@@ -74,11 +74,14 @@ def test_collection_job_fills_the_cache_with_policies_applied(sim: SimRunner, se
     assert service.rollups is not None and service.ctx.clickhouse is not None
     service.rollups.flush()  # the current minute; completed minutes are written as they close
     ch = service.ctx.clickhouse
-    disks = ch.rows(f"SELECT count(), max(util_max) FROM {ch.table('disk_rollups')} WHERE cluster = 'east'")
-    assert disks[0][0] == 12  # 4 brokers x 3 log dirs, one minute
-    assert 0 < disks[0][1] <= 1
-    parts = ch.scalar(f"SELECT count() FROM {ch.table('partition_rollups')}")
-    assert parts == 4
+    disks = ch.rows(f"SELECT count(), uniqExact(broker, log_dir), uniqExact(minute), max(util_max) "
+                    f"FROM {ch.table('disk_rollups')} WHERE cluster = 'east'")
+    rows, disk_count, minutes, util_max = disks[0]
+    assert disk_count == 12 and rows == 12 * minutes  # 4 brokers x 3 log dirs, one row each per minute
+    assert 0 < util_max <= 1
+    parts = ch.rows(f"SELECT count(), uniqExact(topic, partition), uniqExact(minute) "
+                    f"FROM {ch.table('partition_rollups')}")
+    assert parts[0][1] == 4 and parts[0][0] == 4 * parts[0][2]
 
 
 def test_unreachable_cluster_is_skipped_and_counted(service: Service) -> None:
