@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import pytest
 from controlplane.domain import PartitionMove, Plan
 from controlplane.executor.live import main_dir
 from tests.integration.executor_support import (
-    Sim,
     guardian,
     guardian_popen,
     one_replica_plan,
@@ -24,19 +22,6 @@ from tests.integration.executor_support import (
 )
 
 pytestmark = pytest.mark.timeout(150)
-
-
-@pytest.fixture
-def make_sim(tmp_path: Path) -> Iterator[Any]:
-    sims: list[Sim] = []
-
-    def make(spec: dict[str, Any]) -> Sim:
-        sims.append(Sim(spec, tmp_path))
-        return sims[-1]
-
-    yield make
-    for s in sims:
-        s.stop()
 
 
 def wait_state(path: Path, cond: Any, timeout: float = 40.0) -> dict[str, Any]:

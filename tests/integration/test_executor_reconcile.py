@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,19 +19,6 @@ from controlplane.service.store import LocalStateStore
 from tests.integration.executor_support import Sim, one_replica_plan, scenario
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def make_sim(tmp_path: Path) -> Iterator[Any]:
-    sims: list[Sim] = []
-
-    def make(spec: dict[str, Any]) -> Sim:
-        sims.append(Sim(spec, tmp_path))
-        return sims[-1]
-
-    yield make
-    for s in sims:
-        s.stop()
 
 
 def make_executor(sim: Sim, policy: ThrottlePolicy, store: LocalStateStore | None = None) -> Executor:
