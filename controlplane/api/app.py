@@ -113,10 +113,11 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         return result
 
     def read(fn: Callable[[dict[str, Any]], Any]) -> Any:
-        return ctx.store.read(fn)
+        """``fn`` over the state, returned as a detached JSON copy (safe to change or serialise later)."""
+        return ctx.store.read(lambda s: json.loads(json.dumps(fn(s))))
 
     def cluster_or_404(name: str) -> dict[str, Any]:
-        cluster = read(lambda s: json.loads(json.dumps(s["clusters"].get(name))))
+        cluster = read(lambda s: s["clusters"].get(name))
         if cluster is None:
             raise ApiError(404, f"unknown cluster {name!r}")
         return dict(cluster)
@@ -157,7 +158,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     @app.get("/api/v1/clusters", tags=["federation"])
     def list_clusters(_: Viewer) -> list[dict[str, Any]]:
         """Registered clusters with their connection settings and policies."""
-        return read(lambda s: json.loads(json.dumps(list(s["clusters"].values()))))
+        return read(lambda s: list(s["clusters"].values()))
 
     @app.post("/api/v1/clusters", tags=["federation"], status_code=201)
     def register_cluster(body: ClusterIn, request: Request, who: Admin) -> Any:
@@ -267,7 +268,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     # ------------------------------------------------------------------ plans
     def plan_or_404(plan_id: int) -> dict[str, Any]:
-        plan = read(lambda s: json.loads(json.dumps(s["plans"].get(str(plan_id)))))
+        plan = read(lambda s: s["plans"].get(str(plan_id)))
         if plan is None:
             raise ApiError(404, f"unknown plan {plan_id}")
         return dict(plan)
@@ -279,7 +280,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
             return [{k: v for k, v in p.items() if k != "plan"} | {"summary": p["plan"].get("summary")}
                     for p in s["plans"].values()
                     if (cluster is None or p["cluster"] == cluster) and (status is None or p["status"] == status)]
-        return sorted(read(lambda s: json.loads(json.dumps(pick(s)))), key=lambda p: -p["id"])
+        return sorted(read(pick), key=lambda p: -p["id"])
 
     @app.post("/api/v1/plans", tags=["plans"], status_code=201)
     def create_plan(body: PlanIn, request: Request, who: Operator) -> Any:
@@ -352,7 +353,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     # ------------------------------------------------------------------ executions
     def execution_or_404(execution_id: int) -> dict[str, Any]:
-        execution = read(lambda s: json.loads(json.dumps(s["executions"].get(str(execution_id)))))
+        execution = read(lambda s: s["executions"].get(str(execution_id)))
         if execution is None:
             raise ApiError(404, f"unknown execution {execution_id}")
         return dict(execution)
@@ -369,7 +370,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
                         counts[t["state"]] = counts.get(t["state"], 0) + 1
                     out.append({k: v for k, v in e.items() if k != "tasks"} | {"task_states": counts})
             return out
-        return sorted(read(lambda s: json.loads(json.dumps(pick(s)))), key=lambda e: -e["id"])
+        return sorted(read(pick), key=lambda e: -e["id"])
 
     @app.get("/api/v1/executions/{execution_id}", tags=["executions"])
     def get_execution(execution_id: int, _: Viewer) -> dict[str, Any]:
@@ -397,7 +398,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         def pick(s: dict[str, Any]) -> list[dict[str, Any]]:
             return [{"cluster": c, **t} for c, items in sorted(s["throttles"].items()) for t in items.values()
                     if cluster is None or c == cluster]
-        return read(lambda s: json.loads(json.dumps(pick(s))))
+        return read(pick)
 
     @app.put("/api/v1/throttles/{cluster}/{key}", tags=["throttles"])
     def set_throttle(cluster: str, key: str, body: ThrottleIn, request: Request, who: Operator) -> Any:
@@ -423,7 +424,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     @app.get("/api/v1/actions", tags=["audit"])
     def actions(_: Viewer, limit: Annotated[int, Query(ge=1, le=5000)] = 100) -> list[dict[str, Any]]:
         """The operator action log (replicated), newest first."""
-        return read(lambda s: json.loads(json.dumps(s["actions"][-limit:][::-1])))
+        return read(lambda s: s["actions"][-limit:][::-1])
 
     from controlplane.api.analytics_routes import add_analytics_routes
     from controlplane.api.throttle_routes import add_throttle_routes

@@ -103,6 +103,11 @@ class GuardianState:
             raise CommandRejected(f"unknown plan {plan_id}")
         return dict(plan)
 
+    def _active_executions(self, cluster: str) -> list[int]:
+        """Ids of the running or stopping executions of ``cluster``."""
+        return [e["id"] for e in self.state["executions"].values()
+                if e["cluster"] == cluster and e["status"] in ACTIVE_EXECUTION]
+
     def _execution(self, execution_id: int) -> JsonDict:
         execution = self.state["executions"].get(str(execution_id))
         if execution is None:
@@ -123,8 +128,7 @@ class GuardianState:
 
     def _cluster_remove(self, cmd: ClusterRemove) -> JsonDict:
         self._cluster(cmd.name)
-        busy = [e["id"] for e in self.state["executions"].values()
-                if e["cluster"] == cmd.name and e["status"] in ACTIVE_EXECUTION]
+        busy = self._active_executions(cmd.name)
         if busy:
             raise CommandRejected(f"cluster {cmd.name!r} has running executions {busy}; stop them first")
         del self.state["clusters"][cmd.name]
@@ -210,8 +214,7 @@ class GuardianState:
             return {"execution_id": plan["execution_id"], "plan_id": cmd.plan_id, "created": False}
         if plan["status"] != "approved":
             raise CommandRejected(f"plan {cmd.plan_id} is {plan['status']}; approve it before executing")
-        busy = [e["id"] for e in self.state["executions"].values()
-                if e["cluster"] == plan["cluster"] and e["status"] in ACTIVE_EXECUTION]
+        busy = self._active_executions(plan["cluster"])
         if busy:
             raise CommandRejected(f"cluster {plan['cluster']!r} already runs execution {busy[0]}")
         keys = [t.key for t in cmd.tasks]
