@@ -82,6 +82,9 @@ class UsabilityPolicy:
     min_partition_fraction: float = 0.95
     allow_first_round: bool = False
     allow_kafka_errors: bool = True
+    max_unknown_log_dirs: int = 0
+    """Replicas whose log dir no DescribeLogDirs answer names yet (a move just submitted) sit on a
+    placeholder disk of unknown speed; the disk loads of such a snapshot are not trustworthy."""
 
 
 class SnapshotRefused(Exception):
@@ -141,6 +144,9 @@ def refusal_reasons(snapshot: ClusterSnapshot, policy: UsabilityPolicy | None = 
     if cov.partition_fraction < pol.min_partition_fraction:
         reasons.append(f"fresh rates for {cov.partitions_with_rates}/{cov.partitions_total} partitions "
                        f"({cov.partition_fraction:.0%} < {pol.min_partition_fraction:.0%})")
+    if cov.unknown_log_dirs > pol.max_unknown_log_dirs:
+        reasons.append(f"{cov.unknown_log_dirs} replica(s) on a log dir no broker reported yet "
+                       f"(limit {pol.max_unknown_log_dirs}): metadata is ahead of DescribeLogDirs")
     if not cov.brokers_alive:
         reasons.append("no alive broker in the metadata")
     if not pol.allow_kafka_errors and cov.kafka_errors:

@@ -146,6 +146,17 @@ class KafkaSourceOptions:
     client_id: str = "guardian-collector"
 
 
+def _replicas_changed(before: dict[tuple[str, int], PartitionMeta], now: dict[tuple[str, int], PartitionMeta]) -> bool:
+    """True when a partition appeared, vanished or has another replica set (e.g. a move completed). O(partitions)."""
+    if len(before) != len(now):
+        return True
+    for key, meta in now.items():
+        old = before.get(key)
+        if old is None or old.replicas != meta.replicas:
+            return True
+    return False
+
+
 def _unset(value: str | None) -> bool:
     """True for config values that mean 'not set' (Kafka reports Long.MAX_VALUE for unset rates)."""
     return value is None or value == "" or value == str(2**63 - 1)
@@ -230,8 +241,7 @@ class KafkaSource:
         except Exception as exc:
             state.errors["list_partition_reassignments"] = f"{type(exc).__name__}: {exc}"
         if not full and (previous is None or set(state.reassignments) - set(previous.reassignments)
-                         or len(state.partitions) != len(previous.partitions)
-                         or set(state.partitions) - set(previous.partitions)):
+                         or _replicas_changed(previous.partitions, state.partitions)):
             full = True  # new replicas or partitions: their log dirs must be read now
         if not full and previous is not None:
             state.full = False

@@ -19,10 +19,17 @@ def disk_utils(snapshot: ClusterSnapshot) -> dict[str, float]:
     return {f"{b}:{p}": index.disk_util_estimate((b, p)) for b, p in balance_disks(snapshot)}
 
 
+def measured_utils(snapshot: ClusterSnapshot) -> dict[str, float]:
+    """``"broker:path"`` -> the utilisation the disk itself reported, for every balanced disk."""
+    index = snapshot.index
+    return {f"{b}:{p}": index.disk_by_id[(b, p)].util for b, p in balance_disks(snapshot)}
+
+
 def plot_before_after(before: Mapping[str, float], after: Mapping[str, float], path: Path, title: str,
                       measured: tuple[Mapping[str, float], Mapping[str, float]] | None = None) -> Path:
-    """Bar chart of each disk's utilisation before and after (sorted by the before value), with the pool
-    means as lines; ``measured`` adds the util the disks reported. Writes and returns ``path``."""
+    """Bar chart of each disk's utilisation before and after (sorted by the before value), with the mean
+    over the disks before and after as lines (moving load onto faster disks lowers the mean);
+    ``measured`` adds the util the disks reported. Writes and returns ``path``."""
     keys = sorted(before, key=lambda k: (-before[k], k))
     x = range(len(keys))
     fig, ax = plt.subplots(figsize=(max(8.0, len(keys) * 0.22), 4.8), dpi=110)
@@ -31,8 +38,9 @@ def plot_before_after(before: Mapping[str, float], after: Mapping[str, float], p
     if measured is not None:
         ax.plot(list(x), [measured[0].get(k, 0.0) for k in keys], "k.", markersize=3, label="measured util before")
         ax.plot(list(x), [measured[1].get(k, 0.0) for k in keys], "b.", markersize=3, label="measured util after")
-    mean_before = sum(before.values()) / max(len(before), 1)
-    ax.axhline(mean_before, color="#555", linestyle="--", linewidth=0.8, label=f"mean {mean_before:.2f}")
+    for name, values, colour in (("before", before, "#d9534f"), ("after", after, "#5cb85c")):
+        mean = sum(values.values()) / max(len(values), 1)
+        ax.axhline(mean, color=colour, linestyle="--", linewidth=0.8, label=f"mean {name} {mean:.2f}")
     ax.set_xticks(list(x))
     ax.set_xticklabels(keys, rotation=90, fontsize=6)
     ax.set_ylabel("disk utilisation")

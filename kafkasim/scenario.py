@@ -36,6 +36,7 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
             configs: {retention.ms: "86400000"}
       - snapshot: deploy/examples/small.json   # a cluster seeded from a guardian.snapshot/v1 file
         partition_throttle: false              # (name defaults to the snapshot's cluster)
+        topic_configs: {retention.bytes: "200000000"}   # set on every seeded topic (snapshots carry none)
 
 Disk kind defaults: hdd 200 MB/s 8 ms 4 TB; ssd 500 MB/s 0.5 ms 2 TB; nvme 2000 MB/s 0.1 ms 4 TB.
 """
@@ -158,8 +159,12 @@ def build_federation(spec: dict[str, Any]) -> Federation:
             snap = cs["snapshot"]
             if isinstance(snap, str | Path):
                 snap = load_scenario(snap)
+            topic_configs = cs.get("topic_configs") or {}
+            if not isinstance(topic_configs, dict):
+                raise ScenarioError(f"{path}.topic_configs: must be a mapping of config name to value")
             cl_snap = cluster_from_snapshot(fed, snap, bool(cs.get("partition_throttle", False)), path + ".snapshot",
-                                            name=cs.get("name"))
+                                            name=cs.get("name"),
+                                            topic_configs={str(k): str(v) for k, v in topic_configs.items()})
             fed.clusters[cl_snap.name] = cl_snap
             continue
         if not isinstance(cs, dict) or not cs.get("name"):
@@ -294,13 +299,15 @@ def scale_scenario(clusters: int = 3, brokers: int = 300, disks: int = 12, parti
 
 
 def cluster_from_snapshot(fed: Federation, snap: dict[str, Any], partition_throttle: bool = False,
-                          path: str = "$", name: str | None = None) -> Cluster:
+                          path: str = "$", name: str | None = None,
+                          topic_configs: dict[str, str] | None = None) -> Cluster:
     """Seed one cluster from a ``guardian.snapshot/v1`` document (parsed JSON).
 
     Brokers, disks, assignments, leaders, ISR, log dirs and sizes are taken as they are; each
     partition's producers write ``bytes_in_per_s``, ``bytes_out_per_s / bytes_in_per_s`` consumer
     groups tail it, and a partition with ``disk_read_bytes_per_s > 0`` gets a consumer lagging far
     beyond the page cache that reads at that rate.  Brokers in state ``dead`` start killed.
+    ``topic_configs`` (e.g. ``retention.bytes``) are set on every topic, as a snapshot carries none.
     """
     eng = fed.engine
     if not isinstance(snap, dict) or snap.get("format") != "guardian.snapshot/v1":
@@ -344,7 +351,7 @@ def cluster_from_snapshot(fed: Federation, snap: dict[str, Any], partition_throt
             raise ScenarioError(f"{tpath}: needs a name and partitions")
         try:
             assigns = {int(p["partition"]): [int(r) for r in p["replicas"]] for p in parts}
-            topic = cl.create_topic(str(t["name"]), -1, -1, assigns)
+            topic = cl.create_topic(str(t["name"]), -1, -1, assigns, dict(topic_configs or {}))
         except (KeyError, TypeError, ValueError) as e:
             raise ScenarioError(f"{tpath}.partitions: {e}") from e
         except SimError as e:

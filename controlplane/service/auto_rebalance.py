@@ -5,6 +5,7 @@ as ``auto-rebalance`` so the action log says who did it and why."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,18 +33,30 @@ def in_window(cron: str, minutes: int, now: datetime) -> bool:
 def run_auto_rebalance(ctx: ServiceContext, now: datetime | None = None) -> list[dict[str, Any]]:
     """One pass over every cluster; returns what it decided per cluster (also logged)."""
     now = now or datetime.now(UTC)
-    clusters, busy = ctx.store.read(lambda s: (
+    clusters, busy, finished = ctx.store.read(lambda s: (
         {n: dict(c["auto_rebalance"]) for n, c in s["clusters"].items()},
-        {e["cluster"] for e in s["executions"].values() if e["status"] in ACTIVE_EXECUTION}))
+        {e["cluster"] for e in s["executions"].values() if e["status"] in ACTIVE_EXECUTION},
+        _last_finished(s["executions"].values())))
     decisions = []
     for name, policy in sorted(clusters.items()):
-        decision = _decide(ctx, name, policy, name in busy, now)
+        decision = _decide(ctx, name, policy, name in busy, finished.get(name), now)
         log.info("auto-rebalance %s: %s", name, decision)
         decisions.append({"cluster": name, **decision})
     return decisions
 
 
-def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, now: datetime) -> dict[str, Any]:
+def _last_finished(executions: Iterable[dict[str, Any]]) -> dict[str, datetime]:
+    """Per cluster, when its most recent execution ended."""
+    last: dict[str, datetime] = {}
+    for e in executions:
+        if e.get("finished_at"):
+            at = datetime.fromisoformat(e["finished_at"])
+            last[e["cluster"]] = max(at, last.get(e["cluster"], at))
+    return last
+
+
+def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, finished: datetime | None,
+            now: datetime) -> dict[str, Any]:
     if not policy.get("enabled"):
         return {"action": "skip", "why": "auto-rebalance is off"}
     if not in_window(policy["window_cron"], policy["window_minutes"], now):
@@ -56,6 +69,11 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
         snap = ctx.snapshots.fresh(name, ctx.settings.max_snapshot_age_s, now)
     except StaleSnapshotError as exc:
         return {"action": "skip", "why": str(exc)}
+    seen = ctx.snapshots.observed_at(name)
+    settle = timedelta(seconds=ctx.settings.intervals.collect_s)
+    if finished is not None and seen is not None and seen < finished + settle:
+        # rates measured across the end of a move still count the old placement
+        return {"action": "skip", "why": "no snapshot measured wholly after the last execution ended yet"}
     worst = max((s.peak_to_mean for s in pool_stats(snap).values()), default=0.0)
     if worst <= policy["threshold"]:
         return {"action": "skip", "why": f"peak/mean {worst:.2f} within threshold {policy['threshold']}"}

@@ -42,11 +42,16 @@ class SnapshotCache:
             entry = self._latest.get(cluster)
         return entry[0] if entry else None
 
-    def age_s(self, cluster: str, now: datetime | None = None) -> float | None:
-        """Seconds since the latest snapshot of ``cluster`` was observed (None when there is none)."""
+    def observed_at(self, cluster: str) -> datetime | None:
+        """When this node observed the latest snapshot of ``cluster`` (None when there is none)."""
         with self._lock:
             entry = self._latest.get(cluster)
-        return None if entry is None else ((now or datetime.now(UTC)) - entry[1]).total_seconds()
+        return None if entry is None else entry[1]
+
+    def age_s(self, cluster: str, now: datetime | None = None) -> float | None:
+        """Seconds since the latest snapshot of ``cluster`` was observed (None when there is none)."""
+        seen = self.observed_at(cluster)
+        return None if seen is None else ((now or datetime.now(UTC)) - seen).total_seconds()
 
     def fresh(self, cluster: str, max_age_s: float, now: datetime | None = None) -> ClusterSnapshot:
         """The latest snapshot if it is at most ``max_age_s`` old; else :class:`StaleSnapshotError`."""

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
 from controlplane.service.auto_rebalance import run_auto_rebalance
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
@@ -45,7 +45,7 @@ def sim() -> Iterator[SimRunner]:
 def service(tmp_path: Path) -> Iterator[Service]:
     (port,) = free_ports(1)
     svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-                                 clickhouse=ClickHouseConf(mode="off"),
+                                 clickhouse=ClickHouseConf(mode="off"), intervals=IntervalsConf(collect_s=1.0),
                                  tokens=[TokenConf(name="op", role="admin", sha256=hash_token(TOKEN))]))
     try:
         assert svc.store.node.wait_ready(10)
@@ -119,3 +119,10 @@ def test_auto_rebalance_acts_inside_its_window_only(sim: SimRunner, service: Ser
         actions = client.get("/api/v1/actions", headers=H).json()
         assert {a["type"] for a in actions if a["who"] == "auto-rebalance"} >= {"plan.propose", "plan.approve"}
         run_until(service, client, decision["execution_id"], {"completed"}, timeout=120)
+        (after,) = run_auto_rebalance(service.ctx)  # the cached snapshot still measured the old placement
+        assert after == {"cluster": "east", "action": "skip",
+                         "why": "no snapshot measured wholly after the last execution ended yet"}
+        time.sleep(1.0)  # one collection interval
+        collect(service, rounds=1)
+        (settled,) = run_auto_rebalance(service.ctx)
+        assert "no snapshot measured" not in settled["why"], (settled, service.collection.last_refusal)

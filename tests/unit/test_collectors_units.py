@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -140,6 +141,10 @@ def test_refusal_helper() -> None:
     assert refusal_reasons(_snap(now, partial), UsabilityPolicy(min_broker_fraction=0.5, min_partition_fraction=0.5,
                                                                 allow_first_round=True), now=now.timestamp()) == []
     assert "no coverage information" in refusal_reasons(_snap(now, None), now=now.timestamp())[0]
+    moving = replace(good, unknown_log_dirs=2)  # metadata names a new replica DescribeLogDirs has not shown yet
+    assert "2 replica(s) on a log dir no broker reported yet" in refusal_reasons(_snap(now, moving),
+                                                                                  now=now.timestamp())[0]
+    assert refusal_reasons(_snap(now, moving), UsabilityPolicy(max_unknown_log_dirs=2), now=now.timestamp()) == []
     with pytest.raises(SnapshotRefused) as exc:
         require_usable(_snap(now, partial), now=now.timestamp())
     assert exc.value.reasons == reasons
