@@ -29,6 +29,8 @@ class ServiceCluster:
     root: Path
     size: int = 3
     clickhouse: bool = False
+    intervals: dict[str, float] = field(default_factory=dict)
+    """Overrides of the ``[intervals]`` settings (e.g. ``{"executor_s": 1.0}``)."""
     raft_ports: list[int] = field(default_factory=list)
     http_ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -38,7 +40,8 @@ class ServiceCluster:
         self.raft_ports, self.http_ports = ports[: self.size], ports[self.size:]
         config = self.root / "guardian.toml"
         config.write_text(f'[[tokens]]\nname = "admin"\nrole = "admin"\nsha256 = "{hash_token(TOKEN)}"\n'
-                          "[intervals]\nauto_rebalance_check_s = 3600\n"
+                          "[intervals]\n" + "".join(f"{k} = {float(v)}\n" for k, v in
+                                                   {"auto_rebalance_check_s": 3600, **self.intervals}.items())
                           + ("" if self.clickhouse else '[clickhouse]\nmode = "off"\n'))
         self.config = config
 

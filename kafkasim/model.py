@@ -31,6 +31,8 @@ from typing import Any
 PT_PRODUCE = "guardian.partition.throttle.produce.bytes.per.second"
 PT_FETCH = "guardian.partition.throttle.fetch.bytes.per.second"
 PT_ENABLE = "guardian.partition.throttle.enable"
+REASSIGNMENT_LOG_MAX = 10_000
+"""Entries of :attr:`Cluster.reassignment_log` kept (oldest dropped; the per-partition counts never are)."""
 
 # Kafka error codes used by kafkasim
 NONE = 0
@@ -242,6 +244,9 @@ class Cluster:
         self.next_producer_id = 1000
         self.topics_created = 0
         self.max_batch_bytes_per_partition = 4 * 1024 * 1024
+        self.reassignment_log: deque[dict[str, Any]] = deque(maxlen=REASSIGNMENT_LOG_MAX)
+        self.reassignment_counts: dict[str, dict[str, int]] = {}
+        self.reassignment_seq = 0
 
     # ---------------------------------------------------------------- queries
     def alive_brokers(self) -> list[Broker]:
@@ -589,6 +594,38 @@ class Cluster:
             p.isr = [r for r in p.isr if r in orig]
         if self.engine is not None:
             self.engine.mark_dirty()
+
+    def reassignment_effect(self, topic: str, index: int, replicas: list[int] | None) -> str:
+        """What an AlterPartitionReassignments entry would do now (call it before applying the entry).
+
+        ``start`` (none in flight), ``change`` (in flight to another target), ``same`` (the identical
+        target is already in flight: a re-submission), ``noop`` (target = current replicas, none in
+        flight), ``cancel`` (``replicas`` is None, or the original replicas while one is in flight).
+        """
+        p = self.partition(topic, index)
+        ra = p.reassignment
+        if replicas is None:
+            return "cancel"
+        if ra is None:
+            return "noop" if list(replicas) == list(p.replicas) else "start"
+        if list(replicas) == list(ra.original):
+            return "cancel"
+        return "same" if list(replicas) == list(ra.target) else "change"
+
+    def log_reassignment(self, topic: str, index: int, replicas: list[int] | None, effect: str,
+                         client_id: str, broker: int, sim_time: float) -> None:
+        """Record one *accepted* AlterPartitionReassignments entry (the ``GET /reassignments`` log).
+
+        Counts per ``topic:partition``: ``submitted`` (every accepted entry with replicas, whatever its
+        effect), ``cancelled`` and one count per effect.
+        """
+        self.reassignment_seq += 1
+        self.reassignment_log.append({"seq": self.reassignment_seq, "sim_time": sim_time, "topic": topic,
+                                      "partition": index, "replicas": None if replicas is None else list(replicas),
+                                      "effect": effect, "client_id": client_id, "broker": broker})
+        counts = self.reassignment_counts.setdefault(f"{topic}:{index}", {"submitted": 0, "cancelled": 0})
+        counts["submitted" if replicas is not None else "cancelled"] += 1
+        counts[effect] = counts.get(effect, 0) + 1
 
     def complete_reassignment(self, p: Partition) -> None:
         """Switch the replica set to the target once every adding replica has caught up."""

@@ -592,7 +592,10 @@ class Handler:
                         orig = cur.reassignment.original if cur.reassignment else cur.replicas
                         if len(reps) != len(orig):
                             raise SimError(m.INVALID_REPLICATION_FACTOR, "replication factor change not allowed")
+                    effect = cl.reassignment_effect(t.name, p.partition_index, reps)
                     cl.alter_reassignment(t.name, p.partition_index, reps)
+                    cl.log_reassignment(t.name, p.partition_index, reps, effect, ctx.client_id, ctx.broker.id,
+                                        float(cl.engine.t) if cl.engine is not None else 0.0)
                     parts.append(RT.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=0,
                                                                   error_message=None))
                 except SimError as e:

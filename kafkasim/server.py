@@ -7,6 +7,11 @@ Control API (JSON over HTTP on ``control_url``)::
     GET  /endpoints                   the endpoints document (see :meth:`SimServer.endpoints`)
     GET  /state                       sim time, ticks, achieved speed, broker liveness, disk util
     GET  /snapshot?cluster=NAME       ground truth as a guardian.snapshot/v1 document
+    GET  /reassignments?cluster=NAME[&since=SEQ]
+                                      accepted AlterPartitionReassignments entries: {"cluster", "seq",
+                                      "log": [{"seq", "sim_time", "topic", "partition", "replicas",
+                                      "effect", "client_id", "broker"}] (seq > since), "counts":
+                                      {"topic:partition": {"submitted", "cancelled", <effect>: n}}}
     POST /fault/kill-broker           {"cluster", "broker"}
     POST /fault/revive-broker         {"cluster", "broker"}
     POST /fault/slow-disk             {"cluster", "broker", "log_dir" | "device", "factor"} (1 = heal)
@@ -438,6 +443,21 @@ class SimServer:
             }
         return out
 
+    def reassignments(self, cluster: str, since: str = "0") -> dict[str, Any]:
+        """The cluster's log of accepted reassignment entries after ``since`` and its per-partition counts."""
+        if not cluster and len(self.fed.clusters) == 1:
+            cluster = next(iter(self.fed.clusters))
+        cl = self.fed.clusters.get(cluster)
+        if cl is None:
+            raise HttpError(400 if not cluster else 404, f"give ?cluster= one of {sorted(self.fed.clusters)}")
+        try:
+            after = int(since)
+        except ValueError:
+            raise HttpError(400, f"since must be an integer, got {since!r}") from None
+        return {"cluster": cl.name, "seq": cl.reassignment_seq,
+                "log": [dict(e) for e in cl.reassignment_log if e["seq"] > after],
+                "counts": {k: dict(v) for k, v in sorted(cl.reassignment_counts.items())}}
+
     async def _control_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
             def ok(obj: Any) -> tuple[int, str, bytes]:
@@ -450,6 +470,8 @@ class SimServer:
                 if name not in self.fed.clusters:
                     raise HttpError(400 if not name else 404, f"give ?cluster= one of {sorted(self.fed.clusters)}")
                 return ok(snapshot_of(self.fed, name, self.history))
+            if method == "GET" and path == "/reassignments":
+                return ok(self.reassignments(params.get("cluster", ""), params.get("since", "0")))
             if method == "GET":
                 if path == "/health":
                     return ok({"ok": True})

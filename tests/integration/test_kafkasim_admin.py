@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import urllib.error
 from collections.abc import Iterator
 from typing import Any
 
@@ -164,6 +165,19 @@ def test_reassignment_list_and_cancel(sim: SimRunner, admin: KafkaAdminClient) -
     assert {p["partition_index"]: p["replica_nodes"] for p in t["partitions"]}[1] == [2, 3]
     res = admin.alter_partition_reassignments({TopicPartition("ra", 1): None})
     assert res[TopicPartition("ra", 1)].__name__ == "NoReassignmentInProgressError"
+    # the identical target again while it is in flight is logged as a re-submission ("same")
+    admin.alter_partition_reassignments({TopicPartition("ra", 0): [1, 3]})
+    log = http_json(sim.endpoints["control_url"] + "/reassignments?cluster=east")
+    mine = [(e["partition"], e["replicas"], e["effect"]) for e in log["log"] if e["topic"] == "ra"]
+    assert mine == [(0, [1, 3], "start"), (1, [4, 3], "start"), (1, None, "cancel"), (0, [1, 3], "same")]
+    assert log["counts"]["ra:0"] == {"submitted": 2, "cancelled": 0, "start": 1, "same": 1}
+    # the second (refused) cancel is not logged: only accepted entries are
+    assert log["counts"]["ra:1"] == {"submitted": 1, "cancelled": 1, "start": 1, "cancel": 1}
+    later = http_json(sim.endpoints["control_url"] + f"/reassignments?cluster=east&since={log['seq'] - 1}")
+    assert [e["seq"] for e in later["log"]] == [log["seq"]]
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        http_json(sim.endpoints["control_url"] + "/reassignments?cluster=nope")
+    assert bad.value.code == 404
 
 
 def _retry(fn: Any, attempts: int = 20) -> Any:
