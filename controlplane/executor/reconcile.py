@@ -367,10 +367,16 @@ class Executor:
             status, why = self._final_status(ex)
             self._propose("execution.finish", why, execution_id=eid, status=status)
             report.status = status
-            self._last_bytes.clear()  # one execution per cluster at a time: forget its per-task memory
-            self._flow_rate.clear()
-            self._suspect.clear()
+            self.forget()  # one execution per cluster at a time
         return report
+
+    def forget(self) -> None:
+        """Drop this process's per-task memory (copy rates, passes a task went unseen). Called when an
+        execution ends and when this node (re)gains leadership: memory from an earlier term could make
+        a resubmission one pass early."""
+        self._last_bytes.clear()
+        self._flow_rate.clear()
+        self._suspect.clear()
 
     def _now(self) -> float:
         return self.clock()

@@ -55,6 +55,7 @@ class ExecutorService:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last: dict[str, PassReport] = {}
+        self._leading = False
 
     def executor(self, cluster: str) -> Executor:
         """The executor of ``cluster`` (created on first use). Raises KeyError for an unknown cluster."""
@@ -95,7 +96,12 @@ class ExecutorService:
     def run_once(self) -> dict[str, PassReport]:
         """One pass per cluster that needs one (nothing on a follower); failures are logged, not raised."""
         if not self.store.is_leader:
+            self._leading = False
             return {}
+        if not self._leading:  # a new term for this node: nothing it remembers from before is current
+            for executor in self._executors.values():
+                executor.forget()
+            self._leading = True
         out = {}
         for cluster in self._clusters_needing_passes():
             try:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from controlplane.executor.service import ExecutorService
 from controlplane.service.commands import validate_command
 from controlplane.service.store import LocalStateStore
 from raft.protocol import CommandRejected
@@ -68,3 +69,37 @@ def test_task_updates_carry_progress_fields_and_execution_progress_is_stored() -
                           "updates": [{"key": "t:0", "state": "IN_PROGRESS", "rate_bytes_per_s": -1}]})
     with pytest.raises(CommandRejected, match="unknown execution"):
         store.propose(cmd("execution.progress", execution_id=999, progress={}))
+
+
+class _FlippingStore(LocalStateStore):
+    """A store whose leadership the test switches."""
+
+    leader = True
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader
+
+
+class _Remembering:
+    def __init__(self) -> None:
+        self.forgotten = 0
+
+    def forget(self) -> None:
+        self.forgotten += 1
+
+
+def test_executor_service_forgets_per_task_memory_when_it_regains_leadership() -> None:
+    store = _FlippingStore()
+    service = ExecutorService(store)
+    executor = _Remembering()
+    service._executors["c1"] = executor  # type: ignore[assignment]
+    service.run_once()
+    assert executor.forgotten == 1  # first pass of this node's term
+    service.run_once()
+    assert executor.forgotten == 1  # same term: memory kept (the two-pass resubmission guard needs it)
+    store.leader = False
+    assert service.run_once() == {}
+    store.leader = True
+    service.run_once()
+    assert executor.forgotten == 2  # leadership regained: counts from the earlier term are dropped
