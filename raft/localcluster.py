@@ -190,7 +190,11 @@ class LocalCluster:
             if st is not None and st["ready"]:
                 return st
             time.sleep(0.02)
-        raise TimeoutError(f"node {index} not ready within {timeout}s: {st}")
+        node = self.nodes[index]
+        log = node.data_dir.parent / f"{node.data_dir.name}.log"
+        tail = log.read_text(errors="replace")[-1500:] if log.exists() else "(no log)"
+        raise TimeoutError(f"node {index} not ready within {timeout}s (process alive: {node.alive}): {st}\n"
+                           f"--- tail of {log}:\n{tail}")
 
     def wait_converged(self, timeout: float = 20.0) -> list[dict[str, Any]]:
         """Wait until every live node reports the same applied index and state hash.
