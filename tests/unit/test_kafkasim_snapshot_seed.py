@@ -64,6 +64,25 @@ def test_bad_snapshots_name_the_path(tmp_path: Path) -> None:
     assert fed.engine.d_read_rate[d] == pytest.approx(5e6)
 
 
+def test_topic_configs_bound_seeded_logs_and_bad_ones_name_the_path() -> None:
+    snap = {"format": "guardian.snapshot/v1", "cluster": "x",
+            "brokers": [{"id": 1, "disks": [{"path": "/d1", "kind": "nvme"}]}],
+            "topics": [{"name": "t", "partitions": [{"partition": 0, "replicas": [1], "log_dirs": ["/d1"],
+                                                     "size_bytes": 50e6, "bytes_in_per_s": 10e6}]}]}
+    sizes = {}
+    for configs in ({}, {"retention.bytes": "60000000"}):
+        fed = build_federation({"clusters": [{"snapshot": snap, "topic_configs": configs}]})
+        fed.engine.burst_rate_per_hour = 0.0
+        fed.engine.advance(30, 1.0)  # 300 MB more written
+        sizes[bool(configs)] = float(fed.engine.f["size"][fed.clusters["x"].topics["t"].partitions[0].slot])
+    assert sizes[False] > 300e6  # the default 7-day retention keeps everything
+    assert sizes[True] <= 60e6 + 1  # retention.bytes caps the log, as on a broker
+    with pytest.raises(ScenarioError, match=r"\$.clusters\[0\].topic_configs: must be a mapping"):
+        build_federation({"clusters": [{"snapshot": snap, "topic_configs": ["retention.bytes"]}]})
+    with pytest.raises(ScenarioError, match=r"\$.clusters\[0\].snapshot.topics\[0\]"):
+        build_federation({"clusters": [{"snapshot": snap, "topic_configs": {"no.such.config": "1"}}]})
+
+
 def test_generated_snapshot_seeds_a_sim_whose_disk_load_agrees() -> None:
     from controlplane.domain.snapshot_file import parse_snapshot, snapshot_to_dict
     from kafkasim.generator import GeneratorSpec, generate_snapshot
