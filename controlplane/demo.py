@@ -211,7 +211,9 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
         after = representative(settled)
         console.print("peak/mean of the last rounds after the final move: "
                       + ", ".join(f"{worst_peak_to_mean(s):.2f}" for s in settled[-SETTLE_ROUNDS:]), markup=False)
-        summary = {"before": figures(before), "after": figures(after),
+        summary = {"balanced": balanced(settled), "threshold": THRESHOLD,
+                   "settled_peak_to_mean": [worst_peak_to_mean(s) for s in settled[-SETTLE_ROUNDS:]],
+                   "before": figures(before), "after": figures(after),
                    "throttle_actions": [a for a in api.get("/api/v1/actions", params={"limit": 5000}).json()
                                         if a["who"] == "throttle-protection"],
                    "executions": api.get("/api/v1/executions").json()}
