@@ -7,9 +7,12 @@ empty results (never raise) when a job has not run yet.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from controlplane.adapters.clickhouse import ClickHouse
+from planners.load_basis import ModelledLoad
+from planners.throttle import ClientShare, Lineage
 
 
 def latest_run_id(ch: ClickHouse, job: str) -> str | None:
@@ -81,6 +84,21 @@ def expected_peaks(ch: ClickHouse, cluster: str, topic: str) -> dict[int, dict[s
     return out
 
 
+def partition_peaks(ch: ClickHouse, cluster: str) -> ModelledLoad | None:
+    """Every partition's next-day forecast peak write rate (bytes/s in) of ``cluster``, from the latest
+    traffic run: what ``load_basis="modelled_peak"`` plans weigh. None before the first traffic run."""
+    rid = latest_run_id(ch, "traffic")
+    if rid is None:
+        return None
+    rows = ch.rows(
+        f"SELECT topic, partition, forecast_peak_bps FROM {ch.table('traffic_forecast')} "
+        "WHERE run_id = {r:String} AND cluster = {c:String} AND partition >= 0 AND direction = 'in' "
+        "ORDER BY topic, partition",
+        {"r": rid, "c": cluster},
+    )
+    return ModelledLoad(source=f"traffic run {rid}", bytes_in={(str(t), int(p)): float(v) for t, p, v in rows})
+
+
 def traffic_model(ch: ClickHouse, cluster: str | None = None) -> dict[str, float]:
     """Topic -> expected peak bytes/s in (next-day forecast of the whole topic).
 
@@ -129,6 +147,70 @@ def topic_clients(ch: ClickHouse, cluster: str, topic: str, role: str | None = N
         f"first_seen, last_seen FROM {ch.table('topic_lineage')} WHERE run_id = {{r:String}} "
         f"AND cluster = {{c:String}} AND topic = {{t:String}} {role_filter} ORDER BY bytes DESC, client_id",
         {"r": rid, "c": cluster, "t": topic, "role": role or ""},
+    )
+
+
+def cluster_lineage(ch: ClickHouse, cluster: str) -> Lineage | None:
+    """Topic -> producing and consuming client ids of ``cluster`` from the latest lineage run, each with its
+    mean bytes/s over the run's window (what the throttle quotes when it has no per-partition shares).
+    None before the first lineage run; empty maps when the run has no rows for the cluster."""
+    run = ch.rows(
+        f"SELECT run_id, toUnixTimestamp(window_start), toUnixTimestamp(window_end) "
+        f"FROM {ch.table('analytics_runs')} WHERE job = 'lineage' ORDER BY finished_at DESC LIMIT 1")
+    if not run:
+        return None
+    rid, start, end = str(run[0][0]), int(run[0][1]), int(run[0][2])
+    seconds = max(end - start, 1)
+    rows = ch.rows(
+        f"SELECT topic, toString(role), client_id, sum(bytes) FROM {ch.table('topic_lineage')} "
+        "WHERE run_id = {r:String} AND cluster = {c:String} AND client_id != '' "
+        "GROUP BY topic, role, client_id ORDER BY topic, role, client_id",
+        {"r": rid, "c": cluster},
+    )
+    consumers: dict[str, list[ClientShare]] = {}
+    producers: dict[str, list[ClientShare]] = {}
+    for topic, role, client, nbytes in rows:
+        share = ClientShare(str(client), float(nbytes) / seconds)
+        (producers if role == "producer" else consumers).setdefault(str(topic), []).append(share)
+    return Lineage(topic_consumers={t: tuple(v) for t, v in consumers.items()},
+                   topic_producers={t: tuple(v) for t, v in producers.items()},
+                   topic_source=f"ClickHouse lineage run {rid}")
+
+
+class LineageReader:
+    """:func:`cluster_lineage` as the throttle's lineage port, re-read only when a new lineage run finished
+    (one cheap ``analytics_runs`` lookup per call otherwise). Thread-safe."""
+
+    def __init__(self, ch: ClickHouse) -> None:
+        self.ch = ch
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[str, Lineage | None]] = {}
+
+    def __call__(self, cluster: str) -> Lineage | None:
+        rid = latest_run_id(self.ch, "lineage")
+        if rid is None:
+            return None
+        with self._lock:
+            hit = self._cache.get(cluster)
+            if hit is not None and hit[0] == rid:
+                return hit[1]
+        lineage = cluster_lineage(self.ch, cluster)
+        with self._lock:
+            self._cache[cluster] = (rid, lineage)
+        return lineage
+
+
+def latest_runs(ch: ClickHouse) -> list[dict[str, Any]]:
+    """The latest finished run of every job: run id, engine, window, input/output rows, seconds."""
+    return _dicts(
+        ch,
+        "SELECT job, argMax(run_id, finished_at) AS run_id, argMax(engine, finished_at) AS engine, "
+        "toString(argMax(window_start, finished_at)) AS window_start, "
+        "toString(argMax(window_end, finished_at)) AS window_end, "
+        "argMax(input_rows, finished_at) AS input_rows, argMax(output_rows, finished_at) AS output_rows, "
+        "argMax(seconds, finished_at) AS seconds, toString(max(finished_at)) AS finished_at "
+        f"FROM {ch.table('analytics_runs')} GROUP BY job ORDER BY job",
+        {},
     )
 
 

@@ -289,6 +289,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             ORDER BY (cluster, topic, partition, minute) TTL minute + INTERVAL 90 DAY""",
         ),
     ),
+    Migration(
+        5,
+        "which engine (spark or clickhouse-sql) produced an analytics run",
+        (
+            """ALTER TABLE {db}.analytics_runs ADD COLUMN IF NOT EXISTS engine LowCardinality(String) DEFAULT ''""",
+        ),
+    ),
 )
 
 
