@@ -202,16 +202,15 @@ class LineageReader:
 
 def latest_runs(ch: ClickHouse) -> list[dict[str, Any]]:
     """The latest finished run of every job: run id, engine, window, input/output rows, seconds."""
-    return _dicts(
+    rows = _dicts(
         ch,
-        "SELECT job, argMax(run_id, finished_at) AS run_id, argMax(engine, finished_at) AS engine, "
-        "toString(argMax(window_start, finished_at)) AS window_start, "
-        "toString(argMax(window_end, finished_at)) AS window_end, "
-        "argMax(input_rows, finished_at) AS input_rows, argMax(output_rows, finished_at) AS output_rows, "
-        "argMax(seconds, finished_at) AS seconds, toString(max(finished_at)) AS finished_at "
-        f"FROM {ch.table('analytics_runs')} GROUP BY job ORDER BY job",
+        "SELECT job, run_id, engine, toString(window_start) AS start, toString(window_end) AS end, "
+        "input_rows, output_rows, seconds, toString(finished_at) AS finished "
+        f"FROM {ch.table('analytics_runs')} ORDER BY job, finished_at DESC LIMIT 1 BY job",
         {},
     )
+    return [{**{k: v for k, v in r.items() if k not in ("start", "end", "finished")},
+             "window_start": r["start"], "window_end": r["end"], "finished_at": r["finished"]} for r in rows]
 
 
 def tenant_costs(ch: ClickHouse) -> list[dict[str, Any]]:
