@@ -235,3 +235,22 @@ def test_sql_engine_records_its_runs(ch: ClickHouse) -> None:
     assert all(engine == ENGINE for engine, _, _ in runs.values())
     assert runs["lineage"][1] == 30 and runs["lineage"][2] == 3  # 30 client-minutes in, 3 lineage rows out
     assert {j.job: sum(j.output_rows.values()) for j in report.jobs}["lineage"] == 3
+
+
+def test_cli_runs_the_sql_engine(ch: ClickHouse) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from analytics_spark.cli import register
+
+    ch.insert_rows("audit_records", lineage_rows("c1", "orders"), COLS)
+    app = typer.Typer()
+    register(app)
+    common = ["--chdb-path", str(chdb_path()), "--database", ch.database]
+    r = CliRunner().invoke(app, ["run", "lineage", "--engine", "hadoop", *common])
+    assert r.exit_code == 2 and "unknown engine" in r.output
+    r = CliRunner().invoke(app, ["run", "lineage", "--engine", "sql", "--days", str(DAYS), "--end", END.isoformat(),
+                                 *common])
+    assert r.exit_code == 0, r.output
+    assert "clickhouse-sql" in r.output
+    assert {c.client_id for c in cluster_lineage(ch, "c1").topic_consumers["orders"]} == {"billing", "reports"}

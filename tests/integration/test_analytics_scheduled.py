@@ -48,7 +48,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
     svc = build_service(Settings(
         data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
         clickhouse=ClickHouseConf(path=chdb_path(), database=fresh_database("sched")),
-        analytics=AnalyticsConf(enabled=True, interval_s=3600, days=1, ingest_max_s=10)))
+        analytics=AnalyticsConf(enabled=True, interval_s=3600, days=1, ingest_max_s=2)))
     try:
         assert svc.store.node.wait_ready(10)
         yield svc
