@@ -13,7 +13,7 @@ from apscheduler.triggers.cron import CronTrigger
 from controlplane.domain import check_plan, plan_to_dict, pool_stats
 from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
-from controlplane.service.planning import PlanRequestError, make_plan
+from controlplane.service.planning import PlanRequestError, load_snapshot, make_plan
 from controlplane.service.snapshots import StaleSnapshotError
 from controlplane.service.state import ACTIVE_EXECUTION
 
@@ -56,13 +56,14 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
         snap = ctx.snapshots.fresh(name, ctx.settings.max_snapshot_age_s, now)
     except StaleSnapshotError as exc:
         return {"action": "skip", "why": str(exc)}
-    worst = max((s.peak_to_mean for s in pool_stats(snap).values()), default=0.0)
-    if worst <= policy["threshold"]:
-        return {"action": "skip", "why": f"peak/mean {worst:.2f} within threshold {policy['threshold']}"}
+    basis = policy.get("load_basis", "window")  # the imbalance is judged on the load the plan will weigh
     try:
+        weighed, _ = load_snapshot(snap, basis, ctx.load_model)
+        worst = max((s.peak_to_mean for s in pool_stats(weighed).values()), default=0.0)
+        if worst <= policy["threshold"]:
+            return {"action": "skip", "why": f"peak/mean {worst:.2f} within threshold {policy['threshold']}"}
         plan = make_plan(snap, "rebalance", {"max_partitions": int(policy.get("max_partitions", 50)),
-                                             "load_basis": policy.get("load_basis", "window")},
-                         load_model=ctx.load_model)
+                                             "load_basis": basis}, load_model=ctx.load_model)
     except PlanRequestError as exc:
         return {"action": "skip", "why": str(exc)}
     if not plan.moves or check_plan(snap, plan):

@@ -254,3 +254,43 @@ def test_cli_runs_the_sql_engine(ch: ClickHouse) -> None:
     assert r.exit_code == 0, r.output
     assert "clickhouse-sql" in r.output
     assert {c.client_id for c in cluster_lineage(ch, "c1").topic_consumers["orders"]} == {"billing", "reports"}
+
+
+class Executor:
+    """The executor port: records what auto-rebalance started."""
+
+    def __init__(self) -> None:
+        self.started: list[int] = []
+
+    def start_approved(self, plan_id: int, why: str = "") -> int:
+        self.started.append(plan_id)
+        return len(self.started)
+
+
+def test_auto_rebalance_judges_and_plans_on_the_policy_load_basis(ch: ClickHouse, tmp_path: Any) -> None:
+    from controlplane.service.auto_rebalance import run_auto_rebalance
+
+    ctx = ServiceContext(settings=Settings(data_dir=tmp_path), store=LocalStateStore())
+    ctx.executor = Executor()
+    ctx.load_model = lambda c: partition_peaks(ch, c)
+    ctx.store.propose({"type": "cluster.register", "meta": meta("t"), "name": "c1",
+                       "bootstrap_servers": ["127.0.0.1:9"]})
+    ctx.snapshots.put(replace(balanced_snapshot(), taken_at=datetime.now(UTC)))
+
+    def policy(basis: str) -> None:
+        ctx.store.propose({"type": "cluster.auto_rebalance", "meta": meta("t"), "name": "c1", "enabled": True,
+                           "window_cron": "* * * * *", "window_minutes": 1440, "load_basis": basis})
+
+    policy("window")
+    (d,) = run_auto_rebalance(ctx)
+    assert d["action"] == "skip" and "within threshold" in d["why"]  # quiet now: balanced
+    policy("modelled_peak")
+    (d,) = run_auto_rebalance(ctx)
+    assert d["action"] == "skip" and "no traffic model" in d["why"]
+    ch.insert_rows("audit_records", evening_rows("evening", 2, PEAK), COLS)
+    run_sql(ch, ["traffic"], JobSettings(days=DAYS, end=END))
+    (d,) = run_auto_rebalance(ctx)
+    assert d["action"] == "execute", d
+    plan = ctx.store.read(lambda s: s["plans"][str(d["plan_id"])])
+    assert plan["plan"]["load_basis"]["basis"] == "modelled_peak" and plan["status"] == "approved"
+    assert ctx.executor.started == [d["plan_id"]]
