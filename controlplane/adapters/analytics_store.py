@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from controlplane.adapters.clickhouse import ClickHouse
+from controlplane.adapters.clickhouse import ClickHouse, ClickHouseBusy
 from planners.load_basis import ModelledLoad
 from planners.throttle import ClientShare, Lineage
 
@@ -179,22 +179,29 @@ def cluster_lineage(ch: ClickHouse, cluster: str) -> Lineage | None:
 
 class LineageReader:
     """:func:`cluster_lineage` as the throttle's lineage port, re-read only when a new lineage run finished
-    (one cheap ``analytics_runs`` lookup per call otherwise). Thread-safe."""
+    (one cheap ``analytics_runs`` lookup per call otherwise). Never stalls the throttle behind a long
+    analytics query: when ClickHouse is held longer than ``wait_s`` the last lineage read for the cluster
+    is returned (None if there is none). Thread-safe."""
 
-    def __init__(self, ch: ClickHouse) -> None:
+    def __init__(self, ch: ClickHouse, wait_s: float = 0.2) -> None:
         self.ch = ch
+        self.wait_s = wait_s
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[str, Lineage | None]] = {}
 
     def __call__(self, cluster: str) -> Lineage | None:
-        rid = latest_run_id(self.ch, "lineage")
-        if rid is None:
-            return None
         with self._lock:
             hit = self._cache.get(cluster)
-            if hit is not None and hit[0] == rid:
-                return hit[1]
-        lineage = cluster_lineage(self.ch, cluster)
+        try:
+            with self.ch.waiting_at_most(self.wait_s):
+                rid = latest_run_id(self.ch, "lineage")
+                if rid is None:
+                    return None
+                if hit is not None and hit[0] == rid:
+                    return hit[1]
+                lineage = cluster_lineage(self.ch, cluster)
+        except ClickHouseBusy:
+            return hit[1] if hit is not None else None
         with self._lock:
             self._cache[cluster] = (rid, lineage)
         return lineage

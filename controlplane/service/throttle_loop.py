@@ -232,7 +232,8 @@ class ThrottleService:
         else:
             lineage = observed
             fallback = error or ("no lineage port wired" if self.lineage is None
-                                 else "the lineage results have no rows for the cluster")
+                                 else "no lineage run yet" if modelled is None
+                                 else "the latest lineage run has no rows for the cluster")
         info.update({"topic_clients": lineage.topic_source,
                      "topics": len(set(lineage.topic_consumers) | set(lineage.topic_producers))})
         if fallback:

@@ -211,12 +211,13 @@ def test_throttle_falls_back_to_the_audit_topic_without_lineage_rows(ch: ClickHo
     assert "from the audit topic" in decision["target"]["lineage"]
     explained = service.explain("c1")["lineage"]
     assert explained["topic_clients"] == "the audit topic"
-    assert "no rows" in explained["fallback_reason"]
+    assert explained["fallback_reason"] == "no lineage run yet"
     # a lineage run that only knows another cluster: still the audit topic for c1
     ch.insert_rows("audit_records", lineage_rows("c2", "orders"), COLS)
     run_sql(ch, ["lineage"], JobSettings(days=DAYS, end=END))
     service.job()
-    assert service.explain("c1")["lineage"]["topic_clients"] == "the audit topic"
+    explained = service.explain("c1")["lineage"]
+    assert explained["topic_clients"] == "the audit topic" and "no rows" in explained["fallback_reason"]
 
     def broken(cluster: str) -> Lineage | None:
         raise ConnectionError("ClickHouse went away")
@@ -294,3 +295,22 @@ def test_auto_rebalance_judges_and_plans_on_the_policy_load_basis(ch: ClickHouse
     plan = ctx.store.read(lambda s: s["plans"][str(d["plan_id"])])
     assert plan["plan"]["load_basis"]["basis"] == "modelled_peak" and plan["status"] == "approved"
     assert ctx.executor.started == [d["plan_id"]]
+
+
+def test_lineage_reader_never_waits_behind_a_long_query(ch: ClickHouse) -> None:
+    import threading
+    import time
+
+    ch.insert_rows("audit_records", lineage_rows("c1", "orders"), COLS)
+    run_sql(ch, ["lineage"], JobSettings(days=DAYS, end=END))
+    reader = LineageReader(ch, wait_s=0.2)
+    first = reader("c1")
+    assert first is not None and first.topic_consumers["orders"]
+    slow = threading.Thread(target=ch.rows, args=("SELECT sum(sleepEachRow(0.5)) FROM numbers(5)",))
+    slow.start()  # a 2.5 s query holds the client, as a long analytics run would
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    assert reader("c1") is first and reader("c9") is None  # the last read, not a stall
+    assert time.perf_counter() - t0 < 1.0 and slow.is_alive()
+    slow.join()
+    assert reader("c1") is first  # same run: served from the cache
