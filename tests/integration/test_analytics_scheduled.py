@@ -59,7 +59,14 @@ def service(tmp_path: Path) -> Iterator[Service]:
 def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, service: Service) -> None:
     east = sim.endpoints["clusters"]["east"]
     service.ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": "east",
-                               "bootstrap_servers": east["bootstrap_servers"].split(",")})
+                               "bootstrap_servers": east["bootstrap_servers"].split(","),
+                               "metrics_urls": {str(b["id"]): b["metrics_url"] for b in east["brokers"]}})
+    for _ in range(4):  # a snapshot (rates need two scrapes): the broker IDCs the audit records lack
+        service.collection(service.ctx)
+        if service.ctx.snapshots.get("east") is not None:
+            break
+        time.sleep(0.6)
+    assert service.ctx.snapshots.get("east") is not None
     deadline = time.monotonic() + 15
     while "__guardian_audit" not in sim.server.fed.clusters["east"].topics and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -103,6 +110,15 @@ def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, serv
     assert ch.scalar(f"SELECT count() FROM {ch.table('audit_records')}") == total
     assert ch.scalar(f"SELECT uniqExact(src_topic) FROM {ch.table('audit_records')}") == 1
     assert ch.scalar(f"SELECT any(src_topic) FROM {ch.table('audit_records')}") == "east/__guardian_audit"
+    # kafkasim's records carry no broker IDC: filled from the latest snapshot of the cluster
+    idc_of = {b.id: b.idc for b in service.ctx.snapshots.get("east").brokers}
+    stored = ch.rows(f"SELECT DISTINCT broker, broker_idc FROM {ch.table('audit_records')}")
+    assert stored and all(idc == idc_of[broker] != "" for broker, idc in stored)
+    # ... so the clients' IDCs against the brokers' make leased-line pairs
+    pairs = {(r["src_idc"], r["dst_idc"]) for r in ch.records(
+        f"SELECT src_idc, dst_idc FROM {ch.table('cross_idc_traffic')} WHERE run_id = {{r:String}}",
+        {"r": next(j["run_id"] for j in second["jobs"] if j["job"] == "cross_idc")})}
+    assert pairs and all(set(p) & set(idc_of.values()) for p in pairs)
 
 
 def test_analytics_is_off_by_default_and_its_settings_are_validated(tmp_path: Path) -> None:
