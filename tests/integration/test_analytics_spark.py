@@ -418,3 +418,24 @@ def test_sql_engine_writes_the_same_results_as_the_spark_jobs(env: Env) -> None:
     finally:
         ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
         ch.close()
+
+
+def test_scheduled_job_with_the_spark_engine(env: Env, spark: Any, tmp_path: Any) -> None:
+    """``[analytics] engine = "spark"``: the service's job runs the Spark jobs (its session reused)."""
+    from controlplane.config import AnalyticsConf, Settings
+    from controlplane.service.analytics_job import AnalyticsJob
+    from controlplane.service.context import ServiceContext
+    from controlplane.service.store import LocalStateStore
+
+    job = AnalyticsJob(env.ch, AnalyticsConf(enabled=True, engine="spark", ingest=False, jobs=["lineage"],
+                                             days=DAYS))
+    job._spark = spark  # the module's session (getOrCreate would return it anyway)
+    ctx = ServiceContext(settings=Settings(data_dir=tmp_path), store=LocalStateStore())
+    record = job(ctx)
+    (lineage,) = record["jobs"]
+    assert record["engine"] == "spark" and record["error"] == "" and lineage["output_rows"]["topic_lineage"] > 0
+    assert latest_run_id(env.ch, "lineage") == lineage["run_id"]
+    assert env.ch.scalar(f"SELECT engine FROM {env.ch.table('analytics_runs')} WHERE run_id = {{r:String}}",
+                         {"r": lineage["run_id"]}) == "spark"
+    # the window ends at the newest audit minute (+1 h, floored): the late row just after env.end
+    assert record["window"]["end"] == (env.end + timedelta(hours=1)).replace(minute=0, second=0).isoformat()
