@@ -74,6 +74,8 @@ def register(app: typer.Typer) -> None:
         shuffle_partitions: int = typer.Option(4, min=1),
         work_dir: Path | None = typer.Option(None, help="slice export dir, readable by every executor"),
         keep_runs: int = typer.Option(3, min=1, help="result runs kept per job"),
+        engine: str = typer.Option("spark", help="spark (local or --master) or sql (ClickHouse alone, "
+                                                 "what the service's scheduled job runs)"),
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Run analytics jobs over the last DAYS days and write their results to ClickHouse."""
@@ -81,14 +83,23 @@ def register(app: typer.Typer) -> None:
 
         try:
             names = resolve_jobs(jobs)
+            if engine not in ("spark", "sql"):
+                raise ValueError(f"unknown engine {engine!r}; choose spark or sql")
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         ch = _open(clickhouse_url, chdb_path, database)
-        spark = spark_session(master, shuffle_partitions)
-        spark.sparkContext.setLogLevel("ERROR")
         settings = JobSettings(days=days, end=_end(end), idle_days=idle_days, top_k=top_k,
                                keep_runs=keep_runs)
+        if engine == "sql":
+            from analytics_spark.sql_engine import run_sql
+
+            sql_report = run_sql(ch, names, settings, log=typer.echo)
+            typer.echo(f"window {sql_report.window.start:%Y-%m-%d %H:%M} – {sql_report.window.end:%Y-%m-%d %H:%M} "
+                       f"UTC; total {sql_report.seconds:.1f}s (clickhouse-sql)")
+            return
+        spark = spark_session(master, shuffle_partitions)
+        spark.sparkContext.setLogLevel("ERROR")
         report = run(ch, names, settings, spark=spark, work_dir=work_dir, log=typer.echo)
         typer.echo(f"window {report.window.start:%Y-%m-%d %H:%M} – {report.window.end:%Y-%m-%d %H:%M} UTC; "
                    f"total {report.seconds:.1f}s")

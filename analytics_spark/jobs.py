@@ -194,8 +194,8 @@ def run(
                 "analytics_runs",
                 [(run_id, job, window.start, window.end,
                   export.rows.get("series_minute" if job == "traffic" else "client_hour", 0),
-                  sum(rows.values()), secs)],
-                ["run_id", "job", "window_start", "window_end", "input_rows", "output_rows", "seconds"],
+                  sum(rows.values()), secs, "spark")],
+                ["run_id", "job", "window_start", "window_end", "input_rows", "output_rows", "seconds", "engine"],
             )
             prune_runs(ch, job, keep=settings.keep_runs)
             reports.append(JobReport(job, run_id, rows, secs))

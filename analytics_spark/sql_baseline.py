@@ -22,9 +22,14 @@ def _window_where(start: datetime, end: datetime) -> str:
 
 def baseline_sql(
     ch: ClickHouse, start: datetime, end: datetime, *, idle_days: int = 7, top_k: int = 10,
-    prices: Mapping[str, float] = DEFAULT_PRICES,
+    prices: Mapping[str, float] = DEFAULT_PRICES, profile_source: str | None = None,
 ) -> dict[str, str]:
-    """SELECT statement per model (keys: the result table names)."""
+    """SELECT statement per model (keys: the result table names).
+
+    The forecast reads the profile from ``profile_source`` (a table or parenthesised subquery with
+    cluster, topic, partition, direction as String, hour_of_week and p95_bps), by default the
+    materialised ``bl_traffic_profile``.
+    """
     w = _window_where(start, end)
     pm, cm = ch.table("audit_partition_minute"), ch.table("audit_client_minute")
     d = round((end - start).total_seconds() / 86400)
@@ -75,7 +80,7 @@ def baseline_sql(
                     FROM {series} GROUP BY cluster, topic, partition, direction, x)
               GROUP BY cluster, topic, partition, direction) AS f
         LEFT JOIN (SELECT cluster, topic, partition, direction, max((p95_bps, -h.hour)) AS best
-                   FROM {ch.table('bl_traffic_profile')} AS pr
+                   FROM {profile_source or ch.table('bl_traffic_profile')} AS pr
                    INNER JOIN (SELECT c1 AS hour, c2 AS how FROM values({next_hours})) AS h
                    ON pr.hour_of_week = h.how
                    GROUP BY cluster, topic, partition, direction) AS p

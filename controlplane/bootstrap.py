@@ -14,11 +14,13 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
+from controlplane.adapters.analytics_store import LineageReader, partition_peaks
 from controlplane.adapters.clickhouse import ClickHouse, ClickHouseUnavailable, connect
 from controlplane.adapters.metric_rollups import RollupWriter
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.executor.service import ExecutorService
+from controlplane.service.analytics_job import AnalyticsJob
 from controlplane.service.auto_rebalance import run_auto_rebalance
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
@@ -45,6 +47,8 @@ class Service:
         """Stop the scheduler, close the collectors, flush rollups and leave the Raft group."""
         self.scheduler.shutdown()
         self.collection.close()
+        if self.ctx.analytics is not None:
+            self.ctx.analytics.close()
         if self.rollups is not None:
             self.rollups.flush()
         if self.ctx.clickhouse is not None:
@@ -88,9 +92,13 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     settings = ensure_admin_token(settings)
     store = RaftStateStore(settings.raft.self_addr, settings.raft.peers, settings.data_dir / "raft")
     ctx = ServiceContext(settings=settings, store=store, http_of=dict(http_of or {}))
-    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=bind_kafka,
-                                   max_snapshot_age_s=settings.max_snapshot_age_s)
     ctx.clickhouse = open_clickhouse(settings)
+    ch = ctx.clickhouse
+    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=bind_kafka,
+                                   max_snapshot_age_s=settings.max_snapshot_age_s,
+                                   lineage=LineageReader(ch) if ch is not None else None)
+    if ch is not None:
+        ctx.load_model = partial(partition_peaks, ch)
     rollups = RollupWriter(ctx.clickhouse) if ctx.clickhouse is not None else None
     collection = CollectionJob(on_collected=rollups)
     ctx.executor = ExecutorService(store, interval_s=settings.intervals.executor_s,
@@ -100,6 +108,12 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
                 Job("executor", settings.intervals.executor_s, lambda c: c.executor.run_once()),
                 *(jobs or [])]
+    if settings.analytics.enabled:
+        if ch is None:
+            log.warning("[analytics] is enabled but ClickHouse is not available: no scheduled analytics")
+        else:
+            ctx.analytics = AnalyticsJob(ch, settings.analytics)
+            all_jobs.append(Job("analytics", settings.analytics.interval_s, ctx.analytics))
     scheduler = LeaderScheduler(ctx, all_jobs)
     return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store, collection=collection,
                    rollups=rollups)

@@ -15,6 +15,9 @@ Example::
     sha256 = "<hex sha256 of the token>"     # `guardian token hash` prints it
     [intervals]
     collect_s = 10
+    [analytics]                              # scheduled audit ingest + models (off by default)
+    enabled = true
+    interval_s = 3600
 
 Tokens are stored hashed; a token's role is viewer (read), operator (act) or admin (configure).
 """
@@ -100,6 +103,33 @@ class ClickHouseConf(_Conf):
     database: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = "guardian"
 
 
+AnalyticsJobName = Literal["traffic", "lineage", "cost", "idle", "cross_idc", "all"]
+
+
+def _all_jobs() -> list[AnalyticsJobName]:
+    return ["all"]
+
+
+class AnalyticsConf(_Conf):
+    """``[analytics]``: the leader's scheduled audit analytics — ingest every registered cluster's audit
+    topic into ClickHouse, then run the models (traffic, lineage, cost, idle, cross-IDC) and record the
+    run. Off by default; ``engine = "sql"`` computes the models inside ClickHouse (no JVM in the service),
+    ``"spark"`` keeps a local Spark session in the service process (heavy: see the README)."""
+
+    enabled: bool = False
+    interval_s: Annotated[float, Field(gt=0)] = 3600.0
+    engine: Literal["sql", "spark"] = "sql"
+    jobs: Annotated[list[AnalyticsJobName], Field(min_length=1)] = Field(default_factory=_all_jobs)
+    days: Annotated[int, Field(ge=1, le=366)] = 14
+    idle_days: Annotated[int, Field(ge=1, le=366)] = 7
+    top_k: Annotated[int, Field(ge=1, le=1000)] = 10
+    keep_runs: Annotated[int, Field(ge=1, le=100)] = 3
+    ingest: bool = True
+    audit_topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")] = "__guardian_audit"
+    ingest_max_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    spark_master: str = "local[2]"
+
+
 class Settings(_Conf):
     data_dir: Path = Path("var/guardian")
     raft: RaftConf = Field(default_factory=RaftConf)
@@ -109,6 +139,7 @@ class Settings(_Conf):
     max_snapshot_age_s: Annotated[float, Field(gt=0)] = 120.0
     clickhouse: ClickHouseConf = Field(default_factory=ClickHouseConf)
     throttle: ThrottleConf = Field(default_factory=ThrottleConf)
+    analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
 
 
 def hash_token(token: str) -> str:

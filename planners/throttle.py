@@ -185,12 +185,16 @@ class ClientShare:
 
 @dataclass(frozen=True, slots=True)
 class Lineage:
-    """Who reads and writes what: per partition from audit data, or per topic (top clients) as fallback."""
+    """Who reads and writes what: per partition from audit data, or per topic (top clients) as fallback.
+
+    ``topic_source`` says where the per-topic clients came from (the live audit topic, or a lineage run
+    of the audit analytics); it is recorded with every client-quota decision."""
 
     fetch: Mapping[PartitionId, tuple[ClientShare, ...]] = field(default_factory=dict)
     produce: Mapping[PartitionId, tuple[ClientShare, ...]] = field(default_factory=dict)
     topic_consumers: Mapping[str, tuple[ClientShare, ...]] = field(default_factory=dict)
     topic_producers: Mapping[str, tuple[ClientShare, ...]] = field(default_factory=dict)
+    topic_source: str = "the audit topic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,8 +384,9 @@ def _partition_index(snapshot: ClusterSnapshot) -> tuple[dict[PartitionId, Parti
 def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: Mapping[PartitionId, Partition],
                            lineage: Lineage, read: bool) -> float:
     """Bytes/s ``client`` moves through the partitions one broker leads *now*: each partition's current
-    traffic times the client's share of it (audit lineage; else an equal share among the topic's top
-    clients). Lineage says who, the live metrics say how much (audit intervals lag behind)."""
+    traffic times the client's share of it (audit lineage of the partition; else its share of the topic's
+    bytes, or an equal share when the topic's shares carry no bytes). Lineage says who, the live metrics
+    say how much (audit intervals and lineage runs lag behind)."""
     per_part = lineage.fetch if read else lineage.produce
     per_topic = lineage.topic_consumers if read else lineage.topic_producers
     total = 0.0
@@ -396,7 +401,9 @@ def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: M
             continue
         tshares = per_topic.get(pid[0], ())
         if any(s.client_id == client for s in tshares):
-            total += now / max(len(tshares), 1)
+            whole = sum(s.bytes_per_s for s in tshares)
+            mine = sum(s.bytes_per_s for s in tshares if s.client_id == client)
+            total += now * (mine / whole) if whole > 0 else now / len(tshares)
     return total
 
 
@@ -407,7 +414,7 @@ def _responsible(entry: QueueEntry, lineage: Lineage, read: bool) -> tuple[list[
         return sorted(shares, key=lambda s: (-s.bytes_per_s, s.client_id)), "audit lineage of the partition"
     tshares = (lineage.topic_consumers if read else lineage.topic_producers).get(entry.flow.topic, ())
     return (sorted(tshares, key=lambda s: (-s.bytes_per_s, s.client_id))[:3],
-            "top clients of the topic (no audit lineage for the partition)")
+            f"top clients of the topic from {lineage.topic_source} (no audit lineage for the partition)")
 
 
 @dataclass

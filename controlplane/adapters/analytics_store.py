@@ -7,9 +7,12 @@ empty results (never raise) when a job has not run yet.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from controlplane.adapters.clickhouse import ClickHouse
+from controlplane.adapters.clickhouse import ClickHouse, ClickHouseBusy
+from planners.load_basis import ModelledLoad
+from planners.throttle import ClientShare, Lineage
 
 
 def latest_run_id(ch: ClickHouse, job: str) -> str | None:
@@ -81,6 +84,21 @@ def expected_peaks(ch: ClickHouse, cluster: str, topic: str) -> dict[int, dict[s
     return out
 
 
+def partition_peaks(ch: ClickHouse, cluster: str) -> ModelledLoad | None:
+    """Every partition's next-day forecast peak write rate (bytes/s in) of ``cluster``, from the latest
+    traffic run: what ``load_basis="modelled_peak"`` plans weigh. None before the first traffic run."""
+    rid = latest_run_id(ch, "traffic")
+    if rid is None:
+        return None
+    rows = ch.rows(
+        f"SELECT topic, partition, forecast_peak_bps FROM {ch.table('traffic_forecast')} "
+        "WHERE run_id = {r:String} AND cluster = {c:String} AND partition >= 0 AND direction = 'in' "
+        "ORDER BY topic, partition",
+        {"r": rid, "c": cluster},
+    )
+    return ModelledLoad(source=f"traffic run {rid}", bytes_in={(str(t), int(p)): float(v) for t, p, v in rows})
+
+
 def traffic_model(ch: ClickHouse, cluster: str | None = None) -> dict[str, float]:
     """Topic -> expected peak bytes/s in (next-day forecast of the whole topic).
 
@@ -130,6 +148,76 @@ def topic_clients(ch: ClickHouse, cluster: str, topic: str, role: str | None = N
         f"AND cluster = {{c:String}} AND topic = {{t:String}} {role_filter} ORDER BY bytes DESC, client_id",
         {"r": rid, "c": cluster, "t": topic, "role": role or ""},
     )
+
+
+def cluster_lineage(ch: ClickHouse, cluster: str) -> Lineage | None:
+    """Topic -> producing and consuming client ids of ``cluster`` from the latest lineage run, each with its
+    mean bytes/s over the run's window (what the throttle quotes when it has no per-partition shares).
+    None before the first lineage run; empty maps when the run has no rows for the cluster."""
+    run = ch.rows(
+        f"SELECT run_id, toUnixTimestamp(window_start), toUnixTimestamp(window_end) "
+        f"FROM {ch.table('analytics_runs')} WHERE job = 'lineage' ORDER BY finished_at DESC LIMIT 1")
+    if not run:
+        return None
+    rid, start, end = str(run[0][0]), int(run[0][1]), int(run[0][2])
+    seconds = max(end - start, 1)
+    rows = ch.rows(
+        f"SELECT topic, toString(role), client_id, sum(bytes) FROM {ch.table('topic_lineage')} "
+        "WHERE run_id = {r:String} AND cluster = {c:String} AND client_id != '' "
+        "GROUP BY topic, role, client_id ORDER BY topic, role, client_id",
+        {"r": rid, "c": cluster},
+    )
+    consumers: dict[str, list[ClientShare]] = {}
+    producers: dict[str, list[ClientShare]] = {}
+    for topic, role, client, nbytes in rows:
+        share = ClientShare(str(client), float(nbytes) / seconds)
+        (producers if role == "producer" else consumers).setdefault(str(topic), []).append(share)
+    return Lineage(topic_consumers={t: tuple(v) for t, v in consumers.items()},
+                   topic_producers={t: tuple(v) for t, v in producers.items()},
+                   topic_source=f"ClickHouse lineage run {rid}")
+
+
+class LineageReader:
+    """:func:`cluster_lineage` as the throttle's lineage port, re-read only when a new lineage run finished
+    (one cheap ``analytics_runs`` lookup per call otherwise). Never stalls the throttle behind a long
+    analytics query: when ClickHouse is held longer than ``wait_s`` the last lineage read for the cluster
+    is returned (None if there is none). Thread-safe."""
+
+    def __init__(self, ch: ClickHouse, wait_s: float = 0.2) -> None:
+        self.ch = ch
+        self.wait_s = wait_s
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[str, Lineage | None]] = {}
+
+    def __call__(self, cluster: str) -> Lineage | None:
+        with self._lock:
+            hit = self._cache.get(cluster)
+        try:
+            with self.ch.waiting_at_most(self.wait_s):
+                rid = latest_run_id(self.ch, "lineage")
+                if rid is None:
+                    return None
+                if hit is not None and hit[0] == rid:
+                    return hit[1]
+                lineage = cluster_lineage(self.ch, cluster)
+        except ClickHouseBusy:
+            return hit[1] if hit is not None else None
+        with self._lock:
+            self._cache[cluster] = (rid, lineage)
+        return lineage
+
+
+def latest_runs(ch: ClickHouse) -> list[dict[str, Any]]:
+    """The latest finished run of every job: run id, engine, window, input/output rows, seconds."""
+    rows = _dicts(
+        ch,
+        "SELECT job, run_id, engine, toString(window_start) AS start, toString(window_end) AS end, "
+        "input_rows, output_rows, seconds, toString(finished_at) AS finished "
+        f"FROM {ch.table('analytics_runs')} ORDER BY job, finished_at DESC LIMIT 1 BY job",
+        {},
+    )
+    return [{**{k: v for k, v in r.items() if k not in ("start", "end", "finished")},
+             "window_start": r["start"], "window_end": r["end"], "finished_at": r["finished"]} for r in rows]
 
 
 def tenant_costs(ch: ClickHouse) -> list[dict[str, Any]]:

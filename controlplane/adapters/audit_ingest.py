@@ -100,21 +100,30 @@ class IngestStore(Protocol):
 
 
 class ClickHouseIngestStore:
-    """:class:`IngestStore` on the Guardian ClickHouse schema."""
+    """:class:`IngestStore` on the Guardian ClickHouse schema.
 
-    def __init__(self, ch: ClickHouse):
+    ``namespace`` (e.g. the cluster name) prefixes the stored source topic (``c1/__guardian_audit``), so
+    the same audit topic name on several clusters keeps separate offsets and provenance.
+    """
+
+    def __init__(self, ch: ClickHouse, namespace: str = ""):
         self.ch = ch
+        self.namespace = namespace
+
+    def key(self, topic: str) -> str:
+        """The source topic as stored (``namespace/topic``; a topic name never contains ``/``)."""
+        return f"{self.namespace}/{topic}" if self.namespace else topic
 
     def committed(self, topic: str) -> dict[int, int]:
         rows = self.ch.rows(
             f"SELECT src_partition, max(next_offset) FROM {self.ch.table('audit_ingest_offsets')} "
             "WHERE src_topic = {t:String} GROUP BY src_partition",
-            {"t": topic},
+            {"t": self.key(topic)},
         )
         return {int(p): int(o) for p, o in rows}
 
     def present_offsets(self, topic: str, partition: int, from_offset: int) -> set[int]:
-        params = {"t": topic, "p": partition, "o": from_offset}
+        params = {"t": self.key(topic), "p": partition, "o": from_offset}
         where = "WHERE src_topic = {t:String} AND src_partition = {p:Int32} AND src_offset >= {o:Int64}"
         rows = self.ch.rows(
             f"SELECT src_offset FROM {self.ch.table('audit_records')} {where} "
@@ -126,21 +135,21 @@ class ClickHouseIngestStore:
     def write_records(self, topic: str, rows: list[tuple[Any, ...]]) -> None:
         self.ch.insert_rows(
             "audit_records",
-            [(*r, topic) for r in rows],
+            [(*r, self.key(topic)) for r in rows],
             [*AUDIT_COLUMNS, "src_partition", "src_offset", "src_topic"],
         )
 
     def write_rejects(self, topic: str, rows: list[tuple[int, int, str, str]]) -> None:
         self.ch.insert_rows(
             "audit_rejects",
-            [(topic, *r) for r in rows],
+            [(self.key(topic), *r) for r in rows],
             ["src_topic", "src_partition", "src_offset", "reason", "raw"],
         )
 
     def commit(self, topic: str, commits: list[Commit]) -> None:
         self.ch.insert_rows(
             "audit_ingest_offsets",
-            [(topic, c.src_partition, c.next_offset, c.accepted, c.rejected) for c in commits],
+            [(self.key(topic), c.src_partition, c.next_offset, c.accepted, c.rejected) for c in commits],
             ["src_topic", "src_partition", "next_offset", "accepted", "rejected"],
         )
 

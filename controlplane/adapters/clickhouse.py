@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 class ClickHouseUnavailable(RuntimeError):
     """The ClickHouse engine or server could not be opened (locked data path, bad URL, ...)."""
+
+
+class ClickHouseBusy(TimeoutError):
+    """Another call (e.g. a long analytics run) held the client longer than the caller would wait."""
 
 
 @dataclass(frozen=True)
@@ -289,6 +294,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             ORDER BY (cluster, topic, partition, minute) TTL minute + INTERVAL 90 DAY""",
         ),
     ),
+    Migration(
+        5,
+        "which engine (spark or clickhouse-sql) produced an analytics run",
+        (
+            """ALTER TABLE {db}.analytics_runs ADD COLUMN IF NOT EXISTS engine LowCardinality(String) DEFAULT ''""",
+        ),
+    ),
 )
 
 
@@ -357,6 +369,17 @@ class ClickHouse:
         """Close the client (for chdb: releases the engine once every client is closed)."""
         with self._lock:
             self.client.close()
+
+    @contextmanager
+    def waiting_at_most(self, seconds: float) -> Iterator[None]:
+        """Hold the client for a block of calls, or raise :class:`ClickHouseBusy` if another call holds it
+        longer than ``seconds`` (for loops that must not stall behind a long analytics query)."""
+        if not self._lock.acquire(timeout=seconds):
+            raise ClickHouseBusy(f"ClickHouse busy for more than {seconds:g} s")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     # -- schema -----------------------------------------------------------------------------
     def applied_versions(self) -> list[int]:

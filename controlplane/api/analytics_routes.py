@@ -51,6 +51,16 @@ def add_analytics_routes(app: FastAPI, ctx: ServiceContext) -> None:
         """Topics with no producer or no consumer over the job's window."""
         return query(analytics_store.idle_topics)
 
+    @app.get("/api/v1/analytics/runs", tags=["analytics"])
+    def runs(_: Viewer) -> dict[str, Any]:
+        """The latest run of every job (any engine, any node) and this node's last scheduled pass
+        (``scheduled``: null when ``[analytics]`` is off or it has not run here yet)."""
+        latest = query(analytics_store.latest_runs)
+        job = ctx.analytics
+        return {"jobs": latest, "scheduled": job.last if job is not None else None,
+                "schedule": {"enabled": job is not None, "interval_s": ctx.settings.analytics.interval_s,
+                             "engine": ctx.settings.analytics.engine}}
+
     @app.get("/api/v1/analytics/cross-idc", tags=["analytics"])
     def cross_idc(_: Viewer) -> dict[str, list[dict[str, Any]]]:
         """Leased-line traffic per IDC pair and the clients that cause it."""

@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -50,6 +50,7 @@ class AutoRebalanceIn(_In):
     window_minutes: Annotated[int, Field(ge=1, le=1440)] = 240
     threshold: Annotated[float, Field(gt=1.0, le=100.0)] = 1.25
     max_partitions: Annotated[int, Field(ge=1, le=100_000)] = 50
+    load_basis: Literal["window", "modelled_peak"] = "window"
 
 
 class PlacementIn(_In):
@@ -287,7 +288,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         """Run a planner over the cluster's latest fresh snapshot and record the result as a proposal."""
         snap = snapshot_or_409(body.cluster)
         try:
-            plan = make_plan(snap, body.kind, body.params)
+            plan = make_plan(snap, body.kind, body.params, load_model=ctx.load_model)
         except PlanRequestError as exc:
             raise ApiError(400, str(exc)) from None
         violations = check_plan(snap, plan)

@@ -14,7 +14,15 @@ from controlplane.domain.model import (
     PartitionId,
     Topic,
 )
-from controlplane.domain.plan import LeaderChange, PartitionMove, Plan, PlanSummary, UtilStats
+from controlplane.domain.plan import (
+    LeaderChange,
+    LoadBasis,
+    LoadOverride,
+    PartitionMove,
+    Plan,
+    PlanSummary,
+    UtilStats,
+)
 from controlplane.domain.plan_file import dump_plan, parse_plan, plan_json_schema, plan_to_dict
 from controlplane.domain.snapshot_file import (
     dump_snapshot,
@@ -26,7 +34,8 @@ from controlplane.domain.summary import balance_disks, pool_stats, summarize_pla
 
 __all__ = [
     "Broker", "BrokerState", "CheckLimits", "ClusterSnapshot", "ContractError", "Disk", "DiskId", "DiskKind",
-    "LeaderChange", "Partition", "PartitionId", "PartitionMove", "Plan", "PlanSummary", "Problem", "Topic",
+    "LeaderChange", "LoadBasis", "LoadOverride", "Partition", "PartitionId", "PartitionMove", "Plan", "PlanSummary",
+    "Problem", "Topic",
     "UtilStats", "Violation", "apply_plan", "balance_disks", "check_new_topic", "check_plan", "dump_plan",
     "dump_snapshot",
     "parse_plan", "parse_snapshot", "plan_json_schema", "plan_to_dict", "pool_stats", "snapshot_json_schema",

@@ -69,6 +69,28 @@ class PlanSummary:
     leader_changes: int
 
 
+@dataclass(frozen=True, slots=True)
+class LoadOverride:
+    """One partition whose write rate the plan weighed differently from the snapshot's window."""
+
+    topic: str
+    partition: int
+    window_bytes_in_per_s: float
+    bytes_in_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class LoadBasis:
+    """Which per-partition load a plan was made on: ``window`` (the snapshot's rates as collected) or
+    ``modelled_peak`` (the traffic model's next-day peak). ``source`` names the model run and
+    ``overrides`` lists every partition rate that differs from the snapshot, so applying them to the
+    same snapshot reproduces the planner's input exactly."""
+
+    basis: str
+    source: str = ""
+    overrides: tuple[LoadOverride, ...] = ()
+
+
 @dataclass(frozen=True)
 class Plan:
     """A proposal for one cluster. Deterministic planners give equal plans for equal snapshots."""
@@ -79,4 +101,5 @@ class Plan:
     leaders: tuple[LeaderChange, ...] = ()
     summary: PlanSummary | None = None
     notes: tuple[str, ...] = ()
+    load_basis: LoadBasis | None = None
     extra: Mapping[str, object] = field(default_factory=dict, compare=False)

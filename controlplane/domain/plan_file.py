@@ -2,7 +2,9 @@
 
 ``reassignment`` is exactly Kafka's reassignment JSON (``{"version": 1, "partitions": [{"topic",
 "partition", "replicas", "log_dirs"}]}``) so ``kafka-reassign-partitions.sh --execute`` can run it;
-beside it: ``format``, ``cluster``, ``kind``, ``leaders`` (preferred-leader changes) and ``summary``.
+beside it: ``format``, ``cluster``, ``kind``, ``leaders`` (preferred-leader changes) and ``summary``,
+and optionally ``notes`` and ``load_basis`` (which per-partition load the planner weighed: ``window`` or
+``modelled_peak`` with the model run and every overridden partition rate, so the plan is reproducible).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controlplane.domain.errors import ContractError, Problem
-from controlplane.domain.plan import LeaderChange, PartitionMove, Plan, PlanSummary, UtilStats
+from controlplane.domain.plan import LeaderChange, LoadBasis, LoadOverride, PartitionMove, Plan, PlanSummary, UtilStats
 from controlplane.domain.snapshot_file import Name, NonNegInt, validation_problems
 
 PLAN_FORMAT = "guardian.plan/v1"
@@ -77,6 +79,23 @@ class SummaryDoc(_Doc):
     leader_changes: NonNegInt = 0
 
 
+class LoadOverrideDoc(_Doc):
+    """One partition's write rate as the planner weighed it, beside the snapshot's window rate."""
+
+    topic: Name
+    partition: NonNegInt
+    window_bytes_in_per_s: Annotated[float, Field(ge=0)]
+    bytes_in_per_s: Annotated[float, Field(ge=0)]
+
+
+class LoadBasisDoc(_Doc):
+    """Which per-partition load the plan was made on."""
+
+    basis: Literal["window", "modelled_peak"]
+    source: str = ""
+    overrides: list[LoadOverrideDoc] = Field(default_factory=list)
+
+
 class PlanDoc(_Doc):
     """The whole ``guardian.plan/v1`` document."""
 
@@ -87,6 +106,7 @@ class PlanDoc(_Doc):
     leaders: list[LeaderDoc] = Field(default_factory=list)
     summary: SummaryDoc | None = None
     notes: list[str] = Field(default_factory=list)
+    load_basis: LoadBasisDoc | None = None
 
 
 def plan_json_schema() -> dict[str, Any]:
@@ -120,8 +140,13 @@ def parse_plan(text: str | bytes) -> Plan:
     )
     leaders = tuple(LeaderChange(topic=x.topic, partition=x.partition, leader=x.leader) for x in doc.leaders)
     summary = _summary_from_doc(doc.summary) if doc.summary is not None else None
+    basis = None
+    if doc.load_basis is not None:
+        basis = LoadBasis(basis=doc.load_basis.basis, source=doc.load_basis.source, overrides=tuple(
+            LoadOverride(o.topic, o.partition, o.window_bytes_in_per_s, o.bytes_in_per_s)
+            for o in doc.load_basis.overrides))
     return Plan(cluster=doc.cluster, kind=doc.kind, moves=moves, leaders=leaders, summary=summary,
-                notes=tuple(doc.notes))
+                notes=tuple(doc.notes), load_basis=basis)
 
 
 def _stats_from_doc(doc: UtilStatsDoc) -> UtilStats:
@@ -176,6 +201,11 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         }
     if plan.notes:
         doc["notes"] = list(plan.notes)
+    if plan.load_basis is not None:
+        b = plan.load_basis
+        doc["load_basis"] = {"basis": b.basis, "source": b.source, "overrides": [
+            {"topic": o.topic, "partition": o.partition, "window_bytes_in_per_s": o.window_bytes_in_per_s,
+             "bytes_in_per_s": o.bytes_in_per_s} for o in b.overrides]}
     return doc
 
 

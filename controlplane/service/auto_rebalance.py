@@ -14,7 +14,7 @@ from apscheduler.triggers.cron import CronTrigger
 from controlplane.domain import check_plan, plan_to_dict, pool_stats
 from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
-from controlplane.service.planning import make_plan
+from controlplane.service.planning import PlanRequestError, load_snapshot, make_plan
 from controlplane.service.snapshots import StaleSnapshotError
 from controlplane.service.state import ACTIVE_EXECUTION
 
@@ -74,10 +74,16 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
     if finished is not None and seen is not None and seen < finished + settle:
         # rates measured across the end of a move still count the old placement
         return {"action": "skip", "why": "no snapshot measured wholly after the last execution ended yet"}
-    worst = max((s.peak_to_mean for s in pool_stats(snap).values()), default=0.0)
-    if worst <= policy["threshold"]:
-        return {"action": "skip", "why": f"peak/mean {worst:.2f} within threshold {policy['threshold']}"}
-    plan = make_plan(snap, "rebalance", {"max_partitions": int(policy.get("max_partitions", 50))})
+    basis = policy.get("load_basis", "window")  # the imbalance is judged on the load the plan will weigh
+    try:
+        weighed, _ = load_snapshot(snap, basis, ctx.load_model)
+        worst = max((s.peak_to_mean for s in pool_stats(weighed).values()), default=0.0)
+        if worst <= policy["threshold"]:
+            return {"action": "skip", "why": f"peak/mean {worst:.2f} within threshold {policy['threshold']}"}
+        plan = make_plan(snap, "rebalance", {"max_partitions": int(policy.get("max_partitions", 50)),
+                                             "load_basis": basis}, load_model=ctx.load_model)
+    except PlanRequestError as exc:
+        return {"action": "skip", "why": str(exc)}
     if not plan.moves or check_plan(snap, plan):
         return {"action": "skip", "why": "no valid improving plan"}
     why = f"peak/mean {worst:.2f} above threshold {policy['threshold']}"

@@ -61,6 +61,7 @@ class AutoRebalance(_Cmd):
     window_minutes: Annotated[int, Field(ge=1, le=1440)] = 240
     threshold: Annotated[float, Field(gt=1.0, le=100.0)] = 1.25
     max_partitions: Annotated[int, Field(ge=1, le=100_000)] = 50
+    load_basis: Literal["window", "modelled_peak"] = "window"
 
 
 class PlacementSet(_Cmd):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from controlplane.service.store import StateStore
 
 if TYPE_CHECKING:
     from controlplane.service.throttle_loop import ThrottleService
+    from planners.load_basis import ModelledLoad
 
 
 @dataclass
@@ -29,6 +31,11 @@ class ServiceContext:
     executor: Any = None
     """:class:`controlplane.executor.service.ExecutorService` (None: plans cannot be executed here)."""
     throttle: ThrottleService | None = None
+    load_model: Callable[[str], ModelledLoad | None] | None = None
+    """Port: cluster -> the traffic model's per-partition peak write rates (``load_basis="modelled_peak"``
+    plans); wired to ClickHouse by :mod:`controlplane.bootstrap`."""
+    analytics: Any = None
+    """:class:`controlplane.service.analytics_job.AnalyticsJob` when scheduled analytics is configured."""
 
     @property
     def access_log(self) -> Path:

@@ -24,3 +24,17 @@ class ServiceMetrics:
                                     registry=self.registry)
         self.raft_term = Gauge("guardian_raft_term", "Current Raft term", registry=self.registry)
         self.raft_commit_index = Gauge("guardian_raft_commit_index", "Raft commit index", registry=self.registry)
+        self.analytics_runs = Counter("guardian_analytics_runs_total", "Scheduled analytics runs", ["status"],
+                                      registry=self.registry)
+        self.analytics_last_run = Gauge("guardian_analytics_last_run_timestamp_seconds",
+                                        "When the last scheduled analytics run finished (Unix time)",
+                                        registry=self.registry)
+        self.analytics_last_seconds = Gauge("guardian_analytics_last_run_duration_seconds",
+                                            "Duration of the last scheduled analytics run", ["phase"],
+                                            registry=self.registry)
+        self.analytics_ingested = Counter("guardian_analytics_audit_records_total",
+                                          "Audit records ingested by the scheduled analytics", ["outcome"],
+                                          registry=self.registry)
+        self.analytics_output_rows = Gauge("guardian_analytics_output_rows",
+                                           "Result rows the last scheduled run wrote per job", ["job"],
+                                           registry=self.registry)

@@ -1,25 +1,66 @@
-"""The service-side glue around the pure planners: run a planner kind by name with request parameters."""
+"""The service-side glue around the pure planners: run a planner kind by name with request parameters.
+
+Every planner kind takes one more parameter here, ``load_basis``: ``"window"`` weighs each partition by
+its rate in the snapshot (the last collection window, the default), ``"modelled_peak"`` by the traffic
+model's next-day peak forecast (from ClickHouse, through the ``load_model`` port). The snapshot is
+rewritten before planning (:mod:`planners.load_basis`) and the plan records the basis, the model run
+and every overridden rate, so it can be reproduced and audited.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from controlplane.domain import ClusterSnapshot, Plan
+from controlplane.domain import ClusterSnapshot, LoadBasis, Plan
+from planners.load_basis import LOAD_BASES, MODELLED_PEAK, WINDOW, ModelledLoad, describe, with_modelled_peaks
 from planners.registry import PLANNERS
+
+LoadModel = Callable[[str], ModelledLoad | None]
+"""Port: cluster -> the latest traffic model's per-partition peak write rates (None: no model yet)."""
 
 
 class PlanRequestError(ValueError):
     """Unknown planner kind or parameters it does not take."""
 
 
-def make_plan(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any]) -> Plan:
+def load_snapshot(snapshot: ClusterSnapshot, basis: str, load_model: LoadModel | None) -> tuple[
+        ClusterSnapshot, LoadBasis]:
+    """The snapshot the planner weighs under ``basis`` and the record of it; :class:`PlanRequestError` for an
+    unknown basis or a ``modelled_peak`` request without a traffic model for the cluster."""
+    if basis not in LOAD_BASES:
+        raise PlanRequestError(f"parameter 'load_basis' must be one of {', '.join(LOAD_BASES)}, got {basis!r}")
+    if basis == WINDOW:
+        return snapshot, LoadBasis(basis=WINDOW)
+    model = load_model(snapshot.cluster) if load_model is not None else None
+    if model is None or not model.bytes_in:
+        raise PlanRequestError(f"load_basis {MODELLED_PEAK!r}: no traffic model for cluster {snapshot.cluster!r} "
+                               "(no ClickHouse on this node, or the traffic job has not run)")
+    return with_modelled_peaks(snapshot, model)
+
+
+def make_plan(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any], *,
+              load_model: LoadModel | None = None) -> Plan:
     """Run planner ``kind`` over ``snapshot``; :class:`PlanRequestError` for an unknown kind, bad params
-    or an impossible request (unknown broker or topic, unsatisfiable placement)."""
+    or an impossible request (unknown broker or topic, unsatisfiable placement).
+
+    With a ``load_basis`` parameter the plan is made on that basis and records it (see the module doc).
+    """
     planner = PLANNERS.get(kind)
     if planner is None:
         raise PlanRequestError(f"unknown planner kind {kind!r}; known: {', '.join(sorted(PLANNERS))}")
+    rest = dict(params)
+    basis = rest.pop("load_basis", None)
+    record: LoadBasis | None = None
+    if basis is not None:
+        if not isinstance(basis, str):
+            raise PlanRequestError(f"parameter 'load_basis' must be a string, got {basis!r}")
+        snapshot, record = load_snapshot(snapshot, basis, load_model)
     try:
-        return planner(snapshot, params)
+        plan = planner(snapshot, rest)
     except (TypeError, ValueError) as exc:
         raise PlanRequestError(f"{kind}: {exc}") from None
+    if record is None:
+        return plan
+    return replace(plan, load_basis=record, notes=(*plan.notes, describe(record)))

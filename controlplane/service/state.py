@@ -140,7 +140,7 @@ class GuardianState:
         cluster = self._cluster(cmd.name)
         cluster["auto_rebalance"] = {"enabled": cmd.enabled, "window_cron": cmd.window_cron,
                                      "window_minutes": cmd.window_minutes, "threshold": cmd.threshold,
-                                     "max_partitions": cmd.max_partitions}
+                                     "max_partitions": cmd.max_partitions, "load_basis": cmd.load_basis}
         self.state["clusters"][cmd.name] = cluster
         return {"cluster": cmd.name, "auto_rebalance": cluster["auto_rebalance"]}
 

@@ -5,7 +5,11 @@ One :class:`ThrottleService` per node; its :meth:`ThrottleService.job` runs on t
 evaluation of the disks named by on-call alerts. Per pass and cluster:
 
 1. observe the cluster through its :class:`ThrottleSource` (snapshot + transfers + lineage +
-   capability); a failing or stale observation skips the cluster with a logged reason (never acts);
+   capability); a failing or stale observation skips the cluster with a logged reason (never acts).
+   When a lineage port is wired (the audit analytics' latest lineage run in ClickHouse) and it has rows
+   for the cluster, the topic -> client ids map comes from it; else from the observation (the live audit
+   topic). Per-partition shares always come from the live audit topic. The source is recorded with
+   every client-quota decision and in :meth:`ThrottleService.explain`;
 2. plan with :func:`planners.throttle.plan_throttles` (health hysteresis state is kept here, per disk);
 3. for every decision: a *set/relax* is recorded first (``throttle.set`` by ``throttle-protection`` with
    the evidence) and then applied through the :class:`ThrottleActuator`; a *release* is removed from the
@@ -25,7 +29,7 @@ import math
 import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -116,6 +120,7 @@ class Evaluation:
     plan: ThrottlePlan | None
     applied: list[dict[str, Any]]
     skipped: str = ""
+    lineage: dict[str, Any] = field(default_factory=dict)
 
 
 class ThrottleService:
@@ -123,8 +128,11 @@ class ThrottleService:
 
     def __init__(self, store: StateStore, config: ThrottleConfig | None = None,
                  bind: Callable[[str, Mapping[str, Any]], ClusterBinding | None] | None = None,
-                 max_snapshot_age_s: float = 120.0, clock: Callable[[], datetime] | None = None) -> None:
+                 max_snapshot_age_s: float = 120.0, clock: Callable[[], datetime] | None = None,
+                 lineage: Callable[[str], Lineage | None] | None = None) -> None:
         self.store = store
+        self.lineage = lineage
+        """Port: cluster -> topic-level client shares of the latest lineage run (None/empty: no rows)."""
         self.config = config or ThrottleConfig()
         self._bind = bind
         self.bindings: dict[str, ClusterBinding] = {}
@@ -188,7 +196,8 @@ class ThrottleService:
             active = parse_active(self.store.read(lambda s: dict(s["throttles"].get(cluster, {}))))
             alert_disks = frozenset(a.disk for a in self.alerts.values()
                                     if a.cluster == cluster and a.status == "firing")
-            inp = ThrottleInput(transfers=obs.transfers, lineage=obs.lineage,
+            lineage, lineage_info = self._lineage_for(cluster, obs.lineage)
+            inp = ThrottleInput(transfers=obs.transfers, lineage=lineage,
                                 expected_bytes_in=self._expected(cluster), partition_throttle=obs.partition_throttle,
                                 active=active, alerts=alert_disks)
             plan = plan_throttles(obs.snapshot, inp, self.health[cluster], self.config, only)
@@ -200,9 +209,36 @@ class ThrottleService:
                     applied.append(done)
             self._reconcile(cluster, binding)
             self._learn(cluster, obs.snapshot, plan)
-            self.last[cluster] = Evaluation(at, trigger, plan, applied)
+            self.last[cluster] = Evaluation(at, trigger, plan, applied, lineage=lineage_info)
             unhealthy = sorted(f"{d[0]}:{d[1]}" for d, h in plan.health.items() if h.unhealthy)
-            return {"trigger": trigger, "unhealthy": unhealthy, "decisions": applied}
+            return {"trigger": trigger, "unhealthy": unhealthy, "decisions": applied, "lineage": lineage_info}
+
+    def _lineage_for(self, cluster: str, observed: Lineage) -> tuple[Lineage, dict[str, Any]]:
+        """The lineage the planner uses and a description of where it came from (for explain)."""
+        modelled: Lineage | None = None
+        error = ""
+        if self.lineage is not None:
+            try:
+                modelled = self.lineage(cluster)
+            except Exception as exc:  # analytics unavailable: fall back, never stop protecting the disks
+                log.warning("throttle %s: lineage from analytics failed, using the audit topic: %s", cluster, exc)
+                error = str(exc)
+        info: dict[str, Any] = {"partition_shares": "the audit topic",
+                                "partitions_with_shares": len(observed.fetch) + len(observed.produce)}
+        if modelled is not None and (modelled.topic_consumers or modelled.topic_producers):
+            lineage = replace(observed, topic_consumers=modelled.topic_consumers,
+                              topic_producers=modelled.topic_producers, topic_source=modelled.topic_source)
+            fallback = ""
+        else:
+            lineage = observed
+            fallback = error or ("no lineage port wired" if self.lineage is None
+                                 else "no lineage run yet" if modelled is None
+                                 else "the latest lineage run has no rows for the cluster")
+        info.update({"topic_clients": lineage.topic_source,
+                     "topics": len(set(lineage.topic_consumers) | set(lineage.topic_producers))})
+        if fallback:
+            info["fallback_reason"] = fallback
+        return lineage, info
 
     def _skip(self, cluster: str, at: str, trigger: str, why: str) -> dict[str, Any]:
         log.info("throttle %s: skipped: %s", cluster, why)
@@ -328,7 +364,8 @@ class ThrottleService:
             if ev is None:
                 return {"cluster": cluster, "evaluated": False}
             out: dict[str, Any] = {"cluster": cluster, "evaluated": True, "at": ev.at, "trigger": ev.trigger,
-                                   "skipped": ev.skipped, "applied": ev.applied, "disks": []}
+                                   "skipped": ev.skipped, "applied": ev.applied, "lineage": ev.lineage,
+                                   "disks": []}
             if ev.plan is not None:
                 for r in ev.plan.reports:
                     if not (r.health.unhealthy or r.queue or r.health.above or r.health.missing):

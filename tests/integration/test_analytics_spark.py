@@ -381,3 +381,61 @@ def test_prune_keeps_only_latest_runs(env: Env, spark: Any) -> None:
     assert prune_runs(env.ch, "lineage", keep=1) == []
     with pytest.raises(ValueError):
         prune_runs(env.ch, "lineage", keep=0)
+
+
+def test_sql_engine_writes_the_same_results_as_the_spark_jobs(env: Env) -> None:
+    """The service's ClickHouse-SQL engine on a copy of the same audit data: every result table equals the
+    Spark run's (exactly for integers and strings, to 1e-9 relative for floats)."""
+    from analytics_spark.sql_engine import ENGINE, run_sql
+
+    ch = connect(data_path=chdb_path(), database=fresh_database("t_sqleng"))
+    try:
+        for table in ("audit_records", "topic_inventory"):
+            ch.command(f"INSERT INTO {ch.table(table)} SELECT * FROM {env.ch.table(table)}")
+        settings = JobSettings(days=DAYS, end=env.end, idle_days=IDLE_DAYS, top_k=TOP_K, prices=PRICES)
+        report = run_sql(ch, ["all"], settings)
+        sql_runs = {j.job: j.run_id for j in report.jobs}
+        assert ch.scalar(f"SELECT uniqExact(engine) = 1 AND any(engine) = '{ENGINE}' "
+                         f"FROM {ch.table('analytics_runs')}") == 1
+        spark_env = Env()  # the latest Spark run of each job (earlier tests re-ran and pruned lineage)
+        spark_env.ch, spark_env.runs = env.ch, {j: str(latest_run_id(env.ch, j)) for j in sql_runs}
+        assert {r[0] for r in env.ch.rows(f"SELECT DISTINCT engine FROM {env.ch.table('analytics_runs')}")} == {"spark"}
+        tables = {"traffic_profile": ("traffic", "cluster, topic, partition, direction, hour_of_week"),
+                  "traffic_forecast": ("traffic", "cluster, topic, partition, direction"),
+                  "topic_lineage": ("lineage", "cluster, topic, role, client_id, user, client_idc"),
+                  "tenant_cost": ("cost", "cluster, pool, tenant"),
+                  "idle_topics": ("idle", "cluster, topic"),
+                  "cross_idc_traffic": ("cross_idc", "cluster, src_idc, dst_idc"),
+                  "cross_idc_clients": ("cross_idc", "cluster, src_idc, dst_idc, rank")}
+        for table, (job, order) in tables.items():
+            want = result(spark_env, table, job, order)
+            sql_env = Env()
+            sql_env.ch, sql_env.runs = ch, sql_runs
+            got = result(sql_env, table, job, order)
+            assert len(got) == len(want) > 0, table
+            pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9, atol=1e-6,
+                                          check_dtype=False, obj=table)
+    finally:
+        ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
+        ch.close()
+
+
+def test_scheduled_job_with_the_spark_engine(env: Env, spark: Any, tmp_path: Any) -> None:
+    """``[analytics] engine = "spark"``: the service's job runs the Spark jobs (its session reused)."""
+    from controlplane.config import AnalyticsConf, Settings
+    from controlplane.service.analytics_job import AnalyticsJob
+    from controlplane.service.context import ServiceContext
+    from controlplane.service.store import LocalStateStore
+
+    job = AnalyticsJob(env.ch, AnalyticsConf(enabled=True, engine="spark", ingest=False, jobs=["lineage"],
+                                             days=DAYS))
+    job._spark = spark  # the module's session (getOrCreate would return it anyway)
+    ctx = ServiceContext(settings=Settings(data_dir=tmp_path), store=LocalStateStore())
+    record = job(ctx)
+    (lineage,) = record["jobs"]
+    assert record["engine"] == "spark" and record["error"] == "" and lineage["output_rows"]["topic_lineage"] > 0
+    assert latest_run_id(env.ch, "lineage") == lineage["run_id"]
+    assert env.ch.scalar(f"SELECT engine FROM {env.ch.table('analytics_runs')} WHERE run_id = {{r:String}}",
+                         {"r": lineage["run_id"]}) == "spark"
+    # the window ends at the newest audit minute (+1 h, floored): the late row just after env.end
+    assert record["window"]["end"] == (env.end + timedelta(hours=1)).replace(minute=0, second=0).isoformat()
