@@ -240,6 +240,28 @@ class ReplicaLayout:
     unknown: int
 
 
+@dataclass
+class FamilyRates:
+    """One metric family of every broker in a round: brokers (segment order), their label strings,
+    and the concatenated rates (NaN = dropped) and raw values; broker ``k`` is
+    ``[offsets[k], offsets[k + 1])``."""
+
+    bids: list[int]
+    bodies: list[list[str]]
+    rates: npt.NDArray[np.float64]
+    values: npt.NDArray[np.float64]
+    offsets: npt.NDArray[np.int64]
+
+    def bid_per_sample(self) -> npt.NDArray[np.int64]:
+        """The broker of every sample."""
+        return np.repeat(np.asarray(self.bids, dtype=np.int64), np.diff(self.offsets))
+
+    def segment(self, k: int) -> tuple[list[str], list[float], list[float]]:
+        """(label strings, rates, values) of segment ``k`` as Python lists."""
+        lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
+        return self.bodies[k], self.rates[lo:hi].tolist(), self.values[lo:hi].tolist()
+
+
 class _PartHold:
     """Last good value and its time per partition and figure (arrays indexed by a stable registry)."""
 
@@ -312,6 +334,12 @@ class LoadModel:
         self.dir_cache: dict[tuple[int, str, int], str] = {}
         self.tp_cache: dict[str, tuple[str, int] | None] = {}
         self.body_gid: dict[str, int] = {}
+        # (broker, family) -> (label strings as last seen, derived ids): unchanged label lists
+        # (the normal case round after round) skip every per-sample lookup
+        self.seg_ids: dict[tuple[int, str], tuple[list[str], npt.NDArray[np.int64]]] = {}
+        self.topic_reg: dict[str, int] = {}
+        self.topic_of_body: dict[str, int] = {}
+        self._topic_pool_cache: tuple[Any, dict[str, str]] | None = None
         self.group_cache: dict[str, tuple[str, tuple[str, int]] | None] = {}
         self.url_broker: dict[str, int] = endpoints.url_to_broker()
         self.disk_window = RingWindow(self.cfg.history_capacity)
@@ -388,23 +416,60 @@ class LoadModel:
                 return int(bid)
         return None
 
-    def _rates(self, block: Hashable, fam: tuple[list[str], list[float]] | None, clock: float,
-               kind: str, drops: DropLog, who: str) -> tuple[list[str], npt.NDArray[np.float64],
-                                                             npt.NDArray[np.float64]]:
-        """(label strings, rates with NaN for drops, raw values) of one family; drops recorded."""
-        if fam is None or not fam[0]:
-            return [], np.zeros(0), np.zeros(0)
-        bodies, vals = fam
-        rates, codes = self.rates.update(block, bodies, clock, vals)
-        if codes.any():
+    def _family(self, kind: str, name: str, payloads: Mapping[int, tuple[Payload, float, str]],
+                drops: DropLog) -> FamilyRates:
+        """Rates of family ``name`` of every broker in one vectorised pass; drops recorded under ``kind``."""
+        segs: list[tuple[Hashable, list[str], float, list[float]]] = []
+        bids: list[int] = []
+        for bid, (p, clock, ck) in payloads.items():
+            fam = p.raw.get(name)
+            if fam is None or not fam[0]:
+                continue
+            segs.append(((ck, bid), fam[0], clock, fam[1]))
+            bids.append(bid)
+        rates, codes, vals, offs = self.rates.update_segments(kind, segs)
+        if len(codes) and codes.any():
             counts = np.bincount(codes, minlength=len(REASONS))
-            for c in np.nonzero(counts)[0]:
-                reason = REASONS[int(c)]
+            for c in np.nonzero(counts)[0].tolist():
+                reason = REASONS[c]
                 if c == 0 or reason is None or reason is DropReason.FIRST_SAMPLE:
                     continue
-                j = int(np.nonzero(codes == c)[0][0])
-                drops.add(kind, reason, f"{who} {{{bodies[j]}}}", int(counts[c]))
-        return bodies, rates, np.asarray(vals, dtype=np.float64)
+                j = int(np.argmax(codes == c))
+                k = int(np.searchsorted(offs, j, side="right")) - 1
+                drops.add(kind, reason, f"broker {bids[k]} {{{segs[k][1][j - int(offs[k])]}}}", int(counts[c]))
+        return FamilyRates(bids, [sg[1] for sg in segs], rates, vals, offs)
+
+    def _seg_ids(self, bid: int, short: str, bodies: list[str], one: Any) -> npt.NDArray[np.int64]:
+        """``one(body)`` for every label string of a broker's family, cached while the list is unchanged."""
+        got = self.seg_ids.get((bid, short))
+        if got is not None and got[0] == bodies:
+            return got[1]
+        ids = np.fromiter((one(b) for b in bodies), dtype=np.int64, count=len(bodies))
+        self.seg_ids[(bid, short)] = (list(bodies), ids)
+        return ids
+
+    def _gid_of_body(self, body: str) -> int:
+        """Partition registry id of a ``topic,partition`` label string (-1 when it names none)."""
+        gid = self.body_gid.get(body)
+        if gid is None:
+            tp = self._tp(body)
+            gid = self.phold.id_of(tp) if tp is not None else -1
+            if len(self.body_gid) > 2_000_000:
+                self.body_gid.clear()
+            self.body_gid[body] = gid
+        return gid
+
+    def _tid_of_body(self, body: str) -> int:
+        """Topic registry id of a topic-level label string (-1 for the all-topics sample or no topic)."""
+        tid = self.topic_of_body.get(body)
+        if tid is None:
+            lab = labels_of(body) if body else None
+            topic = lab.get("topic") if lab else None
+            tid = self.topic_reg.setdefault(topic, len(self.topic_reg)) if topic else -1
+            if len(self.topic_of_body) > 2_000_000:
+                self.topic_of_body.clear()
+            self.topic_of_body[body] = tid
+        return tid
 
     # ------------------------------------------------------------------ the round
     def build(self, state: KafkaState, scrape: RoundResult, now: float | None = None) -> Collected:
@@ -486,7 +551,12 @@ class LoadModel:
                 if PLACEHOLDER_DIR in facts:
                     del facts[PLACEHOLDER_DIR]
                     self._dir_version += 1
-        for bid, (p, clock, ck) in payloads.items():
+        disk_fams = {short: self._family("disk." + short, name, payloads, drops)
+                     for name, short in ((M_IO_TIME, "util"), (M_READ_B, "read"), (M_WRITE_B, "write"),
+                                         (M_READS, "reads"), (M_WRITES, "writes"), (M_READ_T, "read_t"),
+                                         (M_WRITE_T, "write_t"))}
+        disk_seg = {short: {b: k for k, b in enumerate(fr.bids)} for short, fr in disk_fams.items()}
+        for bid, (p, _clock, _ck) in payloads.items():
             facts = self.disk_cache.setdefault(bid, {})
             dev_to_dir: dict[str, str] = {}
             for labels, _ in p.get(M_LOG_DIR_INFO):
@@ -518,11 +588,12 @@ class LoadModel:
                 if dev in dev_to_dir and math.isfinite(v) and v > 0:
                     facts[dev_to_dir[dev]].max_bytes_per_s = float(v)
             per_dev: dict[str, dict[str, float | None]] = {dev: {} for dev in dev_to_dir}
-            for name, short in ((M_IO_TIME, "util"), (M_READ_B, "read"), (M_WRITE_B, "write"), (M_READS, "reads"),
-                                (M_WRITES, "writes"), (M_READ_T, "read_t"), (M_WRITE_T, "write_t")):
-                bodies, rates, _ = self._rates((ck, bid, short), p.raw.get(name), clock, "disk." + short, drops,
-                                               f"broker {bid}")
-                for body, r in zip(bodies, rates.tolist(), strict=True):
+            for short, fr in disk_fams.items():
+                k_seg = disk_seg[short].get(bid)
+                if k_seg is None:
+                    continue
+                bodies, rates_l, _ = fr.segment(k_seg)
+                for body, r in zip(bodies, rates_l, strict=True):
                     lab = labels_of(body)
                     dev = lab.get("device", "") if lab else ""
                     if dev in per_dev:
@@ -586,79 +657,80 @@ class LoadModel:
         ext_in, ext_out = _nan(n), _nan(n)
         topic_in: dict[str, float] = defaultdict(float)
         topic_msgs: dict[str, float] = defaultdict(float)
-        broker_topic_out: dict[tuple[int, str], float] = {}
         tp_of = self._tp
-        for bid, (p, clock, ck) in payloads.items():
-            who = f"broker {bid}"
-            fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size")]
-            if cfg.use_partition_counters:
-                fams += [(M_P_IN, "p_in"), (M_P_OUT, "p_out")]
-            for name, short in fams:
-                bodies, rates, vals = self._rates((ck, bid, short), p.raw.get(name), clock, "partition." + short,
-                                                  drops, who)
-                if not bodies:
-                    continue
-                gid_get = self.body_gid.get
-                gids = [gid_get(b, -2) for b in bodies]
-                if -2 in gids:
-                    for j, body in enumerate(bodies):
-                        if gids[j] == -2:
-                            tp = tp_of(body)
-                            gids[j] = self.phold.id_of(tp) if tp is not None else -1
-                            self.body_gid[body] = gids[j]
-                    g_round = self._round_index(g)
-                    if len(self.body_gid) > 2_000_000:
-                        self.body_gid.clear()
-                garr = np.asarray(gids, dtype=np.int64)
-                ix = np.where(garr >= 0, g_round[np.maximum(garr, 0)], -1)
-                known_ix = ix >= 0
-                is_lead = np.zeros(len(ix), dtype=bool)
-                is_lead[known_ix] = leader[ix[known_ix]] == bid
-                lm = known_ix & is_lead
-                okv = np.isfinite(vals) & (vals >= 0)
-                if short == "leo":
-                    leo_lead_rate[ix[lm]] = rates[lm]
-                    leo_lead_val[ix[lm & okv]] = vals[lm & okv]
-                    np.fmax.at(leo_any_rate, ix[known_ix], rates[known_ix])
-                    np.fmax.at(leo_any_val, ix[known_ix & okv], vals[known_ix & okv])
-                elif short == "size":
-                    size_lead_rate[ix[lm]] = rates[lm]
-                    size_lead_val[ix[lm & okv]] = vals[lm & okv]
-                    np.fmax.at(size_any_val, ix[known_ix & okv], vals[known_ix & okv])
-                elif short == "p_in":
-                    ext_in[ix[lm]] = rates[lm]
-                else:
-                    ext_out[ix[lm]] = rates[lm]
+        fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size")]
+        if cfg.use_partition_counters:
+            fams += [(M_P_IN, "p_in"), (M_P_OUT, "p_out")]
+        for name, short in fams:
+            fr = self._family("partition." + short, name, payloads, drops)
+            if not fr.bids:
+                continue
+            garr = np.concatenate([self._seg_ids(bid, short, bodies, self._gid_of_body)
+                                   for bid, bodies in zip(fr.bids, fr.bodies, strict=True)])
+            if len(garr) and int(garr.max()) >= len(g_round):
+                g_round = self._round_index(g)
+            rates, vals = fr.rates, fr.values
+            ix = np.where(garr >= 0, g_round[np.maximum(garr, 0)], -1)
+            known_ix = ix >= 0
+            is_lead = np.zeros(len(ix), dtype=bool)
+            is_lead[known_ix] = leader[ix[known_ix]] == fr.bid_per_sample()[known_ix]
+            lm = known_ix & is_lead
+            okv = np.isfinite(vals) & (vals >= 0)
+            if short == "leo":
+                leo_lead_rate[ix[lm]] = rates[lm]
+                leo_lead_val[ix[lm & okv]] = vals[lm & okv]
+                np.fmax.at(leo_any_rate, ix[known_ix], rates[known_ix])
+                np.fmax.at(leo_any_val, ix[known_ix & okv], vals[known_ix & okv])
+            elif short == "size":
+                size_lead_rate[ix[lm]] = rates[lm]
+                size_lead_val[ix[lm & okv]] = vals[lm & okv]
+                np.fmax.at(size_any_val, ix[known_ix & okv], vals[known_ix & okv])
+            elif short == "p_in":
+                ext_in[ix[lm]] = rates[lm]
+            else:
+                ext_out[ix[lm]] = rates[lm]
+            if short not in ("leo", "size") or not special:
+                continue
+            for k_seg, bid in enumerate(fr.bids):
                 want = special.get(bid)
-                if want and short in ("leo", "size"):
-                    for body, r, v in zip(bodies, rates.tolist(), vals.tolist(), strict=True):
-                        tp = tp_of(body)
-                        if tp in want:
-                            assert tp is not None
-                            if short == "leo":
-                                if r == r:
-                                    sp_leo_rate[(bid, *tp)] = r
-                                sp_leo_val[(bid, *tp)] = v
-                            elif r == r:
-                                sp_size_rate[(bid, *tp)] = r
-            # topic-level counters
-            t_rates: dict[str, dict[str, float]] = {}
-            for name, short in ((M_T_IN, "t_in"), (M_T_MSGS, "t_msgs"), (M_T_OUT, "t_out")):
-                bodies, rates, _ = self._rates((ck, bid, short), p.raw.get(name), clock, "topic." + short, drops, who)
-                col: dict[str, float] = {}
-                for body, r in zip(bodies, rates.tolist(), strict=True):
-                    if body and r == r:
-                        lab = labels_of(body)
-                        if lab and lab.get("topic"):
-                            col[lab["topic"]] = r
-                t_rates[short] = col
-            for topic, r_in in t_rates["t_in"].items():
-                r_m = t_rates["t_msgs"].get(topic)
-                if r_m is not None:
-                    topic_in[topic] += r_in
-                    topic_msgs[topic] += r_m
-            for topic, r_o in t_rates["t_out"].items():
-                broker_topic_out[(bid, topic)] = r_o
+                if not want:
+                    continue
+                bodies, rates_l, vals_l = fr.segment(k_seg)
+                for body, r, v in zip(bodies, rates_l, vals_l, strict=True):
+                    tp = tp_of(body)
+                    if tp in want:
+                        assert tp is not None
+                        if short == "leo":
+                            if r == r:
+                                sp_leo_rate[(bid, *tp)] = r
+                            sp_leo_val[(bid, *tp)] = v
+                        elif r == r:
+                            sp_size_rate[(bid, *tp)] = r
+        # topic-level counters: per topic, Σ over brokers of bytes-in and messages-in where a broker
+        # reports both (the bytes/message ratio); bytes-out per (broker, topic)
+        t_fams = {short: self._family("topic." + short, name, payloads, drops)
+                  for name, short in ((M_T_IN, "t_in"), (M_T_MSGS, "t_msgs"), (M_T_OUT, "t_out"))}
+        t_keys: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        for short, fr in t_fams.items():
+            tids = (np.concatenate([self._seg_ids(bid, short, bodies, self._tid_of_body)
+                                    for bid, bodies in zip(fr.bids, fr.bodies, strict=True)])
+                    if fr.bids else np.zeros(0, dtype=np.int64))
+            ok = (tids >= 0) & ~np.isnan(fr.rates)
+            t_keys[short] = (fr.bid_per_sample()[ok], tids[ok], fr.rates[ok])
+        n_topics = max(len(self.topic_reg), 1)
+        topic_names = list(self.topic_reg)
+        kb_in, kt_in, r_in = t_keys["t_in"]
+        kb_m, kt_m, r_m = t_keys["t_msgs"]
+        common, ia, ib = np.intersect1d(kb_in * n_topics + kt_in, kb_m * n_topics + kt_m, return_indices=True)
+        t_in_sum = np.bincount(common % n_topics, weights=r_in[ia], minlength=n_topics)
+        t_m_sum = np.bincount(common % n_topics, weights=r_m[ib], minlength=n_topics)
+        for t_id in np.unique(common % n_topics).tolist():
+            topic_in[topic_names[t_id]] = float(t_in_sum[t_id])
+            topic_msgs[topic_names[t_id]] = float(t_m_sum[t_id])
+        kb_o, kt_o, r_o = t_keys["t_out"]
+        out_key = kb_o * n_topics + kt_o
+        out_order = np.argsort(out_key, kind="stable")
+        out_key_sorted, out_rate_sorted = out_key[out_order], r_o[out_order]
         bytes_per_msg: dict[str, float] = {}
         for topic in set(topic_msgs) | {k[1] for k in self.held if isinstance(k, tuple) and k and k[0] == "ratio"}:
             m = topic_msgs.get(topic, 0.0)
@@ -752,15 +824,17 @@ class LoadModel:
         sel = ~np.isnan(ext_out)
         b_out[sel] = ext_out[sel]
         m_out[sel] = M_CODES["partition_counter"]
-        if broker_topic_out:
+        if len(out_key_sorted):
             nt = max(len(topic_ids), 1)
             lead_ok = leader >= 0
             gkey = np.where(lead_ok, leader * nt + tid, -1)
             uniq, inv = np.unique(gkey, return_inverse=True)
             wsum = np.bincount(inv, weights=weight, minlength=len(uniq))
-            lead_l = leader.tolist()
-            tot_for = np.fromiter((broker_topic_out.get((lead_l[i], topics_of[i]), np.nan) for i in range(n)),
-                                  dtype=np.float64, count=n)
+            loc2reg = np.fromiter((self.topic_reg.get(t, -1) for t in topic_ids), dtype=np.int64, count=len(topic_ids))
+            reg_tid = loc2reg[tid] if n else np.zeros(0, dtype=np.int64)
+            want_key = np.where(lead_ok & (reg_tid >= 0), leader * n_topics + reg_tid, -1)
+            pos = np.minimum(np.searchsorted(out_key_sorted, want_key), len(out_key_sorted) - 1)
+            tot_for = np.where((want_key >= 0) & (out_key_sorted[pos] == want_key), out_rate_sorted[pos], np.nan)
             share = np.where(wsum[inv] > 0, weight / np.where(wsum[inv] > 0, wsum[inv], 1.0), 0.0)
             sel = np.isnan(b_out) & ~np.isnan(tot_for)
             b_out[sel] = tot_for[sel] * share[sel]
@@ -857,8 +931,8 @@ class LoadModel:
             if b not in payloads or key not in pidx:
                 continue
             _, clock, ck = payloads[b]
-            fr, _codes = self.rates.update((ck, b, "future"), [key], clock, [float(size)])
-            rate = float(fr[0])
+            fut_r, _codes = self.rates.update((ck, b, "future"), [key], clock, [float(size)])
+            rate = float(fut_r[0])
             if rate == rate:
                 did = disk_ids.setdefault((b, path), len(disk_ids))
                 for name in BEHAVIOURS:
