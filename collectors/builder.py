@@ -238,6 +238,7 @@ class ReplicaLayout:
     r_role: npt.NDArray[np.int8]
     lead_disk: npt.NDArray[np.int64]
     unknown: int
+    unknown_brokers: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -348,6 +349,7 @@ class LoadModel:
                                   for name in self.cfg.partition_history}
         self.rounds = 0
         self.unknown_dirs_last_round = 0
+        self.unknown_dir_brokers: set[int] = set()
         self._dir_version = 0
         self._replica_cache: tuple[Any, ReplicaLayout] | None = None
 
@@ -534,8 +536,9 @@ class LoadModel:
         # ---------------- disks: facts, device map, rates
         disk_rates: dict[tuple[int, str], dict[str, float | None]] = {}
         broker_mem: dict[int, tuple[float | None, float | None]] = {}
-        if state.full:
-            for bid, ld in state.log_dirs.items():
+        for bid in sorted(state.log_dirs_fresh):  # listings read this round (all brokers' in a full round)
+            ld = state.log_dirs.get(bid)
+            if ld is not None:
                 facts = self.disk_cache.setdefault(bid, {})
                 for path, d in ld.items():
                     f = facts.get(path)
@@ -891,6 +894,7 @@ class LoadModel:
         dir_cache = self.dir_cache
         cov.unknown_log_dirs = unknown
         self.unknown_dirs_last_round = unknown
+        self.unknown_dir_brokers = set(lay.unknown_brokers)
         nd = len(disk_ids)
         b_in0 = np.nan_to_num(b_in)
         dr0 = np.nan_to_num(dr)
@@ -1099,6 +1103,7 @@ class LoadModel:
         cfg = self.cfg
         disk_ids: dict[tuple[int, str], int] = {}
         unknown = 0
+        unknown_brokers: set[int] = set()
         dir_cache = self.dir_cache
         log_dirs: list[tuple[str, ...]] = []
         r_part: list[int] = []
@@ -1114,6 +1119,7 @@ class LoadModel:
                 rpath = dir_cache.get((b, t, pn))
                 if rpath is None:
                     unknown += 1
+                    unknown_brokers.add(b)
                     rpath = PLACEHOLDER_DIR
                     self.disk_cache.setdefault(b, {}).setdefault(
                         PLACEHOLDER_DIR, DiskFacts(PLACEHOLDER_DIR, cfg.default_disk_kind, 1, 1.0))
@@ -1136,7 +1142,7 @@ class LoadModel:
                     r_role.append(2)
             log_dirs.append(tuple(dirs))
         return ReplicaLayout(disk_ids, log_dirs, np.asarray(r_part, dtype=np.int64), np.asarray(r_disk, dtype=np.int64),
-                             np.asarray(r_role, dtype=np.int8), lead_disk, unknown)
+                             np.asarray(r_role, dtype=np.int8), lead_disk, unknown, frozenset(unknown_brokers))
 
     def history_stats(self) -> dict[str, dict[Hashable, tuple[float, float, int]]]:
         """Median/p95/samples per disk (util) and per partition series over the window."""

@@ -16,6 +16,7 @@ import logging
 import socket
 import struct
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,14 +103,19 @@ class KafkaState:
     fetched_at: float = 0.0  # time.time()
     duration_s: float = 0.0
     full: bool = True
-    """False when log dirs, configs and quotas were carried over from an earlier full fetch."""
+    """False when some log dirs or configs were carried over from earlier rounds."""
     details_age_s: float = 0.0
+    """Age of the oldest log-dir listing of an alive broker (0 when every one was read this round)."""
+    log_dirs_at: dict[int, float] = field(default_factory=dict)
+    """broker -> time.time() its log dirs and broker configs were read."""
+    log_dirs_fresh: set[int] = field(default_factory=set)
+    """Brokers whose log dirs were read in this round."""
+    futures_by_broker: dict[int, list[tuple[int, str, tuple[str, int], int]]] = field(default_factory=dict)
 
     @property
     def futures(self) -> list[tuple[int, str, tuple[str, int], int]]:
         """In-flight intra-broker moves: (broker, destination log dir, partition, bytes copied)."""
-        return [(b, path, key, r.size) for b, dirs in self.log_dirs.items() for path, d in dirs.items()
-                for key, r in d.replicas.items() if r.is_future]
+        return [f for b in sorted(self.futures_by_broker) for f in self.futures_by_broker[b]]
 
     @property
     def topics(self) -> list[str]:
@@ -298,11 +304,16 @@ class KafkaSource:
         self.close()
 
     # ------------------------------------------------------------------ round
-    def fetch(self, full: bool = True, previous: KafkaState | None = None) -> KafkaState:
+    def fetch(self, full: bool = True, previous: KafkaState | None = None, refresh_brokers: Iterable[int] = (),
+              refresh_topics: Iterable[str] = ()) -> KafkaState:
         """Read the cluster's current state. Raises :class:`KafkaSourceError` without metadata.
 
-        With ``full=False`` only metadata and in-flight reassignments are read; log dirs, configs
-        and quotas are carried over from ``previous`` (its age is kept in ``details_age_s``).
+        With ``full=False`` metadata, in-flight reassignments and client quotas are read; log dirs
+        and broker configs only of ``refresh_brokers`` and of brokers that gained replicas
+        (new partitions, new reassignments), topic configs only of ``refresh_topics`` and new
+        topics; everything else is carried over from ``previous`` (each broker's listing keeps its
+        read time; ``details_age_s`` is the oldest).  A caller rotating ``refresh_brokers`` over
+        the cluster bounds every round's cost instead of paying for every broker in one round.
         """
         t0 = time.perf_counter()
         admin = self._client()
@@ -348,24 +359,46 @@ class KafkaSource:
                     tuple(v["replicas"]), tuple(v["adding_replicas"]), tuple(v["removing_replicas"]))
         except Exception as exc:
             state.errors["list_partition_reassignments"] = f"{type(exc).__name__}: {exc}"
-        if not full and (previous is None or set(state.reassignments) - set(previous.reassignments)
-                         or len(state.partitions) != len(previous.partitions)
-                         or set(state.partitions) - set(previous.partitions)):
-            full = True  # new replicas or partitions: their log dirs must be read now
-        if not full and previous is not None:
+        if previous is None:
+            full = True
+        if full:
+            dir_brokers, cfg_brokers, topics = alive, alive, state.topics
+        else:
+            assert previous is not None
+            want = set(refresh_brokers)
+            new_topics = set()
+            if state.partitions is not previous.partitions:
+                for key, pm in state.partitions.items():
+                    old = previous.partitions.get(key)
+                    if old is None or old.replicas != pm.replicas:
+                        want.update(pm.replicas)  # new replicas: their log dirs must be read now
+                        if old is None:
+                            new_topics.add(key[0])
+            for key, ra_ in state.reassignments.items():
+                if key not in previous.reassignments:
+                    want.update(ra_.adding)
+            alive_set = set(alive)
+            dir_brokers = sorted(want & alive_set)
+            cfg_brokers = sorted(set(refresh_brokers) & alive_set)
+            topics = sorted((set(refresh_topics) | new_topics) & {t for t, _ in state.partitions})
             state.full = False
-            state.log_dirs = previous.log_dirs
-            state.broker_configs = previous.broker_configs
-            state.topic_configs = previous.topic_configs
-            state.quotas = previous.quotas
-            state.details_age_s = previous.details_age_s + (state.fetched_at - previous.fetched_at)
-            state.errors.update({k: v for k, v in previous.errors.items() if not k.startswith("list_partition")})
-        if full and self.options.describe_log_dirs:
-            self._log_dirs(admin, state, alive)
-        if full and self.options.describe_configs:
-            self._configs(admin, state, alive)
-        if full and self.options.describe_quotas:
+            state.log_dirs = {b: d for b, d in previous.log_dirs.items() if b not in dir_brokers}
+            state.log_dirs_at = {b: at for b, at in previous.log_dirs_at.items() if b not in dir_brokers}
+            state.futures_by_broker = {b: f for b, f in previous.futures_by_broker.items() if b not in dir_brokers}
+            state.broker_configs = {b: c for b, c in previous.broker_configs.items() if b in alive_set}
+            live_topics = {t for t, _ in state.partitions}
+            state.topic_configs = {t: c for t, c in previous.topic_configs.items() if t in live_topics}
+            state.errors.update({k: v for k, v in previous.errors.items()
+                                 if k.startswith(("describe_log_dirs broker", "describe_configs"))
+                                 and not any(k.endswith(f" {b}") for b in dir_brokers)})
+        if self.options.describe_log_dirs and dir_brokers:
+            self._log_dirs(admin, state, list(dir_brokers))
+        if self.options.describe_configs and (cfg_brokers or topics):
+            self._configs(admin, state, list(cfg_brokers), list(topics), fallback_node=alive[0] if alive else None)
+        if self.options.describe_quotas:
             self._quotas(admin, state)
+        ages = [state.log_dirs_at[b] for b in alive if b in state.log_dirs_at]
+        state.details_age_s = max(state.fetched_at - min(ages), 0.0) if ages and not state.full else 0.0
         state.duration_s = time.perf_counter() - t0
         return state
 
@@ -420,22 +453,36 @@ class KafkaSource:
             return
         for n, e in errs.items():
             state.errors[f"describe_log_dirs broker {n}"] = e
+        now = time.time()
         for n, resp in resps.items():
             dirs: dict[str, LogDirMeta] = {}
+            futures: list[tuple[int, str, tuple[str, int], int]] = []
             for r in resp.results:
                 total = getattr(r, "total_bytes", -1)
                 usable = getattr(r, "usable_bytes", -1)
                 d = LogDirMeta(str(r.log_dir), int(r.error_code),
                                int(total) if total is not None and total >= 0 else None,
                                int(usable) if usable is not None and usable >= 0 else None)
+                reps = d.replicas
                 for t in r.topics:
+                    tname = str(t.name)
                     for p in t.partitions:
-                        key = (str(t.name), int(p.partition_index))
-                        d.replicas[key] = ReplicaDir(int(p.partition_size), int(p.offset_lag), bool(p.is_future_key))
+                        key = (tname, int(p.partition_index))
+                        fut = bool(p.is_future_key)
+                        reps[key] = ReplicaDir(int(p.partition_size), int(p.offset_lag), fut)
+                        if fut:
+                            futures.append((n, d.path, key, int(p.partition_size)))
                 dirs[d.path] = d
             state.log_dirs[n] = dirs
+            state.log_dirs_at[n] = now
+            state.log_dirs_fresh.add(n)
+            if futures:
+                state.futures_by_broker[n] = futures
+            else:
+                state.futures_by_broker.pop(n, None)
 
-    def _configs(self, admin: Any, state: KafkaState, nodes: list[int]) -> None:
+    def _configs(self, admin: Any, state: KafkaState, nodes: list[int], topic_names: list[str],
+                 fallback_node: int | None = None) -> None:
         from kafka.protocol.admin import DescribeConfigsRequest
 
         res_cls = DescribeConfigsRequest.DescribeConfigsResource
@@ -443,7 +490,6 @@ class KafkaSource:
                                                              configuration_keys=None)],
                                           include_synonyms=False, include_documentation=False)
                 for n in nodes}
-        topic_names = state.topics
         try:
             resps, errs = self._send_all(admin, reqs)
             for n, e in errs.items():
@@ -460,7 +506,7 @@ class KafkaSource:
                 treq = DescribeConfigsRequest(
                     resources=[res_cls(resource_type=2, resource_name=t, configuration_keys=list(THROTTLE_TOPIC_KEYS))
                                for t in topic_names], include_synonyms=False, include_documentation=False)
-                node = nodes[0] if nodes else None
+                node = nodes[0] if nodes else fallback_node
                 if node is not None:
                     tresps, terrs = self._send_all(admin, {node: treq})
                     for _, e in terrs.items():
