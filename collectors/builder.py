@@ -953,7 +953,7 @@ class LoadModel:
             beh[dk] = Behaviours(**{name: float(beh_a[name][did]) for name in BEHAVIOURS})
 
         # ---------------- assemble brokers and disks
-        brokers: list[Broker] = []
+        brokers: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
         disk_util_round: dict[Hashable, float | None] = {}
         disks_total = 0
         disks_fresh = 0
@@ -968,7 +968,7 @@ class LoadModel:
             pool = info.pool or cfg.default_pool
             is_alive = bid in alive
             mem, _ = self._hold(("mem", bid), broker_mem.get(bid, (None, None))[0], now)
-            disks: list[Disk] = []
+            disks: list[dict[str, Any]] = []
             facts = self.disk_cache.get(bid, {})
             ld = state.log_dirs.get(bid) or {}
             for path in sorted(facts):
@@ -1003,16 +1003,16 @@ class LoadModel:
                 if bh is not None:
                     bh.measured_read = rd
                     bh.measured_write = wr
-                disks.append(Disk(path=path, kind=f.kind, capacity_bytes=cap,
-                                  max_bytes_per_s=max(float(f.max_bytes_per_s), 1.0), used_bytes=used,
-                                  util=min(max(util or 0.0, 0.0), 1.0), await_ms=max(aw or 0.0, 0.0),
-                                  read_bytes_per_s=max(rd or 0.0, 0.0), write_bytes_per_s=max(wr or 0.0, 0.0)))
+                disks.append({"path": path, "kind": f.kind, "capacity_bytes": cap,
+                              "max_bytes_per_s": max(float(f.max_bytes_per_s), 1.0), "used_bytes": used,
+                              "util": min(max(util or 0.0, 0.0), 1.0), "await_ms": max(aw or 0.0, 0.0),
+                              "read_bytes_per_s": max(rd or 0.0, 0.0), "write_bytes_per_s": max(wr or 0.0, 0.0)})
             if is_alive and bid in payloads:
                 cov.brokers_with_metrics.append(bid)
-            brokers.append(Broker(id=bid, host=host or "unknown", port=port if port and 0 < port < 65536 else 1,
-                                  idc=idc, rack=rack, pool=pool,
-                                  state=BrokerState.ALIVE if is_alive else BrokerState.DEAD,
-                                  memory_bytes=int(mem or 0), disks=tuple(disks)))
+            brokers.append(({"id": bid, "host": host or "unknown", "port": port if port and 0 < port < 65536 else 1,
+                             "idc": idc, "rack": rack, "pool": pool,
+                             "state": BrokerState.ALIVE if is_alive else BrokerState.DEAD,
+                             "memory_bytes": int(mem or 0)}, disks))
         cov.brokers_dead = sorted(known - alive)
         cov.disks_total = disks_total
         cov.disks_with_metrics = disks_fresh
@@ -1021,21 +1021,12 @@ class LoadModel:
         self.disk_window.append(disk_util_round)
         part_vals = {"bytes_in": b_in, "disk_read": dr, "bytes_out": b_out}
         for name, win in self.partition_windows.items():
-            arr = part_vals[name].tolist()
-            win.append({k: (None if v != v else v) for k, v in zip(keys, arr, strict=True)})
+            win.append_array(keys, part_vals[name])
         final_brokers = []
-        hp = cfg.history_points
-        for br in brokers:
-            final_brokers.append(Broker(
-                id=br.id, host=br.host, port=br.port, idc=br.idc, rack=br.rack, pool=br.pool, state=br.state,
-                memory_bytes=br.memory_bytes,
-                disks=tuple(Disk(path=d.path, kind=d.kind, capacity_bytes=d.capacity_bytes,
-                                 max_bytes_per_s=d.max_bytes_per_s, used_bytes=d.used_bytes, util=d.util,
-                                 await_ms=d.await_ms, read_bytes_per_s=d.read_bytes_per_s,
-                                 write_bytes_per_s=d.write_bytes_per_s,
-                                 load_history=tuple(min(max(x, 0.0), 1.0)
-                                                    for x in self.disk_window.downsampled((br.id, d.path), hp)))
-                            for d in br.disks)))
+        all_disks = [(b_args["id"], d["path"]) for b_args, ds in brokers for d in ds]
+        hist = iter(self.disk_window.downsampled_many(all_disks, cfg.history_points, 0.0, 1.0))
+        for b_args, ds in brokers:
+            final_brokers.append(Broker(**b_args, disks=tuple(Disk(**d, load_history=tuple(next(hist))) for d in ds)))
 
         # ---------------- topics
         sizes = np.where(leader >= 0, size_lead_val, size_any_val)

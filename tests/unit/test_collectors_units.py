@@ -166,7 +166,7 @@ def test_ring_window_averages_rounds_when_every_is_above_one() -> None:
         w.append({"a": v})
     # pairs (1,3) (10,-) (5,7) (100,200) -> 2, 10, 6, 150; the window keeps the last 3
     assert w.series("a") == [10.0, 6.0, 150.0]
-    assert w.nbytes == w._data.shape[0] * 3 * 4
+    assert w.nbytes == w._data.shape[0] * (3 * 4 + 8 + 8 + 4 + 1)  # float32 samples + per-row bookkeeping
 
 
 def test_rollup_rows_per_minute() -> None:
@@ -192,3 +192,41 @@ def test_rollup_rows_per_minute() -> None:
     assert part["bytes_in_per_s_avg"] == pytest.approx(200.0) and part["bytes_in_per_s_max"] == 300.0
     last = agg.flush()
     assert [r["samples"] for r in last] == [1, 1]
+
+
+def test_window_append_array_equals_append_and_recycles() -> None:
+    """append_array (the builder's path) and append (dict) agree, with every > 1, a key list that
+    changes, NaN samples; keys that vanish are recycled after a whole window."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    a, b = RingWindow(4, 2, every=3), RingWindow(4, 2, every=3)
+    keys = [("t", i) for i in range(6)]
+    for r in range(60):
+        ks = keys if r < 20 else [*keys[:3], ("u", r % 4)]
+        vals = rng.random(len(ks))
+        vals[rng.random(len(ks)) < 0.2] = np.nan
+        a.append({k: (None if np.isnan(v) else float(v)) for k, v in zip(ks, vals, strict=True)})
+        b.append_array(ks, vals)
+    assert set(a._row) == set(b._row) and ("t", 5) not in b._row  # recycled
+    for k in a._row:
+        assert a.series(k) == b.series(k)
+    assert len(b._free) + len(b._row) == b._n_rows
+
+
+def test_window_downsampled_many_equals_one_by_one() -> None:
+    """The vectorised load_history path gives exactly downsampled() per key: full windows, gaps,
+    a wrapped ring, fewer samples than points, and unknown keys."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    for capacity, rounds, points in ((10, 7, 4), (10, 23, 4), (36, 100, 6), (5, 3, 6)):
+        w = RingWindow(capacity)
+        for r in range(rounds):
+            w.append({k: (None if (k == "gappy" and r % 3 == 0) else float(rng.random()))
+                      for k in ("a", "b", "gappy")})
+        keys = ["a", "gappy", "missing", "b"]
+        many = w.downsampled_many(keys, points, 0.0, 1.0)
+        for k, got in zip(keys, many, strict=True):
+            exp = [min(max(x, 0.0), 1.0) for x in w.downsampled(k, points)]
+            assert got == pytest.approx(exp, rel=1e-6, abs=1e-7), (capacity, rounds, k)
