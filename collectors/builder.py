@@ -239,6 +239,8 @@ class ReplicaLayout:
     lead_disk: npt.NDArray[np.int64]
     unknown: int
     unknown_brokers: frozenset[int] = frozenset()
+    isrs: list[tuple[int, ...]] = field(default_factory=list)
+    """Each partition's ISR restricted to its replicas (a broker reporting strays is not trusted)."""
 
 
 @dataclass
@@ -1045,20 +1047,13 @@ class LoadModel:
         msgs_l = np.nan_to_num(msgs).tolist()
         dr_l = np.nan_to_num(dr).tolist()
         size_l = sizes.tolist()
+        size_l = [max(int(x), 0) for x in size_l]
+        topic_pool = self._topic_pools(lay, keys, pms, pool_of)
         by_topic: dict[str, list[Partition]] = defaultdict(list)
-        topic_pools: dict[str, set[str]] = defaultdict(set)
         for i, (key, pm) in enumerate(zip(keys, pms, strict=True)):
-            isr = pm.isr if all(b in pm.replicas for b in pm.isr) else tuple(b for b in pm.isr if b in pm.replicas)
-            by_topic[key[0]].append(Partition(
-                topic=key[0], partition=key[1], replicas=pm.replicas, leader=pm.leader, isr=isr,
-                log_dirs=log_dirs[i], size_bytes=max(int(size_l[i]), 0), bytes_in_per_s=b_in_l[i],
-                bytes_out_per_s=b_out_l[i], messages_in_per_s=msgs_l[i], disk_read_bytes_per_s=dr_l[i]))
-            tpools = topic_pools[key[0]]
-            if len(tpools) < 2:
-                tpools.update(pool_of.get(r, "shared") for r in pm.replicas)
-        topics = tuple(Topic(name=t, partitions=tuple(ps),
-                             pool=next(iter(topic_pools[t])) if len(topic_pools[t]) == 1 else "shared")
-                       for t, ps in by_topic.items())
+            by_topic[key[0]].append(Partition(key[0], key[1], pm.replicas, pm.leader, lay.isrs[i], log_dirs[i],
+                                              size_l[i], b_in_l[i], b_out_l[i], msgs_l[i], dr_l[i]))
+        topics = tuple(Topic(name=t, partitions=tuple(ps), pool=topic_pool[t]) for t, ps in by_topic.items())
 
         # ---------------- coverage
         cov.partitions_total = n
@@ -1083,6 +1078,23 @@ class LoadModel:
         return Collected(snapshot=snap, coverage=cov, behaviours=beh, partitions=details,
                          throttles=state.throttles(), quotas=list(state.quotas),
                          round_seconds={"build": time.perf_counter() - t_start})
+
+    def _topic_pools(self, lay: ReplicaLayout, keys: list[tuple[str, int]], pms: list[PartitionMeta],
+                     pool_of: dict[int, str]) -> dict[str, str]:
+        """Each topic's pool: the one pool all its replicas' brokers are in, else ``shared``
+        (recomputed only when the replica layout or a broker's pool changed)."""
+        sig = (lay, tuple(sorted(pool_of.items())))
+        got = self._topic_pool_cache
+        if got is not None and got[0][0] is lay and got[0][1] == sig[1]:
+            return got[1]
+        pools: dict[str, set[str]] = defaultdict(set)
+        for key, pm in zip(keys, pms, strict=True):
+            tp = pools[key[0]]
+            if len(tp) < 2:
+                tp.update(pool_of.get(r, "shared") for r in pm.replicas)
+        out = {t: next(iter(ps)) if len(ps) == 1 else "shared" for t, ps in pools.items()}
+        self._topic_pool_cache = (sig, out)
+        return out
 
     def _replicas(self, keys: list[tuple[str, int]], pms: list[PartitionMeta], state: KafkaState,
                   alive: set[int]) -> ReplicaLayout:
@@ -1133,7 +1145,9 @@ class LoadModel:
                     r_role.append(2)
             log_dirs.append(tuple(dirs))
         return ReplicaLayout(disk_ids, log_dirs, np.asarray(r_part, dtype=np.int64), np.asarray(r_disk, dtype=np.int64),
-                             np.asarray(r_role, dtype=np.int8), lead_disk, unknown, frozenset(unknown_brokers))
+                             np.asarray(r_role, dtype=np.int8), lead_disk, unknown, frozenset(unknown_brokers),
+                             [pm.isr if all(b in pm.replicas for b in pm.isr)
+                              else tuple(b for b in pm.isr if b in pm.replicas) for pm in pms])
 
     def history_stats(self) -> dict[str, dict[Hashable, tuple[float, float, int]]]:
         """Median/p95/samples per disk (util) and per partition series over the window."""

@@ -127,8 +127,20 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
     label string or a value that fails these checks, so the run goes to the exact path.
     """
     head = name + "{"
+    first: tuple[str, float] | None = None
     if not text.startswith(head, s):
-        return None
+        # an unlabelled sample may lead a labelled run (``x_total 5`` then ``x_total{topic="a"} 2``)
+        nl = text.find("\n", s, e)
+        if nl < 0 or not text.startswith(head, nl + 1):
+            return None
+        m = _SAMPLE_RE.match(text, s, nl)
+        if m is None:
+            return None
+        try:
+            first = (m.group(1) or "", float(m.group(2)))
+        except ValueError:
+            return None
+        s = nl + 1
     parts = text[s + len(head):e].replace("\n" + head, "\x00").replace("} ", "\x00").split("\x00")
     if len(parts) % 2:
         return None
@@ -146,6 +158,9 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
         values = list(map(float, parts[1::2]))
     except ValueError:
         return None
+    if first is not None:
+        bodies.insert(0, first[0])
+        values.insert(0, first[1])
     return bodies, values
 
 
