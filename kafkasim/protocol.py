@@ -307,8 +307,9 @@ class Handler:
             t = cl.topics[name]
             parts.append((name, t.topic_id, t.internal, len(t.partitions)))
             parts.extend([(p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)) for p in t.partitions])
-        flags = tuple(bool(getattr(req, f, False)) for f in (
-            "allow_auto_topic_creation", "include_cluster_authorized_operations", "include_topic_authorized_operations"))
+        flags = tuple(bool(getattr(req, f, False)) for f in ("allow_auto_topic_creation",
+                                                             "include_cluster_authorized_operations",
+                                                             "include_topic_authorized_operations"))
         return (v, cl.cluster_id, cl.controller_id(), flags, brokers, tuple(parts))
 
     def api_3(self, ctx: ReqContext, v: int, req: Any) -> Any:
