@@ -100,6 +100,28 @@ def window_memory(partitions: int, capacity: int, every: int, series: int) -> di
             "append_seconds_per_round": per_round, "median_p95_seconds_all_keys": stats_s}
 
 
+def full_disk_window(disks: int = 12_000, capacity: int = 360, points: int = 60) -> dict[str, Any]:
+    """``load_history`` of every disk once the 1-hour window is full (what every round pays after an
+    hour): the vectorised path the builder uses vs one disk at a time (``downsampled`` per key)."""
+    rng = np.random.default_rng(2)
+    keys: list[Any] = [(b, f"/data{d}") for b in range(disks // 12) for d in range(12)]
+    w = RingWindow(capacity)
+    vals = rng.random((capacity, len(keys)))
+    vals[rng.random((capacity, len(keys))) < 0.001] = np.nan  # a few gaps
+    for c in range(capacity):
+        w.append_array(keys, vals[c])
+    t0 = time.perf_counter()
+    many = w.downsampled_many(keys, points, 0.0, 1.0)
+    vec_s = time.perf_counter() - t0
+    sample = keys[:: max(len(keys) // 1000, 1)]
+    t0 = time.perf_counter()
+    one = [[min(max(x, 0.0), 1.0) for x in w.downsampled(k, points)] for k in sample]
+    per_key_s = (time.perf_counter() - t0) * len(keys) / len(sample)
+    assert all(np.allclose(a, many[keys.index(k)]) for a, k in zip(one[:20], sample[:20], strict=True))
+    return {"disks": len(keys), "samples": capacity, "points": points, "vectorised_s": vec_s,
+            "one_disk_at_a_time_s": per_key_s}
+
+
 def _proc_cpu(pid: int) -> float:
     """utime + stime of a process (seconds), from /proc."""
     try:
@@ -213,7 +235,9 @@ def main() -> int:
         "1h_at_10s_2_series": window_memory(100_000, 360, 1, 2),
         "1h_at_1min_2_series_default": window_memory(100_000, 60, 6, 2),
     }
+    disk_hist = full_disk_window()
     result = {"configs": results, "target_round_seconds": 5.0, "window_memory_100k_partitions": windows,
+              "load_history_full_window": disk_hist,
               "peak_rss_mib": peak_rss_mib(), "cpus": os.cpu_count(), "loadavg_at_start": load0,
               "loadavg_at_end": os.getloadavg(), "command": " ".join(["python -m benchmarks.bench_collectors",
                                                                        *sys.argv[1:]])}
@@ -283,6 +307,12 @@ def print_table(result: dict[str, Any], prev: dict[str, Any] | None) -> None:
     print()
     for name, w in result["window_memory_100k_partitions"].items():
         print(f"{'window ' + name + ' (100k partitions), MiB':66} {w['traced_bytes'] / 2**20:>9.0f}")
+    for name, w in result["window_memory_100k_partitions"].items():
+        print(f"{'  append one round to ' + name + ', ms':66} {w['append_seconds_per_round'] * 1000:>9.1f}")
+    h = result["load_history_full_window"]
+    print(f"{'load_history of ' + str(h['disks']) + ' disks from a full 1 h window, vectorised, ms':66} "
+          f"{h['vectorised_s'] * 1000:>9.1f}")
+    print(f"{'  the same one disk at a time (baseline), ms':66} {h['one_disk_at_a_time_s'] * 1000:>9.1f}")
     print(f"{'collector process peak RSS, MiB':66} {result['peak_rss_mib']:>9.0f}")
     la0, la1 = result["loadavg_at_start"], result["loadavg_at_end"]
     print(f"load average at start {la0[0]:.2f} {la0[1]:.2f} {la0[2]:.2f}, at end {la1[0]:.2f} {la1[1]:.2f} "

@@ -161,10 +161,11 @@ class RingWindow:
 
     def _ordered(self, rows: npt.NDArray[np.int64]) -> F32:
         """Samples of ``rows``, oldest first (``rows × count``)."""
+        data = self._data if len(rows) == self._n_rows and bool((rows == np.arange(len(rows))).all()) \
+            else self._data[rows]
         if self.count < self.capacity:
-            return self._data[rows, : self.count]
-        order = (np.arange(self.capacity) + self.pos) % self.capacity
-        return self._data[rows][:, order]
+            return data[: len(rows), : self.count]
+        return np.concatenate([data[: len(rows), self.pos:], data[: len(rows), : self.pos]], axis=1)
 
     def downsampled_many(self, keys: Sequence[Hashable], points: int, lo: float = -np.inf,
                          hi: float = np.inf) -> list[list[float]]:
@@ -176,27 +177,49 @@ class RingWindow:
         if not idx or self.count == 0:
             return out
         pos = np.asarray([j for j, _ in idx], dtype=np.int64)
-        block = self._ordered(np.asarray([r for _, r in idx], dtype=np.int64)).astype(np.float64)
+        block = self._ordered(np.asarray([r for _, r in idx], dtype=np.int64))
         gaps = np.isnan(block).any(axis=1)
         full = np.nonzero(~gaps)[0]
         n = block.shape[1]
         if len(full):
-            sub = block[full]
+            sub = block if len(full) == len(block) else block[full]
             if n > points > 0:
                 small, extra = divmod(n, points)
                 sizes = np.full(points, small, dtype=np.int64)
                 sizes[:extra] += 1
                 starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-                sub = np.add.reduceat(sub, starts, axis=1) / sizes
-            vals = np.clip(sub, lo, hi).tolist()
+                means = np.add.reduceat(sub, starts, axis=1, dtype=np.float64) / sizes
+            else:
+                means = sub.astype(np.float64)
+            vals = np.clip(means, lo, hi).tolist()
             for j, v in zip(pos[full].tolist(), vals, strict=True):
                 out[j] = v
-        for i in np.nonzero(gaps)[0].tolist():
-            row = block[i]
-            s = row[~np.isnan(row)]
-            if len(s) > points > 0:
-                s = np.asarray([c.mean() for c in np.array_split(s, points) if len(c)])
-            out[int(pos[i])] = np.clip(s, lo, hi).tolist()
+        gap_rows = np.nonzero(gaps)[0]
+        if len(gap_rows) and points <= 0:
+            for i in gap_rows.tolist():
+                row = block[i].astype(np.float64)
+                out[int(pos[i])] = np.clip(row[~np.isnan(row)], lo, hi).tolist()
+        elif len(gap_rows):
+            # rows with gaps: drop the NaNs, then cut each row's n samples like np.array_split(n, points)
+            # (the first n % points chunks one longer), all rows at once through one bincount
+            sub = block[gap_rows].astype(np.float64)
+            valid = ~np.isnan(sub)
+            n_ok = valid.sum(axis=1)
+            rank = np.cumsum(valid, axis=1) - 1
+            small, extra = n_ok // points, n_ok % points
+            big = small + 1
+            thr = (extra * big)[:, None]
+            chunk = np.where(rank < thr, rank // big[:, None],
+                             extra[:, None] + (rank - thr) // np.maximum(small, 1)[:, None])
+            chunk = np.where((n_ok <= points)[:, None], rank, chunk)
+            size = len(gap_rows) * points  # bin ``size`` takes the NaNs
+            flat = np.where(valid, np.arange(len(gap_rows))[:, None] * points + chunk, size).ravel()
+            sums = np.bincount(flat, weights=np.where(valid, sub, 0.0).ravel(), minlength=size + 1)[:size]
+            cnts = np.bincount(flat, minlength=size + 1)[:size]
+            with np.errstate(all="ignore"):
+                gap_means = np.clip(sums / cnts, lo, hi).reshape(len(gap_rows), points).tolist()
+            for i, row_vals, k in zip(gap_rows.tolist(), gap_means, np.minimum(n_ok, points).tolist(), strict=True):
+                out[int(pos[i])] = row_vals[:k]
         return out
 
     def downsampled(self, key: Hashable, points: int) -> list[float]:
