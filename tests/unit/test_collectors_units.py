@@ -230,3 +230,32 @@ def test_window_downsampled_many_equals_one_by_one() -> None:
         for k, got in zip(keys, many, strict=True):
             exp = [min(max(x, 0.0), 1.0) for x in w.downsampled(k, points)]
             assert got == pytest.approx(exp, rel=1e-6, abs=1e-7), (capacity, rounds, k)
+
+
+def test_window_stats_equal_numpy_nan_percentiles() -> None:
+    """stats() (one sort per block) gives np.nanmedian / np.nanpercentile(95) exactly, gaps and
+    all-NaN rows included, before and after the ring wraps."""
+    import warnings
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for cap, rounds in ((7, 3), (7, 7), (7, 20), (60, 100)):
+        w = RingWindow(cap)
+        keys = list(range(50))
+        for _ in range(rounds):
+            v = rng.random(50)
+            v[rng.random(50) < 0.3] = np.nan
+            v[:2] = np.nan
+            w.append_array(keys, v)
+        st = w.stats()
+        rows = np.asarray([w._row[k] for k in keys])
+        blk = (w._data[rows][:, : w.count] if w.count < cap else w._data[rows]).astype(float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            em, ep = np.nanmedian(blk, axis=1), np.nanpercentile(blk, 95, axis=1)
+        for i, k in enumerate(keys):
+            m, p, n = st[k]
+            assert n == int(np.sum(~np.isnan(blk[i])))
+            assert (math.isnan(m) and math.isnan(em[i])) or m == pytest.approx(em[i], abs=1e-9)
+            assert (math.isnan(p) and math.isnan(ep[i])) or p == pytest.approx(ep[i], abs=1e-9)
