@@ -56,8 +56,9 @@ class ClusterCollector:
         reassignments and quotas, plus log dirs and configs of one slice of the brokers and topics
         (slice ``k`` of ``full_admin_every``, rotating: each broker is re-read every
         ``full_admin_every`` rounds at a cost of 1/``full_admin_every`` of a full read per round),
-        plus at once the brokers that need it: replicas without a known log dir, reassignment
-        targets, intra-broker moves in flight (their copy progress is read from the listing)."""
+        plus at once the brokers that need it: replicas without a known log dir, replicas of
+        partitions being reassigned (and their topics' throttle configs), intra-broker moves in
+        flight (their copy progress is read from the listing)."""
         last = self.last_state
         if last is None:
             state = self.source.fetch(full=True)
@@ -67,10 +68,13 @@ class ClusterCollector:
             self._slice += 1
             alive = sorted(last.brokers)
             want = set(alive[k::n]) | self.model.unknown_dir_brokers | set(last.futures_by_broker)
-            for ra in last.reassignments.values():
+            topics = set(last.topics[k::n])
+            for key, ra in last.reassignments.items():
+                want.update(ra.replicas)  # copies in flight: their targets' log dirs, throttle configs
                 want.update(ra.adding)
+                topics.add(key[0])
             state = self.source.fetch(full=False, previous=last, refresh_brokers=want,
-                                      refresh_topics=last.topics[k::n])
+                                      refresh_topics=sorted(topics))
         return state
 
     def scrape(self) -> RoundResult:
