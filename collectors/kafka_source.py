@@ -382,15 +382,17 @@ class KafkaSource:
             cfg_brokers = sorted(set(refresh_brokers) & alive_set)
             topics = sorted((set(refresh_topics) | new_topics) & {t for t, _ in state.partitions})
             state.full = False
-            state.log_dirs = {b: d for b, d in previous.log_dirs.items() if b not in dir_brokers}
-            state.log_dirs_at = {b: at for b, at in previous.log_dirs_at.items() if b not in dir_brokers}
-            state.futures_by_broker = {b: f for b, f in previous.futures_by_broker.items() if b not in dir_brokers}
+            # carried over for alive brokers; a broker whose re-read fails keeps its last listing (and its age)
+            state.log_dirs = {b: d for b, d in previous.log_dirs.items() if b in alive_set}
+            state.log_dirs_at = {b: at for b, at in previous.log_dirs_at.items() if b in alive_set}
+            state.futures_by_broker = {b: f for b, f in previous.futures_by_broker.items() if b in alive_set}
             state.broker_configs = {b: c for b, c in previous.broker_configs.items() if b in alive_set}
             live_topics = {t for t, _ in state.partitions}
             state.topic_configs = {t: c for t, c in previous.topic_configs.items() if t in live_topics}
+            reread = {f" {b}" for b in dir_brokers}
             state.errors.update({k: v for k, v in previous.errors.items()
                                  if k.startswith(("describe_log_dirs broker", "describe_configs"))
-                                 and not any(k.endswith(f" {b}") for b in dir_brokers)})
+                                 and not any(k.endswith(b) for b in reread)})
         if self.options.describe_log_dirs and dir_brokers:
             self._log_dirs(admin, state, list(dir_brokers))
         if self.options.describe_configs and (cfg_brokers or topics):

@@ -259,3 +259,43 @@ def test_window_stats_equal_numpy_nan_percentiles() -> None:
             assert n == int(np.sum(~np.isnan(blk[i])))
             assert (math.isnan(m) and math.isnan(em[i])) or m == pytest.approx(em[i], abs=1e-9)
             assert (math.isnan(p) and math.isnan(ep[i])) or p == pytest.approx(ep[i], abs=1e-9)
+
+
+def test_admin_details_rotate_over_brokers_and_follow_reassignments() -> None:
+    """After the first (full) admin round each round re-reads log dirs of one 1/N slice of the
+    brokers — every broker within N rounds — plus at once the replicas of partitions being moved."""
+    from typing import Any
+
+    from collectors.collector import ClusterCollector
+    from collectors.kafka_source import BrokerMeta, KafkaState, PartitionMeta, Reassignment
+
+    calls: list[dict[str, Any]] = []
+
+    class Recorder:
+        def fetch(self, full: bool = True, previous: Any = None, refresh_brokers: Any = (),
+                  refresh_topics: Any = ()) -> KafkaState:
+            calls.append({"full": full, "brokers": set(refresh_brokers), "topics": set(refresh_topics)})
+            return state
+
+        def close(self) -> None:
+            pass
+
+    brokers = {b: BrokerMeta(b, "h", 1, None) for b in range(1, 13)}
+    parts = {(f"t{i}", 0): PartitionMeta(f"t{i}", 0, (1, 2, 3), 1, (1, 2, 3)) for i in range(12)}
+    state = KafkaState("c", 1, brokers, parts)
+    col = ClusterCollector(endpoints_from_options("c", "h:1", ["1=http://a/m"]), source=Recorder(),  # type: ignore[arg-type]
+                           full_admin_every=4)
+    try:
+        col.last_state = col._fetch()
+        assert calls[0]["full"] is True
+        for _ in range(4):
+            col._fetch()
+        rounds = calls[1:]
+        assert all(not c["full"] and len(c["brokers"]) == 3 for c in rounds)
+        assert set().union(*(c["brokers"] for c in rounds)) == set(brokers)
+        assert set().union(*(c["topics"] for c in rounds)) == {t for t, _ in parts}
+        state.reassignments[("t5", 0)] = Reassignment((7, 8, 9, 1, 2, 3), (7, 8, 9), (1, 2, 3))
+        col._fetch()
+        assert {1, 2, 3, 7, 8, 9} <= calls[-1]["brokers"] and "t5" in calls[-1]["topics"]
+    finally:
+        col.close()
