@@ -165,6 +165,19 @@ class PartitionDetail:
                 "migration_bytes_per_s": round(self.migration_bytes_per_s, 3)}
 
 
+@dataclass(frozen=True, slots=True)
+class CopyInFlight:
+    """A replica copy in progress at its measured rate: a reassignment target growing
+    (``reassign``; source = the leader's disk) or a KIP-113 future replica (``intra_broker``)."""
+
+    kind: str
+    topic: str
+    partition: int
+    source: tuple[int, str] | None
+    dest: tuple[int, str]
+    bytes_per_s: float
+
+
 @dataclass
 class Collected:
     """One round's result: the snapshot and everything known about how good it is."""
@@ -176,6 +189,9 @@ class Collected:
     throttles: dict[str, Any]
     quotas: list[dict[str, Any]]
     round_seconds: dict[str, float] = field(default_factory=dict)
+    copies: list[CopyInFlight] = field(default_factory=list)
+    broker_configs: dict[int, dict[str, str]] = field(default_factory=dict)
+    """Throttle and capability configs per broker as last read (see :mod:`collectors.kafka_source`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``guardian.snapshot/v1`` document plus optional members the v1 parser ignores:
@@ -908,6 +924,7 @@ class LoadModel:
             beh_a["replication_write"] = np.bincount(rd_[m1], weights=b_in0[rp[m1]],
                                                      minlength=nd).astype(np.float64)
         lagging: dict[int, list[int]] = {}
+        copies: list[CopyInFlight] = []
         disk_keys = list(disk_ids)
         for j in np.nonzero(rr_ >= 2)[0].tolist():
             i = int(rp[j])
@@ -916,6 +933,10 @@ class LoadModel:
             b = disk_keys[did][0]
             if rr_[j] == 3:
                 cr = sp_size_rate.get((b, *key), 0.0)
+                if (b, *key) in sp_size_rate:
+                    copies.append(CopyInFlight("reassign", key[0], key[1],
+                                               disk_keys[lead_disk[i]] if lead_disk[i] >= 0 else None,
+                                               disk_keys[did], cr))
                 migration[i] += cr
                 beh_a["migration_write"][did] += cr
                 if lead_disk[i] >= 0:
@@ -948,6 +969,8 @@ class LoadModel:
                 src = dir_cache.get((b, *key))
                 if src is not None and (b, src) in disk_ids:
                     beh_a["migration_read"][disk_ids[(b, src)]] += rate
+                copies.append(CopyInFlight("intra_broker", key[0], key[1], (b, src) if src is not None else None,
+                                           (b, path), rate))
                 migration[pidx[key]] += rate
         disk_keys = list(disk_ids)
         beh: dict[tuple[int, str], Behaviours] = {}
@@ -1076,7 +1099,8 @@ class LoadModel:
         details = PartitionDetails(keys, pidx, {"leo": leo, "residence": residence, "m_in": m_in, "m_out": m_out,
                                                 "migration": migration}, readers, lagging)
         return Collected(snapshot=snap, coverage=cov, behaviours=beh, partitions=details,
-                         throttles=state.throttles(), quotas=list(state.quotas),
+                         throttles=state.throttles(), quotas=list(state.quotas), copies=copies,
+                         broker_configs=state.broker_configs,
                          round_seconds={"build": time.perf_counter() - t_start})
 
     def _topic_pools(self, lay: ReplicaLayout, keys: list[tuple[str, int]], pms: list[PartitionMeta],
