@@ -299,3 +299,24 @@ def test_admin_details_rotate_over_brokers_and_follow_reassignments() -> None:
         assert {1, 2, 3, 7, 8, 9} <= calls[-1]["brokers"] and "t5" in calls[-1]["topics"]
     finally:
         col.close()
+
+
+@pytest.mark.parametrize("text", [
+    'a_total 1\na_total{x="1"} 2\na_total{x="2"} 3\n',  # an unlabelled sample leads a labelled run
+    'b{x="a} b"} 1\nb{x="c"} 2\n',  # "} " inside a label value
+    'c{x="q\\"uote",y="back\\\\slash"} 1.5\nc{x="n\\nl"} 2\n',
+    'd{x="1"} 1 1700000000000\nd{x="2"} 2 1700000000001\n',  # timestamps
+    'e{x="1",} 3\ne{x="2"} 4\n',
+    '# HELP f help\n# TYPE f gauge\nf NaN\ng +Inf\nh -Inf\n',
+    'i{ x = "1" } 5\ni{x="2"}  6\n',
+    'j{x="1"} 1\r\nj{x="2"} 2\r\n',
+    'k{} 7\nk{x="1"} 8\n',
+    '  l{x="1"} 1\nl{x="2"} 2\n',
+])
+def test_fast_parser_paths_agree_with_reference(text: str) -> None:
+    """Every shape that leaves the C fast path (and the fast path itself) parses like prometheus_client."""
+    fast, ref = parse_fast(text), parse_reference(text)
+    assert fast.bad_lines == 0
+    norm = {k: sorted((tuple(sorted(lab.items())), repr(v)) for lab, v in vals) for k, vals in fast.families.items()}
+    nref = {k: sorted((tuple(sorted(lab.items())), repr(v)) for lab, v in vals) for k, vals in ref.families.items()}
+    assert norm == nref
