@@ -4,9 +4,15 @@
 The simulator runs in its own process (its renderer and the collector would otherwise share one
 GIL); the collector runs here exactly as the service runs it (``ClusterCollector.collect_once``).
 
-    python -m benchmarks.bench_collectors [--brokers 1000] [--partitions 100000] [--rounds 3]
+    python -m benchmarks.bench_collectors [--configs 1000x100000,1000x20000] [--rounds 7]
+                                          [--previous benchmarks/data/collectors_previous.json]
 
-Writes ``out/bench/collectors.json``.
+Every figure of a round is the median over the rounds after the first (the first round is cold:
+it reads every broker's log dirs and configs, and has no rates yet; it is reported on its own).
+Collector CPU (this process) and kafkasim CPU (the child) are reported apart: the two share the
+machine's cores, and a real federation's brokers render their metrics on their own machines.
+``--previous`` is a JSON this benchmark wrote for an earlier implementation (measured the same way);
+its figures are printed beside the current ones with the ratio.  Writes ``out/bench/collectors.json``.
 """
 
 from __future__ import annotations
@@ -75,14 +81,17 @@ def window_memory(partitions: int, capacity: int, every: int, series: int) -> di
     wins = [RingWindow(capacity, 1024, every=every) for _ in range(series)]
     keys: list[Any] = [(f"t-{i // 20}", i % 20) for i in range(partitions)]
     rng = np.random.default_rng(1)
-    vals = rng.lognormal(10, 1, partitions).tolist()
-    t0 = time.perf_counter()
-    rounds = capacity * every
-    for _ in range(min(rounds, 2 * every)):  # the matrix is preallocated: 2 columns fill every row
-        row = dict(zip(keys, vals, strict=True))
+    vals = rng.lognormal(10, 1, partitions)
+    first_s = time.perf_counter()
+    for _ in range(every):  # the first column creates every row (once per key, not per round)
         for w in wins:
-            w.append(row)
-    per_round = (time.perf_counter() - t0) / min(rounds, 2 * every)
+            w.append_array(keys, vals)
+    first_s = time.perf_counter() - first_s
+    t0 = time.perf_counter()
+    for _ in range(every):  # steady rounds: the matrix is preallocated, a column fills every row
+        for w in wins:
+            w.append_array(keys, vals)
+    per_round = (time.perf_counter() - t0) / every
     t1 = time.perf_counter()
     stats = wins[0].stats(keys[:10_000])
     stats_s = (time.perf_counter() - t1) * partitions / 10_000
@@ -91,7 +100,30 @@ def window_memory(partitions: int, capacity: int, every: int, series: int) -> di
     assert len(stats) == 10_000
     return {"partitions": partitions, "samples_per_key": capacity, "rounds_per_sample": every, "series": series,
             "matrix_bytes": sum(w.nbytes for w in wins), "traced_bytes": cur, "traced_peak_bytes": peak,
-            "append_seconds_per_round": per_round, "median_p95_seconds_all_keys": stats_s}
+            "append_seconds_per_round": per_round, "first_rounds_seconds": first_s,
+            "median_p95_seconds_all_keys": stats_s}
+
+
+def full_disk_window(disks: int = 12_000, capacity: int = 360, points: int = 60) -> dict[str, Any]:
+    """``load_history`` of every disk once the 1-hour window is full (what every round pays after an
+    hour): the vectorised path the builder uses vs one disk at a time (``downsampled`` per key)."""
+    rng = np.random.default_rng(2)
+    keys: list[Any] = [(b, f"/data{d}") for b in range(disks // 12) for d in range(12)]
+    w = RingWindow(capacity)
+    vals = rng.random((capacity, len(keys)))
+    vals[rng.random((capacity, len(keys))) < 0.001] = np.nan  # a few gaps
+    for c in range(capacity):
+        w.append_array(keys, vals[c])
+    t0 = time.perf_counter()
+    many = w.downsampled_many(keys, points, 0.0, 1.0)
+    vec_s = time.perf_counter() - t0
+    sample = keys[:: max(len(keys) // 1000, 1)]
+    t0 = time.perf_counter()
+    one = [[min(max(x, 0.0), 1.0) for x in w.downsampled(k, points)] for k in sample]
+    per_key_s = (time.perf_counter() - t0) * len(keys) / len(sample)
+    assert all(np.allclose(a, many[keys.index(k)]) for a, k in zip(one[:20], sample[:20], strict=True))
+    return {"disks": len(keys), "samples": capacity, "points": points, "vectorised_s": vec_s,
+            "one_disk_at_a_time_s": per_key_s}
 
 
 def _proc_cpu(pid: int) -> float:
@@ -150,6 +182,9 @@ def run_config(brokers: int, partitions: int, rounds_n: int, interval: float, co
             col.close()
         out["rounds"] = rounds
         steady = [r for r in rounds[1:] if not r["admin_full"]] or rounds[1:] or rounds
+        out["steady_rounds_n"] = len(steady)
+        out["first_round"] = {k: rounds[0][k] for k in ("total", "admin", "scrape", "parse", "build", "collector_cpu_s",
+                                                        "kafkasim_cpu_s")}
         out["steady_round"] = {k: float(np.median([r[k] for r in steady]))
                                for k in ("total", "admin", "scrape", "parse", "build", "collector_cpu_s",
                                          "kafkasim_cpu_s", "parse_ms_per_broker")}
@@ -187,10 +222,14 @@ def main() -> int:
                     help="comma-separated BROKERSxPARTITIONS federations to measure")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--interval", type=float, default=5.0)
+    ap.add_argument("--previous", type=Path,
+                    default=Path(__file__).resolve().parent / "data" / "collectors_previous.json",
+                    help="JSON of an earlier implementation's run, printed beside this one")
     args = ap.parse_args()
     if args.serve is not None:
         serve(args.brokers, args.partitions, args.serve)
         return 0
+    load0 = os.getloadavg()
     configs = []
     for item in args.configs.split(","):
         b, _, p = item.partition("x")
@@ -200,43 +239,88 @@ def main() -> int:
         "1h_at_10s_2_series": window_memory(100_000, 360, 1, 2),
         "1h_at_1min_2_series_default": window_memory(100_000, 60, 6, 2),
     }
+    disk_hist = full_disk_window()
     result = {"configs": results, "target_round_seconds": 5.0, "window_memory_100k_partitions": windows,
-              "peak_rss_mib": peak_rss_mib(), "cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()}
+              "load_history_full_window": disk_hist,
+              "peak_rss_mib": peak_rss_mib(), "cpus": os.cpu_count(), "loadavg_at_start": load0,
+              "loadavg_at_end": os.getloadavg(), "command": " ".join(["python -m benchmarks.bench_collectors",
+                                                                       *sys.argv[1:]])}
+    prev: dict[str, Any] | None = None
+    if args.previous is not None and args.previous.exists():
+        prev = json.loads(args.previous.read_text())
+        result["previous"] = {"file": str(args.previous), "label": prev.get("label", "previous")}
     path = write_result("collectors", result)
-    print()
-    heads = [str(r["brokers"]) + "b/" + str(r["partitions"] // 1000) + "kp" for r in results]
-    print(f"{'figure':62} " + " ".join(f"{h:>12}" for h in heads))
-    print("-" * (63 + 13 * len(results)))
-
-    def row(name: str, fn: Any) -> None:
-        vals = []
-        for r in results:
-            try:
-                vals.append(fn(r))
-            except (KeyError, TypeError):
-                vals.append("-")
-        print(f"{name:62} " + " ".join(f"{v:>12}" for v in vals))
-
-    row("steady round wall, s (target <= 5)", lambda r: f"{r['steady_round']['total']:.2f}")
-    row("  admin: metadata + reassignments, s", lambda r: f"{r['steady_round']['admin']:.2f}")
-    row("  scrape + parse (concurrent with admin), s", lambda r: f"{r['steady_round']['scrape']:.2f}")
-    row("  snapshot build, s", lambda r: f"{r['steady_round']['build']:.2f}")
-    row("  collector CPU per round, s", lambda r: f"{r['steady_round']['collector_cpu_s']:.2f}")
-    row("  kafkasim CPU per round (render, encode), s", lambda r: f"{r['steady_round']['kafkasim_cpu_s']:.2f}")
-    row("round with full admin refresh (log dirs, configs, quotas), s",
-        lambda r: f"{r['full_admin_round']['total']:.2f}")
-    row("parse per broker in the round, ms", lambda r: f"{r['steady_round']['parse_ms_per_broker']:.2f}")
-    row("parse one payload, fast parser, ms", lambda r: f"{r['parse_per_payload']['fast_ms']:.2f}")
-    row("parse one payload, prometheus_client, ms", lambda r: f"{r['parse_per_payload']['prometheus_client_ms']:.2f}")
-    row("payload, KiB", lambda r: f"{r['parse_per_payload']['payload_bytes'] / 1024:.0f}")
-    row("scrape-only round, fast parser, s", lambda r: f"{r['scrape_round']['fast']['wall_s']:.2f}")
-    row("scrape-only round, prometheus_client, s", lambda r: f"{r['scrape_round']['prometheus_client']['wall_s']:.2f}")
-    row("model memory after the rounds, MiB", lambda r: f"{r['model_memory_bytes']['total'] / 2**20:.0f}")
-    for name, w in windows.items():
-        print(f"{'window ' + name + ' (100k partitions), MiB':62} {w['traced_bytes'] / 2**20:>12.0f}")
-    print(f"{'collector process peak RSS, MiB':62} {result['peak_rss_mib']:>12.0f}")
+    print_table(result, prev)
     print(f"\nwritten {path}")
     return 0
+
+
+def _get(doc: dict[str, Any] | None, *keys: Any) -> float | None:
+    cur: Any = doc
+    for k in keys:
+        if cur is None:
+            return None
+        try:
+            cur = cur[k]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return float(cur) if isinstance(cur, (int, float)) else None
+
+
+def print_table(result: dict[str, Any], prev: dict[str, Any] | None) -> None:
+    """One block per federation: figure, now, previous implementation, ratio now/previous."""
+    rows: list[tuple[str, tuple[Any, ...], str]] = [
+        ("steady round wall, median, s (target <= 5)", ("steady_round", "total"), "{:.2f}"),
+        ("  admin: metadata, reassignments, 1/6 of log dirs + configs, s", ("steady_round", "admin"), "{:.2f}"),
+        ("  scrape + parse (concurrent with admin), s", ("steady_round", "scrape"), "{:.2f}"),
+        ("  snapshot build, s", ("steady_round", "build"), "{:.2f}"),
+        ("  collector CPU per round (this process), s", ("steady_round", "collector_cpu_s"), "{:.2f}"),
+        ("  kafkasim CPU per round (render /metrics, admin answers), s", ("steady_round", "kafkasim_cpu_s"), "{:.2f}"),
+        ("round with a full admin refresh (previous: every 6th), s", ("full_admin_round", "total"), "{:.2f}"),
+        ("first round (cold: every log dir and config, no rates yet), s", ("first_round", "total"), "{:.2f}"),
+        ("parse per broker in the round (under contention), ms", ("steady_round", "parse_ms_per_broker"), "{:.2f}"),
+        ("parse one payload, fast parser, ms", ("parse_per_payload", "fast_ms"), "{:.2f}"),
+        ("parse one payload, prometheus_client (baseline), ms", ("parse_per_payload", "prometheus_client_ms"),
+         "{:.2f}"),
+        ("payload, KiB", ("parse_per_payload", "payload_bytes"), "{:.0f}"),
+        ("scrape-only round, fast parser, s", ("scrape_round", "fast", "wall_s"), "{:.2f}"),
+        ("scrape-only round, prometheus_client (baseline), s", ("scrape_round", "prometheus_client", "wall_s"),
+         "{:.2f}"),
+        ("model memory after the rounds (windows + rate state), MiB", ("model_memory_bytes", "total"), "{:.0f}"),
+    ]
+    scale = {"payload_bytes": 1 / 1024, "total": 1.0}
+    label = (prev or {}).get("label", "previous")
+    for r in result["configs"]:
+        pcfg = None
+        if prev is not None:
+            pcfg = next((c for c in prev.get("configs", []) if c.get("brokers") == r["brokers"]
+                         and c.get("partitions") == r["partitions"]), None)
+        n_steady = r.get("steady_rounds_n", len(r["rounds"]) - 1)
+        print(f"\n{r['brokers']} brokers x 12 disks, {r['partitions']:,} partitions (RF 3); "
+              f"median of {n_steady} rounds after the first")
+        print(f"{'figure':66} {'now':>9} {label[:12]:>12} {'now/prev':>9}")
+        print("-" * 99)
+        for name, keys, fmt in rows:
+            mul = 1 / 2**20 if keys[0] == "model_memory_bytes" else scale.get(keys[-1], 1.0)
+            now, was = _get(r, *keys), _get(pcfg, *keys)
+            if now is None and was is None:
+                continue
+            ratio = f"{now / was:.2f}" if now is not None and was else "-"
+            print(f"{name:66} {fmt.format(now * mul) if now is not None else '-':>9} "
+                  f"{fmt.format(was * mul) if was is not None else '-':>12} {ratio:>9}")
+    print()
+    for name, w in result["window_memory_100k_partitions"].items():
+        print(f"{'window ' + name + ' (100k partitions), MiB':66} {w['traced_bytes'] / 2**20:>9.0f}")
+    for name, w in result["window_memory_100k_partitions"].items():
+        print(f"{'  append one round to ' + name + ', ms':66} {w['append_seconds_per_round'] * 1000:>9.1f}")
+    h = result["load_history_full_window"]
+    print(f"{'load_history of ' + str(h['disks']) + ' disks from a full 1 h window, vectorised, ms':66} "
+          f"{h['vectorised_s'] * 1000:>9.1f}")
+    print(f"{'  the same one disk at a time (baseline), ms':66} {h['one_disk_at_a_time_s'] * 1000:>9.1f}")
+    print(f"{'collector process peak RSS, MiB':66} {result['peak_rss_mib']:>9.0f}")
+    la0, la1 = result["loadavg_at_start"], result["loadavg_at_end"]
+    print(f"load average at start {la0[0]:.2f} {la0[1]:.2f} {la0[2]:.2f}, at end {la1[0]:.2f} {la1[1]:.2f} "
+          f"{la1[2]:.2f} ({result['cpus']} CPUs)")
 
 
 if __name__ == "__main__":

@@ -165,6 +165,19 @@ class PartitionDetail:
                 "migration_bytes_per_s": round(self.migration_bytes_per_s, 3)}
 
 
+@dataclass(frozen=True, slots=True)
+class CopyInFlight:
+    """A replica copy in progress at its measured rate: a reassignment target growing
+    (``reassign``; source = the leader's disk) or a KIP-113 future replica (``intra_broker``)."""
+
+    kind: str
+    topic: str
+    partition: int
+    source: tuple[int, str] | None
+    dest: tuple[int, str]
+    bytes_per_s: float
+
+
 @dataclass
 class Collected:
     """One round's result: the snapshot and everything known about how good it is."""
@@ -176,6 +189,9 @@ class Collected:
     throttles: dict[str, Any]
     quotas: list[dict[str, Any]]
     round_seconds: dict[str, float] = field(default_factory=dict)
+    copies: list[CopyInFlight] = field(default_factory=list)
+    broker_configs: dict[int, dict[str, str]] = field(default_factory=dict)
+    """Throttle and capability configs per broker as last read (see :mod:`collectors.kafka_source`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``guardian.snapshot/v1`` document plus optional members the v1 parser ignores:
@@ -238,6 +254,31 @@ class ReplicaLayout:
     r_role: npt.NDArray[np.int8]
     lead_disk: npt.NDArray[np.int64]
     unknown: int
+    unknown_brokers: frozenset[int] = frozenset()
+    isrs: list[tuple[int, ...]] = field(default_factory=list)
+    """Each partition's ISR restricted to its replicas (a broker reporting strays is not trusted)."""
+
+
+@dataclass
+class FamilyRates:
+    """One metric family of every broker in a round: brokers (segment order), their label strings,
+    and the concatenated rates (NaN = dropped) and raw values; broker ``k`` is
+    ``[offsets[k], offsets[k + 1])``."""
+
+    bids: list[int]
+    bodies: list[list[str]]
+    rates: npt.NDArray[np.float64]
+    values: npt.NDArray[np.float64]
+    offsets: npt.NDArray[np.int64]
+
+    def bid_per_sample(self) -> npt.NDArray[np.int64]:
+        """The broker of every sample."""
+        return np.repeat(np.asarray(self.bids, dtype=np.int64), np.diff(self.offsets))
+
+    def segment(self, k: int) -> tuple[list[str], list[float], list[float]]:
+        """(label strings, rates, values) of segment ``k`` as Python lists."""
+        lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
+        return self.bodies[k], self.rates[lo:hi].tolist(), self.values[lo:hi].tolist()
 
 
 class _PartHold:
@@ -312,6 +353,12 @@ class LoadModel:
         self.dir_cache: dict[tuple[int, str, int], str] = {}
         self.tp_cache: dict[str, tuple[str, int] | None] = {}
         self.body_gid: dict[str, int] = {}
+        # (broker, family) -> (label strings as last seen, derived ids): unchanged label lists
+        # (the normal case round after round) skip every per-sample lookup
+        self.seg_ids: dict[tuple[int, str], tuple[list[str], npt.NDArray[np.int64]]] = {}
+        self.topic_reg: dict[str, int] = {}
+        self.topic_of_body: dict[str, int] = {}
+        self._topic_pool_cache: tuple[Any, dict[str, str]] | None = None
         self.group_cache: dict[str, tuple[str, tuple[str, int]] | None] = {}
         self.url_broker: dict[str, int] = endpoints.url_to_broker()
         self.disk_window = RingWindow(self.cfg.history_capacity)
@@ -320,6 +367,7 @@ class LoadModel:
                                   for name in self.cfg.partition_history}
         self.rounds = 0
         self.unknown_dirs_last_round = 0
+        self.unknown_dir_brokers: set[int] = set()
         self._dir_version = 0
         self._replica_cache: tuple[Any, ReplicaLayout] | None = None
 
@@ -388,23 +436,60 @@ class LoadModel:
                 return int(bid)
         return None
 
-    def _rates(self, block: Hashable, fam: tuple[list[str], list[float]] | None, clock: float,
-               kind: str, drops: DropLog, who: str) -> tuple[list[str], npt.NDArray[np.float64],
-                                                             npt.NDArray[np.float64]]:
-        """(label strings, rates with NaN for drops, raw values) of one family; drops recorded."""
-        if fam is None or not fam[0]:
-            return [], np.zeros(0), np.zeros(0)
-        bodies, vals = fam
-        rates, codes = self.rates.update(block, bodies, clock, vals)
-        if codes.any():
+    def _family(self, kind: str, name: str, payloads: Mapping[int, tuple[Payload, float, str]],
+                drops: DropLog) -> FamilyRates:
+        """Rates of family ``name`` of every broker in one vectorised pass; drops recorded under ``kind``."""
+        segs: list[tuple[Hashable, list[str], float, list[float]]] = []
+        bids: list[int] = []
+        for bid, (p, clock, ck) in payloads.items():
+            fam = p.raw.get(name)
+            if fam is None or not fam[0]:
+                continue
+            segs.append(((ck, bid), fam[0], clock, fam[1]))
+            bids.append(bid)
+        rates, codes, vals, offs = self.rates.update_segments(kind, segs)
+        if len(codes) and codes.any():
             counts = np.bincount(codes, minlength=len(REASONS))
-            for c in np.nonzero(counts)[0]:
-                reason = REASONS[int(c)]
+            for c in np.nonzero(counts)[0].tolist():
+                reason = REASONS[c]
                 if c == 0 or reason is None or reason is DropReason.FIRST_SAMPLE:
                     continue
-                j = int(np.nonzero(codes == c)[0][0])
-                drops.add(kind, reason, f"{who} {{{bodies[j]}}}", int(counts[c]))
-        return bodies, rates, np.asarray(vals, dtype=np.float64)
+                j = int(np.argmax(codes == c))
+                k = int(np.searchsorted(offs, j, side="right")) - 1
+                drops.add(kind, reason, f"broker {bids[k]} {{{segs[k][1][j - int(offs[k])]}}}", int(counts[c]))
+        return FamilyRates(bids, [sg[1] for sg in segs], rates, vals, offs)
+
+    def _seg_ids(self, bid: int, short: str, bodies: list[str], one: Any) -> npt.NDArray[np.int64]:
+        """``one(body)`` for every label string of a broker's family, cached while the list is unchanged."""
+        got = self.seg_ids.get((bid, short))
+        if got is not None and got[0] == bodies:
+            return got[1]
+        ids = np.fromiter((one(b) for b in bodies), dtype=np.int64, count=len(bodies))
+        self.seg_ids[(bid, short)] = (list(bodies), ids)
+        return ids
+
+    def _gid_of_body(self, body: str) -> int:
+        """Partition registry id of a ``topic,partition`` label string (-1 when it names none)."""
+        gid = self.body_gid.get(body)
+        if gid is None:
+            tp = self._tp(body)
+            gid = self.phold.id_of(tp) if tp is not None else -1
+            if len(self.body_gid) > 2_000_000:
+                self.body_gid.clear()
+            self.body_gid[body] = gid
+        return gid
+
+    def _tid_of_body(self, body: str) -> int:
+        """Topic registry id of a topic-level label string (-1 for the all-topics sample or no topic)."""
+        tid = self.topic_of_body.get(body)
+        if tid is None:
+            lab = labels_of(body) if body else None
+            topic = lab.get("topic") if lab else None
+            tid = self.topic_reg.setdefault(topic, len(self.topic_reg)) if topic else -1
+            if len(self.topic_of_body) > 2_000_000:
+                self.topic_of_body.clear()
+            self.topic_of_body[body] = tid
+        return tid
 
     # ------------------------------------------------------------------ the round
     def build(self, state: KafkaState, scrape: RoundResult, now: float | None = None) -> Collected:
@@ -469,8 +554,9 @@ class LoadModel:
         # ---------------- disks: facts, device map, rates
         disk_rates: dict[tuple[int, str], dict[str, float | None]] = {}
         broker_mem: dict[int, tuple[float | None, float | None]] = {}
-        if state.full:
-            for bid, ld in state.log_dirs.items():
+        for bid in sorted(state.log_dirs_fresh):  # listings read this round (all brokers' in a full round)
+            ld = state.log_dirs.get(bid)
+            if ld is not None:
                 facts = self.disk_cache.setdefault(bid, {})
                 for path, d in ld.items():
                     f = facts.get(path)
@@ -486,7 +572,12 @@ class LoadModel:
                 if PLACEHOLDER_DIR in facts:
                     del facts[PLACEHOLDER_DIR]
                     self._dir_version += 1
-        for bid, (p, clock, ck) in payloads.items():
+        disk_fams = {short: self._family("disk." + short, name, payloads, drops)
+                     for name, short in ((M_IO_TIME, "util"), (M_READ_B, "read"), (M_WRITE_B, "write"),
+                                         (M_READS, "reads"), (M_WRITES, "writes"), (M_READ_T, "read_t"),
+                                         (M_WRITE_T, "write_t"))}
+        disk_seg = {short: {b: k for k, b in enumerate(fr.bids)} for short, fr in disk_fams.items()}
+        for bid, (p, _clock, _ck) in payloads.items():
             facts = self.disk_cache.setdefault(bid, {})
             dev_to_dir: dict[str, str] = {}
             for labels, _ in p.get(M_LOG_DIR_INFO):
@@ -518,11 +609,12 @@ class LoadModel:
                 if dev in dev_to_dir and math.isfinite(v) and v > 0:
                     facts[dev_to_dir[dev]].max_bytes_per_s = float(v)
             per_dev: dict[str, dict[str, float | None]] = {dev: {} for dev in dev_to_dir}
-            for name, short in ((M_IO_TIME, "util"), (M_READ_B, "read"), (M_WRITE_B, "write"), (M_READS, "reads"),
-                                (M_WRITES, "writes"), (M_READ_T, "read_t"), (M_WRITE_T, "write_t")):
-                bodies, rates, _ = self._rates((ck, bid, short), p.raw.get(name), clock, "disk." + short, drops,
-                                               f"broker {bid}")
-                for body, r in zip(bodies, rates.tolist(), strict=True):
+            for short, fr in disk_fams.items():
+                k_seg = disk_seg[short].get(bid)
+                if k_seg is None:
+                    continue
+                bodies, rates_l, _ = fr.segment(k_seg)
+                for body, r in zip(bodies, rates_l, strict=True):
                     lab = labels_of(body)
                     dev = lab.get("device", "") if lab else ""
                     if dev in per_dev:
@@ -586,79 +678,80 @@ class LoadModel:
         ext_in, ext_out = _nan(n), _nan(n)
         topic_in: dict[str, float] = defaultdict(float)
         topic_msgs: dict[str, float] = defaultdict(float)
-        broker_topic_out: dict[tuple[int, str], float] = {}
         tp_of = self._tp
-        for bid, (p, clock, ck) in payloads.items():
-            who = f"broker {bid}"
-            fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size")]
-            if cfg.use_partition_counters:
-                fams += [(M_P_IN, "p_in"), (M_P_OUT, "p_out")]
-            for name, short in fams:
-                bodies, rates, vals = self._rates((ck, bid, short), p.raw.get(name), clock, "partition." + short,
-                                                  drops, who)
-                if not bodies:
-                    continue
-                gid_get = self.body_gid.get
-                gids = [gid_get(b, -2) for b in bodies]
-                if -2 in gids:
-                    for j, body in enumerate(bodies):
-                        if gids[j] == -2:
-                            tp = tp_of(body)
-                            gids[j] = self.phold.id_of(tp) if tp is not None else -1
-                            self.body_gid[body] = gids[j]
-                    g_round = self._round_index(g)
-                    if len(self.body_gid) > 2_000_000:
-                        self.body_gid.clear()
-                garr = np.asarray(gids, dtype=np.int64)
-                ix = np.where(garr >= 0, g_round[np.maximum(garr, 0)], -1)
-                known_ix = ix >= 0
-                is_lead = np.zeros(len(ix), dtype=bool)
-                is_lead[known_ix] = leader[ix[known_ix]] == bid
-                lm = known_ix & is_lead
-                okv = np.isfinite(vals) & (vals >= 0)
-                if short == "leo":
-                    leo_lead_rate[ix[lm]] = rates[lm]
-                    leo_lead_val[ix[lm & okv]] = vals[lm & okv]
-                    np.fmax.at(leo_any_rate, ix[known_ix], rates[known_ix])
-                    np.fmax.at(leo_any_val, ix[known_ix & okv], vals[known_ix & okv])
-                elif short == "size":
-                    size_lead_rate[ix[lm]] = rates[lm]
-                    size_lead_val[ix[lm & okv]] = vals[lm & okv]
-                    np.fmax.at(size_any_val, ix[known_ix & okv], vals[known_ix & okv])
-                elif short == "p_in":
-                    ext_in[ix[lm]] = rates[lm]
-                else:
-                    ext_out[ix[lm]] = rates[lm]
+        fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size")]
+        if cfg.use_partition_counters:
+            fams += [(M_P_IN, "p_in"), (M_P_OUT, "p_out")]
+        for name, short in fams:
+            fr = self._family("partition." + short, name, payloads, drops)
+            if not fr.bids:
+                continue
+            garr = np.concatenate([self._seg_ids(bid, short, bodies, self._gid_of_body)
+                                   for bid, bodies in zip(fr.bids, fr.bodies, strict=True)])
+            if len(garr) and int(garr.max()) >= len(g_round):
+                g_round = self._round_index(g)
+            rates, vals = fr.rates, fr.values
+            ix = np.where(garr >= 0, g_round[np.maximum(garr, 0)], -1)
+            known_ix = ix >= 0
+            is_lead = np.zeros(len(ix), dtype=bool)
+            is_lead[known_ix] = leader[ix[known_ix]] == fr.bid_per_sample()[known_ix]
+            lm = known_ix & is_lead
+            okv = np.isfinite(vals) & (vals >= 0)
+            if short == "leo":
+                leo_lead_rate[ix[lm]] = rates[lm]
+                leo_lead_val[ix[lm & okv]] = vals[lm & okv]
+                np.fmax.at(leo_any_rate, ix[known_ix], rates[known_ix])
+                np.fmax.at(leo_any_val, ix[known_ix & okv], vals[known_ix & okv])
+            elif short == "size":
+                size_lead_rate[ix[lm]] = rates[lm]
+                size_lead_val[ix[lm & okv]] = vals[lm & okv]
+                np.fmax.at(size_any_val, ix[known_ix & okv], vals[known_ix & okv])
+            elif short == "p_in":
+                ext_in[ix[lm]] = rates[lm]
+            else:
+                ext_out[ix[lm]] = rates[lm]
+            if short not in ("leo", "size") or not special:
+                continue
+            for k_seg, bid in enumerate(fr.bids):
                 want = special.get(bid)
-                if want and short in ("leo", "size"):
-                    for body, r, v in zip(bodies, rates.tolist(), vals.tolist(), strict=True):
-                        tp = tp_of(body)
-                        if tp in want:
-                            assert tp is not None
-                            if short == "leo":
-                                if r == r:
-                                    sp_leo_rate[(bid, *tp)] = r
-                                sp_leo_val[(bid, *tp)] = v
-                            elif r == r:
-                                sp_size_rate[(bid, *tp)] = r
-            # topic-level counters
-            t_rates: dict[str, dict[str, float]] = {}
-            for name, short in ((M_T_IN, "t_in"), (M_T_MSGS, "t_msgs"), (M_T_OUT, "t_out")):
-                bodies, rates, _ = self._rates((ck, bid, short), p.raw.get(name), clock, "topic." + short, drops, who)
-                col: dict[str, float] = {}
-                for body, r in zip(bodies, rates.tolist(), strict=True):
-                    if body and r == r:
-                        lab = labels_of(body)
-                        if lab and lab.get("topic"):
-                            col[lab["topic"]] = r
-                t_rates[short] = col
-            for topic, r_in in t_rates["t_in"].items():
-                r_m = t_rates["t_msgs"].get(topic)
-                if r_m is not None:
-                    topic_in[topic] += r_in
-                    topic_msgs[topic] += r_m
-            for topic, r_o in t_rates["t_out"].items():
-                broker_topic_out[(bid, topic)] = r_o
+                if not want:
+                    continue
+                bodies, rates_l, vals_l = fr.segment(k_seg)
+                for body, r, v in zip(bodies, rates_l, vals_l, strict=True):
+                    tp = tp_of(body)
+                    if tp in want:
+                        assert tp is not None
+                        if short == "leo":
+                            if r == r:
+                                sp_leo_rate[(bid, *tp)] = r
+                            sp_leo_val[(bid, *tp)] = v
+                        elif r == r:
+                            sp_size_rate[(bid, *tp)] = r
+        # topic-level counters: per topic, Σ over brokers of bytes-in and messages-in where a broker
+        # reports both (the bytes/message ratio); bytes-out per (broker, topic)
+        t_fams = {short: self._family("topic." + short, name, payloads, drops)
+                  for name, short in ((M_T_IN, "t_in"), (M_T_MSGS, "t_msgs"), (M_T_OUT, "t_out"))}
+        t_keys: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        for short, fr in t_fams.items():
+            tids = (np.concatenate([self._seg_ids(bid, short, bodies, self._tid_of_body)
+                                    for bid, bodies in zip(fr.bids, fr.bodies, strict=True)])
+                    if fr.bids else np.zeros(0, dtype=np.int64))
+            ok = (tids >= 0) & ~np.isnan(fr.rates)
+            t_keys[short] = (fr.bid_per_sample()[ok], tids[ok], fr.rates[ok])
+        n_topics = max(len(self.topic_reg), 1)
+        topic_names = list(self.topic_reg)
+        kb_in, kt_in, r_in = t_keys["t_in"]
+        kb_m, kt_m, r_m = t_keys["t_msgs"]
+        common, ia, ib = np.intersect1d(kb_in * n_topics + kt_in, kb_m * n_topics + kt_m, return_indices=True)
+        t_in_sum = np.bincount(common % n_topics, weights=r_in[ia], minlength=n_topics)
+        t_m_sum = np.bincount(common % n_topics, weights=r_m[ib], minlength=n_topics)
+        for t_id in np.unique(common % n_topics).tolist():
+            topic_in[topic_names[t_id]] = float(t_in_sum[t_id])
+            topic_msgs[topic_names[t_id]] = float(t_m_sum[t_id])
+        kb_o, kt_o, r_o = t_keys["t_out"]
+        out_key = kb_o * n_topics + kt_o
+        out_order = np.argsort(out_key, kind="stable")
+        out_key_sorted, out_rate_sorted = out_key[out_order], r_o[out_order]
         bytes_per_msg: dict[str, float] = {}
         for topic in set(topic_msgs) | {k[1] for k in self.held if isinstance(k, tuple) and k and k[0] == "ratio"}:
             m = topic_msgs.get(topic, 0.0)
@@ -752,15 +845,17 @@ class LoadModel:
         sel = ~np.isnan(ext_out)
         b_out[sel] = ext_out[sel]
         m_out[sel] = M_CODES["partition_counter"]
-        if broker_topic_out:
+        if len(out_key_sorted):
             nt = max(len(topic_ids), 1)
             lead_ok = leader >= 0
             gkey = np.where(lead_ok, leader * nt + tid, -1)
             uniq, inv = np.unique(gkey, return_inverse=True)
             wsum = np.bincount(inv, weights=weight, minlength=len(uniq))
-            lead_l = leader.tolist()
-            tot_for = np.fromiter((broker_topic_out.get((lead_l[i], topics_of[i]), np.nan) for i in range(n)),
-                                  dtype=np.float64, count=n)
+            loc2reg = np.fromiter((self.topic_reg.get(t, -1) for t in topic_ids), dtype=np.int64, count=len(topic_ids))
+            reg_tid = loc2reg[tid] if n else np.zeros(0, dtype=np.int64)
+            want_key = np.where(lead_ok & (reg_tid >= 0), leader * n_topics + reg_tid, -1)
+            pos = np.minimum(np.searchsorted(out_key_sorted, want_key), len(out_key_sorted) - 1)
+            tot_for = np.where((want_key >= 0) & (out_key_sorted[pos] == want_key), out_rate_sorted[pos], np.nan)
             share = np.where(wsum[inv] > 0, weight / np.where(wsum[inv] > 0, wsum[inv], 1.0), 0.0)
             sel = np.isnan(b_out) & ~np.isnan(tot_for)
             b_out[sel] = tot_for[sel] * share[sel]
@@ -817,6 +912,7 @@ class LoadModel:
         dir_cache = self.dir_cache
         cov.unknown_log_dirs = unknown
         self.unknown_dirs_last_round = unknown
+        self.unknown_dir_brokers = set(lay.unknown_brokers)
         nd = len(disk_ids)
         b_in0 = np.nan_to_num(b_in)
         dr0 = np.nan_to_num(dr)
@@ -828,6 +924,7 @@ class LoadModel:
             beh_a["replication_write"] = np.bincount(rd_[m1], weights=b_in0[rp[m1]],
                                                      minlength=nd).astype(np.float64)
         lagging: dict[int, list[int]] = {}
+        copies: list[CopyInFlight] = []
         disk_keys = list(disk_ids)
         for j in np.nonzero(rr_ >= 2)[0].tolist():
             i = int(rp[j])
@@ -836,6 +933,10 @@ class LoadModel:
             b = disk_keys[did][0]
             if rr_[j] == 3:
                 cr = sp_size_rate.get((b, *key), 0.0)
+                if (b, *key) in sp_size_rate:
+                    copies.append(CopyInFlight("reassign", key[0], key[1],
+                                               disk_keys[lead_disk[i]] if lead_disk[i] >= 0 else None,
+                                               disk_keys[did], cr))
                 migration[i] += cr
                 beh_a["migration_write"][did] += cr
                 if lead_disk[i] >= 0:
@@ -857,8 +958,8 @@ class LoadModel:
             if b not in payloads or key not in pidx:
                 continue
             _, clock, ck = payloads[b]
-            fr, _codes = self.rates.update((ck, b, "future"), [key], clock, [float(size)])
-            rate = float(fr[0])
+            fut_r, _codes = self.rates.update((ck, b, "future"), [key], clock, [float(size)])
+            rate = float(fut_r[0])
             if rate == rate:
                 did = disk_ids.setdefault((b, path), len(disk_ids))
                 for name in BEHAVIOURS:
@@ -868,6 +969,8 @@ class LoadModel:
                 src = dir_cache.get((b, *key))
                 if src is not None and (b, src) in disk_ids:
                     beh_a["migration_read"][disk_ids[(b, src)]] += rate
+                copies.append(CopyInFlight("intra_broker", key[0], key[1], (b, src) if src is not None else None,
+                                           (b, path), rate))
                 migration[pidx[key]] += rate
         disk_keys = list(disk_ids)
         beh: dict[tuple[int, str], Behaviours] = {}
@@ -875,7 +978,7 @@ class LoadModel:
             beh[dk] = Behaviours(**{name: float(beh_a[name][did]) for name in BEHAVIOURS})
 
         # ---------------- assemble brokers and disks
-        brokers: list[Broker] = []
+        brokers: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
         disk_util_round: dict[Hashable, float | None] = {}
         disks_total = 0
         disks_fresh = 0
@@ -890,7 +993,7 @@ class LoadModel:
             pool = info.pool or cfg.default_pool
             is_alive = bid in alive
             mem, _ = self._hold(("mem", bid), broker_mem.get(bid, (None, None))[0], now)
-            disks: list[Disk] = []
+            disks: list[dict[str, Any]] = []
             facts = self.disk_cache.get(bid, {})
             ld = state.log_dirs.get(bid) or {}
             for path in sorted(facts):
@@ -925,16 +1028,16 @@ class LoadModel:
                 if bh is not None:
                     bh.measured_read = rd
                     bh.measured_write = wr
-                disks.append(Disk(path=path, kind=f.kind, capacity_bytes=cap,
-                                  max_bytes_per_s=max(float(f.max_bytes_per_s), 1.0), used_bytes=used,
-                                  util=min(max(util or 0.0, 0.0), 1.0), await_ms=max(aw or 0.0, 0.0),
-                                  read_bytes_per_s=max(rd or 0.0, 0.0), write_bytes_per_s=max(wr or 0.0, 0.0)))
+                disks.append({"path": path, "kind": f.kind, "capacity_bytes": cap,
+                              "max_bytes_per_s": max(float(f.max_bytes_per_s), 1.0), "used_bytes": used,
+                              "util": min(max(util or 0.0, 0.0), 1.0), "await_ms": max(aw or 0.0, 0.0),
+                              "read_bytes_per_s": max(rd or 0.0, 0.0), "write_bytes_per_s": max(wr or 0.0, 0.0)})
             if is_alive and bid in payloads:
                 cov.brokers_with_metrics.append(bid)
-            brokers.append(Broker(id=bid, host=host or "unknown", port=port if port and 0 < port < 65536 else 1,
-                                  idc=idc, rack=rack, pool=pool,
-                                  state=BrokerState.ALIVE if is_alive else BrokerState.DEAD,
-                                  memory_bytes=int(mem or 0), disks=tuple(disks)))
+            brokers.append(({"id": bid, "host": host or "unknown", "port": port if port and 0 < port < 65536 else 1,
+                             "idc": idc, "rack": rack, "pool": pool,
+                             "state": BrokerState.ALIVE if is_alive else BrokerState.DEAD,
+                             "memory_bytes": int(mem or 0)}, disks))
         cov.brokers_dead = sorted(known - alive)
         cov.disks_total = disks_total
         cov.disks_with_metrics = disks_fresh
@@ -943,21 +1046,12 @@ class LoadModel:
         self.disk_window.append(disk_util_round)
         part_vals = {"bytes_in": b_in, "disk_read": dr, "bytes_out": b_out}
         for name, win in self.partition_windows.items():
-            arr = part_vals[name].tolist()
-            win.append({k: (None if v != v else v) for k, v in zip(keys, arr, strict=True)})
+            win.append_array(keys, part_vals[name])
         final_brokers = []
-        hp = cfg.history_points
-        for br in brokers:
-            final_brokers.append(Broker(
-                id=br.id, host=br.host, port=br.port, idc=br.idc, rack=br.rack, pool=br.pool, state=br.state,
-                memory_bytes=br.memory_bytes,
-                disks=tuple(Disk(path=d.path, kind=d.kind, capacity_bytes=d.capacity_bytes,
-                                 max_bytes_per_s=d.max_bytes_per_s, used_bytes=d.used_bytes, util=d.util,
-                                 await_ms=d.await_ms, read_bytes_per_s=d.read_bytes_per_s,
-                                 write_bytes_per_s=d.write_bytes_per_s,
-                                 load_history=tuple(min(max(x, 0.0), 1.0)
-                                                    for x in self.disk_window.downsampled((br.id, d.path), hp)))
-                            for d in br.disks)))
+        all_disks = [(b_args["id"], d["path"]) for b_args, ds in brokers for d in ds]
+        hist = iter(self.disk_window.downsampled_many(all_disks, cfg.history_points, 0.0, 1.0))
+        for b_args, ds in brokers:
+            final_brokers.append(Broker(**b_args, disks=tuple(Disk(**d, load_history=tuple(next(hist))) for d in ds)))
 
         # ---------------- topics
         sizes = np.where(leader >= 0, size_lead_val, size_any_val)
@@ -976,20 +1070,13 @@ class LoadModel:
         msgs_l = np.nan_to_num(msgs).tolist()
         dr_l = np.nan_to_num(dr).tolist()
         size_l = sizes.tolist()
+        size_l = [max(int(x), 0) for x in size_l]
+        topic_pool = self._topic_pools(lay, keys, pms, pool_of)
         by_topic: dict[str, list[Partition]] = defaultdict(list)
-        topic_pools: dict[str, set[str]] = defaultdict(set)
         for i, (key, pm) in enumerate(zip(keys, pms, strict=True)):
-            isr = pm.isr if all(b in pm.replicas for b in pm.isr) else tuple(b for b in pm.isr if b in pm.replicas)
-            by_topic[key[0]].append(Partition(
-                topic=key[0], partition=key[1], replicas=pm.replicas, leader=pm.leader, isr=isr,
-                log_dirs=log_dirs[i], size_bytes=max(int(size_l[i]), 0), bytes_in_per_s=b_in_l[i],
-                bytes_out_per_s=b_out_l[i], messages_in_per_s=msgs_l[i], disk_read_bytes_per_s=dr_l[i]))
-            tpools = topic_pools[key[0]]
-            if len(tpools) < 2:
-                tpools.update(pool_of.get(r, "shared") for r in pm.replicas)
-        topics = tuple(Topic(name=t, partitions=tuple(ps),
-                             pool=next(iter(topic_pools[t])) if len(topic_pools[t]) == 1 else "shared")
-                       for t, ps in by_topic.items())
+            by_topic[key[0]].append(Partition(key[0], key[1], pm.replicas, pm.leader, lay.isrs[i], log_dirs[i],
+                                              size_l[i], b_in_l[i], b_out_l[i], msgs_l[i], dr_l[i]))
+        topics = tuple(Topic(name=t, partitions=tuple(ps), pool=topic_pool[t]) for t, ps in by_topic.items())
 
         # ---------------- coverage
         cov.partitions_total = n
@@ -1012,8 +1099,26 @@ class LoadModel:
         details = PartitionDetails(keys, pidx, {"leo": leo, "residence": residence, "m_in": m_in, "m_out": m_out,
                                                 "migration": migration}, readers, lagging)
         return Collected(snapshot=snap, coverage=cov, behaviours=beh, partitions=details,
-                         throttles=state.throttles(), quotas=list(state.quotas),
+                         throttles=state.throttles(), quotas=list(state.quotas), copies=copies,
+                         broker_configs=state.broker_configs,
                          round_seconds={"build": time.perf_counter() - t_start})
+
+    def _topic_pools(self, lay: ReplicaLayout, keys: list[tuple[str, int]], pms: list[PartitionMeta],
+                     pool_of: dict[int, str]) -> dict[str, str]:
+        """Each topic's pool: the one pool all its replicas' brokers are in, else ``shared``
+        (recomputed only when the replica layout or a broker's pool changed)."""
+        sig = (lay, tuple(sorted(pool_of.items())))
+        got = self._topic_pool_cache
+        if got is not None and got[0][0] is lay and got[0][1] == sig[1]:
+            return got[1]
+        pools: dict[str, set[str]] = defaultdict(set)
+        for key, pm in zip(keys, pms, strict=True):
+            tp = pools[key[0]]
+            if len(tp) < 2:
+                tp.update(pool_of.get(r, "shared") for r in pm.replicas)
+        out = {t: next(iter(ps)) if len(ps) == 1 else "shared" for t, ps in pools.items()}
+        self._topic_pool_cache = (sig, out)
+        return out
 
     def _replicas(self, keys: list[tuple[str, int]], pms: list[PartitionMeta], state: KafkaState,
                   alive: set[int]) -> ReplicaLayout:
@@ -1025,6 +1130,7 @@ class LoadModel:
         cfg = self.cfg
         disk_ids: dict[tuple[int, str], int] = {}
         unknown = 0
+        unknown_brokers: set[int] = set()
         dir_cache = self.dir_cache
         log_dirs: list[tuple[str, ...]] = []
         r_part: list[int] = []
@@ -1040,6 +1146,7 @@ class LoadModel:
                 rpath = dir_cache.get((b, t, pn))
                 if rpath is None:
                     unknown += 1
+                    unknown_brokers.add(b)
                     rpath = PLACEHOLDER_DIR
                     self.disk_cache.setdefault(b, {}).setdefault(
                         PLACEHOLDER_DIR, DiskFacts(PLACEHOLDER_DIR, cfg.default_disk_kind, 1, 1.0))
@@ -1062,7 +1169,9 @@ class LoadModel:
                     r_role.append(2)
             log_dirs.append(tuple(dirs))
         return ReplicaLayout(disk_ids, log_dirs, np.asarray(r_part, dtype=np.int64), np.asarray(r_disk, dtype=np.int64),
-                             np.asarray(r_role, dtype=np.int8), lead_disk, unknown)
+                             np.asarray(r_role, dtype=np.int8), lead_disk, unknown, frozenset(unknown_brokers),
+                             [pm.isr if all(b in pm.replicas for b in pm.isr)
+                              else tuple(b for b in pm.isr if b in pm.replicas) for pm in pms])
 
     def history_stats(self) -> dict[str, dict[Hashable, tuple[float, float, int]]]:
         """Median/p95/samples per disk (util) and per partition series over the window."""

@@ -49,24 +49,32 @@ class ClusterCollector:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"admin-{endpoints.cluster}")
         self.last_state: KafkaState | None = None
         self.full_admin_every = max(1, full_admin_every)
-        self._since_full = 0
-        self._had_futures = False
-
-    def _need_full(self) -> bool:
-        """Log dirs, configs and quotas are re-read every ``full_admin_every`` rounds, and at once when
-        the last round saw replicas without a known log dir, reassignments or intra-broker moves."""
-        last = self.last_state
-        return (last is None or self._since_full + 1 >= self.full_admin_every
-                or self.model.unknown_dirs_last_round > 0 or bool(last.reassignments) or self._had_futures)
+        self._slice = 0
 
     def _fetch(self) -> KafkaState:
-        full = self._need_full()
-        state = self.source.fetch(full=full, previous=self.last_state)
-        if state.full:
-            self._since_full = 0
-            self._had_futures = bool(state.futures)
+        """The admin round.  The first round reads everything; later rounds read metadata,
+        reassignments and quotas, plus log dirs and configs of one slice of the brokers and topics
+        (slice ``k`` of ``full_admin_every``, rotating: each broker is re-read every
+        ``full_admin_every`` rounds at a cost of 1/``full_admin_every`` of a full read per round),
+        plus at once the brokers that need it: replicas without a known log dir, replicas of
+        partitions being reassigned (and their topics' throttle configs), intra-broker moves in
+        flight (their copy progress is read from the listing)."""
+        last = self.last_state
+        if last is None:
+            state = self.source.fetch(full=True)
         else:
-            self._since_full += 1
+            n = self.full_admin_every
+            k = self._slice % n
+            self._slice += 1
+            alive = sorted(last.brokers)
+            want = set(alive[k::n]) | self.model.unknown_dir_brokers | set(last.futures_by_broker)
+            topics = set(last.topics[k::n])
+            for key, ra in last.reassignments.items():
+                want.update(ra.replicas)  # copies in flight: their targets' log dirs, throttle configs
+                want.update(ra.adding)
+                topics.add(key[0])
+            state = self.source.fetch(full=False, previous=last, refresh_brokers=want,
+                                      refresh_topics=sorted(topics))
         return state
 
     def scrape(self) -> RoundResult:

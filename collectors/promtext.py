@@ -55,7 +55,7 @@ class Payload:
     floats exactly as exposed (NaN/Inf included: rate math decides what to drop).
     """
 
-    raw: dict[str, tuple[list[str], list[float]]] = field(default_factory=dict)
+    raw: dict[str, tuple[list[str], list[float]]] = field(default_factory=dict, repr=False)
     lines: int = 0
     samples: int = 0
     bad_lines: int = 0
@@ -99,48 +99,183 @@ def _unescape(value: str) -> str:
     return value.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
 
 
-_LINE_RE = re.compile(
-    r"^[ \t]*([a-zA-Z_:][a-zA-Z0-9_:]*)[ \t]*(?:\{(.*)\})?[ \t]+([^ \t\r\n]+)(?:[ \t]+-?[0-9]+)?[ \t\r]*$",
-    re.M)
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"[^"\\\n\x00]*(?:\\[^\n\x00][^"\\\n\x00]*)*"'
+_LABELS = rf"{_LABEL}(?:[ \t]*,[ \t]*{_LABEL})*(?:[ \t]*,)?"
+_TAIL = r"[ \t]+([^ \t\r\n]+)(?:[ \t]+-?[0-9]+)?[ \t\r]*"
+# one sample line: name, optional {labels}, value, optional timestamp (groups: labels, value)
+_SAMPLE_RE = re.compile(rf"^[ \t]*{_NAME}[ \t]*(?:\{{[ \t]*({_LABELS})?[ \t]*\}})?{_TAIL}$", re.M)
+_BODY_RE = re.compile(_LABELS)
+# a run of consecutive lines that start with the same metric name (the exposition format keeps a
+# family's samples together, so a payload is a few dozen runs); group 1 is the name
+_RUN_RE = re.compile(rf"^[ \t]*({_NAME})(?=[ \t{{])[^\n]*(?:\n[ \t]*\1(?=[ \t{{])[^\n]*)*", re.M)
 _CONTENT_RE = re.compile(r"^[ \t]*[^#\s]", re.M)
+_LINE_RE = _SAMPLE_RE  # backwards-compatible name
+
+_VALID_BODIES: set[str] = {""}
+"""Label strings already proven well-formed by :data:`_BODY_RE` (bounded; payloads repeat them)."""
+
+
+def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[float]] | None:
+    """The (label strings, values) of a run of ``name{labels} value`` lines, or None when any line
+    is not exactly in that form (the caller then parses the run line by line with the full regex).
+
+    All in C: the run is cut at ``\nname{`` and ``} `` into label strings and values; the cut is
+    accepted only when it yields pairs, every label string is well-formed (:data:`_BODY_RE`,
+    memoised in :data:`_VALID_BODIES`) and every value is a float.  A line of another shape
+    (timestamp, no braces, leading blanks, ``} `` inside a label value, stray bytes) leaves a
+    label string or a value that fails these checks, so the run goes to the exact path.
+    """
+    head = name + "{"
+    first: tuple[str, float] | None = None
+    if not text.startswith(head, s):
+        # an unlabelled sample may lead a labelled run (``x_total 5`` then ``x_total{topic="a"} 2``)
+        nl = text.find("\n", s, e)
+        if nl < 0 or not text.startswith(head, nl + 1):
+            return None
+        m = _SAMPLE_RE.match(text, s, nl)
+        if m is None:
+            return None
+        try:
+            first = (m.group(1) or "", float(m.group(2)))
+        except ValueError:
+            return None
+        s = nl + 1
+    parts = text[s + len(head):e].replace("\n" + head, "\x00").replace("} ", "\x00").split("\x00")
+    if len(parts) % 2:
+        return None
+    bodies = parts[0::2]
+    if not _VALID_BODIES.issuperset(bodies):
+        full = _BODY_RE.fullmatch
+        for b in set(bodies).difference(_VALID_BODIES):
+            if full(b) is None:
+                return None
+        if len(_VALID_BODIES) > 2_000_000:
+            _VALID_BODIES.clear()
+            _VALID_BODIES.add("")
+        _VALID_BODIES.update(bodies)
+    try:
+        values = list(map(float, parts[1::2]))
+    except ValueError:
+        return None
+    if first is not None:
+        bodies.insert(0, first[0])
+        values.insert(0, first[1])
+    return bodies, values
+
+
+def _exact_run(text: str, s: int, e: int, nlines: int,
+               cols: tuple[list[str], list[float]] | None) -> tuple[int, int]:
+    """Parse one run with the full sample regex; returns (samples, bad lines). ``cols`` None: only count."""
+    pairs = _SAMPLE_RE.findall(text, s, e)
+    if len(pairs) == nlines:
+        try:
+            floats = list(map(float, (v for _, v in pairs)))
+        except ValueError:
+            pass
+        else:
+            if cols is not None:
+                cols[0].extend(b for b, _ in pairs)
+                cols[1].extend(floats)
+            return nlines, 0
+    kept = bad = 0
+    for line in text[s:e].split("\n"):
+        m = _SAMPLE_RE.match(line)
+        if m is None:
+            bad += 1
+            continue
+        try:
+            v = float(m.group(2))
+        except ValueError:
+            bad += 1
+            continue
+        if cols is not None:
+            cols[0].append(m.group(1) or "")
+            cols[1].append(v)
+        kept += 1
+    return kept, bad
+
+
+def _garbage_lines(text: str, s: int, e: int) -> int:
+    """Lines of ``text[s:e]`` (the text between runs) that are neither blank nor comments."""
+    n = 0
+    for line in text[s:e].split("\n"):
+        body = line.lstrip(" \t")
+        if body and body[0] != "#" and not body[0].isspace():
+            n += 1
+    return n
 
 
 def parse_fast(text: str, wanted: Iterable[str] | None = None) -> Payload:
     """Parse Prometheus text; keep only metric names in ``wanted`` (all when None).
 
-    Never raises on bad input: malformed lines are counted in ``bad_lines``.  One C-level regex
-    pass over the whole text; label sets are parsed once per distinct label string.  O(len(text)).
+    Never raises on bad input: malformed lines (bad labels, values that are not floats, lines that
+    are not samples) are counted in ``bad_lines`` and skipped, in every family (wanted or not).
+    O(len(text)) and nearly all of it in C: one regex pass cuts the text into runs of lines of one
+    metric name (a family's samples are contiguous in the exposition format); each run is cut into
+    label strings and values by string replace/split (:func:`_split_run`); per-line regex work
+    happens only for runs holding a line of an unusual shape.
     """
     want = set(wanted) if wanted is not None else None
     out = Payload()
     fams = out.raw
-    matched = 0
-    for name, body, value in _LINE_RE.findall(text):
-        matched += 1
-        if want is not None and name not in want:
+    in_runs = 0
+    bad = 0
+    samples = 0
+    gap_from = 0
+    garbage = 0
+    for m in _RUN_RE.finditer(text):
+        name = m.group(1)
+        s, e = m.span()
+        if s > gap_from:
+            garbage += _garbage_lines(text, gap_from, s)
+        gap_from = e
+        keep = want is None or name in want
+        got = _split_run(text, name, s, e)
+        if got is not None:
+            nlines = len(got[0])
+            in_runs += nlines
+            if keep:
+                cols = fams.get(name)
+                if cols is None:
+                    fams[name] = got
+                else:
+                    cols[0].extend(got[0])
+                    cols[1].extend(got[1])
+                samples += nlines
             continue
-        if body and ("=" not in body or body.count('"') % 2):
-            out.bad_lines += 1
-            continue
-        try:
-            v = float(value)
-        except ValueError:
-            out.bad_lines += 1
-            continue
-        fam = fams.get(name)
-        if fam is None:
-            fam = fams[name] = ([], [])
-        fam[0].append(body.strip())
-        fam[1].append(v)
-        out.samples += 1
-    out.lines = len(_CONTENT_RE.findall(text))
-    out.bad_lines += max(out.lines - matched, 0)
+        nlines = text.count("\n", s, e) + 1
+        in_runs += nlines
+        cols = None
+        if keep:
+            cols = fams.get(name)
+            if cols is None:
+                cols = fams[name] = ([], [])
+        kept, b = _exact_run(text, s, e, nlines, cols)
+        bad += b
+        if keep:
+            samples += kept
+    if gap_from < len(text):
+        garbage += _garbage_lines(text, gap_from, len(text))
+    for name in [k for k, v in fams.items() if not v[0]]:
+        del fams[name]
+    out.samples = samples
+    out.lines = in_runs + garbage
+    out.bad_lines = bad + garbage
     if out.bad_lines:
         for raw in text.splitlines():
             line = raw.strip()
-            if line and line[0] != "#" and not _LINE_RE.match(line):
-                out.first_bad = line[:80]
-                break
+            if line and line[0] != "#":
+                mm = _SAMPLE_RE.match(line)
+                ok = mm is not None
+                if mm is not None:
+                    try:
+                        float(mm.group(2))
+                    except ValueError:
+                        ok = False
+                if not ok:
+                    out.first_bad = line[:80]
+                    break
     return out
 
 

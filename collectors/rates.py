@@ -181,7 +181,7 @@ _C = {r: i for i, r in enumerate(REASONS)}
 class _Block:
     """Rate state of one group of series sharing a clock (one family of one endpoint)."""
 
-    __slots__ = ("has", "index", "keys", "last_t", "last_v", "seen")
+    __slots__ = ("has", "index", "keys", "last_t", "last_v", "seen", "segs")
 
     def __init__(self) -> None:
         self.index: dict[Hashable, int] = {}
@@ -190,6 +190,9 @@ class _Block:
         self.last_v = np.zeros(8)
         self.has = np.zeros(8, dtype=bool)
         self.seen = np.zeros(8, dtype=np.int64)
+        # segment key -> (its keys as last seen, their rows): a segment (one endpoint's samples of
+        # one family) whose keys equal last round's reuses the rows without a lookup per key
+        self.segs: dict[Hashable, tuple[list[Hashable], npt.NDArray[np.int64]]] = {}
 
     def rows(self, keys: Sequence[Hashable], rnd: int) -> npt.NDArray[np.int64]:
         get = self.index.get
@@ -212,6 +215,16 @@ class _Block:
                     new[: len(old)] = old
                     setattr(self, name, new)
         return np.asarray(idx, dtype=np.int64)
+
+    def seg_rows(self, seg: Hashable, keys: Sequence[Hashable], rnd: int) -> npt.NDArray[np.int64]:
+        """Rows of ``keys`` of segment ``seg`` (series key ``(seg, key)``); O(1) lookups when the
+        segment's keys equal the previous call's (one C-level list comparison)."""
+        got = self.segs.get(seg)
+        if got is not None and got[0] == keys:
+            return got[1]
+        rows = self.rows([(seg, k) for k in keys], rnd)
+        self.segs[seg] = (list(keys), rows)
+        return rows
 
 
 class VectorCounterTracker:
@@ -240,34 +253,78 @@ class VectorCounterTracker:
         if b is None:
             b = self.blocks[block] = _Block()
         v = np.asarray(values, dtype=np.float64)
-        n = len(v)
         idx = b.rows(keys, self.round)
-        code = np.zeros(n, dtype=np.int8)
         if not math.isfinite(t):
-            code[:] = _C[DropReason.NON_FINITE]
-            return np.full(n, np.nan), code
-        fin = np.isfinite(v)
-        code[~fin] = _C[DropReason.NON_FINITE]
-        code[(code == 0) & (v < 0)] = _C[DropReason.NEGATIVE]
-        prev = b.has[idx]
-        code[(code == 0) & ~prev] = _C[DropReason.FIRST_SAMPLE]
+            return np.full(len(v), np.nan), np.full(len(v), _C[DropReason.NON_FINITE], dtype=np.int8)
+        return self._compute(b, idx, np.float64(t), v)
+
+    def update_segments(self, block: Hashable,
+                        segments: Sequence[tuple[Hashable, Sequence[Hashable], float,
+                                                 Sequence[float] | npt.NDArray[np.float64]]],
+                        ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8], npt.NDArray[np.float64],
+                                   npt.NDArray[np.int64]]:
+        """:meth:`update` for many segments ``(segment key, keys, clock, values)`` in one vectorised
+        pass — e.g. one metric family of every endpoint of a cluster, each with its own clock.
+
+        Series are keyed ``(segment key, key)``; the result is the same as one :meth:`update` per
+        segment (same rates, same reasons).  Returns ``(rates, codes, values, offsets)``
+        concatenated in segment order; segment ``k`` is ``[offsets[k], offsets[k + 1])``.
+        Per-key Python work happens only for segments whose keys changed since the last round.
+        """
+        b = self.blocks.get(block)
+        if b is None:
+            b = self.blocks[block] = _Block()
+        counts = [len(keys) for _, keys, _, _ in segments]
+        offsets = np.zeros(len(segments) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        total = int(offsets[-1])
+        if total == 0:
+            return np.zeros(0), np.zeros(0, dtype=np.int8), np.zeros(0), offsets
+        rnd = self.round
+        idx = np.concatenate([b.seg_rows(seg, keys, rnd) for seg, keys, _, _ in segments])
+        v = np.concatenate([np.asarray(vals, dtype=np.float64) for _, _, _, vals in segments])
+        t = np.repeat(np.asarray([clock for _, _, clock, _ in segments], dtype=np.float64), counts)
+        rates, code = self._compute(b, idx, t, v)
+        return rates, code, v, offsets
+
+    def _compute(self, b: _Block, idx: npt.NDArray[np.int64], t: np.float64 | npt.NDArray[np.float64],
+                 v: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+        """The rate rules over rows ``idx`` at clock(s) ``t`` with values ``v``; stores new bases."""
+        n = len(v)
+        code = np.zeros(n, dtype=np.int8)
+        if n == 0:
+            return np.zeros(0), code
         pt = b.last_t[idx]
         pv = b.last_v[idx]
-        el = t - pt
+        prev = b.has[idx]
+        with np.errstate(all="ignore"):
+            el = t - pt
+            d = v - pv
+            rate = d / el
+        if (prev.all() and bool(np.isfinite(v).all()) and bool((v >= 0).all()) and bool(np.isfinite(t).all())
+                and float(el.min()) >= self.min_elapsed_s and float(d.min()) >= 0
+                and bool(np.isfinite(rate).all()) and float(rate.max()) <= self.max_rate):
+            # the common case (every series has a base, every sample good): store and return
+            b.last_t[idx] = t
+            b.last_v[idx] = v
+            b.seen[idx] = self.round
+            return rate, code
+        fin = np.isfinite(v)
+        code[~fin] = _C[DropReason.NON_FINITE]
+        code[(code == 0) & ~np.isfinite(t)] = _C[DropReason.NON_FINITE]
+        code[(code == 0) & (v < 0)] = _C[DropReason.NEGATIVE]
+        code[(code == 0) & ~prev] = _C[DropReason.FIRST_SAMPLE]
         code[(code == 0) & (el <= 0)] = _C[DropReason.CLOCK_BACKWARDS]
         code[(code == 0) & (el < self.min_elapsed_s)] = _C[DropReason.TINY_ELAPSED]
-        d = v - pv
         code[(code == 0) & (d < 0)] = _C[DropReason.COUNTER_RESET]
-        with np.errstate(all="ignore"):
-            rate = d / el
         code[(code == 0) & ~np.isfinite(rate)] = _C[DropReason.NON_FINITE]
         code[(code == 0) & (rate > self.max_rate)] = _C[DropReason.IMPLAUSIBLE]
         rate[code != 0] = np.nan
-        good = fin & (v >= 0)
+        good = fin & (v >= 0) & np.isfinite(t)
         keep_old = good & prev & ((code == _C[DropReason.TINY_ELAPSED]) | (code == _C[DropReason.CLOCK_BACKWARDS]))
         store = good & ~keep_old
         si = idx[store]
-        b.last_t[si] = t
+        b.last_t[si] = t[store] if isinstance(t, np.ndarray) else t
         b.last_v[si] = v[store]
         b.has[si] = True
         b.seen[idx[good]] = self.round  # a series sending only bad samples is forgotten like a silent one
@@ -294,6 +351,12 @@ class VectorCounterTracker:
             nb.index = {k: i for i, k in enumerate(nb.keys)}
             nb.last_t, nb.last_v = b.last_t[keep].copy(), b.last_v[keep].copy()
             nb.has, nb.seen = b.has[keep].copy(), b.seen[keep].copy()
+            remap = np.full(n, -1, dtype=np.int64)
+            remap[keep] = np.arange(len(keep), dtype=np.int64)
+            for seg, (skeys, srows) in b.segs.items():
+                moved = remap[srows]
+                if len(moved) == 0 or moved.min() >= 0:
+                    nb.segs[seg] = (skeys, moved)
             self.blocks[name] = nb
             dropped += n - len(keep)
         return dropped

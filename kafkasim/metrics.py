@@ -65,6 +65,63 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
+_PARTITION_SERIES = ("kafka_server_brokertopicpartitionmetrics_bytesin_total",
+                     "kafka_server_brokertopicpartitionmetrics_bytesout_total",
+                     "kafka_server_brokertopicpartitionmetrics_messagesin_total", "kafka_log_log_size",
+                     "kafka_log_log_logendoffset", "kafka_log_log_logstartoffset",
+                     "kafka_cluster_partition_underreplicated")
+
+
+class _Static:
+    """A broker's per-replica label strings and series prefixes, valid while its replica list is."""
+
+    __slots__ = ("labels", "prefixes", "reps", "slots")
+
+    def __init__(self, reps: list[Any]) -> None:
+        self.reps = reps
+        self.labels = [f'topic="{_esc(p.topic)}",partition="{p.index}"' for p in reps]
+        self.slots = np.fromiter((p.slot for p in reps), dtype=np.int64, count=len(reps))
+        self.prefixes = {name: [f"{name}{{{lab}}} " for lab in self.labels] for name in _PARTITION_SERIES}
+
+
+def _static(eng: Any, b: Broker, reps: list[Any]) -> _Static:
+    """The cached :class:`_Static` of ``b`` (rebuilt when the engine rebuilt its replica lists; a
+    partition keeps its slot for life)."""
+    cache: dict[int, _Static] = eng.__dict__.setdefault("_render_static", {})
+    st = cache.get(b.gidx)
+    if st is None or st.reps is not reps or len(st.slots) != len(reps):
+        st = cache[b.gidx] = _Static(reps)
+    return st
+
+
+_TOPIC_METRICS = ("bytesin", "bytesout", "messagesin")
+
+
+def _topics(eng: Any, cluster: str) -> tuple[dict[str, list[str]], Any]:
+    """(per metric, the sample prefix of every topic; topic indexes) of the cluster's topics within
+    the per-topic counter arrays (cached while the topic set is unchanged)."""
+    names = eng.cluster_topics(cluster)
+    cache: dict[str, tuple[Any, int, dict[str, list[str]], Any]] = eng.__dict__.setdefault("_render_topics", {})
+    got = cache.get(cluster)
+    width = eng.bt_in.shape[1]
+    if got is None or got[0] is not names or got[1] != width:
+        kept = [(i, n) for i, n in names if i < width]
+        pref = {m: [f'kafka_server_brokertopicmetrics_{m}_total{{topic="{n}"}} ' for _, n in kept]
+                for m in _TOPIC_METRICS}
+        got = cache[cluster] = (names, width, pref, np.asarray([i for i, _ in kept], dtype=np.int64))
+    return got[2], got[3]
+
+
+def _controller(cl: Cluster) -> int:
+    """Lowest alive broker id (-1 when none), without sorting every broker on every render."""
+    eng: Any = cl.engine
+    cache: dict[str, tuple[int, list[Broker]]] = eng.__dict__.setdefault("_render_brokers", {})
+    got = cache.get(cl.name)
+    if got is None or got[0] != len(cl.brokers):
+        got = cache[cl.name] = (len(cl.brokers), [x for _, x in sorted(cl.brokers.items())])
+    return next((x.id for x in got[1] if x.alive), -1)
+
+
 def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None) -> str:
     """Prometheus text for one broker.  Requires the engine to have ticked at least once."""
     eng: Any = cl.engine
@@ -82,33 +139,37 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
     add(f'kafkasim_broker_info{{cluster="{_esc(cl.name)}",broker_id="{b.id}",idc="{_esc(b.idc)}",'
         f'rack="{_esc(b.rack)}",pool="{_esc(b.pool)}"}} 1')
     add(f"kafkasim_sim_time_seconds {_num(eng.t)}")
-    # per topic counters on this broker
-    names = [(i, n) for i, n in eng.cluster_topics(cl.name) if i < eng.bt_in.shape[1]]
-    row_in, row_out, row_msgs = eng.bt_in[g], eng.bt_out[g], eng.bt_msgs[g]
-    for metric, row in (("bytesin", row_in), ("bytesout", row_out), ("messagesin", row_msgs)):
+    # per topic counters on this broker (topics it has counted bytes for)
+    tpref, tix = _topics(eng, cl.name)
+    for metric, counts in zip(_TOPIC_METRICS, (eng.bt_in, eng.bt_out, eng.bt_msgs), strict=True):
         full = f"kafka_server_brokertopicmetrics_{metric}_total"
+        row = counts[g]
         head(full, "counter", f"BrokerTopicMetrics {metric}")
         add(f"{full} {_num(float(row.sum()))}")
-        vals = row[[idx for idx, _ in names]].tolist() if names else []
-        out.extend(f'{full}{{topic="{lab}"}} {v!r}' for (_, lab), v in zip(names, vals, strict=True) if v > 0)
+        if len(tix):
+            vals = row[tix]
+            nz = np.flatnonzero(vals > 0)
+            pre = tpref[metric]
+            out.extend(map(str.__add__, [pre[j] for j in nz.tolist()], map(repr, vals[nz].tolist())))
     for metric, arr in (("replicationbytesin", eng.b_repl_in_total), ("replicationbytesout", eng.b_repl_out_total),
                         ("reassignmentbytesin", eng.b_reassign_in_total)):
         full = f"kafka_server_brokertopicmetrics_{metric}_total"
         head(full, "counter", f"BrokerTopicMetrics {metric}")
         add(f"{full} {_num(float(arr[g]))}")
-    # per partition (vectorised over this broker's replicas)
+    # per partition (vectorised over this broker's replicas; label strings built once per layout)
     reps = eng.broker_replicas[g] if g < len(eng.broker_replicas) else []
-    labels = [f'topic="{_esc(p.topic)}",partition="{p.index}"' for p in reps]
-    slots = np.fromiter((p.slot for p in reps), dtype=np.int64, count=len(reps))
+    st = _static(eng, b, reps)
+    labels, slots, pref = st.labels, st.slots, st.prefixes
     sizes = f["size"][slots].copy()
     for k, p in enumerate(reps):
         if p.reassignment is not None and b.id in p.reassignment.adding:
             sizes[k] = p.reassignment.copied.get(b.id, 0.0)
-        elif b.id in p.catchup:
+        elif p.catchup and b.id in p.catchup:
             sizes[k] = max(sizes[k] - p.catchup[b.id], 0.0)
     leos = np.ceil(f["leo"][slots] - 1e-9).astype(np.int64).tolist()
     sizes_l = sizes.astype(np.int64).tolist()
-    lead_k = [k for k, p in enumerate(reps) if p.leader == b.id]
+    bid = b.id
+    lead_k = [k for k, p in enumerate(reps) if p.leader == bid]
     lead_slots = slots[lead_k]
     urs = [1 if len(reps[k].isr) < len(reps[k].replicas) else 0 for k in lead_k]
     urp = sum(urs)
@@ -120,14 +181,17 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
          lead_k, f["bytes_out_total"][lead_slots].tolist()),
         ("kafka_server_brokertopicpartitionmetrics_messagesin_total", "counter",
          lead_k, f["msgs_in_total"][lead_slots].tolist()),
-        ("kafka_log_log_size", "gauge", range(len(reps)), sizes_l),
-        ("kafka_log_log_logendoffset", "gauge", range(len(reps)), leos),
-        ("kafka_log_log_logstartoffset", "gauge", range(len(reps)), [0] * len(reps)),
+        ("kafka_log_log_size", "gauge", None, sizes_l),
+        ("kafka_log_log_logendoffset", "gauge", None, leos),
+        ("kafka_log_log_logstartoffset", "gauge", None, [0] * len(reps)),
         ("kafka_cluster_partition_underreplicated", "gauge", lead_k, urs),
     )
     for name, typ, ks, vals in series:
         head(name, typ, name)
-        out.extend(f"{name}{{{labels[k]}}} {v!r}" for k, v in zip(ks, vals, strict=True))
+        pre = pref[name]
+        if ks is not None:
+            pre = [pre[k] for k in ks]
+        out.extend(map(str.__add__, pre, map(repr, vals)))
     head("kafka_consumergroup_lag", "gauge", "consumer group lag in messages (kafka_exporter style)")
     lag = f["lag"]
     for k in lead_k:
@@ -140,7 +204,7 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
     add(f"kafka_server_replicamanager_underreplicatedpartitions {urp}")
     add(f"kafka_server_replicamanager_partitioncount {len(reps)}")
     add(f"kafka_server_replicamanager_leadercount {leaders}")
-    is_ctrl = cl.controller_id() == b.id
+    is_ctrl = _controller(cl) == b.id
     add(f"kafka_controller_kafkacontroller_activecontrollercount {1 if is_ctrl else 0}")
     if is_ctrl:
         offline = sum(1 for t in cl.topics.values() for p in t.partitions if p.leader < 0)

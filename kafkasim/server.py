@@ -126,6 +126,9 @@ class SimServer:
         self.control: asyncio.Server | None = None
         self.conns: dict[int, set[asyncio.StreamWriter]] = {}
         self.requests: dict[int, dict[str, int]] = {}
+        # cluster -> (signature, frame) of the last all-topics Metadata response (see
+        # Handler.metadata_signature): re-sent with a new correlation id while nothing changed
+        self.metadata_frames: dict[str, tuple[Any, bytes]] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.quota_state: dict[tuple[int, str, str], list[float]] = {}
         self._tick_task: asyncio.Task[None] | None = None
@@ -297,6 +300,21 @@ class SimServer:
                 await asyncio.sleep(0.01)
             fetch_audit(self.handler, ctx, req, resp, (time.perf_counter() - t0) * 1000.0)
             delay = self._quota_delay(cl, b, ctx.client_id, "consumer_byte_rate", n)
+        elif key == 3:
+            sig = self.handler.metadata_signature(ctx, ver, req)
+            cached = self.metadata_frames.get(cl.name)
+            if sig is not None and cached is not None and cached[0] == sig:
+                return cached[1][:4] + struct.pack(">i", cid) + cached[1][8:]
+            resp = self.handler.handle(ctx, key, ver, req)
+            if sig is not None and resp is not None:
+                try:
+                    frame = encode_response(resp, ver, cid)
+                except Exception:
+                    log.exception("encoding Metadata v%s failed", ver)
+                    return encode_response(generic_error(key, ver, m.UNKNOWN_SERVER_ERROR), ver, cid)
+                self.metadata_frames[cl.name] = (sig, frame)
+                return frame
+            delay = 0.0
         else:
             resp = self.handler.handle(ctx, key, ver, req)
             delay = 0.0

@@ -1,22 +1,19 @@
 """Throttle-protection adapters over the wire: observe a cluster (Kafka admin + Prometheus text) and
 set/remove its levers (topic/broker configs, client quotas).
 
-:class:`KafkaThrottleSource` implements the throttle service's ``ThrottleSource`` port. One
-``observe()`` does one scrape round over the brokers' ``/metrics`` (JMX-exporter + node_exporter
-names, see :mod:`kafkasim.metrics`) and a handful of admin calls (metadata, DescribeLogDirs,
-ListPartitionReassignments, DescribeConfigs once for the capability), and turns counters into rates
-with the measured elapsed time between scrapes (reset or too-short intervals give *missing* values,
-never infinities). Until the collectors' snapshot builder is merged this is the throttle's own,
-deliberately small collector:
+:class:`KafkaThrottleSource` implements the throttle service's ``ThrottleSource`` port on top of the
+collectors (:class:`collectors.collector.ClusterCollector`: concurrent scrapes of the brokers'
+``/metrics``, rates over measured elapsed time with every bad sample dropped, metadata, DescribeLogDirs,
+configs).  From one collection round it takes:
 
-* disk util = Δ io_time / Δt, await = Δ(read+write time) / Δ(reads+writes), read/write bytes/s;
-* per-partition bytes in/out from the leader's per-partition counters;
-* transfers: reassignment and intra-broker copies from the growth of the copy's size
-  (DescribeLogDirs) between observations;
-* page-cache-miss estimate: the disk's measured read bytes minus copy reads are attributed to the
-  partitions led on that disk in proportion to their fetch traffic beyond the topic's tailing
-  fan-out (median bytes_out/bytes_in over the topic's partitions) — tailing consumers are served from
-  the page cache, what reads beyond them is what lags and misses it;
+* disks: util, await, read/write bytes/s (collectors' rates of the node_exporter counters);
+* partitions: bytes in/out, messages in, size, replica log dirs;
+* transfers: reassignment and intra-broker copies with their measured rates (collectors' copies in flight);
+* capability: ``guardian.partition.throttle.enable`` among the broker configs the collectors read;
+* page-cache-miss estimate (the throttle's own): the disk's measured read bytes minus copy reads are
+  attributed to the partitions led on that disk in proportion to their fetch traffic beyond the
+  topic's tailing fan-out (median bytes_out/bytes_in over the topic's partitions) — tailing consumers
+  are served from the page cache, what reads beyond them is what lags and misses it;
 * lineage: the audit topic (``__guardian_audit``, one JSON record per client x partition x interval)
   read with an assigned consumer (no group needed): fetch/produce bytes/s per client per partition.
 
@@ -35,13 +32,12 @@ import math
 import statistics
 import threading
 import time
-import urllib.request
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 
-from controlplane.domain import Broker, ClusterSnapshot, Disk, DiskId, DiskKind, Partition, Topic
+from controlplane.domain import Broker, BrokerState, ClusterSnapshot, DiskId, Partition, Topic
 from controlplane.service.throttle_loop import Observation
 from planners.throttle import (
     CONSUMER_QUOTA,
@@ -65,88 +61,9 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 ALTER_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 AUDIT_TOPIC = "__guardian_audit"
-DEFAULT_MAX_BPS = {"hdd": 200e6, "ssd": 500e6, "nvme": 2000e6}
-MIN_ELAPSED_S = 0.5
-
-Sample = tuple[str, dict[str, str], float]
-
 
 class ObserveError(RuntimeError):
     """The cluster could not be observed (no broker answered, metadata unavailable)."""
-
-
-def parse_prometheus(text: str) -> list[Sample]:
-    """(name, labels, value) of every sample line; malformed lines and non-finite values are skipped."""
-    out: list[Sample] = []
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        labels: dict[str, str] = {}
-        if "{" in line:
-            name, _, rest = line.partition("{")
-            body, _, value_part = rest.rpartition("}")
-            for item in _split_labels(body):
-                key, _, val = item.partition("=")
-                labels[key.strip()] = val.strip().strip('"').replace('\\"', '"').replace("\\\\", "\\")
-        else:
-            name, _, value_part = line.partition(" ")
-        fields = value_part.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            out.append((name.strip(), labels, value))
-    return out
-
-
-def _split_labels(body: str) -> list[str]:
-    items, cur, quoted, escaped = [], [], False, False
-    for ch in body:
-        if escaped:
-            cur.append(ch)
-            escaped = False
-        elif ch == "\\":
-            cur.append(ch)
-            escaped = True
-        elif ch == '"':
-            quoted = not quoted
-            cur.append(ch)
-        elif ch == "," and not quoted:
-            items.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        items.append("".join(cur))
-    return [i for i in items if "=" in i]
-
-
-def _http_get(url: str, timeout_s: float) -> str:
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-        return str(resp.read().decode("utf-8", "replace"))
-
-
-class _Counters:
-    """Counter -> rate over the measured elapsed time. A reset gives None; an interval too short to
-    measure (an alert right after a scheduled pass) repeats the last rate instead of dividing by ~0."""
-
-    def __init__(self) -> None:
-        self.prev: dict[Any, tuple[float, float]] = {}
-        self.last: dict[Any, float | None] = {}
-
-    def rate(self, key: Any, t: float, value: float | None) -> float | None:
-        if value is None or not math.isfinite(value):
-            return None
-        old = self.prev.get(key)
-        if old is not None and t - old[0] < MIN_ELAPSED_S and value >= old[1]:
-            return self.last.get(key)
-        self.prev[key] = (t, value)
-        rate = None if old is None or value < old[1] else (value - old[1]) / (t - old[0])
-        self.last[key] = rate
-        return rate
 
 
 def _admin(bootstrap: str, client_id: str) -> Any:
@@ -167,32 +84,38 @@ class KafkaThrottleSource:
         self.metrics_urls = list(metrics_urls)
         self.audit_topic = audit_topic
         self.scrape_timeout_s = scrape_timeout_s
-        self.counters = _Counters()
-        self.sizes = _Counters()
-        self._admin: Any = None
+        self._collector: Any = None
         self._consumer: Any = None
         self._capable: bool | None = None
         self._audit: dict[tuple[str, str, int], tuple[str, dict[str, float]]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Close the admin client and the audit consumer."""
-        for c in (self._admin, self._consumer):
+        """Close the collector (admin client, metadata connection) and the audit consumer."""
+        for c in (self._collector, self._consumer):
             if c is not None:
                 try:
                     c.close()
                 except Exception:  # closing is best effort
                     log.debug("close failed", exc_info=True)
-        self._admin = self._consumer = None
+        self._collector = self._consumer = None
 
-    def _adm(self) -> Any:
-        if self._admin is None:
-            self._admin = _admin(self.bootstrap, "guardian-throttle")
-        return self._admin
+    def _coll(self) -> Any:
+        """The cluster's :class:`collectors.collector.ClusterCollector` (log dirs and configs of every
+        broker each observation: copies in flight are measured from their size growth)."""
+        if self._collector is None:
+            from collectors.collector import ClusterCollector
+            from collectors.endpoints import endpoints_from_options
+            from collectors.kafka_source import KafkaSourceOptions
+
+            eps = endpoints_from_options(self.cluster, self.bootstrap, self.metrics_urls)
+            self._collector = ClusterCollector(eps, source_options=KafkaSourceOptions(client_id="guardian-throttle"),
+                                               scrape_timeout_s=self.scrape_timeout_s, full_admin_every=1)
+        return self._collector
 
     # ------------------------------------------------------------------ observe
     def observe(self) -> Observation:
-        """One scrape round + admin reads -> snapshot, transfers, lineage, capability."""
+        """One collection round (collectors/) -> snapshot, transfers, lineage, capability."""
         with self._lock:
             try:
                 return self._observe()
@@ -203,193 +126,38 @@ class KafkaThrottleSource:
                 raise ObserveError(f"cluster {self.cluster}: {type(exc).__name__}: {exc}") from exc
 
     def _observe(self) -> Observation:
-        scraped: list[tuple[float, list[Sample]]] = []
-        for url in self.metrics_urls:
-            try:
-                samples = parse_prometheus(_http_get(url, self.scrape_timeout_s))
-            except OSError as exc:
-                log.info("scrape %s failed: %s", url, exc)
-                continue
-            sim_t = next((v for n, _, v in samples if n == "kafkasim_sim_time_seconds"), None)
-            scraped.append((sim_t if sim_t is not None else time.time(), samples))
-        if not scraped:
+        from collectors.builder import PLACEHOLDER_DIR
+        from collectors.collector import CollectionError
+
+        try:
+            c = self._coll().collect_once()
+        except CollectionError as exc:
+            raise ObserveError(f"cluster {self.cluster}: {exc}") from None
+        if not c.coverage.brokers_with_metrics:
             raise ObserveError(f"cluster {self.cluster}: no broker metrics endpoint answered")
-        admin = self._adm()
-        topics = [t for t in admin.list_topics()]
-        described = admin.describe_topics(topics) if topics else []
-        brokers_meta = {b["node_id"] if "node_id" in b else b["broker_id"]: b
-                        for b in admin.describe_cluster()["brokers"]}
-        log_dirs = admin.describe_log_dirs(brokers=sorted(brokers_meta))
-        ongoing = admin.list_partition_reassignments()
-        if self._capable is None:
-            self._capable = self._detect_capability(admin, min(brokers_meta))
-        t_obs = max(t for t, _ in scraped)
-
-        # ---- per broker metrics
-        disks_of: dict[int, list[Disk]] = {}
-        broker_info: dict[int, dict[str, str]] = {}
-        p_in: dict[tuple[str, int], float] = {}
-        p_out: dict[tuple[str, int], float] = {}
-        p_msgs: dict[tuple[str, int], float] = {}
-        p_size: dict[tuple[str, int], int] = {}
-        for t, samples in scraped:
-            info = next((lab for n, lab, _ in samples if n == "kafkasim_broker_info"), None)
-            if info is None or "broker_id" not in info:
-                continue
-            bid = int(info["broker_id"])
-            broker_info[bid] = info
-            disks_of[bid] = self._disks(bid, t, samples)
-            for n, lab, v in samples:
-                if "topic" not in lab or "partition" not in lab:
-                    continue
-                pid = (lab["topic"], int(lab["partition"]))
-                if n == "kafka_server_brokertopicpartitionmetrics_bytesin_total":
-                    r = self.counters.rate(("in", bid, pid), t, v)
-                    if r is not None:
-                        p_in[pid] = r
-                elif n == "kafka_server_brokertopicpartitionmetrics_bytesout_total":
-                    r = self.counters.rate(("out", bid, pid), t, v)
-                    if r is not None:
-                        p_out[pid] = r
-                elif n == "kafka_server_brokertopicpartitionmetrics_messagesin_total":
-                    r = self.counters.rate(("msgs", bid, pid), t, v)
-                    if r is not None:
-                        p_msgs[pid] = r
-                elif n == "kafka_log_log_size" and bid == _leader_of(described, pid):
-                    p_size[pid] = int(v)
-
-        # ---- replica -> log dir, copies in flight
-        dir_of: dict[tuple[int, str, int], str] = {}
-        future_of: dict[tuple[int, str, int], tuple[str, float]] = {}
-        for entry in log_dirs:
-            bid = int(entry["broker"])
-            for d in entry["log_dirs"]:
-                for tp in d["topics"]:
-                    for p in tp["partitions"]:
-                        key = (bid, tp["name"], int(p["partition_index"]))
-                        size = float(p.get("partition_size", 0) or 0)
-                        if p.get("is_future_key"):
-                            future_of[key] = (d["log_dir"], size)
-                        else:
-                            dir_of[key] = d["log_dir"]
-                            self.sizes.rate(("size", *key), t_obs, size)
-        transfers: list[Transfer] = []
-        leaders = {(t["name"], int(p["partition_index"])): int(p["leader_id"])
-                   for t in described for p in t["partitions"]}
-        for tp, info_r in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
-            leader = leaders.get((tp.topic, tp.partition), -1)
-            src_dir = dir_of.get((leader, tp.topic, tp.partition))
-            for b in info_r.get("adding_replicas", []):
-                dest_dir = dir_of.get((int(b), tp.topic, tp.partition))
-                copied = self._replica_size(log_dirs, int(b), tp.topic, tp.partition)
-                copy_rate = self.sizes.rate(("copy", b, tp.topic, tp.partition), t_obs, copied)
-                if dest_dir is None or copy_rate is None:
-                    continue
-                transfers.append(Transfer("reassign", tp.topic, tp.partition,
-                                          (leader, src_dir) if src_dir else None, (int(b), dest_dir), copy_rate))
-        for (bid, topic, part), (fdir, fsize) in sorted(future_of.items()):
-            future_rate = self.sizes.rate(("future", bid, topic, part), t_obs, fsize)
-            src = dir_of.get((bid, topic, part))
-            if future_rate is not None and src is not None:
-                transfers.append(Transfer("intra_broker", topic, part, (bid, src), (bid, fdir), future_rate))
-
-        # ---- brokers, topics, page-cache-miss estimate
-        brokers = []
-        for bid, meta_b in sorted(brokers_meta.items()):
-            info = broker_info.get(bid, {})
-            rack = meta_b.get("rack") or info.get("rack") or ""
-            brokers.append(Broker(id=bid, host=str(meta_b.get("host", "")), port=int(meta_b.get("port", 0)),
-                                  idc=info.get("idc", rack.rsplit("-r", 1)[0] if rack else ""), rack=rack,
-                                  pool=info.get("pool", "shared"), disks=tuple(disks_of.get(bid, ()))))
-        parts: list[Partition] = []
-        for t in described:
-            for p in t["partitions"]:
-                pid = (t["name"], int(p["partition_index"]))
-                replicas = tuple(int(r) for r in p["replica_nodes"])
-                leader = int(p["leader_id"])
-                parts.append(Partition(
-                    topic=pid[0], partition=pid[1], replicas=replicas, leader=leader if leader >= 0 else None,
-                    isr=tuple(int(r) for r in p["isr_nodes"]),
-                    log_dirs=tuple(dir_of.get((r, pid[0], pid[1]), "") for r in replicas),
-                    size_bytes=p_size.get(pid, 0), bytes_in_per_s=p_in.get(pid, 0.0),
-                    bytes_out_per_s=p_out.get(pid, 0.0), messages_in_per_s=p_msgs.get(pid, 0.0)))
+        snap = c.snapshot
+        alive = [b for b in snap.brokers if b.state != BrokerState.DEAD]
+        brokers = tuple(replace(b, disks=tuple(d for d in b.disks if d.path != PLACEHOLDER_DIR)) for b in alive)
+        if self._capable is None and alive:
+            flag = c.broker_configs.get(min(b.id for b in alive), {}).get(PT_ENABLE, "")
+            self._capable = str(flag).lower() == "true"
+        transfers = tuple(Transfer("reassign" if cp.kind == "reassign" else "intra_broker", cp.topic, cp.partition,
+                                   cp.source if cp.source is not None and cp.source[1] != PLACEHOLDER_DIR else None,
+                                   cp.dest, cp.bytes_per_s)
+                          for cp in c.copies if cp.dest[1] != PLACEHOLDER_DIR)
+        # the throttle's own page-cache-miss attribution (see the module docstring) replaces the
+        # collectors' consumer-position estimate: it needs only the disks' measured reads
+        parts = [replace(p, disk_read_bytes_per_s=0.0) for t in sorted(snap.topics, key=lambda t: t.name)
+                 for p in t.partitions]
         parts = _estimate_disk_reads(parts, brokers, transfers)
         by_topic: dict[str, list[Partition]] = defaultdict(list)
         for p in parts:
             by_topic[p.topic].append(p)
-        snap = ClusterSnapshot(cluster=self.cluster, taken_at=datetime.now(UTC), brokers=tuple(brokers),
-                               topics=tuple(Topic(name=n, partitions=tuple(ps)) for n, ps in sorted(by_topic.items())))
-        lineage = self._lineage(t_obs) if self.audit_topic and self.audit_topic in topics else Lineage()
-        return Observation(snapshot=snap, transfers=tuple(transfers), lineage=lineage,
-                           partition_throttle=bool(self._capable))
-
-    @staticmethod
-    def _replica_size(log_dirs: Any, broker: int, topic: str, partition: int) -> float | None:
-        for entry in log_dirs:
-            if int(entry["broker"]) != broker:
-                continue
-            for d in entry["log_dirs"]:
-                for tp in d["topics"]:
-                    if tp["name"] != topic:
-                        continue
-                    for p in tp["partitions"]:
-                        if int(p["partition_index"]) == partition and not p.get("is_future_key"):
-                            return float(p.get("partition_size", 0) or 0)
-        return None
-
-    def _disks(self, bid: int, t: float, samples: list[Sample]) -> list[Disk]:
-        by: dict[str, dict[str, float]] = defaultdict(dict)
-        dirs: dict[str, tuple[str, str]] = {}
-        caps: dict[str, float] = {}
-        for n, lab, v in samples:
-            dev = lab.get("device")
-            if n == "kafkasim_log_dir_info" and dev:
-                dirs[dev] = (lab.get("log_dir", ""), lab.get("kind", "hdd"))
-            elif n.startswith("node_disk_") and dev:
-                by[dev][n] = v
-            elif n == "kafkasim_disk_max_bytes_per_second" and dev:
-                caps[dev] = v
-            elif n == "node_filesystem_size_bytes" and "mountpoint" in lab:
-                caps["fs:" + lab["mountpoint"]] = v
-        out = []
-        for dev, (path, kind) in sorted(dirs.items(), key=lambda kv: kv[1][0]):
-            m = by.get(dev, {})
-
-            def r(name: str, dev: str = dev, m: dict[str, float] = m) -> float | None:
-                return self.counters.rate((bid, dev, name), t, m.get(name))
-
-            util = r("node_disk_io_time_seconds_total")
-            rd, wr = r("node_disk_read_bytes_total"), r("node_disk_written_bytes_total")
-            rt, wt = r("node_disk_read_time_seconds_total"), r("node_disk_write_time_seconds_total")
-            ro, wo = r("node_disk_reads_completed_total"), r("node_disk_writes_completed_total")
-            await_ms: float = math.nan
-            if None not in (rt, wt, ro, wo):
-                ops = (ro or 0.0) + (wo or 0.0)
-                await_ms = ((rt or 0.0) + (wt or 0.0)) / ops * 1000.0 if ops > 0 else 0.0
-            try:
-                disk_kind = DiskKind(kind)
-            except ValueError:
-                disk_kind = DiskKind.HDD
-            out.append(Disk(path=path, kind=disk_kind,
-                            capacity_bytes=int(caps.get("fs:" + path, 1)) or 1,
-                            max_bytes_per_s=caps.get(dev, DEFAULT_MAX_BPS.get(kind, 200e6)),
-                            util=min(util, 1.0) if util is not None else math.nan, await_ms=await_ms,
-                            read_bytes_per_s=rd if rd is not None else math.nan,
-                            write_bytes_per_s=wr if wr is not None else math.nan))
-        return out
-
-    @staticmethod
-    def _detect_capability(admin: Any, broker_id: int) -> bool:
-        from kafka.admin import ConfigResource, ConfigResourceType
-
-        try:
-            res = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(broker_id))],
-                                         config_filter="all")
-            entry = res["broker"][str(broker_id)].get(PT_ENABLE)
-            return bool(entry) and str(entry.get("value")).lower() == "true"
-        except Exception:
-            log.info("capability probe failed; assuming no partition-level throttle", exc_info=True)
-            return False
+        out = ClusterSnapshot(cluster=self.cluster, taken_at=snap.taken_at, brokers=brokers,
+                              topics=tuple(Topic(name=n, partitions=tuple(ps)) for n, ps in by_topic.items()))
+        t_obs = time.time()
+        lineage = self._lineage(t_obs) if self.audit_topic and self.audit_topic in by_topic else Lineage()
+        return Observation(snapshot=out, transfers=transfers, lineage=lineage, partition_throttle=bool(self._capable))
 
     # ------------------------------------------------------------------ audit lineage
     def _lineage(self, t_obs: float) -> Lineage:
@@ -437,15 +205,6 @@ class KafkaThrottleSource:
                                         for t, v in t_cons.items()},
                        topic_producers={t: tuple(ClientShare(c, r) for c, r in sorted(v.items()))
                                         for t, v in t_prod.items()})
-
-
-def _leader_of(described: Sequence[Mapping[str, Any]], pid: tuple[str, int]) -> int:
-    for t in described:
-        if t["name"] == pid[0]:
-            for p in t["partitions"]:
-                if int(p["partition_index"]) == pid[1]:
-                    return int(p["leader_id"])
-    return -1
 
 
 def _estimate_disk_reads(parts: list[Partition], brokers: Sequence[Broker],

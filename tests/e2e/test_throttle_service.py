@@ -62,8 +62,9 @@ def test_serve_throttles_a_lagging_consumer_and_releases_it(sim: SimRunner, serv
               {"cluster": CLUSTER, "topic": "orders", "partition": 0, "lag_bytes": 6e9, "rate_bytes_per_s": 160e6})
     rows = wait_for(lambda: service.request(1, "GET", "/api/v1/throttles")[1], 20, "a throttle")
     assert rows[0]["key"] == "fetch:orders:0" and rows[0]["set_by"] == "throttle-protection"
-    cfg = sim.call(lambda: dict(sim.server.fed.clusters[CLUSTER].topics["orders"].configs))
-    assert "guardian.partition.throttle.fetch.bytes.per.second" in cfg
+    # the lever is recorded first, then applied (throttle_loop): give the AlterConfigs a moment
+    wait_for(lambda: "guardian.partition.throttle.fetch.bytes.per.second" in sim.call(
+        lambda: dict(sim.server.fed.clusters[CLUSTER].topics["orders"].configs)), 5, "the throttle config")
     code, explain = service.request(1, "GET", f"/api/v1/throttle/explain/{CLUSTER}")
     assert code == 200 and explain["history"][0]["type"] == "throttle.set", json.dumps(explain)[:500]
     # the consumer catches up (6 GB at ~100 MB/s simulated = ~6 s real), then the throttle is released

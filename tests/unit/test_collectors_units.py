@@ -171,7 +171,7 @@ def test_ring_window_averages_rounds_when_every_is_above_one() -> None:
         w.append({"a": v})
     # pairs (1,3) (10,-) (5,7) (100,200) -> 2, 10, 6, 150; the window keeps the last 3
     assert w.series("a") == [10.0, 6.0, 150.0]
-    assert w.nbytes == w._data.shape[0] * 3 * 4
+    assert w.nbytes == w._data.shape[0] * (3 * 4 + 8 + 8 + 4 + 1)  # float32 samples + per-row bookkeeping
 
 
 def test_rollup_rows_per_minute() -> None:
@@ -197,3 +197,131 @@ def test_rollup_rows_per_minute() -> None:
     assert part["bytes_in_per_s_avg"] == pytest.approx(200.0) and part["bytes_in_per_s_max"] == 300.0
     last = agg.flush()
     assert [r["samples"] for r in last] == [1, 1]
+
+
+def test_window_append_array_equals_append_and_recycles() -> None:
+    """append_array (the builder's path) and append (dict) agree, with every > 1, a key list that
+    changes, NaN samples; keys that vanish are recycled after a whole window."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    a, b = RingWindow(4, 2, every=3), RingWindow(4, 2, every=3)
+    keys = [("t", i) for i in range(6)]
+    for r in range(60):
+        ks = keys if r < 20 else [*keys[:3], ("u", r % 4)]
+        vals = rng.random(len(ks))
+        vals[rng.random(len(ks)) < 0.2] = np.nan
+        a.append({k: (None if np.isnan(v) else float(v)) for k, v in zip(ks, vals, strict=True)})
+        b.append_array(ks, vals)
+    assert set(a._row) == set(b._row) and ("t", 5) not in b._row  # recycled
+    for k in a._row:
+        assert a.series(k) == b.series(k)
+    assert len(b._free) + len(b._row) == b._n_rows
+
+
+def test_window_downsampled_many_equals_one_by_one() -> None:
+    """The vectorised load_history path gives exactly downsampled() per key: full windows, gaps,
+    a wrapped ring, fewer samples than points, and unknown keys."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    for capacity, rounds, points in ((10, 7, 4), (10, 23, 4), (36, 100, 6), (5, 3, 6)):
+        w = RingWindow(capacity)
+        for r in range(rounds):
+            w.append({k: (None if (k == "gappy" and r % 3 == 0) else float(rng.random()))
+                      for k in ("a", "b", "gappy")})
+        keys = ["a", "gappy", "missing", "b"]
+        many = w.downsampled_many(keys, points, 0.0, 1.0)
+        for k, got in zip(keys, many, strict=True):
+            exp = [min(max(x, 0.0), 1.0) for x in w.downsampled(k, points)]
+            assert got == pytest.approx(exp, rel=1e-6, abs=1e-7), (capacity, rounds, k)
+
+
+def test_window_stats_equal_numpy_nan_percentiles() -> None:
+    """stats() (one sort per block) gives np.nanmedian / np.nanpercentile(95) exactly, gaps and
+    all-NaN rows included, before and after the ring wraps."""
+    import warnings
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for cap, rounds in ((7, 3), (7, 7), (7, 20), (60, 100)):
+        w = RingWindow(cap)
+        keys = list(range(50))
+        for _ in range(rounds):
+            v = rng.random(50)
+            v[rng.random(50) < 0.3] = np.nan
+            v[:2] = np.nan
+            w.append_array(keys, v)
+        st = w.stats()
+        rows = np.asarray([w._row[k] for k in keys])
+        blk = (w._data[rows][:, : w.count] if w.count < cap else w._data[rows]).astype(float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            em, ep = np.nanmedian(blk, axis=1), np.nanpercentile(blk, 95, axis=1)
+        for i, k in enumerate(keys):
+            m, p, n = st[k]
+            assert n == int(np.sum(~np.isnan(blk[i])))
+            assert (math.isnan(m) and math.isnan(em[i])) or m == pytest.approx(em[i], abs=1e-9)
+            assert (math.isnan(p) and math.isnan(ep[i])) or p == pytest.approx(ep[i], abs=1e-9)
+
+
+def test_admin_details_rotate_over_brokers_and_follow_reassignments() -> None:
+    """After the first (full) admin round each round re-reads log dirs of one 1/N slice of the
+    brokers — every broker within N rounds — plus at once the replicas of partitions being moved."""
+    from typing import Any
+
+    from collectors.collector import ClusterCollector
+    from collectors.kafka_source import BrokerMeta, KafkaState, PartitionMeta, Reassignment
+
+    calls: list[dict[str, Any]] = []
+
+    class Recorder:
+        def fetch(self, full: bool = True, previous: Any = None, refresh_brokers: Any = (),
+                  refresh_topics: Any = ()) -> KafkaState:
+            calls.append({"full": full, "brokers": set(refresh_brokers), "topics": set(refresh_topics)})
+            return state
+
+        def close(self) -> None:
+            pass
+
+    brokers = {b: BrokerMeta(b, "h", 1, None) for b in range(1, 13)}
+    parts = {(f"t{i}", 0): PartitionMeta(f"t{i}", 0, (1, 2, 3), 1, (1, 2, 3)) for i in range(12)}
+    state = KafkaState("c", 1, brokers, parts)
+    col = ClusterCollector(endpoints_from_options("c", "h:1", ["1=http://a/m"]), source=Recorder(),  # type: ignore[arg-type]
+                           full_admin_every=4)
+    try:
+        col.last_state = col._fetch()
+        assert calls[0]["full"] is True
+        for _ in range(4):
+            col._fetch()
+        rounds = calls[1:]
+        assert all(not c["full"] and len(c["brokers"]) == 3 for c in rounds)
+        assert set().union(*(c["brokers"] for c in rounds)) == set(brokers)
+        assert set().union(*(c["topics"] for c in rounds)) == {t for t, _ in parts}
+        state.reassignments[("t5", 0)] = Reassignment((7, 8, 9, 1, 2, 3), (7, 8, 9), (1, 2, 3))
+        col._fetch()
+        assert {1, 2, 3, 7, 8, 9} <= calls[-1]["brokers"] and "t5" in calls[-1]["topics"]
+    finally:
+        col.close()
+
+
+@pytest.mark.parametrize("text", [
+    'a_total 1\na_total{x="1"} 2\na_total{x="2"} 3\n',  # an unlabelled sample leads a labelled run
+    'b{x="a} b"} 1\nb{x="c"} 2\n',  # "} " inside a label value
+    'c{x="q\\"uote",y="back\\\\slash"} 1.5\nc{x="n\\nl"} 2\n',
+    'd{x="1"} 1 1700000000000\nd{x="2"} 2 1700000000001\n',  # timestamps
+    'e{x="1",} 3\ne{x="2"} 4\n',
+    '# HELP f help\n# TYPE f gauge\nf NaN\ng +Inf\nh -Inf\n',
+    'i{ x = "1" } 5\ni{x="2"}  6\n',
+    'j{x="1"} 1\r\nj{x="2"} 2\r\n',
+    'k{} 7\nk{x="1"} 8\n',
+    '  l{x="1"} 1\nl{x="2"} 2\n',
+])
+def test_fast_parser_paths_agree_with_reference(text: str) -> None:
+    """Every shape that leaves the C fast path (and the fast path itself) parses like prometheus_client."""
+    fast, ref = parse_fast(text), parse_reference(text)
+    assert fast.bad_lines == 0
+    norm = {k: sorted((tuple(sorted(lab.items())), repr(v)) for lab, v in vals) for k, vals in fast.families.items()}
+    nref = {k: sorted((tuple(sorted(lab.items())), repr(v)) for lab, v in vals) for k, vals in ref.families.items()}
+    assert norm == nref
