@@ -52,7 +52,14 @@ from controlplane.executor.tasks import (
     select_batch,
     tasks_from_plan,
 )
-from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, broker_rates, catch_up_floors
+from controlplane.executor.throttle import (
+    Flow,
+    NetRate,
+    ThrottlePolicy,
+    broker_rates,
+    bytes_per_util,
+    catch_up_floors,
+)
 from controlplane.service.commands import meta
 from controlplane.service.store import StateStore
 from raft.protocol import JsonDict
@@ -61,6 +68,9 @@ log = logging.getLogger("guardian.executor")
 THROTTLE_PREFIX = "migration."
 PROTECTION_KINDS = {"migration_rate": FOLLOWER_RATE, "intra_broker_rate": ALTER_DIRS_RATE}
 ELECTION_ERRORS_OK = {0, 84}
+PREPLACE_ANSWERS = {"ReplicaNotAvailableError", "NotLeaderForPartitionError", "NotLeaderOrFollowerError"}
+FREE_SPACE_FACTOR = 1.2
+"""A destination disk chosen by the executor keeps at least this many times the replica's size free."""
 
 
 class PlanRejected(ValueError):
@@ -115,6 +125,9 @@ class _Submit:
     log_dirs: dict[tuple[str, int, int], str] = field(default_factory=dict)
     elect: list[tuple[str, int]] = field(default_factory=list)
     owner: dict[Any, str] = field(default_factory=dict)
+    preplace: set[tuple[str, int, int]] = field(default_factory=set)
+    """``log_dirs`` entries for replicas a reassignment is about to create (sent first; the broker answers
+    ReplicaNotAvailable and creates the replica in that dir when it arrives, as Kafka's LogManager does)."""
 
 
 def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
@@ -149,6 +162,11 @@ class Executor:
         self.clock = clock
         self._last_bytes: dict[tuple[str, int], tuple[float, int]] = {}
         self._flow_rate: dict[tuple[str, int], float] = {}
+        self._interval_rate: dict[str, float] = {}
+        """Task key -> bytes/s it copied over the last pass interval (tasks that completed in it included)."""
+        self._prev_flows: list[Flow] = []
+        self._chosen: dict[tuple[int, str], int] = {}
+        self._capacity: dict[tuple[int, str], tuple[int, int]] | None = None
         self._suspect: dict[str, int] = {}
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
 
@@ -276,6 +294,9 @@ class Executor:
         dir_brokers = set().union(*(involved_brokers(t) for t in working)) & set(live.alive) if working else set()
         dirs = self.admin.log_dirs(dir_brokers, {t["topic"] for t in working}) if dir_brokers else {}
         now = self._measure(live)
+        self._chosen, self._capacity = {}, None  # per pass: destination dirs chosen, free space (read lazily)
+        if now is not None:
+            self._interval_rate = {}  # refilled by this pass's observations
         updates: dict[str, dict[str, Any]] = {}
         submit = _Submit()
         report = PassReport(eid, ex["status"])
@@ -369,6 +390,8 @@ class Executor:
             report.status = status
             self._last_bytes.clear()  # one execution per cluster at a time: forget its per-task memory
             self._flow_rate.clear()
+            self._interval_rate.clear()
+            self._prev_flows = []
             self._suspect.clear()
         return report
 
@@ -449,6 +472,8 @@ class Executor:
                 return
             attempts += 1
             update(t, attempts=attempts)
+            if not resubmit and now is not None:  # a new copy starts from zero: its first interval is measured too
+                self._last_bytes[(t["key"], 0)] = (now, 0)
             if kind == "reassign":
                 submit.reassign[key] = value
             elif kind == "log_dir":
@@ -479,6 +504,8 @@ class Executor:
             return
         if t["action"] == "reassign" and list(p.replicas) != target:
             send("reassign", tp, target)
+            if submit.reassign.get(tp) == target and submit.owner.get(tp) == t["key"]:
+                self._preplace(t, p.replicas, live, submit)
             return
         # replica set is right: log dirs next (KIP-113)
         pending_dirs: list[tuple[int, str, ReplicaDir | None]] = []
@@ -501,6 +528,7 @@ class Executor:
             else:
                 pending_dirs.append((b, d, None))
         if not pending_dirs:
+            self._final_rate(t, now)
             update(t, "COMPLETED", "target replicas and log dirs reached",
                    bytes_done=max(int(t.get("bytes_total", 0)), int(t.get("bytes_done", 0))))
             return
@@ -512,6 +540,48 @@ class Executor:
             if fut is None and (known or not resubmit):
                 send("log_dir", (t["topic"], t["partition"], b), d)
 
+    def _preplace(self, t: Task, current: tuple[int, ...], live: LiveCluster, submit: _Submit) -> None:
+        """Choose the log dir of every replica the reassignment adds: the plan's, or else (the plan lets the
+        broker pick) the destination disk with the most live migration headroom that has room for it."""
+        target = list(t["target_replicas"])
+        wanted = list(t["target_log_dirs"]) or [None] * len(target)
+        for b, d in zip(target, wanted, strict=True):
+            if b in current or b not in live.alive:
+                continue
+            chosen = d or self._roomiest_dir(b, int(t.get("size_bytes") or 0) // max(
+                sum(1 for x in target if x not in current), 1))
+            if chosen is None:
+                continue
+            key3 = (t["topic"], t["partition"], b)
+            submit.log_dirs[key3] = chosen
+            submit.owner[key3] = t["key"]
+            submit.preplace.add(key3)
+            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0) + 1
+
+    def _roomiest_dir(self, broker: int, size: int) -> str | None:
+        """The broker's disk with the largest migration headroom per copy already headed there this pass
+        (``(threshold - util) x bytes-per-util``, live), among those keeping ``FREE_SPACE_FACTOR x size``
+        free; ``None`` without live disk data or free-space figures (the broker then picks)."""
+        disks = {d: r for d, r in self.last_disks.items() if d[0] == broker}
+        if not disks:
+            return None
+        if self._capacity is None:
+            try:
+                self._capacity = self.admin.disk_capacity({d[0] for d in self.last_disks})
+            except AdminError as exc:
+                log.warning("reading free space failed (brokers pick new replicas' dirs): %s", exc)
+                self._capacity = {}
+        threshold = self.config.throttle.util_threshold
+        best: tuple[float, str] | None = None
+        for (b, path), rate in sorted(disks.items()):
+            usable = self._capacity.get((b, path), (0, -1))[1]
+            if usable < FREE_SPACE_FACTOR * size:
+                continue
+            room = max(threshold - rate.util, 0.0) * bytes_per_util(rate) / (1 + self._chosen.get((b, path), 0))
+            if best is None or room > best[0]:
+                best = (room, path)
+        return best[1] if best else None
+
     def _copy_progress(self, t: Task, adding: tuple[int, ...], dirs: DirMap, live: LiveCluster) -> tuple[int, int]:
         p = live.partitions[(t["topic"], t["partition"])]
         lead = main_dir(dirs, t["topic"], t["partition"], p.leader) if p.leader >= 0 else None
@@ -522,6 +592,13 @@ class Executor:
             done += min(d.size, size) if d is not None else 0
         return done, size * len(adding)
 
+    def _final_rate(self, t: Task, now: float | None) -> None:
+        """A task found complete: what it copied since its last observation, over that whole interval."""
+        prev = self._last_bytes.pop((t["key"], 0), None)
+        total = int(t.get("bytes_total") or t.get("size_bytes") or 0)
+        if now is not None and prev is not None and now > prev[0] and total >= prev[1]:
+            self._interval_rate[t["key"]] = (total - prev[1]) / (now - prev[0])
+
     def _observe_rate(self, t: Task, now: float | None, done: int) -> float:
         key = (t["key"], 0)
         if now is None:
@@ -531,6 +608,7 @@ class Executor:
         rate = self._flow_rate.get(key, 0.0)
         if prev is not None and now > prev[0] and done >= prev[1]:
             inst = (done - prev[1]) / (now - prev[0])
+            self._interval_rate[t["key"]] = inst
             rate = inst if rate == 0.0 else 0.5 * rate + 0.5 * inst
             self._flow_rate[key] = rate
         return float(rate) if math.isfinite(rate) else 0.0
@@ -548,7 +626,7 @@ class Executor:
             p = live.partitions.get(tp)
             if p is None:
                 continue
-            rate = self._flow_rate.get((t["key"], 0), 0.0)
+            rate = self._interval_rate.get(t["key"], 0.0)
             if t["action"] == "reassign" and (tp in live.reassignments or submit.reassign.get(tp) is not None):
                 ra = live.reassignments.get(tp)
                 adding = list(ra.adding) if ra else [b for b in t["target_replicas"] if b not in p.replicas]
@@ -565,6 +643,7 @@ class Executor:
                     dst = main_dir(dirs, tp[0], tp[1], b)
                     i = t["target_replicas"].index(b) if b in t["target_replicas"] else -1
                     want = t["target_log_dirs"][i] if i >= 0 and t["target_log_dirs"] else None
+                    want = want or submit.log_dirs.get((tp[0], tp[1], b))
                     flows.append(Flow(f"{t['key']}>{b}", "move", lead, b,
                                       (lead, src.log_dir) if src else None,
                                       (b, dst.log_dir) if dst else ((b, want) if want else None),
@@ -594,12 +673,33 @@ class Executor:
         network = None
         if self.scraper is not None and policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
-        rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network)
+        migration = self._disk_migration(flows)
+        if now is not None:
+            self._prev_flows = list(flows)
+        rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network, migration)
         floors = catch_up_floors(flows)
         for (b, key), ceiling in self._protection_ceilings().items():  # disk protection wins over migration ...
             if (b, key) in rates:  # ... down to the rate the copies need to ever finish
                 rates[(b, key)] = max(min(rates[(b, key)], ceiling), floors.get((b, key), 0.0))
         return rates
+
+    def _disk_migration(self, flows: list[Flow]) -> dict[tuple[int, str], float]:
+        """Migration bytes/s each disk carried over the last interval: every copy that ran in it (the
+        previous pass's flows, finished ones included) at the rate its task measured, on its source and
+        destination disks (a destination placed since then is taken from this pass's flow)."""
+        now_dst = {f.key: f.dst_disk for f in flows}
+        per_task: dict[str, int] = {}
+        for f in self._prev_flows:
+            task = f.key.rsplit(">", 1)[0]
+            per_task[task] = per_task.get(task, 0) + 1
+        out: dict[tuple[int, str], float] = {}
+        for f in self._prev_flows:
+            task = f.key.rsplit(">", 1)[0]
+            rate = self._interval_rate.get(task, 0.0) / per_task[task]
+            for d in {f.src_disk, f.dst_disk or now_dst.get(f.key)}:
+                if d is not None and rate > 0:
+                    out[d] = out.get(d, 0.0) + rate
+        return out
 
     def _protection_ceilings(self) -> dict[tuple[int, str], float]:
         """Migration rates the throttle protection (issue 5) has in force, as ceilings per broker."""
@@ -732,6 +832,15 @@ class Executor:
         return owner is not None and owner["state"] == "ABORTING"
 
     def _submit(self, submit: _Submit, tasks: Mapping[str, Task], eid: int) -> None:
+        if submit.log_dirs:  # first: a new replica's dir must be known before its reassignment creates it
+            try:
+                errors3 = self.admin.alter_log_dirs(submit.log_dirs)
+            except AdminError as exc:
+                log.warning("log dir move submission failed (will be retried next pass): %s", exc)
+                errors3 = {}
+            for k, err in errors3.items():
+                if err and not (k in submit.preplace and err in PREPLACE_ANSWERS):
+                    log.warning("log dir move of %s refused: %s", k, err)
         if submit.reassign:
             try:
                 errors = self.admin.alter_reassignments(submit.reassign)
@@ -741,15 +850,6 @@ class Executor:
             for tp, err in errors.items():
                 if err and err != "NoReassignmentInProgressError":
                     log.warning("reassignment of %s-%s refused: %s", tp[0], tp[1], err)
-        if submit.log_dirs:
-            try:
-                errors3 = self.admin.alter_log_dirs(submit.log_dirs)
-            except AdminError as exc:
-                log.warning("log dir move submission failed (will be retried next pass): %s", exc)
-                errors3 = {}
-            for k, err in errors3.items():
-                if err:
-                    log.warning("log dir move of %s refused: %s", k, err)
         if submit.elect:
             try:
                 codes = self.admin.elect_preferred(submit.elect)

@@ -135,45 +135,15 @@ def catch_up_floors(flows: Sequence[Flow]) -> dict[tuple[int, str], float]:
     return out
 
 
-def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], policy: ThrottlePolicy,
-                 previous: Mapping[tuple[int, str], float], now_epoch_s: float,
-                 network: Mapping[int, NetRate] | None = None) -> dict[tuple[int, str], float]:
-    """``(broker, config key) -> bytes/s`` for every broker with a flow (nothing else).
+Role = tuple[int, str]
+"""``(broker, config key)``: one KIP-73 / KIP-113 rate, shared equally by the copies it throttles."""
 
-    Never below the catch-up floor of its flows (:func:`catch_up_floors`): a copy throttled below what
-    producers write to its partition would run forever and hold its throttles.
 
-    With ``policy.nic_bytes_per_s`` and live ``network`` rates, a flow is also bounded by the network
-    headroom of its source (out) and destination (in) broker.
-    """
-    ceiling = min(policy.ceiling, policy.schedule.ceiling(now_epoch_s))
-    ceiling = max(ceiling, policy.floor)
-    roles: dict[tuple[int, str], list[Flow]] = {}
-    for f in flows:
-        if f.kind == "move":
-            roles.setdefault((f.dst_broker, FOLLOWER_RATE), []).append(f)
-            roles.setdefault((f.src_broker, LEADER_RATE), []).append(f)
-        else:
-            roles.setdefault((f.dst_broker, ALTER_DIRS_RATE), []).append(f)
-    floors = catch_up_floors(flows)
-    if policy.mode == "fixed":
-        return {k: max(min(policy.fixed_rate, ceiling), floors.get(k, 0.0)) for k in roles}
-    allowance = per_flow_allowance(flows, disks, policy.util_threshold)
-    if policy.nic_bytes_per_s and network:
-        for f, limit in network_allowance(flows, network, policy.nic_bytes_per_s, policy.util_threshold).items():
-            allowance[f] = min(allowance.get(f, math.inf), limit)
-    out: dict[tuple[int, str], float] = {}
-    for key, fs in roles.items():
-        prev = previous.get(key, policy.initial)
-        known = [allowance[f] for f in fs if f in allowance]
-        if not known:
-            target = prev
-        else:
-            target = min(known) * len(fs)
-            if target > prev:
-                target = prev + policy.gain * (target - prev)
-        out[key] = float(max(min(max(target, policy.floor), ceiling), floors.get(key, 0.0)))
-    return out
+def flow_roles(f: Flow) -> tuple[Role, ...]:
+    """The rates that bound a flow: follower (destination) and leader (source), or alter-log-dirs."""
+    if f.kind == "move":
+        return (f.dst_broker, FOLLOWER_RATE), (f.src_broker, LEADER_RATE)
+    return ((f.dst_broker, ALTER_DIRS_RATE),)
 
 
 @dataclass(frozen=True)
@@ -185,75 +155,196 @@ class NetRate:
     migration_in_bytes_per_s: float = 0.0
 
 
-def network_allowance(flows: Sequence[Flow], network: Mapping[int, NetRate], nic_bytes_per_s: float,
-                      threshold: float) -> dict[Flow, float]:
-    """Bytes/s each inter-broker flow may use so no NIC direction exceeds ``threshold`` of capacity.
+@dataclass(frozen=True)
+class Resource:
+    """Something copies share (a disk, a NIC direction): ``budget`` bytes/s are left for migration;
+    ``members`` are ``(flow index, the role that controls this flow's use of it)``."""
 
-    Migration in is what the broker reports (reassignment bytes in); migration out is the observed rate
-    of the flows it serves. Intra-broker moves use no network and are not bounded here.
+    name: str
+    budget: float
+    members: tuple[tuple[int, Role], ...]
+
+
+def bytes_per_util(rate: DiskRate) -> float:
+    """Bytes/s that cost one unit of util on this disk, measured (bytes / util) when the disk is busy enough."""
+    k = rate.bytes_per_s / rate.util if rate.util > 0.05 else rate.max_bytes_per_s
+    return k if math.isfinite(k) and k > 0 else rate.max_bytes_per_s
+
+
+def disk_budgets(disks: Mapping[DiskKey, DiskRate], migration: Mapping[DiskKey, float], threshold: float
+                 ) -> dict[DiskKey, float]:
+    """Bytes/s of migration each disk takes before its util reaches ``threshold``.
+
+    The util that is *not* migration is ``u0 = util - migration bytes / bytes-per-util`` (measured over
+    the same interval); the budget is ``(threshold - u0) x bytes-per-util``, never negative. Because
+    the budget is re-derived from measured util every pass, the loop is a feedback controller: an
+    estimate that was too generous shows up as util above threshold and shrinks the next budget.
     """
-    moves = [f for f in flows if f.kind == "move"]
-    mig_out: dict[int, float] = {}
-    n_in: dict[int, int] = {}
-    n_out: dict[int, int] = {}
-    for f in moves:
-        mig_out[f.src_broker] = mig_out.get(f.src_broker, 0.0) + f.observed_bytes_per_s
-        n_out[f.src_broker] = n_out.get(f.src_broker, 0) + 1
-        n_in[f.dst_broker] = n_in.get(f.dst_broker, 0) + 1
-    cap = threshold * nic_bytes_per_s
-    out: dict[Flow, float] = {}
-    for f in moves:
-        limits = []
-        dst, src = network.get(f.dst_broker), network.get(f.src_broker)
-        if dst is not None:
-            other_in = max(dst.in_bytes_per_s - dst.migration_in_bytes_per_s, 0.0)
-            limits.append(max(cap - other_in, 0.0) / n_in[f.dst_broker])
-        if src is not None:
-            other_out = max(src.out_bytes_per_s - mig_out.get(f.src_broker, 0.0), 0.0)
-            limits.append(max(cap - other_out, 0.0) / n_out[f.src_broker])
-        if limits:
-            out[f] = min(limits)
+    out = {}
+    for d, rate in disks.items():
+        k = bytes_per_util(rate)
+        u0 = max(rate.util - migration.get(d, 0.0) / k, 0.0)
+        out[d] = max((threshold - u0) * k, 0.0)
     return out
 
 
-def per_flow_allowance(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], threshold: float
-                       ) -> dict[Flow, float]:
-    """Bytes/s each flow may use so that no disk it touches exceeds ``threshold`` util."""
-    mig: dict[DiskKey, float] = {}
-    count: dict[DiskKey, int] = {}
+def flow_disk_migration(flows: Sequence[Flow]) -> dict[DiskKey, float]:
+    """Migration bytes/s per disk from the flows' observed rates (a copy reads its source, writes its destination)."""
+    out: dict[DiskKey, float] = {}
     for f in flows:
         for d in {f.src_disk, f.dst_disk}:
-            if d is None:
-                continue
-            mig[d] = mig.get(d, 0.0) + f.observed_bytes_per_s
-            count[d] = count.get(d, 0) + 1
-    def headroom(d: DiskKey) -> float | None:
-        rate = disks.get(d)
-        if rate is None:
-            return None
-        share = min(mig.get(d, 0.0) / rate.bytes_per_s, 1.0) if rate.bytes_per_s > 0 else 0.0
-        u0 = rate.util * (1.0 - share)
-        bytes_per_util = rate.bytes_per_s / rate.util if rate.util > 0.05 else rate.max_bytes_per_s
-        if not math.isfinite(bytes_per_util) or bytes_per_util <= 0:
-            bytes_per_util = rate.max_bytes_per_s
-        return max((threshold - u0) * bytes_per_util, 0.0)
+            if d is not None:
+                out[d] = out.get(d, 0.0) + f.observed_bytes_per_s
+    return out
 
-    per_disk: dict[DiskKey, float] = {}
-    for d, n in count.items():
-        room = headroom(d)
-        if room is not None:
-            per_disk[d] = room / n
+
+def resources(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], threshold: float,
+              migration: Mapping[DiskKey, float] | None = None, network: Mapping[int, NetRate] | None = None,
+              nic_bytes_per_s: float | None = None) -> list[Resource]:
+    """Every disk (and, with ``network``, NIC direction) the flows use, with the migration budget left on it.
+
+    A copy reads its source disk (controlled by the source's leader rate) and writes its destination disk
+    (the destination's follower rate); an intra-broker copy does both under the alter-log-dirs rate. A
+    destination the broker has not placed yet may land on any of its disks: it counts on all of them.
+    Disks without live data are left out (they bound nothing).
+    """
+    budgets = disk_budgets(disks, flow_disk_migration(flows) if migration is None else migration, threshold)
     by_broker: dict[int, list[DiskKey]] = {}
-    for d in disks:
+    for d in sorted(disks):
         by_broker.setdefault(d[0], []).append(d)
-    out: dict[Flow, float] = {}
+    members: dict[DiskKey, list[tuple[int, Role]]] = {}
+    for i, f in enumerate(flows):
+        roles = flow_roles(f)
+        dst_role, src_role = roles[0], roles[-1]
+        used: dict[DiskKey, Role] = {}
+        if f.src_disk is not None:
+            used[f.src_disk] = src_role
+        for d in ([f.dst_disk] if f.dst_disk is not None else by_broker.get(f.dst_broker, [])):
+            used[d] = dst_role
+        for d, role in used.items():
+            if d in budgets:
+                members.setdefault(d, []).append((i, role))
+    out = [Resource(f"disk {d[0]}:{d[1]}", budgets[d], tuple(m)) for d, m in sorted(members.items())]
+    if nic_bytes_per_s and network:
+        cap = threshold * nic_bytes_per_s
+        mig_out: dict[int, float] = {}
+        for f in flows:
+            if f.kind == "move":
+                mig_out[f.src_broker] = mig_out.get(f.src_broker, 0.0) + f.observed_bytes_per_s
+        nic: dict[str, list[tuple[int, Role]]] = {}
+        budget: dict[str, float] = {}
+        for i, f in enumerate(flows):
+            if f.kind != "move":
+                continue  # intra-broker copies use no network
+            dst, src = network.get(f.dst_broker), network.get(f.src_broker)
+            if dst is not None:
+                name = f"nic-in {f.dst_broker}"
+                budget[name] = max(cap - max(dst.in_bytes_per_s - dst.migration_in_bytes_per_s, 0.0), 0.0)
+                nic.setdefault(name, []).append((i, (f.dst_broker, FOLLOWER_RATE)))
+            if src is not None:
+                name = f"nic-out {f.src_broker}"
+                budget[name] = max(cap - max(src.out_bytes_per_s - mig_out.get(f.src_broker, 0.0), 0.0), 0.0)
+                nic.setdefault(name, []).append((i, (f.src_broker, LEADER_RATE)))
+        out += [Resource(name, budget[name], tuple(m)) for name, m in sorted(nic.items())]
+    return out
+
+
+def _water_level(caps: Sequence[float], budget: float) -> float:
+    """Largest ``x`` with ``sum(min(c, x) for c in caps) <= budget``; ``inf`` when the capped sum fits."""
+    acc = 0.0
+    n = len(caps)
+    for k, c in enumerate(sorted(caps)):
+        x = (budget - acc) / (n - k)
+        if x < c:
+            return x
+        acc += c
+    return math.inf
+
+
+def fair_shares(flows: Sequence[Flow], res: Sequence[Resource], role_cap: Mapping[Role, float],
+                fixed: Mapping[Role, float] | None = None) -> dict[Role, float]:
+    """Per-copy share of every role: max-min fair (progressive filling) under every resource's budget.
+
+    A copy moves at ``min`` of its roles' shares. All free shares rise together; when a resource's
+    budget is reached, the roles that control its still-growing members stop there (a disk is held
+    back by the rate of *its own* broker: follower rate for what it writes, leader rate for what it
+    reads), and the rest keep rising up to their cap. ``fixed`` shares do not move. Finally each share
+    is lowered to the fastest copy it actually carries (a share nothing can use is not handed out).
+    Exact (piecewise-linear water levels, no iteration on rates): O(rounds x memberships x log).
+    """
+    roles_of = [flow_roles(f) for f in flows]
+    share: dict[Role, float] = dict(fixed or {})
+    active = {r for rs in roles_of for r in rs} - set(share)
+
+    def cap_of(i: int) -> float:
+        return min(share[r] if r in share else role_cap[r] for r in roles_of[i])
+
+    level = 0.0
+    while active:
+        caps_i = [cap_of(i) for i in range(len(flows))]
+        lam = min(role_cap[r] for r in active)
+        tight: list[Resource] = []
+        for r_ in res:
+            x = _water_level([caps_i[i] for i, _ in r_.members], r_.budget)
+            if x < lam - 1e-9 * max(lam, 1.0):
+                lam, tight = x, [r_]
+            elif x <= lam + 1e-9 * max(lam, 1.0):
+                tight.append(r_)
+        lam = max(lam, level)
+        level = lam
+        frozen = {r for r in active if role_cap[r] <= lam}
+        for r_ in tight:
+            for i, ctrl in r_.members:
+                if caps_i[i] > lam and ctrl in active:  # still growing: its controlling rate stops here
+                    frozen.add(ctrl)
+        if not frozen:  # numerical corner: stop everything that feeds the tight resources
+            frozen = {r for r_ in tight for i, _ in r_.members for r in roles_of[i] if r in active} or set(active)
+        for r in frozen:
+            share[r] = min(lam, role_cap[r])
+        active -= frozen
+    rates = [min(share[r] for r in rs) for rs in roles_of]
+    used: dict[Role, float] = {}
+    for rs, x in zip(roles_of, rates, strict=True):
+        for r in rs:
+            used[r] = max(used.get(r, 0.0), x)
+    return {r: min(s, used.get(r, s)) for r, s in share.items()}
+
+
+def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], policy: ThrottlePolicy,
+                 previous: Mapping[Role, float], now_epoch_s: float,
+                 network: Mapping[int, NetRate] | None = None,
+                 migration: Mapping[DiskKey, float] | None = None) -> dict[Role, float]:
+    """``(broker, config key) -> bytes/s`` for every broker with a flow (nothing else).
+
+    Adaptive: every disk's migration budget (:func:`disk_budgets`, from live util toward
+    ``policy.util_threshold``; ``migration`` is the measured migration bytes/s per disk over the same
+    interval, else the flows' observed rates) is split max-min fairly among the copies that use it
+    (:func:`fair_shares`), and a broker rate is its per-copy share x its number of copies (Kafka shares a
+    broker rate equally among its throttled replicas). With ``policy.nic_bytes_per_s`` and live
+    ``network`` rates, the NIC directions are budgets too. A rate with no live data behind it keeps its
+    previous value (or ``initial``). Rises are smoothed by ``gain``, falls are immediate; the result is
+    clamped to ``[floor, schedule ceiling]`` and never below the catch-up floor of its flows
+    (:func:`catch_up_floors`): a copy throttled below what producers write to its partition never ends.
+    """
+    ceiling = min(policy.ceiling, policy.schedule.ceiling(now_epoch_s))
+    ceiling = max(ceiling, policy.floor)
+    count: dict[Role, int] = {}
     for f in flows:
-        known = [per_disk[d] for d in (f.src_disk, f.dst_disk) if d is not None and d in per_disk]
-        if f.dst_disk is None:  # the broker has not placed the new replica yet: assume its busiest disk
-            rooms = [r / (count.get(d, 0) + 1) for d in by_broker.get(f.dst_broker, [])
-                     if (r := headroom(d)) is not None]
-            if rooms:
-                known.append(min(rooms))
-        if known:
-            out[f] = min(known)
+        for r in flow_roles(f):
+            count[r] = count.get(r, 0) + 1
+    floors = catch_up_floors(flows)
+    if policy.mode == "fixed":
+        return {k: max(min(policy.fixed_rate, ceiling), floors.get(k, 0.0)) for k in count}
+    res = resources(flows, disks, policy.util_threshold, migration,
+                    network if policy.nic_bytes_per_s else None, policy.nic_bytes_per_s)
+    known = {r for r_ in res for i, _ in r_.members for r in flow_roles(flows[i])}
+    fixed = {r: min(previous.get(r, policy.initial), ceiling) / n for r, n in count.items() if r not in known}
+    shares = fair_shares(flows, res, {r: ceiling / n for r, n in count.items()}, fixed)
+    out: dict[Role, float] = {}
+    for key, n in count.items():
+        target = shares[key] * n
+        prev = previous.get(key, policy.initial)
+        if key in known and target > prev:
+            target = prev + policy.gain * (target - prev)
+        out[key] = float(max(min(max(target, policy.floor), ceiling), floors.get(key, 0.0)))
     return out

@@ -15,8 +15,9 @@ from controlplane.executor.throttle import (
     Schedule,
     ThrottlePolicy,
     broker_rates,
-    network_allowance,
+    fair_shares,
     parse_rate,
+    resources,
 )
 
 NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC).timestamp()
@@ -131,16 +132,41 @@ def test_network_headroom_bounds_inter_broker_flows_only() -> None:
              Flow("c>4", "future", 4, 4, None, None, 0)]
     network = {2: NetRate(in_bytes_per_s=90e6, out_bytes_per_s=0, migration_in_bytes_per_s=40e6),
                1: NetRate(in_bytes_per_s=0, out_bytes_per_s=100e6)}
-    allow = network_allowance(flows, network, nic_bytes_per_s=125e6, threshold=0.8)
-    # broker 2 in: 0.8 * 125 - (90 - 40) = 50 MB/s for 2 flows; broker 1 out: 100 - 100 - 30 -> 30 MB/s left
-    assert allow[flows[0]] == pytest.approx(25e6) and allow[flows[1]] == pytest.approx(25e6)
-    assert flows[2] not in allow
-    network[1] = NetRate(0, 95e6)
-    assert network_allowance(flows, network, 125e6, 0.8)[flows[0]] == pytest.approx(25e6)
+    res = {r.name: r for r in resources(flows, {}, 0.8, network=network, nic_bytes_per_s=125e6)}
+    # broker 2 in: 0.8 * 125 - (90 - 40) = 50 MB/s; broker 1 out: 100 - (100 - 30) = 30 MB/s left
+    assert res["nic-in 2"].budget == pytest.approx(50e6) and res["nic-out 1"].budget == pytest.approx(30e6)
+    assert all(i != 2 for r in res.values() for i, _ in r.members)  # the intra-broker copy uses no network
     policy = ThrottlePolicy(util_threshold=0.8, gain=1.0, nic_bytes_per_s=125e6, initial=99e6)
     rates = broker_rates(flows, {}, policy, {}, NOON, network)
-    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6)
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6)  # 25 MB/s for each of its two copies
+    assert rates[(1, LEADER_RATE)] == pytest.approx(25e6)  # its NIC would allow 30: the destination holds it at 25
     assert rates[(4, ALTER_DIRS_RATE)] == 99e6
+
+
+def test_fair_shares_give_what_one_copy_cannot_use_to_the_others() -> None:
+    # broker 9 writes three copies to one disk with 90 MB/s left; one of them is held at 10 MB/s by its
+    # source's disk, so the other two share the remaining 80 (max-min fair), not 30 each
+    flows = [Flow(f"t{i}>9", "move", i, 9, (i, "/d"), (9, "/d")) for i in (1, 2, 3)]
+    disks = {(9, "/d"): DiskRate(0.25, 50e6, 200e6), (1, "/d"): DiskRate(0.65, 130e6, 200e6),
+             (2, "/d"): DiskRate(0.1, 20e6, 200e6), (3, "/d"): DiskRate(0.1, 20e6, 200e6)}
+    res = resources(flows, disks, 0.7)
+    shares = fair_shares(flows, res, {r: 1e9 for f in flows for r in ((f.dst_broker, FOLLOWER_RATE),
+                                                                        (f.src_broker, LEADER_RATE))})
+    assert shares[(1, LEADER_RATE)] == pytest.approx(10e6)
+    assert shares[(9, FOLLOWER_RATE)] == pytest.approx(40e6)  # 10 + 40 + 40 = 90 on broker 9's disk
+    assert shares[(2, LEADER_RATE)] == pytest.approx(40e6)  # lowered to what its copy can use
+    rates = broker_rates(flows, disks, ThrottlePolicy(util_threshold=0.7, gain=1.0), {}, NOON)
+    assert rates[(9, FOLLOWER_RATE)] == pytest.approx(120e6)  # 3 copies x 40 (Kafka splits it equally)
+
+
+def test_measured_migration_per_disk_overrides_the_flows_estimate() -> None:
+    # the disk ran at 0.7 util, 60 MB/s of it migration (a copy that finished in the interval included)
+    disks = {(2, "/d1"): DiskRate(util=0.7, bytes_per_s=140e6, max_bytes_per_s=200e6)}
+    flow = Flow("a>2", "move", 1, 2, None, (2, "/d1"), 0.0)
+    policy = ThrottlePolicy(util_threshold=0.75, gain=1.0)
+    assert broker_rates([flow], disks, policy, {}, NOON)[(2, FOLLOWER_RATE)] == pytest.approx(10e6)
+    rates = broker_rates([flow], disks, policy, {}, NOON, migration={(2, "/d1"): 60e6})
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(70e6)  # (0.75 - (0.7 - 0.3)) x 200 MB/s
 
 
 def test_parse_host_reads_broker_network_counters() -> None:
