@@ -59,6 +59,7 @@ from controlplane.executor.throttle import (
     broker_rates,
     bytes_per_util,
     catch_up_floors,
+    flow_roles,
 )
 from controlplane.service.commands import meta
 from controlplane.service.store import StateStore
@@ -139,6 +140,14 @@ def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
     return abs(x - y) <= tolerance * max(abs(y), 1.0)
 
 
+def _recorded_dir(t: Task, broker: int) -> tuple[int, str] | None:
+    """The log dir the task recorded for ``broker``'s replica when it was planned (``None`` if unknown)."""
+    src, dirs = t["source_replicas"], t["source_log_dirs"]
+    if broker in src and dirs and dirs[src.index(broker)]:
+        return broker, str(dirs[src.index(broker)])
+    return None
+
+
 def plan_digest(plan_doc: Mapping[str, Any]) -> str:
     """Stable digest of a plan document (to recognise the same plan on resume)."""
     doc = {k: v for k, v in plan_doc.items() if k in ("cluster", "kind", "reassignment", "leaders")}
@@ -165,6 +174,12 @@ class Executor:
         self._interval_rate: dict[str, float] = {}
         """Task key -> bytes/s it copied over the last pass interval (tasks that completed in it included)."""
         self._prev_flows: list[Flow] = []
+        self._remaining: dict[str, int] = {}
+        self._commanded: dict[str, float] = {}
+        self._in_force: dict[tuple[int, str], float] = {}
+        """Flow key -> bytes/s its throttles allowed since the last pass (an upper bound on what it copied)."""
+        self._pass_clock: tuple[float | None, float | None] = (None, None)
+        """(previous, latest) time base of passes with a fresh measurement: their gap predicts the next one."""
         self._chosen: dict[tuple[int, str], int] = {}
         self._capacity: dict[tuple[int, str], tuple[int, int]] | None = None
         self._suspect: dict[str, int] = {}
@@ -262,6 +277,8 @@ class Executor:
     def _start_execution(self, plan_id: int, tasks: list[Task], counts: Mapping[str, int], digest: str,
                          caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str) -> int:
         opts = {"plan_digest": digest, "ordering": self.config.ordering, **(options or {})}
+        if self.scraper is not None:  # a first sample now: the first pass already sees live disk load
+            self.scraper.scrape()
         result = self._propose("execution.start", why, plan_id=plan_id, tasks=tasks,
                                caps={**DEFAULT_CAPS, **(caps or {})}, partition_counts=dict(counts), options=opts)
         return int(result["execution_id"])
@@ -294,6 +311,8 @@ class Executor:
         dir_brokers = set().union(*(involved_brokers(t) for t in working)) & set(live.alive) if working else set()
         dirs = self.admin.log_dirs(dir_brokers, {t["topic"] for t in working}) if dir_brokers else {}
         now = self._measure(live)
+        if now is not None:
+            self._pass_clock = (self._pass_clock[1], now)
         self._chosen, self._capacity = {}, None  # per pass: destination dirs chosen, free space (read lazily)
         if now is not None:
             self._interval_rate = {}  # refilled by this pass's observations
@@ -346,9 +365,10 @@ class Executor:
             ready = ready_tasks(merged, urp_zero=live.under_replicated == 0,
                                 leadership_first=bool(ex.get("options", {}).get("leadership_first")))
             urp = {tp for tp, p in live.partitions.items() if len(set(p.isr)) < len(set(p.replicas))}
-            ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp)
-            running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
             leaders = {tp: p.leader for tp, p in live.partitions.items()}
+            ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp,
+                                  [t for t in merged.values() if t["state"] in OPEN_STATES], leaders)
+            running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
             for t in select_batch(ordered, running, ex.get("caps", {}), leaders):
                 update(t, "IN_PROGRESS", "", attempts=int(t.get("attempts", 0)))
                 self._drive(t, live, dirs, now, update, submit, resubmit=False)
@@ -369,7 +389,10 @@ class Executor:
         self._submit(cancels, tasks, eid)
         flows, topic_lists = self._flows(tasks, live, dirs, submit)
         rates = self._rates(flows, live, now)
-        failed = self._sync_throttles(rates, topic_lists, live)
+        # a rate that rises waits until the new copies have started: before, the copies already running
+        # would split it among fewer and run faster than planned
+        safe = {k: min(v, self._in_force.get(k, v)) for k, v in rates.items()}
+        failed = self._sync_throttles(safe, topic_lists, live)
         if failed:  # never start a copy whose throttle is not in force: it is retried next pass
             held = [tp for tp, r in submit.reassign.items() if r is not None
                     and (tp[0] in failed or failed & set(r) or (tp in live.partitions
@@ -379,6 +402,8 @@ class Executor:
             for key3 in [k for k in submit.log_dirs if k[2] in failed]:
                 del submit.log_dirs[key3]
         self._submit(submit, tasks, eid)
+        if safe != rates and not failed:
+            self._sync_throttles(rates, topic_lists, live)  # what fails is retried next pass
         # 6. progress and completion
         report.completed = sum(1 for k, u in updates.items() if u["state"] == "COMPLETED"
                                and tasks.get(k, {}).get("state") == "COMPLETED")
@@ -392,6 +417,8 @@ class Executor:
             self._flow_rate.clear()
             self._interval_rate.clear()
             self._prev_flows = []
+            self._remaining.clear()
+            self._commanded.clear()
             self._suspect.clear()
         return report
 
@@ -472,8 +499,9 @@ class Executor:
                 return
             attempts += 1
             update(t, attempts=attempts)
-            if not resubmit and now is not None:  # a new copy starts from zero: its first interval is measured too
-                self._last_bytes[(t["key"], 0)] = (now, 0)
+            started = now if now is not None else (self.scraper.clock if self.scraper is not None else None)
+            if not resubmit and started is not None:  # a new copy starts from zero: its first interval counts
+                self._last_bytes[(t["key"], 0)] = (started, 0)
             if kind == "reassign":
                 submit.reassign[key] = value
             elif kind == "log_dir":
@@ -500,6 +528,7 @@ class Executor:
         if t["action"] == "reassign" and tp in live.reassignments:
             ra = live.reassignments[tp]
             done, total = self._copy_progress(t, ra.adding, dirs, live)
+            self._remaining[t["key"]] = max(total - done, 0)
             update(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self._observe_rate(t, now, done))
             return
         if t["action"] == "reassign" and list(p.replicas) != target:
@@ -639,15 +668,16 @@ class Executor:
                 entry[FOLLOWER_REPLICAS].update(f"{tp[1]}:{b}" for b in adding)
                 lead = p.leader
                 src = main_dir(dirs, tp[0], tp[1], lead) if lead >= 0 else None
+                src_disk = (lead, src.log_dir) if src else _recorded_dir(t, lead)  # new this pass: dirs not read
                 for b in adding:
                     dst = main_dir(dirs, tp[0], tp[1], b)
                     i = t["target_replicas"].index(b) if b in t["target_replicas"] else -1
                     want = t["target_log_dirs"][i] if i >= 0 and t["target_log_dirs"] else None
                     want = want or submit.log_dirs.get((tp[0], tp[1], b))
                     flows.append(Flow(f"{t['key']}>{b}", "move", lead, b,
-                                      (lead, src.log_dir) if src else None,
-                                      (b, dst.log_dir) if dst else ((b, want) if want else None),
-                                      rate / len(adding), self.ingress(tp[0], tp[1])))
+                                      src_disk, (b, dst.log_dir) if dst else ((b, want) if want else None),
+                                      rate / len(adding), self.ingress(tp[0], tp[1]),
+                                      self._remaining.get(t["key"], int(t.get("size_bytes") or 0)) / len(adding)))
             else:
                 for b in set(t["target_replicas"]):
                     cur = main_dir(dirs, tp[0], tp[1], b)
@@ -656,8 +686,9 @@ class Executor:
                     if fut is None and key3 not in submit.log_dirs:
                         continue
                     dst_dir = fut.log_dir if fut else submit.log_dirs[key3]
+                    left = max(cur.size - (fut.size if fut else 0), 0) if cur else None
                     flows.append(Flow(f"{t['key']}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
-                                      (b, dst_dir), rate, self.ingress(tp[0], tp[1])))
+                                      (b, dst_dir), rate, self.ingress(tp[0], tp[1]), left))
         return flows, lists
 
     def _rates(self, flows: list[Flow], live: LiveCluster, now: float | None) -> dict[tuple[int, str], float]:
@@ -676,11 +707,20 @@ class Executor:
         migration = self._disk_migration(flows)
         if now is not None:
             self._prev_flows = list(flows)
-        rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network, migration)
+        last, latest = self._pass_clock
+        horizon = 1.25 * (latest - last) if last is not None and latest is not None and latest > last else None
+        self._in_force = previous
+        rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network, migration, horizon)
         floors = catch_up_floors(flows)
         for (b, key), ceiling in self._protection_ceilings().items():  # disk protection wins over migration ...
             if (b, key) in rates:  # ... down to the rate the copies need to ever finish
                 rates[(b, key)] = max(min(rates[(b, key)], ceiling), floors.get((b, key), 0.0))
+        if now is not None:
+            count: dict[tuple[int, str], int] = {}
+            for f in flows:
+                for r in flow_roles(f):
+                    count[r] = count.get(r, 0) + 1
+            self._commanded = {f.key: min(rates[r] / count[r] for r in flow_roles(f)) for f in flows}
         return rates
 
     def _disk_migration(self, flows: list[Flow]) -> dict[tuple[int, str], float]:
@@ -695,7 +735,7 @@ class Executor:
         out: dict[tuple[int, str], float] = {}
         for f in self._prev_flows:
             task = f.key.rsplit(">", 1)[0]
-            rate = self._interval_rate.get(task, 0.0) / per_task[task]
+            rate = min(self._interval_rate.get(task, 0.0) / per_task[task], self._commanded.get(f.key, math.inf))
             for d in {f.src_disk, f.dst_disk or now_dst.get(f.key)}:
                 if d is not None and rate > 0:
                     out[d] = out.get(d, 0.0) + rate

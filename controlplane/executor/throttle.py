@@ -89,7 +89,11 @@ class ThrottlePolicy:
     ceiling: float = 400e6
     initial: float = 20e6
     fixed_rate: float = 50e6
-    gain: float = 0.5
+    gain: float = 1.0
+    """Fraction of a computed rise applied per pass (falls are immediate): 1 trusts the budget model."""
+    headroom: float = 0.03
+    """Util kept free below the threshold for load no pass can foresee (a producer burst starting between
+    passes is only seen by the next one): copies are planned up to ``util_threshold - headroom``."""
     schedule: Schedule = field(default_factory=Schedule)
     nic_bytes_per_s: float | None = None
     """Network capacity of each broker (each direction); ``None``: network headroom is not considered."""
@@ -103,6 +107,8 @@ class ThrottlePolicy:
             raise ValueError("need 0 < floor <= ceiling")
         if not (0 < self.gain <= 1):
             raise ValueError("gain must be in (0, 1]")
+        if not (0 <= self.headroom < self.util_threshold):
+            raise ValueError("headroom must be in [0, util threshold)")
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,8 @@ class Flow:
     observed_bytes_per_s: float = 0.0
     ingress_bytes_per_s: float = 0.0
     """What producers write to the partition: a throttled copy slower than this never catches up."""
+    remaining_bytes: float | None = None
+    """Bytes still to copy (``None``: unknown)."""
 
 
 CATCH_UP_MARGIN = 1.2
@@ -163,6 +171,9 @@ class Resource:
     name: str
     budget: float
     members: tuple[tuple[int, Role], ...]
+    after_finish: bool = False
+    """The same resource once the copies that finish before the next pass are gone: the others of their
+    broker rates then get a bigger equal share (``gain``), and must still fit."""
 
 
 def bytes_per_util(rate: DiskRate) -> float:
@@ -176,9 +187,11 @@ def disk_budgets(disks: Mapping[DiskKey, DiskRate], migration: Mapping[DiskKey, 
     """Bytes/s of migration each disk takes before its util reaches ``threshold``.
 
     The util that is *not* migration is ``u0 = util - migration bytes / bytes-per-util`` (measured over
-    the same interval); the budget is ``(threshold - u0) x bytes-per-util``, never negative. Because
-    the budget is re-derived from measured util every pass, the loop is a feedback controller: an
-    estimate that was too generous shows up as util above threshold and shrinks the next budget.
+    the same interval; the executor caps each copy's measured bytes at what its throttles allowed, so
+    measurement noise errs on the safe side); the budget is ``(threshold - u0) x bytes-per-util``, never
+    negative. Because the budget is re-derived from measured
+    util every pass, the loop is a feedback controller: an estimate that was too generous shows up as
+    util above threshold and shrinks the next budget.
     """
     out = {}
     for d, rate in disks.items():
@@ -249,43 +262,61 @@ def resources(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], threshol
     return out
 
 
-def _water_level(caps: Sequence[float], budget: float) -> float:
-    """Largest ``x`` with ``sum(min(c, x) for c in caps) <= budget``; ``inf`` when the capped sum fits."""
+def _water_level(items: Sequence[tuple[float, float]], budget: float) -> float:
+    """Largest ``x`` with ``sum(w * min(c, x) for w, c in items) <= budget``; ``inf`` when the capped sum fits."""
     acc = 0.0
-    n = len(caps)
-    for k, c in enumerate(sorted(caps)):
-        x = (budget - acc) / (n - k)
+    weight = sum(w for w, _ in items)
+    for w, c in sorted(items, key=lambda item: item[1]):
+        x = (budget - acc) / weight if weight > 0 else math.inf
         if x < c:
             return x
-        acc += c
+        acc += w * c
+        weight -= w
     return math.inf
 
 
 def fair_shares(flows: Sequence[Flow], res: Sequence[Resource], role_cap: Mapping[Role, float],
-                fixed: Mapping[Role, float] | None = None) -> dict[Role, float]:
+                fixed: Mapping[Role, float] | None = None, gain: Mapping[Role, float] | None = None,
+                finishing: frozenset[int] = frozenset()) -> dict[Role, float]:
     """Per-copy share of every role: max-min fair (progressive filling) under every resource's budget.
 
     A copy moves at ``min`` of its roles' shares. All free shares rise together; when a resource's
     budget is reached, the roles that control its still-growing members stop there (a disk is held
     back by the rate of *its own* broker: follower rate for what it writes, leader rate for what it
-    reads), and the rest keep rising up to their cap. ``fixed`` shares do not move. Finally each share
-    is lowered to the fastest copy it actually carries (a share nothing can use is not handed out).
-    Exact (piecewise-linear water levels, no iteration on rates): O(rounds x memberships x log).
+    reads), and the rest keep rising up to their cap. ``fixed`` shares do not move. In an
+    ``after_finish`` resource the ``finishing`` copies are gone and each other copy moves at
+    ``min(share x gain)`` of its roles. Finally each share is lowered to the fastest copy it actually
+    carries (a share nothing can use is not handed out). Exact (piecewise-linear water levels):
+    O(rounds x memberships x log).
     """
     roles_of = [flow_roles(f) for f in flows]
     share: dict[Role, float] = dict(fixed or {})
     active = {r for rs in roles_of for r in rs} - set(share)
+    g = gain or {}
 
-    def cap_of(i: int) -> float:
-        return min(share[r] if r in share else role_cap[r] for r in roles_of[i])
+    def slope_cap(i: int, after: bool) -> tuple[float, float]:
+        """Flow ``i``'s rate is ``min(slope x level, cap)`` while free shares sit at ``level``."""
+        slope, cap = math.inf, math.inf
+        for r in roles_of[i]:
+            k = g.get(r, 1.0) if after else 1.0
+            if r in share:
+                cap = min(cap, share[r] * k)
+            else:
+                slope, cap = min(slope, k), min(cap, role_cap[r] * k)
+        return (0.0, cap) if slope == math.inf else (slope, cap)
 
     level = 0.0
     while active:
-        caps_i = [cap_of(i) for i in range(len(flows))]
+        terms = {(i, after): slope_cap(i, after) for i in range(len(flows)) for after in (False, True)}
         lam = min(role_cap[r] for r in active)
         tight: list[Resource] = []
         for r_ in res:
-            x = _water_level([caps_i[i] for i, _ in r_.members], r_.budget)
+            items = [(w, c / w) for i, _ in r_.members
+                     if not (r_.after_finish and i in finishing)
+                     for w, c in [terms[(i, r_.after_finish)]] if w > 0]
+            fixed_load = sum(c for i, _ in r_.members if not (r_.after_finish and i in finishing)
+                             for w, c in [terms[(i, r_.after_finish)]] if w == 0)
+            x = _water_level(items, r_.budget - fixed_load)
             if x < lam - 1e-9 * max(lam, 1.0):
                 lam, tight = x, [r_]
             elif x <= lam + 1e-9 * max(lam, 1.0):
@@ -295,8 +326,9 @@ def fair_shares(flows: Sequence[Flow], res: Sequence[Resource], role_cap: Mappin
         frozen = {r for r in active if role_cap[r] <= lam}
         for r_ in tight:
             for i, ctrl in r_.members:
-                if caps_i[i] > lam and ctrl in active:  # still growing: its controlling rate stops here
-                    frozen.add(ctrl)
+                w, c = terms[(i, r_.after_finish)]
+                if w > 0 and c / w > lam and ctrl in active and not (r_.after_finish and i in finishing):
+                    frozen.add(ctrl)  # still growing: its controlling rate stops here
         if not frozen:  # numerical corner: stop everything that feeds the tight resources
             frozen = {r for r_ in tight for i, _ in r_.members for r in roles_of[i] if r in active} or set(active)
         for r in frozen:
@@ -313,17 +345,21 @@ def fair_shares(flows: Sequence[Flow], res: Sequence[Resource], role_cap: Mappin
 def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], policy: ThrottlePolicy,
                  previous: Mapping[Role, float], now_epoch_s: float,
                  network: Mapping[int, NetRate] | None = None,
-                 migration: Mapping[DiskKey, float] | None = None) -> dict[Role, float]:
+                 migration: Mapping[DiskKey, float] | None = None,
+                 horizon_s: float | None = None) -> dict[Role, float]:
     """``(broker, config key) -> bytes/s`` for every broker with a flow (nothing else).
 
     Adaptive: every disk's migration budget (:func:`disk_budgets`, from live util toward
     ``policy.util_threshold``; ``migration`` is the measured migration bytes/s per disk over the same
-    interval, else the flows' observed rates) is split max-min fairly among the copies that use it
-    (:func:`fair_shares`), and a broker rate is its per-copy share x its number of copies (Kafka shares a
-    broker rate equally among its throttled replicas). With ``policy.nic_bytes_per_s`` and live
-    ``network`` rates, the NIC directions are budgets too. A rate with no live data behind it keeps its
-    previous value (or ``initial``). Rises are smoothed by ``gain``, falls are immediate; the result is
-    clamped to ``[floor, schedule ceiling]`` and never below the catch-up floor of its flows
+    interval, else the flows' observed rates; planned up to ``util_threshold - headroom``) is split
+    max-min fairly among the copies that use it (:func:`fair_shares`), and a broker rate is its
+    per-copy share x its number of copies (Kafka shares a broker rate equally among its throttled
+    replicas). With ``policy.nic_bytes_per_s`` and live ``network`` rates, the NIC directions are
+    budgets too. A rate with no live data behind it keeps its previous value (or ``initial``). With
+    ``horizon_s`` (time to the next pass), copies whose ``remaining_bytes`` end before it are expected
+    to finish: the shares are chosen so that the copies left behind, which then split their broker
+    rates among fewer, still fit every budget. Rises are smoothed by ``gain``, falls are immediate;
+    the result is clamped to ``[floor, schedule ceiling]`` and never below the catch-up floor of its flows
     (:func:`catch_up_floors`): a copy throttled below what producers write to its partition never ends.
     """
     ceiling = min(policy.ceiling, policy.schedule.ceiling(now_epoch_s))
@@ -335,11 +371,25 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
     floors = catch_up_floors(flows)
     if policy.mode == "fixed":
         return {k: max(min(policy.fixed_rate, ceiling), floors.get(k, 0.0)) for k in count}
-    res = resources(flows, disks, policy.util_threshold, migration,
+    res = resources(flows, disks, policy.util_threshold - policy.headroom, migration,
                     network if policy.nic_bytes_per_s else None, policy.nic_bytes_per_s)
     known = {r for r_ in res for i, _ in r_.members for r in flow_roles(flows[i])}
     fixed = {r: min(previous.get(r, policy.initial), ceiling) / n for r, n in count.items() if r not in known}
-    shares = fair_shares(flows, res, {r: ceiling / n for r, n in count.items()}, fixed)
+    caps = {r: ceiling / n for r, n in count.items()}
+    shares = fair_shares(flows, res, caps, fixed)
+    if horizon_s is not None and horizon_s > 0:
+        finishing = frozenset(i for i, f in enumerate(flows) if f.remaining_bytes is not None
+                              and f.remaining_bytes <= horizon_s * min(shares[r] for r in flow_roles(f)))
+        left: dict[Role, int] = {}
+        for i in finishing:
+            for r in flow_roles(flows[i]):
+                left[r] = left.get(r, 0) + 1
+        gain = {r: count[r] / max(count[r] - k, 1) for r, k in left.items()}
+        after = [Resource(r_.name + " after", r_.budget, r_.members, True) for r_ in res
+                 if any(i not in finishing and any(gain.get(r, 1.0) > 1.0 for r in flow_roles(flows[i]))
+                        for i, _ in r_.members)]
+        if after:
+            shares = fair_shares(flows, [*res, *after], caps, fixed, gain, finishing)
     out: dict[Role, float] = {}
     for key, n in count.items():
         target = shares[key] * n
