@@ -40,7 +40,17 @@ from controlplane.adapters.kafka_admin import (
     ReplicaDir,
 )
 from controlplane.adapters.prom_scrape import DiskRate, DiskScraper
-from controlplane.domain import CheckLimits, Plan, Violation, check_plan, plan_to_dict
+from controlplane.domain import (
+    CheckLimits,
+    LeaderChange,
+    PartitionMove,
+    Plan,
+    Violation,
+    apply_policies,
+    check_plan,
+    has_policies,
+    plan_to_dict,
+)
 from controlplane.executor.live import DirMap, current_partitions, future_dir, live_snapshot, main_dir
 from controlplane.executor.tasks import (
     DEFAULT_CAPS,
@@ -369,7 +379,14 @@ class Executor:
             ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp,
                                   [t for t in merged.values() if t["state"] in OPEN_STATES], leaders)
             running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
-            for t in select_batch(ordered, running, ex.get("caps", {}), leaders):
+            batch = select_batch(ordered, running, ex.get("caps", {}), leaders)
+            refused = self._policy_refusals(batch, live, dirs)
+            for t in batch:
+                if t["key"] in refused:  # a policy set since the plan was proposed forbids it; the rest go on
+                    log.warning("task %s: %s", t["key"], refused[t["key"]])
+                    update(t, "ABORTED", refused[t["key"]])
+                    report.cancelled += 1
+                    continue
                 update(t, "IN_PROGRESS", "", attempts=int(t.get("attempts", 0)))
                 self._drive(t, live, dirs, now, update, submit, resubmit=False)
                 report.submitted += 1
@@ -437,6 +454,50 @@ class Executor:
         if self.scraper.clock is None or self.scraper.clock == before:
             return None
         return self.scraper.clock
+
+    # ------------------------------------------------------------------ policies
+    def _policies(self) -> tuple[JsonDict, JsonDict] | None:
+        """This cluster's replicated record and maintenance flags, when they could change a check (a
+        standalone run's local state has none)."""
+        def read(state: JsonDict) -> tuple[JsonDict, JsonDict]:
+            return (json.loads(json.dumps(state["clusters"].get(self.config.cluster) or {})),
+                    json.loads(json.dumps(state.get("maintenance", {}).get(self.config.cluster) or {})))
+
+        cluster, maintenance = self.store.read(read)
+        return (cluster, maintenance) if has_policies(cluster, maintenance) else None
+
+    def _policy_refusals(self, batch: list[Task], live: LiveCluster, dirs: DirMap) -> dict[str, str]:
+        """Task key -> why, for the tasks of ``batch`` that break a constraint only the replicated policies
+        reveal (maintenance flags, pool membership, IDC placement — e.g. set after the plan was proposed).
+
+        The batch is checked twice by the shared invariant checker against the live cluster, with and
+        without the policies overlaid as the service's collection job overlays them
+        (:func:`~controlplane.domain.apply_policies`); what only the overlaid check finds is refused.
+        """
+        policies = self._policies() if batch else None
+        if policies is None:
+            return {}
+        moves = [PartitionMove(t["topic"], t["partition"], tuple(t["target_replicas"]),
+                               tuple(t["target_log_dirs"]) or (None,) * len(t["target_replicas"]))
+                 for t in batch if t["action"] != "elect_leader"]
+        changes = [LeaderChange(t["topic"], t["partition"], int(t["leader"]))
+                   for t in batch if t["action"] == "elect_leader"]
+        plan = Plan(self.config.cluster, "submission", tuple(moves), tuple(changes))
+        try:
+            capacity = self.admin.disk_capacity(live.alive)
+        except AdminError as exc:
+            log.warning("reading disk capacity for the submission check failed: %s", exc)
+            capacity = {}
+        snapshot = live_snapshot(self.config.cluster, live, dirs, capacity, self.endpoints)
+        plain = {(v.code, v.topic, v.partition) for v in check_plan(snapshot, plan, self.config.check_limits)}
+        out: dict[str, str] = {}
+        for v in check_plan(apply_policies(snapshot, *policies), plan, self.config.check_limits):
+            if v.topic is None or (v.code, v.topic, v.partition) in plain:
+                continue
+            for t in batch:
+                if (t["topic"], t["partition"]) == (v.topic, v.partition):
+                    out.setdefault(t["key"], f"refused at submission: {v}")
+        return out
 
     # ------------------------------------------------------------------ per-task logic
     def _cancel_reason(self, t: Task, live: LiveCluster, ex: JsonDict) -> str | None:
