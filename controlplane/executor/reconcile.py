@@ -158,6 +158,70 @@ def _recorded_dir(t: Task, broker: int) -> tuple[int, str] | None:
     return None
 
 
+@dataclass(frozen=True)
+class _ThrottleKind:
+    """How one kind of migration throttle is compared, recorded and named (see ``Executor._sync_kind``)."""
+
+    kind: str
+    what: str
+    idle_why: str
+    record_key: Callable[[Any], str]
+    present: Callable[[LiveCluster, Any], bool]
+    changes: Callable[[dict[str, Any], dict[str, Any], Mapping[str, str]], Any]
+    merge: Callable[[dict[str, Any], dict[str, Any], Any], dict[str, Any]]
+    same: Callable[[dict[str, Any], dict[str, Any]], bool]
+    target: Callable[[Any, dict[str, Any]], JsonDict]
+    rate: Callable[[dict[str, Any]], float]
+    clear_when_absent: bool = False
+    absent_why: str = ""
+
+
+def _rate_changes(want: dict[str, Any], have: dict[str, Any], actual: Mapping[str, str]) -> dict[str, str | None]:
+    """Broker rate configs to SET (value) or DELETE (``None``) so the broker shows ``want``."""
+    out: dict[str, str | None] = {}
+    for k in set(want) | set(have):
+        if k not in want:
+            if k in actual:
+                out[k] = None
+        elif k not in actual or not _close(want[k], actual[k]):
+            out[k] = want[k]
+    return out
+
+
+def _list_changes(want: dict[str, Any], have: dict[str, Any], actual: Mapping[str, str]
+                  ) -> dict[str, tuple[set[str], set[str]]]:
+    """Throttled-replica entries to APPEND / SUBTRACT per list (only what this executor recorded is removed)."""
+    out = {}
+    for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        cur = actual.get(k, "")
+        cur_set = {e.strip() for e in cur.split(",") if e.strip()}
+        adds = set() if cur.strip() == "*" else set(want.get(k, set())) - cur_set
+        subs = (set(have.get(k, set())) - set(want.get(k, set()))) & cur_set
+        if adds or subs:
+            out[k] = (adds, subs)
+    return out
+
+
+_BROKER_RATES = _ThrottleKind(
+    kind=THROTTLE_PREFIX + "broker", what="migration throttle", idle_why="no migration on this broker",
+    record_key=lambda b: f"mig.b{b}", present=lambda live, b: b in live.alive, changes=_rate_changes,
+    merge=lambda want, have, changes: {**have, **{k: v for k, v in changes.items() if v is not None}},
+    same=lambda want, have: set(want) == set(have) and all(_close(want[k], have[k]) for k in want),
+    target=lambda b, configs: {"broker": b, "configs": configs},
+    rate=lambda configs: max((float(v) for v in configs.values()), default=0.0))
+
+_REPLICA_LISTS = _ThrottleKind(
+    kind=THROTTLE_PREFIX + "topic", what="throttled replicas", idle_why="no migration on this topic",
+    record_key=lambda t: f"mig.t.{t}", present=lambda live, t: t in live.topic_sizes, changes=_list_changes,
+    merge=lambda want, have, changes: {k: set(want.get(k, set())) | set(have.get(k, set()))
+                                       for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)},
+    same=lambda want, have: all(set(want.get(k, set())) == set(have.get(k, set()))
+                                for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)),
+    target=lambda t, lists: {"topic": t, **{k: sorted(lists.get(k, set()))
+                                           for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)}},
+    rate=lambda lists: 0.0, clear_when_absent=True, absent_why="topic deleted")
+
+
 def plan_digest(plan_doc: Mapping[str, Any]) -> str:
     """Stable digest of a plan document (to recognise the same plan on resume)."""
     doc = {k: v for k, v in plan_doc.items() if k in ("cluster", "kind", "reassignment", "leaders")}
@@ -826,103 +890,75 @@ class Executor:
         (list entries of others are left alone). Returns the brokers (ids) and topics (names) whose
         change failed (retried next pass).
         """
-        failed: set[Any] = set()
         owned = self._owned_throttles()
-        cluster = self.config.cluster
-        want_b: dict[int, dict[str, str]] = {}
+        want_b: dict[Any, dict[str, Any]] = {}
         for (b, key), r in rates.items():
             want_b.setdefault(b, {})[key] = str(int(r))
-        have_b = {int(v["target"]["broker"]): dict(v["target"].get("configs", {}))
-                  for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "broker"}
-        brokers = sorted(set(want_b) | set(have_b))
-        alive_b = [b for b in brokers if b in live.alive]
-        actual_b: dict[int, dict[str, str]] | None = {}
-        if alive_b:
-            try:
-                actual_b = self.admin.broker_configs(alive_b)
-            except AdminError as exc:
-                log.warning("reading broker throttles failed: %s", exc)
-                failed.update(alive_b)
-                actual_b = None
-        for b in brokers:
-            want, have = want_b.get(b, {}), have_b.get(b, {})
-            key = f"mig.b{b}"
-            if b not in live.alive or actual_b is None:
-                continue  # a dead broker cannot be altered: keep the record, clear it once it is back
-            actual = actual_b.get(b, {})
-            changes: dict[str, str | None] = {}
-            for k in set(want) | set(have):
-                if k not in want:
-                    if k in actual:
-                        changes[k] = None
-                elif k not in actual or not _close(want[k], actual[k]):
-                    changes[k] = want[k]
-            if changes:
-                merged = {**have, **{k: v for k, v in changes.items() if v is not None}}
-                self._propose("throttle.set", "migration throttle (write-ahead)", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": merged},
-                              rate_bytes_per_s=max((float(v) for v in merged.values()), default=0.0))
-                try:
-                    self.admin.set_broker_configs({b: changes})
-                except AdminError as exc:  # recorded (write-ahead): retried next pass
-                    log.warning("throttle change on broker %s failed: %s", b, exc)
-                    failed.add(b)
-                    continue
-            elif set(want) == set(have) and all(_close(want[k], have[k]) for k in want):
-                continue
-            if want:
-                self._propose("throttle.set", "migration throttle", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": want},
-                              rate_bytes_per_s=max(float(v) for v in want.values()))
-            elif have or changes:
-                self._propose("throttle.clear", "no migration on this broker", cluster=cluster, key=key)
+        have_b: dict[Any, dict[str, Any]] = {int(v["target"]["broker"]): dict(v["target"].get("configs", {}))
+                                             for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "broker"}
         empty: dict[str, set[str]] = {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()}
-        have_t = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
-                  for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
-        topics = sorted(set(lists) | set(have_t))
-        present = [t for t in topics if t in live.topic_sizes]
-        actual_t: dict[str, dict[str, str]] | None = {}
+        want_t: dict[Any, dict[str, Any]] = {t: {k: set(v.get(k, set())) for k in empty} for t, v in lists.items()}
+        have_t: dict[Any, dict[str, Any]] = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
+                                             for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
+        failed = self._sync_kind(_BROKER_RATES, want_b, have_b, live, self.admin.broker_configs,
+                                 lambda b, changes: self.admin.set_broker_configs({b: changes}))
+        return failed | self._sync_kind(_REPLICA_LISTS, want_t, have_t, live, self.admin.topic_configs,
+                                        self._apply_lists)
+
+    def _apply_lists(self, topic: str, changes: Mapping[str, tuple[set[str], set[str]]]) -> None:
+        for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+            adds, subs = changes.get(k, (set(), set()))
+            self.admin.alter_topic_lists(topic, k, append=adds, subtract=subs)
+
+    def _sync_kind(self, kind: _ThrottleKind, want: Mapping[Any, dict[str, Any]], have: Mapping[Any, dict[str, Any]],
+                   live: LiveCluster, read: Callable[[list[Any]], Mapping[Any, Mapping[str, str]]],
+                   apply: Callable[[Any, Any], None]) -> set[Any]:
+        """One read-compare-record-apply round over the targets (brokers or topics) of one kind of throttle.
+
+        Per target: the desired value, what this executor recorded, and what the cluster shows are compared;
+        a needed change is recorded first (the union of desired and recorded, so a crash between record and
+        apply still knows to clean it), then applied; the record is then set to the desired value, or
+        cleared when nothing is desired. Targets the cluster cannot show (dead broker, deleted topic) keep
+        or drop their record as ``kind`` says. Returns the targets whose read or change failed.
+        """
+        cluster = self.config.cluster
+        targets = sorted(set(want) | set(have))
+        present = [x for x in targets if kind.present(live, x)]
+        failed: set[Any] = set()
+        actual: Mapping[Any, Mapping[str, str]] | None = {}
         if present:
             try:
-                actual_t = self.admin.topic_configs(present)
+                actual = read(present)
             except AdminError as exc:
-                log.warning("reading throttled replicas failed: %s", exc)
+                log.warning("reading %s failed: %s", kind.what, exc)
                 failed.update(present)
-                actual_t = None
-        for topic in topics:
-            want_t = {k: set(lists.get(topic, {}).get(k, set())) for k in empty}
-            have = have_t.get(topic, empty)
-            key = f"mig.t.{topic}"
-            if topic not in live.topic_sizes:
-                if topic in have_t:
-                    self._propose("throttle.clear", "topic deleted", cluster=cluster, key=key)
+                actual = None
+        for x in targets:
+            key, w, h = kind.record_key(x), want.get(x, {}), have.get(x, {})
+            if not kind.present(live, x):
+                if kind.clear_when_absent and x in have:
+                    self._propose("throttle.clear", kind.absent_why, cluster=cluster, key=key)
+                continue  # a dead broker cannot be altered: keep the record, clear it once it is back
+            if actual is None:
                 continue
-            if actual_t is None:
-                continue
-            cur = {k: actual_t.get(topic, {}).get(k, "") for k in empty}
-            cur_sets = {k: {e.strip() for e in v.split(",") if e.strip()} for k, v in cur.items()}
-            adds = {k: set() if cur[k].strip() == "*" else want_t[k] - cur_sets[k] for k in empty}
-            subs = {k: (have[k] - want_t[k]) & cur_sets[k] for k in empty}
-            if any(adds.values()) or any(subs.values()):
-                union = {k: sorted(want_t[k] | have[k]) for k in empty}
-                self._propose("throttle.set", "throttled replicas (write-ahead)", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "topic", target={"topic": topic, **union}, rate_bytes_per_s=0)
+            changes = kind.changes(w, h, actual.get(x, {}))
+            if changes:
+                merged = kind.merge(w, h, changes)
+                self._propose("throttle.set", f"{kind.what} (write-ahead)", cluster=cluster, key=key,
+                              kind=kind.kind, target=kind.target(x, merged), rate_bytes_per_s=kind.rate(merged))
                 try:
-                    for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
-                        self.admin.alter_topic_lists(topic, k, append=adds[k], subtract=subs[k])
-                except AdminError as exc:
-                    log.warning("throttled-replica change on topic %s failed: %s", topic, exc)
-                    failed.add(topic)
+                    apply(x, changes)
+                except AdminError as exc:  # recorded (write-ahead): retried next pass
+                    log.warning("%s change on %s failed: %s", kind.what, x, exc)
+                    failed.add(x)
                     continue
-            elif want_t == have:
+            elif kind.same(w, h):
                 continue
-            if any(want_t.values()):
-                self._propose("throttle.set", "throttled replicas", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "topic",
-                              target={"topic": topic, **{k: sorted(v) for k, v in want_t.items()}},
-                              rate_bytes_per_s=0)
-            elif topic in have_t:
-                self._propose("throttle.clear", "no migration on this topic", cluster=cluster, key=key)
+            if any(w.values()):
+                self._propose("throttle.set", kind.what, cluster=cluster, key=key, kind=kind.kind,
+                              target=kind.target(x, w), rate_bytes_per_s=kind.rate(w))
+            elif x in have or changes:
+                self._propose("throttle.clear", kind.idle_why, cluster=cluster, key=key)
         return failed
 
     # ------------------------------------------------------------------ submission
