@@ -51,7 +51,14 @@ from controlplane.domain import (
     has_policies,
     plan_to_dict,
 )
-from controlplane.executor.live import DirMap, current_partitions, future_dir, live_snapshot, main_dir
+from controlplane.executor.live import (
+    DirMap,
+    IngressMeter,
+    current_partitions,
+    future_dir,
+    live_snapshot,
+    main_dir,
+)
 from controlplane.executor.tasks import (
     DEFAULT_CAPS,
     OPEN_STATES,
@@ -237,8 +244,10 @@ class Executor:
                  ingress: Callable[[str, int], float] | None = None) -> None:
         self.store = store
         self.admin = admin
-        self.ingress: Callable[[str, int], float] = ingress or (lambda topic, partition: 0.0)
-        """Producers' bytes/s into a partition (the service reads it from the latest snapshot)."""
+        self.meter = IngressMeter()
+        self.ingress: Callable[[str, int], float] = ingress or self.meter
+        """Producers' bytes/s into a partition: the service reads it from the latest snapshot; without one
+        (``guardian exec run``) it is measured from the live cluster between passes (:class:`IngressMeter`)."""
         self.config = config
         self.scraper = scraper
         self.endpoints = endpoints
@@ -385,6 +394,8 @@ class Executor:
         dir_brokers = set().union(*(involved_brokers(t) for t in working)) & set(live.alive) if working else set()
         dirs = self.admin.log_dirs(dir_brokers, {t["topic"] for t in working}) if dir_brokers else {}
         now = self._measure(live)
+        if self.ingress is self.meter and now is not None:
+            self.meter.observe(live, dirs, now, {(t["topic"], t["partition"]) for t in working})
         if now is not None:
             self._pass_clock = (self._pass_clock[1], now)
         self._chosen, self._capacity = {}, None  # per pass: destination dirs chosen, free space (read lazily)
@@ -500,6 +511,7 @@ class Executor:
             self._prev_flows = []
             self._remaining.clear()
             self._commanded.clear()
+            self.meter.forget()
             self._suspect.clear()
         return report
 

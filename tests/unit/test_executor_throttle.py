@@ -7,8 +7,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controlplane.adapters.kafka_admin import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
+from controlplane.adapters.kafka_admin import (
+    ALTER_DIRS_RATE,
+    FOLLOWER_RATE,
+    LEADER_RATE,
+    LiveCluster,
+    PartitionState,
+    ReplicaDir,
+)
 from controlplane.adapters.prom_scrape import DiskRate, DiskScraper, HostSample, parse_host
+from controlplane.executor.live import IngressMeter
 from controlplane.executor.throttle import (
     Flow,
     NetRate,
@@ -197,3 +205,25 @@ def test_a_copy_is_never_throttled_below_what_producers_write_to_its_partition()
         assert rates[(1, LEADER_RATE)] == pytest.approx(12e6)
     without = broker_rates([Flow("t-0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"))], hot, ThrottlePolicy(), {}, NOON)
     assert without[(2, FOLLOWER_RATE)] == pytest.approx(ThrottlePolicy().floor)
+
+
+def test_ingress_meter_turns_leader_log_growth_into_bytes_per_second_and_skips_shrinks() -> None:
+
+    live = LiveCluster(frozenset({1, 2}), {("t", 0): PartitionState("t", 0, (1, 2), 1, (1, 2))}, {"t": 1}, {})
+
+    def dirs(size: int) -> dict[tuple[str, int, int], list[ReplicaDir]]:
+        return {("t", 0, 1): [ReplicaDir("/d1", size, 0, False)], ("t", 0, 2): [ReplicaDir("/d1", 5, 0, False)]}
+
+    meter = IngressMeter(smoothing=0.5)
+    meter.observe(live, dirs(1_000), 100.0, [("t", 0), ("t", 9)])
+    assert meter("t", 0) == 0.0  # one sample: no rate yet
+    meter.observe(live, dirs(21_000), 110.0, [("t", 0)])
+    assert meter("t", 0) == pytest.approx(2_000)  # the leader's log, not the follower's
+    meter.observe(live, dirs(500), 120.0, [("t", 0)])  # retention deleted a segment: the last rate stays
+    assert meter("t", 0) == pytest.approx(2_000)
+    meter.observe(live, dirs(40_500), 130.0, [("t", 0)])
+    assert meter("t", 0) == pytest.approx(3_000)  # smoothed halfway towards 4,000
+    meter.observe(live, dirs(50_000), 130.0, [("t", 0)])  # the clock did not move: no rate
+    assert meter("t", 0) == pytest.approx(3_000)
+    meter.forget()
+    assert meter("t", 0) == 0.0
