@@ -263,7 +263,9 @@ class Executor:
         """Flow key -> bytes/s its throttles allowed since the last pass (an upper bound on what it copied)."""
         self._pass_clock: tuple[float | None, float | None] = (None, None)
         """(previous, latest) time base of passes with a fresh measurement: their gap predicts the next one."""
-        self._chosen: dict[tuple[int, str], int] = {}
+        self._chosen: dict[tuple[int, str], float] = {}
+        """Bytes headed to each disk by the destinations chosen this pass."""
+        self._backlog: dict[tuple[int, str], float] = {}
         self._capacity: dict[tuple[int, str], tuple[int, int]] | None = None
         self._suspect: dict[str, int] = {}
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
@@ -398,7 +400,7 @@ class Executor:
             self.meter.observe(live, dirs, now, {(t["topic"], t["partition"]) for t in working})
         if now is not None:
             self._pass_clock = (self._pass_clock[1], now)
-        self._chosen, self._capacity = {}, None  # per pass: destination dirs chosen, free space (read lazily)
+        self._chosen, self._capacity, self._backlog = {}, None, {}  # per pass (free space read lazily)
         if now is not None:
             self._interval_rate = {}  # refilled by this pass's observations
         updates: dict[str, dict[str, Any]] = {}
@@ -455,6 +457,8 @@ class Executor:
                                   [t for t in merged.values() if t["state"] in OPEN_STATES], leaders)
             running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
             batch = select_batch(ordered, running, ex.get("caps", {}), leaders)
+            if batch:
+                self._backlog = self._disk_backlog(merged, live, dirs)
             refused = self._policy_refusals(batch, live, dirs)
             for t in batch:
                 if t["key"] in refused:  # a policy set since the plan was proposed forbids it; the rest go on
@@ -722,12 +726,14 @@ class Executor:
             submit.log_dirs[key3] = chosen
             submit.owner[key3] = t["key"]
             submit.preplace.add(key3)
-            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0) + 1
+            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.get("size_bytes") or 0)
 
     def _roomiest_dir(self, broker: int, size: int) -> str | None:
-        """The broker's disk with the largest migration headroom per copy already headed there this pass
-        (``(threshold - util) x bytes-per-util``, live), among those keeping ``FREE_SPACE_FACTOR x size``
-        free; ``None`` without live disk data or free-space figures (the broker then picks)."""
+        """The broker's disk that would finish its copy work first: least ``(bytes still to read from or
+        write to it + this replica) / its migration budget`` (live util, measured migration, the policy's
+        threshold), among disks keeping ``FREE_SPACE_FACTOR x size`` free. A disk that many pending moves
+        must still read from is thereby spared new writes. ``None`` without live disk data or free-space
+        figures (the broker then picks)."""
         disks = {d: r for d, r in self.last_disks.items() if d[0] == broker}
         if not disks:
             return None
@@ -737,16 +743,45 @@ class Executor:
             except AdminError as exc:
                 log.warning("reading free space failed (brokers pick new replicas' dirs): %s", exc)
                 self._capacity = {}
-        threshold = self.config.throttle.util_threshold
+        policy = self.config.throttle
+        migration = self._disk_migration([])
         best: tuple[float, str] | None = None
         for (b, path), rate in sorted(disks.items()):
             usable = self._capacity.get((b, path), (0, -1))[1]
             if usable < FREE_SPACE_FACTOR * size:
                 continue
-            room = max(threshold - rate.util, 0.0) * bytes_per_util(rate) / (1 + self._chosen.get((b, path), 0))
-            if best is None or room > best[0]:
-                best = (room, path)
+            k = bytes_per_util(rate)
+            u0 = max(rate.util - migration.get((b, path), 0.0) / k, 0.0)
+            budget = max((policy.util_threshold - policy.headroom - u0) * k, 1e6)
+            finish = (self._backlog.get((b, path), 0.0) + self._chosen.get((b, path), 0.0) + size) / budget
+            if best is None or finish < best[0]:
+                best = (finish, path)
         return best[1] if best else None
+
+    def _disk_backlog(self, tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap) -> dict[tuple[int, str], float]:
+        """Bytes every disk must still read (as a copy source) or write (as the destination of a running
+        copy) for the open data tasks of the execution."""
+        out: dict[tuple[int, str], float] = {}
+        for t in tasks.values():
+            if t["state"] not in ("PENDING", "IN_PROGRESS") or t["action"] == "elect_leader":
+                continue
+            tp = (t["topic"], t["partition"])
+            p = live.partitions.get(tp)
+            if p is None or p.leader < 0:
+                continue
+            size = float(t.get("size_bytes") or 0)
+            left = float(self._remaining.get(t["key"], size)) if t["state"] == "IN_PROGRESS" else size
+            src = main_dir(dirs, tp[0], tp[1], p.leader)
+            src_disk = (p.leader, src.log_dir) if src else _recorded_dir(t, p.leader)
+            if src_disk is not None:
+                out[src_disk] = out.get(src_disk, 0.0) + left
+            if t["state"] == "IN_PROGRESS":
+                adding = [b for b in t["target_replicas"] if b not in t["source_replicas"]]
+                for b in adding:
+                    dst = main_dir(dirs, tp[0], tp[1], b)
+                    if dst is not None:
+                        out[(b, dst.log_dir)] = out.get((b, dst.log_dir), 0.0) + left / len(adding)
+        return out
 
     def _copy_progress(self, t: Task, adding: tuple[int, ...], dirs: DirMap, live: LiveCluster) -> tuple[int, int]:
         p = live.partitions[(t["topic"], t["partition"])]

@@ -355,7 +355,8 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
     max-min fairly among the copies that use it (:func:`fair_shares`), and a broker rate is its
     per-copy share x its number of copies (Kafka shares a broker rate equally among its throttled
     replicas). With ``policy.nic_bytes_per_s`` and live ``network`` rates, the NIC directions are
-    budgets too. A rate with no live data behind it keeps its previous value (or ``initial``). With
+    budgets too. A rate with no live data behind it keeps its previous value (or ``initial``), and one
+    of whose copies touches a disk without live data rises no higher than that. With
     ``horizon_s`` (time to the next pass), copies whose ``remaining_bytes`` end before it are expected
     to finish: the shares are chosen so that the copies left behind, which then split their broker
     rates among fewer, still fit every budget. Rises are smoothed by ``gain``, falls are immediate;
@@ -376,6 +377,13 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
     known = {r for r_ in res for i, _ in r_.members for r in flow_roles(flows[i])}
     fixed = {r: min(previous.get(r, policy.initial), ceiling) / n for r, n in count.items() if r not in known}
     caps = {r: ceiling / n for r, n in count.items()}
+    # a copy touching a disk without live data could load it without bound: its rates rise no further
+    with_data = {d[0] for d in disks}
+    for f in flows:
+        if ((f.src_disk is not None and f.src_disk not in disks) or (f.dst_disk is not None and f.dst_disk not in disks)
+                or (f.dst_disk is None and f.dst_broker not in with_data)):
+            for r in flow_roles(f):
+                caps[r] = min(caps[r], previous.get(r, policy.initial) / count[r])
     shares = fair_shares(flows, res, caps, fixed)
     if horizon_s is not None and horizon_s > 0:
         finishing = frozenset(i for i, f in enumerate(flows) if f.remaining_bytes is not None

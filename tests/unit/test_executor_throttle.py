@@ -76,9 +76,13 @@ def test_adaptive_rate_backs_off_at_once_rises_gradually_and_stays_within_floor_
     policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, floor=2e6, gain=0.5)
     down = broker_rates([FLOW], hot, policy, {(2, FOLLOWER_RATE): 80e6, (1, LEADER_RATE): 80e6}, NOON)
     assert down[(2, FOLLOWER_RATE)] == 2e6  # no headroom: straight to the floor
-    cool = {(1, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6)}
+    cool = {(1, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6),
+            (2, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6)}
     up = broker_rates([FLOW], cool, policy, {(2, FOLLOWER_RATE): 20e6, (1, LEADER_RATE): 20e6}, NOON)
     assert 20e6 < up[(2, FOLLOWER_RATE)] < 120e6  # halfway towards ~ (0.7 - 0.05) * 200 MB/s
+    blind = {(1, "/d1"): cool[(1, "/d1")]}  # nothing known of the destination disk: no rise
+    assert broker_rates([FLOW], blind, policy, {(2, FOLLOWER_RATE): 20e6, (1, LEADER_RATE): 20e6},
+                        NOON)[(2, FOLLOWER_RATE)] == 20e6
     night = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, schedule=Schedule.parse("06:00-22:00=10MB"))
     assert broker_rates([FLOW], cool, night, {}, NOON)[(2, FOLLOWER_RATE)] == 10e6
     assert broker_rates([FLOW], cool, night, {}, NIGHT)[(2, FOLLOWER_RATE)] > 100e6
