@@ -2,7 +2,8 @@
 
 kafkasim (faster than real time) runs a 6-broker cluster whose HDDs carry produce traffic (about a
 third of their throughput); the plan moves one replica of 35 of 240 partitions (1.5 GB each, growing). Each mode
-starts from an identical fresh federation. Reported side by side: completion time (simulated
+starts from an identical fresh federation and runs the same executor (caps 4 per broker, 2 per disk,
+``bottleneck_first`` order); only the throttle differs. Reported side by side: completion time (simulated
 seconds), the worst and the 95th-percentile disk util seen on any disk during the move, and the worst
 produce latency (leader-weighted, ms) — sampled from the simulator's ground truth every 50 ms
 (wall). Target: the adaptive rate finishes close to the high rate while keeping disk util under its
@@ -36,6 +37,7 @@ from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 
 SPEED = 60.0
+ORDERING = "bottleneck_first"  # every mode: the busiest source disk bounds the run, its moves start first
 THRESHOLD = 0.75
 SCENARIO: dict[str, Any] = {
     "seed": 11, "tick_seconds": 1.0, "speed": SPEED,
@@ -68,7 +70,7 @@ def run_mode(name: str, policy: ThrottlePolicy) -> dict[str, Any]:
             moves.append(PartitionMove(topic, part, (others[i % len(others)], p.replicas[1]), (None, None)))
         plan = Plan("bench", "rebalance", tuple(moves))
         executor = Executor(LocalStateStore(), admin, ExecutorConfig("bench", throttle=policy,
-                                                                     ordering="small_first"),
+                                                                     ordering=ORDERING),
                             DiskScraper(eps.metrics_urls), eps)
         executor.ensure_cluster(ep["bootstrap_servers"])
         eng = runner.server.fed.engine

@@ -10,8 +10,15 @@ open task with what the cluster shows, and acts idempotently:
   store every pass, so they change while running), in the chosen order; broker batches wait for
   zero under-replicated partitions;
 * throttles (KIP-73 rates and throttled-replica lists, KIP-113 rate) are recomputed every pass from
-  live disk headroom and the schedule, recorded in the store before they are set and removed as soon
-  as no task needs them — and leftovers recorded by an earlier run are removed on the next pass;
+  live disk headroom (:mod:`controlplane.executor.throttle`, fed the migration bytes each disk carried,
+  measured per copy and capped by what its throttle allowed) and the schedule, recorded in the store
+  before they are set — a rate that rises only after the pass's new copies started — and removed as
+  soon as no task needs them; leftovers recorded by an earlier run are removed on the next pass;
+* a new replica the plan lets the broker place goes to the disk of its broker that finishes its copy
+  work first (pending reads and writes over its budget), named before the reassignment (KIP-113);
+* right before submission a task is re-checked with the replicated policies overlaid (maintenance,
+  pools, placement — as the collection job sees the cluster); what only they forbid is refused with
+  the reason recorded, the rest proceeds;
 * a task whose old or new replica set contains a dead broker, or whose topic changed partition
   count, is cancelled (reassignment cancel) with the reason recorded; the others continue;
 * ``stop`` lets in-flight moves finish and starts nothing new; ``stop`` with rollback cancels them.

@@ -1,13 +1,22 @@
 """Migration throttle: per-broker KIP-73 / KIP-113 rates from live disk headroom and a time-of-day schedule.
 
-Pure computation. Inputs: the copy *flows* in flight (source disk -> destination disk, observed
-bytes/s), the live load of every disk (util, bytes/s, throughput ceiling) and the previous rates.
-For each disk, the util that is *not* migration is ``u0 = util x (1 - migration bytes / all bytes)``;
-the migration may use ``(threshold - u0) x bytes-per-util`` more, shared equally by the flows on
-the disk. A broker's follower (destination) / leader (source) / alter-log-dirs rate is the
-smallest per-flow allowance among its flows times its flow count (Kafka shares a broker rate equally
-among its throttled replicas), smoothed upwards, immediate downwards, clamped to
-``[floor, schedule ceiling]``. With no live data for a disk the previous rate (or ``initial``) stays.
+Pure computation, recomputed every pass (a feedback controller on measured util). Inputs: the copy
+*flows* in flight (source disk -> destination disk), the live load of every disk (util, bytes/s,
+throughput ceiling), the migration bytes/s each disk carried over the last interval, and the rates
+in force.
+
+1. **Budgets** (:func:`disk_budgets`): a disk's own load is ``u0 = util - migration / bytes-per-util``
+   (bytes-per-util measured); migration may add ``(threshold - headroom - u0) x bytes-per-util``.
+   NIC directions are budgets too when the NIC capacity is given.
+2. **Allocation** (:func:`fair_shares`): a broker rate is shared equally by the replicas it throttles,
+   so the unknowns are per-broker *shares*; they rise together (max-min fair, exact water levels) and
+   each stops when a disk it controls — the follower rate for what its broker's disks write, the leader
+   rate for what they read — reaches its budget. A share is then lowered to what its copies can use.
+3. **Finishing copies**: copies that end before the next pass leave their broker rate to fewer; the
+   shares are chosen so that the copies left behind still fit (``after_finish`` resources).
+4. **Limits**: rises are applied by ``gain`` (falls at once), clamped to ``[floor, schedule ceiling]``,
+   never below the catch-up floor (Σ ingress of a broker's copies x :data:`CATCH_UP_MARGIN`), and a rate
+   one of whose copies touches a disk without live data rises no further (no data, no headroom).
 """
 
 from __future__ import annotations
