@@ -247,6 +247,8 @@ class Cluster:
         self.reassignment_log: deque[dict[str, Any]] = deque(maxlen=REASSIGNMENT_LOG_MAX)
         self.reassignment_counts: dict[str, dict[str, int]] = {}
         self.reassignment_seq = 0
+        self.preferred_dirs: dict[tuple[str, int, int], int] = {}
+        """``(topic, partition, broker) -> disk``: where a replica not hosted yet will be created (KIP-113)."""
 
     # ---------------------------------------------------------------- queries
     def alive_brokers(self) -> list[Broker]:
@@ -581,8 +583,12 @@ class Cluster:
             ra = Reassignment(list(replicas), list(orig), adding, removing)
             for b in adding:
                 ra.copied[b] = old.copied.get(b, 0.0) if old else 0.0
+                preferred = self.preferred_dirs.pop((topic, index, b), None)
                 if old and b in old.dest_disk:
                     ra.dest_disk[b] = old.dest_disk[b]
+                elif preferred is not None and any(d.gidx == preferred and not d.offline
+                                                   for d in self.brokers[b].disks):
+                    ra.dest_disk[b] = preferred
                 else:
                     ra.dest_disk[b] = self._pick_disk(b, p.slot)
                 p.log_dirs[b] = ra.dest_disk[b]
@@ -653,6 +659,8 @@ class Cluster:
             raise SimError(LOG_DIR_NOT_FOUND, f"log dir {path} not found on broker {broker_id}")
         p = self.partition(topic, index)
         if broker_id not in p.log_dirs:
+            # as Kafka's LogManager.maybeUpdatePreferredLogDir: remember the dir for a replica created later
+            self.preferred_dirs[(topic, index, broker_id)] = d.gidx
             raise SimError(REPLICA_NOT_AVAILABLE, f"broker {broker_id} has no replica of {topic}-{index}")
         if p.log_dirs[broker_id] == d.gidx:
             p.futures.pop(broker_id, None)

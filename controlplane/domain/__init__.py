@@ -24,6 +24,7 @@ from controlplane.domain.plan import (
     UtilStats,
 )
 from controlplane.domain.plan_file import dump_plan, parse_plan, plan_json_schema, plan_to_dict
+from controlplane.domain.policies import apply_policies, has_policies
 from controlplane.domain.snapshot_file import (
     dump_snapshot,
     parse_snapshot,
@@ -35,9 +36,8 @@ from controlplane.domain.summary import balance_disks, pool_stats, summarize_pla
 __all__ = [
     "Broker", "BrokerState", "CheckLimits", "ClusterSnapshot", "ContractError", "Disk", "DiskId", "DiskKind",
     "LeaderChange", "LoadBasis", "LoadOverride", "Partition", "PartitionId", "PartitionMove", "Plan", "PlanSummary",
-    "Problem", "Topic",
-    "UtilStats", "Violation", "apply_plan", "balance_disks", "check_new_topic", "check_plan", "dump_plan",
-    "dump_snapshot",
+    "Problem", "Topic", "UtilStats", "Violation", "apply_plan", "apply_policies", "balance_disks", "check_new_topic",
+    "check_plan", "dump_plan", "dump_snapshot", "has_policies",
     "parse_plan", "parse_snapshot", "plan_json_schema", "plan_to_dict", "pool_stats", "snapshot_json_schema",
     "snapshot_to_dict", "summarize_plan", "util_stats",
 ]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
+from collectors.rates import counter_rate
 from controlplane.adapters.kafka_admin import ClusterEndpoints, LiveCluster, ReplicaDir
 from controlplane.domain import Broker, BrokerState, ClusterSnapshot, Disk, DiskKind, Partition, Topic
 from controlplane.executor.tasks import CurrentPartition
@@ -89,3 +90,42 @@ def live_snapshot(cluster: str, live: LiveCluster, dirs: DirMap, capacity: Mappi
             isr=p.isr, log_dirs=log_dirs, size_bytes=partition_size(dirs, live, topic, index)))
     return ClusterSnapshot(cluster=cluster, taken_at=datetime.now(UTC), brokers=tuple(brokers),
                            topics=tuple(Topic(name=n, partitions=tuple(ps)) for n, ps in sorted(topics.items())))
+
+
+class IngressMeter:
+    """Producers' bytes/s into each partition, measured from the live cluster between passes.
+
+    The leader replica's log size is sampled every pass (from the log-dir read the pass makes anyway)
+    and turned into a rate by the collectors' :func:`~collectors.rates.counter_rate` (measured elapsed
+    time; a log that shrank — retention deleted a segment — or a clock that did not move gives no
+    rate, and the last good one stays), smoothed over passes. What the executor uses when no snapshot
+    tells it (``guardian exec run``): a copy throttled below this never catches up.
+    """
+
+    def __init__(self, smoothing: float = 0.5) -> None:
+        self.smoothing = smoothing
+        self._last: dict[tuple[str, int], tuple[float, float]] = {}
+        self.rates: dict[tuple[str, int], float] = {}
+
+    def observe(self, live: LiveCluster, dirs: DirMap, now: float, partitions: Iterable[tuple[str, int]]) -> None:
+        """Take one size sample of each of ``partitions`` whose leader reported its log dir at time ``now``."""
+        for tp in partitions:
+            p = live.partitions.get(tp)
+            lead = main_dir(dirs, tp[0], tp[1], p.leader) if p is not None and p.leader >= 0 else None
+            if lead is None:
+                continue
+            prev = self._last.get(tp)
+            self._last[tp] = (now, float(lead.size))
+            rate = counter_rate(prev[0] if prev else None, prev[1] if prev else None, now, float(lead.size))
+            if rate.value is not None:
+                old = self.rates.get(tp)
+                self.rates[tp] = rate.value if old is None else old + self.smoothing * (rate.value - old)
+
+    def forget(self) -> None:
+        """Drop every sample (an execution ended)."""
+        self._last.clear()
+        self.rates.clear()
+
+    def __call__(self, topic: str, partition: int) -> float:
+        """Last measured bytes/s into ``topic``-``partition`` (0 before two samples)."""
+        return self.rates.get((topic, partition), 0.0)

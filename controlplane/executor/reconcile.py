@@ -10,8 +10,15 @@ open task with what the cluster shows, and acts idempotently:
   store every pass, so they change while running), in the chosen order; broker batches wait for
   zero under-replicated partitions;
 * throttles (KIP-73 rates and throttled-replica lists, KIP-113 rate) are recomputed every pass from
-  live disk headroom and the schedule, recorded in the store before they are set and removed as soon
-  as no task needs them — and leftovers recorded by an earlier run are removed on the next pass;
+  live disk headroom (:mod:`controlplane.executor.throttle`, fed the migration bytes each disk carried,
+  measured per copy and capped by what its throttle allowed) and the schedule, recorded in the store
+  before they are set — a rate that rises only after the pass's new copies started — and removed as
+  soon as no task needs them; leftovers recorded by an earlier run are removed on the next pass;
+* a new replica the plan lets the broker place goes to the disk of its broker that finishes its copy
+  work first (pending reads and writes over its budget), named before the reassignment (KIP-113);
+* right before submission a task is re-checked with the replicated policies overlaid (maintenance,
+  pools, placement — as the collection job sees the cluster); what only they forbid is refused with
+  the reason recorded, the rest proceeds;
 * a task whose old or new replica set contains a dead broker, or whose topic changed partition
   count, is cancelled (reassignment cancel) with the reason recorded; the others continue;
 * ``stop`` lets in-flight moves finish and starts nothing new; ``stop`` with rollback cancels them.
@@ -40,8 +47,25 @@ from controlplane.adapters.kafka_admin import (
     ReplicaDir,
 )
 from controlplane.adapters.prom_scrape import DiskRate, DiskScraper
-from controlplane.domain import CheckLimits, Plan, Violation, check_plan, plan_to_dict
-from controlplane.executor.live import DirMap, current_partitions, future_dir, live_snapshot, main_dir
+from controlplane.domain import (
+    CheckLimits,
+    LeaderChange,
+    PartitionMove,
+    Plan,
+    Violation,
+    apply_policies,
+    check_plan,
+    has_policies,
+    plan_to_dict,
+)
+from controlplane.executor.live import (
+    DirMap,
+    IngressMeter,
+    current_partitions,
+    future_dir,
+    live_snapshot,
+    main_dir,
+)
 from controlplane.executor.tasks import (
     DEFAULT_CAPS,
     OPEN_STATES,
@@ -52,7 +76,15 @@ from controlplane.executor.tasks import (
     select_batch,
     tasks_from_plan,
 )
-from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, broker_rates, catch_up_floors
+from controlplane.executor.throttle import (
+    Flow,
+    NetRate,
+    ThrottlePolicy,
+    broker_rates,
+    bytes_per_util,
+    catch_up_floors,
+    flow_roles,
+)
 from controlplane.service.commands import meta
 from controlplane.service.store import StateStore
 from raft.protocol import JsonDict
@@ -61,6 +93,9 @@ log = logging.getLogger("guardian.executor")
 THROTTLE_PREFIX = "migration."
 PROTECTION_KINDS = {"migration_rate": FOLLOWER_RATE, "intra_broker_rate": ALTER_DIRS_RATE}
 ELECTION_ERRORS_OK = {0, 84}
+PREPLACE_ANSWERS = {"ReplicaNotAvailableError", "NotLeaderForPartitionError", "NotLeaderOrFollowerError"}
+FREE_SPACE_FACTOR = 1.2
+"""A destination disk chosen by the executor keeps at least this many times the replica's size free."""
 
 
 class PlanRejected(ValueError):
@@ -115,6 +150,9 @@ class _Submit:
     log_dirs: dict[tuple[str, int, int], str] = field(default_factory=dict)
     elect: list[tuple[str, int]] = field(default_factory=list)
     owner: dict[Any, str] = field(default_factory=dict)
+    preplace: set[tuple[str, int, int]] = field(default_factory=set)
+    """``log_dirs`` entries for replicas a reassignment is about to create (sent first; the broker answers
+    ReplicaNotAvailable and creates the replica in that dir when it arrives, as Kafka's LogManager does)."""
 
 
 def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
@@ -124,6 +162,78 @@ def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
     except ValueError:
         return False
     return abs(x - y) <= tolerance * max(abs(y), 1.0)
+
+
+def _recorded_dir(t: Task, broker: int) -> tuple[int, str] | None:
+    """The log dir the task recorded for ``broker``'s replica when it was planned (``None`` if unknown)."""
+    src, dirs = t["source_replicas"], t["source_log_dirs"]
+    if broker in src and dirs and dirs[src.index(broker)]:
+        return broker, str(dirs[src.index(broker)])
+    return None
+
+
+@dataclass(frozen=True)
+class _ThrottleKind:
+    """How one kind of migration throttle is compared, recorded and named (see ``Executor._sync_kind``)."""
+
+    kind: str
+    what: str
+    idle_why: str
+    record_key: Callable[[Any], str]
+    present: Callable[[LiveCluster, Any], bool]
+    changes: Callable[[dict[str, Any], dict[str, Any], Mapping[str, str]], Any]
+    merge: Callable[[dict[str, Any], dict[str, Any], Any], dict[str, Any]]
+    same: Callable[[dict[str, Any], dict[str, Any]], bool]
+    target: Callable[[Any, dict[str, Any]], JsonDict]
+    rate: Callable[[dict[str, Any]], float]
+    clear_when_absent: bool = False
+    absent_why: str = ""
+
+
+def _rate_changes(want: dict[str, Any], have: dict[str, Any], actual: Mapping[str, str]) -> dict[str, str | None]:
+    """Broker rate configs to SET (value) or DELETE (``None``) so the broker shows ``want``."""
+    out: dict[str, str | None] = {}
+    for k in set(want) | set(have):
+        if k not in want:
+            if k in actual:
+                out[k] = None
+        elif k not in actual or not _close(want[k], actual[k]):
+            out[k] = want[k]
+    return out
+
+
+def _list_changes(want: dict[str, Any], have: dict[str, Any], actual: Mapping[str, str]
+                  ) -> dict[str, tuple[set[str], set[str]]]:
+    """Throttled-replica entries to APPEND / SUBTRACT per list (only what this executor recorded is removed)."""
+    out = {}
+    for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        cur = actual.get(k, "")
+        cur_set = {e.strip() for e in cur.split(",") if e.strip()}
+        adds = set() if cur.strip() == "*" else set(want.get(k, set())) - cur_set
+        subs = (set(have.get(k, set())) - set(want.get(k, set()))) & cur_set
+        if adds or subs:
+            out[k] = (adds, subs)
+    return out
+
+
+_BROKER_RATES = _ThrottleKind(
+    kind=THROTTLE_PREFIX + "broker", what="migration throttle", idle_why="no migration on this broker",
+    record_key=lambda b: f"mig.b{b}", present=lambda live, b: b in live.alive, changes=_rate_changes,
+    merge=lambda want, have, changes: {**have, **{k: v for k, v in changes.items() if v is not None}},
+    same=lambda want, have: set(want) == set(have) and all(_close(want[k], have[k]) for k in want),
+    target=lambda b, configs: {"broker": b, "configs": configs},
+    rate=lambda configs: max((float(v) for v in configs.values()), default=0.0))
+
+_REPLICA_LISTS = _ThrottleKind(
+    kind=THROTTLE_PREFIX + "topic", what="throttled replicas", idle_why="no migration on this topic",
+    record_key=lambda t: f"mig.t.{t}", present=lambda live, t: t in live.topic_sizes, changes=_list_changes,
+    merge=lambda want, have, changes: {k: set(want.get(k, set())) | set(have.get(k, set()))
+                                       for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)},
+    same=lambda want, have: all(set(want.get(k, set())) == set(have.get(k, set()))
+                                for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)),
+    target=lambda t, lists: {"topic": t, **{k: sorted(lists.get(k, set()))
+                                           for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)}},
+    rate=lambda lists: 0.0, clear_when_absent=True, absent_why="topic deleted")
 
 
 def plan_digest(plan_doc: Mapping[str, Any]) -> str:
@@ -141,14 +251,29 @@ class Executor:
                  ingress: Callable[[str, int], float] | None = None) -> None:
         self.store = store
         self.admin = admin
-        self.ingress: Callable[[str, int], float] = ingress or (lambda topic, partition: 0.0)
-        """Producers' bytes/s into a partition (the service reads it from the latest snapshot)."""
+        self.meter = IngressMeter()
+        self.ingress: Callable[[str, int], float] = ingress or self.meter
+        """Producers' bytes/s into a partition: the service reads it from the latest snapshot; without one
+        (``guardian exec run``) it is measured from the live cluster between passes (:class:`IngressMeter`)."""
         self.config = config
         self.scraper = scraper
         self.endpoints = endpoints
         self.clock = clock
         self._last_bytes: dict[tuple[str, int], tuple[float, int]] = {}
         self._flow_rate: dict[tuple[str, int], float] = {}
+        self._interval_rate: dict[str, float] = {}
+        """Task key -> bytes/s it copied over the last pass interval (tasks that completed in it included)."""
+        self._prev_flows: list[Flow] = []
+        self._remaining: dict[str, int] = {}
+        self._commanded: dict[str, float] = {}
+        self._in_force: dict[tuple[int, str], float] = {}
+        """Flow key -> bytes/s its throttles allowed since the last pass (an upper bound on what it copied)."""
+        self._pass_clock: tuple[float | None, float | None] = (None, None)
+        """(previous, latest) time base of passes with a fresh measurement: their gap predicts the next one."""
+        self._chosen: dict[tuple[int, str], float] = {}
+        """Bytes headed to each disk by the destinations chosen this pass."""
+        self._backlog: dict[tuple[int, str], float] = {}
+        self._capacity: dict[tuple[int, str], tuple[int, int]] | None = None
         self._suspect: dict[str, int] = {}
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
 
@@ -244,6 +369,8 @@ class Executor:
     def _start_execution(self, plan_id: int, tasks: list[Task], counts: Mapping[str, int], digest: str,
                          caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str) -> int:
         opts = {"plan_digest": digest, "ordering": self.config.ordering, **(options or {})}
+        if self.scraper is not None:  # a first sample now: the first pass already sees live disk load
+            self.scraper.scrape()
         result = self._propose("execution.start", why, plan_id=plan_id, tasks=tasks,
                                caps={**DEFAULT_CAPS, **(caps or {})}, partition_counts=dict(counts), options=opts)
         return int(result["execution_id"])
@@ -276,6 +403,13 @@ class Executor:
         dir_brokers = set().union(*(involved_brokers(t) for t in working)) & set(live.alive) if working else set()
         dirs = self.admin.log_dirs(dir_brokers, {t["topic"] for t in working}) if dir_brokers else {}
         now = self._measure(live)
+        if self.ingress is self.meter and now is not None:
+            self.meter.observe(live, dirs, now, {(t["topic"], t["partition"]) for t in working})
+        if now is not None:
+            self._pass_clock = (self._pass_clock[1], now)
+        self._chosen, self._capacity, self._backlog = {}, None, {}  # per pass (free space read lazily)
+        if now is not None:
+            self._interval_rate = {}  # refilled by this pass's observations
         updates: dict[str, dict[str, Any]] = {}
         submit = _Submit()
         report = PassReport(eid, ex["status"])
@@ -325,10 +459,20 @@ class Executor:
             ready = ready_tasks(merged, urp_zero=live.under_replicated == 0,
                                 leadership_first=bool(ex.get("options", {}).get("leadership_first")))
             urp = {tp for tp, p in live.partitions.items() if len(set(p.isr)) < len(set(p.replicas))}
-            ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp)
-            running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
             leaders = {tp: p.leader for tp, p in live.partitions.items()}
-            for t in select_batch(ordered, running, ex.get("caps", {}), leaders):
+            ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp,
+                                  [t for t in merged.values() if t["state"] in OPEN_STATES], leaders)
+            running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
+            batch = select_batch(ordered, running, ex.get("caps", {}), leaders)
+            if batch:
+                self._backlog = self._disk_backlog(merged, live, dirs)
+            refused = self._policy_refusals(batch, live, dirs)
+            for t in batch:
+                if t["key"] in refused:  # a policy set since the plan was proposed forbids it; the rest go on
+                    log.warning("task %s: %s", t["key"], refused[t["key"]])
+                    update(t, "ABORTED", refused[t["key"]])
+                    report.cancelled += 1
+                    continue
                 update(t, "IN_PROGRESS", "", attempts=int(t.get("attempts", 0)))
                 self._drive(t, live, dirs, now, update, submit, resubmit=False)
                 report.submitted += 1
@@ -348,7 +492,10 @@ class Executor:
         self._submit(cancels, tasks, eid)
         flows, topic_lists = self._flows(tasks, live, dirs, submit)
         rates = self._rates(flows, live, now)
-        failed = self._sync_throttles(rates, topic_lists, live)
+        # a rate that rises waits until the new copies have started: before, the copies already running
+        # would split it among fewer and run faster than planned
+        safe = {k: min(v, self._in_force.get(k, v)) for k, v in rates.items()}
+        failed = self._sync_throttles(safe, topic_lists, live)
         if failed:  # never start a copy whose throttle is not in force: it is retried next pass
             held = [tp for tp, r in submit.reassign.items() if r is not None
                     and (tp[0] in failed or failed & set(r) or (tp in live.partitions
@@ -358,6 +505,8 @@ class Executor:
             for key3 in [k for k in submit.log_dirs if k[2] in failed]:
                 del submit.log_dirs[key3]
         self._submit(submit, tasks, eid)
+        if safe != rates and not failed:
+            self._sync_throttles(rates, topic_lists, live)  # what fails is retried next pass
         # 6. progress and completion
         report.completed = sum(1 for k, u in updates.items() if u["state"] == "COMPLETED"
                                and tasks.get(k, {}).get("state") == "COMPLETED")
@@ -376,6 +525,11 @@ class Executor:
         a resubmission one pass early."""
         self._last_bytes.clear()
         self._flow_rate.clear()
+        self._interval_rate.clear()
+        self._prev_flows = []
+        self._remaining.clear()
+        self._commanded.clear()
+        self.meter.forget()
         self._suspect.clear()
 
     def _now(self) -> float:
@@ -393,6 +547,50 @@ class Executor:
         if self.scraper.clock is None or self.scraper.clock == before:
             return None
         return self.scraper.clock
+
+    # ------------------------------------------------------------------ policies
+    def _policies(self) -> tuple[JsonDict, JsonDict] | None:
+        """This cluster's replicated record and maintenance flags, when they could change a check (a
+        standalone run's local state has none)."""
+        def read(state: JsonDict) -> tuple[JsonDict, JsonDict]:
+            return (json.loads(json.dumps(state["clusters"].get(self.config.cluster) or {})),
+                    json.loads(json.dumps(state.get("maintenance", {}).get(self.config.cluster) or {})))
+
+        cluster, maintenance = self.store.read(read)
+        return (cluster, maintenance) if has_policies(cluster, maintenance) else None
+
+    def _policy_refusals(self, batch: list[Task], live: LiveCluster, dirs: DirMap) -> dict[str, str]:
+        """Task key -> why, for the tasks of ``batch`` that break a constraint only the replicated policies
+        reveal (maintenance flags, pool membership, IDC placement — e.g. set after the plan was proposed).
+
+        The batch is checked twice by the shared invariant checker against the live cluster, with and
+        without the policies overlaid as the service's collection job overlays them
+        (:func:`~controlplane.domain.apply_policies`); what only the overlaid check finds is refused.
+        """
+        policies = self._policies() if batch else None
+        if policies is None:
+            return {}
+        moves = [PartitionMove(t["topic"], t["partition"], tuple(t["target_replicas"]),
+                               tuple(t["target_log_dirs"]) or (None,) * len(t["target_replicas"]))
+                 for t in batch if t["action"] != "elect_leader"]
+        changes = [LeaderChange(t["topic"], t["partition"], int(t["leader"]))
+                   for t in batch if t["action"] == "elect_leader"]
+        plan = Plan(self.config.cluster, "submission", tuple(moves), tuple(changes))
+        try:
+            capacity = self.admin.disk_capacity(live.alive)
+        except AdminError as exc:
+            log.warning("reading disk capacity for the submission check failed: %s", exc)
+            capacity = {}
+        snapshot = live_snapshot(self.config.cluster, live, dirs, capacity, self.endpoints)
+        plain = {(v.code, v.topic, v.partition) for v in check_plan(snapshot, plan, self.config.check_limits)}
+        out: dict[str, str] = {}
+        for v in check_plan(apply_policies(snapshot, *policies), plan, self.config.check_limits):
+            if v.topic is None or (v.code, v.topic, v.partition) in plain:
+                continue
+            for t in batch:
+                if (t["topic"], t["partition"]) == (v.topic, v.partition):
+                    out.setdefault(t["key"], f"refused at submission: {v}")
+        return out
 
     # ------------------------------------------------------------------ per-task logic
     def _cancel_reason(self, t: Task, live: LiveCluster, ex: JsonDict) -> str | None:
@@ -455,6 +653,9 @@ class Executor:
                 return
             attempts += 1
             update(t, attempts=attempts)
+            started = now if now is not None else (self.scraper.clock if self.scraper is not None else None)
+            if not resubmit and started is not None:  # a new copy starts from zero: its first interval counts
+                self._last_bytes[(t["key"], 0)] = (started, 0)
             if kind == "reassign":
                 submit.reassign[key] = value
             elif kind == "log_dir":
@@ -481,10 +682,13 @@ class Executor:
         if t["action"] == "reassign" and tp in live.reassignments:
             ra = live.reassignments[tp]
             done, total = self._copy_progress(t, ra.adding, dirs, live)
+            self._remaining[t["key"]] = max(total - done, 0)
             update(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self._observe_rate(t, now, done))
             return
         if t["action"] == "reassign" and list(p.replicas) != target:
             send("reassign", tp, target)
+            if submit.reassign.get(tp) == target and submit.owner.get(tp) == t["key"]:
+                self._preplace(t, p.replicas, live, submit)
             return
         # replica set is right: log dirs next (KIP-113)
         pending_dirs: list[tuple[int, str, ReplicaDir | None]] = []
@@ -507,6 +711,7 @@ class Executor:
             else:
                 pending_dirs.append((b, d, None))
         if not pending_dirs:
+            self._final_rate(t, now)
             update(t, "COMPLETED", "target replicas and log dirs reached",
                    bytes_done=max(int(t.get("bytes_total", 0)), int(t.get("bytes_done", 0))))
             return
@@ -518,6 +723,79 @@ class Executor:
             if fut is None and (known or not resubmit):
                 send("log_dir", (t["topic"], t["partition"], b), d)
 
+    def _preplace(self, t: Task, current: tuple[int, ...], live: LiveCluster, submit: _Submit) -> None:
+        """Choose the log dir of every replica the reassignment adds: the plan's, or else (the plan lets the
+        broker pick) the destination disk with the most live migration headroom that has room for it."""
+        target = list(t["target_replicas"])
+        wanted = list(t["target_log_dirs"]) or [None] * len(target)
+        for b, d in zip(target, wanted, strict=True):
+            if b in current or b not in live.alive:
+                continue
+            chosen = d or self._roomiest_dir(b, int(t.get("size_bytes") or 0) // max(
+                sum(1 for x in target if x not in current), 1))
+            if chosen is None:
+                continue
+            key3 = (t["topic"], t["partition"], b)
+            submit.log_dirs[key3] = chosen
+            submit.owner[key3] = t["key"]
+            submit.preplace.add(key3)
+            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.get("size_bytes") or 0)
+
+    def _roomiest_dir(self, broker: int, size: int) -> str | None:
+        """The broker's disk that would finish its copy work first: least ``(bytes still to read from or
+        write to it + this replica) / its migration budget`` (live util, measured migration, the policy's
+        threshold), among disks keeping ``FREE_SPACE_FACTOR x size`` free. A disk that many pending moves
+        must still read from is thereby spared new writes. ``None`` without live disk data or free-space
+        figures (the broker then picks)."""
+        disks = {d: r for d, r in self.last_disks.items() if d[0] == broker}
+        if not disks:
+            return None
+        if self._capacity is None:
+            try:
+                self._capacity = self.admin.disk_capacity({d[0] for d in self.last_disks})
+            except AdminError as exc:
+                log.warning("reading free space failed (brokers pick new replicas' dirs): %s", exc)
+                self._capacity = {}
+        policy = self.config.throttle
+        migration = self._disk_migration([])
+        best: tuple[float, str] | None = None
+        for (b, path), rate in sorted(disks.items()):
+            usable = self._capacity.get((b, path), (0, -1))[1]
+            if usable < FREE_SPACE_FACTOR * size:
+                continue
+            k = bytes_per_util(rate)
+            u0 = max(rate.util - migration.get((b, path), 0.0) / k, 0.0)
+            budget = max((policy.util_threshold - policy.headroom - u0) * k, 1e6)
+            finish = (self._backlog.get((b, path), 0.0) + self._chosen.get((b, path), 0.0) + size) / budget
+            if best is None or finish < best[0]:
+                best = (finish, path)
+        return best[1] if best else None
+
+    def _disk_backlog(self, tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap) -> dict[tuple[int, str], float]:
+        """Bytes every disk must still read (as a copy source) or write (as the destination of a running
+        copy) for the open data tasks of the execution."""
+        out: dict[tuple[int, str], float] = {}
+        for t in tasks.values():
+            if t["state"] not in ("PENDING", "IN_PROGRESS") or t["action"] == "elect_leader":
+                continue
+            tp = (t["topic"], t["partition"])
+            p = live.partitions.get(tp)
+            if p is None or p.leader < 0:
+                continue
+            size = float(t.get("size_bytes") or 0)
+            left = float(self._remaining.get(t["key"], size)) if t["state"] == "IN_PROGRESS" else size
+            src = main_dir(dirs, tp[0], tp[1], p.leader)
+            src_disk = (p.leader, src.log_dir) if src else _recorded_dir(t, p.leader)
+            if src_disk is not None:
+                out[src_disk] = out.get(src_disk, 0.0) + left
+            if t["state"] == "IN_PROGRESS":
+                adding = [b for b in t["target_replicas"] if b not in t["source_replicas"]]
+                for b in adding:
+                    dst = main_dir(dirs, tp[0], tp[1], b)
+                    if dst is not None:
+                        out[(b, dst.log_dir)] = out.get((b, dst.log_dir), 0.0) + left / len(adding)
+        return out
+
     def _copy_progress(self, t: Task, adding: tuple[int, ...], dirs: DirMap, live: LiveCluster) -> tuple[int, int]:
         p = live.partitions[(t["topic"], t["partition"])]
         lead = main_dir(dirs, t["topic"], t["partition"], p.leader) if p.leader >= 0 else None
@@ -528,6 +806,13 @@ class Executor:
             done += min(d.size, size) if d is not None else 0
         return done, size * len(adding)
 
+    def _final_rate(self, t: Task, now: float | None) -> None:
+        """A task found complete: what it copied since its last observation, over that whole interval."""
+        prev = self._last_bytes.pop((t["key"], 0), None)
+        total = int(t.get("bytes_total") or t.get("size_bytes") or 0)
+        if now is not None and prev is not None and now > prev[0] and total >= prev[1]:
+            self._interval_rate[t["key"]] = (total - prev[1]) / (now - prev[0])
+
     def _observe_rate(self, t: Task, now: float | None, done: int) -> float:
         key = (t["key"], 0)
         if now is None:
@@ -537,6 +822,7 @@ class Executor:
         rate = self._flow_rate.get(key, 0.0)
         if prev is not None and now > prev[0] and done >= prev[1]:
             inst = (done - prev[1]) / (now - prev[0])
+            self._interval_rate[t["key"]] = inst
             rate = inst if rate == 0.0 else 0.5 * rate + 0.5 * inst
             self._flow_rate[key] = rate
         return float(rate) if math.isfinite(rate) else 0.0
@@ -554,7 +840,7 @@ class Executor:
             p = live.partitions.get(tp)
             if p is None:
                 continue
-            rate = self._flow_rate.get((t["key"], 0), 0.0)
+            rate = self._interval_rate.get(t["key"], 0.0)
             if t["action"] == "reassign" and (tp in live.reassignments or submit.reassign.get(tp) is not None):
                 ra = live.reassignments.get(tp)
                 adding = list(ra.adding) if ra else [b for b in t["target_replicas"] if b not in p.replicas]
@@ -567,14 +853,16 @@ class Executor:
                 entry[FOLLOWER_REPLICAS].update(f"{tp[1]}:{b}" for b in adding)
                 lead = p.leader
                 src = main_dir(dirs, tp[0], tp[1], lead) if lead >= 0 else None
+                src_disk = (lead, src.log_dir) if src else _recorded_dir(t, lead)  # new this pass: dirs not read
                 for b in adding:
                     dst = main_dir(dirs, tp[0], tp[1], b)
                     i = t["target_replicas"].index(b) if b in t["target_replicas"] else -1
                     want = t["target_log_dirs"][i] if i >= 0 and t["target_log_dirs"] else None
+                    want = want or submit.log_dirs.get((tp[0], tp[1], b))
                     flows.append(Flow(f"{t['key']}>{b}", "move", lead, b,
-                                      (lead, src.log_dir) if src else None,
-                                      (b, dst.log_dir) if dst else ((b, want) if want else None),
-                                      rate / len(adding), self.ingress(tp[0], tp[1])))
+                                      src_disk, (b, dst.log_dir) if dst else ((b, want) if want else None),
+                                      rate / len(adding), self.ingress(tp[0], tp[1]),
+                                      self._remaining.get(t["key"], int(t.get("size_bytes") or 0)) / len(adding)))
             else:
                 for b in set(t["target_replicas"]):
                     cur = main_dir(dirs, tp[0], tp[1], b)
@@ -583,8 +871,9 @@ class Executor:
                     if fut is None and key3 not in submit.log_dirs:
                         continue
                     dst_dir = fut.log_dir if fut else submit.log_dirs[key3]
+                    left = max(cur.size - (fut.size if fut else 0), 0) if cur else None
                     flows.append(Flow(f"{t['key']}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
-                                      (b, dst_dir), rate, self.ingress(tp[0], tp[1])))
+                                      (b, dst_dir), rate, self.ingress(tp[0], tp[1]), left))
         return flows, lists
 
     def _rates(self, flows: list[Flow], live: LiveCluster, now: float | None) -> dict[tuple[int, str], float]:
@@ -600,12 +889,42 @@ class Executor:
         network = None
         if self.scraper is not None and policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
-        rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network)
+        migration = self._disk_migration(flows)
+        if now is not None:
+            self._prev_flows = list(flows)
+        last, latest = self._pass_clock
+        horizon = 1.25 * (latest - last) if last is not None and latest is not None and latest > last else None
+        self._in_force = previous
+        rates = broker_rates(flows, self.last_disks, policy, previous, epoch, network, migration, horizon)
         floors = catch_up_floors(flows)
         for (b, key), ceiling in self._protection_ceilings().items():  # disk protection wins over migration ...
             if (b, key) in rates:  # ... down to the rate the copies need to ever finish
                 rates[(b, key)] = max(min(rates[(b, key)], ceiling), floors.get((b, key), 0.0))
+        if now is not None:
+            count: dict[tuple[int, str], int] = {}
+            for f in flows:
+                for r in flow_roles(f):
+                    count[r] = count.get(r, 0) + 1
+            self._commanded = {f.key: min(rates[r] / count[r] for r in flow_roles(f)) for f in flows}
         return rates
+
+    def _disk_migration(self, flows: list[Flow]) -> dict[tuple[int, str], float]:
+        """Migration bytes/s each disk carried over the last interval: every copy that ran in it (the
+        previous pass's flows, finished ones included) at the rate its task measured, on its source and
+        destination disks (a destination placed since then is taken from this pass's flow)."""
+        now_dst = {f.key: f.dst_disk for f in flows}
+        per_task: dict[str, int] = {}
+        for f in self._prev_flows:
+            task = f.key.rsplit(">", 1)[0]
+            per_task[task] = per_task.get(task, 0) + 1
+        out: dict[tuple[int, str], float] = {}
+        for f in self._prev_flows:
+            task = f.key.rsplit(">", 1)[0]
+            rate = min(self._interval_rate.get(task, 0.0) / per_task[task], self._commanded.get(f.key, math.inf))
+            for d in {f.src_disk, f.dst_disk or now_dst.get(f.key)}:
+                if d is not None and rate > 0:
+                    out[d] = out.get(d, 0.0) + rate
+        return out
 
     def _protection_ceilings(self) -> dict[tuple[int, str], float]:
         """Migration rates the throttle protection (issue 5) has in force, as ceilings per broker."""
@@ -631,103 +950,75 @@ class Executor:
         (list entries of others are left alone). Returns the brokers (ids) and topics (names) whose
         change failed (retried next pass).
         """
-        failed: set[Any] = set()
         owned = self._owned_throttles()
-        cluster = self.config.cluster
-        want_b: dict[int, dict[str, str]] = {}
+        want_b: dict[Any, dict[str, Any]] = {}
         for (b, key), r in rates.items():
             want_b.setdefault(b, {})[key] = str(int(r))
-        have_b = {int(v["target"]["broker"]): dict(v["target"].get("configs", {}))
-                  for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "broker"}
-        brokers = sorted(set(want_b) | set(have_b))
-        alive_b = [b for b in brokers if b in live.alive]
-        actual_b: dict[int, dict[str, str]] | None = {}
-        if alive_b:
-            try:
-                actual_b = self.admin.broker_configs(alive_b)
-            except AdminError as exc:
-                log.warning("reading broker throttles failed: %s", exc)
-                failed.update(alive_b)
-                actual_b = None
-        for b in brokers:
-            want, have = want_b.get(b, {}), have_b.get(b, {})
-            key = f"mig.b{b}"
-            if b not in live.alive or actual_b is None:
-                continue  # a dead broker cannot be altered: keep the record, clear it once it is back
-            actual = actual_b.get(b, {})
-            changes: dict[str, str | None] = {}
-            for k in set(want) | set(have):
-                if k not in want:
-                    if k in actual:
-                        changes[k] = None
-                elif k not in actual or not _close(want[k], actual[k]):
-                    changes[k] = want[k]
-            if changes:
-                merged = {**have, **{k: v for k, v in changes.items() if v is not None}}
-                self._propose("throttle.set", "migration throttle (write-ahead)", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": merged},
-                              rate_bytes_per_s=max((float(v) for v in merged.values()), default=0.0))
-                try:
-                    self.admin.set_broker_configs({b: changes})
-                except AdminError as exc:  # recorded (write-ahead): retried next pass
-                    log.warning("throttle change on broker %s failed: %s", b, exc)
-                    failed.add(b)
-                    continue
-            elif set(want) == set(have) and all(_close(want[k], have[k]) for k in want):
-                continue
-            if want:
-                self._propose("throttle.set", "migration throttle", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "broker", target={"broker": b, "configs": want},
-                              rate_bytes_per_s=max(float(v) for v in want.values()))
-            elif have or changes:
-                self._propose("throttle.clear", "no migration on this broker", cluster=cluster, key=key)
+        have_b: dict[Any, dict[str, Any]] = {int(v["target"]["broker"]): dict(v["target"].get("configs", {}))
+                                             for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "broker"}
         empty: dict[str, set[str]] = {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()}
-        have_t = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
-                  for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
-        topics = sorted(set(lists) | set(have_t))
-        present = [t for t in topics if t in live.topic_sizes]
-        actual_t: dict[str, dict[str, str]] | None = {}
+        want_t: dict[Any, dict[str, Any]] = {t: {k: set(v.get(k, set())) for k in empty} for t, v in lists.items()}
+        have_t: dict[Any, dict[str, Any]] = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
+                                             for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
+        failed = self._sync_kind(_BROKER_RATES, want_b, have_b, live, self.admin.broker_configs,
+                                 lambda b, changes: self.admin.set_broker_configs({b: changes}))
+        return failed | self._sync_kind(_REPLICA_LISTS, want_t, have_t, live, self.admin.topic_configs,
+                                        self._apply_lists)
+
+    def _apply_lists(self, topic: str, changes: Mapping[str, tuple[set[str], set[str]]]) -> None:
+        for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+            adds, subs = changes.get(k, (set(), set()))
+            self.admin.alter_topic_lists(topic, k, append=adds, subtract=subs)
+
+    def _sync_kind(self, kind: _ThrottleKind, want: Mapping[Any, dict[str, Any]], have: Mapping[Any, dict[str, Any]],
+                   live: LiveCluster, read: Callable[[list[Any]], Mapping[Any, Mapping[str, str]]],
+                   apply: Callable[[Any, Any], None]) -> set[Any]:
+        """One read-compare-record-apply round over the targets (brokers or topics) of one kind of throttle.
+
+        Per target: the desired value, what this executor recorded, and what the cluster shows are compared;
+        a needed change is recorded first (the union of desired and recorded, so a crash between record and
+        apply still knows to clean it), then applied; the record is then set to the desired value, or
+        cleared when nothing is desired. Targets the cluster cannot show (dead broker, deleted topic) keep
+        or drop their record as ``kind`` says. Returns the targets whose read or change failed.
+        """
+        cluster = self.config.cluster
+        targets = sorted(set(want) | set(have))
+        present = [x for x in targets if kind.present(live, x)]
+        failed: set[Any] = set()
+        actual: Mapping[Any, Mapping[str, str]] | None = {}
         if present:
             try:
-                actual_t = self.admin.topic_configs(present)
+                actual = read(present)
             except AdminError as exc:
-                log.warning("reading throttled replicas failed: %s", exc)
+                log.warning("reading %s failed: %s", kind.what, exc)
                 failed.update(present)
-                actual_t = None
-        for topic in topics:
-            want_t = {k: set(lists.get(topic, {}).get(k, set())) for k in empty}
-            have = have_t.get(topic, empty)
-            key = f"mig.t.{topic}"
-            if topic not in live.topic_sizes:
-                if topic in have_t:
-                    self._propose("throttle.clear", "topic deleted", cluster=cluster, key=key)
+                actual = None
+        for x in targets:
+            key, w, h = kind.record_key(x), want.get(x, {}), have.get(x, {})
+            if not kind.present(live, x):
+                if kind.clear_when_absent and x in have:
+                    self._propose("throttle.clear", kind.absent_why, cluster=cluster, key=key)
+                continue  # a dead broker cannot be altered: keep the record, clear it once it is back
+            if actual is None:
                 continue
-            if actual_t is None:
-                continue
-            cur = {k: actual_t.get(topic, {}).get(k, "") for k in empty}
-            cur_sets = {k: {e.strip() for e in v.split(",") if e.strip()} for k, v in cur.items()}
-            adds = {k: set() if cur[k].strip() == "*" else want_t[k] - cur_sets[k] for k in empty}
-            subs = {k: (have[k] - want_t[k]) & cur_sets[k] for k in empty}
-            if any(adds.values()) or any(subs.values()):
-                union = {k: sorted(want_t[k] | have[k]) for k in empty}
-                self._propose("throttle.set", "throttled replicas (write-ahead)", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "topic", target={"topic": topic, **union}, rate_bytes_per_s=0)
+            changes = kind.changes(w, h, actual.get(x, {}))
+            if changes:
+                merged = kind.merge(w, h, changes)
+                self._propose("throttle.set", f"{kind.what} (write-ahead)", cluster=cluster, key=key,
+                              kind=kind.kind, target=kind.target(x, merged), rate_bytes_per_s=kind.rate(merged))
                 try:
-                    for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
-                        self.admin.alter_topic_lists(topic, k, append=adds[k], subtract=subs[k])
-                except AdminError as exc:
-                    log.warning("throttled-replica change on topic %s failed: %s", topic, exc)
-                    failed.add(topic)
+                    apply(x, changes)
+                except AdminError as exc:  # recorded (write-ahead): retried next pass
+                    log.warning("%s change on %s failed: %s", kind.what, x, exc)
+                    failed.add(x)
                     continue
-            elif want_t == have:
+            elif kind.same(w, h):
                 continue
-            if any(want_t.values()):
-                self._propose("throttle.set", "throttled replicas", cluster=cluster, key=key,
-                              kind=THROTTLE_PREFIX + "topic",
-                              target={"topic": topic, **{k: sorted(v) for k, v in want_t.items()}},
-                              rate_bytes_per_s=0)
-            elif topic in have_t:
-                self._propose("throttle.clear", "no migration on this topic", cluster=cluster, key=key)
+            if any(w.values()):
+                self._propose("throttle.set", kind.what, cluster=cluster, key=key, kind=kind.kind,
+                              target=kind.target(x, w), rate_bytes_per_s=kind.rate(w))
+            elif x in have or changes:
+                self._propose("throttle.clear", kind.idle_why, cluster=cluster, key=key)
         return failed
 
     # ------------------------------------------------------------------ submission
@@ -738,6 +1029,15 @@ class Executor:
         return owner is not None and owner["state"] == "ABORTING"
 
     def _submit(self, submit: _Submit, tasks: Mapping[str, Task], eid: int) -> None:
+        if submit.log_dirs:  # first: a new replica's dir must be known before its reassignment creates it
+            try:
+                errors3 = self.admin.alter_log_dirs(submit.log_dirs)
+            except AdminError as exc:
+                log.warning("log dir move submission failed (will be retried next pass): %s", exc)
+                errors3 = {}
+            for k, err in errors3.items():
+                if err and not (k in submit.preplace and err in PREPLACE_ANSWERS):
+                    log.warning("log dir move of %s refused: %s", k, err)
         if submit.reassign:
             try:
                 errors = self.admin.alter_reassignments(submit.reassign)
@@ -747,15 +1047,6 @@ class Executor:
             for tp, err in errors.items():
                 if err and err != "NoReassignmentInProgressError":
                     log.warning("reassignment of %s-%s refused: %s", tp[0], tp[1], err)
-        if submit.log_dirs:
-            try:
-                errors3 = self.admin.alter_log_dirs(submit.log_dirs)
-            except AdminError as exc:
-                log.warning("log dir move submission failed (will be retried next pass): %s", exc)
-                errors3 = {}
-            for k, err in errors3.items():
-                if err:
-                    log.warning("log dir move of %s refused: %s", k, err)
         if submit.elect:
             try:
                 codes = self.admin.elect_preferred(submit.elect)

@@ -15,7 +15,7 @@ from typing import Any
 from controlplane.domain import Plan
 
 Task = dict[str, Any]
-ORDERINGS = ("small_first", "large_first", "urp_first", "plan")
+ORDERINGS = ("small_first", "large_first", "urp_first", "bottleneck_first", "plan")
 DEFAULT_CAPS: dict[str, int] = {"per_broker": 5, "per_disk": 2, "per_cluster": 50, "leaders_per_pass": 500}
 OPEN_STATES = frozenset({"PENDING", "IN_PROGRESS", "ABORTING"})
 DONE_STATES = frozenset({"COMPLETED", "ABORTED", "DEAD"})
@@ -133,9 +133,15 @@ def copy_endpoints(task: Task, leader: int | None = None) -> tuple[set[int], set
     return brokers, disks
 
 
-def order_tasks(tasks: Iterable[Task], strategy: str, under_replicated: set[tuple[str, int]] | None = None
+def order_tasks(tasks: Iterable[Task], strategy: str, under_replicated: set[tuple[str, int]] | None = None,
+                open_tasks: Iterable[Task] = (), leaders: Mapping[tuple[str, int], int] | None = None
                 ) -> list[Task]:
-    """Sort candidate tasks by ``strategy`` (stable, deterministic; key order breaks ties)."""
+    """Sort candidate tasks by ``strategy`` (stable, deterministic; key order breaks ties).
+
+    ``bottleneck_first`` (critical path): a task whose source disk, then broker, still has the most bytes
+    to copy among ``open_tasks`` (started ones count what is left) goes first, largest first among
+    equals; the busiest disk, which bounds the whole execution, then never waits for the others.
+    """
     if strategy not in ORDERINGS:
         raise ValueError(f"unknown ordering {strategy!r}; choose one of {', '.join(ORDERINGS)}")
     urp = under_replicated or set()
@@ -144,6 +150,24 @@ def order_tasks(tasks: Iterable[Task], strategy: str, under_replicated: set[tupl
         return items
     if strategy == "large_first":
         return sorted(items, key=lambda t: (-t["size_bytes"], t["key"]))
+    if strategy == "bottleneck_first":
+        leaders = leaders or {}
+        disk_load: Counter[tuple[int, str]] = Counter()
+        broker_load: Counter[int] = Counter()
+        for t in open_tasks:
+            left = max(int(t.get("size_bytes") or 0) - int(t.get("bytes_done") or 0), 0)
+            brokers, disks = copy_endpoints(t, leaders.get((t["topic"], t["partition"])))
+            for d in disks:
+                disk_load[d] += left
+            for b in brokers:
+                broker_load[b] += left
+
+        def critical(t: Task) -> tuple[int, int, int, str]:
+            brokers, disks = copy_endpoints(t, leaders.get((t["topic"], t["partition"])))
+            return (-max((disk_load[d] for d in disks), default=0), -max((broker_load[b] for b in brokers), default=0),
+                    -t["size_bytes"], t["key"])
+
+        return sorted(items, key=critical)
     if strategy == "urp_first":
         return sorted(items, key=lambda t: ((t["topic"], t["partition"]) not in urp, t["size_bytes"], t["key"]))
     return sorted(items, key=lambda t: (t["size_bytes"], t["key"]))

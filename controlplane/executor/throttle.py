@@ -1,13 +1,22 @@
 """Migration throttle: per-broker KIP-73 / KIP-113 rates from live disk headroom and a time-of-day schedule.
 
-Pure computation. Inputs: the copy *flows* in flight (source disk -> destination disk, observed
-bytes/s), the live load of every disk (util, bytes/s, throughput ceiling) and the previous rates.
-For each disk, the util that is *not* migration is ``u0 = util x (1 - migration bytes / all bytes)``;
-the migration may use ``(threshold - u0) x bytes-per-util`` more, shared equally by the flows on
-the disk. A broker's follower (destination) / leader (source) / alter-log-dirs rate is the
-smallest per-flow allowance among its flows times its flow count (Kafka shares a broker rate equally
-among its throttled replicas), smoothed upwards, immediate downwards, clamped to
-``[floor, schedule ceiling]``. With no live data for a disk the previous rate (or ``initial``) stays.
+Pure computation, recomputed every pass (a feedback controller on measured util). Inputs: the copy
+*flows* in flight (source disk -> destination disk), the live load of every disk (util, bytes/s,
+throughput ceiling), the migration bytes/s each disk carried over the last interval, and the rates
+in force.
+
+1. **Budgets** (:func:`disk_budgets`): a disk's own load is ``u0 = util - migration / bytes-per-util``
+   (bytes-per-util measured); migration may add ``(threshold - headroom - u0) x bytes-per-util``.
+   NIC directions are budgets too when the NIC capacity is given.
+2. **Allocation** (:func:`fair_shares`): a broker rate is shared equally by the replicas it throttles,
+   so the unknowns are per-broker *shares*; they rise together (max-min fair, exact water levels) and
+   each stops when a disk it controls — the follower rate for what its broker's disks write, the leader
+   rate for what they read — reaches its budget. A share is then lowered to what its copies can use.
+3. **Finishing copies**: copies that end before the next pass leave their broker rate to fewer; the
+   shares are chosen so that the copies left behind still fit (``after_finish`` resources).
+4. **Limits**: rises are applied by ``gain`` (falls at once), clamped to ``[floor, schedule ceiling]``,
+   never below the catch-up floor (Σ ingress of a broker's copies x :data:`CATCH_UP_MARGIN`), and a rate
+   one of whose copies touches a disk without live data rises no further (no data, no headroom).
 """
 
 from __future__ import annotations
@@ -89,7 +98,11 @@ class ThrottlePolicy:
     ceiling: float = 400e6
     initial: float = 20e6
     fixed_rate: float = 50e6
-    gain: float = 0.5
+    gain: float = 1.0
+    """Fraction of a computed rise applied per pass (falls are immediate): 1 trusts the budget model."""
+    headroom: float = 0.03
+    """Util kept free below the threshold for load no pass can foresee (a producer burst starting between
+    passes is only seen by the next one): copies are planned up to ``util_threshold - headroom``."""
     schedule: Schedule = field(default_factory=Schedule)
     nic_bytes_per_s: float | None = None
     """Network capacity of each broker (each direction); ``None``: network headroom is not considered."""
@@ -103,6 +116,8 @@ class ThrottlePolicy:
             raise ValueError("need 0 < floor <= ceiling")
         if not (0 < self.gain <= 1):
             raise ValueError("gain must be in (0, 1]")
+        if not (0 <= self.headroom < self.util_threshold):
+            raise ValueError("headroom must be in [0, util threshold)")
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,8 @@ class Flow:
     observed_bytes_per_s: float = 0.0
     ingress_bytes_per_s: float = 0.0
     """What producers write to the partition: a throttled copy slower than this never catches up."""
+    remaining_bytes: float | None = None
+    """Bytes still to copy (``None``: unknown)."""
 
 
 CATCH_UP_MARGIN = 1.2
@@ -135,45 +152,15 @@ def catch_up_floors(flows: Sequence[Flow]) -> dict[tuple[int, str], float]:
     return out
 
 
-def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], policy: ThrottlePolicy,
-                 previous: Mapping[tuple[int, str], float], now_epoch_s: float,
-                 network: Mapping[int, NetRate] | None = None) -> dict[tuple[int, str], float]:
-    """``(broker, config key) -> bytes/s`` for every broker with a flow (nothing else).
+Role = tuple[int, str]
+"""``(broker, config key)``: one KIP-73 / KIP-113 rate, shared equally by the copies it throttles."""
 
-    Never below the catch-up floor of its flows (:func:`catch_up_floors`): a copy throttled below what
-    producers write to its partition would run forever and hold its throttles.
 
-    With ``policy.nic_bytes_per_s`` and live ``network`` rates, a flow is also bounded by the network
-    headroom of its source (out) and destination (in) broker.
-    """
-    ceiling = min(policy.ceiling, policy.schedule.ceiling(now_epoch_s))
-    ceiling = max(ceiling, policy.floor)
-    roles: dict[tuple[int, str], list[Flow]] = {}
-    for f in flows:
-        if f.kind == "move":
-            roles.setdefault((f.dst_broker, FOLLOWER_RATE), []).append(f)
-            roles.setdefault((f.src_broker, LEADER_RATE), []).append(f)
-        else:
-            roles.setdefault((f.dst_broker, ALTER_DIRS_RATE), []).append(f)
-    floors = catch_up_floors(flows)
-    if policy.mode == "fixed":
-        return {k: max(min(policy.fixed_rate, ceiling), floors.get(k, 0.0)) for k in roles}
-    allowance = per_flow_allowance(flows, disks, policy.util_threshold)
-    if policy.nic_bytes_per_s and network:
-        for f, limit in network_allowance(flows, network, policy.nic_bytes_per_s, policy.util_threshold).items():
-            allowance[f] = min(allowance.get(f, math.inf), limit)
-    out: dict[tuple[int, str], float] = {}
-    for key, fs in roles.items():
-        prev = previous.get(key, policy.initial)
-        known = [allowance[f] for f in fs if f in allowance]
-        if not known:
-            target = prev
-        else:
-            target = min(known) * len(fs)
-            if target > prev:
-                target = prev + policy.gain * (target - prev)
-        out[key] = float(max(min(max(target, policy.floor), ceiling), floors.get(key, 0.0)))
-    return out
+def flow_roles(f: Flow) -> tuple[Role, ...]:
+    """The rates that bound a flow: follower (destination) and leader (source), or alter-log-dirs."""
+    if f.kind == "move":
+        return (f.dst_broker, FOLLOWER_RATE), (f.src_broker, LEADER_RATE)
+    return ((f.dst_broker, ALTER_DIRS_RATE),)
 
 
 @dataclass(frozen=True)
@@ -185,75 +172,246 @@ class NetRate:
     migration_in_bytes_per_s: float = 0.0
 
 
-def network_allowance(flows: Sequence[Flow], network: Mapping[int, NetRate], nic_bytes_per_s: float,
-                      threshold: float) -> dict[Flow, float]:
-    """Bytes/s each inter-broker flow may use so no NIC direction exceeds ``threshold`` of capacity.
+@dataclass(frozen=True)
+class Resource:
+    """Something copies share (a disk, a NIC direction): ``budget`` bytes/s are left for migration;
+    ``members`` are ``(flow index, the role that controls this flow's use of it)``."""
 
-    Migration in is what the broker reports (reassignment bytes in); migration out is the observed rate
-    of the flows it serves. Intra-broker moves use no network and are not bounded here.
+    name: str
+    budget: float
+    members: tuple[tuple[int, Role], ...]
+    after_finish: bool = False
+    """The same resource once the copies that finish before the next pass are gone: the others of their
+    broker rates then get a bigger equal share (``gain``), and must still fit."""
+
+
+def bytes_per_util(rate: DiskRate) -> float:
+    """Bytes/s that cost one unit of util on this disk, measured (bytes / util) when the disk is busy enough."""
+    k = rate.bytes_per_s / rate.util if rate.util > 0.05 else rate.max_bytes_per_s
+    return k if math.isfinite(k) and k > 0 else rate.max_bytes_per_s
+
+
+def disk_budgets(disks: Mapping[DiskKey, DiskRate], migration: Mapping[DiskKey, float], threshold: float
+                 ) -> dict[DiskKey, float]:
+    """Bytes/s of migration each disk takes before its util reaches ``threshold``.
+
+    The util that is *not* migration is ``u0 = util - migration bytes / bytes-per-util`` (measured over
+    the same interval; the executor caps each copy's measured bytes at what its throttles allowed, so
+    measurement noise errs on the safe side); the budget is ``(threshold - u0) x bytes-per-util``, never
+    negative. Because the budget is re-derived from measured
+    util every pass, the loop is a feedback controller: an estimate that was too generous shows up as
+    util above threshold and shrinks the next budget.
     """
-    moves = [f for f in flows if f.kind == "move"]
-    mig_out: dict[int, float] = {}
-    n_in: dict[int, int] = {}
-    n_out: dict[int, int] = {}
-    for f in moves:
-        mig_out[f.src_broker] = mig_out.get(f.src_broker, 0.0) + f.observed_bytes_per_s
-        n_out[f.src_broker] = n_out.get(f.src_broker, 0) + 1
-        n_in[f.dst_broker] = n_in.get(f.dst_broker, 0) + 1
-    cap = threshold * nic_bytes_per_s
-    out: dict[Flow, float] = {}
-    for f in moves:
-        limits = []
-        dst, src = network.get(f.dst_broker), network.get(f.src_broker)
-        if dst is not None:
-            other_in = max(dst.in_bytes_per_s - dst.migration_in_bytes_per_s, 0.0)
-            limits.append(max(cap - other_in, 0.0) / n_in[f.dst_broker])
-        if src is not None:
-            other_out = max(src.out_bytes_per_s - mig_out.get(f.src_broker, 0.0), 0.0)
-            limits.append(max(cap - other_out, 0.0) / n_out[f.src_broker])
-        if limits:
-            out[f] = min(limits)
+    out = {}
+    for d, rate in disks.items():
+        k = bytes_per_util(rate)
+        u0 = max(rate.util - migration.get(d, 0.0) / k, 0.0)
+        out[d] = max((threshold - u0) * k, 0.0)
     return out
 
 
-def per_flow_allowance(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], threshold: float
-                       ) -> dict[Flow, float]:
-    """Bytes/s each flow may use so that no disk it touches exceeds ``threshold`` util."""
-    mig: dict[DiskKey, float] = {}
-    count: dict[DiskKey, int] = {}
+def flow_disk_migration(flows: Sequence[Flow]) -> dict[DiskKey, float]:
+    """Migration bytes/s per disk from the flows' observed rates (a copy reads its source, writes its destination)."""
+    out: dict[DiskKey, float] = {}
     for f in flows:
         for d in {f.src_disk, f.dst_disk}:
-            if d is None:
-                continue
-            mig[d] = mig.get(d, 0.0) + f.observed_bytes_per_s
-            count[d] = count.get(d, 0) + 1
-    def headroom(d: DiskKey) -> float | None:
-        rate = disks.get(d)
-        if rate is None:
-            return None
-        share = min(mig.get(d, 0.0) / rate.bytes_per_s, 1.0) if rate.bytes_per_s > 0 else 0.0
-        u0 = rate.util * (1.0 - share)
-        bytes_per_util = rate.bytes_per_s / rate.util if rate.util > 0.05 else rate.max_bytes_per_s
-        if not math.isfinite(bytes_per_util) or bytes_per_util <= 0:
-            bytes_per_util = rate.max_bytes_per_s
-        return max((threshold - u0) * bytes_per_util, 0.0)
+            if d is not None:
+                out[d] = out.get(d, 0.0) + f.observed_bytes_per_s
+    return out
 
-    per_disk: dict[DiskKey, float] = {}
-    for d, n in count.items():
-        room = headroom(d)
-        if room is not None:
-            per_disk[d] = room / n
+
+def resources(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], threshold: float,
+              migration: Mapping[DiskKey, float] | None = None, network: Mapping[int, NetRate] | None = None,
+              nic_bytes_per_s: float | None = None) -> list[Resource]:
+    """Every disk (and, with ``network``, NIC direction) the flows use, with the migration budget left on it.
+
+    A copy reads its source disk (controlled by the source's leader rate) and writes its destination disk
+    (the destination's follower rate); an intra-broker copy does both under the alter-log-dirs rate. A
+    destination the broker has not placed yet may land on any of its disks: it counts on all of them.
+    Disks without live data are left out (they bound nothing).
+    """
+    budgets = disk_budgets(disks, flow_disk_migration(flows) if migration is None else migration, threshold)
     by_broker: dict[int, list[DiskKey]] = {}
-    for d in disks:
+    for d in sorted(disks):
         by_broker.setdefault(d[0], []).append(d)
-    out: dict[Flow, float] = {}
+    members: dict[DiskKey, list[tuple[int, Role]]] = {}
+    for i, f in enumerate(flows):
+        roles = flow_roles(f)
+        dst_role, src_role = roles[0], roles[-1]
+        used: dict[DiskKey, Role] = {}
+        if f.src_disk is not None:
+            used[f.src_disk] = src_role
+        for d in ([f.dst_disk] if f.dst_disk is not None else by_broker.get(f.dst_broker, [])):
+            used[d] = dst_role
+        for d, role in used.items():
+            if d in budgets:
+                members.setdefault(d, []).append((i, role))
+    out = [Resource(f"disk {d[0]}:{d[1]}", budgets[d], tuple(m)) for d, m in sorted(members.items())]
+    if nic_bytes_per_s and network:
+        cap = threshold * nic_bytes_per_s
+        mig_out: dict[int, float] = {}
+        for f in flows:
+            if f.kind == "move":
+                mig_out[f.src_broker] = mig_out.get(f.src_broker, 0.0) + f.observed_bytes_per_s
+        nic: dict[str, list[tuple[int, Role]]] = {}
+        budget: dict[str, float] = {}
+        for i, f in enumerate(flows):
+            if f.kind != "move":
+                continue  # intra-broker copies use no network
+            dst, src = network.get(f.dst_broker), network.get(f.src_broker)
+            if dst is not None:
+                name = f"nic-in {f.dst_broker}"
+                budget[name] = max(cap - max(dst.in_bytes_per_s - dst.migration_in_bytes_per_s, 0.0), 0.0)
+                nic.setdefault(name, []).append((i, (f.dst_broker, FOLLOWER_RATE)))
+            if src is not None:
+                name = f"nic-out {f.src_broker}"
+                budget[name] = max(cap - max(src.out_bytes_per_s - mig_out.get(f.src_broker, 0.0), 0.0), 0.0)
+                nic.setdefault(name, []).append((i, (f.src_broker, LEADER_RATE)))
+        out += [Resource(name, budget[name], tuple(m)) for name, m in sorted(nic.items())]
+    return out
+
+
+def _water_level(items: Sequence[tuple[float, float]], budget: float) -> float:
+    """Largest ``x`` with ``sum(w * min(c, x) for w, c in items) <= budget``; ``inf`` when the capped sum fits."""
+    acc = 0.0
+    weight = sum(w for w, _ in items)
+    for w, c in sorted(items, key=lambda item: item[1]):
+        x = (budget - acc) / weight if weight > 0 else math.inf
+        if x < c:
+            return x
+        acc += w * c
+        weight -= w
+    return math.inf
+
+
+def fair_shares(flows: Sequence[Flow], res: Sequence[Resource], role_cap: Mapping[Role, float],
+                fixed: Mapping[Role, float] | None = None, gain: Mapping[Role, float] | None = None,
+                finishing: frozenset[int] = frozenset()) -> dict[Role, float]:
+    """Per-copy share of every role: max-min fair (progressive filling) under every resource's budget.
+
+    A copy moves at ``min`` of its roles' shares. All free shares rise together; when a resource's
+    budget is reached, the roles that control its still-growing members stop there (a disk is held
+    back by the rate of *its own* broker: follower rate for what it writes, leader rate for what it
+    reads), and the rest keep rising up to their cap. ``fixed`` shares do not move. In an
+    ``after_finish`` resource the ``finishing`` copies are gone and each other copy moves at
+    ``min(share x gain)`` of its roles. Finally each share is lowered to the fastest copy it actually
+    carries (a share nothing can use is not handed out). Exact (piecewise-linear water levels):
+    O(rounds x memberships x log).
+    """
+    roles_of = [flow_roles(f) for f in flows]
+    share: dict[Role, float] = dict(fixed or {})
+    active = {r for rs in roles_of for r in rs} - set(share)
+    g = gain or {}
+
+    def slope_cap(i: int, after: bool) -> tuple[float, float]:
+        """Flow ``i``'s rate is ``min(slope x level, cap)`` while free shares sit at ``level``."""
+        slope, cap = math.inf, math.inf
+        for r in roles_of[i]:
+            k = g.get(r, 1.0) if after else 1.0
+            if r in share:
+                cap = min(cap, share[r] * k)
+            else:
+                slope, cap = min(slope, k), min(cap, role_cap[r] * k)
+        return (0.0, cap) if slope == math.inf else (slope, cap)
+
+    level = 0.0
+    while active:
+        terms = {(i, after): slope_cap(i, after) for i in range(len(flows)) for after in (False, True)}
+        lam = min(role_cap[r] for r in active)
+        tight: list[Resource] = []
+        for r_ in res:
+            items = [(w, c / w) for i, _ in r_.members
+                     if not (r_.after_finish and i in finishing)
+                     for w, c in [terms[(i, r_.after_finish)]] if w > 0]
+            fixed_load = sum(c for i, _ in r_.members if not (r_.after_finish and i in finishing)
+                             for w, c in [terms[(i, r_.after_finish)]] if w == 0)
+            x = _water_level(items, r_.budget - fixed_load)
+            if x < lam - 1e-9 * max(lam, 1.0):
+                lam, tight = x, [r_]
+            elif x <= lam + 1e-9 * max(lam, 1.0):
+                tight.append(r_)
+        lam = max(lam, level)
+        level = lam
+        frozen = {r for r in active if role_cap[r] <= lam}
+        for r_ in tight:
+            for i, ctrl in r_.members:
+                w, c = terms[(i, r_.after_finish)]
+                if w > 0 and c / w > lam and ctrl in active and not (r_.after_finish and i in finishing):
+                    frozen.add(ctrl)  # still growing: its controlling rate stops here
+        if not frozen:  # numerical corner: stop everything that feeds the tight resources
+            frozen = {r for r_ in tight for i, _ in r_.members for r in roles_of[i] if r in active} or set(active)
+        for r in frozen:
+            share[r] = min(lam, role_cap[r])
+        active -= frozen
+    rates = [min(share[r] for r in rs) for rs in roles_of]
+    used: dict[Role, float] = {}
+    for rs, x in zip(roles_of, rates, strict=True):
+        for r in rs:
+            used[r] = max(used.get(r, 0.0), x)
+    return {r: min(s, used.get(r, s)) for r, s in share.items()}
+
+
+def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], policy: ThrottlePolicy,
+                 previous: Mapping[Role, float], now_epoch_s: float,
+                 network: Mapping[int, NetRate] | None = None,
+                 migration: Mapping[DiskKey, float] | None = None,
+                 horizon_s: float | None = None) -> dict[Role, float]:
+    """``(broker, config key) -> bytes/s`` for every broker with a flow (nothing else).
+
+    Adaptive: every disk's migration budget (:func:`disk_budgets`, from live util toward
+    ``policy.util_threshold``; ``migration`` is the measured migration bytes/s per disk over the same
+    interval, else the flows' observed rates; planned up to ``util_threshold - headroom``) is split
+    max-min fairly among the copies that use it (:func:`fair_shares`), and a broker rate is its
+    per-copy share x its number of copies (Kafka shares a broker rate equally among its throttled
+    replicas). With ``policy.nic_bytes_per_s`` and live ``network`` rates, the NIC directions are
+    budgets too. A rate with no live data behind it keeps its previous value (or ``initial``), and one
+    of whose copies touches a disk without live data rises no higher than that. With
+    ``horizon_s`` (time to the next pass), copies whose ``remaining_bytes`` end before it are expected
+    to finish: the shares are chosen so that the copies left behind, which then split their broker
+    rates among fewer, still fit every budget. Rises are smoothed by ``gain``, falls are immediate;
+    the result is clamped to ``[floor, schedule ceiling]`` and never below the catch-up floor of its flows
+    (:func:`catch_up_floors`): a copy throttled below what producers write to its partition never ends.
+    """
+    ceiling = min(policy.ceiling, policy.schedule.ceiling(now_epoch_s))
+    ceiling = max(ceiling, policy.floor)
+    count: dict[Role, int] = {}
     for f in flows:
-        known = [per_disk[d] for d in (f.src_disk, f.dst_disk) if d is not None and d in per_disk]
-        if f.dst_disk is None:  # the broker has not placed the new replica yet: assume its busiest disk
-            rooms = [r / (count.get(d, 0) + 1) for d in by_broker.get(f.dst_broker, [])
-                     if (r := headroom(d)) is not None]
-            if rooms:
-                known.append(min(rooms))
-        if known:
-            out[f] = min(known)
+        for r in flow_roles(f):
+            count[r] = count.get(r, 0) + 1
+    floors = catch_up_floors(flows)
+    if policy.mode == "fixed":
+        return {k: max(min(policy.fixed_rate, ceiling), floors.get(k, 0.0)) for k in count}
+    res = resources(flows, disks, policy.util_threshold - policy.headroom, migration,
+                    network if policy.nic_bytes_per_s else None, policy.nic_bytes_per_s)
+    known = {r for r_ in res for i, _ in r_.members for r in flow_roles(flows[i])}
+    fixed = {r: min(previous.get(r, policy.initial), ceiling) / n for r, n in count.items() if r not in known}
+    caps = {r: ceiling / n for r, n in count.items()}
+    # a copy touching a disk without live data could load it without bound: its rates rise no further
+    with_data = {d[0] for d in disks}
+    for f in flows:
+        if ((f.src_disk is not None and f.src_disk not in disks) or (f.dst_disk is not None and f.dst_disk not in disks)
+                or (f.dst_disk is None and f.dst_broker not in with_data)):
+            for r in flow_roles(f):
+                caps[r] = min(caps[r], previous.get(r, policy.initial) / count[r])
+    shares = fair_shares(flows, res, caps, fixed)
+    if horizon_s is not None and horizon_s > 0:
+        finishing = frozenset(i for i, f in enumerate(flows) if f.remaining_bytes is not None
+                              and f.remaining_bytes <= horizon_s * min(shares[r] for r in flow_roles(f)))
+        left: dict[Role, int] = {}
+        for i in finishing:
+            for r in flow_roles(flows[i]):
+                left[r] = left.get(r, 0) + 1
+        gain = {r: count[r] / max(count[r] - k, 1) for r, k in left.items()}
+        after = [Resource(r_.name + " after", r_.budget, r_.members, True) for r_ in res
+                 if any(i not in finishing and any(gain.get(r, 1.0) > 1.0 for r in flow_roles(flows[i]))
+                        for i, _ in r_.members)]
+        if after:
+            shares = fair_shares(flows, [*res, *after], caps, fixed, gain, finishing)
+    out: dict[Role, float] = {}
+    for key, n in count.items():
+        target = shares[key] * n
+        prev = previous.get(key, policy.initial)
+        if key in known and target > prev:
+            target = prev + policy.gain * (target - prev)
+        out[key] = float(max(min(max(target, policy.floor), ceiling), floors.get(key, 0.0)))
     return out

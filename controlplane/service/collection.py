@@ -13,7 +13,6 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +21,7 @@ from collectors.collector import ClusterCollector
 from collectors.completeness import UsabilityPolicy, refusal_reasons
 from collectors.endpoints import BrokerInfo, ClusterEndpoints
 from collectors.kafka_source import KafkaSourceOptions
-from controlplane.domain import BrokerState, ClusterSnapshot
+from controlplane.domain.policies import apply_policies
 from controlplane.service.context import ServiceContext
 
 log = logging.getLogger(__name__)
@@ -36,26 +35,6 @@ def endpoints_of(name: str, cluster: Mapping[str, Any]) -> ClusterEndpoints:
     unmapped = tuple(u for k, u in sorted(urls.items()) if not k.isdigit())
     return ClusterEndpoints(cluster=name, bootstrap_servers=",".join(cluster["bootstrap_servers"]),
                             brokers=brokers, unmapped_metrics_urls=unmapped, control_url=cluster.get("control_url"))
-
-
-def apply_policies(snapshot: ClusterSnapshot, cluster: Mapping[str, Any],
-                   maintenance: Mapping[str, Any]) -> ClusterSnapshot:
-    """The snapshot with the replicated policies in force: alive brokers flagged for maintenance become
-    ``maintenance``, pool assignments override the brokers' labels, and the cluster's IDC placement
-    (default and per topic) overrides what the collector saw. Pure; O(brokers + topics)."""
-    pool_of = {b: pool for pool, brokers in (cluster.get("pools") or {}).items() for b in brokers}
-    brokers = tuple(
-        replace(b, pool=pool_of.get(b.id, b.pool),
-                state=BrokerState.MAINTENANCE if str(b.id) in maintenance and b.state is BrokerState.ALIVE
-                else b.state)
-        for b in snapshot.brokers)
-    placement = cluster.get("placement") or {}
-    per_topic: Mapping[str, Mapping[str, int]] = placement.get("topics") or {}
-    topics = tuple(replace(t, placement=dict(per_topic[t.name])) if t.name in per_topic else t
-                   for t in snapshot.topics)
-    default = placement.get("default")
-    return replace(snapshot, brokers=brokers, topics=topics,
-                   default_placement=dict(default) if default else snapshot.default_placement)
 
 
 def default_collector(endpoints: ClusterEndpoints, timeout_s: float = 5.0) -> ClusterCollector:

@@ -160,3 +160,18 @@ def test_bad_input_gets_a_clear_error_and_starts_nothing(make_sim: Any, tmp_path
     assert refused.returncode == 1 and "[unknown-broker]" in refused.stderr
     assert sim.submissions == Counter()
     assert not [e for e in read_state(state)["executions"].values()]
+
+
+def test_exec_run_measures_ingress_so_a_fixed_throttle_below_it_still_finishes(make_sim: Any, tmp_path: Path) -> None:
+    # producers write ~2 MB/s into each partition and the operator asked for 1 MB/s: a follower
+    # throttled below what its partition receives never catches up; with no service and no snapshot,
+    # `exec run` measures the ingress from the live cluster and keeps each copy above it
+    sim = make_sim(scenario(brokers=4, topics=1, partitions=3, rf=2, size_gb=0.004, bytes_in=2e6, speed=20))
+    plan_file = write_plan(one_replica_plan(sim.live()), tmp_path / "plan.json")
+    run = guardian("exec", "run", "-e", str(sim.endpoints_file), "-c", "c1", "--plan", str(plan_file),
+                   "--state-file", str(tmp_path / "state.json"), "--quiet", "--interval", "0.2",
+                   "--throttle", "fixed:1MB", timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    final = max(read_state(tmp_path / "state.json")["executions"].values(), key=lambda e: e["id"])
+    assert final["status"] == "completed" and counts(final) == {"COMPLETED": 3}
+    assert sim.leftover_throttles() == {}

@@ -15,6 +15,7 @@ from controlplane.domain import PartitionMove, Plan
 from controlplane.executor.live import main_dir
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
+from controlplane.service.commands import meta
 from controlplane.service.store import LocalStateStore
 from tests.integration.executor_support import Sim, one_replica_plan, scenario
 
@@ -248,4 +249,31 @@ def test_stop_without_rollback_lets_in_flight_moves_finish_and_starts_nothing_ne
     for key, t in tasks_of(ex, eid).items():
         assert t["state"] == ("COMPLETED" if key in in_flight else "ABORTED"), (key, t["state"])
     assert len(sim.submissions) == len(in_flight) and sim.cancels == Counter()
+    assert sim.leftover_throttles() == {}
+
+
+def test_a_move_onto_a_broker_put_in_maintenance_after_proposal_is_refused_and_the_rest_proceed(
+        make_sim: Any) -> None:
+    sim = make_sim(scenario(brokers=6, topics=2, partitions=10, rf=2, size_gb=0.05, speed=20))
+    live = sim.live()
+    plan = one_replica_plan(live)
+    onto = {m.id: next(b for b in m.replicas if b not in live.partitions[m.id].replicas) for m in plan.moves}
+    target = Counter(onto.values()).most_common(1)[0][0]
+    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=50e6))
+    eid = ex.start(plan, caps={"per_broker": 2})  # proposed and approved against a cluster without the flag
+    ex.store.propose({"type": "maintenance.set", "meta": meta("operator", "rolling restart"), "cluster": "c1",
+                      "broker": target, "enabled": True})
+    report = ex.run(interval_s=0.2)
+    assert report.status == "completed"
+    tasks = tasks_of(ex, eid)
+    refused = {k for k, t in tasks.items() if t["state"] == "ABORTED"}
+    assert refused == {f"{tp[0]}:{tp[1]}" for tp, b in onto.items() if b == target} != set()
+    for k in refused:
+        assert "refused at submission" in tasks[k]["reason"] and "target-not-alive" in tasks[k]["reason"]
+    assert all(t["state"] == "COMPLETED" for k, t in tasks.items() if k not in refused)
+    after = sim.live()
+    for move in plan.moves:
+        expected = live.partitions[move.id].replicas if onto[move.id] == target else move.replicas
+        assert after.partitions[move.id].replicas == expected
+    assert all(sim.submissions.get(tp, 0) == 0 for tp, b in onto.items() if b == target)
     assert sim.leftover_throttles() == {}

@@ -68,6 +68,17 @@ def test_orderings() -> None:
         order_tasks(ts, "random")
 
 
+def test_bottleneck_first_starts_with_the_disk_that_has_the_most_left_to_copy() -> None:
+    # broker 1 (leader of a:*) must still read 10 + 10 + 25 bytes, broker 4 only 30: broker 1's tasks go
+    # first, largest first; a started task counts only what it has left
+    ts = [task("a:0", size=10), task("a:1", size=10), task("b:0", src=(4, 2), dst=(5, 2), size=30)]
+    started = task("a:2", "IN_PROGRESS", size=40) | {"bytes_done": 15}
+    order = order_tasks(ts, "bottleneck_first", open_tasks=[*ts, started])
+    assert [t["key"] for t in order] == ["a:0", "a:1", "b:0"]
+    done_more = started | {"bytes_done": 35}  # broker 1 now has 25 left, broker 4 still 30
+    assert order_tasks(ts, "bottleneck_first", open_tasks=[*ts, done_more])[0]["key"] == "b:0"
+
+
 def test_batches_wait_for_earlier_batches_and_zero_urp() -> None:
     tasks = {"a:0": task("a:0", "COMPLETED", batch=0), "a:1": task("a:1", batch=1), "b:0": task("b:0", batch=2)}
     assert ready_tasks(tasks, urp_zero=False) == []

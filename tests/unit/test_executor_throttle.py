@@ -7,16 +7,25 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controlplane.adapters.kafka_admin import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
+from controlplane.adapters.kafka_admin import (
+    ALTER_DIRS_RATE,
+    FOLLOWER_RATE,
+    LEADER_RATE,
+    LiveCluster,
+    PartitionState,
+    ReplicaDir,
+)
 from controlplane.adapters.prom_scrape import DiskRate, DiskScraper, HostSample, parse_host
+from controlplane.executor.live import IngressMeter
 from controlplane.executor.throttle import (
     Flow,
     NetRate,
     Schedule,
     ThrottlePolicy,
     broker_rates,
-    network_allowance,
+    fair_shares,
     parse_rate,
+    resources,
 )
 
 NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC).timestamp()
@@ -55,7 +64,7 @@ FLOW = Flow("a:0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"), 10e6)
 def test_adaptive_rate_comes_from_the_headroom_of_the_busiest_disk() -> None:
     disks = {(1, "/d1"): DiskRate(util=0.5, bytes_per_s=100e6, max_bytes_per_s=200e6),   # 10% of it is us
              (2, "/d1"): DiskRate(util=0.3, bytes_per_s=60e6, max_bytes_per_s=200e6)}
-    policy = ThrottlePolicy(util_threshold=0.7, gain=1.0, initial=5e6)
+    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, initial=5e6)
     rates = broker_rates([FLOW], disks, policy, {}, NOON)
     # source: u0 = 0.5 * (1 - 0.1) = 0.45 -> (0.7 - 0.45) * 200 MB/s = 50 MB/s; destination allows more
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6, rel=1e-6)
@@ -64,13 +73,17 @@ def test_adaptive_rate_comes_from_the_headroom_of_the_busiest_disk() -> None:
 
 def test_adaptive_rate_backs_off_at_once_rises_gradually_and_stays_within_floor_and_schedule() -> None:
     hot = {(1, "/d1"): DiskRate(util=0.95, bytes_per_s=190e6, max_bytes_per_s=200e6)}
-    policy = ThrottlePolicy(util_threshold=0.7, floor=2e6, gain=0.5)
+    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, floor=2e6, gain=0.5)
     down = broker_rates([FLOW], hot, policy, {(2, FOLLOWER_RATE): 80e6, (1, LEADER_RATE): 80e6}, NOON)
     assert down[(2, FOLLOWER_RATE)] == 2e6  # no headroom: straight to the floor
-    cool = {(1, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6)}
+    cool = {(1, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6),
+            (2, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6)}
     up = broker_rates([FLOW], cool, policy, {(2, FOLLOWER_RATE): 20e6, (1, LEADER_RATE): 20e6}, NOON)
     assert 20e6 < up[(2, FOLLOWER_RATE)] < 120e6  # halfway towards ~ (0.7 - 0.05) * 200 MB/s
-    night = ThrottlePolicy(util_threshold=0.7, gain=1.0, schedule=Schedule.parse("06:00-22:00=10MB"))
+    blind = {(1, "/d1"): cool[(1, "/d1")]}  # nothing known of the destination disk: no rise
+    assert broker_rates([FLOW], blind, policy, {(2, FOLLOWER_RATE): 20e6, (1, LEADER_RATE): 20e6},
+                        NOON)[(2, FOLLOWER_RATE)] == 20e6
+    night = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, schedule=Schedule.parse("06:00-22:00=10MB"))
     assert broker_rates([FLOW], cool, night, {}, NOON)[(2, FOLLOWER_RATE)] == 10e6
     assert broker_rates([FLOW], cool, night, {}, NIGHT)[(2, FOLLOWER_RATE)] > 100e6
 
@@ -79,7 +92,7 @@ def test_flows_share_a_broker_rate_and_unknown_disks_keep_the_previous_rate() ->
     flows = [Flow("a>2", "move", 1, 2, None, (2, "/d1"), 0), Flow("b>2", "move", 3, 2, None, (2, "/d2"), 0),
              Flow("c>4", "future", 4, 4, (4, "/d1"), (4, "/d2"), 0)]
     disks = {(2, "/d1"): DiskRate(0.6, 120e6, 200e6), (2, "/d2"): DiskRate(0.2, 40e6, 200e6)}
-    policy = ThrottlePolicy(util_threshold=0.7, gain=1.0, initial=7e6)
+    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, initial=7e6)
     rates = broker_rates(flows, disks, policy, {}, NOON)
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(2 * 20e6)  # the tighter disk's allowance x 2 flows
     assert rates[(4, ALTER_DIRS_RATE)] == 7e6  # no live data for its disks: previous (initial) rate
@@ -131,16 +144,41 @@ def test_network_headroom_bounds_inter_broker_flows_only() -> None:
              Flow("c>4", "future", 4, 4, None, None, 0)]
     network = {2: NetRate(in_bytes_per_s=90e6, out_bytes_per_s=0, migration_in_bytes_per_s=40e6),
                1: NetRate(in_bytes_per_s=0, out_bytes_per_s=100e6)}
-    allow = network_allowance(flows, network, nic_bytes_per_s=125e6, threshold=0.8)
-    # broker 2 in: 0.8 * 125 - (90 - 40) = 50 MB/s for 2 flows; broker 1 out: 100 - 100 - 30 -> 30 MB/s left
-    assert allow[flows[0]] == pytest.approx(25e6) and allow[flows[1]] == pytest.approx(25e6)
-    assert flows[2] not in allow
-    network[1] = NetRate(0, 95e6)
-    assert network_allowance(flows, network, 125e6, 0.8)[flows[0]] == pytest.approx(25e6)
-    policy = ThrottlePolicy(util_threshold=0.8, gain=1.0, nic_bytes_per_s=125e6, initial=99e6)
+    res = {r.name: r for r in resources(flows, {}, 0.8, network=network, nic_bytes_per_s=125e6)}
+    # broker 2 in: 0.8 * 125 - (90 - 40) = 50 MB/s; broker 1 out: 100 - (100 - 30) = 30 MB/s left
+    assert res["nic-in 2"].budget == pytest.approx(50e6) and res["nic-out 1"].budget == pytest.approx(30e6)
+    assert all(i != 2 for r in res.values() for i, _ in r.members)  # the intra-broker copy uses no network
+    policy = ThrottlePolicy(util_threshold=0.8, headroom=0.0, gain=1.0, nic_bytes_per_s=125e6, initial=99e6)
     rates = broker_rates(flows, {}, policy, {}, NOON, network)
-    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6)
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6)  # 25 MB/s for each of its two copies
+    assert rates[(1, LEADER_RATE)] == pytest.approx(25e6)  # its NIC would allow 30: the destination holds it at 25
     assert rates[(4, ALTER_DIRS_RATE)] == 99e6
+
+
+def test_fair_shares_give_what_one_copy_cannot_use_to_the_others() -> None:
+    # broker 9 writes three copies to one disk with 90 MB/s left; one of them is held at 10 MB/s by its
+    # source's disk, so the other two share the remaining 80 (max-min fair), not 30 each
+    flows = [Flow(f"t{i}>9", "move", i, 9, (i, "/d"), (9, "/d")) for i in (1, 2, 3)]
+    disks = {(9, "/d"): DiskRate(0.25, 50e6, 200e6), (1, "/d"): DiskRate(0.65, 130e6, 200e6),
+             (2, "/d"): DiskRate(0.1, 20e6, 200e6), (3, "/d"): DiskRate(0.1, 20e6, 200e6)}
+    res = resources(flows, disks, 0.7)
+    shares = fair_shares(flows, res, {r: 1e9 for f in flows for r in ((f.dst_broker, FOLLOWER_RATE),
+                                                                        (f.src_broker, LEADER_RATE))})
+    assert shares[(1, LEADER_RATE)] == pytest.approx(10e6)
+    assert shares[(9, FOLLOWER_RATE)] == pytest.approx(40e6)  # 10 + 40 + 40 = 90 on broker 9's disk
+    assert shares[(2, LEADER_RATE)] == pytest.approx(40e6)  # lowered to what its copy can use
+    rates = broker_rates(flows, disks, ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0), {}, NOON)
+    assert rates[(9, FOLLOWER_RATE)] == pytest.approx(120e6)  # 3 copies x 40 (Kafka splits it equally)
+
+
+def test_measured_migration_per_disk_overrides_the_flows_estimate() -> None:
+    # the disk ran at 0.7 util, 60 MB/s of it migration (a copy that finished in the interval included)
+    disks = {(2, "/d1"): DiskRate(util=0.7, bytes_per_s=140e6, max_bytes_per_s=200e6)}
+    flow = Flow("a>2", "move", 1, 2, None, (2, "/d1"), 0.0)
+    policy = ThrottlePolicy(util_threshold=0.75, headroom=0.0, gain=1.0)
+    assert broker_rates([flow], disks, policy, {}, NOON)[(2, FOLLOWER_RATE)] == pytest.approx(10e6)
+    rates = broker_rates([flow], disks, policy, {}, NOON, migration={(2, "/d1"): 60e6})
+    assert rates[(2, FOLLOWER_RATE)] == pytest.approx(70e6)  # (0.75 - (0.7 - 0.3)) x 200 MB/s
 
 
 def test_parse_host_reads_broker_network_counters() -> None:
@@ -155,7 +193,7 @@ def test_parse_host_reads_broker_network_counters() -> None:
 def test_a_replica_not_placed_yet_is_bounded_by_its_brokers_busiest_disk() -> None:
     flow = Flow("a>2", "move", 1, 2, None, None, 0.0)
     disks = {(2, "/d1"): DiskRate(0.2, 40e6, 200e6), (2, "/d2"): DiskRate(0.6, 120e6, 200e6)}
-    rates = broker_rates([flow], disks, ThrottlePolicy(util_threshold=0.7, gain=1.0), {}, NOON)
+    rates = broker_rates([flow], disks, ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0), {}, NOON)
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(20e6)  # (0.7 - 0.6) x 200 MB/s on /d2
 
 
@@ -171,3 +209,25 @@ def test_a_copy_is_never_throttled_below_what_producers_write_to_its_partition()
         assert rates[(1, LEADER_RATE)] == pytest.approx(12e6)
     without = broker_rates([Flow("t-0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"))], hot, ThrottlePolicy(), {}, NOON)
     assert without[(2, FOLLOWER_RATE)] == pytest.approx(ThrottlePolicy().floor)
+
+
+def test_ingress_meter_turns_leader_log_growth_into_bytes_per_second_and_skips_shrinks() -> None:
+
+    live = LiveCluster(frozenset({1, 2}), {("t", 0): PartitionState("t", 0, (1, 2), 1, (1, 2))}, {"t": 1}, {})
+
+    def dirs(size: int) -> dict[tuple[str, int, int], list[ReplicaDir]]:
+        return {("t", 0, 1): [ReplicaDir("/d1", size, 0, False)], ("t", 0, 2): [ReplicaDir("/d1", 5, 0, False)]}
+
+    meter = IngressMeter(smoothing=0.5)
+    meter.observe(live, dirs(1_000), 100.0, [("t", 0), ("t", 9)])
+    assert meter("t", 0) == 0.0  # one sample: no rate yet
+    meter.observe(live, dirs(21_000), 110.0, [("t", 0)])
+    assert meter("t", 0) == pytest.approx(2_000)  # the leader's log, not the follower's
+    meter.observe(live, dirs(500), 120.0, [("t", 0)])  # retention deleted a segment: the last rate stays
+    assert meter("t", 0) == pytest.approx(2_000)
+    meter.observe(live, dirs(40_500), 130.0, [("t", 0)])
+    assert meter("t", 0) == pytest.approx(3_000)  # smoothed halfway towards 4,000
+    meter.observe(live, dirs(50_000), 130.0, [("t", 0)])  # the clock did not move: no rate
+    assert meter("t", 0) == pytest.approx(3_000)
+    meter.forget()
+    assert meter("t", 0) == 0.0

@@ -264,3 +264,20 @@ def test_slow_disk_raises_util_and_latency() -> None:
     e.advance(3, 1.0)
     assert e.d_util[d] == pytest.approx(10 * u0, rel=0.05)
     assert e.d_await[d] > 10 * a0
+
+
+def test_a_log_dir_named_before_the_replica_exists_is_where_the_reassignment_creates_it() -> None:
+    # as Kafka's LogManager: AlterReplicaLogDirs for a replica the broker does not host answers
+    # ReplicaNotAvailable but remembers the dir; the reassignment that adds the replica then uses it
+    for wanted in ("/data1", "/data2"):
+        e, c = make()
+        t = c.create_topic("y", 1, 2, assignments={0: [1, 2]})
+        p = t.partitions[0]
+        with pytest.raises(SimError) as err:
+            c.alter_log_dir(3, "y", 0, wanted)
+        assert err.value.code == 9  # REPLICA_NOT_AVAILABLE
+        c.alter_reassignment("y", 0, [1, 3])
+        assert p.reassignment is not None
+        assert e.disks[p.reassignment.dest_disk[3]].path == wanted
+    with pytest.raises(SimError):
+        c.alter_log_dir(3, "y", 0, "/nope")  # an unknown dir is still refused outright
