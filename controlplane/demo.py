@@ -9,6 +9,9 @@
    execute with an adaptive migration throttle) and throttle protection.
 4. The before/after of disk load is printed and drawn to ``out/demo/disk-load.png``; the figures go to
    ``out/demo/summary.json``.
+5. "3 a.m.": a consumer starts replaying a week of a partition led from an HDD; the throttle protection
+   throttles that partition's fetches until the disk is back near its target, and releases the throttle
+   once the consumer has caught up.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from rich.table import Table
 
 from controlplane.bootstrap import Service, build_service
 from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
-from controlplane.domain import ClusterSnapshot, pool_stats, snapshot_to_dict
+from controlplane.domain import ClusterSnapshot, DiskKind, pool_stats, snapshot_to_dict
 from controlplane.picture import disk_utils, measured_utils, plot_before_after
 from controlplane.report import snapshot_table
 from controlplane.service.state import ACTIVE_EXECUTION
@@ -110,6 +113,71 @@ def worst_peak_to_mean(snapshot: ClusterSnapshot | None) -> float:
     if snapshot is None:
         return float("inf")
     return max((s.peak_to_mean for s in pool_stats(snapshot).values()), default=0.0)
+
+
+def replay_act(sim: SimRunner, service: Service, api: httpx.Client, snapshot: ClusterSnapshot,
+               console: Console, timeout_s: float = 90.0) -> dict[str, Any]:
+    """3 a.m.: a consumer starts replaying a week of the busiest partition led from an HDD. Returns what the
+    throttle protection did: the disk's measured util before / at its worst / once throttled, the
+    seconds until a throttle was in force, and whether it was released after the replay stopped."""
+    index = snapshot.index
+    hdd_led = [(p.bytes_in_per_s, t.name, p.partition, (p.leader, p.log_dirs[p.replicas.index(p.leader)]))
+               for t in snapshot.topics for p in t.partitions
+               if p.leader is not None and p.leader in p.replicas
+               and index.disk_by_id[(p.leader, p.log_dirs[p.replicas.index(p.leader)])].kind == DiskKind.HDD]
+    if not hdd_led:
+        return {"skipped": "no partition is led from an HDD"}
+    _, topic, partition, disk = max(hdd_led)
+    console.rule("3 a.m.: a consumer replays a week of data")
+    console.print(f"a consumer of {topic}-{partition} falls ~1 TB behind and catches up at 400 MB/s from "
+                  f"broker {disk[0]} {disk[1]} (HDD); auto-rebalance is paused so only the throttle acts",
+                  markup=False)
+    api.put(f"/api/v1/clusters/{CLUSTER}/auto-rebalance", json={"enabled": False}).raise_for_status()
+
+    def disk_util() -> float:
+        snap = service.ctx.snapshots.get(CLUSTER)
+        found = snap.index.disk_by_id.get(disk) if snap is not None else None
+        return found.util if found is not None else float("nan")
+
+    def fetch_throttles() -> list[dict[str, Any]]:
+        return [t for t in api.get("/api/v1/throttles", params={"cluster": CLUSTER}).json()
+                if t["kind"] == "partition_fetch" and f"{topic}:{partition}" in str(t.get("key", ""))]
+
+    before = disk_util()
+    start = time.monotonic()
+    sim.call(lambda: sim.server.lagging_consumer(CLUSTER, topic, partition, 1e12, 400e6))
+    worst: float = before
+    throttled_after: float | None = None
+    utils_throttled: list[float] = []
+    while time.monotonic() - start < timeout_s and len(utils_throttled) < 4:
+        time.sleep(2.0)
+        util = disk_util()
+        worst = max(worst, util)
+        if fetch_throttles():
+            throttled_after = throttled_after or time.monotonic() - start
+            utils_throttled.append(util)
+        console.print(f"[{time.strftime('%H:%M:%S')}] disk util {util:.2f}; fetch throttle on {topic}-{partition}: "
+                      f"{'in force' if throttled_after else 'none yet'}", markup=False)
+    sim.call(lambda: sim.server.lagging_consumer(CLUSTER, topic, partition, 0.0, 0.0))  # caught up
+    released = wait_released(fetch_throttles, 60.0)
+    settled = sorted(utils_throttled[1:]) or [float("nan")]
+    result = {"partition": f"{topic}-{partition}", "disk": f"{disk[0]}:{disk[1]}", "util_before": before,
+              "util_worst": worst, "util_throttled_median": settled[len(settled) // 2],
+              "throttled_after_s": throttled_after, "released_after_replay": released}
+    console.print(f"disk util {before:.2f} before, {worst:.2f} at worst, {result['util_throttled_median']:.2f} "
+                  f"while throttled; throttle in force {throttled_after or float('nan'):.0f} s after the replay "
+                  f"began; {'released' if released else 'NOT released'} once the consumer caught up", markup=False)
+    return result
+
+
+def wait_released(in_force: Any, timeout_s: float) -> bool:
+    """Poll until ``in_force()`` is empty; False after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not in_force():
+            return True
+        time.sleep(1.0)
+    return False
 
 
 def balanced(settled: list[ClusterSnapshot]) -> bool:
@@ -225,6 +293,9 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
         picture = plot_before_after(disk_utils(before), disk_utils(after), out_dir / "disk-load.png",
                                     f"cluster {CLUSTER}: estimated disk utilisation before / after",
                                     measured=(measured_utils(before), measured_utils(after)))
+        summary["replay"] = replay_act(sim, service, api, after, console)
+        summary["throttle_actions"] = [a for a in api.get("/api/v1/actions", params={"limit": 5000}).json()
+                                       if a["who"] == "throttle-protection"]
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         console.print(f"picture: {picture}\nsummary: {out_dir / 'summary.json'}", markup=False)
         return 0 if balanced(settled) else 1
