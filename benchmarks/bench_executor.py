@@ -36,7 +36,7 @@ from controlplane.service.store import LocalStateStore
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 
-SPEED = 60.0
+SPEED = 20.0  # with passes every 0.25 s (wall): one pass per 5 simulated s, the service's default interval
 ORDERING = "bottleneck_first"  # every mode: the busiest source disk bounds the run, its moves start first
 THRESHOLD = 0.75
 SCENARIO: dict[str, Any] = {
