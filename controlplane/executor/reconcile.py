@@ -272,8 +272,6 @@ class Executor:
         """(previous, latest) time base of passes with a fresh measurement: their gap predicts the next one."""
         self._chosen: dict[tuple[int, str], float] = {}
         self._placement: dict[tuple[str, int], str] = {}
-        self._pending_reads: dict[tuple[int, str], int] = {}
-        """Per disk: PENDING tasks that will read from it (this pass's candidates)."""
         """(task key, broker) -> the log dir chosen this pass for a new replica (while selecting the batch)."""
         """Bytes headed to each disk by the destinations chosen this pass."""
         self._backlog: dict[tuple[int, str], float] = {}
@@ -412,7 +410,7 @@ class Executor:
         if now is not None:
             self._pass_clock = (self._pass_clock[1], now)
         self._chosen, self._capacity, self._backlog = {}, None, {}  # per pass (free space read lazily)
-        self._placement, self._pending_reads = {}, {}
+        self._placement = {}
         if now is not None:
             self._interval_rate = {}  # refilled by this pass's observations
         updates: dict[str, dict[str, Any]] = {}
@@ -470,11 +468,6 @@ class Executor:
             running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
             if ordered:
                 self._backlog = self._disk_backlog(merged, live, dirs)
-            for t in ordered:
-                lead = leaders.get((t["topic"], t["partition"]), -1)
-                src = _recorded_dir(t, lead) if t["action"] == "reassign" and lead >= 0 else None
-                if src is not None:
-                    self._pending_reads[src] = self._pending_reads.get(src, 0) + 1
             batch = select_batch(ordered, running, ex.get("caps", {}), leaders,
                                  placed=self._placed_dirs(running, dirs), place=self._place)
             refused = self._policy_refusals(batch, live, dirs)
@@ -768,12 +761,10 @@ class Executor:
                     out.setdefault(t["key"], set()).add((b, cur.log_dir))
         return out
 
-    def _place(self, t: Task, slots: Callable[[tuple[int, str]], int]) -> set[tuple[int, str]] | None:
+    def _place(self, t: Task, full: Callable[[tuple[int, str]], bool]) -> set[tuple[int, str]] | None:
         """Choose now (while selecting the batch) the log dir of each new replica the plan leaves to the
-        executor, among its broker's disks with a free per-disk slot — keeping the last slot of a disk that
-        pending tasks must still read from for them (a write there would hold back that disk's reads, which
-        bound the execution when it is the busiest); ``None`` when a broker with live disk data has no such
-        disk. The choice is kept for :meth:`_preplace`."""
+        executor, among its broker's disks with a free per-disk slot; ``None`` when a broker with live disk
+        data has none free. The choice is kept for :meth:`_preplace`."""
         if t["action"] != "reassign":
             return set()
         target, src = list(t["target_replicas"]), t["source_replicas"]
@@ -785,7 +776,7 @@ class Executor:
             if d:
                 continue  # the plan's dir: counted by copy_endpoints
             disks = [k for k in self.last_disks if k[0] == b]
-            free = {k[1] for k in disks if slots(k) > (1 if self._pending_reads.get(k, 0) > 0 else 0)}
+            free = {k[1] for k in disks if not full(k)}
             if disks and not free:
                 return None
             chosen = self._roomiest_dir(b, int(t.get("size_bytes") or 0) // max(len(adding), 1), exclude=

@@ -209,7 +209,7 @@ def ready_tasks(tasks: Mapping[str, Task], urp_zero: bool, leadership_first: boo
 def select_batch(candidates: list[Task], running: Iterable[Task], caps: Mapping[str, int],
                  leaders: Mapping[tuple[str, int], int] | None = None, *,
                  placed: Mapping[str, Iterable[tuple[int, str]]] | None = None,
-                 place: Callable[[Task, Callable[[tuple[int, str]], int]], set[tuple[int, str]] | None] | None = None,
+                 place: Callable[[Task, Callable[[tuple[int, str]], bool]], set[tuple[int, str]] | None] | None = None,
                  ) -> list[Task]:
     """The longest prefix-greedy selection of ``candidates`` that keeps every cap.
 
@@ -218,8 +218,8 @@ def select_batch(candidates: list[Task], running: Iterable[Task], caps: Mapping[
     are bounded only by ``leaders_per_pass``. A candidate that does not fit is skipped, not waited
     for: a slow move never blocks one on other brokers. ``placed`` adds, per running task key, the disks
     its new replicas were placed on by the executor (the plan left them to it); ``place`` chooses them for
-    a candidate that fits every other cap, given the free per-disk slots of each disk (``None``: no
-    destination disk fits, and the candidate is skipped).
+    a candidate that fits every other cap, given which disks are full (``None``: none of a destination
+    broker's disks has a free slot, and the candidate is skipped).
     """
     caps = {**DEFAULT_CAPS, **caps}
     leaders = leaders or {}
@@ -250,7 +250,7 @@ def select_batch(candidates: list[Task], running: Iterable[Task], caps: Mapping[
         if any(per_disk[d] >= caps["per_disk"] for d in disks):
             continue
         if place is not None:
-            extra = place(t, lambda d: caps["per_disk"] - per_disk[d])
+            extra = place(t, lambda d: per_disk[d] >= caps["per_disk"])
             if extra is None:
                 continue
             disks |= extra

@@ -129,9 +129,9 @@ def test_select_batch_counts_destination_disks_the_executor_places() -> None:
     placed = {"r:0": [(3, "/d1")]}
     calls: list[str] = []
 
-    def place(t: dict[str, Any], slots: Any) -> set[tuple[int, str]] | None:
+    def place(t: dict[str, Any], full: Any) -> set[tuple[int, str]] | None:
         calls.append(t["key"])
-        free = [d for d in ("/d1", "/d2") if slots((3, d)) > 0]
+        free = [d for d in ("/d1", "/d2") if not full((3, d))]
         return {(3, free[0])} if free else None
 
     cands = [task(f"a:{i}", src=(10 + i, 2), dst=(3, 2)) for i in range(3)]
