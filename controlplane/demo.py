@@ -121,10 +121,9 @@ def replay_act(sim: SimRunner, service: Service, api: httpx.Client, snapshot: Cl
     throttle protection did: the disk's measured util before / at its worst / once throttled, the
     seconds until a throttle was in force, and whether it was released after the replay stopped."""
     index = snapshot.index
-    hdd_led = [(p.bytes_in_per_s, t.name, p.partition, (p.leader, p.log_dirs[p.replicas.index(p.leader)]))
-               for t in snapshot.topics for p in t.partitions
-               if p.leader is not None and p.leader in p.replicas
-               and index.disk_by_id[(p.leader, p.log_dirs[p.replicas.index(p.leader)])].kind == DiskKind.HDD]
+    led = [(p.bytes_in_per_s, t.name, p.partition, (p.leader, p.log_dirs[p.replicas.index(p.leader)]))
+           for t in snapshot.topics for p in t.partitions if p.leader is not None and p.leader in p.replicas]
+    hdd_led = [c for c in led if index.disk_by_id[c[3]].kind == DiskKind.HDD]
     if not hdd_led:
         return {"skipped": "no partition is led from an HDD"}
     _, topic, partition, disk = max(hdd_led)
@@ -282,20 +281,18 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
         summary = {"balanced": balanced(settled), "threshold": THRESHOLD,
                    "settled_peak_to_mean": [worst_peak_to_mean(s) for s in settled[-SETTLE_ROUNDS:]],
                    "before": figures(before), "after": figures(after),
-                   "throttle_actions": [a for a in api.get("/api/v1/actions", params={"limit": 5000}).json()
-                                        if a["who"] == "throttle-protection"],
                    "executions": api.get("/api/v1/executions").json()}
         console.print(before_after_table(summary["before"], summary["after"]))
-        throttles = summary["throttle_actions"]
-        console.print(f"throttle protection: {len(throttles)} action(s) recorded"
-                      + (f", e.g. {throttles[-1]['type']} {throttles[-1]['subject']}" if throttles else ""),
-                      markup=False)
         picture = plot_before_after(disk_utils(before), disk_utils(after), out_dir / "disk-load.png",
                                     f"cluster {CLUSTER}: estimated disk utilisation before / after",
                                     measured=(measured_utils(before), measured_utils(after)))
         summary["replay"] = replay_act(sim, service, api, after, console)
-        summary["throttle_actions"] = [a for a in api.get("/api/v1/actions", params={"limit": 5000}).json()
-                                       if a["who"] == "throttle-protection"]
+        throttles = [a for a in api.get("/api/v1/actions", params={"limit": 5000}).json()
+                     if a["who"] == "throttle-protection"]
+        summary["throttle_actions"] = throttles
+        console.print(f"throttle protection: {len(throttles)} action(s) recorded in the whole run"
+                      + (f", e.g. {throttles[-1]['type']} {throttles[-1]['subject']}" if throttles else ""),
+                      markup=False)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         console.print(f"picture: {picture}\nsummary: {out_dir / 'summary.json'}", markup=False)
         protected = summary["replay"].get("throttled_after_s") is not None or "skipped" in summary["replay"]
