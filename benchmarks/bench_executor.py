@@ -5,8 +5,8 @@ third of their throughput); the plan moves one replica of 35 of 240 partitions (
 starts from an identical fresh federation and runs the same executor (caps 4 per broker, 2 per disk,
 ``bottleneck_first`` order); only the throttle differs. Reported side by side: completion time (simulated
 seconds), the worst and the 95th-percentile disk util seen on any disk during the move, and the worst
-produce latency (leader-weighted, ms) — sampled from the simulator's ground truth every 50 ms
-(wall). Target: the adaptive rate finishes close to the high rate while keeping disk util under its
+produce latency (leader-weighted, ms), read from the simulator's ground truth at every simulated tick
+(1 s). Target: the adaptive rate finishes close to the high rate while keeping disk util under its
 threshold (0.75 here). Each mode runs ``BENCH_RUNS`` times (default 2; the simulator runs against the
 wall clock, so the machine's load moves single runs): the table shows medians, the JSON every run.
 Also printed: two lower bounds for any rate that keeps util under the threshold — the bytes the busiest
@@ -23,7 +23,6 @@ import logging
 import os
 import statistics
 import sys
-import threading
 import time
 from typing import Any
 
@@ -80,14 +79,10 @@ def run_mode(name: str, policy: ThrottlePolicy) -> dict[str, Any]:
 
         utils: list[float] = []
         lat: list[float] = []
-        stop = threading.Event()
 
-        def sample() -> None:
-            while not stop.is_set():
-                u, pl = runner.call(lambda: (float(np.max(eng.d_util)), float(np.max(eng.b_produce_lat))))
-                utils.append(u)
-                lat.append(pl)
-                time.sleep(0.05)
+        def sample(engine: Any, _dt: float) -> None:  # every simulated tick, in the simulator's thread
+            utils.append(float(np.max(engine.d_util)))
+            lat.append(float(np.max(engine.b_produce_lat)))
 
         t_sim0 = runner.call(lambda: eng.t)
         first = DiskScraper(eps.metrics_urls)
@@ -95,12 +90,10 @@ def run_mode(name: str, policy: ThrottlePolicy) -> dict[str, Any]:
         time.sleep(0.1)
         first_disks = dict(first.scrape())
         eid = executor.start(plan, caps={"per_broker": 4, "per_disk": 2})
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        runner.call(lambda: eng.listeners.append(sample))
         wall0 = time.perf_counter()
         report = executor.run(interval_s=0.25)
-        stop.set()
-        sampler.join(5)
+        runner.call(lambda: eng.listeners.remove(sample))
         sim_s = runner.call(lambda: eng.t) - t_sim0
         ex = executor.execution(eid) or {}
         copied = sum(int(t.get("bytes_total", 0)) for t in ex.get("tasks", {}).values())
