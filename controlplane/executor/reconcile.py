@@ -460,10 +460,11 @@ class Executor:
                                 leadership_first=bool(ex.get("options", {}).get("leadership_first")))
             urp = {tp for tp, p in live.partitions.items() if len(set(p.isr)) < len(set(p.replicas))}
             leaders = {tp: p.leader for tp, p in live.partitions.items()}
+            caps = {**DEFAULT_CAPS, **ex.get("caps", {})}
             ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp,
-                                  [t for t in merged.values() if t["state"] in OPEN_STATES], leaders)
+                                  [t for t in merged.values() if t["state"] in OPEN_STATES], leaders, caps["per_disk"])
             running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
-            batch = select_batch(ordered, running, ex.get("caps", {}), leaders)
+            batch = select_batch(ordered, running, caps, leaders)
             if batch:
                 self._backlog = self._disk_backlog(merged, live, dirs)
             refused = self._policy_refusals(batch, live, dirs)

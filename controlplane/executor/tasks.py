@@ -134,13 +134,16 @@ def copy_endpoints(task: Task, leader: int | None = None) -> tuple[set[int], set
 
 
 def order_tasks(tasks: Iterable[Task], strategy: str, under_replicated: set[tuple[str, int]] | None = None,
-                open_tasks: Iterable[Task] = (), leaders: Mapping[tuple[str, int], int] | None = None
-                ) -> list[Task]:
+                open_tasks: Iterable[Task] = (), leaders: Mapping[tuple[str, int], int] | None = None,
+                per_disk: int = 1) -> list[Task]:
     """Sort candidate tasks by ``strategy`` (stable, deterministic; key order breaks ties).
 
     ``bottleneck_first`` (critical path): a task whose source disk, then broker, still has the most bytes
     to copy among ``open_tasks`` (started ones count what is left) goes first, largest first among
-    equals; the busiest disk, which bounds the whole execution, then never waits for the others.
+    equals; the busiest disk, which bounds the whole execution, then never waits for the others. A disk
+    runs ``per_disk`` copies at once, each at about ``1/per_disk`` of its rate, so one task of size ``s``
+    takes as long as ``per_disk x s`` bytes of its disk's queue: a large task on a quiet disk counts that
+    much and starts early enough not to become the execution's tail.
     """
     if strategy not in ORDERINGS:
         raise ValueError(f"unknown ordering {strategy!r}; choose one of {', '.join(ORDERINGS)}")
@@ -164,8 +167,9 @@ def order_tasks(tasks: Iterable[Task], strategy: str, under_replicated: set[tupl
 
         def critical(t: Task) -> tuple[int, int, int, str]:
             brokers, disks = copy_endpoints(t, leaders.get((t["topic"], t["partition"])))
-            return (-max((disk_load[d] for d in disks), default=0), -max((broker_load[b] for b in brokers), default=0),
-                    -t["size_bytes"], t["key"])
+            own = max(per_disk, 1) * int(t.get("size_bytes") or 0)
+            return (-max(max((disk_load[d] for d in disks), default=0), own),
+                    -max((broker_load[b] for b in brokers), default=0), -t["size_bytes"], t["key"])
 
         return sorted(items, key=critical)
     if strategy == "urp_first":

@@ -79,6 +79,14 @@ def test_bottleneck_first_starts_with_the_disk_that_has_the_most_left_to_copy() 
     assert order_tasks(ts, "bottleneck_first", open_tasks=[*ts, done_more])[0]["key"] == "b:0"
 
 
+def test_bottleneck_first_starts_a_large_task_on_a_quiet_disk_before_it_becomes_the_tail() -> None:
+    # broker 1's disk has 20 bytes to read, broker 4's only the one 15-byte task; with two copies per disk
+    # each copy gets about half a disk, so that task alone takes as long as 30 bytes of a queue: it goes first
+    ts = [task("a:0", size=10), task("a:1", size=10), task("b:0", src=(4, 2), dst=(5, 2), size=15)]
+    assert [t["key"] for t in order_tasks(ts, "bottleneck_first", open_tasks=ts)] == ["a:0", "a:1", "b:0"]
+    assert [t["key"] for t in order_tasks(ts, "bottleneck_first", open_tasks=ts, per_disk=2)] == ["b:0", "a:0", "a:1"]
+
+
 def test_batches_wait_for_earlier_batches_and_zero_urp() -> None:
     tasks = {"a:0": task("a:0", "COMPLETED", batch=0), "a:1": task("a:1", batch=1), "b:0": task("b:0", batch=2)}
     assert ready_tasks(tasks, urp_zero=False) == []

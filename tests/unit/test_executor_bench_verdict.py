@@ -1,0 +1,33 @@
+"""The executor bench's verdict: adaptive against the fastest fixed rate that keeps util under the threshold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks import bench_executor as bench
+
+
+def row(mode: str, done: float, p95: float) -> dict[str, Any]:
+    return {"mode": mode, "completion_sim_s": done, "p95_disk_util": p95}
+
+
+def test_compare_picks_the_fastest_fixed_rate_under_the_threshold_and_the_one_as_fast() -> None:
+    times = {20: 2000.0, 30: 860.0, 40: 550.0, 50: 390.0, 60: 330.0, 300: 160.0}
+    utils = {20: 0.62, 30: 0.67, 40: 0.76, 50: 0.83, 60: 0.9, 300: 1.0}
+    assert tuple(times) == bench.FIXED_RATES_MB
+    rows = [row(f"fixed {r}", times[r], utils[r]) for r in bench.FIXED_RATES_MB]
+    rows += [row("adaptive", 320.0, 0.745), row("adaptive 0.9", 210.0, 0.91)]
+    v = bench.compare(rows)
+    assert v["fastest_fixed_under_threshold"] == "fixed 30"  # 40 MB/s is already over 0.75
+    assert v["adaptive_vs_fastest_fixed_under_threshold"] == round(320 / 860, 2)
+    assert (v["fixed_as_fast"], v["fixed_as_fast_p95_util"]) == ("fixed 60", 0.9)
+    assert v["adaptive_vs_high_time"] == 2.0
+    assert v["adaptive_p95_under_threshold"] is True
+
+
+def test_compare_without_any_fixed_rate_under_the_threshold() -> None:
+    rows = [row(f"fixed {r}", 100.0, 0.99) for r in bench.FIXED_RATES_MB] + [row("adaptive", 300.0, 0.8),
+                                                                               row("adaptive 0.9", 200.0, 0.9)]
+    v = bench.compare(rows)
+    assert v["fastest_fixed_under_threshold"] is None and v["adaptive_vs_fastest_fixed_under_threshold"] is None
+    assert v["adaptive_p95_under_threshold"] is False
