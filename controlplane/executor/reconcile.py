@@ -164,6 +164,23 @@ def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
     return abs(x - y) <= tolerance * max(abs(y), 1.0)
 
 
+def _send(what: str, send: Callable[[Any], Mapping[Any, Any]], requests: Any,
+          refused: Callable[[Any, Any], bool]) -> None:
+    """Send one kind of request if there is any. A call that fails as a whole is only logged: its tasks are
+    already IN_PROGRESS in the store, and the next pass, finding nothing in flight, sends them again. The
+    answers ``refused`` flags are logged per item."""
+    if not requests:
+        return
+    try:
+        answers = send(requests)
+    except AdminError as exc:
+        log.warning("%s submission failed (will be retried next pass): %s", what, exc)
+        return
+    for key, err in answers.items():
+        if refused(key, err):
+            log.warning("%s of %s refused: %s", what, key, err)
+
+
 def _recorded_dir(t: Task, broker: int) -> tuple[int, str] | None:
     """The log dir the task recorded for ``broker``'s replica when it was planned (``None`` if unknown)."""
     src, dirs = t["source_replicas"], t["source_log_dirs"]
@@ -490,7 +507,7 @@ class Executor:
             del submit.reassign[tp]
         for k in cancels.log_dirs:
             del submit.log_dirs[k]
-        self._submit(cancels, tasks, eid)
+        self._submit(cancels)
         flows, topic_lists = self._flows(tasks, live, dirs, submit)
         rates = self._rates(flows, live, now)
         # a rate that rises waits until the new copies have started: before, the copies already running
@@ -505,7 +522,7 @@ class Executor:
                 del submit.reassign[tp]
             for key3 in [k for k in submit.log_dirs if k[2] in failed]:
                 del submit.log_dirs[key3]
-        self._submit(submit, tasks, eid)
+        self._submit(submit)
         if safe != rates and not failed:
             self._sync_throttles(rates, topic_lists, live)  # what fails is retried next pass
         # 6. progress and completion
@@ -1029,34 +1046,15 @@ class Executor:
         owner = tasks.get(submit.owner.get(key, ""))
         return owner is not None and owner["state"] == "ABORTING"
 
-    def _submit(self, submit: _Submit, tasks: Mapping[str, Task], eid: int) -> None:
-        if submit.log_dirs:  # first: a new replica's dir must be known before its reassignment creates it
-            try:
-                errors3 = self.admin.alter_log_dirs(submit.log_dirs)
-            except AdminError as exc:
-                log.warning("log dir move submission failed (will be retried next pass): %s", exc)
-                errors3 = {}
-            for k, err in errors3.items():
-                if err and not (k in submit.preplace and err in PREPLACE_ANSWERS):
-                    log.warning("log dir move of %s refused: %s", k, err)
-        if submit.reassign:
-            try:
-                errors = self.admin.alter_reassignments(submit.reassign)
-            except AdminError as exc:
-                log.warning("reassignment submission failed (will be retried next pass): %s", exc)
-                errors = {}
-            for tp, err in errors.items():
-                if err and err != "NoReassignmentInProgressError":
-                    log.warning("reassignment of %s-%s refused: %s", tp[0], tp[1], err)
-        if submit.elect:
-            try:
-                codes = self.admin.elect_preferred(submit.elect)
-            except AdminError as exc:
-                log.warning("preferred election failed (will be retried next pass): %s", exc)
-                codes = {}
-            for tp, code in codes.items():
-                if code not in ELECTION_ERRORS_OK and code != 80:
-                    log.warning("election of %s-%s failed with error %s", tp[0], tp[1], code)
+    def _submit(self, submit: _Submit) -> None:
+        """Send what the pass decided: log-dir moves first (a new replica's dir must be known before its
+        reassignment creates it), then reassignments, then preferred elections."""
+        _send("log dir move", self.admin.alter_log_dirs, submit.log_dirs,
+              lambda k, err: bool(err) and not (k in submit.preplace and err in PREPLACE_ANSWERS))
+        _send("reassignment", self.admin.alter_reassignments, submit.reassign,
+              lambda tp, err: bool(err) and err != "NoReassignmentInProgressError")
+        _send("preferred election", self.admin.elect_preferred, submit.elect,
+              lambda tp, code: code not in ELECTION_ERRORS_OK and code != 80)
 
     # ------------------------------------------------------------------ progress / finish
     def _progress(self, ex: JsonDict, flows: list[Flow], rates: Mapping[tuple[int, str], float],
