@@ -1,6 +1,7 @@
 """Scheduled auto-rebalance: opt-in per cluster, inside its cron window, only when the imbalance
-exceeds the cluster's threshold and no execution runs there. Proposes, approves and starts the plan
-as ``auto-rebalance`` so the action log says who did it and why."""
+exceeds the cluster's threshold in two successive snapshots (one noisy measurement near the threshold
+does not start a round) and no execution runs there. Proposes, approves and starts the plan as
+``auto-rebalance`` so the action log says who did it and why."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def _last_finished(executions: Iterable[dict[str, Any]]) -> dict[str, datetime]:
 
 def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, finished: datetime | None,
             now: datetime) -> dict[str, Any]:
+    first_seen = ctx.imbalance_seen.pop(name, None)  # kept only while each decision confirms it
     if not policy.get("enabled"):
         return {"action": "skip", "why": "auto-rebalance is off"}
     if not in_window(policy["window_cron"], policy["window_minutes"], now):
@@ -80,13 +82,18 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
         worst = max((s.peak_to_mean for s in pool_stats(weighed).values()), default=0.0)
         if worst <= policy["threshold"]:
             return {"action": "skip", "why": f"peak/mean {worst:.2f} within threshold {policy['threshold']}"}
+        observed = seen or snap.taken_at
+        if first_seen is None or first_seen >= observed:  # no earlier snapshot showed it yet
+            ctx.imbalance_seen[name] = first_seen or observed
+            return {"action": "skip", "why": f"peak/mean {worst:.2f} above threshold {policy['threshold']} in one "
+                                             "snapshot; acting if the next one confirms it"}
         plan = make_plan(snap, "rebalance", {"max_partitions": int(policy.get("max_partitions", 50)),
                                              "load_basis": basis}, load_model=ctx.load_model)
     except PlanRequestError as exc:
         return {"action": "skip", "why": str(exc)}
     if not plan.moves or check_plan(snap, plan):
         return {"action": "skip", "why": "no valid improving plan"}
-    why = f"peak/mean {worst:.2f} above threshold {policy['threshold']}"
+    why = f"peak/mean {worst:.2f} above threshold {policy['threshold']} in two successive snapshots"
     plan_id = ctx.store.propose({"type": "plan.propose", "meta": meta(WHO, why), "cluster": name,
                                  "kind": plan.kind, "plan": plan_to_dict(plan),
                                  "snapshot_taken_at": snap.taken_at.isoformat()})["plan_id"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,9 @@ class ServiceContext:
     plans); wired to ClickHouse by :mod:`controlplane.bootstrap`."""
     analytics: Any = None
     """:class:`controlplane.service.analytics_job.AnalyticsJob` when scheduled analytics is configured."""
+    imbalance_seen: dict[str, datetime] = field(default_factory=dict)
+    """Per cluster, when the snapshot that first showed imbalance above its auto-rebalance threshold was
+    observed; auto-rebalance acts when a later one confirms it. Per node: a new leader waits one snapshot more."""
 
     @property
     def access_log(self) -> Path:

@@ -291,6 +291,9 @@ def test_auto_rebalance_judges_and_plans_on_the_policy_load_basis(ch: ClickHouse
     ch.insert_rows("audit_records", evening_rows("evening", 2, PEAK), COLS)
     run_sql(ch, ["traffic"], JobSettings(days=DAYS, end=END))
     (d,) = run_auto_rebalance(ctx)
+    assert d["action"] == "skip" and "acting if the next one confirms it" in d["why"], d
+    ctx.snapshots.put(replace(balanced_snapshot(), taken_at=datetime.now(UTC)))  # the next snapshot
+    (d,) = run_auto_rebalance(ctx)
     assert d["action"] == "execute", d
     plan = ctx.store.read(lambda s: s["plans"][str(d["plan_id"])])
     assert plan["plan"]["load_basis"]["basis"] == "modelled_peak" and plan["status"] == "approved"

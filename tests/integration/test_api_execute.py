@@ -112,8 +112,12 @@ def test_auto_rebalance_acts_inside_its_window_only(sim: SimRunner, service: Ser
         r = client.put("/api/v1/clusters/east/auto-rebalance", headers=H,
                        json={"enabled": True, "window_cron": "* * * * *", "window_minutes": 5, "threshold": 1.05})
         assert r.status_code == 200
+        (first,) = run_auto_rebalance(service.ctx)
+        assert first["action"] == "skip" and "acting if the next one confirms it" in first["why"], first
+        collect(service, rounds=1)  # a later snapshot confirms the imbalance
         (decision,) = run_auto_rebalance(service.ctx)
         assert decision["action"] == "execute", decision
+        assert "two successive snapshots" in decision["why"]
         (second,) = run_auto_rebalance(service.ctx)
         assert second == {"cluster": "east", "action": "skip", "why": "an execution is running"}
         actions = client.get("/api/v1/actions", headers=H).json()
