@@ -1,6 +1,6 @@
 """Migration throttle: the same plan under the same traffic with fixed rates (low to high) and the adaptive rate.
 
-kafkasim (faster than real time) runs a 6-broker cluster whose HDDs carry produce traffic (about 0.4 of
+kafkasim runs a 6-broker cluster whose HDDs carry produce traffic (about 0.4 of
 their throughput); the plan moves one replica of 35 of 240 partitions (1.5 GB each, growing). Each mode
 starts from an identical fresh federation and runs the same executor (caps 4 per broker, 2 per disk,
 ``bottleneck_first`` order); only the throttle differs. Reported side by side: completion time (simulated
@@ -8,8 +8,9 @@ seconds), the worst and the 95th-percentile disk util seen on any disk during th
 produce latency (leader-weighted, ms), read from the simulator's ground truth at every simulated tick
 (1 s). Fixed rates: the low one (20 MB/s), a sweep, and the high one (300 MB/s, more than an HDD moves);
 the sweep finds the fastest fixed rate that keeps p95 util under the threshold (0.75), which the adaptive
-rate should beat while staying under it too. Each mode runs ``BENCH_RUNS`` times (default 2; the simulator
-runs against the wall clock, so the machine's load moves single runs): the table shows medians, the JSON
+rate should beat while staying under it too. The simulator's clock is driven by the bench (lock-step, see
+``PASS_S``), so a run is deterministic; each mode runs once per traffic seed (``BENCH_RUNS`` seeds, default 3,
+the same seeds for every mode): the table shows medians over the seeds, the JSON
 every run. Also printed: two lower bounds for any rate that keeps util under the threshold — the bytes the
 busiest source disk must read, over the headroom it has before the move (``bound_sim_s``); and the bytes
 the busiest disk must read as a copy source plus write as a destination (the log dir each new replica ended
@@ -39,11 +40,15 @@ from controlplane.service.store import LocalStateStore
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 
-SPEED = 20.0  # passes every 5 simulated s (the service's default interval), 0.25 s of wall time
+PASS_S = 5.0
+"""Simulated seconds between executor passes (the service's default interval). The simulator's clock is
+stopped and advanced by the bench between passes (lock-step): a pass sees one consistent instant, and the
+result does not depend on the machine's load (with the simulator on the wall clock, single runs moved ±10%
+and a pass's log-dir sizes and scrape could straddle different ticks)."""
 ORDERING = "bottleneck_first"  # every mode: the busiest source disk bounds the run, its moves start first
 THRESHOLD = 0.75
 SCENARIO: dict[str, Any] = {
-    "seed": 11, "tick_seconds": 1.0, "speed": SPEED,
+    "seed": 11, "tick_seconds": 1.0,
     "clusters": [{"name": "bench", "brokers": [{"count": 6, "idcs": ["idc-a"], "racks_per_idc": 6, "memory_gb": 16,
                                                 "disks": [{"count": 2, "kind": "hdd", "max_mb_s": 200}]}],
                   "topics": [{"prefix": "load", "count": 10, "partitions": 24, "rf": 2, "bytes_in_per_s": 1_750_000,
@@ -58,8 +63,10 @@ MODES = [*((f"fixed {r} MB/s", ThrottlePolicy(mode="fixed", fixed_rate=r * 1e6))
          ("adaptive (util < 0.9)", ThrottlePolicy(mode="adaptive", util_threshold=0.9, initial=20e6, ceiling=300e6))]
 
 
-def run_mode(name: str, policy: ThrottlePolicy) -> dict[str, Any]:
-    runner = SimRunner(build_federation(json.loads(json.dumps(SCENARIO))))
+def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any]:
+    """One mode on a fresh federation whose traffic (sizes, skew, producer bursts) comes from ``seed``."""
+    spec = {**json.loads(json.dumps(SCENARIO)), "seed": seed}
+    runner = SimRunner(build_federation(spec), speed=0.0)  # the bench drives the clock
     endpoints = runner.start()
     try:
         ep = endpoints["clusters"]["bench"]
@@ -87,15 +94,16 @@ def run_mode(name: str, policy: ThrottlePolicy) -> dict[str, Any]:
             utils.append(float(np.max(engine.d_util)))
             lat.append(float(np.max(engine.b_produce_lat)))
 
-        t_sim0 = runner.call(lambda: eng.t)
         first = DiskScraper(eps.metrics_urls)
+        runner.call(lambda: eng.advance(30.0))
         first.scrape()
-        time.sleep(0.1)
-        first_disks = dict(first.scrape())
+        runner.call(lambda: eng.advance(60.0))
+        first_disks = dict(first.scrape())  # each disk's load over the minute before the move
+        t_sim0 = runner.call(lambda: eng.t)
         eid = executor.start(plan, caps={"per_broker": 4, "per_disk": 2})
         runner.call(lambda: eng.listeners.append(sample))
         wall0 = time.perf_counter()
-        report = executor.run(interval_s=5.0 / SPEED)
+        report = executor.run(interval_s=0.0, on_pass=lambda _r: runner.call(lambda: eng.advance(PASS_S)))
         runner.call(lambda: eng.listeners.remove(sample))
         sim_s = runner.call(lambda: eng.t) - t_sim0
         ex = executor.execution(eid) or {}
@@ -197,8 +205,9 @@ def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    n = max(int(os.environ.get("BENCH_RUNS", "2")), 1)
-    runs = {name: [run_mode(name, policy) for _ in range(n)] for name, policy in MODES}
+    n = max(int(os.environ.get("BENCH_RUNS", "3")), 1)
+    seeds = [SCENARIO["seed"] + i for i in range(n)]  # every mode sees the same traffic for a given seed
+    runs = {name: [run_mode(name, policy, seed) | {"seed": seed} for seed in seeds] for name, policy in MODES}
     rows = [median_row(runs[name]) for name, _ in MODES]
     header = f"{'mode':<26}{'done (sim s)':>14}{'worst util':>12}{'p95 util':>10}{'worst lat ms':>14}" \
              f"{'p95 lat ms':>12}{'left':>6}"
@@ -208,15 +217,16 @@ def main() -> int:
               f"{r['worst_produce_latency_ms']:>14}{r['p95_produce_latency_ms']:>12}{r['throttles_left']:>6}")
     verdict = compare(rows)
     adaptive = rows[len(FIXED_RATES_MB)]
-    print(f"medians of {n} run(s). Adaptive (util < {THRESHOLD}): {adaptive['completion_sim_s']} s, p95 util "
-          f"{adaptive['p95_disk_util']}, worst {adaptive['worst_disk_util']}. Fastest fixed rate keeping p95 util <= "
+    print(f"medians over {n} traffic seed(s) {seeds}. Adaptive (util < {THRESHOLD}): "
+          f"{adaptive['completion_sim_s']} s, p95 util {adaptive['p95_disk_util']}, "
+          f"worst {adaptive['worst_disk_util']}. Fastest fixed rate keeping p95 util <= "
           f"{THRESHOLD}: {verdict['fastest_fixed_under_threshold']} ({verdict['fastest_fixed_under_threshold_s']} s; "
           f"adaptive takes {verdict['adaptive_vs_fastest_fixed_under_threshold']}x its time). The fixed rate closest "
           f"in time, {verdict['fixed_as_fast']}, runs at p95 util {verdict['fixed_as_fast_p95_util']}. "
           f"High rate: adaptive takes {verdict['adaptive_vs_high_time']}x its time; no rate under the threshold can "
           f"beat {adaptive['bound_sim_s']} s (busiest source disk's reads) / {adaptive['disk_bound_sim_s']} s (busiest "
           f"disk's reads + writes, {adaptive['bound_disk']} {adaptive['bound_disk_gb']} GB)")
-    path = write_result("executor", {"speed": SPEED, "threshold": THRESHOLD, "scenario": SCENARIO, "rows": rows,
+    path = write_result("executor", {"pass_s": PASS_S, "threshold": THRESHOLD, "scenario": SCENARIO, "rows": rows,
                                      "runs": runs, "verdict": verdict})
     print(f"wrote {path}")
     return 0 if all(r["status"] == "completed" and r["throttles_left"] == 0 for rs in runs.values() for r in rs) else 1

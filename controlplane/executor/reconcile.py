@@ -293,6 +293,8 @@ class Executor:
         self._capacity: dict[tuple[int, str], tuple[int, int]] | None = None
         self._suspect: dict[str, int] = {}
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
+        self._scrapes = 0
+        """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
 
     # ------------------------------------------------------------------ store helpers
     def _propose(self, command_type: str, why: str = "", **payload: Any) -> Any:
@@ -471,7 +473,9 @@ class Executor:
             elif t["state"] == "IN_PROGRESS":
                 self._drive(t, live, dirs, now, update, submit, resubmit=True)
         # 3. new submissions
-        if ex["status"] == "running":
+        # new copies wait for live disk load (two scrapes; one pass): placed blind, a new replica may land
+        # on the disk that bounds the whole execution. Without metrics they start on the second pass anyway.
+        if ex["status"] == "running" and (self.scraper is None or self._scrapes >= 2):
             merged = {k: {**t, "state": updates.get(k, {}).get("state", t["state"])} for k, t in tasks.items()}
             ready = ready_tasks(merged, urp_zero=live.under_replicated == 0,
                                 leadership_first=bool(ex.get("options", {}).get("leadership_first")))
@@ -562,6 +566,7 @@ class Executor:
             return time.monotonic()
         before = self.scraper.clock
         self.last_disks = dict(self.scraper.scrape(set(live.alive)))
+        self._scrapes += 1
         if self.scraper.clock is None or self.scraper.clock == before:
             return None
         return self.scraper.clock

@@ -161,6 +161,8 @@ def test_caps_change_while_running_and_a_slow_move_does_not_block_others(make_si
         return [t for t in tasks_of(ex, eid).values() if t["state"] == "IN_PROGRESS"]
 
     ex.run_pass()
+    assert not in_flight()  # the first pass only measures disk load (a rate needs two scrapes)
+    ex.run_pass()
     first = in_flight()
     dests = Counter(b for t in first for b in t["target_replicas"] if b not in t["source_replicas"])
     assert first and max(dests.values()) == 1
@@ -212,6 +214,7 @@ def test_throttles_are_level_based_respect_protection_and_leave_foreign_entries(
     plan = one_replica_plan(sim.live())
     ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=4e6))
     eid = ex.start(plan, caps={"per_broker": 5})
+    ex.run_pass()  # measures disk load
     ex.run_pass()
     running = [t for t in tasks_of(ex, eid).values() if t["state"] == "IN_PROGRESS"]
     dest = next(b for b in running[0]["target_replicas"] if b not in running[0]["source_replicas"])
@@ -240,6 +243,7 @@ def test_stop_without_rollback_lets_in_flight_moves_finish_and_starts_nothing_ne
     plan = one_replica_plan(sim.live())
     ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=2e6))
     eid = ex.start(plan, caps={"per_broker": 1})
+    ex.run_pass()  # measures disk load
     ex.run_pass()
     in_flight = {k for k, t in tasks_of(ex, eid).items() if t["state"] == "IN_PROGRESS"}
     assert in_flight and len(in_flight) < len(plan.moves)
