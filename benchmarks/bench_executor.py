@@ -9,7 +9,7 @@ produce latency (leader-weighted, ms), read from the simulator's ground truth at
 (1 s). Fixed rates: the low one (20 MB/s), a sweep, and the high one (300 MB/s, more than an HDD moves);
 the sweep finds the fastest fixed rate that keeps p95 util under the threshold (0.75), which the adaptive
 rate should beat while staying under it too. The simulator's clock is driven by the bench (lock-step, see
-``PASS_S``), so a run is deterministic; each mode runs once per traffic seed (``BENCH_RUNS`` seeds, default 3,
+``PASS_S``), so a run is deterministic; each mode runs once per traffic seed (``BENCH_RUNS`` seeds, default 5,
 the same seeds for every mode): the table shows medians over the seeds, the JSON
 every run. Also printed: two lower bounds for any rate that keeps util under the threshold — the bytes the
 busiest source disk must read, over the headroom it has before the move (``bound_sim_s``); and the bytes
@@ -205,7 +205,7 @@ def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    n = max(int(os.environ.get("BENCH_RUNS", "3")), 1)
+    n = max(int(os.environ.get("BENCH_RUNS", "5")), 1)
     seeds = [SCENARIO["seed"] + i for i in range(n)]  # every mode sees the same traffic for a given seed
     runs = {name: [run_mode(name, policy, seed) | {"seed": seed} for seed in seeds] for name, policy in MODES}
     rows = [median_row(runs[name]) for name, _ in MODES]

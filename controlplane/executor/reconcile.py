@@ -31,7 +31,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -288,6 +288,8 @@ class Executor:
         self._pass_clock: tuple[float | None, float | None] = (None, None)
         """(previous, latest) time base of passes with a fresh measurement: their gap predicts the next one."""
         self._chosen: dict[tuple[int, str], float] = {}
+        self._placement: dict[tuple[str, int], str] = {}
+        """(task key, broker) -> the log dir chosen this pass for a new replica (while selecting the batch)."""
         """Bytes headed to each disk by the destinations chosen this pass."""
         self._backlog: dict[tuple[int, str], float] = {}
         self._capacity: dict[tuple[int, str], tuple[int, int]] | None = None
@@ -427,6 +429,7 @@ class Executor:
         if now is not None:
             self._pass_clock = (self._pass_clock[1], now)
         self._chosen, self._capacity, self._backlog = {}, None, {}  # per pass (free space read lazily)
+        self._placement = {}
         if now is not None:
             self._interval_rate = {}  # refilled by this pass's observations
         updates: dict[str, dict[str, Any]] = {}
@@ -485,9 +488,10 @@ class Executor:
             ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp,
                                   [t for t in merged.values() if t["state"] in OPEN_STATES], leaders, caps["per_disk"])
             running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
-            batch = select_batch(ordered, running, caps, leaders)
-            if batch:
+            if ordered:
                 self._backlog = self._disk_backlog(merged, live, dirs)
+            batch = select_batch(ordered, running, caps, leaders,
+                                 placed=self._placed_dirs(running, dirs), place=self._place)
             refused = self._policy_refusals(batch, live, dirs)
             for t in batch:
                 if t["key"] in refused:  # a policy set since the plan was proposed forbids it; the rest go on
@@ -754,7 +758,8 @@ class Executor:
         for b, d in zip(target, wanted, strict=True):
             if b in current or b not in live.alive:
                 continue
-            chosen = d or self._roomiest_dir(b, int(t.get("size_bytes") or 0) // max(
+            early = None if d else self._placement.get((t["key"], b))
+            chosen = d or early or self._roomiest_dir(b, int(t.get("size_bytes") or 0) // max(
                 sum(1 for x in target if x not in current), 1))
             if chosen is None:
                 continue
@@ -762,9 +767,53 @@ class Executor:
             submit.log_dirs[key3] = chosen
             submit.owner[key3] = t["key"]
             submit.preplace.add(key3)
-            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.get("size_bytes") or 0)
+            if early is None:  # an early choice was counted when it was made
+                self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.get("size_bytes") or 0)
 
-    def _roomiest_dir(self, broker: int, size: int) -> str | None:
+    def _placed_dirs(self, running: Iterable[Task], dirs: DirMap) -> dict[str, set[tuple[int, str]]]:
+        """Per running reassignment: the disks its new replicas live on (the executor or broker chose them)."""
+        out: dict[str, set[tuple[int, str]]] = {}
+        for t in running:
+            if t["action"] != "reassign":
+                continue
+            for b in t["target_replicas"]:
+                if b in t["source_replicas"]:
+                    continue
+                cur = main_dir(dirs, t["topic"], t["partition"], b)
+                if cur is not None:
+                    out.setdefault(t["key"], set()).add((b, cur.log_dir))
+        return out
+
+    def _place(self, t: Task, full: Callable[[tuple[int, str]], bool]) -> set[tuple[int, str]] | None:
+        """Choose now (while selecting the batch) the log dir of each new replica the plan leaves to the
+        executor, among its broker's disks with a free per-disk slot; ``None`` when a broker with live disk
+        data has none free. The choice is kept for :meth:`_preplace`."""
+        if t["action"] != "reassign":
+            return set()
+        target, src = list(t["target_replicas"]), t["source_replicas"]
+        wanted = list(t["target_log_dirs"]) or [None] * len(target)
+        adding = [(b, d) for b, d in zip(target, wanted, strict=True) if b not in src]
+        out: set[tuple[int, str]] = set()
+        picks: list[tuple[int, str]] = []
+        for b, d in adding:
+            if d:
+                continue  # the plan's dir: counted by copy_endpoints
+            disks = [k for k in self.last_disks if k[0] == b]
+            free = {k[1] for k in disks if not full(k)}
+            if disks and not free:
+                return None
+            chosen = self._roomiest_dir(b, int(t.get("size_bytes") or 0) // max(len(adding), 1), exclude=
+                                        {k[1] for k in disks} - free)
+            if chosen is None:
+                continue  # no live data or free-space figures: the broker picks
+            picks.append((b, chosen))
+            out.add((b, chosen))
+        for b, chosen in picks:
+            self._placement[(t["key"], b)] = chosen
+            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.get("size_bytes") or 0)
+        return out
+
+    def _roomiest_dir(self, broker: int, size: int, exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         """The broker's disk that would finish its copy work first: least ``(bytes still to read from or
         write to it + this replica) / its migration budget`` (live util, measured migration, the policy's
         threshold), among disks keeping ``FREE_SPACE_FACTOR x size`` free. A disk that many pending moves
@@ -784,7 +833,7 @@ class Executor:
         best: tuple[float, str] | None = None
         for (b, path), rate in sorted(disks.items()):
             usable = self._capacity.get((b, path), (0, -1))[1]
-            if usable < FREE_SPACE_FACTOR * size:
+            if path in exclude or usable < FREE_SPACE_FACTOR * size:
                 continue
             k = bytes_per_util(rate)
             u0 = max(rate.util - migration.get((b, path), 0.0) / k, 0.0)

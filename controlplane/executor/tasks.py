@@ -8,7 +8,7 @@ facts and proposes what it returns.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,13 +211,19 @@ def ready_tasks(tasks: Mapping[str, Task], urp_zero: bool, leadership_first: boo
 
 
 def select_batch(candidates: list[Task], running: Iterable[Task], caps: Mapping[str, int],
-                 leaders: Mapping[tuple[str, int], int] | None = None) -> list[Task]:
+                 leaders: Mapping[tuple[str, int], int] | None = None, *,
+                 placed: Mapping[str, Iterable[tuple[int, str]]] | None = None,
+                 place: Callable[[Task, Callable[[tuple[int, str]], bool]], set[tuple[int, str]] | None] | None = None,
+                 ) -> list[Task]:
     """The longest prefix-greedy selection of ``candidates`` that keeps every cap.
 
     ``per_broker`` bounds concurrent data moves touching a broker (copy source or destination),
     ``per_disk`` those touching a log dir, ``per_cluster`` all data moves; leader elections (no data)
     are bounded only by ``leaders_per_pass``. A candidate that does not fit is skipped, not waited
-    for: a slow move never blocks one on other brokers.
+    for: a slow move never blocks one on other brokers. ``placed`` adds, per running task key, the disks
+    its new replicas were placed on by the executor (the plan left them to it); ``place`` chooses them for
+    a candidate that fits every other cap, given which disks are full (``None``: none of a destination
+    broker's disks has a free slot, and the candidate is skipped).
     """
     caps = {**DEFAULT_CAPS, **caps}
     leaders = leaders or {}
@@ -228,6 +234,7 @@ def select_batch(candidates: list[Task], running: Iterable[Task], caps: Mapping[
         if t["action"] == "elect_leader":
             continue
         brokers, disks = copy_endpoints(t, leaders.get((t["topic"], t["partition"])))
+        disks |= set((placed or {}).get(t["key"], ()))
         per_broker.update(brokers)
         per_disk.update(disks)
         data_running += 1
@@ -246,6 +253,11 @@ def select_batch(candidates: list[Task], running: Iterable[Task], caps: Mapping[
             continue
         if any(per_disk[d] >= caps["per_disk"] for d in disks):
             continue
+        if place is not None:
+            extra = place(t, lambda d: per_disk[d] >= caps["per_disk"])
+            if extra is None:
+                continue
+            disks |= extra
         per_broker.update(brokers)
         per_disk.update(disks)
         data_running += 1

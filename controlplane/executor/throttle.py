@@ -13,7 +13,9 @@ in force.
    each stops when a disk it controls — the follower rate for what its broker's disks write, the leader
    rate for what they read — reaches its budget. A share is then lowered to what its copies can use.
 3. **Finishing copies**: copies that end before the next pass leave their broker rate to fewer; the
-   shares are chosen so that the copies left behind still fit (``after_finish`` resources).
+   shares are chosen so that the copies left behind still fit (``after_finish`` resources) — counting a
+   finishing copy among those left behind when another finishing copy shares one of its rates (they end
+   one after another, and the later one runs at the bigger share meanwhile).
 4. **Limits**: rises are applied by ``gain`` (falls at once), clamped to ``[floor, schedule ceiling]``,
    never below the catch-up floor (Σ ingress of a broker's copies x :data:`CATCH_UP_MARGIN`), and a rate
    one of whose copies touches a disk without live data rises no further (no data, no headroom).
@@ -402,11 +404,14 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
             for r in flow_roles(flows[i]):
                 left[r] = left.get(r, 0) + 1
         gain = {r: count[r] / max(count[r] - k, 1) for r, k in left.items()}
+        # copies end one after another: one whose rate another finishing copy shares may outlive it and
+        # run at the bigger share meanwhile, so only a copy that finishes alone on its rates is left out
+        gone = frozenset(i for i in finishing if all(left[r] == 1 for r in flow_roles(flows[i])))
         after = [Resource(r_.name + " after", r_.budget, r_.members, True) for r_ in res
-                 if any(i not in finishing and any(gain.get(r, 1.0) > 1.0 for r in flow_roles(flows[i]))
+                 if any(i not in gone and any(gain.get(r, 1.0) > 1.0 for r in flow_roles(flows[i]))
                         for i, _ in r_.members)]
         if after:
-            shares = fair_shares(flows, [*res, *after], caps, fixed, gain, finishing)
+            shares = fair_shares(flows, [*res, *after], caps, fixed, gain, gone)
     out: dict[Role, float] = {}
     for key, n in count.items():
         target = shares[key] * n

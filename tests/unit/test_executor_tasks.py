@@ -128,3 +128,26 @@ def test_select_batch_respects_the_per_disk_cap() -> None:
     c["target_log_dirs"] = ["/y", None]
     chosen = select_batch([a, b, c], [], {"per_broker": 9, "per_disk": 1, "per_cluster": 9})
     assert [t["key"] for t in chosen] == ["a:0", "a:2"]
+
+
+def test_select_batch_counts_destination_disks_the_executor_places() -> None:
+    """Destinations the plan leaves open count against the per-disk cap once placed: a running copy's
+    placed dir fills its slot, and a candidate goes to a destination disk with a free slot or waits."""
+    running = [task("r:0", "IN_PROGRESS", src=(1, 2), dst=(3, 2))]
+    placed = {"r:0": [(3, "/d1")]}
+    calls: list[str] = []
+
+    def place(t: dict[str, Any], full: Any) -> set[tuple[int, str]] | None:
+        calls.append(t["key"])
+        free = [d for d in ("/d1", "/d2") if not full((3, d))]
+        return {(3, free[0])} if free else None
+
+    cands = [task(f"a:{i}", src=(10 + i, 2), dst=(3, 2)) for i in range(3)]
+    for c in cands:
+        c["source_log_dirs"] = [f"/s{c['partition']}", "/d1"]
+    chosen = select_batch(cands, running, {"per_broker": 9, "per_disk": 1, "per_cluster": 9},
+                          placed=placed, place=place)
+    assert [t["key"] for t in chosen] == ["a:0"]  # (3, /d1) taken by r:0, a:0 gets /d2, a:1 and a:2 wait
+    assert calls == ["a:0", "a:1", "a:2"]
+    # without placement knowledge every candidate fits (the old behaviour the cap did not see)
+    assert len(select_batch(cands, running, {"per_broker": 9, "per_disk": 1, "per_cluster": 9})) == 3

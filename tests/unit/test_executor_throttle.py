@@ -231,3 +231,22 @@ def test_ingress_meter_turns_leader_log_growth_into_bytes_per_second_and_skips_s
     assert meter("t", 0) == pytest.approx(3_000)
     meter.forget()
     assert meter("t", 0) == 0.0
+
+
+def test_copies_that_end_in_any_order_leave_no_disk_over_its_budget() -> None:
+    # broker 6's /d1 is the tight disk (60 MB/s left). x (1 -> 6:/d1) keeps copying; y (4 -> 6:/d1) and
+    # z (4 -> 6:/d2) both end before the next pass and share broker 4's leader and broker 6's follower rate
+    calm = DiskRate(0.1, 20e6, 200e6)
+    disks = {(6, "/d1"): DiskRate(0.45, 90e6, 200e6), (6, "/d2"): calm, (1, "/d1"): calm, (4, "/d1"): calm}
+    flows = [Flow("x>6", "move", 1, 6, (1, "/d1"), (6, "/d1"), remaining_bytes=5e9),
+             Flow("y>6", "move", 4, 6, (4, "/d1"), (6, "/d1"), remaining_bytes=20e6),
+             Flow("z>6", "move", 4, 6, (4, "/d1"), (6, "/d2"), remaining_bytes=10e6)]
+    rates = broker_rates(flows, disks, ThrottlePolicy(util_threshold=0.75, headroom=0.0), {}, NOON,
+                         migration={}, horizon_s=5.0)
+    follower6, leader4, leader1 = rates[(6, FOLLOWER_RATE)], rates[(4, LEADER_RATE)], rates[(1, LEADER_RATE)]
+    budget = (0.75 - 0.45) * 200e6
+    x, y = min(follower6 / 3, leader1), min(follower6 / 3, leader4 / 2)
+    assert x + y <= budget * 1.001  # all three running
+    x, y = min(follower6 / 2, leader1), min(follower6 / 2, leader4)
+    assert x + y <= budget * 1.001  # z ended first: y runs on alone at both brokers' bigger shares
+    assert x > 0.3 * budget  # and the copy that keeps going still gets a fair part
