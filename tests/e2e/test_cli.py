@@ -69,10 +69,11 @@ def test_malformed_snapshot_exits_2_naming_the_field(tmp_path: Path, command: st
     doc["topics"][0]["partitions"][0]["size_bytes"] = -1
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    args = {"rebalance": ["plan", "rebalance", "-s", bad, "-o", tmp_path / "p.json"],
-            "validate": ["plan", "validate", "-s", bad, "-p", tmp_path / "p.json"],
-            "show": ["snapshot", "show", "-s", bad]}[command]
-    result = guardian(*args)
+    commands: dict[str, list[str | Path]] = {
+        "rebalance": ["plan", "rebalance", "-s", bad, "-o", tmp_path / "p.json"],
+        "validate": ["plan", "validate", "-s", bad, "-p", tmp_path / "p.json"],
+        "show": ["snapshot", "show", "-s", bad]}
+    result = guardian(*commands[command])
     assert result.returncode == 2
     assert "$.brokers[2].disks[1].util" in result.stderr
     assert "$.topics[0].partitions[0].size_bytes" in result.stderr

@@ -40,7 +40,7 @@ def service(tmp_path: Path) -> Iterator[ServiceCluster]:
         cluster.close()
 
 
-def wait_for(fn, timeout: float, what: str):  # type: ignore[no-untyped-def]
+def wait_for(fn, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = fn()

@@ -57,7 +57,7 @@ class ListLog:
         self.pos = {p: o or 0 for p, o in positions.items()}
 
     def poll(self, max_records: int, timeout_s: float) -> list[SourceRecord]:
-        out = []
+        out: list[SourceRecord] = []
         for p in sorted(self.pos):
             while self.pos[p] < len(self.parts[p]) and len(out) < max_records:
                 out.append(SourceRecord(p, self.pos[p], self.parts[p][self.pos[p]]))

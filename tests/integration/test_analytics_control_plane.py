@@ -254,7 +254,9 @@ def test_cli_runs_the_sql_engine(ch: ClickHouse) -> None:
                                  *common])
     assert r.exit_code == 0, r.output
     assert "clickhouse-sql" in r.output
-    assert {c.client_id for c in cluster_lineage(ch, "c1").topic_consumers["orders"]} == {"billing", "reports"}
+    lineage = cluster_lineage(ch, "c1")
+    assert lineage is not None
+    assert {c.client_id for c in lineage.topic_consumers["orders"]} == {"billing", "reports"}
 
 
 class Executor:

@@ -111,7 +111,9 @@ def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, serv
     assert ch.scalar(f"SELECT uniqExact(src_topic) FROM {ch.table('audit_records')}") == 1
     assert ch.scalar(f"SELECT any(src_topic) FROM {ch.table('audit_records')}") == "east/__guardian_audit"
     # kafkasim's records carry no broker IDC: filled from the latest snapshot of the cluster
-    idc_of = {b.id: b.idc for b in service.ctx.snapshots.get("east").brokers}
+    snap = service.ctx.snapshots.get("east")
+    assert snap is not None
+    idc_of = {b.id: b.idc for b in snap.brokers}
     stored = ch.rows(f"SELECT DISTINCT broker, broker_idc FROM {ch.table('audit_records')}")
     assert stored and all(idc == idc_of[broker] != "" for broker, idc in stored)
     # ... so the clients' IDCs against the brokers' make leased-line pairs

@@ -338,7 +338,7 @@ def test_store_readers_serve_latest_results(env: Env) -> None:
     assert -1 in peaks and set(peaks[-1]) == {"in", "out"} and peaks[-1]["in"] > 0
     prof = S.weekly_profile(env.ch, *big)
     assert [r["hour_of_week"] for r in prof] == list(range(168))
-    clients = S.topic_clients(env.ch, *big, role="consumer")
+    clients = S.topic_clients(env.ch, big[0], big[1], role="consumer")
     exp = env.raw[(env.raw.cluster == big[0]) & (env.raw.topic == big[1]) & (env.raw.api == "fetch")]
     assert {c["client_id"] for c in clients} == set(exp.client_id)
     assert [c["bytes"] for c in clients] == sorted((c["bytes"] for c in clients), reverse=True)
@@ -358,12 +358,12 @@ def test_spark_side_series_derivation_matches_pushed_down_export(env: Env, spark
     pm["bytes"] = pm.bytes.astype("int64")
     series, keys = T.series_from_partition_minute(spark.createDataFrame(pm))
     start = env.end - timedelta(days=DAYS)
-    prof = T.with_keys(T.traffic_profile(spark, series, start, env.end), keys).toPandas()
+    prof: Any = T.with_keys(T.traffic_profile(spark, series, start, env.end), keys).toPandas()
     got = result(env, "traffic_profile", "traffic", "cluster, topic, partition, direction, hour_of_week")
-    keys = ["cluster", "topic", "partition", "direction", "hour_of_week"]
-    prof = prof.sort_values(keys).reset_index(drop=True)
+    cols = ["cluster", "topic", "partition", "direction", "hour_of_week"]
+    prof = prof.sort_values(cols).reset_index(drop=True)
     assert len(prof) == len(got)
-    assert (prof[keys].values == got[keys].values).all()
+    assert (prof[cols].values == got[cols].values).all()
     assert np.allclose(prof.p95_bps.values, got.p95_bps.values, rtol=1e-12)
     assert np.allclose(prof.mean_bps.values, got.mean_bps.values, rtol=1e-12)
 

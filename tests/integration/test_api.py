@@ -27,7 +27,7 @@ def auth(role: str) -> dict[str, str]:
 
 @pytest.fixture()
 def ctx(tmp_path: Path) -> ServiceContext:
-    settings = Settings(data_dir=tmp_path, tokens=[TokenConf(name=f"{r}-user", role=r, sha256=hash_token(t))  # type: ignore[arg-type]
+    settings = Settings(data_dir=tmp_path, tokens=[TokenConf(name=f"{r}-user", role=r, sha256=hash_token(t))
                                                    for r, t in TOKENS.items()])
     return ServiceContext(settings=settings, store=LocalStateStore())
 

@@ -109,7 +109,7 @@ def test_rolling_release_drains_three_brokers_in_batches_and_restores_them(make_
     sim = make_sim(scenario(brokers=7, topics=2, partitions=15, rf=3, size_gb=0.05, speed=20))
     live0 = sim.live()
     dirs0 = sim.admin.log_dirs(live0.alive)
-    original = {tp: (p.replicas, p.leader, tuple(main_dir(dirs0, *tp, b).log_dir for b in p.replicas))  # type: ignore[union-attr]
+    original = {tp: (p.replicas, p.leader, tuple(main_dir(dirs0, tp[0], tp[1], b).log_dir for b in p.replicas))  # type: ignore[union-attr]
                 for tp, p in live0.partitions.items()}
     state = tmp_path / "state.json"
     common = ["-e", str(sim.endpoints_file), "-c", "c1", "--state-file", str(state), "--quiet", "--interval", "0.2"]
@@ -134,7 +134,7 @@ def test_rolling_release_drains_three_brokers_in_batches_and_restores_them(make_
     for tp, (replicas, leader, dirs) in original.items():
         p = live1.partitions[tp]
         assert (p.replicas, p.leader) == (replicas, leader), tp
-        assert tuple(main_dir(dirs1, *tp, b).log_dir for b in p.replicas) == dirs, tp  # type: ignore[union-attr]
+        assert tuple(main_dir(dirs1, tp[0], tp[1], b).log_dir for b in p.replicas) == dirs, tp  # type: ignore[union-attr]
     assert sim.leftover_throttles() == {}
 
 

@@ -184,7 +184,7 @@ def test_intra_broker_log_dir_moves_complete_under_the_alter_log_dirs_throttle(m
     moves = []
     for tp, p in sorted(live.partitions.items()):
         lead = p.replicas[0]
-        cur = main_dir(dirs, *tp, lead)
+        cur = main_dir(dirs, tp[0], tp[1], lead)
         assert cur is not None
         other = "/data2" if cur.log_dir == "/data1" else "/data1"
         moves.append(PartitionMove(tp[0], tp[1], p.replicas, (other, None)))

@@ -34,7 +34,7 @@ def test_approved_plan_executes_on_the_leader_and_not_on_a_follower(tmp_path: Pa
     sim = Sim(scenario(brokers=5, topics=2, partitions=8, rf=2, size_gb=0.05, speed=20), tmp_path)
     store = LocalStateStore(tmp_path / "state.json")
     service = ExecutorService(store, ThrottlePolicy(initial=50e6), interval_s=0.1)
-    follower = ExecutorService(FollowerView(store), interval_s=0.1)  # type: ignore[arg-type]
+    follower = ExecutorService(FollowerView(store), interval_s=0.1)
     try:
         urls = {str(b.id): b.metrics_url for b in sim.cluster.brokers if b.metrics_url}
         store.propose({"type": "cluster.register", "meta": meta("op"), "name": "c1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import time
@@ -149,8 +150,7 @@ def test_reassignment_list_and_cancel(sim: SimRunner, admin: KafkaAdminClient) -
     admin.create_topics([NewTopic("ra", -1, -1, replica_assignments={0: [1, 2], 1: [2, 3]})])
     cl = sim.server.fed.clusters["east"]
     for p in cl.topics["ra"].partitions:
-        slot = p.slot
-        sim.call(lambda s=slot: cl.engine.f["size"].__setitem__(s, 5e9))
+        sim.call(functools.partial(cl.engine.f["size"].__setitem__, p.slot, 5e9))
     res = admin.alter_partition_reassignments({TopicPartition("ra", 0): [1, 3], TopicPartition("ra", 1): [4, 3]})
     assert res == {TopicPartition("ra", 0): None, TopicPartition("ra", 1): None}
     ongoing = admin.list_partition_reassignments()

@@ -7,6 +7,7 @@ import re
 import time
 import urllib.error
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafka import KafkaProducer
@@ -156,7 +157,7 @@ def test_lagging_consumer_shows_lag_and_disk_reads(sim: SimRunner) -> None:
 
 def test_control_api_rejects_bad_input(sim: SimRunner) -> None:
     ctl = sim.endpoints["control_url"]
-    bad = [("/advance", {"seconds": 1e7, "dt": 0.001}), ("/speed", {"speed": -1}),
+    bad: list[tuple[str, dict[str, Any]]] = [("/advance", {"seconds": 1e7, "dt": 0.001}), ("/speed", {"speed": -1}),
            ("/fault/kill-broker", {"cluster": "nope", "broker": 1}),
            ("/fault/kill-broker", {"cluster": "east", "broker": "x"}),
            ("/fault/slow-disk", {"cluster": "east", "broker": 1, "log_dir": "/data1", "factor": 0.5}),

@@ -7,6 +7,7 @@ the k=2 hysteresis still acts within one collection interval).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -155,7 +156,7 @@ TOKENS = {"viewer": "v", "operator": "o"}
 
 
 def test_alert_triggers_an_immediate_evaluation_through_http(capable: ThrottleScenario, tmp_path) -> None:
-    settings = Settings(data_dir=tmp_path, tokens=[TokenConf(name=f"{r}-user", role=r, sha256=hash_token(t))  # type: ignore[arg-type]
+    settings = Settings(data_dir=tmp_path, tokens=[TokenConf(name=f"{r}-user", role=r, sha256=hash_token(t))
                                                    for r, t in TOKENS.items()])
     ctx = ServiceContext(settings=settings, store=capable.store, throttle=capable.service)
     headers = {"Authorization": "Bearer o"}
@@ -164,9 +165,9 @@ def test_alert_triggers_an_immediate_evaluation_through_http(capable: ThrottleSc
     capable.step()  # one sample above the mark: k=2 not reached, nothing yet
     assert not capable.throttles()
     hot = capable.truth().leader_disk[HOT_PARTITION]
-    alert = {"status": "firing", "labels": {"alertname": "DiskUtilHigh", "cluster": "east", "broker": str(hot[0]),
-                                            "disk": hot[1]},
-             "startsAt": "2026-11-22T00:00:00Z", "fingerprint": "abc123"}
+    labels = {"alertname": "DiskUtilHigh", "cluster": "east", "broker": str(hot[0]), "disk": hot[1]}
+    alert: dict[str, Any] = {"status": "firing", "labels": labels, "startsAt": "2026-11-22T00:00:00Z",
+                             "fingerprint": "abc123"}
     payload = {"version": "4", "status": "firing", "receiver": "guardian", "groupLabels": {}, "alerts": [alert]}
     with TestClient(create_app(ctx)) as client:
         assert client.post("/api/v1/alerts/alertmanager", json=payload).status_code == 401

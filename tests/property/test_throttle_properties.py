@@ -86,7 +86,7 @@ flows = st.lists(st.tuples(behaviours, st.integers(0, 5), st.floats(0, 300 * MB,
 @settings(max_examples=200, deadline=None)
 @given(flows, st.randoms(use_true_random=False))
 def test_queue_is_sorted_largest_first_and_independent_of_input_order(rows: list, rnd: random.Random) -> None:
-    fl = [Flow((1, "/d1"), b, "t", p, r, 1) for b, p, r in rows]  # type: ignore[arg-type]
+    fl = [Flow((1, "/d1"), b, "t", p, r, 1) for b, p, r in rows]
     cfg = ThrottleConfig()
     expected = {("t", p): 1 * MB for p in range(6)}
     q1 = abnormal_queue(fl, expected, cfg)

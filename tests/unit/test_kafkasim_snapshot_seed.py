@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -47,7 +48,7 @@ def test_seeded_cluster_matches_snapshot_and_physics_agrees() -> None:
 def test_bad_snapshots_name_the_path(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"\$.clusters\[0\].snapshot.format"):
         build_federation({"clusters": [{"snapshot": {"format": "nope"}}]})
-    snap = {"format": "guardian.snapshot/v1", "cluster": "x",
+    snap: dict[str, Any] = {"format": "guardian.snapshot/v1", "cluster": "x",
             "brokers": [{"id": 1, "disks": [{"path": "/d1", "kind": "hdd"}]}],
             "topics": [{"name": "t", "partitions": [{"partition": 0, "replicas": [1], "log_dirs": ["/zz"]}]}]}
     with pytest.raises(ScenarioError, match=r"partitions\[0\].log_dirs: broker 1 has no log dir '/zz'"):

@@ -9,7 +9,7 @@ from planners.leaders import leader_stats
 from tests.planner_cases import MB, assert_valid, broker, partition, snapshot_of, topic
 
 
-def _three_brokers_one_leader():  # type: ignore[no-untyped-def]
+def _three_brokers_one_leader():
     brokers = [broker(b, "a", f"r{b}") for b in (1, 2, 3)]
     parts = [partition(k, [1, 2, 3], ["/data1", "/data1", "/data1"], bytes_in=(k + 1) * MB) for k in range(6)]
     return snapshot_of(brokers, [topic("t", parts)])

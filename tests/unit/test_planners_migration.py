@@ -13,7 +13,7 @@ from planners.idc_migration import migration_done, with_placement
 from tests.planner_cases import MB, broker, disk, partition, snapshot_of, topic
 
 
-def _all_in_idc_a():  # type: ignore[no-untyped-def]
+def _all_in_idc_a():
     brokers = [broker(b, "idc-a", f"a-r{b}", disks=[disk("/data1"), disk("/data2")]) for b in (1, 2, 3)]
     brokers += [broker(b, "idc-b", f"b-r{b}", disks=[disk("/data1"), disk("/data2")]) for b in (4, 5, 6, 7)]
     parts = [partition(k, [1 + k % 3, 1 + (k + 1) % 3, 1 + (k + 2) % 3], ["/data1"] * 3, bytes_in=MB)

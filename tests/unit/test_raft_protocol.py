@@ -43,7 +43,7 @@ def test_encoding_is_canonical_and_round_trips() -> None:
 )
 def test_bad_commands_are_rejected_with_a_reason(command: object, message: str) -> None:
     with pytest.raises(CommandRejected, match=message):
-        encode_command(check_command_shape(command))  # type: ignore[arg-type]
+        encode_command(check_command_shape(command))
 
 
 def test_state_hash_depends_on_content_not_key_order() -> None:

@@ -133,9 +133,9 @@ def test_replaying_the_same_log_gives_the_same_state() -> None:
         b.apply(json.loads(json.dumps(c)))
     assert state_hash(a.snapshot()) == state_hash(b.snapshot())
     assert a.state["clusters"]["c1"]["pools"] == {"pay": [4], "shared": [1, 5]}
-    c = GuardianState()
-    c.restore(a.snapshot())
-    assert state_hash(c.snapshot()) == state_hash(a.snapshot())
+    restored = GuardianState()
+    restored.restore(a.snapshot())
+    assert state_hash(restored.snapshot()) == state_hash(a.snapshot())
 
 
 def test_local_store_file_survives_a_restart(tmp_path: Path) -> None:

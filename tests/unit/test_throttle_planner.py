@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import pytest
 
@@ -36,7 +37,7 @@ TH = HealthThresholds(util_high=0.85, util_low=0.70, await_high_ms=50, await_low
                       leave_samples=2)
 
 
-def run(samples: list[tuple[float | None, float | None]], th: HealthThresholds = TH) -> list[bool]:
+def run(samples: Sequence[tuple[float | None, float | None]], th: HealthThresholds = TH) -> list[bool]:
     state = DiskHealth()
     out = []
     for u, a in samples:
