@@ -7,8 +7,9 @@ open task with what the cluster shows, and acts idempotently:
   a crash or failover never loses a submission; a pass that finds the move in flight or done never
   sends it again, and one that finds it neither re-sends it (bounded by ``max_attempts``);
 * new tasks start as slots free up under the per-broker / per-disk / per-cluster caps (read from the
-  store every pass, so they change while running), in the chosen order; broker batches wait for
-  zero under-replicated partitions;
+  store every pass, so they change while running; a disk's count includes the new replicas the executor
+  places on it), in the chosen order, and only once live disk load is known (the first pass of a process
+  only measures); broker batches wait for zero under-replicated partitions;
 * throttles (KIP-73 rates and throttled-replica lists, KIP-113 rate) are recomputed every pass from
   live disk headroom (:mod:`controlplane.executor.throttle`, fed the migration bytes each disk carried,
   measured per copy and capped by what its throttle allowed) and the schedule, recorded in the store
@@ -288,9 +289,9 @@ class Executor:
         self._pass_clock: tuple[float | None, float | None] = (None, None)
         """(previous, latest) time base of passes with a fresh measurement: their gap predicts the next one."""
         self._chosen: dict[tuple[int, str], float] = {}
+        """Bytes headed to each disk by the destinations chosen this pass."""
         self._placement: dict[tuple[str, int], str] = {}
         """(task key, broker) -> the log dir chosen this pass for a new replica (while selecting the batch)."""
-        """Bytes headed to each disk by the destinations chosen this pass."""
         self._backlog: dict[tuple[int, str], float] = {}
         self._capacity: dict[tuple[int, str], tuple[int, int]] | None = None
         self._suspect: dict[str, int] = {}
