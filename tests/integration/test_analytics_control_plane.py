@@ -32,6 +32,7 @@ from planners.load_basis import apply_load_basis
 from planners.registry import PLANNERS
 from planners.throttle import CONSUMER_QUOTA, ClientShare, Lineage
 from tests.integration.chdb_session import chdb_path, fresh_database
+from tests.service_ports import RecordingExecutor
 from tests.throttle_support import MB, disk, hot_snapshot, part, snapshot
 
 COLS = ["ts", "cluster", "broker", "broker_idc", "client_id", "user", "client_ip", "client_idc", "api", "topic",
@@ -259,22 +260,11 @@ def test_cli_runs_the_sql_engine(ch: ClickHouse) -> None:
     assert {c.client_id for c in lineage.topic_consumers["orders"]} == {"billing", "reports"}
 
 
-class Executor:
-    """The executor port: records what auto-rebalance started."""
-
-    def __init__(self) -> None:
-        self.started: list[int] = []
-
-    def start_approved(self, plan_id: int, why: str = "") -> int:
-        self.started.append(plan_id)
-        return len(self.started)
-
-
 def test_auto_rebalance_judges_and_plans_on_the_policy_load_basis(ch: ClickHouse, tmp_path: Any) -> None:
     from controlplane.service.auto_rebalance import run_auto_rebalance
 
     ctx = ServiceContext(settings=Settings(data_dir=tmp_path), store=LocalStateStore())
-    ctx.executor = Executor()
+    ctx.executor = RecordingExecutor()
     ctx.load_model = lambda c: partition_peaks(ch, c)
     ctx.store.propose({"type": "cluster.register", "meta": meta("t"), "name": "c1",
                        "bootstrap_servers": ["127.0.0.1:9"]})

@@ -11,20 +11,10 @@ from controlplane.service.auto_rebalance import run_auto_rebalance
 from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
 from controlplane.service.store import LocalStateStore
+from tests.service_ports import RecordingExecutor
 from tests.throttle_support import MB, disk, part, snapshot
 
 T0 = datetime.now(UTC)
-
-
-class Executor:
-    """The executor port: records the plans auto-rebalance started."""
-
-    def __init__(self) -> None:
-        self.started: list[int] = []
-
-    def start_approved(self, plan_id: int, why: str = "") -> int:
-        self.started.append(plan_id)
-        return len(self.started)
 
 
 def cluster(skewed: bool, seconds: float) -> ClusterSnapshot:
@@ -36,7 +26,7 @@ def cluster(skewed: bool, seconds: float) -> ClusterSnapshot:
 
 def context(tmp_path: Path) -> ServiceContext:
     ctx = ServiceContext(settings=Settings(data_dir=tmp_path), store=LocalStateStore())
-    ctx.executor = Executor()
+    ctx.executor = RecordingExecutor()
     ctx.store.propose({"type": "cluster.register", "meta": meta("t"), "name": "c1",
                        "bootstrap_servers": ["127.0.0.1:9"]})
     ctx.store.propose({"type": "cluster.auto_rebalance", "meta": meta("t"), "name": "c1", "enabled": True,
