@@ -129,15 +129,23 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
         runner.stop()
 
 
+def source_disk(t: Any) -> tuple[int, str] | None:
+    """The disk a reassignment's copy reads: the planned leader's (first replica's) log dir."""
+    src, dirs = t["source_replicas"], t["source_log_dirs"]
+    return (src[0], dirs[0]) if t["action"] == "reassign" and src and dirs and dirs[0] else None
+
+
+def copied_bytes(t: Any) -> float:
+    return float(t.get("bytes_total") or t.get("size_bytes") or 0)
+
+
 def read_bound(tasks: Any, disks: dict[tuple[int, str], Any], threshold: float) -> float:
     """Seconds the busiest source disk needs to read what leaves it at ``(threshold - util) x max bytes/s``."""
     reads: dict[tuple[int, str], float] = {}
     for t in tasks:
-        src = t["source_replicas"]
-        if t["action"] != "reassign" or not src or not t["source_log_dirs"]:
-            continue
-        key = (src[0], t["source_log_dirs"][0])  # the leader (first replica) serves the copy
-        reads[key] = reads.get(key, 0.0) + float(t.get("bytes_total") or t.get("size_bytes") or 0)
+        key = source_disk(t)
+        if key is not None:
+            reads[key] = reads.get(key, 0.0) + copied_bytes(t)
     times = [b / max((threshold - disks[d].util) * disks[d].max_bytes_per_s, 1.0) for d, b in reads.items()
              if d in disks]
     return max(times, default=0.0)
@@ -152,9 +160,9 @@ def disk_work(tasks: Any, final_dirs: Any) -> dict[tuple[int, str], float]:
         if t["action"] != "reassign" or t["state"] != "COMPLETED" or not src:
             continue
         adding = [b for b in t["target_replicas"] if b not in src]
-        size = float(t.get("bytes_total") or t.get("size_bytes") or 0)
-        if t["source_log_dirs"] and t["source_log_dirs"][0]:
-            key = (src[0], t["source_log_dirs"][0])
+        size = copied_bytes(t)
+        key = source_disk(t)
+        if key is not None:
             out[key] = out.get(key, 0.0) + size
         for b in adding:
             entry = next((e for e in final_dirs.get((t["topic"], t["partition"], b), ()) if not e.future), None)
