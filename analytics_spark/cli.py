@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from controlplane.adapters.clickhouse import ClickHouse, ClickHouseUnavailable, connect
+from analytics_spark.clickhouse import ClickHouse, ClickHouseUnavailable, connect
 
 _URL = typer.Option(None, "--clickhouse-url", envvar="GUARDIAN_CLICKHOUSE_URL",
                     help="ClickHouse server DSN (http://user:pw@host:8123); default: embedded chdb")
@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Consume the audit topic into ClickHouse (exactly once across restarts)."""
-        from controlplane.adapters.audit_ingest import (
+        from analytics_spark.ingest import (
             AuditIngestor,
             ClickHouseIngestStore,
             KafkaAuditSource,
@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Write the traffic model for `guardian plan preallocate --model` (latest traffic run)."""
-        from controlplane.adapters.analytics_store import traffic_model
+        from analytics_spark.store import traffic_model
 
         ch = _open(clickhouse_url, chdb_path, database)
         model = traffic_model(ch, cluster)
@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Latest run of every job, audit row count and ingest progress, as JSON."""
-        from controlplane.adapters.audit_ingest import ingest_status
+        from analytics_spark.ingest import ingest_status
 
         ch = _open(clickhouse_url, chdb_path, database)
         runs = ch.rows(

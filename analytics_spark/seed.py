@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from controlplane.adapters.clickhouse import ClickHouse
+from analytics_spark.clickhouse import ClickHouse
 
 IDCS = ("idc-a", "idc-b", "idc-c")
 BROKERS_PER_CLUSTER = 6

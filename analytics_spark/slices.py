@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from controlplane.adapters.clickhouse import ClickHouse
+from analytics_spark.clickhouse import ClickHouse
 
 DATASETS = ("series_minute", "client_hour")
 _SERIES = """FROM {pm} ARRAY JOIN [partition, -1] AS p

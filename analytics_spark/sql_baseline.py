@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping
 from datetime import datetime
 
+from analytics_spark.clickhouse import ClickHouse
 from analytics_spark.transforms import DEFAULT_PRICES, hour_of_week, slot_minutes
-from controlplane.adapters.clickhouse import ClickHouse
 
 
 def _window_where(start: datetime, end: datetime) -> str:

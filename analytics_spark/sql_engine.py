@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from analytics_spark.clickhouse import ClickHouse
 from analytics_spark.jobs import JobReport, JobSettings, resolve_jobs
 from analytics_spark.slices import Window
 from analytics_spark.sql_baseline import baseline_sql
-from controlplane.adapters.analytics_store import RESULT_TABLES, prune_runs
-from controlplane.adapters.clickhouse import ClickHouse
+from analytics_spark.store import RESULT_TABLES, prune_runs
 
 ENGINE = "clickhouse-sql"
 

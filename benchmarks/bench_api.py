@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 
 from benchmarks.common import write_result
-from controlplane.domain import dump_snapshot
 from controlplane.launcher import TOKEN, ServiceCluster
+from domain import dump_snapshot
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}

@@ -34,10 +34,10 @@ import numpy as np
 from benchmarks.common import peak_rss_mib, write_result
 from collectors.builder import WANTED_METRICS, ModelConfig
 from collectors.collector import ClusterCollector
-from collectors.endpoints import parse_endpoints
 from collectors.history import RingWindow
 from collectors.promtext import parse_fast, parse_reference
 from collectors.scrape import scrape_all
+from kafkaio.endpoints import parse_endpoints
 
 
 def serve(brokers: int, partitions: int, out: Path) -> None:

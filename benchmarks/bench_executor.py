@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import write_result
-from controlplane.adapters.kafka_admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
 from controlplane.adapters.prom_scrape import DiskScraper
-from controlplane.domain import PartitionMove, Plan
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
-from controlplane.service.store import LocalStateStore
+from controlplane.state.store import LocalStateStore
+from domain import PartitionMove, Plan
+from kafkaio.admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 

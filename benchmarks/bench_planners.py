@@ -33,7 +33,7 @@ from typing import Any
 
 from benchmarks.common import peak_rss_mib, write_result
 from benchmarks.planner_metrics import forced_min_bytes, pool_figures
-from controlplane.domain import (
+from domain import (
     ClusterSnapshot,
     PartitionMove,
     Plan,

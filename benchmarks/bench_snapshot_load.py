@@ -23,7 +23,7 @@ start = time.perf_counter()
 if mode == 'json':
     json.loads(raw)
 else:
-    from controlplane.domain import parse_snapshot
+    from domain import parse_snapshot
     snap = parse_snapshot(raw)
     if mode == 'guardian+index':
         snap.index.disk_load
@@ -40,7 +40,7 @@ def measure(path: Path, mode: str, repeats: int = 3) -> dict[str, float]:
 
 
 def main() -> None:
-    from controlplane.domain import dump_snapshot
+    from domain import dump_snapshot
     from kafkasim.generator import GeneratorSpec, generate_snapshot
 
     spec = GeneratorSpec(brokers=1000, disks_per_broker=12, partitions=100_000, seed=1,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controlplane.domain import ClusterSnapshot, balance_disks
+from domain import ClusterSnapshot, balance_disks
 
 
 def pool_figures(snapshot: ClusterSnapshot) -> dict[str, dict[str, float]]:

@@ -39,14 +39,12 @@ import numpy as np
 import numpy.typing as npt
 
 from collectors.completeness import Coverage
-from collectors.endpoints import BrokerInfo, ClusterEndpoints
 from collectors.history import RingWindow
-from collectors.kafka_source import KafkaState, PartitionMeta
 from collectors.pagecache import BEHAVIOURS, Behaviours, is_disk_read, residence_seconds
 from collectors.promtext import Payload, labels_of
 from collectors.rates import REASONS, DropLog, DropReason, VectorCounterTracker, gauge_value
 from collectors.scrape import RoundResult
-from controlplane.domain import (
+from domain import (
     Broker,
     BrokerState,
     ClusterSnapshot,
@@ -56,6 +54,8 @@ from controlplane.domain import (
     Topic,
     snapshot_to_dict,
 )
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
+from kafkaio.source import KafkaState, PartitionMeta
 
 # metric names read from broker payloads (the parser keeps only these)
 M_SIM_TIME = "kafkasim_sim_time_seconds"
@@ -191,7 +191,7 @@ class Collected:
     round_seconds: dict[str, float] = field(default_factory=dict)
     copies: list[CopyInFlight] = field(default_factory=list)
     broker_configs: dict[int, dict[str, str]] = field(default_factory=dict)
-    """Throttle and capability configs per broker as last read (see :mod:`collectors.kafka_source`)."""
+    """Throttle and capability configs per broker as last read (see :mod:`kafkaio.source`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``guardian.snapshot/v1`` document plus optional members the v1 parser ignores:

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from collectors.builder import WANTED_METRICS, Collected, LoadModel, ModelConfig
-from collectors.endpoints import ClusterEndpoints
-from collectors.kafka_source import KafkaSource, KafkaSourceError, KafkaSourceOptions, KafkaState
 from collectors.promtext import Payload, parse_fast
 from collectors.scrape import RoundResult, scrape_all
+from kafkaio.endpoints import ClusterEndpoints
+from kafkaio.source import KafkaSource, KafkaSourceError, KafkaSourceOptions, KafkaState
 
 log = logging.getLogger("guardian.collectors")
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from controlplane.domain import ClusterSnapshot
+from domain import ClusterSnapshot
 
 
 @dataclass

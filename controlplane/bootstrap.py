@@ -14,9 +14,9 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
-from controlplane.adapters.analytics_store import LineageReader, partition_peaks
-from controlplane.adapters.clickhouse import ClickHouse, ClickHouseUnavailable, connect
-from controlplane.adapters.metric_rollups import RollupWriter
+from analytics_spark.clickhouse import ClickHouse, ClickHouseUnavailable, connect
+from analytics_spark.rollups import RollupWriter
+from analytics_spark.store import LineageReader, partition_peaks
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.executor.service import ExecutorService
@@ -24,10 +24,10 @@ from controlplane.service.analytics_job import AnalyticsJob
 from controlplane.service.auto_rebalance import run_auto_rebalance
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
-from controlplane.service.raft_store import RaftStateStore
 from controlplane.service.scheduler import Job, LeaderScheduler
 from controlplane.service.snapshots import partition_ingress
 from controlplane.service.throttle_loop import ThrottleService, bind_kafka, throttle_config
+from controlplane.state.raft_store import RaftStateStore
 
 log = logging.getLogger(__name__)
 

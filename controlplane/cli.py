@@ -11,7 +11,10 @@ import typer
 from rich.console import Console
 
 from controlplane.cli_throttle import throttle_app
-from controlplane.domain import (
+from controlplane.exec_cli import exec_app
+from controlplane.files import read_plan, read_snapshot, write_atomic
+from controlplane.report import leaders_table, plan_table, snapshot_table, violations_table
+from domain import (
     CheckLimits,
     ClusterSnapshot,
     ContractError,
@@ -25,9 +28,6 @@ from controlplane.domain import (
     plan_json_schema,
     snapshot_json_schema,
 )
-from controlplane.exec_cli import exec_app
-from controlplane.files import read_plan, read_snapshot, write_atomic
-from controlplane.report import leaders_table, plan_table, snapshot_table, violations_table
 from planners import Bounds, InvalidPlanError, PlannerError
 
 T = TypeVar("T")
@@ -109,7 +109,7 @@ def snapshot_take(
 
     from collectors.collector import ClusterCollector, CollectionError
     from collectors.completeness import UsabilityPolicy, refusal_reasons
-    from collectors.endpoints import EndpointsError, endpoints_from_options, load_endpoints_file
+    from kafkaio.endpoints import EndpointsError, endpoints_from_options, load_endpoints_file
 
     try:
         if endpoints_file is not None:

@@ -134,8 +134,8 @@ def _print_explain(data: dict[str, Any]) -> None:
 
 
 def _offline(path: Path) -> dict[str, Any]:
-    from controlplane.domain import ContractError
     from controlplane.files import read_snapshot
+    from domain import ContractError
     from planners.throttle import DiskHealth, ThrottleConfig, ThrottleInput, plan_throttles
 
     try:

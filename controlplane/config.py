@@ -31,7 +31,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from controlplane.domain.errors import ContractError, Problem, json_path
+from domain.errors import ContractError, Problem, json_path
 
 Role = Literal["viewer", "operator", "admin"]
 ROLE_RANK: dict[str, int] = {"viewer": 0, "operator": 1, "admin": 2}

@@ -33,10 +33,10 @@ from rich.table import Table
 
 from controlplane.bootstrap import Service, build_service
 from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
-from controlplane.domain import ClusterSnapshot, DiskKind, pool_stats, snapshot_to_dict
 from controlplane.picture import disk_utils, measured_utils, plot_before_after
 from controlplane.report import snapshot_table
-from controlplane.service.state import ACTIVE_EXECUTION
+from controlplane.state.state import ACTIVE_EXECUTION
+from domain import ClusterSnapshot, DiskKind, pool_stats, snapshot_to_dict
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner

@@ -19,9 +19,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from controlplane.adapters.kafka_admin import AdminError, ClusterEndpoints, EndpointsError, KafkaAdmin, load_endpoints
 from controlplane.adapters.prom_scrape import DiskScraper
-from controlplane.domain import ContractError, Plan, plan_to_dict
 from controlplane.executor.control import (
     apply_requests,
     progress_line,
@@ -41,7 +39,9 @@ from controlplane.executor.release import ReleaseError, drain_plan, restore_plan
 from controlplane.executor.tasks import ORDERINGS
 from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
-from controlplane.service.store import LocalStateStore
+from controlplane.state.store import LocalStateStore
+from domain import ContractError, Plan, plan_to_dict
+from kafkaio.admin import AdminError, ClusterEndpoints, EndpointsError, KafkaAdmin, load_endpoints
 
 exec_app = typer.Typer(help="Execute plans on a live cluster (incremental, throttled, resumable).",
                        no_args_is_help=True)

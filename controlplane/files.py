@@ -1,4 +1,4 @@
-"""Reading and writing the contract files (the I/O edge around :mod:`controlplane.domain`)."""
+"""Reading and writing the contract files (the I/O edge around :mod:`domain`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from controlplane.domain import ClusterSnapshot, ContractError, Plan, Problem, parse_plan, parse_snapshot
+from domain import ClusterSnapshot, ContractError, Plan, Problem, parse_plan, parse_snapshot
 
 
 def _read(path: Path, what: str) -> bytes:

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: render straight to files
 import matplotlib.pyplot as plt
 
-from controlplane.domain import ClusterSnapshot, balance_disks
+from domain import ClusterSnapshot, balance_disks
 
 
 def disk_utils(snapshot: ClusterSnapshot) -> dict[str, float]:

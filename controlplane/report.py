@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from controlplane.domain import ClusterSnapshot, Plan, Violation, apply_plan, pool_stats
+from domain import ClusterSnapshot, Plan, Violation, apply_plan, pool_stats
 
 
 def human_bytes(n: float) -> str:

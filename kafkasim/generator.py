@@ -19,8 +19,8 @@ from typing import Literal
 
 import numpy as np
 
-from controlplane.domain import Broker, BrokerState, ClusterSnapshot, Disk, DiskKind, Partition, Topic
-from controlplane.domain.views import disk_loads
+from domain import Broker, BrokerState, ClusterSnapshot, Disk, DiskKind, Partition, Topic
+from domain.views import disk_loads
 
 TAKEN_AT = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 PARTITION_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)

@@ -15,7 +15,7 @@ registry          kind -> ``(snapshot, params) -> Plan``      ``registry.PLANNER
 ================  ==========================================  ================================
 
 Every planner is pure and deterministic (byte-identical plans for equal snapshots) and returns only
-plans the shared invariant checker (:func:`controlplane.domain.check_plan`) accepts.
+plans the shared invariant checker (:func:`domain.check_plan`) accepts.
 """
 
 from planners.disk_balance import BalanceOptions, plan_rebalance

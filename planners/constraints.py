@@ -1,6 +1,6 @@
 """Hard goals: the constraints every planner must hold. They veto a move; they never rank one.
 
-These mirror :func:`controlplane.domain.check_plan` (the shared checker that every plan passes in
+These mirror :func:`domain.check_plan` (the shared checker that every plan passes in
 the end) but work on plain broker-id tuples so a planner can test thousands of candidates cheaply:
 
 * replication factor kept and brokers distinct;
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from controlplane.domain import Broker, ClusterSnapshot
+from domain import Broker, ClusterSnapshot
 
 
 class Topology:

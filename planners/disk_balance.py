@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controlplane.domain import ClusterSnapshot, Partition, Plan
+from domain import ClusterSnapshot, Partition, Plan
 from planners.workspace import Bounds, Workspace
 
 KIND = "rebalance"

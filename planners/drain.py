@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from controlplane.domain import ClusterSnapshot, Partition, Plan
+from domain import ClusterSnapshot, Partition, Plan
 from planners.workspace import Bounds, PlannerError, Workspace
 
 KIND_DRAIN = "drain"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from controlplane.domain import ClusterSnapshot, Partition, PartitionMove, Plan, apply_plan
+from domain import ClusterSnapshot, Partition, PartitionMove, Plan, apply_plan
 from planners.workspace import Bounds, PlannerError, Workspace, finish_plan
 
 KIND = "migrate-idc"

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from controlplane.domain import ClusterSnapshot, Partition, PartitionId, Plan
+from domain import ClusterSnapshot, Partition, PartitionId, Plan
 from planners.workspace import Bounds, Workspace
 
 KIND = "leaders"

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from controlplane.domain import ClusterSnapshot, LoadBasis, LoadOverride, PartitionId
+from domain import ClusterSnapshot, LoadBasis, LoadOverride, PartitionId
 from planners.workspace import PlannerError
 
 WINDOW = "window"

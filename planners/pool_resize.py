@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from controlplane.domain import ClusterSnapshot, Plan
+from domain import ClusterSnapshot, Plan
 from planners.disk_balance import BalanceOptions, plan_rebalance
 from planners.drain import DrainOptions, plan_drain
 from planners.workspace import Bounds, PlannerError

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from controlplane.domain import (
+from domain import (
     ClusterSnapshot,
     Partition,
     PartitionMove,

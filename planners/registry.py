@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controlplane.domain import ClusterSnapshot, Plan
+from domain import ClusterSnapshot, Plan
 from planners.disk_balance import BalanceOptions, plan_rebalance
 from planners.drain import DrainOptions, plan_drain
 from planners.leaders import LeaderOptions, plan_leaders

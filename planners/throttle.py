@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from controlplane.domain.model import ClusterSnapshot, DiskId, DiskKind, Partition, PartitionId
+from domain.model import ClusterSnapshot, DiskId, DiskKind, Partition, PartitionId
 
 BEHAVIOURS = ("user_read", "user_write", "replication_read", "replication_write", "migration_read",
               "migration_write")

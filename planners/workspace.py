@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controlplane.domain import (
+from domain import (
     CheckLimits,
     ClusterSnapshot,
     LeaderChange,

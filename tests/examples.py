@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controlplane.domain import dump_snapshot
+from domain import dump_snapshot
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 
 EXAMPLES: dict[str, GeneratorSpec] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.domain import ClusterSnapshot, Plan, apply_plan, check_plan, parse_snapshot, pool_stats
+from domain import ClusterSnapshot, Plan, apply_plan, check_plan, parse_snapshot, pool_stats
 from tests.snapshots import GIB, broker, disk, partition
 
 MB = 1e6

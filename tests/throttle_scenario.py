@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from controlplane.adapters.kafka_throttle import KafkaThrottleActuator, KafkaThrottleSource
-from controlplane.service.commands import meta
-from controlplane.service.store import LocalStateStore
 from controlplane.service.throttle_loop import ClusterBinding, ThrottleService
+from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 from planners.throttle import ThrottleConfig

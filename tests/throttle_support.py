@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from controlplane.domain import Broker, ClusterSnapshot, Disk, DiskKind, Partition, Topic
+from domain import Broker, ClusterSnapshot, Disk, DiskKind, Partition, Topic
 
 MB = 1e6
 

@@ -37,8 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from controlplane.domain import Broker, BrokerState, ClusterSnapshot, DiskId, Partition, Topic
 from controlplane.service.throttle_loop import Observation
+from domain import Broker, BrokerState, ClusterSnapshot, DiskId, Partition, Topic
 from planners.throttle import (
     CONSUMER_QUOTA,
     FOLLOWER,
@@ -105,8 +105,8 @@ class KafkaThrottleSource:
         broker each observation: copies in flight are measured from their size growth)."""
         if self._collector is None:
             from collectors.collector import ClusterCollector
-            from collectors.endpoints import endpoints_from_options
-            from collectors.kafka_source import KafkaSourceOptions
+            from kafkaio.endpoints import endpoints_from_options
+            from kafkaio.source import KafkaSourceOptions
 
             eps = endpoints_from_options(self.cluster, self.bootstrap, self.metrics_urls)
             self._collector = ClusterCollector(eps, source_options=KafkaSourceOptions(client_id="guardian-throttle"),

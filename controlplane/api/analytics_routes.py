@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Depends, FastAPI
 
-from controlplane.adapters import analytics_store
-from controlplane.adapters.clickhouse import ClickHouse
+from analytics_spark import store as analytics_store
+from analytics_spark.clickhouse import ClickHouse
 from controlplane.api.auth import Principal, require
 from controlplane.api.errors import ApiError
 from controlplane.service.context import ServiceContext

@@ -17,14 +17,14 @@ from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
-from controlplane.adapters.kafka_admin import AdminError
 from controlplane.api.auth import Principal, require
 from controlplane.api.errors import ApiError, install_error_handlers, problem
-from controlplane.domain import check_plan, dump_snapshot, parse_plan, parse_snapshot, plan_to_dict, pool_stats
 from controlplane.executor.reconcile import ExecutionConflict, PlanRejected
-from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
+from controlplane.state.commands import meta
+from domain import check_plan, dump_snapshot, parse_plan, parse_snapshot, plan_to_dict, pool_stats
+from kafkaio.admin import AdminError
 
 Viewer = Annotated[Principal, Depends(require("viewer"))]
 Operator = Annotated[Principal, Depends(require("operator"))]

@@ -9,9 +9,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from controlplane.domain import ContractError
-from controlplane.domain.errors import json_path
 from controlplane.service.snapshots import StaleSnapshotError
+from domain import ContractError
+from domain.errors import json_path
 from raft.errors import NotLeaderError, ProposalTimeout, RaftError
 from raft.protocol import CommandConflict, CommandRejected
 

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from collectors.rates import counter_rate
-from controlplane.adapters.kafka_admin import ClusterEndpoints, LiveCluster, ReplicaDir
-from controlplane.domain import Broker, BrokerState, ClusterSnapshot, Disk, DiskKind, Partition, Topic
 from controlplane.executor.tasks import CurrentPartition
+from domain import Broker, BrokerState, ClusterSnapshot, Disk, DiskKind, Partition, Topic
+from kafkaio.admin import ClusterEndpoints, LiveCluster, ReplicaDir
 
 DirMap = Mapping[tuple[str, int, int], list[ReplicaDir]]
 DEFAULT_DISK_BPS = 200e6

@@ -36,29 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlplane.adapters.kafka_admin import (
-    ALTER_DIRS_RATE,
-    FOLLOWER_RATE,
-    FOLLOWER_REPLICAS,
-    LEADER_REPLICAS,
-    AdminError,
-    ClusterEndpoints,
-    KafkaAdmin,
-    LiveCluster,
-    ReplicaDir,
-)
 from controlplane.adapters.prom_scrape import DiskRate, DiskScraper
-from controlplane.domain import (
-    CheckLimits,
-    LeaderChange,
-    PartitionMove,
-    Plan,
-    Violation,
-    apply_policies,
-    check_plan,
-    has_policies,
-    plan_to_dict,
-)
 from controlplane.executor.live import (
     DirMap,
     IngressMeter,
@@ -86,8 +64,30 @@ from controlplane.executor.throttle import (
     catch_up_floors,
     flow_roles,
 )
-from controlplane.service.commands import meta
-from controlplane.service.store import StateStore
+from controlplane.state.commands import meta
+from controlplane.state.store import StateStore
+from domain import (
+    CheckLimits,
+    LeaderChange,
+    PartitionMove,
+    Plan,
+    Violation,
+    apply_policies,
+    check_plan,
+    has_policies,
+    plan_to_dict,
+)
+from kafkaio.admin import (
+    ALTER_DIRS_RATE,
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    AdminError,
+    ClusterEndpoints,
+    KafkaAdmin,
+    LiveCluster,
+    ReplicaDir,
+)
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
@@ -593,7 +593,7 @@ class Executor:
 
         The batch is checked twice by the shared invariant checker against the live cluster, with and
         without the policies overlaid as the service's collection job overlays them
-        (:func:`~controlplane.domain.apply_policies`); what only the overlaid check finds is refused.
+        (:func:`~domain.apply_policies`); what only the overlaid check finds is refused.
         """
         policies = self._policies() if batch else None
         if policies is None:

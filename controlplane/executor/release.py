@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from controlplane.adapters.kafka_admin import ClusterEndpoints, LiveCluster
-from controlplane.domain import LeaderChange, PartitionMove, Plan
 from controlplane.executor.tasks import task_key
+from domain import LeaderChange, PartitionMove, Plan
+from kafkaio.admin import ClusterEndpoints, LiveCluster
 
 KIND_DRAIN = "drain"
 KIND_RESTORE = "restore"

@@ -15,12 +15,12 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controlplane.adapters.kafka_admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
 from controlplane.adapters.prom_scrape import DiskScraper
-from controlplane.domain import parse_plan
 from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
-from controlplane.service.store import StateStore
+from controlplane.state.store import StateStore
+from domain import parse_plan
+from kafkaio.admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")

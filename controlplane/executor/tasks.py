@@ -1,7 +1,7 @@
 """Pure task logic: plan -> per-partition tasks, ordering strategies, cap-respecting batch selection.
 
 A task is the JSON dict the replicated state holds (see ``TaskSpec`` in
-:mod:`controlplane.service.commands`). Nothing here does I/O; the reconcile loop feeds it live
+:mod:`controlplane.state.commands`). Nothing here does I/O; the reconcile loop feeds it live
 facts and proposes what it returns.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.domain import Plan
+from domain import Plan
 
 Task = dict[str, Any]
 ORDERINGS = ("small_first", "large_first", "urp_first", "bottleneck_first", "plan")

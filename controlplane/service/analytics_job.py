@@ -39,7 +39,7 @@ SourceFactory = Callable[[str, str], Any]
 
 
 def _kafka_source(bootstrap: str, topic: str) -> Any:
-    from controlplane.adapters.audit_ingest import KafkaAuditSource
+    from analytics_spark.ingest import KafkaAuditSource
 
     return KafkaAuditSource(bootstrap, topic, client_id="guardian-analytics-ingest", metadata_timeout_s=2.0)
 
@@ -88,7 +88,7 @@ class AnalyticsJob:
 
     # ------------------------------------------------------------------ ingest
     def _ingest_all(self, ctx: ServiceContext) -> dict[str, dict[str, Any]]:
-        from controlplane.adapters.audit_ingest import AuditIngestor, ClickHouseIngestStore
+        from analytics_spark.ingest import AuditIngestor, ClickHouseIngestStore
 
         clusters = ctx.store.read(lambda s: {n: list(c.get("bootstrap_servers") or [])
                                              for n, c in s["clusters"].items()})

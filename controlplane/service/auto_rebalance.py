@@ -12,12 +12,12 @@ from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
 
-from controlplane.domain import check_plan, plan_to_dict, pool_stats
-from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, load_snapshot, make_plan
 from controlplane.service.snapshots import StaleSnapshotError
-from controlplane.service.state import ACTIVE_EXECUTION
+from controlplane.state.commands import meta
+from controlplane.state.state import ACTIVE_EXECUTION
+from domain import check_plan, plan_to_dict, pool_stats
 
 log = logging.getLogger(__name__)
 WHO = "auto-rebalance"

@@ -19,10 +19,10 @@ from typing import Any
 from collectors.builder import Collected
 from collectors.collector import ClusterCollector
 from collectors.completeness import UsabilityPolicy, refusal_reasons
-from collectors.endpoints import BrokerInfo, ClusterEndpoints
-from collectors.kafka_source import KafkaSourceOptions
-from controlplane.domain.policies import apply_policies
 from controlplane.service.context import ServiceContext
+from domain.policies import apply_policies
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
+from kafkaio.source import KafkaSourceOptions
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from controlplane.config import Settings
 from controlplane.service.metrics import ServiceMetrics
 from controlplane.service.snapshots import SnapshotCache
-from controlplane.service.store import StateStore
+from controlplane.state.store import StateStore
 
 if TYPE_CHECKING:
     from controlplane.service.throttle_loop import ThrottleService
@@ -28,7 +28,7 @@ class ServiceContext:
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
     http_of: dict[str, str] = field(default_factory=dict)
     clickhouse: Any = None
-    """:class:`controlplane.adapters.clickhouse.ClickHouse` when configured (rollups, analytics)."""
+    """:class:`analytics_spark.clickhouse.ClickHouse` when configured (rollups, analytics)."""
     executor: Any = None
     """:class:`controlplane.executor.service.ExecutorService` (None: plans cannot be executed here)."""
     throttle: ThrottleService | None = None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from controlplane.domain import ClusterSnapshot, LoadBasis, Plan
+from domain import ClusterSnapshot, LoadBasis, Plan
 from planners.load_basis import LOAD_BASES, MODELLED_PEAK, WINDOW, ModelledLoad, describe, with_modelled_peaks
 from planners.registry import PLANNERS
 

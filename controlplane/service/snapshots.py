@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from controlplane.domain import ClusterSnapshot
+from domain import ClusterSnapshot
 
 
 class StaleSnapshotError(LookupError):

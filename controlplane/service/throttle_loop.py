@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from controlplane.config import ThrottleConf
-from controlplane.domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
-from controlplane.service.commands import meta
-from controlplane.service.store import StateStore
+from controlplane.state.commands import meta
+from controlplane.state.store import StateStore
+from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
 from planners.throttle import (
     DEFAULT_THRESHOLDS,
     INTRA_BROKER,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.domain import apply_plan, dump_snapshot
 from controlplane.files import read_plan, read_snapshot
+from domain import apply_plan, dump_snapshot
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

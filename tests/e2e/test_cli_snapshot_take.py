@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.domain import parse_snapshot
+from domain import parse_snapshot
 from tests.integration.collectors_support import SCENARIO, Sim
 
 pytestmark = pytest.mark.timeout(120)

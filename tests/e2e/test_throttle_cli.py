@@ -19,10 +19,10 @@ import uvicorn
 
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
-from controlplane.domain import dump_snapshot
 from controlplane.service.context import ServiceContext
-from controlplane.service.store import LocalStateStore
 from controlplane.service.throttle_loop import ClusterBinding, Observation, ThrottleService
+from controlplane.state.store import LocalStateStore
+from domain import dump_snapshot
 from tests.throttle_support import hot_snapshot
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from collectors.endpoints import BrokerInfo, ClusterEndpoints, parse_endpoints
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints, parse_endpoints
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 

@@ -14,7 +14,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from controlplane.adapters.kafka_admin import (
+from domain import PartitionMove, Plan, dump_plan
+from kafkaio.admin import (
     BROKER_THROTTLE_KEYS,
     AdminError,
     BrokerEndpoint,
@@ -22,7 +23,6 @@ from controlplane.adapters.kafka_admin import (
     KafkaAdmin,
     LiveCluster,
 )
-from controlplane.domain import PartitionMove, Plan, dump_plan
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 

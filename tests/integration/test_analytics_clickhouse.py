@@ -8,19 +8,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controlplane.adapters.audit_ingest import (
-    AuditIngestor,
-    ClickHouseIngestStore,
-    SourceRecord,
-    ingest_status,
-    records_as_json_lines,
-)
-from controlplane.adapters.clickhouse import (
+from analytics_spark.clickhouse import (
     MIGRATIONS,
     ClickHouse,
     ClickHouseUnavailable,
     Migration,
     connect,
+)
+from analytics_spark.ingest import (
+    AuditIngestor,
+    ClickHouseIngestStore,
+    SourceRecord,
+    ingest_status,
+    records_as_json_lines,
 )
 from tests.integration.chdb_session import chdb_path, fresh_database
 

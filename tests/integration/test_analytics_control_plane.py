@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from analytics_spark.clickhouse import ClickHouse, connect
 from analytics_spark.jobs import JobSettings
 from analytics_spark.sql_engine import ENGINE, run_sql
-from controlplane.adapters.analytics_store import LineageReader, cluster_lineage, partition_peaks
-from controlplane.adapters.clickhouse import ClickHouse, connect
+from analytics_spark.store import LineageReader, cluster_lineage, partition_peaks
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
-from controlplane.domain import check_plan, parse_plan, plan_to_dict
-from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
-from controlplane.service.store import LocalStateStore
 from controlplane.service.throttle_loop import ClusterBinding, Observation, ThrottleService
+from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
+from domain import check_plan, parse_plan, plan_to_dict
 from planners.load_basis import apply_load_basis
 from planners.registry import PLANNERS
 from planners.throttle import CONSUMER_QUOTA, ClientShare, Lineage

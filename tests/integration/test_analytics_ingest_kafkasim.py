@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
-from controlplane.adapters.audit_ingest import (
+from analytics_spark.clickhouse import ClickHouse, connect
+from analytics_spark.ingest import (
     AuditIngestor,
     ClickHouseIngestStore,
     KafkaAuditSource,
     broker_idc_from_snapshots,
     ingest_status,
 )
-from controlplane.adapters.clickhouse import ClickHouse, connect
 from tests.integration.chdb_session import chdb_path, fresh_database
 
 SIM_PYTHON = os.environ.get("KAFKASIM_PYTHON", sys.executable)

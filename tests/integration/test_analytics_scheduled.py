@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from controlplane.bootstrap import Service, build_service, token_path
 from controlplane.config import AnalyticsConf, ClickHouseConf, RaftConf, Settings, load_settings
-from controlplane.domain import ContractError
-from controlplane.service.commands import meta
+from controlplane.state.commands import meta
+from domain import ContractError
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
 from tests.integration.chdb_session import chdb_path, fresh_database

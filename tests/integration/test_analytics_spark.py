@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analytics_spark.clickhouse import ClickHouse, connect
 from analytics_spark.jobs import JobSettings, latest_run_id, run, spark_session
 from analytics_spark.seed import SeedCatalogue, default_end, seed_audit
-from controlplane.adapters.clickhouse import ClickHouse, connect
 from tests.integration.chdb_session import chdb_path, fresh_database
 
 pytestmark = pytest.mark.slow
@@ -331,7 +331,7 @@ def test_cli_seed_run_status_plot(spark: Any, tmp_path: Any) -> None:
 
 
 def test_store_readers_serve_latest_results(env: Env) -> None:
-    from controlplane.adapters import analytics_store as S
+    from analytics_spark import store as S
 
     big = env.raw.groupby(["cluster", "topic"]).bytes.sum().idxmax()
     peaks = S.expected_peaks(env.ch, *big)
@@ -369,7 +369,7 @@ def test_spark_side_series_derivation_matches_pushed_down_export(env: Env, spark
 
 
 def test_prune_keeps_only_latest_runs(env: Env, spark: Any) -> None:
-    from controlplane.adapters.analytics_store import prune_runs
+    from analytics_spark.store import prune_runs
 
     t = env.ch.table("topic_lineage")
     run(env.ch, ["lineage"], JobSettings(days=DAYS, end=env.end), spark=spark)
@@ -425,7 +425,7 @@ def test_scheduled_job_with_the_spark_engine(env: Env, spark: Any, tmp_path: Any
     from controlplane.config import AnalyticsConf, Settings
     from controlplane.service.analytics_job import AnalyticsJob
     from controlplane.service.context import ServiceContext
-    from controlplane.service.store import LocalStateStore
+    from controlplane.state.store import LocalStateStore
 
     job = AnalyticsJob(env.ch, AnalyticsConf(enabled=True, engine="spark", ingest=False, jobs=["lineage"],
                                              days=DAYS))

@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
-from controlplane.domain import dump_snapshot, parse_snapshot
 from controlplane.service.context import ServiceContext
-from controlplane.service.store import LocalStateStore
+from controlplane.state.store import LocalStateStore
+from domain import dump_snapshot, parse_snapshot
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 
 TOKENS = {"viewer": "v-token", "operator": "o-token", "admin": "a-token"}

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from controlplane.adapters.clickhouse import connect
+from analytics_spark.clickhouse import connect
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
-from controlplane.service.store import LocalStateStore
+from controlplane.state.store import LocalStateStore
 from tests.integration.chdb_session import chdb_path, fresh_database
 
 H = {"Authorization": "Bearer viewer-token"}

@@ -11,12 +11,12 @@ from typing import Any
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from controlplane.adapters.clickhouse import connect
+from analytics_spark.clickhouse import connect
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
-from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
-from controlplane.service.store import LocalStateStore
+from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from tests.integration.chdb_session import chdb_path, fresh_database
 

@@ -14,7 +14,7 @@ from kafka.structs import TopicPartition
 from collectors.builder import Collected, ModelConfig
 from collectors.collector import ClusterCollector, CollectorLoop
 from collectors.completeness import UsabilityPolicy, refusal_reasons
-from controlplane.domain import BrokerState, parse_snapshot
+from domain import BrokerState, parse_snapshot
 from tests.integration.collectors_support import (
     SCENARIO,
     FaultProxy,

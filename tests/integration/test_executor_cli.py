@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from controlplane.domain import PartitionMove, Plan
 from controlplane.executor.live import main_dir
+from domain import PartitionMove, Plan
 from tests.integration.executor_support import (
     guardian,
     guardian_popen,

@@ -37,9 +37,9 @@ from typing import Any
 
 import pytest
 
-from controlplane.adapters.kafka_admin import BROKER_THROTTLE_KEYS, KafkaAdmin
-from controlplane.domain import PartitionMove, Plan, dump_plan
 from controlplane.launcher import ServiceCluster
+from domain import PartitionMove, Plan, dump_plan
+from kafkaio.admin import BROKER_THROTTLE_KEYS, KafkaAdmin
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

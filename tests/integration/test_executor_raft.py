@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.adapters.kafka_admin import KafkaAdmin
 from controlplane.adapters.prom_scrape import DiskScraper
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
-from controlplane.service.raft_store import RaftStateStore
+from controlplane.state.raft_store import RaftStateStore
+from kafkaio.admin import KafkaAdmin
 from raft.localcluster import free_ports
 from tests.integration.executor_support import Sim, one_replica_plan, scenario
 

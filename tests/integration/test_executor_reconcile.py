@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from kafka.admin import NewPartitions
 
-from controlplane.adapters.kafka_admin import KafkaAdmin
 from controlplane.adapters.prom_scrape import DiskScraper
-from controlplane.domain import PartitionMove, Plan
 from controlplane.executor.live import main_dir
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
-from controlplane.service.commands import meta
-from controlplane.service.store import LocalStateStore
+from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
+from domain import PartitionMove, Plan
+from kafkaio.admin import KafkaAdmin
 from tests.integration.executor_support import Sim, one_replica_plan, scenario
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from controlplane.domain import plan_to_dict
 from controlplane.executor.service import ExecutorService
 from controlplane.executor.throttle import ThrottlePolicy
-from controlplane.service.commands import meta
-from controlplane.service.store import LocalStateStore
+from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
+from domain import plan_to_dict
 from tests.integration.executor_support import Sim, one_replica_plan, scenario
 
 pytestmark = pytest.mark.timeout(120)

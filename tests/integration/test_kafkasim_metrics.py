@@ -120,7 +120,7 @@ def test_dead_broker_metrics_and_urp(sim: SimRunner) -> None:
 
 
 def test_ground_truth_snapshot_is_a_valid_guardian_snapshot(sim: SimRunner) -> None:
-    from controlplane.domain.snapshot_file import parse_snapshot
+    from domain.snapshot_file import parse_snapshot
     from kafkasim.scenario import build_federation
 
     ctl = sim.endpoints["control_url"]

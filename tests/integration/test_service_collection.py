@@ -12,8 +12,8 @@ import pytest
 
 from controlplane.bootstrap import Service, build_service
 from controlplane.config import ClickHouseConf, RaftConf, Settings
-from controlplane.domain import BrokerState
-from controlplane.service.commands import meta
+from controlplane.state.commands import meta
+from domain import BrokerState
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
 from tests.integration.chdb_session import chdb_path, fresh_database

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controlplane.domain import (
+from domain import (
     ContractError,
     PartitionMove,
     Plan,

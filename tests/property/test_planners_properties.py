@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controlplane.domain import (
+from domain import (
     apply_plan,
     check_new_topic,
     check_plan,

@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from controlplane.config import Settings
-from controlplane.domain import ClusterSnapshot
 from controlplane.service.auto_rebalance import run_auto_rebalance
-from controlplane.service.commands import meta
 from controlplane.service.context import ServiceContext
-from controlplane.service.store import LocalStateStore
+from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
+from domain import ClusterSnapshot
 from tests.service_ports import RecordingExecutor
 from tests.throttle_support import MB, disk, part, snapshot
 

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from collectors.completeness import Coverage, SnapshotRefused, UsabilityPolicy, refusal_reasons, require_usable
-from collectors.endpoints import EndpointsError, endpoints_from_options, parse_endpoints
 from collectors.history import RingWindow, window_bytes
 from collectors.pagecache import Behaviours, is_disk_read, residence_seconds
 from collectors.promtext import PayloadError, check_payload, parse_fast, parse_reference
 from collectors.rates import CounterTracker, DropLog, DropReason, counter_rate, gauge_value
-from controlplane.domain import Broker, ClusterSnapshot, Disk, DiskKind
+from domain import Broker, ClusterSnapshot, Disk, DiskKind
+from kafkaio.endpoints import EndpointsError, endpoints_from_options, parse_endpoints
 
 TEXT = """# HELP x_total a counter
 # TYPE x_total counter
@@ -177,7 +177,7 @@ def test_ring_window_averages_rounds_when_every_is_above_one() -> None:
 def test_rollup_rows_per_minute() -> None:
     from collectors.builder import Collected
     from collectors.collector import RollupAggregator
-    from controlplane.domain import Partition, Topic
+    from domain import Partition, Topic
 
     def snap(at: datetime, util: float, rate: float) -> Collected:
         b = Broker(1, "h", 1, "a", "r", disks=(Disk("/d", DiskKind.HDD, 10, 1.0, util=util),))
@@ -272,7 +272,7 @@ def test_admin_details_rotate_over_brokers_and_follow_reassignments() -> None:
     from typing import Any
 
     from collectors.collector import ClusterCollector
-    from collectors.kafka_source import BrokerMeta, KafkaState, PartitionMeta, Reassignment
+    from kafkaio.source import BrokerMeta, KafkaState, PartitionMeta, Reassignment
 
     calls: list[dict[str, Any]] = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.domain import (
+from domain import (
     CheckLimits,
     LeaderChange,
     PartitionMove,

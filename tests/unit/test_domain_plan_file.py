@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from controlplane.domain import ContractError, LeaderChange, PartitionMove, Plan, dump_plan, parse_plan
-from controlplane.domain.plan_file import plan_json_schema
+from domain import ContractError, LeaderChange, PartitionMove, Plan, dump_plan, parse_plan
+from domain.plan_file import plan_json_schema
 
 
 def sample_plan() -> Plan:

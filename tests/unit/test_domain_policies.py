@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from controlplane.domain import BrokerState, LeaderChange, PartitionMove, Plan, check_plan, parse_snapshot
-from controlplane.domain.policies import apply_policies, has_policies
+from domain import BrokerState, LeaderChange, PartitionMove, Plan, check_plan, parse_snapshot
+from domain.policies import apply_policies, has_policies
 from tests.snapshots import dumps, small_doc
 
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from controlplane.domain import BrokerState, ContractError, DiskKind, dump_snapshot, parse_snapshot
-from controlplane.domain.snapshot_file import snapshot_json_schema
+from domain import BrokerState, ContractError, DiskKind, dump_snapshot, parse_snapshot
+from domain.snapshot_file import snapshot_json_schema
 from tests.snapshots import DELETE, dumps, mutated, small_doc
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.domain import parse_snapshot
+from domain import parse_snapshot
 from tests.snapshots import dumps, small_doc
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from controlplane.domain import LeaderChange, PartitionMove, Plan
 from controlplane.executor.tasks import (
     CurrentPartition,
     order_tasks,
@@ -14,6 +13,7 @@ from controlplane.executor.tasks import (
     select_batch,
     tasks_from_plan,
 )
+from domain import LeaderChange, PartitionMove, Plan
 
 CUR = {
     ("a", 0): CurrentPartition((1, 2), ("/d1", "/d1"), 1, 100),

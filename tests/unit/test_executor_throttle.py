@@ -7,14 +7,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controlplane.adapters.kafka_admin import (
-    ALTER_DIRS_RATE,
-    FOLLOWER_RATE,
-    LEADER_RATE,
-    LiveCluster,
-    PartitionState,
-    ReplicaDir,
-)
 from controlplane.adapters.prom_scrape import DiskRate, DiskScraper, HostSample, parse_host
 from controlplane.executor.live import IngressMeter
 from controlplane.executor.throttle import (
@@ -26,6 +18,14 @@ from controlplane.executor.throttle import (
     fair_shares,
     parse_rate,
     resources,
+)
+from kafkaio.admin import (
+    ALTER_DIRS_RATE,
+    FOLLOWER_RATE,
+    LEADER_RATE,
+    LiveCluster,
+    PartitionState,
+    ReplicaDir,
 )
 
 NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC).timestamp()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.domain import Plan, check_plan, dump_snapshot, parse_snapshot
+from domain import Plan, check_plan, dump_snapshot, parse_snapshot
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from tests.examples import EXAMPLES
 
@@ -50,7 +50,7 @@ def test_generated_assignment_respects_constraints() -> None:
 
 
 def test_skew_makes_imbalance_and_uniform_less() -> None:
-    from controlplane.domain import pool_stats
+    from domain import pool_stats
 
     skewed = pool_stats(generate_snapshot(GeneratorSpec(brokers=20, partitions=800, seed=1)))["shared"]
     flat = pool_stats(generate_snapshot(GeneratorSpec(brokers=20, partitions=800, seed=1, skew="uniform",

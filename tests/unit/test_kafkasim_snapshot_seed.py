@@ -85,7 +85,7 @@ def test_topic_configs_bound_seeded_logs_and_bad_ones_name_the_path() -> None:
 
 
 def test_generated_snapshot_seeds_a_sim_whose_disk_load_agrees() -> None:
-    from controlplane.domain.snapshot_file import parse_snapshot, snapshot_to_dict
+    from domain.snapshot_file import parse_snapshot, snapshot_to_dict
     from kafkasim.generator import GeneratorSpec, generate_snapshot
     from kafkasim.truth import snapshot_of
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from controlplane.domain import apply_plan, dump_plan, pool_stats
+from domain import apply_plan, dump_plan, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import BalanceOptions, Bounds, plan_rebalance
 from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, peaks, snapshot_of, topic

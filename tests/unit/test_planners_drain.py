@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.domain import apply_plan
+from domain import apply_plan
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import Bounds, DrainOptions, PlannerError, plan_drain, plan_restore
 from tests.planner_cases import assert_valid

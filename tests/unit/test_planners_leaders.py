@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controlplane.domain import dump_plan
+from domain import dump_plan
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import plan_leaders
 from planners.leaders import leader_stats

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from controlplane.domain import apply_plan, check_plan
+from domain import apply_plan, check_plan
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import Bounds, MigrationOptions, PlannerError, plan_idc_migration
 from planners.idc_migration import migration_done, with_placement

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from controlplane.domain import Partition, Topic, check_new_topic, pool_stats
+from domain import Partition, Topic, check_new_topic, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import (
     NewTopic,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.domain import check_plan
+from domain import check_plan
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import PlannerError
 from planners.registry import PLANNERS

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from controlplane.service.commands import meta, validate_command
-from controlplane.service.state import GuardianState
-from controlplane.service.store import LocalStateStore
+from controlplane.state.commands import meta, validate_command
+from controlplane.state.state import GuardianState
+from controlplane.state.store import LocalStateStore
 from raft.protocol import CommandRejected, state_hash
 
 AT = "2026-11-21T10:00:00Z"

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from controlplane.executor.service import ExecutorService
-from controlplane.service.commands import validate_command
-from controlplane.service.store import LocalStateStore
+from controlplane.state.commands import validate_command
+from controlplane.state.store import LocalStateStore
 from raft.protocol import CommandRejected
 
 AT = "2026-11-22T01:00:00Z"

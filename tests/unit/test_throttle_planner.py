@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from controlplane.domain import DiskKind
+from domain import DiskKind
 from planners.throttle import (
     CONSUMER_QUOTA,
     FOLLOWER,

@@ -8,9 +8,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controlplane.service.commands import meta
-from controlplane.service.store import LocalStateStore
 from controlplane.service.throttle_loop import AlertRecord, ClusterBinding, Observation, ThrottleService
+from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
 from planners.throttle import MIGRATION, PARTITION_FETCH, WHO, Transfer
 from tests.throttle_support import MB, hot_snapshot
 
@@ -154,8 +154,8 @@ def test_alerts_are_idempotent_and_unknown_clusters_are_skipped() -> None:
 
 def test_thresholds_come_from_the_settings_file(tmp_path) -> None:
     from controlplane.config import load_settings
-    from controlplane.domain import ContractError, DiskKind
     from controlplane.service.throttle_loop import throttle_config
+    from domain import ContractError, DiskKind
 
     good = tmp_path / "g.toml"
     good.write_text("[throttle]\ntarget_util = 0.6\n[throttle.thresholds.ssd]\nutil_high = 0.9\nutil_low = 0.5\n"

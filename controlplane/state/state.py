@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controlplane.service.commands import (
+from controlplane.state.commands import (
     AllocateIds,
     AutoRebalance,
     ClusterRegister,

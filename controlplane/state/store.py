@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from controlplane.service.commands import validate_command
-from controlplane.service.state import GuardianState
+from controlplane.state.commands import validate_command
+from controlplane.state.state import GuardianState
 from raft.protocol import CommandConflict, CommandRejected, JsonDict, canonical_json, state_hash
 
 T = TypeVar("T")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from controlplane.domain.model import Broker, ClusterSnapshot, DiskId, Partition
-from controlplane.domain.plan import Plan
+from domain.model import Broker, ClusterSnapshot, DiskId, Partition
+from domain.plan import Plan
 
 
 def resolve_log_dirs(snapshot: ClusterSnapshot, current: Partition, move_replicas: tuple[int, ...],

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from controlplane.domain.model import BrokerState, ClusterSnapshot
+from domain.model import BrokerState, ClusterSnapshot
 
 
 def has_policies(cluster: Mapping[str, Any], maintenance: Mapping[str, Any]) -> bool:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from analytics_spark.clickhouse import ClickHouse
 from collectors.builder import Collected
 from collectors.collector import RollupAggregator
-from controlplane.adapters.clickhouse import ClickHouse
 
 DISK_COLUMNS = ("minute", "cluster", "broker", "log_dir", "samples", "util_avg", "util_max", "await_ms_avg",
                 "read_bytes_per_s_avg", "write_bytes_per_s_avg")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from controlplane.adapters.clickhouse import ClickHouse, ClickHouseBusy
+from analytics_spark.clickhouse import ClickHouse, ClickHouseBusy
 from planners.load_basis import ModelledLoad
 from planners.throttle import ClientShare, Lineage
 

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from controlplane.domain.errors import ContractError, Problem
-from controlplane.domain.plan import LeaderChange, LoadBasis, LoadOverride, PartitionMove, Plan, PlanSummary, UtilStats
-from controlplane.domain.snapshot_file import Name, NonNegInt, validation_problems
+from domain.errors import ContractError, Problem
+from domain.plan import LeaderChange, LoadBasis, LoadOverride, PartitionMove, Plan, PlanSummary, UtilStats
+from domain.snapshot_file import Name, NonNegInt, validation_problems
 
 PLAN_FORMAT = "guardian.plan/v1"
 ANY_LOG_DIR = "any"
@@ -118,7 +118,7 @@ def parse_plan(text: str | bytes) -> Plan:
     """Parse a plan document. Raises :class:`ContractError` naming every problem's JSON path.
 
     Only the document's own structure is checked here; whether the plan fits a cluster is the
-    invariant checker's job (:func:`controlplane.domain.invariants.check_plan`).
+    invariant checker's job (:func:`domain.invariants.check_plan`).
     """
     try:
         doc = PlanDoc.model_validate_json(text)

@@ -1,9 +1,9 @@
 """Pure domain kernel: frozen snapshot model, plans, file contracts, invariants. No I/O, no imports of ours."""
 
-from controlplane.domain.apply import apply_plan
-from controlplane.domain.errors import ContractError, Problem
-from controlplane.domain.invariants import CheckLimits, Violation, check_new_topic, check_plan
-from controlplane.domain.model import (
+from domain.apply import apply_plan
+from domain.errors import ContractError, Problem
+from domain.invariants import CheckLimits, Violation, check_new_topic, check_plan
+from domain.model import (
     Broker,
     BrokerState,
     ClusterSnapshot,
@@ -14,7 +14,7 @@ from controlplane.domain.model import (
     PartitionId,
     Topic,
 )
-from controlplane.domain.plan import (
+from domain.plan import (
     LeaderChange,
     LoadBasis,
     LoadOverride,
@@ -23,15 +23,15 @@ from controlplane.domain.plan import (
     PlanSummary,
     UtilStats,
 )
-from controlplane.domain.plan_file import dump_plan, parse_plan, plan_json_schema, plan_to_dict
-from controlplane.domain.policies import apply_policies, has_policies
-from controlplane.domain.snapshot_file import (
+from domain.plan_file import dump_plan, parse_plan, plan_json_schema, plan_to_dict
+from domain.policies import apply_policies, has_policies
+from domain.snapshot_file import (
     dump_snapshot,
     parse_snapshot,
     snapshot_json_schema,
     snapshot_to_dict,
 )
-from controlplane.domain.summary import balance_disks, pool_stats, summarize_plan, util_stats
+from domain.summary import balance_disks, pool_stats, summarize_plan, util_stats
 
 __all__ = [
     "Broker", "BrokerState", "CheckLimits", "ClusterSnapshot", "ContractError", "Disk", "DiskId", "DiskKind",

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from controlplane.domain.model import (
+from domain.model import (
     Broker,
     ClusterSnapshot,
     Disk,

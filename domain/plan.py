@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controlplane.domain.model import PartitionId
+from domain.model import PartitionId
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Frozen, typed model of one cluster's snapshot: brokers, disks (log dirs), topics, partitions.
 
 Everything here is immutable plain data. Derived views (replicas per disk, disk load, per broker /
-IDC / pool aggregates) live in :mod:`controlplane.domain.views` and are computed once per snapshot
+IDC / pool aggregates) live in :mod:`domain.views` and are computed once per snapshot
 through :attr:`ClusterSnapshot.index`.
 """
 
@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from controlplane.domain.views import SnapshotIndex
+    from domain.views import SnapshotIndex
 
 DiskId = tuple[int, str]
 """A disk (log dir) is identified by ``(broker_id, path)``."""
@@ -141,7 +141,7 @@ class ClusterSnapshot:
     @cached_property
     def index(self) -> SnapshotIndex:
         """Derived views over this snapshot (computed on first access, then cached)."""
-        from controlplane.domain.views import SnapshotIndex
+        from domain.views import SnapshotIndex
 
         return SnapshotIndex(self)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controlplane.domain.model import ClusterSnapshot, DiskId
-from controlplane.domain.plan import Plan, PlanSummary, UtilStats
+from domain.model import ClusterSnapshot, DiskId
+from domain.plan import Plan, PlanSummary, UtilStats
 
 
 def util_stats(snapshot: ClusterSnapshot, disk_ids: Iterable[DiskId]) -> UtilStats:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from controlplane.domain.errors import json_path
+from domain.errors import json_path
 from raft.protocol import CommandRejected, JsonDict
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]

@@ -1,4 +1,4 @@
-"""The Raft-backed :class:`~controlplane.service.store.StateStore`: the service's authoritative state."""
+"""The Raft-backed :class:`~controlplane.state.store.StateStore`: the service's authoritative state."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from controlplane.service.commands import validate_command
-from controlplane.service.state import GuardianState
+from controlplane.state.commands import validate_command
+from controlplane.state.state import GuardianState
 from raft.node import RaftNode, RaftSettings
 from raft.protocol import JsonDict
 

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from controlplane.domain.errors import ContractError, Problem, json_path
-from controlplane.domain.model import (
+from domain.errors import ContractError, Problem, json_path
+from domain.model import (
     Broker,
     BrokerState,
     ClusterSnapshot,

@@ -33,9 +33,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controlplane.domain.apply import apply_plan
-from controlplane.domain.model import ClusterSnapshot, Partition, Topic
-from controlplane.domain.plan import Plan
+from domain.apply import apply_plan
+from domain.model import ClusterSnapshot, Partition, Topic
+from domain.plan import Plan
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,74 @@
+"""The Kafka port: everything Guardian asks of a live cluster, as one small ``Protocol``.
+
+Goal: one edge to Kafka with one client lifecycle per cluster, so that the executor, throttle
+protection and the collectors never open their own clients, and so that every loop's edge cases
+(stale metadata, failed config apply, partial submission, a broker that times out) can be unit
+tested against :mod:`kafkaio.fake` in milliseconds.
+
+Method: the port speaks plain data (the records of :mod:`kafkaio.admin`, keyed by
+``(topic, partition)``); the real adapter is :class:`kafkaio.admin.KafkaAdmin` over kafka-python, the
+fake is an in-memory cluster. Reads raise :class:`kafkaio.admin.AdminError` when the cluster cannot be
+read at all; writes return a per-item error map (``None`` = accepted) so a partial submission is visible
+item by item.
+
+Guarantee: callers cannot tell the adapters apart (the same contract tests run against both).
+Cost: one request per call (per-broker requests go out concurrently in the real adapter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from kafkaio.admin import TP, LiveCluster, ReplicaDir
+
+
+class KafkaCluster(Protocol):
+    """The executor- and lever-facing port of one cluster."""
+
+    bootstrap_servers: str
+
+    def close(self) -> None:
+        """Release the connection (idempotent)."""
+
+    # reads -------------------------------------------------------------------------------------
+    def live(self) -> LiveCluster:
+        """Alive brokers, every partition's replicas / leader / ISR, in-flight reassignments."""
+        ...
+
+    def log_dirs(self, brokers: Iterable[int], topics: Iterable[str] | None = None
+                 ) -> dict[tuple[str, int, int], list[ReplicaDir]]:
+        """Where each replica lives: ``(topic, partition, broker) -> [current dir, future dir...]``."""
+        ...
+
+    def disk_capacity(self, brokers: Iterable[int]) -> dict[tuple[int, str], tuple[int, int]]:
+        """``(broker, log dir) -> (total bytes, usable bytes)`` where the broker reports it (KIP-827)."""
+        ...
+
+    def broker_configs(self, brokers: Iterable[int], keys: Iterable[str] = ...) -> dict[int, dict[str, str]]:
+        """The named dynamic configs of each broker (unset keys absent)."""
+        ...
+
+    def topic_configs(self, topics: Iterable[str], keys: Iterable[str] = ...) -> dict[str, dict[str, str]]:
+        """The named configs of each topic (unset keys absent)."""
+        ...
+
+    # writes ------------------------------------------------------------------------------------
+    def alter_reassignments(self, targets: Mapping[TP, list[int] | None]) -> dict[TP, str | None]:
+        """Submit (a replica list) or cancel (``None``) KIP-455 reassignments; per-partition errors."""
+        ...
+
+    def alter_log_dirs(self, moves: Mapping[tuple[str, int, int], str]) -> dict[tuple[str, int, int], str | None]:
+        """KIP-113 moves ``(topic, partition, broker) -> log dir``; per-replica errors."""
+        ...
+
+    def elect_preferred(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """KIP-460 preferred-leader elections; per-partition error codes (0 = elected or already)."""
+        ...
+
+    def set_broker_configs(self, changes: Mapping[int, Mapping[str, str | None]]) -> None:
+        """Incremental SET (a value) / DELETE (``None``) of broker dynamic configs."""
+
+    def alter_topic_lists(self, topic: str, key: str, append: Iterable[str] = (),
+                          subtract: Iterable[str] = ()) -> None:
+        """Incremental APPEND / SUBTRACT on a list-valued topic config (throttled-replica lists)."""
