@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import write_result
-from controlplane.adapters.prom_scrape import DiskScraper
+from collectors.disk_rates import DiskScraper
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore

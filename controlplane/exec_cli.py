@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from controlplane.adapters.prom_scrape import DiskScraper
+from collectors.disk_rates import DiskScraper
 from controlplane.executor.control import (
     apply_requests,
     progress_line,

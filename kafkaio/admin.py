@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from domain.throttles import (
+    BROKER_THROTTLE_KEYS,
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+)
+
 T = TypeVar("T")
 TP = tuple[str, int]
 
-LEADER_RATE = "leader.replication.throttled.rate"
-FOLLOWER_RATE = "follower.replication.throttled.rate"
-ALTER_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
-LEADER_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-BROKER_THROTTLE_KEYS = (LEADER_RATE, FOLLOWER_RATE, ALTER_DIRS_RATE)
 
 
 class AdminError(RuntimeError):

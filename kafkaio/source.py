@@ -20,14 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.throttles import BROKER_THROTTLE_KEYS, CAPABILITY_KEYS, TOPIC_THROTTLE_KEYS
+
 log = logging.getLogger("guardian.collectors.kafka")
 
-THROTTLE_BROKER_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                        "replica.alter.log.dirs.io.max.bytes.per.second")
-THROTTLE_TOPIC_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
-                       "guardian.partition.throttle.produce.bytes.per.second",
-                       "guardian.partition.throttle.fetch.bytes.per.second")
-CAPABILITY_KEYS = ("guardian.partition.throttle.enable",)
+THROTTLE_BROKER_KEYS = BROKER_THROTTLE_KEYS
+THROTTLE_TOPIC_KEYS = TOPIC_THROTTLE_KEYS
 
 
 class KafkaSourceError(Exception):

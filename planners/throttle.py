@@ -36,22 +36,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from domain.model import ClusterSnapshot, DiskId, DiskKind, Partition, PartitionId
+from domain.throttles import (
+    CONSUMER_QUOTA,
+    FOLLOWER,
+    INTRA_BROKER,
+    MIGRATION,
+    PARTITION_FETCH,
+    PARTITION_PRODUCE,
+    PRODUCER_QUOTA,
+)
 
 BEHAVIOURS = ("user_read", "user_write", "replication_read", "replication_write", "migration_read",
               "migration_write")
 Behaviour = Literal["user_read", "user_write", "replication_read", "replication_write", "migration_read",
                     "migration_write"]
 WHO = "throttle-protection"
-
-# lever kinds (the ``kind`` of a throttle in the replicated state)
-PARTITION_FETCH = "partition_fetch"
-PARTITION_PRODUCE = "partition_produce"
-CONSUMER_QUOTA = "consumer_quota"
-PRODUCER_QUOTA = "producer_quota"
-FOLLOWER = "follower_replication"
-MIGRATION = "migration_rate"
-INTRA_BROKER = "intra_broker_rate"
-LEVER_KINDS = (PARTITION_FETCH, PARTITION_PRODUCE, CONSUMER_QUOTA, PRODUCER_QUOTA, FOLLOWER, MIGRATION, INTRA_BROKER)
 
 
 # --------------------------------------------------------------------------- configuration

@@ -39,6 +39,7 @@ from typing import Any
 
 from controlplane.service.throttle_loop import Observation
 from domain import Broker, BrokerState, ClusterSnapshot, DiskId, Partition, Topic
+from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, PT_ENABLE, PT_FETCH, PT_PRODUCE
 from planners.throttle import (
     CONSUMER_QUOTA,
     FOLLOWER,
@@ -54,12 +55,6 @@ from planners.throttle import (
 
 log = logging.getLogger(__name__)
 
-PT_FETCH = "guardian.partition.throttle.fetch.bytes.per.second"
-PT_PRODUCE = "guardian.partition.throttle.produce.bytes.per.second"
-PT_ENABLE = "guardian.partition.throttle.enable"
-FOLLOWER_RATE = "follower.replication.throttled.rate"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-ALTER_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 AUDIT_TOPIC = "__guardian_audit"
 
 class ObserveError(RuntimeError):

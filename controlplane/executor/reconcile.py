@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlplane.adapters.prom_scrape import DiskRate, DiskScraper
+from collectors.disk_rates import DiskRate, DiskScraper
 from controlplane.executor.live import (
     DirMap,
     IngressMeter,
@@ -77,17 +77,8 @@ from domain import (
     has_policies,
     plan_to_dict,
 )
-from kafkaio.admin import (
-    ALTER_DIRS_RATE,
-    FOLLOWER_RATE,
-    FOLLOWER_REPLICAS,
-    LEADER_REPLICAS,
-    AdminError,
-    ClusterEndpoints,
-    KafkaAdmin,
-    LiveCluster,
-    ReplicaDir,
-)
+from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_REPLICAS
+from kafkaio.admin import AdminError, ClusterEndpoints, KafkaAdmin, LiveCluster, ReplicaDir
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")

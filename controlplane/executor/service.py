@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controlplane.adapters.prom_scrape import DiskScraper
+from collectors.disk_rates import DiskScraper
 from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import StateStore

@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from controlplane.adapters.prom_scrape import DiskRate
-from kafkaio.admin import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
+from collectors.disk_rates import DiskRate
+from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
 
 DiskKey = tuple[int, str]
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)(?:i?B)?(?:/s)?\s*$")

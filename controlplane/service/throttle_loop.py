@@ -37,10 +37,10 @@ from controlplane.config import ThrottleConf
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
 from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
+from domain.throttles import LEVER_KINDS
 from planners.throttle import (
     DEFAULT_THRESHOLDS,
     INTRA_BROKER,
-    LEVER_KINDS,
     MIGRATION,
     WHO,
     DiskHealth,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.adapters.prom_scrape import DiskScraper
+from collectors.disk_rates import DiskScraper
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.raft_store import RaftStateStore

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kafka.admin import NewPartitions
 
-from controlplane.adapters.prom_scrape import DiskScraper
+from collectors.disk_rates import DiskScraper
 from controlplane.executor.live import main_dir
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy

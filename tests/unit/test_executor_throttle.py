@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controlplane.adapters.prom_scrape import DiskRate, DiskScraper, HostSample, parse_host
+from collectors.disk_rates import DiskRate, DiskScraper, HostSample, parse_host
 from controlplane.executor.live import IngressMeter
 from controlplane.executor.throttle import (
     Flow,
@@ -19,14 +19,8 @@ from controlplane.executor.throttle import (
     parse_rate,
     resources,
 )
-from kafkaio.admin import (
-    ALTER_DIRS_RATE,
-    FOLLOWER_RATE,
-    LEADER_RATE,
-    LiveCluster,
-    PartitionState,
-    ReplicaDir,
-)
+from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
+from kafkaio.admin import LiveCluster, PartitionState, ReplicaDir
 
 NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC).timestamp()
 NIGHT = datetime(2026, 11, 22, 3, 0, tzinfo=UTC).timestamp()
