@@ -146,7 +146,8 @@ def test_wrong_password_is_an_authentication_error_in_confluent_kafka(sasl_ssl: 
 
     conf = _confluent_conf(sasl_ssl, "SASL_SSL", tls[1], "SCRAM-SHA-512", password="wrong")
     t0 = time.monotonic()
-    admin = AdminClient({**conf, "error_cb": on_error})
+    conf["error_cb"] = on_error
+    admin = AdminClient(conf)
     while not got.is_set() and time.monotonic() - t0 < 5:
         admin.poll(0.1)
     assert got.is_set(), "no error reported within 5 s"
