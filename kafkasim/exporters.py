@@ -174,10 +174,12 @@ def render_node(cl: Cluster, b: Broker, sim_series: bool = False) -> str:
         add(f"# TYPE {name} {typ}")
 
     layout = host_layout(b)
+    boot = float(eng.__dict__.setdefault("_host_boot_time", t))
+    uptime = t - boot
     for name, attr, help_ in _DISK_FAMILIES:
         head(name, "counter", help_)
         arr = getattr(eng, attr)
-        add(f'{name}{{device="{OS_DISK}"}} {_num(_OS_RATES[attr] * t)}')
+        add(f'{name}{{device="{OS_DISK}"}} {_num(_OS_RATES[attr] * uptime)}')
         for hd in layout:
             text = _num(float(arr[hd.disk.gidx]))
             for dev in hd.io_devices:
@@ -226,10 +228,12 @@ def render_node(cl: Cluster, b: Broker, sim_series: bool = False) -> str:
     for name, val in (("receive", rx), ("transmit", tx)):
         head(f"node_network_{name}_bytes_total", "counter", f"Network device statistic {name}_bytes.")
         add(f'node_network_{name}_bytes_total{{device="eth0"}} {_num(int(val))}')
-        add(f'node_network_{name}_bytes_total{{device="lo"}} {_num(int(t * 1024))}')
+        add(f'node_network_{name}_bytes_total{{device="lo"}} {_num(int(uptime * 1024))}')
     head("node_uname_info", "gauge", "Labeled system information as provided by the uname system call.")
     add(f'node_uname_info{{domainname="(none)",machine="x86_64",nodename="{_esc(cl.name)}-kafka-{b.id}",'
         f'release="6.1.0-kafkasim",sysname="Linux",version="#1 SMP"}} 1')
+    head("node_boot_time_seconds", "gauge", "Node boot time, in unixtime.")
+    add(f"node_boot_time_seconds {_num(boot)}")
     head("node_time_seconds", "gauge", "System time in seconds since epoch (1970).")
     add(f"node_time_seconds {_num(t)}")
     if sim_series:
