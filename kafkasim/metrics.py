@@ -1,4 +1,6 @@
-"""Per-broker Prometheus text exposition (what a JMX exporter + node_exporter would serve).
+"""Per-broker Prometheus text exposition, legacy layout: one endpoint with the Kafka series, the
+node series and kafkasim's own facts (the default; the realistic two-exporter layout is
+:mod:`kafkasim.exporters`, which reuses :func:`kafka_lines` and :func:`sim_lines`).
 
 Every broker serves ``GET /metrics`` on its own port.  Counters (``*_total``) only ever grow for
 the life of the process; gauges are current values.  Names:

@@ -1,5 +1,11 @@
-"""asyncio servers: one Kafka listener and one ``/metrics`` listener per broker, a control API,
-and the tick loop that advances the physics (optionally faster than real time).
+"""asyncio servers: one Kafka listener and one or two ``/metrics`` listeners per broker, a control
+API, and the tick loop that advances the physics (optionally faster than real time).
+
+Kafka listeners speak what :class:`~kafkasim.security.SecurityConfig` says (PLAINTEXT by default;
+SSL, SASL_PLAINTEXT, SASL_SSL).  Metrics follow :class:`~kafkasim.exporters.MetricsConfig`: by
+default the legacy single endpoint (:func:`kafkasim.metrics.render_broker`); realistic, a JMX
+exporter (closed while its broker is dead) and a node_exporter per broker, optionally https with
+basic auth.
 
 Control API (JSON over HTTP on ``control_url``)::
 
