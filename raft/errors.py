@@ -36,3 +36,14 @@ class ProposalFailed(RaftError):
 
 class NodeClosed(RaftError):
     """The node was closed (or failed to start)."""
+
+
+class StartupRefused(RaftError):
+    """The node will not start; the message is one line naming the file or setting and the remedy.
+
+    Raised for a missing Raft key in a multi-node group and for damaged data files.
+    """
+
+
+class StorageFull(RaftError):
+    """A write to the journal failed for lack of space (ENOSPC/EDQUOT); nothing was proposed."""

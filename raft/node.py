@@ -39,7 +39,8 @@ from typing import Any, TypeVar
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
-from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
+from raft.auth import AuthenticatingTransport, LoggingEncryptor, local_key
+from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError, StartupRefused
 from raft.protocol import (
     CommandConflict,
     CommandRejected,
@@ -162,7 +163,17 @@ class _Replica(SyncObj):
         conf: SyncObjConf,
     ) -> None:
         self._guardian_apply_entry = apply_entry
-        super().__init__(self_addr, list(peers), conf)
+        self._guardian_encryptor: LoggingEncryptor | None = None
+        super().__init__(self_addr, list(peers), conf, transportClass=AuthenticatingTransport)
+
+    @property
+    def encryptor(self) -> LoggingEncryptor | None:
+        """pysyncobj's Fernet object wrapped so that frames failing authentication are logged."""
+        if self._guardian_encryptor is None:
+            inner = self._getEncryptor()
+            if inner is not None:
+                self._guardian_encryptor = LoggingEncryptor(inner)
+        return self._guardian_encryptor
 
     @replicated
     def guardian_apply(self, payload: str) -> JsonDict:
@@ -183,6 +194,7 @@ class RaftNode:
         settings: RaftSettings | None = None,
         on_leader_gained: Callable[[int], None] | None = None,
         on_leader_lost: Callable[[], None] | None = None,
+        key: bytes | None = None,
     ) -> None:
         _check_addr(self_addr)
         for peer in peers:
@@ -191,6 +203,11 @@ class RaftNode:
         self.peers = sorted({p for p in peers if p != self_addr})
         self.settings = settings or RaftSettings()
         self.data_dir = DataDir(Path(data_dir)).ensure()
+        if key is None:
+            if self.peers:
+                raise StartupRefused("a multi-node Raft group needs a shared key (the same secret file on "
+                                     "every node); none was given")
+            key = local_key(self.data_dir.root)
         self._sm = state_machine
         self._validator = validator
         self._on_leader_gained = on_leader_gained
@@ -226,6 +243,7 @@ class RaftNode:
             serializer=codec.serialize,
             deserializer=codec.deserialize,
             onStateChanged=self._on_state_changed,
+            password=key,
         )
         self._obj = _Replica(self._apply_entry, self_addr, self.peers, conf)
         # pysyncobj stops ticking when the thread that created it exits; tie it to the main

@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 from raft.demo import DemoStateMachine, validate_demo_command
-from raft.errors import NodeClosed, NotLeaderError
+from raft.errors import NodeClosed, NotLeaderError, StartupRefused
 from raft.localcluster import free_ports
 from raft.node import RaftNode, RaftSettings
 from raft.protocol import CommandConflict, CommandRejected, JsonDict
 
 pytestmark = pytest.mark.timeout(60)
+
+KEY = b"test-group-shared-raft-key-0123456789"
 
 
 class BuggyMachine(DemoStateMachine):
@@ -140,6 +142,7 @@ def test_three_in_process_nodes_hand_over_leadership(tmp_path: Path) -> None:
                     tmp_path / f"n{i}",
                     on_leader_gained=events[i].on_gained,
                     on_leader_lost=events[i].on_lost,
+                    key=KEY,
                 )
             )
         assert wait_for(lambda: any(n.ready and n.is_leader for n in nodes), 10)
@@ -212,7 +215,8 @@ def test_leader_cut_off_from_majority_steps_down_within_an_election_timeout(tmp_
     try:
         for i, addr in enumerate(addrs):
             nodes.append(
-                RaftNode(addr, addrs, DemoStateMachine(), tmp_path / f"n{i}", on_leader_lost=events[i].on_lost)
+                RaftNode(addr, addrs, DemoStateMachine(), tmp_path / f"n{i}", on_leader_lost=events[i].on_lost,
+                         key=KEY)
             )
         assert wait_for(lambda: any(n.ready and n.is_leader for n in nodes), 10)
         leader = next(i for i, n in enumerate(nodes) if n.is_leader)
@@ -230,3 +234,17 @@ def test_leader_cut_off_from_majority_steps_down_within_an_election_timeout(tmp_
     finally:
         for n in nodes:
             n.close()
+
+
+def test_a_multi_node_group_refuses_to_start_without_a_key_and_a_lone_node_makes_its_own(tmp_path: Path) -> None:
+    a, b = (f"127.0.0.1:{p}" for p in free_ports(2))
+    with pytest.raises(StartupRefused, match="shared key"):
+        RaftNode(a, [b], DemoStateMachine(), tmp_path / "multi")
+    node = RaftNode(a, [], DemoStateMachine(), tmp_path / "single")
+    try:
+        key_file = tmp_path / "single" / "raft.key"
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        assert len(key_file.read_text().strip()) >= 32
+        assert node.wait_ready(5)
+    finally:
+        node.close()
