@@ -264,6 +264,8 @@ class RaftNode:
         self._notifier = getattr(self._obj, "_SyncObj__pipeNotifier", None)
         if not self.peers and self._notifier is not None:
             self._obj.addOnTickCallback(self._kick_single_node)
+        self._on_raft_thread: list[Callable[[], None]] = []  # run by the next tick (list ops are atomic)
+        self._obj.addOnTickCallback(self._run_on_raft_thread)
         self._monitor = threading.Thread(
             target=self._monitor_loop, name=f"raft-monitor-{self_addr}", daemon=True
         )
@@ -346,6 +348,38 @@ class RaftNode:
             raise ProposalFailed(name, maybe_applied=code in _MAYBE_APPLIED)
         result: JsonDict = waiter.result
         return result
+
+    def _run_on_raft_thread(self) -> None:
+        while self._on_raft_thread:
+            call = self._on_raft_thread.pop(0)
+            try:
+                call()
+            except Exception:
+                log.exception("call on the Raft thread failed")
+
+    def step_down(self, reason: str, timeout: float = 2.0) -> bool:
+        """Hand leadership to the most caught-up connected follower (Raft ``TimeoutNow``).
+
+        pysyncobj has no plain step-down; its ``transferLeadership`` (run here on the Raft thread)
+        asks a fully caught-up follower to start an election at once, which it wins, so no committed
+        entry is at risk.  Returns whether the request was sent (False when this node does not lead,
+        no follower is caught up, or this pysyncobj lacks the call); the role changes a moment later.
+        """
+        transfer = getattr(self._obj, "transferLeadership", None)
+        if not self.is_leader or transfer is None:
+            return False
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def on_result(result: Any, error: int) -> None:
+            box["error"] = error
+            done.set()
+
+        log.warning("stepping down as leader (term %s): %s", self._obj.raftCurrentTerm, reason)
+        self._on_raft_thread.append(lambda: transfer(callback=on_result))
+        if self._notifier is not None:
+            self._notifier.notify()
+        return done.wait(timeout) and box.get("error") == FAIL_REASON.SUCCESS
 
     def _kick_single_node(self) -> None:
         if self._inflight > 0 and self._notifier is not None:

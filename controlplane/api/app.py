@@ -135,11 +135,16 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     @app.get("/readyz", tags=["health"], response_model=None)
     def readyz() -> dict[str, Any] | Response:
-        """Readiness: a leader is known and this node's state is caught up."""
+        """Readiness: a leader is known, this node's state is caught up and, on the leader, its loops run."""
         status = ctx.store.status()
         if not status.get("ready"):
             return problem(503, "not ready: no leader known or state not caught up", raft=status)
-        return {"status": "ready", "role": status.get("role"), "leader": status.get("leader")}
+        loops = ctx.loops.report() if ctx.loops is not None else {}
+        stale = ctx.loops.stale_loops() if ctx.loops is not None and status.get("is_leader") else {}
+        if stale:
+            names = ", ".join(f"{name} (silent {secs:.0f} s)" for name, secs in sorted(stale.items()))
+            return problem(503, f"not ready: the leader's loops are not running: {names}", loops=loops)
+        return {"status": "ready", "role": status.get("role"), "leader": status.get("leader"), "loops": loops}
 
     @app.get("/metrics", tags=["health"])
     def metrics() -> Response:

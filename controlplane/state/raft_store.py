@@ -34,6 +34,10 @@ class RaftStateStore:
         digest, index = self.node.state_hash()
         return {**self.node.status(), "state_hash": digest, "state_index": index}
 
+    def step_down(self, reason: str) -> bool:
+        """Hand leadership to a caught-up follower (see :meth:`RaftNode.step_down`)."""
+        return self.node.step_down(reason)
+
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
         return self.node.propose(command, timeout)
 
