@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class RaftError(Exception):
     """Base class of every replication error."""
@@ -47,3 +49,12 @@ class StartupRefused(RaftError):
 
 class StorageFull(RaftError):
     """A write to the journal failed for lack of space (ENOSPC/EDQUOT); nothing was proposed."""
+
+
+class StorageDamaged(StartupRefused):
+    """A journal, meta or snapshot file failed its checks; the message names it and the remedy."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        super().__init__(f"damaged Raft file {path}: {problem}; delete {path.parent} and restart this node to "
+                         "resync it from its peers (a single-node group: restore that directory from a backup)")

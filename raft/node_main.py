@@ -122,6 +122,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--election-min", type=float, default=RaftSettings.election_timeout_min)
     p.add_argument("--election-max", type=float, default=RaftSettings.election_timeout_max)
     p.add_argument("--compaction-entries", type=int, default=RaftSettings.compaction_min_entries)
+    p.add_argument("--min-free-bytes", type=int, default=RaftSettings.min_free_bytes,
+                   help="refuse proposals while the journal's file system has less free space")
     p.add_argument(
         "--pysyncobj-defaults", action="store_true", help="use pysyncobj's default (batched) settings"
     )
@@ -136,12 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     try:
         if args.pysyncobj_defaults:
-            settings = RaftSettings.pysyncobj_defaults(compaction_min_entries=args.compaction_entries)
+            settings = RaftSettings.pysyncobj_defaults(compaction_min_entries=args.compaction_entries,
+                                                       min_free_bytes=args.min_free_bytes)
         else:
             settings = RaftSettings(
                 election_timeout_min=args.election_min,
                 election_timeout_max=args.election_max,
                 compaction_min_entries=args.compaction_entries,
+                min_free_bytes=args.min_free_bytes,
             )
         node = RaftNode(
             args.self_addr,
