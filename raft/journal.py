@@ -13,7 +13,7 @@ Method
     full disk raises ``OSError(ENOSPC)``, which :meth:`ChecksummedJournal.add` turns into
     :class:`~raft.errors.StorageFull` after cutting the file back to its last whole record.
     ``journal.bin.meta`` = ``GRDNMET1`` + CRC-32 + JSON (term, vote, commit index), replaced atomically
-    (temp file, fsync on term/vote changes, rename).  Loading checks the magic, every record's length,
+    (temp file, rename; fsynced only when created).  Loading checks the magic, every record's length,
     CRC and index continuity, and the meta's CRC; the first problem raises
     :class:`~raft.errors.StorageDamaged` naming the file, the byte offset and the remedy.  The journal
     is handed to pysyncobj through its ``createJournal`` factory (wrapped once per process: the object
@@ -297,10 +297,11 @@ class ChecksummedJournal:
         return int(self._meta["commit_index"])
 
     def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:
-        """Term and vote must be durable before any message reflecting them is sent: fsynced here."""
+        """Term and vote are stored before any message reflecting them is sent (atomic replace; like the
+        entries, not fsynced: they survive a process crash, and an election does not wait on the disk)."""
         self._meta["term"] = int(term)
         self._meta["voted_for"] = None if votedForNodeId is None else str(votedForNodeId)
-        self._store_meta(sync=True)
+        self._store_meta(sync=False)
 
     def getCurrentTerm(self) -> int:
         return int(self._meta["term"])

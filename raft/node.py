@@ -29,6 +29,7 @@ short (start or stop background work, do not block in them).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -57,10 +58,10 @@ from raft.protocol import (
     JsonDict,
     StateMachine,
     Validator,
+    canonical_json,
     check_command_shape,
     decode_command,
     encode_command,
-    state_hash,
 )
 from raft.storage import DataDir, SnapshotCodec, check_snapshot
 
@@ -242,6 +243,8 @@ class RaftNode:
         self._on_leader_lost = on_leader_lost
         self._lock = threading.RLock()
         self._applied_index = 0
+        self._hash_lock = threading.Lock()
+        self._hash_cache: tuple[str, int] | None = None
         self._closed = False
         self._leader_term: int | None = None  # term in which we are a caught-up leader
         self._wake = threading.Event()
@@ -482,9 +485,28 @@ class RaftNode:
             return self._sm.snapshot(), self._applied_index
 
     def state_hash(self) -> tuple[str, int]:
-        """(SHA-256 of the canonical state, applied index): equal on nodes that agree."""
-        snap, index = self.state()
-        return state_hash(snap), index
+        """(SHA-256 of the canonical state, applied index): equal on nodes that agree.
+
+        Computed at most once per applied index (cached; concurrent callers wait for the one
+        computing), so a burst of status reads costs one hash, not one per request.  The state lock
+        is held only while the canonical JSON text is produced: with the state machine's optional
+        ``canonical_json()`` (JSON text of its live state, no copy) that is one C-speed encoding,
+        otherwise ``snapshot()`` + encoding.  Hashing runs outside the lock.
+        """
+        cached = self._hash_cache
+        if cached is not None and cached[1] == self._applied_index:
+            return cached
+        with self._hash_lock:
+            cached = self._hash_cache
+            if cached is not None and cached[1] == self._applied_index:
+                return cached
+            canonical = getattr(self._sm, "canonical_json", None)
+            with self._lock:
+                index = self._applied_index
+                text = canonical() if callable(canonical) else canonical_json(self._sm.snapshot())
+            result = (hashlib.sha256(text.encode()).hexdigest(), index)
+            self._hash_cache = result
+            return result
 
     # ------------------------------------------------------------------ status
     @property
