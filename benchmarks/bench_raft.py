@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import write_result
+from raft.auth import write_new_key
 from raft.demo import DemoStateMachine, validate_demo_command
 from raft.localcluster import LeaderFollowingWriter, LocalCluster, NodeProcess, free_ports, kill_leader
 from raft.node import RaftNode, RaftSettings
@@ -93,6 +94,7 @@ def local_leader_group(
         ports = free_ports(2 * size)
         addrs = [f"127.0.0.1:{p}" for p in ports[:size]]
         root = base / f"g{size}-{attempt}"
+        key_file = root / "raft.key"
         node = RaftNode(
             addrs[0],
             addrs,
@@ -100,9 +102,11 @@ def local_leader_group(
             root / "local",
             validator=validate_demo_command,
             settings=settings,
+            key=write_new_key(key_file),
         )
         procs = [
-            NodeProcess(ports[i], ports[size + i], root / f"node{i}", [a for a in addrs if a != addrs[i]], extra)
+            NodeProcess(ports[i], ports[size + i], root / f"node{i}", [a for a in addrs if a != addrs[i]],
+                        ["--key-file", str(key_file), *extra])
             for i in range(1, size)
         ]
         for p in procs:

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import sys
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,8 +30,12 @@ from controlplane.service.scheduler import Job, LeaderScheduler
 from controlplane.service.snapshots import partition_ingress
 from controlplane.service.throttle_loop import ThrottleService, bind_kafka, throttle_config
 from controlplane.state.raft_store import RaftStateStore
+from raft.auth import read_key
+from raft.errors import StartupRefused
 
 log = logging.getLogger(__name__)
+
+SWITCH_INTERVAL_S = 0.001  # CPython's default is 0.005
 
 
 @dataclass
@@ -72,6 +78,25 @@ def ensure_admin_token(settings: Settings) -> Settings:
     return settings.model_copy(update={"tokens": [TokenConf(name="admin", role="admin", sha256=hash_token(token))]})
 
 
+def raft_key(settings: Settings) -> bytes | None:
+    """The group's Raft transport key from ``raft.key_file`` or ``raft.key_env``; None for a single node
+    without one (it generates its own). Raises :class:`StartupRefused` (one line naming the setting) when a
+    multi-node group has none or the configured source is empty or unreadable."""
+    conf = settings.raft
+    if conf.key_file is not None:
+        return read_key(conf.key_file)
+    if conf.key_env is not None:
+        value = os.environ.get(conf.key_env, "").strip()
+        if len(value) < 16:
+            raise StartupRefused(f"raft.key_env names ${conf.key_env}, which is unset or shorter than 16 characters")
+        return value.encode()
+    if conf.peers:
+        raise StartupRefused("raft.key_file is not set: a multi-node group needs the same secret key file on every "
+                             "node (e.g. `openssl rand -base64 32 > raft.key; chmod 600 raft.key`, then "
+                             "key_file = \"raft.key\" under [raft])")
+    return None
+
+
 def open_clickhouse(settings: Settings) -> ClickHouse | None:
     """ClickHouse as configured (embedded chdb under ``data_dir/chdb`` by default); None when off or
     unavailable (logged: the control plane runs without rollup history rather than not at all)."""
@@ -90,7 +115,8 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
                   jobs: list[Job] | None = None) -> Service:
     """Create the node (Raft store under ``data_dir/raft``), the API app and the scheduler (not started)."""
     settings = ensure_admin_token(settings)
-    store = RaftStateStore(settings.raft.self_addr, settings.raft.peers, settings.data_dir / "raft")
+    store = RaftStateStore(settings.raft.self_addr, settings.raft.peers, settings.data_dir / "raft",
+                           key=raft_key(settings))
     ctx = ServiceContext(settings=settings, store=store, http_of=dict(http_of or {}))
     ctx.clickhouse = open_clickhouse(settings)
     ch = ctx.clickhouse
@@ -120,8 +146,17 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
 
 
 def serve(settings: Settings, *, http_of: dict[str, str] | None = None) -> None:
-    """Run a node until interrupted: Raft, scheduler, then the HTTP server (blocking)."""
-    service = build_service(settings, http_of=http_of)
+    """Run a node until interrupted: Raft, scheduler, then the HTTP server (blocking).
+
+    A node that must not start (no Raft key in a multi-node group, damaged Raft files) exits with one
+    line on stderr naming the setting or file and the remedy."""
+    # The Raft thread shares the interpreter with the HTTP threads: a short switch interval bounds how long
+    # it waits for the GIL when requests keep the others busy (heartbeats every 50 ms, elections after 200 ms).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    try:
+        service = build_service(settings, http_of=http_of)
+    except StartupRefused as exc:
+        raise SystemExit(f"error: {exc}") from None
     service.scheduler.start()
     config = uvicorn.Config(service.app, host=settings.http.host, port=settings.http.port, log_level="warning",
                             access_log=False)

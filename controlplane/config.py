@@ -6,6 +6,7 @@ Example::
     [raft]
     self_addr = "127.0.0.1:7001"
     peers = ["127.0.0.1:7002", "127.0.0.1:7003"]
+    key_file = "/etc/guardian/raft.key"      # same secret on every node (required with peers)
     [http]
     host = "127.0.0.1"
     port = 8080
@@ -48,8 +49,21 @@ class TokenConf(_Conf):
 
 
 class RaftConf(_Conf):
+    """``[raft]``: this node's address, its peers and the group's shared transport key.
+
+    ``key_file`` (or ``key_env``, the name of an environment variable holding the key) is required
+    when ``peers`` is not empty; a single node without one generates ``data_dir/raft/raft.key``."""
+
     self_addr: str = "127.0.0.1:7001"
     peers: list[str] = Field(default_factory=list)
+    key_file: Path | None = None
+    key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> RaftConf:
+        if self.key_file is not None and self.key_env is not None:
+            raise ValueError("set raft.key_file or raft.key_env, not both")
+        return self
 
 
 class HttpConf(_Conf):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.config import hash_token
+from raft.auth import write_new_key
 from raft.localcluster import free_ports
 
 TOKEN = "local-cluster-admin-token"  # loopback-only development clusters
@@ -39,7 +40,11 @@ class ServiceCluster:
         ports = free_ports(2 * self.size)
         self.raft_ports, self.http_ports = ports[: self.size], ports[self.size:]
         config = self.root / "guardian.toml"
-        config.write_text(f'[[tokens]]\nname = "admin"\nrole = "admin"\nsha256 = "{hash_token(TOKEN)}"\n'
+        key_file = self.root / "raft.key"  # the group's shared Raft transport key (mode 0600)
+        if not key_file.exists():
+            write_new_key(key_file)
+        config.write_text(f'[raft]\nkey_file = "{key_file}"\n'
+                          f'[[tokens]]\nname = "admin"\nrole = "admin"\nsha256 = "{hash_token(TOKEN)}"\n'
                           "[intervals]\n" + "".join(f"{k} = {float(v)}\n" for k, v in
                                                    {"auto_rebalance_check_s": 3600, **self.intervals}.items())
                           + ("" if self.clickhouse else '[clickhouse]\nmode = "off"\n'))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class RaftError(Exception):
     """Base class of every replication error."""
@@ -36,3 +38,23 @@ class ProposalFailed(RaftError):
 
 class NodeClosed(RaftError):
     """The node was closed (or failed to start)."""
+
+
+class StartupRefused(RaftError):
+    """The node will not start; the message is one line naming the file or setting and the remedy.
+
+    Raised for a missing Raft key in a multi-node group and for damaged data files.
+    """
+
+
+class StorageFull(RaftError):
+    """A write to the journal failed for lack of space (ENOSPC/EDQUOT); nothing was proposed."""
+
+
+class StorageDamaged(StartupRefused):
+    """A journal, meta or snapshot file failed its checks; the message names it and the remedy."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        super().__init__(f"damaged Raft file {path}: {problem}; delete {path.parent} and restart this node to "
+                         "resync it from its peers (a single-node group: restore that directory from a backup)")

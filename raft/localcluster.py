@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raft.auth import write_new_key
+
 
 def free_ports(count: int) -> list[int]:
     """``count`` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
@@ -129,18 +131,24 @@ class NodeProcess:
 
 
 class LocalCluster:
-    """``size`` node processes forming one Raft group, in ``base_dir``."""
+    """``size`` node processes forming one Raft group, in ``base_dir``.
+
+    The nodes share a Raft key generated into ``base_dir/raft.key`` (mode 0600) on first use.
+    """
 
     def __init__(self, size: int, base_dir: Path, extra_args: Sequence[str] = ()) -> None:
         ports = free_ports(2 * size)
         addrs = [f"127.0.0.1:{p}" for p in ports[:size]]
+        self.key_file = Path(base_dir) / "raft.key"
+        if not self.key_file.exists():
+            write_new_key(self.key_file)
         self.nodes = [
             NodeProcess(
                 raft_port=ports[i],
                 http_port=ports[size + i],
                 data_dir=Path(base_dir) / f"node{i}",
                 peers=[a for a in addrs if a != addrs[i]],
-                extra_args=list(extra_args),
+                extra_args=["--key-file", str(self.key_file), *extra_args],
             )
             for i in range(size)
         ]

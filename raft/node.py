@@ -29,6 +29,7 @@ short (start or stop background work, do not block in them).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -39,19 +40,30 @@ from typing import Any, TypeVar
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
-from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
+from raft.auth import AuthenticatingTransport, LoggingEncryptor, local_key
+from raft.errors import (
+    NodeClosed,
+    NotLeaderError,
+    ProposalFailed,
+    ProposalTimeout,
+    RaftError,
+    StartupRefused,
+    StorageDamaged,
+    StorageFull,
+)
+from raft.journal import ChecksummedJournal
 from raft.protocol import (
     CommandConflict,
     CommandRejected,
     JsonDict,
     StateMachine,
     Validator,
+    canonical_json,
     check_command_shape,
     decode_command,
     encode_command,
-    state_hash,
 )
-from raft.storage import DataDir, SnapshotCodec
+from raft.storage import DataDir, SnapshotCodec, check_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -69,20 +81,26 @@ _MAYBE_APPLIED = {FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME, FAIL_
 INTERNAL_PREFIX = "raft."
 
 
-class _TruncationCounter(logging.Handler):
-    """Counts pysyncobj's 'truncating already-applied log entries' warnings (process-wide)."""
+class _TruncationCounter(logging.Filter):
+    """Counts pysyncobj's 'truncating already-applied log entries' records (process-wide).
+
+    A filter, not a handler: it lets every record through, and a logger with a handler of its own
+    would stop Python's last-resort handler from printing pysyncobj's errors when the application
+    configured no logging (that is how this counter once swallowed every pysyncobj error).
+    """
 
     def __init__(self) -> None:
-        super().__init__(level=logging.CRITICAL)
+        super().__init__()
         self.count = 0
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def filter(self, record: logging.LogRecord) -> bool:
         if "truncating already-applied" in record.getMessage():
             self.count += 1
+        return True
 
 
 _TRUNCATIONS = _TruncationCounter()
-logging.getLogger("pysyncobj.syncobj").addHandler(_TRUNCATIONS)
+logging.getLogger("pysyncobj.syncobj").addFilter(_TRUNCATIONS)
 
 
 @dataclass(frozen=True)
@@ -106,6 +124,10 @@ class RaftSettings:
     bind_retry_time: float = 0.2
     #: How often the leadership monitor polls (it is also woken on every role change).
     monitor_period: float = 0.05
+    #: Proposals are refused (StorageFull) while the journal's file system has less free space.
+    min_free_bytes: int = 1 << 20
+    #: A restarting node must finish replaying its snapshot and journal within this many seconds.
+    replay_timeout: float = 300.0
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_period * 3 < self.election_timeout_min < self.election_timeout_max:
@@ -162,7 +184,17 @@ class _Replica(SyncObj):
         conf: SyncObjConf,
     ) -> None:
         self._guardian_apply_entry = apply_entry
-        super().__init__(self_addr, list(peers), conf)
+        self._guardian_encryptor: LoggingEncryptor | None = None
+        super().__init__(self_addr, list(peers), conf, transportClass=AuthenticatingTransport)
+
+    @property
+    def encryptor(self) -> LoggingEncryptor | None:
+        """pysyncobj's Fernet object wrapped so that frames failing authentication are logged."""
+        if self._guardian_encryptor is None:
+            inner = self._getEncryptor()
+            if inner is not None:
+                self._guardian_encryptor = LoggingEncryptor(inner)
+        return self._guardian_encryptor
 
     @replicated
     def guardian_apply(self, payload: str) -> JsonDict:
@@ -183,6 +215,8 @@ class RaftNode:
         settings: RaftSettings | None = None,
         on_leader_gained: Callable[[int], None] | None = None,
         on_leader_lost: Callable[[], None] | None = None,
+        key: bytes | None = None,
+        journal_fault: Callable[[str], None] | None = None,
     ) -> None:
         _check_addr(self_addr)
         for peer in peers:
@@ -191,18 +225,32 @@ class RaftNode:
         self.peers = sorted({p for p in peers if p != self_addr})
         self.settings = settings or RaftSettings()
         self.data_dir = DataDir(Path(data_dir)).ensure()
+        if key is None:
+            if self.peers:
+                raise StartupRefused("a multi-node Raft group needs a shared key (the same secret file on "
+                                     "every node); none was given")
+            key = local_key(self.data_dir.root)
+        self._fatal: str | None = None
+        self.journal = ChecksummedJournal(self.data_dir.journal, fault=journal_fault)
+        try:
+            snap_index = self._check_files()
+        except StartupRefused:
+            self.journal._destroy()
+            raise
         self._sm = state_machine
         self._validator = validator
         self._on_leader_gained = on_leader_gained
         self._on_leader_lost = on_leader_lost
         self._lock = threading.RLock()
         self._applied_index = 0
+        self._hash_lock = threading.Lock()
+        self._hash_cache: tuple[str, int] | None = None
         self._closed = False
         self._leader_term: int | None = None  # term in which we are a caught-up leader
         self._wake = threading.Event()
         self._stop = threading.Event()
 
-        codec = SnapshotCodec(self._take_snapshot, self._install_snapshot)
+        codec = SnapshotCodec(self._take_snapshot, self._install_snapshot, self._on_storage_damage)
         s = self.settings
         conf = SyncObjConf(
             autoTick=True,
@@ -219,13 +267,14 @@ class RaftNode:
             bindAddress=self_addr,
             bindRetryTime=s.bind_retry_time,
             maxBindRetries=s.bind_retries,
-            journalFile=str(self.data_dir.journal),
+            journalFile=self.journal,
             fullDumpFile=str(self.data_dir.snapshot),
             logCompactionMinEntries=s.compaction_min_entries,
             logCompactionMinTime=s.compaction_min_time,
             serializer=codec.serialize,
             deserializer=codec.deserialize,
             onStateChanged=self._on_state_changed,
+            password=key,
         )
         self._obj = _Replica(self._apply_entry, self_addr, self.peers, conf)
         # pysyncobj stops ticking when the thread that created it exits; tie it to the main
@@ -246,10 +295,59 @@ class RaftNode:
         self._notifier = getattr(self._obj, "_SyncObj__pipeNotifier", None)
         if not self.peers and self._notifier is not None:
             self._obj.addOnTickCallback(self._kick_single_node)
+        self._on_raft_thread: list[Callable[[], None]] = []  # run by the next tick (list ops are atomic)
+        self._obj.addOnTickCallback(self._run_on_raft_thread)
+        self._wait_replayed(snap_index)
         self._monitor = threading.Thread(
             target=self._monitor_loop, name=f"raft-monitor-{self_addr}", daemon=True
         )
         self._monitor.start()
+
+    # ------------------------------------------------------------------ storage checks
+    def _check_files(self) -> int | None:
+        """Refuse to start on data files that do not fit together; return the snapshot's last index."""
+        snap_index = check_snapshot(self.data_dir.snapshot)
+        first = self.journal.first_index
+        if self.journal.created and snap_index is not None:
+            raise StorageDamaged(self.data_dir.journal, "missing (with its .meta) while snapshot.bin exists")
+        if first is not None and first > 1 and (snap_index is None or snap_index < first):
+            held = "is missing" if snap_index is None else f"covers entries up to {snap_index} only"
+            raise StorageDamaged(self.data_dir.snapshot, f"{held}, but the compacted journal starts at entry {first}")
+        return snap_index
+
+    def _wait_replayed(self, snap_index: int | None) -> None:
+        """Block until the snapshot is loaded and the committed journal entries are applied locally.
+
+        Nothing reads this node's state before (the constructor has not returned); a node that cannot
+        finish its replay does not start.
+        """
+        last = self.journal.last_index or 1
+        target = max(snap_index or 0, min(self.journal.getRaftCommitIndex(), last))
+        deadline = time.monotonic() + self.settings.replay_timeout
+        while self._obj.raftLastApplied < target and self._fatal is None:
+            if time.monotonic() > deadline:
+                self._abort_start()
+                raise StartupRefused(f"local replay of {self.data_dir.root} stopped at entry "
+                                     f"{self._obj.raftLastApplied} of {target} within "
+                                     f"{self.settings.replay_timeout:.0f}s")
+            time.sleep(0.01)
+        if self._fatal is not None:
+            message = self._fatal
+            self._abort_start()
+            raise StartupRefused(message)
+
+    def _abort_start(self) -> None:
+        self._closed = True
+        self._obj.destroy_synchronous()
+
+    def _on_storage_damage(self, message: str) -> None:
+        """A snapshot failed to load (Raft thread): stop this node so it neither votes nor serves."""
+        if self._fatal is None:
+            self._fatal = message
+            log.critical("%s", message)
+            self._stop.set()
+            self._wake.set()
+            self._obj.destroy()  # asynchronous: the Raft thread stops after this tick
 
     # ------------------------------------------------------------------ state machine side
     def _apply_entry(self, payload: str, index: int) -> JsonDict:
@@ -304,17 +402,27 @@ class RaftNode:
         return Committed(outcome["result"], outcome["index"])
 
     def _submit(self, payload: str, timeout: float) -> JsonDict:
-        if self._closed:
-            raise NodeClosed("node is closed")
+        if self._closed or self._fatal is not None:
+            raise NodeClosed(self._fatal or "node is closed")
         if not self.is_leader:
             raise NotLeaderError(self.leader)
+        if not self.journal.has_space(self.settings.min_free_bytes):
+            raise StorageFull(f"Raft journal {self.journal.path}: the disk is full ({self.journal.full_error}); "
+                              "writes are refused until space is freed")
         waiter = _Waiter()
+        full_before = self.journal.full_count
+        deadline = time.monotonic() + timeout
         with self._inflight_lock:
             self._inflight += 1
         try:
             self._obj.guardian_apply(payload, callback=waiter.done)
-            if not waiter.event.wait(timeout):
-                raise ProposalTimeout(f"not committed within {timeout:.2f}s (it may still commit)")
+            while not waiter.event.wait(0.05):
+                if self.journal.full_count != full_before and not waiter.event.wait(0.5):
+                    # the leader's journal refused a write meanwhile: this entry was not logged
+                    raise StorageFull(f"Raft journal {self.journal.path}: no space left on the device; "
+                                      "the command was not written (writes are refused until space is freed)")
+                if time.monotonic() > deadline:
+                    raise ProposalTimeout(f"not committed within {timeout:.2f}s (it may still commit)")
         finally:
             with self._inflight_lock:
                 self._inflight -= 1
@@ -328,6 +436,38 @@ class RaftNode:
             raise ProposalFailed(name, maybe_applied=code in _MAYBE_APPLIED)
         result: JsonDict = waiter.result
         return result
+
+    def _run_on_raft_thread(self) -> None:
+        while self._on_raft_thread:
+            call = self._on_raft_thread.pop(0)
+            try:
+                call()
+            except Exception:
+                log.exception("call on the Raft thread failed")
+
+    def step_down(self, reason: str, timeout: float = 2.0) -> bool:
+        """Hand leadership to the most caught-up connected follower (Raft ``TimeoutNow``).
+
+        pysyncobj has no plain step-down; its ``transferLeadership`` (run here on the Raft thread)
+        asks a fully caught-up follower to start an election at once, which it wins, so no committed
+        entry is at risk.  Returns whether the request was sent (False when this node does not lead,
+        no follower is caught up, or this pysyncobj lacks the call); the role changes a moment later.
+        """
+        transfer = getattr(self._obj, "transferLeadership", None)
+        if not self.is_leader or transfer is None:
+            return False
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def on_result(result: Any, error: int) -> None:
+            box["error"] = error
+            done.set()
+
+        log.warning("stepping down as leader (term %s): %s", self._obj.raftCurrentTerm, reason)
+        self._on_raft_thread.append(lambda: transfer(callback=on_result))
+        if self._notifier is not None:
+            self._notifier.notify()
+        return done.wait(timeout) and box.get("error") == FAIL_REASON.SUCCESS
 
     def _kick_single_node(self) -> None:
         if self._inflight > 0 and self._notifier is not None:
@@ -345,15 +485,34 @@ class RaftNode:
             return self._sm.snapshot(), self._applied_index
 
     def state_hash(self) -> tuple[str, int]:
-        """(SHA-256 of the canonical state, applied index): equal on nodes that agree."""
-        snap, index = self.state()
-        return state_hash(snap), index
+        """(SHA-256 of the canonical state, applied index): equal on nodes that agree.
+
+        Computed at most once per applied index (cached; concurrent callers wait for the one
+        computing), so a burst of status reads costs one hash, not one per request.  The state lock
+        is held only while the canonical JSON text is produced: with the state machine's optional
+        ``canonical_json()`` (JSON text of its live state, no copy) that is one C-speed encoding,
+        otherwise ``snapshot()`` + encoding.  Hashing runs outside the lock.
+        """
+        cached = self._hash_cache
+        if cached is not None and cached[1] == self._applied_index:
+            return cached
+        with self._hash_lock:
+            cached = self._hash_cache
+            if cached is not None and cached[1] == self._applied_index:
+                return cached
+            canonical = getattr(self._sm, "canonical_json", None)
+            with self._lock:
+                index = self._applied_index
+                text = canonical() if callable(canonical) else canonical_json(self._sm.snapshot())
+            result = (hashlib.sha256(text.encode()).hexdigest(), index)
+            self._hash_cache = result
+            return result
 
     # ------------------------------------------------------------------ status
     @property
     def is_leader(self) -> bool:
         """Whether this node believes it is leader (there may briefly be a stale one elsewhere)."""
-        return not self._closed and bool(self._obj._isLeader())
+        return not self._closed and self._fatal is None and bool(self._obj._isLeader())
 
     @property
     def leader(self) -> str | None:
@@ -368,7 +527,7 @@ class RaftNode:
         Leader: it has committed its barrier of the current term.  Follower: it has applied
         everything the leader told it was committed.
         """
-        if self._closed:
+        if self._closed or self._fatal is not None:
             return False
         if self.is_leader:
             return self._leader_term == self._obj.raftCurrentTerm
@@ -413,6 +572,7 @@ class RaftNode:
             ),
             "ready": self.ready,
             "truncations_of_applied": self.truncations,
+            "storage_error": self._fatal or self.journal.full_error,
         }
 
     def wait_ready(self, timeout: float) -> bool:

@@ -1,7 +1,7 @@
 """A runnable Raft node with the demo state machine behind a tiny HTTP API (tests, benchmarks).
 
     python -m raft.node_main --self 127.0.0.1:7001 --peers 127.0.0.1:7002,127.0.0.1:7003 \
-        --data-dir var/n1 --http-port 8001
+        --data-dir var/n1 --http-port 8001 --key-file var/raft.key
 
 Endpoints (JSON in and out):
 
@@ -24,8 +24,10 @@ import signal
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+from raft.auth import read_key
 from raft.demo import DemoStateMachine, validate_demo_command
 from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
 from raft.node import RaftNode, RaftSettings
@@ -112,12 +114,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--self", dest="self_addr", required=True, help="this node's Raft address host:port")
     p.add_argument("--peers", default="", help="comma-separated Raft addresses of the other nodes")
     p.add_argument("--data-dir", required=True, help="directory for the journal and snapshots")
+    p.add_argument("--key-file", type=Path, default=None,
+                   help="the group's shared Raft key (required with --peers; a lone node generates its own)")
     p.add_argument("--http-host", default="127.0.0.1")
     p.add_argument("--http-port", type=int, required=True)
     p.add_argument("--timeout", type=float, default=5.0, help="commit timeout of a proposal (s)")
     p.add_argument("--election-min", type=float, default=RaftSettings.election_timeout_min)
     p.add_argument("--election-max", type=float, default=RaftSettings.election_timeout_max)
     p.add_argument("--compaction-entries", type=int, default=RaftSettings.compaction_min_entries)
+    p.add_argument("--min-free-bytes", type=int, default=RaftSettings.min_free_bytes,
+                   help="refuse proposals while the journal's file system has less free space")
     p.add_argument(
         "--pysyncobj-defaults", action="store_true", help="use pysyncobj's default (batched) settings"
     )
@@ -132,12 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     try:
         if args.pysyncobj_defaults:
-            settings = RaftSettings.pysyncobj_defaults(compaction_min_entries=args.compaction_entries)
+            settings = RaftSettings.pysyncobj_defaults(compaction_min_entries=args.compaction_entries,
+                                                       min_free_bytes=args.min_free_bytes)
         else:
             settings = RaftSettings(
                 election_timeout_min=args.election_min,
                 election_timeout_max=args.election_max,
                 compaction_min_entries=args.compaction_entries,
+                min_free_bytes=args.min_free_bytes,
             )
         node = RaftNode(
             args.self_addr,
@@ -146,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             args.data_dir,
             validator=validate_demo_command,
             settings=settings,
+            key=read_key(args.key_file) if args.key_file is not None else None,
         )
     except (ValueError, RaftError) as exc:
         print(f"error: {exc}", file=sys.stderr)

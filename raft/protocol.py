@@ -66,6 +66,9 @@ class StateMachine(Protocol):
         """Replace the whole state with one produced by :meth:`snapshot`."""
         ...
 
+    # Optional: ``canonical_json() -> str``, the canonical JSON text of the live state (equal to
+    # ``canonical_json(snapshot())``); RaftNode.state_hash then needs no deep copy under its lock.
+
 
 #: Checks (and may normalise) a command before it is proposed; raises CommandRejected.
 Validator = Callable[[JsonDict], JsonDict]

@@ -8,6 +8,7 @@ and is also written to this node's access log with its result. Errors are RFC 78
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -30,6 +31,9 @@ Viewer = Annotated[Principal, Depends(require("viewer"))]
 Operator = Annotated[Principal, Depends(require("operator"))]
 Admin = Annotated[Principal, Depends(require("admin"))]
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: At most this many health/status reads run at once per process; the rest wait on the semaphore (not
+#: for the GIL), so a read burst cannot crowd the Raft thread out of the interpreter.
+_HEALTH_READS = threading.BoundedSemaphore(2)
 
 
 class _In(BaseModel):
@@ -135,25 +139,33 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     @app.get("/readyz", tags=["health"], response_model=None)
     def readyz() -> dict[str, Any] | Response:
-        """Readiness: a leader is known and this node's state is caught up."""
-        status = ctx.store.status()
+        """Readiness: a leader is known, this node's state is caught up and, on the leader, its loops run."""
+        with _HEALTH_READS:
+            status = ctx.store.status()
         if not status.get("ready"):
             return problem(503, "not ready: no leader known or state not caught up", raft=status)
-        return {"status": "ready", "role": status.get("role"), "leader": status.get("leader")}
+        loops = ctx.loops.report() if ctx.loops is not None else {}
+        stale = ctx.loops.stale_loops() if ctx.loops is not None and status.get("is_leader") else {}
+        if stale:
+            names = ", ".join(f"{name} (silent {secs:.0f} s)" for name, secs in sorted(stale.items()))
+            return problem(503, f"not ready: the leader's loops are not running: {names}", loops=loops)
+        return {"status": "ready", "role": status.get("role"), "leader": status.get("leader"), "loops": loops}
 
     @app.get("/metrics", tags=["health"])
     def metrics() -> Response:
         """Guardian's own Prometheus metrics."""
-        status = ctx.store.status()
-        ctx.metrics.raft_is_leader.set(1 if status.get("is_leader") else 0)
-        ctx.metrics.raft_term.set(float(status.get("term") or 0))
-        ctx.metrics.raft_commit_index.set(float(status.get("commit_index") or 0))
-        return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        with _HEALTH_READS:
+            status = ctx.store.status()
+            ctx.metrics.raft_is_leader.set(1 if status.get("is_leader") else 0)
+            ctx.metrics.raft_term.set(float(status.get("term") or 0))
+            ctx.metrics.raft_commit_index.set(float(status.get("commit_index") or 0))
+            return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/api/v1/status", tags=["health"])
     def status(_: Viewer) -> dict[str, Any]:
         """Raft role, term, leader and commit index of this node."""
-        return {"raft": ctx.store.status(), "clusters": read(lambda s: sorted(s["clusters"]))}
+        with _HEALTH_READS:
+            return {"raft": ctx.store.status(), "clusters": read(lambda s: sorted(s["clusters"]))}
 
     # ------------------------------------------------------------------ federation
     @app.get("/api/v1/clusters", tags=["federation"])

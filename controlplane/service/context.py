@@ -14,6 +14,7 @@ from controlplane.service.snapshots import SnapshotCache
 from controlplane.state.store import StateStore
 
 if TYPE_CHECKING:
+    from controlplane.service.scheduler import LeaderScheduler
     from controlplane.service.throttle_loop import ThrottleService
     from planners.load_basis import ModelledLoad
 
@@ -37,6 +38,8 @@ class ServiceContext:
     plans); wired to ClickHouse by :mod:`controlplane.bootstrap`."""
     analytics: Any = None
     """:class:`controlplane.service.analytics_job.AnalyticsJob` when scheduled analytics is configured."""
+    loops: LeaderScheduler | None = None
+    """The leader-only loops (set by the scheduler itself): their last runs, for /readyz."""
     imbalance_seen: dict[str, datetime] = field(default_factory=dict)
     """Per cluster, when the snapshot that first showed imbalance above its auto-rebalance threshold was
     observed; auto-rebalance acts when a later one confirms it. Per node: a new leader waits one snapshot more."""

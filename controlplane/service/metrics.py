@@ -14,6 +14,10 @@ class ServiceMetrics:
                                       ["loop"], registry=self.registry)
         self.loop_errors = Counter("guardian_loop_errors_total", "Loop passes that failed", ["loop"],
                                    registry=self.registry)
+        self.loop_runs = Counter("guardian_loop_runs_total", "Loop passes by outcome (ok, error, follower)",
+                                 ["loop", "outcome"], registry=self.registry)
+        self.loop_last_run = Gauge("guardian_loop_last_run_timestamp_seconds",
+                                   "When the loop last finished a pass (Unix time)", ["loop"], registry=self.registry)
         self.snapshot_age = Gauge("guardian_snapshot_age_seconds", "Age of the latest snapshot", ["cluster"],
                                   registry=self.registry)
         self.actions = Counter("guardian_actions_total", "Commands committed to the replicated state", ["type"],

@@ -20,10 +20,11 @@ class RaftStateStore:
     def __init__(self, self_addr: str, peers: list[str], data_dir: Path, *,
                  on_leader_gained: Callable[[int], None] | None = None,
                  on_leader_lost: Callable[[], None] | None = None,
-                 settings: RaftSettings | None = None) -> None:
+                 settings: RaftSettings | None = None, key: bytes | None = None) -> None:
         self._sm = GuardianState()
         self.node = RaftNode(self_addr, peers, self._sm, data_dir, validator=validate_command,
-                             settings=settings, on_leader_gained=on_leader_gained, on_leader_lost=on_leader_lost)
+                             settings=settings, on_leader_gained=on_leader_gained, on_leader_lost=on_leader_lost,
+                             key=key)
 
     @property
     def is_leader(self) -> bool:
@@ -32,6 +33,10 @@ class RaftStateStore:
     def status(self) -> dict[str, Any]:
         digest, index = self.node.state_hash()
         return {**self.node.status(), "state_hash": digest, "state_index": index}
+
+    def step_down(self, reason: str) -> bool:
+        """Hand leadership to a caught-up follower (see :meth:`RaftNode.step_down`)."""
+        return self.node.step_down(reason)
 
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
         return self.node.propose(command, timeout)

@@ -30,7 +30,7 @@ from controlplane.state.commands import (
     ThrottleSet,
     parse_command,
 )
-from raft.protocol import CommandRejected, JsonDict
+from raft.protocol import CommandRejected, JsonDict, canonical_json
 
 ACTION_LOG_LIMIT = 5000
 TERMINAL_TASK_STATES = frozenset({"COMPLETED", "ABORTED", "DEAD"})
@@ -61,6 +61,11 @@ class GuardianState:
     def snapshot(self) -> JsonDict:
         """A deep copy of the whole state."""
         return copy.deepcopy(self.state)
+
+    def canonical_json(self) -> str:
+        """Canonical JSON text of the live state (no copy): what :func:`raft.protocol.state_hash` hashes.
+        Optional for :class:`raft.node.RaftNode`, which then hashes under its lock without a deep copy."""
+        return canonical_json(self.state)
 
     def restore(self, snapshot: JsonDict) -> None:
         """Replace the state with one from :meth:`snapshot`."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -11,12 +14,14 @@ from typing import Any
 import pytest
 
 from raft.demo import DemoStateMachine, validate_demo_command
-from raft.errors import NodeClosed, NotLeaderError
+from raft.errors import NodeClosed, NotLeaderError, StartupRefused, StorageFull
 from raft.localcluster import free_ports
 from raft.node import RaftNode, RaftSettings
 from raft.protocol import CommandConflict, CommandRejected, JsonDict
 
 pytestmark = pytest.mark.timeout(60)
+
+KEY = b"test-group-shared-raft-key-0123456789"
 
 
 class BuggyMachine(DemoStateMachine):
@@ -140,6 +145,7 @@ def test_three_in_process_nodes_hand_over_leadership(tmp_path: Path) -> None:
                     tmp_path / f"n{i}",
                     on_leader_gained=events[i].on_gained,
                     on_leader_lost=events[i].on_lost,
+                    key=KEY,
                 )
             )
         assert wait_for(lambda: any(n.ready and n.is_leader for n in nodes), 10)
@@ -212,7 +218,8 @@ def test_leader_cut_off_from_majority_steps_down_within_an_election_timeout(tmp_
     try:
         for i, addr in enumerate(addrs):
             nodes.append(
-                RaftNode(addr, addrs, DemoStateMachine(), tmp_path / f"n{i}", on_leader_lost=events[i].on_lost)
+                RaftNode(addr, addrs, DemoStateMachine(), tmp_path / f"n{i}", on_leader_lost=events[i].on_lost,
+                         key=KEY)
             )
         assert wait_for(lambda: any(n.ready and n.is_leader for n in nodes), 10)
         leader = next(i for i, n in enumerate(nodes) if n.is_leader)
@@ -230,3 +237,71 @@ def test_leader_cut_off_from_majority_steps_down_within_an_election_timeout(tmp_
     finally:
         for n in nodes:
             n.close()
+
+
+def test_a_multi_node_group_refuses_to_start_without_a_key_and_a_lone_node_makes_its_own(tmp_path: Path) -> None:
+    a, b = (f"127.0.0.1:{p}" for p in free_ports(2))
+    with pytest.raises(StartupRefused, match="shared key"):
+        RaftNode(a, [b], DemoStateMachine(), tmp_path / "multi")
+    node = RaftNode(a, [], DemoStateMachine(), tmp_path / "single")
+    try:
+        key_file = tmp_path / "single" / "raft.key"
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        assert len(key_file.read_text().strip()) >= 32
+        assert node.wait_ready(5)
+    finally:
+        node.close()
+
+
+def test_a_full_disk_refuses_proposals_clearly_and_the_node_recovers(tmp_path: Path) -> None:
+    full = {"on": False}
+
+    def fault(op: str) -> None:
+        if full["on"] and op == "add":
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    (port,) = free_ports(1)
+    node = RaftNode(f"127.0.0.1:{port}", [], DemoStateMachine(), tmp_path / "n", journal_fault=fault)
+    try:
+        assert node.wait_ready(5)
+        assert node.propose({"type": "put", "key": "a", "value": 1}) == {"key": "a", "version": 1}
+        full["on"] = True
+        t0 = time.monotonic()
+        with pytest.raises(StorageFull, match="no space left"):
+            node.propose({"type": "put", "key": "b", "value": 1}, timeout=5)
+        assert time.monotonic() - t0 < 2, "refused at once, not after the proposal timeout"
+        with pytest.raises(StorageFull):
+            node.propose({"type": "put", "key": "c", "value": 1}, timeout=5)
+        assert node.status()["storage_error"]
+        full["on"] = False
+        time.sleep(1.1)
+        assert node.propose({"type": "put", "key": "d", "value": 1}) == {"key": "d", "version": 1}
+        assert node.read(lambda sm: sorted(sm.kv)) == ["a", "d"]
+    finally:
+        node.close()
+
+
+def test_step_down_hands_leadership_to_a_caught_up_follower(tmp_path: Path) -> None:
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    nodes: list[RaftNode] = []
+    try:
+        nodes = [RaftNode(a, addrs, DemoStateMachine(), tmp_path / f"n{i}", key=KEY) for i, a in enumerate(addrs)]
+        assert wait_for(lambda: any(n.ready and n.is_leader for n in nodes), 10)
+        leader = next(i for i, n in enumerate(nodes) if n.is_leader)
+        nodes[leader].propose({"type": "put", "key": "k", "value": 1})
+        assert wait_for(lambda: all(n.state()[1] == nodes[leader].state()[1] for n in nodes))
+        assert nodes[leader].step_down("test")
+        assert wait_for(lambda: any(n.is_leader and n.ready for i, n in enumerate(nodes) if i != leader), 5)
+        assert not nodes[leader].is_leader
+    finally:
+        for n in nodes:
+            n.close()
+
+
+def test_pysyncobj_errors_reach_the_log_without_any_logging_configured() -> None:
+    code = ("import logging, raft.node; logging.getLogger('pysyncobj.syncobj').error('boom from pysyncobj'); "
+            "logging.getLogger('pysyncobj.syncobj').critical('truncating already-applied log entries from 3'); "
+            "print(raft.node._TRUNCATIONS.count)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "boom from pysyncobj" in done.stderr and "truncating already-applied" in done.stderr
+    assert done.stdout.strip() == "1"
