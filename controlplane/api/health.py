@@ -1,0 +1,51 @@
+"""Liveness, readiness, Prometheus metrics (no token) and the node's Raft status (viewer).
+
+Goal: what a load balancer, Prometheus and an operator ask a node about itself. Method: each answer is
+read from the store's status (``/readyz`` is 503 as a problem document until a leader is known and this
+node is caught up). Guarantee: ``/healthz`` touches nothing but the process; the token-free routes reveal
+no state beyond Raft figures. Cost: ``/metrics`` renders the registry (O(series)); ``/status`` reads
+the cluster names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from controlplane.api.deps import Ctx, Viewer, read
+from controlplane.api.errors import problem
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=None)
+def readyz(ctx: Ctx) -> dict[str, Any] | Response:
+    """Readiness: a leader is known and this node's state is caught up."""
+    status = ctx.store.status()
+    if not status.get("ready"):
+        return problem(503, "not ready: no leader known or state not caught up", raft=status)
+    return {"status": "ready", "role": status.get("role"), "leader": status.get("leader")}
+
+
+@router.get("/metrics")
+def metrics(ctx: Ctx) -> Response:
+    """Guardian's own Prometheus metrics."""
+    status = ctx.store.status()
+    ctx.metrics.raft_is_leader.set(1 if status.get("is_leader") else 0)
+    ctx.metrics.raft_term.set(float(status.get("term") or 0))
+    ctx.metrics.raft_commit_index.set(float(status.get("commit_index") or 0))
+    return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/api/v1/status")
+def status(ctx: Ctx, _: Viewer) -> dict[str, Any]:
+    """Raft role, term, leader and commit index of this node."""
+    return {"raft": ctx.store.status(), "clusters": read(ctx, lambda s: sorted(s["clusters"]))}

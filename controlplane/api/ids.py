@@ -1,0 +1,28 @@
+"""Globally unique, monotonic 64-bit ids for other systems (unique across failovers).
+
+Goal: one id allocator for the federation. Method: an ``ids.allocate`` command advances the replicated
+counter by ``count``. Guarantee: ranges never overlap, across leaders too, because the counter is part
+of the replicated state. Cost: one Raft round trip per range, whatever its size.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from controlplane.api.deps import Ctx, Operator, propose
+
+router = APIRouter(tags=["ids"])
+
+
+class IdsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    count: Annotated[int, Field(ge=1, le=1_000_000)] = 1
+
+
+@router.post("/api/v1/ids")
+def allocate_ids(ctx: Ctx, body: IdsIn, request: Request, who: Operator) -> Any:
+    """Allocate globally unique, monotonic 64-bit ids (unique across failovers)."""
+    return propose(ctx, request, who, {"type": "ids.allocate", "count": body.count})
