@@ -21,16 +21,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from controlplane.api.deps import Ctx, Operator
 from controlplane.api.errors import ApiError
+from controlplane.api.guard import MiB, max_body
+from controlplane.api.schemas import INT32_MAX
 from controlplane.api.throttles import leader_only, throttle_service
 from controlplane.service.throttle_loop import AlertRecord
 
 router = APIRouter(tags=["throttles"])
+ALERTS_MAX_BODY = 8 * MiB
+"""10,000 alerts (the model's cap) of ~800 bytes each."""
 
 
 class AlertIn(BaseModel):
     """One alert of the webhook (Alertmanager's other fields are accepted and ignored)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     status: Literal["firing", "resolved"]
     labels: dict[str, str]
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -42,7 +46,7 @@ class AlertIn(BaseModel):
 class AlertmanagerIn(BaseModel):
     """Alertmanager webhook payload (``version`` "4")."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     version: str = "4"
     status: Literal["firing", "resolved"] | None = None
     alerts: Annotated[list[AlertIn], Field(max_length=10_000)]
@@ -59,10 +63,10 @@ def to_records(body: AlertmanagerIn, now: str) -> tuple[list[AlertRecord], int]:
             continue
         try:
             broker_id = int(broker)
-            if broker_id < 0:
+            if not 0 <= broker_id <= INT32_MAX:
                 raise ValueError
         except ValueError:
-            raise ApiError(400, f"$.alerts[{i}].labels.broker: expected a broker id (integer >= 0), "
+            raise ApiError(400, f"$.alerts[{i}].labels.broker: expected a broker id (integer 0..2147483647), "
                                 f"got {broker!r}") from None
         fingerprint = a.fingerprint or hashlib.sha256(
             json.dumps(sorted(labels.items())).encode()).hexdigest()[:16]
@@ -71,7 +75,7 @@ def to_records(body: AlertmanagerIn, now: str) -> tuple[list[AlertRecord], int]:
     return records, ignored
 
 
-@router.post("/api/v1/alerts/alertmanager")
+@router.post("/api/v1/alerts/alertmanager", openapi_extra=max_body(ALERTS_MAX_BODY))
 def alertmanager(ctx: Ctx, body: AlertmanagerIn, _: Operator) -> dict[str, Any]:
     """Alertmanager webhook: alerts with cluster/broker/disk labels trigger an immediate evaluation."""
     service = throttle_service(ctx)

@@ -18,10 +18,11 @@ from analytics_spark import store as analytics_store
 from analytics_spark.clickhouse import ClickHouse
 from controlplane.api.deps import Ctx, Viewer
 from controlplane.api.errors import ApiError
+from controlplane.api.schemas import problem_response
 from controlplane.service.context import ServiceContext
 
 T = TypeVar("T")
-router = APIRouter(tags=["analytics"])
+router = APIRouter(tags=["analytics"], responses={503: problem_response(503)})
 
 
 def query(ctx: ServiceContext, fn: Callable[[ClickHouse], T]) -> T:

@@ -1,33 +1,41 @@
 """The federation's clusters: register, list, get, forget, and their policies (auto-rebalance window,
 IDC placement, resource pools).
 
-Goal: the admin's view of which clusters Guardian manages and under which rules. Method: each write is
-one replicated command (``cluster.register``, ``cluster.remove``, ``cluster.auto_rebalance``,
-``placement.set``, ``pool.assign``); the state machine refuses what its preconditions forbid (409).
-Guarantee: a 404 for an unknown cluster is answered before anything is proposed; a cluster's cached
-snapshot is dropped only after its removal committed. Cost: one state read per call plus, for writes,
-one Raft round trip; ``GET /clusters/{name}`` adds the pool statistics of the latest snapshot
-(O(replicas)).
+Goal: the admin's view of which clusters Guardian manages and under which rules, with careless input
+refused when it is written rather than when a loop trips over it. Method: each write is one replicated
+command (``cluster.register``, ``cluster.remove``, ``cluster.auto_rebalance``, ``placement.set``,
+``pool.assign``); the state machine refuses what its preconditions forbid (409: e.g. removing a
+cluster with approved or executing plans or a running execution). Before proposing, the API checks
+what only it can: the cron window parses and fires (400 ``$.window_cron``), and a pool is not given
+brokers that hold replicas of topics that would then straddle pools (409 naming brokers and topics;
+checked against the latest snapshot, and said so when there is none). Guarantee: a 404 for an unknown
+cluster is answered before anything is proposed; a cluster's cached snapshot is dropped only after its
+removal committed. Cost: one state read per call plus, for writes, one Raft round trip;
+``GET /clusters/{name}`` adds the pool statistics of the latest snapshot and a pool assignment one
+pass over its topics' replicas (O(replicas)).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+from apscheduler.triggers.cron import CronTrigger
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, field_validator
 
 from controlplane.api.deps import Admin, Ctx, Viewer, cluster_or_404, propose, read
-from domain import pool_stats
+from controlplane.api.errors import ApiError
+from controlplane.api.schemas import BrokerId, StrictIn
+from domain import ClusterSnapshot, pool_stats
 
 router = APIRouter(tags=["federation"])
+SHOWN = 10
+"""Topics named per broker in a pool-assignment refusal."""
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class ClusterIn(_In):
+class ClusterIn(StrictIn):
     name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
     bootstrap_servers: Annotated[list[str], Field(min_length=1)]
     metrics_urls: dict[str, str] = Field(default_factory=dict)
@@ -35,22 +43,52 @@ class ClusterIn(_In):
     capabilities: dict[str, bool] = Field(default_factory=dict)
 
 
-class AutoRebalanceIn(_In):
+class AutoRebalanceIn(StrictIn):
     enabled: bool
-    window_cron: str = "0 2 * * *"
+    window_cron: str = Field(default="0 2 * * *", description="5-field crontab, UTC: when the window opens")
     window_minutes: Annotated[int, Field(ge=1, le=1440)] = 240
     threshold: Annotated[float, Field(gt=1.0, le=100.0)] = 1.25
     max_partitions: Annotated[int, Field(ge=1, le=100_000)] = 50
     load_basis: Literal["window", "modelled_peak"] = "window"
 
+    @field_validator("window_cron")
+    @classmethod
+    def _fires(cls, value: str) -> str:
+        """The window must parse as auto-rebalance parses it (5 fields, UTC) and open at some time."""
+        try:
+            trigger = CronTrigger.from_crontab(value, timezone="UTC")
+        except ValueError as exc:
+            raise ValueError(f"not a 5-field crontab: {exc}") from None
+        if trigger.get_next_fire_time(None, datetime.now(UTC)) is None:
+            raise ValueError(f"{value!r} never fires")
+        return value
 
-class PlacementIn(_In):
+
+class PlacementIn(StrictIn):
     topic: str | None = None
     placement: dict[str, Annotated[int, Field(ge=1, le=16)]] | None
 
 
-class PoolIn(_In):
-    brokers: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+class PoolIn(StrictIn):
+    brokers: Annotated[list[BrokerId], Field(min_length=1)]
+
+
+def pool_conflicts(snapshot: ClusterSnapshot, assigned: Mapping[str, Iterable[int]], pool: str,
+                   brokers: Iterable[int]) -> dict[int, list[str]]:
+    """Per broker being moved into ``pool``, the topics it holds replicas of that would not lie wholly in
+    ``pool`` afterwards (other replicas on brokers of another pool). Broker pools: the snapshot's labels
+    overridden by the replicated ``assigned`` pools. O(replicas)."""
+    moving = set(brokers)
+    pool_of = {b.id: b.pool for b in snapshot.brokers}
+    pool_of.update({b: name for name, members in assigned.items() for b in members})
+    found: dict[int, list[str]] = {}
+    for topic in snapshot.topics:
+        holders = {r for p in topic.partitions for r in p.replicas}
+        mine = holders & moving
+        if mine and any(b not in moving and pool_of.get(b) != pool for b in holders):
+            for b in mine:
+                found.setdefault(b, []).append(topic.name)
+    return {b: sorted(topics) for b, topics in sorted(found.items())}
 
 
 @router.get("/api/v1/clusters")
@@ -83,7 +121,7 @@ def get_cluster(ctx: Ctx, name: str, _: Viewer) -> dict[str, Any]:
 
 @router.delete("/api/v1/clusters/{name}")
 def remove_cluster(ctx: Ctx, name: str, request: Request, who: Admin) -> Any:
-    """Forget a cluster (refused while an execution runs on it)."""
+    """Forget a cluster (refused while it has approved or executing plans or a running execution)."""
     cluster_or_404(ctx, name)
     result = propose(ctx, request, who, {"type": "cluster.remove", "name": name})
     ctx.snapshots.drop(name)
@@ -106,6 +144,19 @@ def set_placement(ctx: Ctx, name: str, body: PlacementIn, request: Request, who:
 
 @router.put("/api/v1/clusters/{name}/pools/{pool}")
 def assign_pool(ctx: Ctx, name: str, pool: str, body: PoolIn, request: Request, who: Admin) -> Any:
-    """Move brokers into resource pool ``pool``."""
-    cluster_or_404(ctx, name)
-    return propose(ctx, request, who, {"type": "pool.assign", "cluster": name, "pool": pool, **body.model_dump()})
+    """Move brokers into resource pool ``pool`` (refused while they hold replicas of other pools' topics)."""
+    cluster = cluster_or_404(ctx, name)
+    snap = ctx.snapshots.get(name)
+    if snap is not None:
+        conflicts = pool_conflicts(snap, cluster.get("pools") or {}, pool, body.brokers)
+        if conflicts:
+            named = "; ".join(f"{b}: {', '.join(ts[:SHOWN])}{' ...' if len(ts) > SHOWN else ''}"
+                              for b, ts in conflicts.items())
+            raise ApiError(409, f"brokers {sorted(conflicts)} hold replicas of topics that would straddle pool "
+                                f"{pool!r} and other pools ({named}); move those replicas off them first",
+                           brokers={str(b): ts for b, ts in conflicts.items()})
+    result = propose(ctx, request, who, {"type": "pool.assign", "cluster": name, "pool": pool,
+                                         **body.model_dump()})
+    if snap is None:
+        result = {**result, "note": f"no snapshot of cluster {name!r} yet: the brokers' replicas were not checked"}
+    return result

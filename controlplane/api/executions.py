@@ -12,17 +12,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
-from pydantic import BaseModel, ConfigDict
 
 from controlplane.api.deps import Ctx, Operator, Viewer, propose, read
 from controlplane.api.errors import ApiError
+from controlplane.api.schemas import StrictIn
 from controlplane.service.context import ServiceContext
 
 router = APIRouter(tags=["executions"])
 
 
-class StopIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class StopIn(StrictIn):
     rollback: bool = False
 
 

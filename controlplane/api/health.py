@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controlplane.api.deps import Ctx, Viewer, read
 from controlplane.api.errors import problem
+from controlplane.api.schemas import problem_response
 
 router = APIRouter(tags=["health"])
 
@@ -26,7 +27,7 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None)
+@router.get("/readyz", response_model=None, responses={503: problem_response(503)})
 def readyz(ctx: Ctx) -> dict[str, Any] | Response:
     """Readiness: a leader is known and this node's state is caught up."""
     status = ctx.store.status()

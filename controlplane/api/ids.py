@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from controlplane.api.deps import Ctx, Operator, propose
+from controlplane.api.schemas import StrictIn
 
 router = APIRouter(tags=["ids"])
 
 
-class IdsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class IdsIn(StrictIn):
     count: Annotated[int, Field(ge=1, le=1_000_000)] = 1
 
 

@@ -5,7 +5,8 @@ computed over the cluster's latest fresh snapshot (or parsed from a guardian.pla
 with the shared invariant checker and recorded as a ``plan.propose`` command; decisions are
 ``plan.approve``/``plan.reject``; ``execute`` hands an approved plan to this node's executor, which
 re-checks it against the live cluster. Guarantee: a plan that breaks a constraint is never recorded
-(409 with the violations); an unknown plan is 404 before anything is proposed. Cost: planning and
+(409 with the violations); an unknown plan is 404 before anything is proposed; a plan whose cluster
+was removed is 409, never handed to an executor. Bodies: JSON up to 1 MiB, a plan file up to 32 MiB. Cost: planning and
 checking are O(the planner) on the snapshot; the rest is one state read and one Raft round trip.
 """
 
@@ -15,10 +16,12 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from controlplane.api.deps import Ctx, Operator, Viewer, propose, read, snapshot_or_409
 from controlplane.api.errors import ApiError
+from controlplane.api.guard import MiB, max_body
+from controlplane.api.schemas import StrictIn
 from controlplane.executor.reconcile import ExecutionConflict, PlanRejected
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
@@ -26,10 +29,11 @@ from domain import check_plan, parse_plan, plan_to_dict
 from kafkaio.admin import AdminError
 
 router = APIRouter(tags=["plans"])
+PLAN_MAX_BODY = 32 * MiB
+"""A plan moving 100k partitions is ~15 MB of JSON."""
 
 
-class PlanIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class PlanIn(StrictIn):
     cluster: str
     kind: str = "rebalance"
     params: dict[str, Any] = Field(default_factory=dict)
@@ -68,7 +72,7 @@ def create_plan(ctx: Ctx, body: PlanIn, request: Request, who: Operator) -> Any:
                                        "plan": plan_to_dict(plan), "snapshot_taken_at": snap.taken_at.isoformat()})
 
 
-@router.post("/api/v1/plans/import", status_code=201)
+@router.post("/api/v1/plans/import", status_code=201, openapi_extra=max_body(PLAN_MAX_BODY, raw_json=True))
 async def import_plan(ctx: Ctx, request: Request, who: Operator) -> Any:
     """Record a guardian.plan/v1 document as a proposal after checking it against the latest snapshot."""
     plan = parse_plan(await request.body())
@@ -115,6 +119,8 @@ def execute_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator) -> Any
     record = plan_or_404(ctx, plan_id)
     if record["status"] not in ("approved", "executing"):
         raise ApiError(409, f"plan {plan_id} is {record['status']}; approve it before executing")
+    if not read(ctx, lambda s: record["cluster"] in s["clusters"]):
+        raise ApiError(409, f"plan {plan_id} is for cluster {record['cluster']!r}, which is no longer registered")
     if ctx.executor is None:
         raise ApiError(503, "no executor on this node")
     try:

@@ -16,9 +16,14 @@ from fastapi import APIRouter, Request, Response
 
 from controlplane.api.deps import Ctx, Operator, Viewer, cluster_or_404, snapshot_or_409
 from controlplane.api.errors import ApiError
+from controlplane.api.guard import MiB, max_body
+from controlplane.api.schemas import problem_response
 from domain import dump_snapshot, parse_snapshot
 
 router = APIRouter(tags=["federation"])
+SNAPSHOT_MAX_BODY = 64 * MiB
+"""A 100k-partition snapshot is ~35 MB of JSON."""
+STALE: dict[int | str, dict[str, Any]] = {409: problem_response(409)}
 
 
 @router.get("/api/v1/clusters/{name}/snapshot")
@@ -31,7 +36,7 @@ def get_snapshot(ctx: Ctx, name: str, _: Viewer) -> Response:
     return Response(dump_snapshot(snap), media_type="application/json")
 
 
-@router.put("/api/v1/clusters/{name}/snapshot")
+@router.put("/api/v1/clusters/{name}/snapshot", openapi_extra=max_body(SNAPSHOT_MAX_BODY, raw_json=True))
 async def put_snapshot(ctx: Ctx, name: str, request: Request, _: Operator) -> dict[str, Any]:
     """Import a guardian.snapshot/v1 document as the cluster's latest snapshot."""
     cluster_or_404(ctx, name)
@@ -42,7 +47,7 @@ async def put_snapshot(ctx: Ctx, name: str, request: Request, _: Operator) -> di
     return {"cluster": name, "taken_at": snap.taken_at.isoformat(), "brokers": len(snap.brokers)}
 
 
-@router.get("/api/v1/clusters/{name}/brokers")
+@router.get("/api/v1/clusters/{name}/brokers", responses=STALE)
 def brokers(ctx: Ctx, name: str, _: Viewer) -> list[dict[str, Any]]:
     """Brokers with live load from the latest snapshot."""
     snap = snapshot_or_409(ctx, name)
@@ -53,7 +58,7 @@ def brokers(ctx: Ctx, name: str, _: Viewer) -> list[dict[str, Any]]:
              "disk_load_bytes_per_s": loads[b.id].disk_load_bytes_per_s} for b in snap.brokers]
 
 
-@router.get("/api/v1/clusters/{name}/disks")
+@router.get("/api/v1/clusters/{name}/disks", responses=STALE)
 def disks(ctx: Ctx, name: str, _: Viewer) -> list[dict[str, Any]]:
     """Disks with measured util/await and estimated utilisation from the latest snapshot."""
     snap = snapshot_or_409(ctx, name)
@@ -64,7 +69,7 @@ def disks(ctx: Ctx, name: str, _: Viewer) -> list[dict[str, Any]]:
              "replicas": len(index.replicas_on_disk[(b.id, d.path)])} for b in snap.brokers for d in b.disks]
 
 
-@router.get("/api/v1/clusters/{name}/topics")
+@router.get("/api/v1/clusters/{name}/topics", responses=STALE)
 def topics(ctx: Ctx, name: str, _: Viewer) -> list[dict[str, Any]]:
     """Topics with their pool, placement and live load from the latest snapshot."""
     snap = snapshot_or_409(ctx, name)

@@ -14,10 +14,11 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from controlplane.api.deps import Ctx, Operator, Viewer, cluster_or_404, propose, read
 from controlplane.api.errors import ApiError
+from controlplane.api.schemas import StrictIn
 from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 from raft.errors import NotLeaderError
@@ -25,8 +26,7 @@ from raft.errors import NotLeaderError
 router = APIRouter(tags=["throttles"])
 
 
-class ThrottleIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class ThrottleIn(StrictIn):
     kind: Annotated[str, Field(min_length=1)]
     target: dict[str, Any]
     rate_bytes_per_s: Annotated[float, Field(ge=0)]
