@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from apscheduler.triggers.cron import CronTrigger
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from pydantic import Field, field_validator
 
 from controlplane.api.deps import Admin, Ctx, Viewer, cluster_or_404, propose, read
 from controlplane.api.errors import ApiError
-from controlplane.api.schemas import BrokerId, StrictIn
+from controlplane.api.schemas import NAME_PATTERN, BrokerId, Name, StrictIn, int_in
 from domain import ClusterSnapshot, pool_stats
 
 router = APIRouter(tags=["federation"])
@@ -37,7 +37,7 @@ SHOWN = 10
 
 class ClusterIn(StrictIn):
     name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
-    bootstrap_servers: Annotated[list[str], Field(min_length=1)]
+    bootstrap_servers: Annotated[list[Annotated[str, Field(min_length=3)]], Field(min_length=1)]
     metrics_urls: dict[str, str] = Field(default_factory=dict)
     control_url: str | None = None
     capabilities: dict[str, bool] = Field(default_factory=dict)
@@ -45,10 +45,11 @@ class ClusterIn(StrictIn):
 
 class AutoRebalanceIn(StrictIn):
     enabled: bool
-    window_cron: str = Field(default="0 2 * * *", description="5-field crontab, UTC: when the window opens")
-    window_minutes: Annotated[int, Field(ge=1, le=1440)] = 240
+    window_cron: str = Field(default="0 2 * * *", pattern=r"^\S+(\s+\S+){4}$", max_length=100,
+                             description="5-field crontab, UTC: when the window opens")
+    window_minutes: int_in(1, 1440) = 240  # type: ignore[valid-type]
     threshold: Annotated[float, Field(gt=1.0, le=100.0)] = 1.25
-    max_partitions: Annotated[int, Field(ge=1, le=100_000)] = 50
+    max_partitions: int_in(1, 100_000) = 50  # type: ignore[valid-type]
     load_basis: Literal["window", "modelled_peak"] = "window"
 
     @field_validator("window_cron")
@@ -65,8 +66,8 @@ class AutoRebalanceIn(StrictIn):
 
 
 class PlacementIn(StrictIn):
-    topic: str | None = None
-    placement: dict[str, Annotated[int, Field(ge=1, le=16)]] | None
+    topic: Name | None = None
+    placement: dict[Name, int_in(1, 16)] | None  # type: ignore[valid-type]
 
 
 class PoolIn(StrictIn):
@@ -143,7 +144,8 @@ def set_placement(ctx: Ctx, name: str, body: PlacementIn, request: Request, who:
 
 
 @router.put("/api/v1/clusters/{name}/pools/{pool}")
-def assign_pool(ctx: Ctx, name: str, pool: str, body: PoolIn, request: Request, who: Admin) -> Any:
+def assign_pool(ctx: Ctx, name: str, pool: Annotated[str, Path(min_length=1, max_length=200, pattern=NAME_PATTERN)],
+                body: PoolIn, request: Request, who: Admin) -> Any:
     """Move brokers into resource pool ``pool`` (refused while they hold replicas of other pools' topics)."""
     cluster = cluster_or_404(ctx, name)
     snap = ctx.snapshots.get(name)

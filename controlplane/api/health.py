@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Response
+from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controlplane.api.deps import Ctx, Viewer, read
@@ -36,7 +37,7 @@ def readyz(ctx: Ctx) -> dict[str, Any] | Response:
     return {"status": "ready", "role": status.get("role"), "leader": status.get("leader")}
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse)
 def metrics(ctx: Ctx) -> Response:
     """Guardian's own Prometheus metrics."""
     status = ctx.store.status()

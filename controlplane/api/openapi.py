@@ -1,11 +1,12 @@
 """The OpenAPI document as the API behaves: problem+json error responses per operation, no 422.
 
 Goal: a spec a client generator or schemathesis can hold the API to. Method: FastAPI generates the
-document; :func:`install_openapi` post-processes it once — it drops FastAPI's 422 ``HTTPValidationError``
-(validation errors are 400 problems here), adds the :class:`~controlplane.api.schemas.Problem` schema
-and documents on each operation the errors it can return, derived from the route: 400 (it takes
-parameters or a body), 401/403 (it needs a role), 404 (a path names a resource), 409/503/504 and the
-307 to the leader (it writes through Raft), 413/415 (it takes a body); routes add their own with
+document; :func:`install_openapi` post-processes it once — it drops FastAPI's 422
+``HTTPValidationError`` (validation errors are 400 problems here), adds the
+:class:`~controlplane.api.schemas.Problem` schema and documents on each operation the errors it can
+return, derived from the route: 400 (it takes parameters or a body), 401/403 (it needs a role), 404 (a
+path names a resource, or it writes: the body may name an unknown cluster), 409/503/504 and the 307 to
+the leader (it writes through Raft), 413/415 (it takes a body); routes add their own with
 ``responses=``. The bearer security scheme comes from :mod:`controlplane.api.auth`. Guarantee: the
 operation set is FastAPI's, unchanged. Cost: once per app, on the first ``/openapi.json``.
 """
@@ -35,7 +36,7 @@ def error_statuses(route: APIRoute, method: str) -> list[int]:
     if route.dependant.path_params:
         out.add(404)
     if rule.role is not None and method in WRITES:
-        out |= {409, 503, 504}
+        out |= {404, 409, 503, 504}  # 404: also a cluster named in the body
     if rule.takes_body:
         out |= {413, 415}
     return sorted(out)

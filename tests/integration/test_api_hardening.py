@@ -172,7 +172,7 @@ def test_snapshot_import_takes_more_than_the_default_cap(client: TestClient, ctx
 @pytest.mark.parametrize(("path", "method", "body", "field"), [
     ("/api/v1/ids", "post", {"count": "1"}, "$.count"),
     ("/api/v1/ids", "post", {"count": True}, "$.count"),
-    ("/api/v1/ids", "post", {"count": 1.0}, "$.count"),
+    ("/api/v1/ids", "post", {"count": 1.5}, "$.count"),
     ("/api/v1/clusters/c1/auto-rebalance", "put", {"enabled": True, "window_minutes": True}, "$.window_minutes"),
     ("/api/v1/clusters/c1/auto-rebalance", "put", {"enabled": "yes"}, "$.enabled"),
     ("/api/v1/clusters/c1/pools/pay", "put", {"brokers": ["4"]}, "$.brokers[0]"),
@@ -291,8 +291,9 @@ def test_executing_an_approved_plan_whose_cluster_was_removed_is_409(client: Tes
     assert_problem(r, 409, "no longer registered")
 
 
-@pytest.mark.parametrize(("cron", "fragment"), [("61 * * * *", "maximum value (59)"), ("every night", "5-field"),
-                                                ("* * 31 2 *", "never fires")])
+@pytest.mark.parametrize(("cron", "fragment"), [
+    ("61 * * * *", "maximum value (59)"), ("every night", "should match pattern"), ("a b c d e", "5-field crontab"),
+    ("* * 31 2 *", "never fires")])
 def test_an_invalid_window_cron_is_400_naming_the_field(client: TestClient, cron: str, fragment: str) -> None:
     register(client)
     r = client.put("/api/v1/clusters/c1/auto-rebalance", headers=auth("admin"),
