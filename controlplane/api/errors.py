@@ -1,4 +1,12 @@
-"""RFC 7807 problem responses for every error the API returns."""
+"""RFC 7807 problem responses for every error the API returns.
+
+Goal: one error shape for every refusal. Method: exception handlers map each known failure to an
+``application/problem+json`` document — request validation 400 (one entry per bad field, by JSON path;
+never FastAPI's 422), contract errors 400, state-machine refusals 409, stale snapshots 409, a follower
+asked to write 307 to the leader (query string kept) or 503, Raft timeouts 504. Unexpected exceptions
+are answered by :mod:`controlplane.api.access` (500 with an error id, logged). Guarantee: no stack trace
+reaches a client. Cost: constant per error.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +25,8 @@ from raft.protocol import CommandConflict, CommandRejected
 
 PROBLEM = "application/problem+json"
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-          409: "Conflict", 422: "Unprocessable Content", 503: "Service Unavailable", 504: "Gateway Timeout"}
+          409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
+          500: "Internal Server Error", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
 
 class ApiError(Exception):
@@ -71,8 +80,9 @@ def install_error_handlers(app: FastAPI) -> None:
         http_of: dict[str, str] = getattr(request.app.state, "http_of", {})
         target = http_of.get(exc.leader or "")
         if target:
-            return JSONResponse({"detail": str(exc)}, status_code=307,
-                                headers={"Location": target.rstrip("/") + str(request.url.path)})
+            query = request.url.query
+            location = target.rstrip("/") + request.url.path + (f"?{query}" if query else "")
+            return JSONResponse({"detail": str(exc)}, status_code=307, headers={"Location": location})
         return problem(503, str(exc), leader=exc.leader)
 
     @app.exception_handler(ProposalTimeout)
@@ -85,4 +95,4 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail))
+        return problem(exc.status_code, str(exc.detail), headers=dict(exc.headers) if exc.headers else None)

@@ -43,6 +43,7 @@ TASK_TRANSITIONS: dict[str, frozenset[str]] = {
     "DEAD": frozenset(),
 }
 ACTIVE_EXECUTION = frozenset({"running", "stopping"})
+LIVE_PLAN = frozenset({"approved", "executing"})
 
 
 def empty_state() -> JsonDict:
@@ -136,6 +137,11 @@ class GuardianState:
         busy = self._active_executions(cmd.name)
         if busy:
             raise CommandRejected(f"cluster {cmd.name!r} has running executions {busy}; stop them first")
+        live = sorted(p["id"] for p in self.state["plans"].values()
+                      if p["cluster"] == cmd.name and p["status"] in LIVE_PLAN)
+        if live:
+            raise CommandRejected(f"cluster {cmd.name!r} has approved or executing plans {live[:10]}; "
+                                  "execute, stop or let them finish first")
         del self.state["clusters"][cmd.name]
         self.state["throttles"].pop(cmd.name, None)
         self.state["maintenance"].pop(cmd.name, None)
@@ -208,6 +214,9 @@ class GuardianState:
             return {"plan_id": cmd.plan_id, "status": status, "changed": False}
         if plan["status"] != "proposed":
             raise CommandRejected(f"plan {cmd.plan_id} is {plan['status']}, only a proposed plan can be {status}")
+        if status == "approved" and plan["cluster"] not in self.state["clusters"]:
+            raise CommandRejected(f"plan {cmd.plan_id} is for cluster {plan['cluster']!r}, which is no longer "
+                                  "registered")
         plan.update(status=status, decided_by=cmd.meta.who, decided_at=cmd.meta.at.isoformat())
         self.state["plans"][str(cmd.plan_id)] = plan
         return {"plan_id": cmd.plan_id, "status": status, "changed": True}
@@ -219,6 +228,7 @@ class GuardianState:
             return {"execution_id": plan["execution_id"], "plan_id": cmd.plan_id, "created": False}
         if plan["status"] != "approved":
             raise CommandRejected(f"plan {cmd.plan_id} is {plan['status']}; approve it before executing")
+        self._cluster(plan["cluster"])  # removed since it was approved (only a state from before the rule)
         busy = self._active_executions(plan["cluster"])
         if busy:
             raise CommandRejected(f"cluster {plan['cluster']!r} already runs execution {busy[0]}")

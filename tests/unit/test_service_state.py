@@ -149,3 +149,33 @@ def test_local_store_file_survives_a_restart(tmp_path: Path) -> None:
 
 def test_meta_helper_stamps_utc() -> None:
     assert meta("bob")["at"].endswith("Z")
+
+
+def test_a_cluster_with_live_plans_or_executions_cannot_be_removed() -> None:
+    store = store_with_cluster()
+    proposed = store.propose(cmd("plan.propose", cluster="c1", kind="rebalance", plan={}))["plan_id"]
+    plan_id = approved_plan(store)
+    before = store.read(copy.deepcopy)
+    with pytest.raises(CommandRejected, match=rf"approved or executing plans \[{plan_id}\]"):
+        store.propose(cmd("cluster.remove", name="c1"))
+    assert store.read(copy.deepcopy) == before
+    eid = store.propose(cmd("execution.start", plan_id=plan_id, tasks=[TASK]))["execution_id"]
+    with pytest.raises(CommandRejected, match=rf"running executions \[{eid}\]"):
+        store.propose(cmd("cluster.remove", name="c1"))
+    store.propose(cmd("execution.finish", execution_id=eid, status="stopped"))
+    assert store.propose(cmd("cluster.remove", name="c1"))["removed"]  # a merely proposed plan does not block
+    with pytest.raises(CommandRejected, match="no longer registered"):
+        store.propose(cmd("plan.approve", plan_id=proposed))
+
+
+def test_an_approved_plan_of_a_removed_cluster_does_not_start() -> None:
+    """A state from before removal was refused: the plan stays approved, its cluster gone."""
+    store = store_with_cluster()
+    plan_id = approved_plan(store)
+    state = store.read(copy.deepcopy)
+    del state["clusters"]["c1"]
+    sm = GuardianState()
+    sm.restore(state)
+    with pytest.raises(CommandRejected, match="unknown cluster 'c1'"):
+        sm.apply(cmd("execution.start", plan_id=plan_id, tasks=[TASK]))
+    assert sm.state["plans"][str(plan_id)]["status"] == "approved" and not sm.state["executions"]
