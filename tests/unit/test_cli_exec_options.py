@@ -19,7 +19,7 @@ SHARED = [f.name for f in fields(ExecOptions)]
 def _params(command: str) -> dict[str, Any]:
     group = typer.main.get_command(exec_app)
     ctx = group.make_context("exec", [command, "--help"], resilient_parsing=True)
-    return {p.name: p for p in group.get_command(ctx, command).params}  # type: ignore[attr-defined,union-attr]
+    return {p.name: p for p in group.get_command(ctx, command).params}  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("command", "own"), [("run", ["plan"]), ("drain", ["brokers", "batch_size"]),
