@@ -11,7 +11,7 @@
 * :mod:`.service` — :class:`ExecutorService`: the service's leader-only loop over every cluster and
   ``start_approved(plan_id)`` for the API, on the Raft-backed store.
 
-The CLI is ``guardian exec run|drain|restore|stop|caps|watch`` (:mod:`controlplane.exec_cli`).
+The CLI is ``guardian exec run|drain|restore|stop|caps|watch`` (:mod:`controlplane.cli.exec`).
 """
 
 from controlplane.executor.reconcile import (

@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from controlplane.cli.common import err, out
+from controlplane.files import read_snapshot
+from domain import ContractError
+from planners.throttle import DiskHealth, ThrottleConfig, ThrottleInput, plan_throttles
 
 throttle_app = typer.Typer(help="Partition-level throttle protection: what is throttled and why.",
                            no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 UrlOpt = Annotated[str, typer.Option("--url", envvar="GUARDIAN_URL", help="Guardian API base URL")]
 TokenOpt = Annotated[str | None, typer.Option("--token", envvar="GUARDIAN_TOKEN", help="bearer token (viewer)")]
@@ -134,10 +136,6 @@ def _print_explain(data: dict[str, Any]) -> None:
 
 
 def _offline(path: Path) -> dict[str, Any]:
-    from controlplane.files import read_snapshot
-    from domain import ContractError
-    from planners.throttle import DiskHealth, ThrottleConfig, ThrottleInput, plan_throttles
-
     try:
         snap = read_snapshot(path)
     except ContractError as exc:

@@ -2,7 +2,8 @@
 
 ``run`` executes a plan file, ``drain`` / ``restore`` do a smooth release of brokers, ``stop`` and
 ``caps`` steer a running executor, ``watch`` shows progress from the state file. Exit codes: 0 done,
-1 refused / failed, 2 bad input, 130 detached (Ctrl-C: the execution stays resumable).
+1 refused / failed, 2 bad input, 130 detached (Ctrl-C: the execution stays resumable). The options
+``run``, ``drain`` and ``restore`` share are declared once, in :mod:`controlplane.cli.exec_options`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.live import Live
 
 from collectors.disk_rates import DiskScraper
+from controlplane.cli.common import err, out
+from controlplane.cli.exec_options import ExecOptions, StateOpt, exec_options
 from controlplane.executor.control import (
     apply_requests,
     progress_line,
@@ -45,14 +47,6 @@ from kafkaio.admin import AdminError, ClusterEndpoints, EndpointsError, KafkaAdm
 
 exec_app = typer.Typer(help="Execute plans on a live cluster (incremental, throttled, resumable).",
                        no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
-
-EndpointsOpt = Annotated[Path, typer.Option("--endpoints-file", "-e", help="endpoints JSON (kafkasim.endpoints/v1 "
-                                                                           "shape)")]
-ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="cluster name in the endpoints file")]
-StateOpt = Annotated[Path | None, typer.Option("--state-file", help="local state file (default "
-                                                                     ".guardian/exec-CLUSTER.json)")]
 
 
 def _state_path(state_file: Path | None, cluster: str | None) -> Path:
@@ -69,11 +63,11 @@ def _die(message: str, code: int) -> NoReturn:
 
 
 class _Opts:
-    """Options shared by run / drain / restore."""
+    """The options shared by run / drain / restore, checked: ordering, throttle policy, caps (exit 2 if bad)."""
 
-    def __init__(self, ordering: str, throttle: str, util_threshold: float, schedule: str, floor: str,
-                 ceiling: str, initial: str, per_broker: int | None, per_disk: int | None,
-                 per_cluster: int | None, interval: float, quiet: bool, nic: str = "") -> None:
+    def __init__(self, options: ExecOptions) -> None:
+        self.options = options
+        ordering, throttle, nic = options.ordering, options.throttle, options.nic
         if ordering not in ORDERINGS:
             _die(f"--ordering must be one of {', '.join(ORDERINGS)}", 2)
         try:
@@ -82,33 +76,18 @@ class _Opts:
                 mode, fixed = "fixed", parse_rate(throttle.removeprefix("fixed:"))
             elif throttle != "adaptive":
                 raise ValueError(f"--throttle must be adaptive or fixed:RATE, got {throttle!r}")
-            self.policy = ThrottlePolicy(mode=mode, util_threshold=util_threshold, floor=parse_rate(floor),
-                                         ceiling=parse_rate(ceiling), initial=parse_rate(initial), fixed_rate=fixed,
-                                         schedule=Schedule.parse(schedule),
+            self.policy = ThrottlePolicy(mode=mode, util_threshold=options.util_threshold,
+                                         floor=parse_rate(options.floor), ceiling=parse_rate(options.ceiling),
+                                         initial=parse_rate(options.initial), fixed_rate=fixed,
+                                         schedule=Schedule.parse(options.schedule),
                                          nic_bytes_per_s=parse_rate(nic) if nic else None)
         except ValueError as exc:
             _die(str(exc), 2)
         self.ordering = ordering
-        self.caps = {k: v for k, v in (("per_broker", per_broker), ("per_disk", per_disk),
-                                       ("per_cluster", per_cluster)) if v is not None}
-        self.interval = interval
-        self.quiet = quiet
-
-
-OrderingOpt = Annotated[str, typer.Option(help=f"task order: {', '.join(ORDERINGS)}")]
-ThrottleOpt = Annotated[str, typer.Option(help="adaptive, or fixed:RATE (e.g. fixed:50MB)")]
-UtilOpt = Annotated[float, typer.Option(min=0.05, max=1.0, help="adaptive: keep disks under this util")]
-ScheduleOpt = Annotated[str, typer.Option(help="time-of-day ceilings (UTC), e.g. '22:00-06:00=200MB,06:00-22:00=40MB'")]
-FloorOpt = Annotated[str, typer.Option(help="lowest migration rate per broker")]
-CeilingOpt = Annotated[str, typer.Option(help="highest migration rate per broker")]
-InitialOpt = Annotated[str, typer.Option(help="adaptive: rate before any measurement")]
-PerBrokerOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves per broker")]
-PerDiskOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves per disk")]
-PerClusterOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves in the cluster")]
-IntervalOpt = Annotated[float, typer.Option(min=0.05, help="seconds between reconcile passes")]
-QuietOpt = Annotated[bool, typer.Option(help="no live progress bar (one line per pass)")]
-NicOpt = Annotated[str, typer.Option(help="adaptive: network capacity per broker and direction (e.g. 1.25G); "
-                                          "empty ignores network headroom")]
+        self.caps = {k: v for k, v in (("per_broker", options.per_broker), ("per_disk", options.per_disk),
+                                       ("per_cluster", options.per_cluster)) if v is not None}
+        self.interval = options.interval
+        self.quiet = options.quiet
 
 
 def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, ClusterEndpoints]:
@@ -213,20 +192,13 @@ def _quiet_kafka() -> None:
 
 
 @exec_app.command("run")
+@exec_options
 def exec_run(
-    endpoints_file: EndpointsOpt,
-    cluster: ClusterOpt,
+    shared: ExecOptions,
     plan: Annotated[Path, typer.Option("--plan", "-p", help="guardian.plan/v1 file")],
-    state_file: StateOpt = None,
-    ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
-    schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
-    per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
-    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
 ) -> None:
     """Run PLAN on CLUSTER to completion (resumable: run the same command again after a crash)."""
-    _run_impl(endpoints_file, cluster, plan, state_file,
-              _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
-                    per_cluster, interval, quiet, nic))
+    _run_impl(shared.endpoints_file, shared.cluster, plan, shared.state_file, _Opts(shared))
 
 
 def _run_impl(endpoints_file: Path, cluster: str, plan: Path, state_file: Path | None, opts: _Opts) -> None:
@@ -258,21 +230,14 @@ def _run_impl(endpoints_file: Path, cluster: str, plan: Path, state_file: Path |
 
 
 @exec_app.command("drain")
+@exec_options
 def exec_drain(
-    endpoints_file: EndpointsOpt,
-    cluster: ClusterOpt,
+    shared: ExecOptions,
     brokers: Annotated[str, typer.Option(help="comma-separated broker ids to drain, in order")],
     batch_size: Annotated[int, typer.Option(min=1, help="brokers drained together")] = 1,
-    state_file: StateOpt = None,
-    ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
-    schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
-    per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
-    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
 ) -> None:
     """Drain BROKERS leadership-first, in batches, waiting for zero under-replicated partitions between."""
-    _drain_impl(endpoints_file, cluster, brokers, batch_size, state_file,
-                _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
-                      per_cluster, interval, quiet, nic))
+    _drain_impl(shared.endpoints_file, shared.cluster, brokers, batch_size, shared.state_file, _Opts(shared))
 
 
 def _drain_impl(endpoints_file: Path, cluster: str, brokers: str, batch_size: int, state_file: Path | None,
@@ -297,20 +262,13 @@ def _drain_impl(endpoints_file: Path, cluster: str, brokers: str, batch_size: in
 
 
 @exec_app.command("restore")
+@exec_options
 def exec_restore(
-    endpoints_file: EndpointsOpt,
-    cluster: ClusterOpt,
+    shared: ExecOptions,
     execution: Annotated[int | None, typer.Option(help="drain execution to undo (default: the latest)")] = None,
-    state_file: StateOpt = None,
-    ordering: OrderingOpt = "small_first", throttle: ThrottleOpt = "adaptive", util_threshold: UtilOpt = 0.7,
-    schedule: ScheduleOpt = "", floor: FloorOpt = "1MB", ceiling: CeilingOpt = "400MB", initial: InitialOpt = "20MB",
-    per_broker: PerBrokerOpt = None, per_disk: PerDiskOpt = None, per_cluster: PerClusterOpt = None,
-    interval: IntervalOpt = 1.0, quiet: QuietOpt = False, nic: NicOpt = "",
 ) -> None:
     """Restore what a drain moved: replicas, log dirs and leadership, batch by batch."""
-    _restore_impl(endpoints_file, cluster, execution, state_file,
-                  _Opts(ordering, throttle, util_threshold, schedule, floor, ceiling, initial, per_broker, per_disk,
-                        per_cluster, interval, quiet, nic))
+    _restore_impl(shared.endpoints_file, shared.cluster, execution, shared.state_file, _Opts(shared))
 
 
 def _restore_impl(endpoints_file: Path, cluster: str, execution: int | None, state_file: Path | None,

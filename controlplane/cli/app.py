@@ -1,0 +1,51 @@
+"""``guardian``: the operator's command line, one module per command group. Every command has ``--help``.
+
+Goal: one root Typer app that mounts the groups (``plan``, ``schema``, ``sim``, ``snapshot``,
+``analytics``, ``throttle``, ``exec``) and the top-level ``serve``/``cluster``/``token-hash`` commands.
+Method: each group lives in its own module of this package and exports its Typer app; the shared consoles,
+exit codes and rejected-input reporting are in :mod:`controlplane.cli.common`. The analytics commands
+(ClickHouse, PySpark) are mounted by a function so that heavy package is imported in one place only.
+Guarantee: exit codes 0 ok, 1 violations / failed, 2 invalid input, 3 refused snapshot, 130 detached.
+Cost: importing every group's module on start-up.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from controlplane.cli.exec import exec_app
+from controlplane.cli.plan import plan_app
+from controlplane.cli.schema import schema_app
+from controlplane.cli.serve import cluster_cmd, serve_cmd, token_hash
+from controlplane.cli.sim import sim_app
+from controlplane.cli.snapshot import snapshot_app
+from controlplane.cli.throttle import throttle_app
+
+app = typer.Typer(help="Guardian: control plane for a federation of Kafka clusters.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+app.add_typer(plan_app, name="plan")
+app.add_typer(schema_app, name="schema")
+app.add_typer(sim_app, name="sim")
+app.add_typer(snapshot_app, name="snapshot")
+analytics_app = typer.Typer(help="Audit analytics: ClickHouse (chdb) + PySpark traffic models.", no_args_is_help=True)
+app.add_typer(analytics_app, name="analytics")
+app.add_typer(throttle_app, name="throttle")
+app.add_typer(exec_app, name="exec")
+app.command("serve")(serve_cmd)
+app.command("cluster")(cluster_cmd)
+app.command("token-hash")(token_hash)
+
+
+def _mount_analytics() -> None:
+    """The one lazily imported subsystem of the CLI: the analytics commands (ClickHouse, PySpark)."""
+    from analytics_spark.cli import register as register_analytics
+
+    register_analytics(analytics_app)
+
+
+_mount_analytics()
+
+
+def main() -> None:
+    """Entry point of the ``guardian`` console script."""
+    app()

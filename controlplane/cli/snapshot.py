@@ -1,0 +1,97 @@
+"""``guardian snapshot show|take``: inspect a snapshot file, or collect one from a live cluster.
+
+``take`` runs the collectors' rounds (Kafka admin API + Prometheus scrapes) against an endpoints file or
+explicit servers, prints each round's coverage on stderr and writes the snapshot atomically. Exit codes:
+1 nothing collected, 2 bad input, 3 refused as stale/incomplete with ``--strict`` (nothing written).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from collectors.collector import ClusterCollector, CollectionError
+from collectors.completeness import UsabilityPolicy, refusal_reasons
+from controlplane.cli.common import EXIT_INVALID_INPUT, EXIT_VIOLATIONS, SnapshotOpt, err, load_snapshot, out
+from controlplane.files import write_atomic
+from controlplane.report import snapshot_table
+from kafkaio.endpoints import EndpointsError, endpoints_from_options, load_endpoints_file
+
+snapshot_app = typer.Typer(help="Take and inspect snapshot files.", no_args_is_help=True)
+
+
+@snapshot_app.command("show")
+def snapshot_show(snapshot: SnapshotOpt) -> None:
+    """Summarise a snapshot: per pool brokers, disks, replicas and estimated disk utilisation."""
+    out.print(snapshot_table(load_snapshot(snapshot)))
+
+
+@snapshot_app.command("take")
+def snapshot_take(
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="guardian.snapshot/v1 file to write")],
+    cluster: Annotated[str, typer.Option("--cluster", "-c", help="cluster name")],
+    endpoints_file: Annotated[Path | None, typer.Option(
+        "--endpoints-file", "-e", help="endpoints JSON as `guardian sim up` writes it")] = None,
+    bootstrap_servers: Annotated[str | None, typer.Option(
+        help="host:port,... of a real cluster (instead of --endpoints-file)")] = None,
+    metrics_url: Annotated[list[str] | None, typer.Option(
+        help="a broker's Prometheus endpoint, http://host:port/metrics or ID=URL (repeatable)")] = None,
+    exporter_url: Annotated[list[str] | None, typer.Option(
+        help="cluster-level exporter (e.g. kafka_exporter for consumer offsets), repeatable")] = None,
+    rounds: Annotated[int, typer.Option(min=1, max=1000, help="collection rounds (rates need 2)")] = 2,
+    interval: Annotated[float, typer.Option(min=0.5, max=3600, help="seconds between rounds")] = 10.0,
+    timeout: Annotated[float, typer.Option(min=0.1, max=300, help="per-endpoint scrape timeout (s)")] = 5.0,
+    strict: Annotated[bool, typer.Option(help="exit 3 and write nothing if the snapshot is stale/incomplete")] = False,
+) -> None:
+    """Collect a live snapshot of CLUSTER (Kafka admin API + Prometheus scrapes) and write it to OUT."""
+    try:
+        if endpoints_file is not None:
+            eps = load_endpoints_file(endpoints_file, cluster)
+        elif bootstrap_servers:
+            eps = endpoints_from_options(cluster, bootstrap_servers, list(metrics_url or []), list(exporter_url or []))
+        else:
+            raise EndpointsError("give --endpoints-file, or --bootstrap-servers with --metrics-url")
+    except EndpointsError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(EXIT_INVALID_INPUT) from None
+    collector = ClusterCollector(eps, scrape_timeout_s=timeout)
+    result = None
+    try:
+        for k in range(1, rounds + 1):
+            started = time.monotonic()
+            with err.status(f"round {k}/{rounds}: collecting {cluster} "
+                            f"({len(eps.metrics_urls)} metrics endpoints)..."):
+                try:
+                    result = collector.collect_once()
+                except CollectionError as exc:
+                    err.print(f"round {k}/{rounds}: failed: {exc}", markup=False)
+                    result = None
+            if result is not None:
+                cov = result.coverage
+                rs = result.round_seconds
+                err.print(f"round {k}/{rounds}: {len(cov.brokers_with_metrics)}/{len(cov.brokers_alive)} brokers "
+                          f"scraped, {len(cov.brokers_dead)} dead, {cov.partitions_with_rates}/{cov.partitions_total} "
+                          f"partitions with rates, {sum(sum(v.values()) for v in cov.drops.values())} values dropped "
+                          f"(admin {rs.get('admin', 0):.2f} s, scrape {rs.get('scrape', 0):.2f} s)", markup=False)
+            if k < rounds:
+                wait = max(interval - (time.monotonic() - started), 0.0)
+                with err.status(f"waiting {wait:.1f} s for round {k + 1}/{rounds}..."):
+                    time.sleep(wait)
+    finally:
+        collector.close()
+    if result is None:
+        err.print("error: no snapshot could be collected", markup=False)
+        raise typer.Exit(EXIT_VIOLATIONS)
+    reasons = refusal_reasons(result.snapshot, UsabilityPolicy(allow_first_round=rounds == 1))
+    for reason in reasons:
+        err.print(f"warning: {reason}", markup=False)
+    if reasons and strict:
+        err.print("error: snapshot refused (--strict); nothing written", markup=False)
+        raise typer.Exit(3)
+    write_atomic(out_path, json.dumps(result.to_dict(), allow_nan=False))
+    out.print(snapshot_table(result.snapshot))
+    out.print(f"snapshot written to {out_path}", markup=False)
