@@ -7,6 +7,7 @@ Control API (JSON over HTTP on ``control_url``)::
     GET  /endpoints                   the endpoints document (see :meth:`SimServer.endpoints`)
     GET  /state                       sim time, ticks, achieved speed, broker liveness, disk util
     GET  /snapshot?cluster=NAME       ground truth as a guardian.snapshot/v1 document
+    GET  /scrapes                     {cluster: {broker id: GET /metrics requests served}} (observation cost)
     GET  /reassignments?cluster=NAME[&since=SEQ]
                                       accepted AlterPartitionReassignments entries: {"cluster", "seq",
                                       "log": [{"seq", "sim_time", "topic", "partition", "replicas",
@@ -126,6 +127,8 @@ class SimServer:
         self.control: asyncio.Server | None = None
         self.conns: dict[int, set[asyncio.StreamWriter]] = {}
         self.requests: dict[int, dict[str, int]] = {}
+        self.scrapes: dict[int, int] = {}
+        """broker gidx -> ``GET /metrics`` requests served (what observing the cluster costs each broker)."""
         # cluster -> (signature, frame) of the last all-topics Metadata response (see
         # Handler.metadata_signature): re-sent with a new correlation id while nothing changed
         self.metadata_frames: dict[str, tuple[Any, bytes]] = {}
@@ -355,6 +358,7 @@ class SimServer:
         async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
             if path.split("?", 1)[0] != "/metrics":
                 raise HttpError(404, "try /metrics")
+            self.scrapes[b.gidx] = self.scrapes.get(b.gidx, 0) + 1
             if not b.alive:
                 raise HttpError(500, "broker is down")
             text = render_broker(cl, b, self.requests.get(b.gidx))
@@ -497,6 +501,9 @@ class SimServer:
                     return ok(self.endpoints())
                 if path == "/state":
                     return ok(self.state())
+                if path == "/scrapes":
+                    return ok({cl.name: {str(b.id): self.scrapes.get(b.gidx, 0) for b in cl.brokers.values()}
+                               for cl in self.fed.clusters.values()})
                 raise HttpError(404, f"unknown path {path}")
             if method != "POST":
                 raise HttpError(405, "use GET or POST")
