@@ -192,6 +192,9 @@ class Collected:
     copies: list[CopyInFlight] = field(default_factory=list)
     broker_configs: dict[int, dict[str, str]] = field(default_factory=dict)
     """Throttle and capability configs per broker as last read (see :mod:`kafkaio.source`)."""
+    sample_clock: float | None = None
+    """The round's sample clock: the newest broker payload's (``kafkasim_sim_time_seconds`` when exported,
+    else the scrape's monotonic receive time) — the time base of the round's rates."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``guardian.snapshot/v1`` document plus optional members the v1 parser ignores:
@@ -1101,6 +1104,7 @@ class LoadModel:
         return Collected(snapshot=snap, coverage=cov, behaviours=beh, partitions=details,
                          throttles=state.throttles(), quotas=list(state.quotas), copies=copies,
                          broker_configs=state.broker_configs,
+                         sample_clock=max((c for _, c, _ in payloads.values()), default=None),
                          round_seconds={"build": time.perf_counter() - t_start})
 
     def _topic_pools(self, lay: ReplicaLayout, keys: list[tuple[str, int]], pms: list[PartitionMeta],

@@ -1,6 +1,10 @@
-"""Minimal Prometheus text scrape of broker hosts: disk util (busy fraction), bytes, produce latency.
+"""The executor's live disk load: the :class:`DiskLoad` port, its reading of a collection round, and a
+minimal Prometheus text scrape of broker hosts (disk util, bytes, produce latency).
 
-One GET per broker per round. Rates come from two samples of counters with *measured* elapsed
+:func:`round_disk_rates` / :func:`round_network` read a :class:`~collectors.builder.Collected` round (the
+observer's, in the service; a collector run once per pass, in the CLI) into what the executor weighs.
+:class:`DiskScraper` is the standalone scraper kept for the executor's lock-step benchmark: one GET per
+broker per round. Rates come from two samples of counters with *measured* elapsed
 time (the host's own clock when it exports one — ``kafkasim_sim_time_seconds`` — else the
 scraper's monotonic clock); a counter that went backwards, a non-finite value or a zero interval
 yields no rate instead of a wrong one. This is deliberately small: the full collector lives in
@@ -16,10 +20,13 @@ import urllib.request
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
+
+from collectors.builder import PLACEHOLDER_DIR, Collected
+from domain import BrokerState, DiskId
 
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)')
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-DEFAULT_DISK_BYTES_PER_S = 200e6
 
 
 @dataclass(frozen=True)
@@ -45,13 +52,69 @@ class DiskRate:
     max_bytes_per_s: float
 
 
+class DiskLoad(Protocol):
+    """Port: live load of a cluster's disks, as the executor reads it once per pass."""
+
+    @property
+    def clock(self) -> float | None:
+        """The time base of the latest rates (a simulator's clock when it exports one); None before any."""
+        ...
+
+    @property
+    def network(self) -> Mapping[int, tuple[float, float, float]]:
+        """broker -> (bytes in/s, bytes out/s, reassignment bytes in/s), all Kafka traffic of the broker."""
+        ...
+
+    def scrape(self, brokers: set[int] | None = None) -> Mapping[tuple[int, str], DiskRate]:
+        """The latest ``(broker, log_dir) -> DiskRate`` of every (or the given) broker."""
+        ...
+
+
+def round_disk_rates(collected: Collected, brokers: set[int] | None = None) -> dict[DiskId, DiskRate]:
+    """Per-disk measured load of a collection round: only disks of alive brokers whose metrics were scraped
+    this round, none from a first round (no rates yet), none on the placeholder dir."""
+    cov = collected.coverage
+    if cov.first_round:
+        return {}
+    scraped = set(cov.brokers_with_metrics) - set(cov.metrics_failed)
+    out: dict[DiskId, DiskRate] = {}
+    for b in collected.snapshot.brokers:
+        if b.state == BrokerState.DEAD or b.id not in scraped or (brokers is not None and b.id not in brokers):
+            continue
+        for d in b.disks:
+            if d.path == PLACEHOLDER_DIR or not (math.isfinite(d.util) and d.max_bytes_per_s > 0):
+                continue
+            out[(b.id, d.path)] = DiskRate(min(max(d.util, 0.0), 1.0), d.read_bytes_per_s + d.write_bytes_per_s,
+                                           d.max_bytes_per_s)
+    return out
+
+
+def round_network(collected: Collected) -> dict[int, tuple[float, float, float]]:
+    """Per broker (bytes in/s, bytes out/s, reassignment bytes in/s) from a round's partition rates: a
+    replica takes in its partition's produce rate (leader) or replication (follower), a leader sends its
+    fetch rate plus one replication stream per follower; copies in flight add to their destination."""
+    ins: dict[int, float] = {}
+    outs: dict[int, float] = {}
+    moving: dict[int, float] = {}
+    for p in collected.snapshot.iter_partitions():
+        for r in p.replicas:
+            ins[r] = ins.get(r, 0.0) + p.bytes_in_per_s
+        if p.leader is not None:
+            followers = len(p.replicas) - 1 if p.leader in p.replicas else len(p.replicas)
+            outs[p.leader] = outs.get(p.leader, 0.0) + p.bytes_out_per_s + followers * p.bytes_in_per_s
+    for c in collected.copies:
+        if c.kind == "reassign":
+            moving[c.dest[0]] = moving.get(c.dest[0], 0.0) + c.bytes_per_s
+    return {b: (ins.get(b, 0.0) + moving.get(b, 0.0), outs.get(b, 0.0), moving.get(b, 0.0))
+            for b in sorted(set(ins) | set(outs) | set(moving))}
+
+
 @dataclass
 class DiskScraper:
     """Scrapes ``metrics_urls`` (broker id -> URL) and keeps the previous sample per broker."""
 
     metrics_urls: Mapping[int, str]
     timeout_s: float = 3.0
-    default_max_bytes_per_s: float = DEFAULT_DISK_BYTES_PER_S
     _last: dict[int, HostSample] = field(default_factory=dict)
     rates: dict[tuple[int, str], DiskRate] = field(default_factory=dict)
     produce_p99_ms: dict[int, float] = field(default_factory=dict)
@@ -89,13 +152,14 @@ class DiskScraper:
                     self.network[bid] = ((delta.get("in", 0.0)) / dt, delta.get("out", 0.0) / dt,
                                          delta.get("reassign_in", 0.0) / dt)
             for d, busy in res.io_time.items():
+                if d not in res.max_bytes_per_s:
+                    continue  # a disk of unknown speed has no load to weigh (no assumed default)
                 d_busy = busy - prev.io_time.get(d, math.nan)
                 d_bytes = (res.read_bytes.get(d, 0.0) + res.written_bytes.get(d, 0.0)
                            - prev.read_bytes.get(d, 0.0) - prev.written_bytes.get(d, 0.0))
                 if not (math.isfinite(d_busy) and d_busy >= 0 and d_bytes >= 0):
                     continue  # counter reset or garbage: no rate this round
-                self.rates[(bid, d)] = DiskRate(min(d_busy / dt, 1.0), d_bytes / dt,
-                                                res.max_bytes_per_s.get(d, self.default_max_bytes_per_s))
+                self.rates[(bid, d)] = DiskRate(min(d_busy / dt, 1.0), d_bytes / dt, res.max_bytes_per_s[d])
         if clocks:
             self.clock = max(clocks)
         return self.rates

@@ -1,4 +1,6 @@
-"""Wires the service: state store (Raft), snapshot cache, API, leader-only scheduler.
+"""Wires the service: state store (Raft), snapshot cache, API, leader-only scheduler, and each cluster's
+one binding to its clients and one observer (the collection job), read by throttle protection, the
+executor and auto-rebalance.
 
 ``build_service`` is used by ``guardian serve`` and by the tests; nothing here holds logic of its own.
 """
@@ -24,11 +26,14 @@ from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.executor.service import ExecutorService
 from controlplane.service.analytics_job import AnalyticsJob
 from controlplane.service.auto_rebalance import run_auto_rebalance
+from controlplane.service.clusters import ClusterBindings
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
+from controlplane.service.observation import RoundBoard, executor_binding
 from controlplane.service.scheduler import Job, LeaderScheduler
 from controlplane.service.snapshots import partition_ingress
-from controlplane.service.throttle_loop import ThrottleService, bind_kafka, throttle_config
+from controlplane.service.throttle_loop import ThrottleService, throttle_config
+from controlplane.service.throttle_source import round_binding
 from controlplane.state.raft_store import RaftStateStore
 from raft.auth import read_key
 from raft.errors import StartupRefused
@@ -120,14 +125,18 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     ctx = ServiceContext(settings=settings, store=store, http_of=dict(http_of or {}))
     ctx.clickhouse = open_clickhouse(settings)
     ch = ctx.clickhouse
-    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=bind_kafka,
+    # one binding of each cluster to its clients and one observer per cluster, shared by every loop
+    bindings = ClusterBindings(audit_topic=settings.analytics.audit_topic)
+    rounds = RoundBoard()
+    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=round_binding(rounds, bindings),
                                    max_snapshot_age_s=settings.max_snapshot_age_s,
                                    lineage=LineageReader(ch) if ch is not None else None)
     if ch is not None:
         ctx.load_model = partial(partition_peaks, ch)
     rollups = RollupWriter(ctx.clickhouse) if ctx.clickhouse is not None else None
-    collection = CollectionJob(on_collected=rollups)
+    collection = CollectionJob(on_collected=rollups, bindings=bindings, board=rounds)
     ctx.executor = ExecutorService(store, interval_s=settings.intervals.executor_s,
+                                   bind=executor_binding(rounds, bindings),
                                    ingress=lambda cluster: partial(partition_ingress, ctx.snapshots, cluster))
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),

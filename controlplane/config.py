@@ -73,7 +73,7 @@ class HttpConf(_Conf):
 
 class IntervalsConf(_Conf):
     collect_s: Annotated[float, Field(gt=0)] = 10.0
-    throttle_s: Annotated[float, Field(gt=0)] = 5.0  # two samples per collection interval: k=2 acts within 10 s
+    throttle_s: Annotated[float, Field(gt=0)] = 5.0  # evaluates each published round once, at most 5 s after it
     executor_s: Annotated[float, Field(gt=0)] = 5.0
     auto_rebalance_check_s: Annotated[float, Field(gt=0)] = 60.0
 

@@ -365,6 +365,41 @@ class KafkaAdmin:
 
             self._check_alter(f"{op} {key} on {topic}", self._call("altering topic configs", alter))
 
+    def set_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None:
+        """Incrementally SET (value) or DELETE (``None``) topic configs."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        resources = [ConfigResource(ConfigResourceType.TOPIC, t,
+                                    configs={k: (("SET", v) if v is not None else ("DELETE", None))
+                                             for k, v in cfg.items()})
+                     for t, cfg in sorted(changes.items()) if cfg]
+        if resources:
+            self._check_alter("setting topic configs",
+                              self._call("setting topic configs",
+                                         lambda a: a.alter_configs(resources, incremental=True)))
+
+    def set_client_quotas(self, client_id: str, quotas: Mapping[str, float | None]) -> None:
+        """Set (a rate) or remove (``None``) client-id quotas such as ``consumer_byte_rate`` (AlterClientQuotas;
+        kafka-python has no method for it, so the request goes through the client's protocol layer)."""
+        from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest
+
+        entry = AlterClientQuotasRequest.EntryData
+        req = AlterClientQuotasRequest(entries=[entry(
+            entity=[entry.EntityData(entity_type="client-id", entity_name=client_id)],
+            ops=[entry.OpData(key=k, value=float(v or 0), remove=v is None) for k, v in sorted(quotas.items())])],
+            validate_only=False)
+
+        def write(a: Any) -> Any:
+            async def go() -> Any:
+                return await a._manager.send(req)
+
+            return a._manager.run(go)
+
+        resp = self._call("altering client quotas", write)
+        errors = [(e.error_code, e.error_message) for e in resp.entries if e.error_code]
+        if errors:
+            raise AdminError(f"alter client quota {client_id}/{sorted(quotas)}: {errors}")
+
     @staticmethod
     def _check_alter(what: str, result: Any) -> None:
         for per_type in (result or {}).values():

@@ -72,3 +72,9 @@ class KafkaCluster(Protocol):
     def alter_topic_lists(self, topic: str, key: str, append: Iterable[str] = (),
                           subtract: Iterable[str] = ()) -> None:
         """Incremental APPEND / SUBTRACT on a list-valued topic config (throttled-replica lists)."""
+
+    def set_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None:
+        """Incremental SET (a value) / DELETE (``None``) of topic configs (partition-level throttles)."""
+
+    def set_client_quotas(self, client_id: str, quotas: Mapping[str, float | None]) -> None:
+        """Set (a rate) / remove (``None``) client-id quotas (``consumer_byte_rate``, ``producer_byte_rate``)."""

@@ -1,8 +1,9 @@
 """A seeded kafkasim scenario driven step by step for throttle protection (tests and the benchmark).
 
 kafkasim runs on real 127.0.0.1 ports with its clock frozen (speed ~0); :meth:`ThrottleScenario.step`
-advances simulated time through the control API and runs one throttle evaluation, which observes the
-cluster over Prometheus text + the Kafka protocol and acts through Kafka configs / client quotas.
+advances simulated time through the control API, runs one round of the service's observer (the
+collection job: Prometheus text + the Kafka protocol) and one throttle evaluation of the round it
+published, which acts through Kafka configs / client quotas on the cluster's shared client.
 Ground truth for assertions (per-partition throughput, lag, latencies, disk util) is read from the
 simulator itself, independent of what Guardian measured.
 """
@@ -13,8 +14,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.adapters.kafka_throttle import KafkaThrottleActuator, KafkaThrottleSource
-from controlplane.service.throttle_loop import ClusterBinding, ThrottleService
+from controlplane.config import Settings
+from controlplane.service.clusters import ClusterBindings
+from controlplane.service.collection import CollectionJob
+from controlplane.service.context import ServiceContext
+from controlplane.service.throttle_loop import ThrottleService
+from controlplane.service.throttle_source import round_binding
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from kafkasim.scenario import build_federation
@@ -76,8 +81,7 @@ class ThrottleScenario:
         self.runner = SimRunner(fed, speed=1e-12)
         self.protection = protection
         self.step_s = step_s
-        self.source: KafkaThrottleSource | None = None
-        self.actuator: KafkaThrottleActuator | None = None
+        self.observer: CollectionJob | None = None
         try:
             ep = self.runner.start()
             self.control = ep["control_url"]
@@ -88,19 +92,18 @@ class ThrottleScenario:
                                 "bootstrap_servers": self.bootstrap.split(","),
                                 "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]},
                                 "control_url": self.control})
-            self.source = KafkaThrottleSource(CLUSTER, self.bootstrap, c["metrics_urls"])
-            self.actuator = KafkaThrottleActuator(self.bootstrap)
-            self.service = ThrottleService(self.store, config or ThrottleConfig(), max_snapshot_age_s=60)
-            self.service.bind(CLUSTER, ClusterBinding(self.source, self.actuator))
+            self.ctx = ServiceContext(settings=Settings(), store=self.store)
+            self.observer = CollectionJob(bindings=ClusterBindings())
+            self.service = ThrottleService(self.store, config or ThrottleConfig(), max_snapshot_age_s=60,
+                                           bind=round_binding(self.observer.board, self.observer.bindings))
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
-        """Close clients, then stop the simulator."""
-        for c in (self.source, self.actuator):
-            if c is not None:
-                c.close()
+        """Close the observer and the cluster's clients, then stop the simulator."""
+        if self.observer is not None:
+            self.observer.close()
         self.runner.stop()
 
     # ------------------------------------------------------------------ driving
@@ -109,12 +112,12 @@ class ThrottleScenario:
         http_json(self.control + "/advance", {"seconds": seconds, "dt": 1.0})
 
     def step(self) -> dict[str, Any]:
-        """Advance one throttle interval, then evaluate (protection on) or only observe (off)."""
+        """Advance one interval, run one observer round, then evaluate it (protection on) or not (off)."""
         self.advance(self.step_s)
+        assert self.observer is not None
+        self.observer.collect(self.ctx, CLUSTER)
         if self.protection:
             return self.service.evaluate(CLUSTER)
-        assert self.source is not None
-        self.source.observe()
         return {"decisions": []}
 
     def lagging_consumer(self, lag_bytes: float = 10e9, rate: float = 160e6) -> None:

@@ -19,7 +19,6 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.live import Live
 
-from collectors.disk_rates import DiskScraper
 from controlplane.cli.common import err, out
 from controlplane.cli.exec_options import ExecOptions, StateOpt, exec_options
 from controlplane.executor.control import (
@@ -29,6 +28,8 @@ from controlplane.executor.control import (
     queue_request,
     take_requests,
 )
+from controlplane.executor.live import FactsSource
+from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import (
     ExecutionConflict,
     Executor,
@@ -43,7 +44,7 @@ from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
 from controlplane.state.store import LocalStateStore
 from domain import ContractError, Plan, plan_to_dict
-from kafkaio.admin import AdminError, ClusterEndpoints, EndpointsError, KafkaAdmin, load_endpoints
+from kafkaio.admin import AdminError, EndpointsError, KafkaAdmin, load_endpoints
 
 exec_app = typer.Typer(help="Execute plans on a live cluster (incremental, throttled, resumable).",
                        no_args_is_help=True)
@@ -90,7 +91,10 @@ class _Opts:
         self.quiet = options.quiet
 
 
-def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, ClusterEndpoints]:
+def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, FactsSource]:
+    """The executor and where its broker facts come from: its observer is a collector run once per pass (one
+    scrape of each broker endpoint per pass; disk load, IDC, pool, disk kind and speed from that round),
+    with the endpoints file's declarations filling what the round lacks."""
     try:
         endpoints = load_endpoints(endpoints_file, cluster)
     except EndpointsError as exc:
@@ -100,14 +104,15 @@ def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> t
     except (OSError, ValueError) as exc:
         _die(f"cannot read state file {state}: {exc}", 2)
     admin = KafkaAdmin(endpoints.bootstrap_servers)
-    scraper = DiskScraper(endpoints.metrics_urls) if endpoints.metrics_urls else None
+    view = standalone(endpoints) if endpoints.metrics_urls else None
+    facts: FactsSource = view if view is not None else endpoints
     executor = Executor(store, admin, ExecutorConfig(cluster, ordering=opts.ordering, throttle=opts.policy),
-                        scraper, endpoints)
+                        view, facts)
     try:
         executor.ensure_cluster(endpoints.bootstrap_servers)
     except Exception as exc:
         _die(f"cannot record cluster: {exc}", 2)
-    return executor, endpoints
+    return executor, facts
 
 
 def _start_or_resume(executor: Executor, state: Path, build: Any, resume_if: Any) -> int:
@@ -248,11 +253,11 @@ def _drain_impl(endpoints_file: Path, cluster: str, brokers: str, batch_size: in
     except ValueError:
         _die(f"--brokers: expected comma-separated integers, got {brokers!r}", 2)
     state = _state_path(state_file, cluster)
-    executor, endpoints = _executor(endpoints_file, cluster, state, opts)
+    executor, facts = _executor(endpoints_file, cluster, state, opts)
 
     def build() -> int:
         live = executor.admin.live()
-        plan, batches, options = drain_plan(cluster, live, ids, batch_size, endpoints)
+        plan, batches, options = drain_plan(cluster, live, ids, batch_size, facts)
         return executor.start(plan, batches=batches, caps=opts.caps, options=options,
                               why=f"drain brokers {ids}")
 

@@ -6,7 +6,10 @@
 * :mod:`.throttle` — pure: KIP-73 / KIP-113 rates from live disk (and optional NIC) headroom and a
   time-of-day schedule, or a fixed rate.
 * :mod:`.release` — leadership-first drain of brokers in batches and restore of what a drain moved.
-* :mod:`.live` — live cluster read -> domain snapshot (for ``check_plan``) and current assignments.
+* :mod:`.live` — live cluster read overlaid on observed/declared broker facts -> domain snapshot (for
+  ``check_plan``) and current assignments.
+* :mod:`.observed` — the executor's view of the observer's round (disk load, broker facts); standalone, a
+  collector run once per pass.
 * :mod:`.control` — request queue of a local state file (``guardian exec stop/caps``), progress views.
 * :mod:`.service` — :class:`ExecutorService`: the service's leader-only loop over every cluster and
   ``start_approved(plan_id)`` for the API, on the Raft-backed store.

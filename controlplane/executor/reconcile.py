@@ -36,7 +36,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.disk_rates import DiskRate, DiskScraper
+from collectors.disk_rates import DiskLoad as DiskScraper  # the port: an observer's view (or a scraper)
+from collectors.disk_rates import DiskRate
 from controlplane.executor.live import (
     DirMap,
     IngressMeter,
@@ -45,6 +46,7 @@ from controlplane.executor.live import (
     live_snapshot,
     main_dir,
 )
+from controlplane.executor.live import FactsSource as ClusterEndpoints  # declared or observed broker facts
 from controlplane.executor.tasks import (
     DEFAULT_CAPS,
     OPEN_STATES,
@@ -78,7 +80,7 @@ from domain import (
     plan_to_dict,
 )
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_REPLICAS
-from kafkaio.admin import AdminError, ClusterEndpoints, KafkaAdmin, LiveCluster, ReplicaDir
+from kafkaio.admin import AdminError, KafkaAdmin, LiveCluster, ReplicaDir
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")

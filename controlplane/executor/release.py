@@ -3,7 +3,9 @@
 Both build an ordinary :class:`Plan` plus a broker-batch number per partition, so they run through the
 same executor (batches wait for zero under-replicated partitions; a drain moves leadership before any
 replica). The drain here is a simple live-state builder — each drained replica goes to the alive,
-non-drained broker of the same IDC holding the fewest replicas — used when no planner plan is given.
+non-drained broker of the same IDC holding the fewest replicas — used when no planner plan is given. The
+IDC of a broker is what the observer's round (or the endpoints file) says; a broker of unknown IDC has
+no "same IDC" and takes the least loaded target.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from controlplane.executor.live import ClusterFacts, declared_facts
 from controlplane.executor.tasks import task_key
 from domain import LeaderChange, PartitionMove, Plan
 from kafkaio.admin import ClusterEndpoints, LiveCluster
@@ -32,7 +35,8 @@ def broker_batches(brokers: Sequence[int], batch_size: int) -> list[list[int]]:
 
 
 def drain_plan(cluster: str, live: LiveCluster, brokers: Sequence[int], batch_size: int = 1,
-               endpoints: ClusterEndpoints | None = None) -> tuple[Plan, dict[tuple[str, int], int], dict[str, Any]]:
+               endpoints: ClusterEndpoints | ClusterFacts | None = None
+               ) -> tuple[Plan, dict[tuple[str, int], int], dict[str, Any]]:
     """(plan, batch per partition, options to record) draining ``brokers`` leadership-first."""
     drained = list(dict.fromkeys(brokers))
     unknown = sorted(set(drained) - set(live.alive))
@@ -40,9 +44,9 @@ def drain_plan(cluster: str, live: LiveCluster, brokers: Sequence[int], batch_si
         raise ReleaseError(f"broker(s) {unknown} are not alive members of cluster {cluster}")
     batches = broker_batches(drained, batch_size)
     batch_of = {b: i for i, bs in enumerate(batches) for b in bs}
-    idc = {b.id: b.idc for b in (endpoints.brokers if endpoints else ()) if b.idc}
-    for b in live.alive:
-        idc.setdefault(b, live.racks.get(b, "").rsplit("-r", 1)[0])
+    facts = (declared_facts(endpoints) if isinstance(endpoints, ClusterEndpoints)
+             else endpoints.facts() if endpoints is not None else {})
+    idc = {b: f.idc for b, f in facts.items() if f.idc}  # observed or declared; never read from a rack name
     targets = sorted(b for b in live.alive if b not in batch_of)
     load: Counter[int] = Counter(r for p in live.partitions.values() for r in p.replicas)
     moves: list[PartitionMove] = []
@@ -63,7 +67,7 @@ def drain_plan(cluster: str, live: LiveCluster, brokers: Sequence[int], batch_si
             if not options:
                 raise ReleaseError(f"no broker left to take the replica of {tp[0]}-{tp[1]} on broker {b}")
             old_idc = idc.get(b)
-            pick = min(options, key=lambda c: (idc.get(c) != old_idc, load[c], c))
+            pick = min(options, key=lambda c: (old_idc is None or idc.get(c) != old_idc, load[c], c))
             load[pick] += 1
             load[b] -= 1
             new[i] = pick

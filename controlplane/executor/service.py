@@ -15,7 +15,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from collectors.disk_rates import DiskScraper
+from collectors.disk_rates import DiskLoad
+from controlplane.executor.live import FactsSource
+from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import StateStore
@@ -24,18 +26,22 @@ from kafkaio.admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
-Binding = tuple[KafkaAdmin, DiskScraper | None, ClusterEndpoints | None]
+Binding = tuple[KafkaAdmin, DiskLoad | None, FactsSource | None]
+"""A cluster's admin client, its live disk load and where its broker facts come from."""
 
 
 def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
-    """Admin client, disk scraper and endpoints of a registered cluster (None without bootstrap servers)."""
+    """Standalone binding of a registered cluster (no observer in the process): an admin client of its own
+    and a collector run once per pass (None without bootstrap servers). The service binds through the
+    observer instead (:func:`controlplane.bootstrap.build_service`)."""
     servers = ",".join(record.get("bootstrap_servers") or [])
     if not servers:
         return None
     urls = {int(b): str(u) for b, u in (record.get("metrics_urls") or {}).items() if str(b).isdigit()}
     brokers = tuple(BrokerEndpoint(b, metrics_url=u) for b, u in sorted(urls.items()))
     endpoints = ClusterEndpoints(name, servers, brokers)
-    return KafkaAdmin(servers), (DiskScraper(urls) if urls else None), endpoints
+    view = standalone(endpoints) if urls else None
+    return KafkaAdmin(servers), view, (view or endpoints)
 
 
 class ExecutorService:
@@ -127,11 +133,14 @@ class ExecutorService:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread and close every admin client."""
+        """Stop the thread and close every admin client (and collector) this service bound."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(30)
             self._thread = None
         for ex in self._executors.values():
             ex.admin.close()
+            close = getattr(ex.scraper, "close", None)
+            if close is not None:
+                close()
         self._executors.clear()

@@ -1,9 +1,21 @@
-"""The leader's collection loop: one :class:`collectors.ClusterCollector` per registered cluster.
+"""The one observer per cluster: the leader's collection job, publishing every round it completes.
 
-Each pass collects every cluster once, overlays the replicated policies (maintenance flags, pool
-membership, IDC placement) on the collected snapshot, and keeps it in the snapshot cache when the
-collector's completeness check allows acting on it; a refused or failed round is logged and
-counted, never raised. Collectors of clusters that were removed are closed.
+Goal: observe each registered cluster once per collection interval — one scrape of each broker
+endpoint, one admin round — and let every consumer read that round instead of observing on its own.
+
+Method: one :class:`collectors.ClusterCollector` per cluster, kept across passes (rates need history)
+and built on the cluster's shared clients (:class:`~controlplane.service.clusters.ClusterBindings`).
+Clusters are collected concurrently, so a slow one does not delay the others. Each round gets the
+replicated policies (maintenance flags, pool membership, IDC placement) overlaid on its snapshot and is
+published to the :class:`~controlplane.service.observation.RoundBoard` — whatever its completeness:
+each consumer judges it by its own usability policy (throttle protection acts on a partial round, the
+executor's disk load takes the disks the round measured). The planning side's policy (this job's
+``policy``) decides whether the round also becomes the cluster's snapshot in the cache (auto-rebalance,
+the API's plans) and goes to the rollups.
+
+Guarantee: a refused or failed round is logged and counted, never raised; collectors and clients of
+clusters that were removed are closed. Cost: one collector round per cluster per pass (see
+:mod:`collectors.collector`).
 """
 
 from __future__ import annotations
@@ -18,43 +30,35 @@ from typing import Any
 
 from collectors.builder import Collected
 from collectors.collector import ClusterCollector
-from collectors.completeness import UsabilityPolicy, refusal_reasons
+from collectors.completeness import UsabilityPolicy
+from controlplane.service.clusters import ClusterBindings, ClusterClients, endpoints_of
 from controlplane.service.context import ServiceContext
+from controlplane.service.observation import Round, RoundBoard
 from domain.policies import apply_policies
-from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
-from kafkaio.source import KafkaSourceOptions
+from kafkaio.endpoints import ClusterEndpoints
 
 log = logging.getLogger(__name__)
 
-
-def endpoints_of(name: str, cluster: Mapping[str, Any]) -> ClusterEndpoints:
-    """Collector endpoints from a registered cluster (``metrics_urls``: broker id -> URL; other keys are
-    scraped and mapped to brokers by the payload's ``broker_id`` label)."""
-    urls: Mapping[str, str] = cluster.get("metrics_urls") or {}
-    brokers = tuple(BrokerInfo(id=int(k), metrics_url=u) for k, u in sorted(urls.items()) if k.isdigit())
-    unmapped = tuple(u for k, u in sorted(urls.items()) if not k.isdigit())
-    return ClusterEndpoints(cluster=name, bootstrap_servers=",".join(cluster["bootstrap_servers"]),
-                            brokers=brokers, unmapped_metrics_urls=unmapped, control_url=cluster.get("control_url"))
+__all__ = ["CollectionJob", "default_collector", "endpoints_of"]
 
 
-def default_collector(endpoints: ClusterEndpoints, timeout_s: float = 5.0) -> ClusterCollector:
-    """A collector whose admin requests and scrapes give up after ``timeout_s`` (an unreachable cluster
-    must not hold up a pass for the admin client's 30 s default)."""
-    ms = int(timeout_s * 1000)
-    options = KafkaSourceOptions(request_timeout_ms=ms, bootstrap_timeout_ms=ms)
-    return ClusterCollector(endpoints, source_options=options, scrape_timeout_s=timeout_s)
+def default_collector(clients: ClusterClients, timeout_s: float = 5.0) -> ClusterCollector:
+    """The cluster's collector on its shared bulk reader; scrapes give up after ``timeout_s``."""
+    return ClusterCollector(clients.endpoints, source=clients.source, scrape_timeout_s=timeout_s)
 
 
 class CollectionJob:
-    """Scheduler job ``collect``: keeps one collector per cluster across passes (rates need history);
-    clusters are collected concurrently, so a slow one does not delay the others."""
+    """Scheduler job ``collect``: the one observer of every registered cluster (see the module docstring)."""
 
     def __init__(self, policy: UsabilityPolicy | None = None,
-                 make_collector: Callable[[ClusterEndpoints], ClusterCollector] = default_collector,
-                 on_collected: Callable[[str, Collected], None] | None = None) -> None:
+                 make_collector: Callable[[ClusterClients], ClusterCollector] = default_collector,
+                 on_collected: Callable[[str, Collected], None] | None = None,
+                 bindings: ClusterBindings | None = None, board: RoundBoard | None = None) -> None:
         self.policy = policy or UsabilityPolicy(max_age_s=math.inf)
         self._make = make_collector
         self._on_collected = on_collected
+        self.bindings = bindings or ClusterBindings()
+        self.board = board or RoundBoard()
         self._collectors: dict[str, tuple[ClusterEndpoints, ClusterCollector]] = {}
         self._lock = threading.Lock()
         self.last_refusal: dict[str, list[str]] = {}
@@ -66,43 +70,57 @@ class CollectionJob:
         with self._lock:
             for gone in set(self._collectors) - set(clusters):
                 self._collectors.pop(gone)[1].close()
+                self.board.drop(gone)
+            self.bindings.retain(clusters)
             if not clusters:
                 return
             with ThreadPoolExecutor(max_workers=min(8, len(clusters)), thread_name_prefix="collect") as pool:
                 for name, cluster in sorted(clusters.items()):
                     pool.submit(self._collect, ctx, name, cluster, maintenance.get(name, {}))
 
+    def collect(self, ctx: ServiceContext, name: str) -> Round | None:
+        """Collect and publish one round of ``name`` now (tests, step-driven scenarios); None when it failed."""
+        cluster, maintenance = ctx.store.read(lambda s: (dict(s["clusters"].get(name) or {}),
+                                                         dict(s["maintenance"].get(name) or {})))
+        if not cluster:
+            raise KeyError(f"unknown cluster {name!r}")
+        with self._lock:
+            self._collect(ctx, name, cluster, maintenance)
+        return self.board.latest(name)
+
     def _collect(self, ctx: ServiceContext, name: str, cluster: Mapping[str, Any],
                  maintenance: Mapping[str, Any]) -> None:
         if not ctx.store.is_leader:
             return  # lost leadership: stop acting
-        endpoints = endpoints_of(name, cluster)
         try:
+            clients = self.bindings.get(name, cluster)
             held = self._collectors.get(name)
-            if held is None or held[0] != endpoints:
+            if held is None or held[0] != clients.endpoints or held[1].source is not clients.source:
                 if held is not None:
                     held[1].close()
-                held = (endpoints, self._make(endpoints))
+                held = (clients.endpoints, self._make(clients))
                 self._collectors[name] = held
             collected = held[1].collect_once()
         except Exception as exc:  # one cluster's failure never stops the others
             ctx.metrics.loop_errors.labels("collect").inc()
             log.warning("collection of %s failed: %s", name, exc)
             return
-        reasons = refusal_reasons(collected.snapshot, self.policy, now=collected.snapshot.taken_at.timestamp(),
-                                  coverage=collected.coverage)
+        observed_at = datetime.now(UTC)
+        published = self.board.publish(collected, apply_policies(collected.snapshot, cluster, maintenance), observed_at)
+        reasons = published.refusals(self.policy)
         self.last_refusal[name] = reasons
         if reasons:
-            log.info("snapshot of %s not used: %s", name, "; ".join(reasons))
+            log.info("snapshot of %s not used for planning: %s", name, "; ".join(reasons))
             return
-        ctx.snapshots.put(apply_policies(collected.snapshot, cluster, maintenance), observed_at=datetime.now(UTC))
+        ctx.snapshots.put(published.snapshot, observed_at=observed_at)
         ctx.metrics.snapshot_age.labels(name).set(0.0)
         if self._on_collected is not None:
             self._on_collected(name, collected)
 
     def close(self) -> None:
-        """Close every collector (admin clients, threads)."""
+        """Close every collector and every cluster's clients."""
         with self._lock:
             for _, collector in self._collectors.values():
                 collector.close()
             self._collectors.clear()
+            self.bindings.close()

@@ -6,6 +6,9 @@ evaluation of the disks named by on-call alerts. Per pass and cluster:
 
 1. observe the cluster through its :class:`ThrottleSource` (snapshot + transfers + lineage +
    capability); a failing or stale observation skips the cluster with a logged reason (never acts).
+   In the service the source reads the round the collection job published (one observer per cluster,
+   :mod:`controlplane.service.throttle_source`); a scheduled pass evaluates each round once (a round
+   it already evaluated only re-applies the levers of the replicated state), an alert evaluates at once.
    When a lineage port is wired (the audit analytics' latest lineage run in ClickHouse) and it has rows
    for the cluster, the topic -> client ids map comes from it; else from the observation (the live audit
    topic). Per-partition shares always come from the live audit topic. The source is recorded with
@@ -18,8 +21,9 @@ evaluation of the disks named by on-call alerts. Per pass and cluster:
    (new leader after a failover, manual throttles from the API) is applied; levers this node applied
    that left the state are removed.
 
-The source/actuator are ports: :mod:`controlplane.adapters.kafka_throttle` implements them over the
-Kafka wire protocol and Prometheus text.
+The source/actuator are ports: :class:`controlplane.service.throttle_source.RoundThrottleSource` reads
+the observer's rounds, :class:`kafkaio.levers.KafkaLevers` sets the levers through the cluster's shared
+client.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class Observation:
     transfers: tuple[Transfer, ...] = ()
     lineage: Lineage = field(default_factory=Lineage)
     partition_throttle: bool = False
+    round_seq: int | None = None
+    """The published round it was read from (None: a source of its own, every observation is new)."""
 
 
 class ThrottleSource(Protocol):
@@ -143,6 +149,8 @@ class ThrottleService:
         self.alerts: dict[str, AlertRecord] = {}
         self.applied: dict[str, dict[str, tuple[str, dict[str, Any], float]]] = defaultdict(dict)
         self.last: dict[str, Evaluation] = {}
+        self.evaluated_round: dict[str, int] = {}
+        """Per cluster, the published round the last evaluation used."""
         self.runs = 0
         self._lock = threading.RLock()
 
@@ -190,6 +198,12 @@ class ThrottleService:
                 obs = binding.source.observe()
             except Exception as exc:
                 return self._skip(cluster, at, trigger, f"observation failed: {exc}")
+            if obs.round_seq is not None:
+                if trigger == "interval" and self.evaluated_round.get(cluster) == obs.round_seq:
+                    self._reconcile(cluster, binding)  # nothing new observed: keep the levers as recorded
+                    return {"trigger": trigger, "skipped": "no new collection round since the last evaluation",
+                            "decisions": []}
+                self.evaluated_round[cluster] = obs.round_seq
             age = (self.clock() - obs.snapshot.taken_at).total_seconds()
             if age > self.max_snapshot_age_s:
                 return self._skip(cluster, at, trigger, f"snapshot is {age:.0f} s old; not acting on it")
@@ -393,18 +407,6 @@ def throttle_config(conf: ThrottleConf) -> ThrottleConfig:
     return ThrottleConfig(thresholds=thresholds, target_util=conf.target_util, write_tolerance=conf.write_tolerance,
                           min_rate_bytes_per_s=conf.min_rate_bytes_per_s,
                           isr_floor_bytes_per_s=conf.isr_floor_bytes_per_s, relax_factor=conf.relax_factor)
-
-
-def bind_kafka(cluster: str, record: Mapping[str, Any]) -> ClusterBinding | None:
-    """The wire adapters for a registered cluster (None when it has no metrics URLs to observe)."""
-    from controlplane.adapters.kafka_throttle import KafkaThrottleActuator, KafkaThrottleSource
-
-    urls = record.get("metrics_urls") or {}
-    servers = ",".join(record.get("bootstrap_servers") or [])
-    if not urls or not servers:
-        return None
-    ordered = [str(u) for _, u in sorted(urls.items(), key=lambda kv: str(kv[0]))]
-    return ClusterBinding(KafkaThrottleSource(cluster, servers, ordered), KafkaThrottleActuator(servers))
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,5 +1,6 @@
 """A real `guardian serve` process protects a kafkasim disk on its own: scheduled throttle job, wire adapters,
-API. kafkasim runs at 10x real time; the service evaluates every 0.5 s (5 simulated seconds)."""
+API. kafkasim runs at 10x real time; the service observes the cluster every 0.5 s (5 simulated seconds: one
+collection round, which the throttle job evaluates once)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def sim() -> Iterator[SimRunner]:
 def service(tmp_path: Path) -> Iterator[ServiceCluster]:
     cluster = ServiceCluster(tmp_path, size=1)
     cluster.config.write_text(f'[[tokens]]\nname = "admin"\nrole = "admin"\nsha256 = "{hash_token(TOKEN)}"\n'
-                              "[intervals]\nauto_rebalance_check_s = 3600\nthrottle_s = 0.5\n")
+                              "[intervals]\nauto_rebalance_check_s = 3600\ncollect_s = 0.5\nthrottle_s = 0.5\n")
     cluster.start_all()
     try:
         cluster.leader(timeout=20)

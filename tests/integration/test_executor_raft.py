@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.disk_rates import DiskScraper
+from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.raft_store import RaftStateStore
@@ -29,9 +29,9 @@ def leader_store(addr: str, data: Path) -> RaftStateStore:
 
 
 def executor(store: RaftStateStore, sim: Sim) -> Executor:
+    view = standalone(sim.cluster)  # what guardian exec runs: one collector round per pass
     return Executor(store, KafkaAdmin(sim.cluster.bootstrap_servers),
-                    ExecutorConfig("c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=10e6)),
-                    DiskScraper(sim.cluster.metrics_urls), sim.cluster)
+                    ExecutorConfig("c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=10e6)), view, view)
 
 
 def test_executor_on_raft_state_resumes_after_restart_without_duplicates(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kafka.admin import NewPartitions
 
-from collectors.disk_rates import DiskScraper
 from controlplane.executor.live import main_dir
+from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
@@ -23,8 +23,9 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def make_executor(sim: Sim, policy: ThrottlePolicy, store: LocalStateStore | None = None) -> Executor:
+    view = standalone(sim.cluster)  # what guardian exec runs: one collector round per pass
     ex = Executor(store or LocalStateStore(), KafkaAdmin(sim.cluster.bootstrap_servers),
-                  ExecutorConfig("c1", throttle=policy), DiskScraper(sim.cluster.metrics_urls), sim.cluster)
+                  ExecutorConfig("c1", throttle=policy), view, view)
     ex.ensure_cluster(sim.cluster.bootstrap_servers)
     return ex
 

@@ -1,1 +1,0 @@
-"""I/O adapters: Kafka admin (kafka-python) and ClickHouse (clickhouse-connect)."""
