@@ -41,7 +41,9 @@ from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
 from controlplane.state.store import LocalStateStore
 from domain import ContractError, Plan, plan_to_dict
-from kafkaio.admin import AdminError, ClusterEndpoints, EndpointsError, KafkaAdmin, load_endpoints
+from kafkaio.admin import KafkaAdmin
+from kafkaio.endpoints import ClusterEndpoints, EndpointsError, load_endpoints_file
+from kafkaio.errors import AdminError
 
 exec_app = typer.Typer(help="Execute plans on a live cluster (incremental, throttled, resumable).",
                        no_args_is_help=True)
@@ -113,15 +115,16 @@ NicOpt = Annotated[str, typer.Option(help="adaptive: network capacity per broker
 
 def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, ClusterEndpoints]:
     try:
-        endpoints = load_endpoints(endpoints_file, cluster)
+        endpoints = load_endpoints_file(endpoints_file, cluster)
     except EndpointsError as exc:
         _die(str(exc), 2)
     try:
         store = LocalStateStore(state)
     except (OSError, ValueError) as exc:
         _die(f"cannot read state file {state}: {exc}", 2)
-    admin = KafkaAdmin(endpoints.bootstrap_servers)
-    scraper = DiskScraper(endpoints.metrics_urls) if endpoints.metrics_urls else None
+    admin = KafkaAdmin.for_endpoints(endpoints)
+    urls = endpoints.metrics_url_by_broker
+    scraper = DiskScraper(urls) if urls else None
     executor = Executor(store, admin, ExecutorConfig(cluster, ordering=opts.ordering, throttle=opts.policy),
                         scraper, endpoints)
     try:

@@ -40,6 +40,7 @@ from typing import Any
 from controlplane.service.throttle_loop import Observation
 from domain import Broker, BrokerState, ClusterSnapshot, DiskId, Partition, Topic
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, PT_ENABLE, PT_FETCH, PT_PRODUCE
+from kafkaio.connection import KafkaConnection
 from planners.throttle import (
     CONSUMER_QUOTA,
     FOLLOWER,
@@ -62,9 +63,7 @@ class ObserveError(RuntimeError):
 
 
 def _admin(bootstrap: str, client_id: str) -> Any:
-    from kafka import KafkaAdminClient
-
-    return KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id, request_timeout_ms=10_000)
+    return KafkaConnection(bootstrap, client_id=client_id, request_timeout_ms=10_000).client()
 
 
 class KafkaThrottleSource:

@@ -24,7 +24,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
 from controlplane.state.commands import meta
 from domain import check_plan, dump_snapshot, parse_plan, parse_snapshot, plan_to_dict, pool_stats
-from kafkaio.admin import AdminError
+from kafkaio.errors import AdminError
 
 Viewer = Annotated[Principal, Depends(require("viewer"))]
 Operator = Annotated[Principal, Depends(require("operator"))]

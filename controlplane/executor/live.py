@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from collectors.rates import counter_rate
 from controlplane.executor.tasks import CurrentPartition
 from domain import Broker, BrokerState, ClusterSnapshot, Disk, DiskKind, Partition, Topic
-from kafkaio.admin import ClusterEndpoints, LiveCluster, ReplicaDir
+from kafkaio.endpoints import ClusterEndpoints
+from kafkaio.types import LiveCluster, ReplicaDir
 
 DirMap = Mapping[tuple[str, int, int], list[ReplicaDir]]
 DEFAULT_DISK_BPS = 200e6
@@ -17,7 +18,7 @@ DEFAULT_DISK_BPS = 200e6
 def main_dir(dirs: DirMap, topic: str, partition: int, broker: int) -> ReplicaDir | None:
     """The replica's current (non-future) log dir entry, if the broker reported one."""
     for entry in dirs.get((topic, partition, broker), ()):
-        if not entry.future:
+        if not entry.is_future:
             return entry
     return None
 
@@ -25,7 +26,7 @@ def main_dir(dirs: DirMap, topic: str, partition: int, broker: int) -> ReplicaDi
 def future_dir(dirs: DirMap, topic: str, partition: int, broker: int) -> ReplicaDir | None:
     """The replica's future (intra-broker move in progress) entry, if any."""
     for entry in dirs.get((topic, partition, broker), ()):
-        if entry.future:
+        if entry.is_future:
             return entry
     return None
 
@@ -36,7 +37,7 @@ def partition_size(dirs: DirMap, live: LiveCluster, topic: str, partition: int) 
     lead = main_dir(dirs, topic, partition, p.leader) if p.leader >= 0 else None
     if lead is not None:
         return lead.size
-    sizes = [e.size for b in p.replicas for e in dirs.get((topic, partition, b), ()) if not e.future]
+    sizes = [e.size for b in p.replicas for e in dirs.get((topic, partition, b), ()) if not e.is_future]
     return max(sizes, default=0)
 
 
@@ -77,7 +78,7 @@ def live_snapshot(cluster: str, live: LiveCluster, dirs: DirMap, capacity: Mappi
                               used_bytes=max(total - max(usable, 0), 0)))
         brokers.append(Broker(id=bid, host=ep.host if ep and ep.host else "127.0.0.1",
                               port=ep.port if ep and ep.port else 9092, idc=idc, rack=rack,
-                              pool=ep.pool if ep else "shared",
+                              pool=(ep.pool if ep else None) or "shared",
                               state=BrokerState.ALIVE if bid in live.alive else BrokerState.DEAD,
                               disks=tuple(disks)))
     first_dir = {b.id: b.disks[0].path for b in brokers if b.disks}

@@ -31,7 +31,7 @@ def leader_store(addr: str, data: Path) -> RaftStateStore:
 def executor(store: RaftStateStore, sim: Sim) -> Executor:
     return Executor(store, KafkaAdmin(sim.cluster.bootstrap_servers),
                     ExecutorConfig("c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=10e6)),
-                    DiskScraper(sim.cluster.metrics_urls), sim.cluster)
+                    DiskScraper(sim.cluster.metrics_url_by_broker), sim.cluster)
 
 
 def test_executor_on_raft_state_resumes_after_restart_without_duplicates(tmp_path: Path) -> None:

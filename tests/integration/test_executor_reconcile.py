@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def make_executor(sim: Sim, policy: ThrottlePolicy, store: LocalStateStore | None = None) -> Executor:
     ex = Executor(store or LocalStateStore(), KafkaAdmin(sim.cluster.bootstrap_servers),
-                  ExecutorConfig("c1", throttle=policy), DiskScraper(sim.cluster.metrics_urls), sim.cluster)
+                  ExecutorConfig("c1", throttle=policy), DiskScraper(sim.cluster.metrics_url_by_broker), sim.cluster)
     ex.ensure_cluster(sim.cluster.bootstrap_servers)
     return ex
 
