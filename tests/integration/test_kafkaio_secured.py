@@ -1,0 +1,116 @@
+"""The one connection over kafkasim's secured listeners: SASL_SSL/SCRAM, a wrong password, an untrusted CA.
+
+Runs where kafkasim speaks TLS and SASL (``kafkasim.security``); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("kafkasim.security")
+
+from collectors.collector import CollectionError, ClusterCollector  # noqa: E402
+from kafkaio.admin import KafkaAdmin  # noqa: E402
+from kafkaio.connection import KafkaConnection  # noqa: E402
+from kafkaio.endpoints import parse_endpoints  # noqa: E402
+from kafkaio.errors import KafkaAuthError  # noqa: E402
+from kafkaio.security import SecuritySettings  # noqa: E402
+from kafkaio.source import KafkaSource  # noqa: E402
+from kafkasim.security import SecurityConfig  # noqa: E402
+from kafkasim.server import SimRunner  # noqa: E402
+from kafkasim.tls import TlsMaterial  # noqa: E402
+from tests.integration.kafkasim_support import start_sim  # noqa: E402
+
+USER, PASSWORD, WRONG = "guardian", "correct horse battery staple", "wrong-horse-9f3"
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[TlsMaterial, Any]:
+    material = TlsMaterial()
+    return material, material.write(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def sim(tls: tuple[TlsMaterial, Any]) -> Iterator[SimRunner]:
+    sec = SecurityConfig(protocol="SASL_SSL", tls=tls[0])
+    sec.users.add(USER, PASSWORD)
+    r = start_sim(security=sec)
+    yield r
+    r.stop()
+
+
+def _settings(tmp_path: Path, ca_file: Any, password: str, mechanism: str = "SCRAM-SHA-512") -> SecuritySettings:
+    pw = tmp_path / f"pw-{mechanism}-{len(password)}"
+    pw.write_text(password + "\n")
+    return SecuritySettings(protocol="SASL_SSL", sasl_mechanism=mechanism, username=USER, password_file=str(pw),
+                            ca_file=str(ca_file))
+
+
+def test_scram_over_sasl_ssl_one_connection_for_reads_and_the_port(sim: SimRunner, tls: Any, tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    doc = {"clusters": {"east": {"bootstrap_servers": sim.endpoints["clusters"]["east"]["bootstrap_servers"],
+                                 "security": _settings(tmp_path, tls[1].ca_file, PASSWORD).model_dump(mode="json")}}}
+    eps = parse_endpoints(doc, "east")
+    conn = KafkaConnection.for_endpoints(eps)
+    src, adm = KafkaSource(conn), KafkaAdmin(conn)
+    try:
+        first = src.fetch()
+        assert "orders" in first.topics and set(first.brokers) == {1, 2, 3, 4}
+        assert adm.live().partitions[("orders", 0)] == first.partitions[("orders", 0)]
+        second = src.fetch(full=False, previous=first)  # Metadata over TLS+SASL, unchanged: not decoded again
+        assert second.partitions is first.partitions and conn.metadata.reused == 1 and conn.connects == 1
+    finally:
+        conn.close()
+    assert PASSWORD not in caplog.text
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_other_mechanisms(sim: SimRunner, tls: Any, tmp_path: Path, mechanism: str) -> None:
+    conn = KafkaConnection(sim.endpoints["clusters"]["east"]["bootstrap_servers"], cluster="east",
+                           security=_settings(tmp_path, tls[1].ca_file, PASSWORD, mechanism))
+    try:
+        assert KafkaAdmin(conn).live().alive == frozenset({1, 2, 3, 4})
+    finally:
+        conn.close()
+
+
+def test_a_wrong_password_is_an_authentication_error_at_once(sim: SimRunner, tls: Any, tmp_path: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    boot = sim.endpoints["clusters"]["east"]["bootstrap_servers"]
+    conn = KafkaConnection(boot, cluster="east", security=_settings(tmp_path, tls[1].ca_file, WRONG),
+                           request_timeout_ms=15_000)
+    t0 = time.monotonic()
+    with pytest.raises(KafkaAuthError) as exc:
+        KafkaAdmin(conn).live()
+    assert time.monotonic() - t0 < 5, "an authentication failure must not wait for the bootstrap timeout"
+    msg = str(exc.value)
+    assert msg.startswith("cluster east: authentication failed") and "SCRAM-SHA-512 as user 'guardian'" in msg
+    with pytest.raises(KafkaAuthError):  # the bulk reads say the same (a KafkaSourceError too)
+        KafkaSource(conn).fetch()
+    eps = parse_endpoints({"clusters": {"east": {"bootstrap_servers": boot, "security": conn.security.model_dump()}}},
+                          "east")
+    col = ClusterCollector(eps)
+    try:
+        with pytest.raises(CollectionError, match="authentication failed"):
+            col.collect_once()
+    finally:
+        col.close()
+    assert WRONG not in caplog.text and WRONG not in msg
+
+
+def test_an_untrusted_certificate_is_a_tls_error(sim: SimRunner, tls: Any, tmp_path: Path) -> None:
+    other = TlsMaterial().write(tmp_path / "other")  # a CA that did not sign the brokers' certificates
+    conn = KafkaConnection(sim.endpoints["clusters"]["east"]["bootstrap_servers"], cluster="east",
+                           security=_settings(tmp_path, other.ca_file, PASSWORD))
+    t0 = time.monotonic()
+    with pytest.raises(KafkaAuthError, match="cluster east: TLS handshake failed"):
+        KafkaAdmin(conn).live()
+    assert time.monotonic() - t0 < 5
