@@ -279,11 +279,16 @@ class KafkaConnection:
         cause = _auth_cause(exc)
         if cause is None:
             return None
+        name = type(cause).__name__
         if isinstance(cause, ssl.SSLError):
-            detail = f"TLS handshake failed ({getattr(cause, 'reason', None) or type(cause).__name__})"
-        else:
-            detail = f"authentication failed ({type(cause).__name__}: {cause})"
-        return KafkaAuthError(f"cluster {self.name}: {detail} with {self.security.describe()}")
+            why = (getattr(cause, "verify_message", None) or getattr(cause, "reason", None)
+                   or (str(cause.args[-1]) if cause.args else name))
+            return KafkaAuthError(f"cluster {self.name}: TLS handshake failed with {self.security.describe()}: {why}")
+        text = str(cause.args[0]) if cause.args else ""
+        while text.startswith(f"{name}: "):  # kafka-python repeats the class name
+            text = text[len(name) + 2:]
+        return KafkaAuthError(f"cluster {self.name}: authentication failed with {self.security.describe()}: "
+                              f"{text or name}")
 
     # ------------------------------------------------------------------ requests
     def run(self, fn: Callable[[Any], Awaitable[T]]) -> T:
