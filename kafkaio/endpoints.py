@@ -14,7 +14,7 @@ Method: a hand-written walk over the JSON that names the JSON path of the first 
                   "password_file": "/etc/guardian/kafka.pw", "ca_file": "/etc/guardian/ca.pem"},
      "brokers": [{"id": 1, "host": "b1", "port": 9092, "rack": "idc-a-r1", "idc": "idc-a" (override),
                   "pool": "shared", "metrics_url": "http://b1:7071/metrics" (one, the older form),
-                  "metrics": ["http://b1:7071/metrics" | {"url": "https://b1:9100/metrics",
+                  "metrics": ["http://b1:7071/metrics" | {"url": "https://b1:9100/metrics", "kind"?: "node",
                               "ca_file"?, "username"?, "password_file"?, "bearer_token_file"?}, ...]}],
      "metrics_urls": [URL, ...]    (broker endpoints whose broker id the payload tells),
      "exporter_urls": [URL, ...]   (cluster-level exporters),
@@ -54,13 +54,15 @@ class EndpointsError(ValueError):
 # ---------------------------------------------------------------------- records
 @dataclass(frozen=True)
 class MetricsEndpoint:
-    """One Prometheus endpoint of a broker: its URL, optional CA, basic auth or bearer token (by file)."""
+    """One Prometheus endpoint of a broker: its URL, optional CA, basic auth or bearer token (by file), and
+    an optional ``kind`` label saying what serves it (e.g. ``jmx``, ``node``) — a hint, never required."""
 
     url: str
     ca_file: str | None = None
     username: str | None = None
     password_file: str | None = None
     bearer_token_file: str | None = None
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ def _url(v: Any, at: str) -> str:
     return url
 
 
-_METRICS_KEYS = {"url", "ca_file", "username", "password_file", "bearer_token_file"}
+_METRICS_KEYS = {"url", "ca_file", "username", "password_file", "bearer_token_file", "kind"}
 
 
 def _metrics_endpoint(v: Any, at: str) -> MetricsEndpoint:
@@ -247,7 +249,7 @@ def _metrics_endpoint(v: Any, at: str) -> MetricsEndpoint:
     o = _obj(v, at, _METRICS_KEYS)
     ep = MetricsEndpoint(_url(o.get("url"), f"{at}.url"), _str(o.get("ca_file"), f"{at}.ca_file"),
                          _str(o.get("username"), f"{at}.username"), _str(o.get("password_file"), f"{at}.password_file"),
-                         _str(o.get("bearer_token_file"), f"{at}.bearer_token_file"))
+                         _str(o.get("bearer_token_file"), f"{at}.bearer_token_file"), _str(o.get("kind"), f"{at}.kind"))
     if (ep.username is None) != (ep.password_file is None):
         raise EndpointsError(f"{at}: username and password_file go together (basic auth)")
     if ep.username is not None and ep.bearer_token_file is not None:

@@ -13,32 +13,31 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("kafkasim.security")
+from collectors.collector import ClusterCollector, CollectionError
+from kafkaio.admin import KafkaAdmin
+from kafkaio.connection import KafkaConnection
+from kafkaio.endpoints import parse_endpoints
+from kafkaio.errors import KafkaAuthError
+from kafkaio.security import SecuritySettings
+from kafkaio.source import KafkaSource
+from kafkasim.server import SimRunner
+from tests.integration.kafkasim_support import start_sim
 
-from collectors.collector import CollectionError, ClusterCollector  # noqa: E402
-from kafkaio.admin import KafkaAdmin  # noqa: E402
-from kafkaio.connection import KafkaConnection  # noqa: E402
-from kafkaio.endpoints import parse_endpoints  # noqa: E402
-from kafkaio.errors import KafkaAuthError  # noqa: E402
-from kafkaio.security import SecuritySettings  # noqa: E402
-from kafkaio.source import KafkaSource  # noqa: E402
-from kafkasim.security import SecurityConfig  # noqa: E402
-from kafkasim.server import SimRunner  # noqa: E402
-from kafkasim.tls import TlsMaterial  # noqa: E402
-from tests.integration.kafkasim_support import start_sim  # noqa: E402
+simsec = pytest.importorskip("kafkasim.security")  # the secured listeners (TLS, SASL) of kafkasim
+simtls = pytest.importorskip("kafkasim.tls")
 
 USER, PASSWORD, WRONG = "guardian", "correct horse battery staple", "wrong-horse-9f3"
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[TlsMaterial, Any]:
-    material = TlsMaterial()
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    material = simtls.TlsMaterial()
     return material, material.write(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
-def sim(tls: tuple[TlsMaterial, Any]) -> Iterator[SimRunner]:
-    sec = SecurityConfig(protocol="SASL_SSL", tls=tls[0])
+def sim(tls: tuple[Any, Any]) -> Iterator[SimRunner]:
+    sec = simsec.SecurityConfig(protocol="SASL_SSL", tls=tls[0])
     sec.users.add(USER, PASSWORD)
     r = start_sim(security=sec)
     yield r
@@ -108,7 +107,7 @@ def test_a_wrong_password_is_an_authentication_error_at_once(sim: SimRunner, tls
 
 
 def test_an_untrusted_certificate_is_a_tls_error(sim: SimRunner, tls: Any, tmp_path: Path) -> None:
-    other = TlsMaterial().write(tmp_path / "other")  # a CA that did not sign the brokers' certificates
+    other = simtls.TlsMaterial().write(tmp_path / "other")  # a CA that did not sign the brokers' certificates
     conn = KafkaConnection(sim.endpoints["clusters"]["east"]["bootstrap_servers"], cluster="east",
                            security=_settings(tmp_path, other.ca_file, PASSWORD))
     t0 = time.monotonic()

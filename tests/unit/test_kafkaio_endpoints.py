@@ -46,7 +46,7 @@ NEW: dict[str, Any] = {"clusters": {"c1": {
                      {"url": "https://b1:9100/metrics", "ca_file": "/ca.pem", "username": "prom",
                       "password_file": "/prom.pw"}]},
         {"id": 2, "rack": "dc-west-r7", "idc": "dc-override",
-         "metrics": [{"url": "https://b2:7071/metrics", "bearer_token_file": "/token"}]},
+         "metrics": [{"url": "https://b2:7071/metrics", "bearer_token_file": "/token", "kind": "jmx"}]},
         {"id": "3", "rack": "nowhere"}]}}}
 
 
@@ -87,7 +87,8 @@ def test_the_new_declarations() -> None:
     assert eps.url_to_broker() == {"http://b1:7071/metrics": 1, "https://b1:9100/metrics": 1,
                                    "https://b2:7071/metrics": 2}
     assert eps.metrics_url_by_broker == {1: "http://b1:7071/metrics", 2: "https://b2:7071/metrics"}
-    assert eps.metrics_endpoint_by_url()["https://b2:7071/metrics"].bearer_token_file == "/token"
+    assert eps.metrics_endpoint_by_url()["https://b2:7071/metrics"] == MetricsEndpoint(
+        "https://b2:7071/metrics", bearer_token_file="/token", kind="jmx")
     # IDC: the broker's own declaration wins, else the rack rule, else unknown (never a guess)
     assert eps.idc_of(1) == ("dc-east", "rack_to_idc")
     assert eps.idc_of(1, "dc-south-r2") == ("dc-south", "rack_to_idc")  # the metadata's rack first
