@@ -1,7 +1,10 @@
-"""``guardian sim ...`` commands: ``up`` runs a federation, ``fault ...`` injects faults.
+"""``guardian sim ...`` commands: ``up`` runs a federation, ``truth`` prints its ground truth,
+``fault ...`` injects faults.
 
 The lead mounts :func:`register` under the ``sim`` group of ``guardian``; standalone use:
-``python -m kafkasim up`` / ``python -m kafkasim fault kill-broker --cluster east --broker 2``.
+``python -m kafkasim up [--realistic]`` / ``python -m kafkasim fault kill-broker --cluster east --broker 2``.
+``up --realistic`` starts SASL_SSL (SCRAM-SHA-512) listeners and two https exporters with basic
+auth per broker, and writes secrets next to the endpoints file (see :mod:`kafkasim.realistic`).
 """
 
 from __future__ import annotations
@@ -12,18 +15,25 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from domain.errors import ContractError
+from domain.snapshot_file import parse_snapshot
+from kafkasim.realistic import operator_endpoints, prepare
+
 CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
 
 
 def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | None, control_port: int,
-            audit_jsonl: Path | None, duration: float, snapshots: list[Path] | None = None) -> None:
+            audit_jsonl: Path | None, duration: float, snapshots: list[Path] | None = None,
+            realistic: bool = False, sim_series: bool = False) -> None:
     from kafkasim.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
     from kafkasim.server import SimServer
 
@@ -44,10 +54,18 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
         typer.echo("error: --speed must be in (0, 1e6]", err=True)
         raise typer.Exit(2)
 
+    setup = None
+    if realistic:
+        where = endpoints_file.resolve().parent if endpoints_file else Path(tempfile.mkdtemp(prefix="kafkasim-"))
+        setup = prepare(where, endpoints_file.stem if endpoints_file else "kafkasim", sim_series=sim_series)
+
     async def main() -> None:
         server = SimServer(fed, control_port=control_port, speed=speed,
-                           audit_jsonl=str(audit_jsonl) if audit_jsonl else None)
+                           audit_jsonl=str(audit_jsonl) if audit_jsonl else None,
+                           security=setup.security if setup else None, metrics=setup.metrics if setup else None)
         endpoints = await server.start()
+        if setup is not None:
+            endpoints = operator_endpoints(endpoints, fed, setup)
         line = json.dumps(endpoints, sort_keys=True)
         if endpoints_file is not None:
             tmp = endpoints_file.with_suffix(endpoints_file.suffix + ".tmp")
@@ -102,6 +120,18 @@ def _post(url: str, path: str, body: dict[str, Any]) -> None:
         raise typer.Exit(1) from e
 
 
+def _get(url: str, path: str) -> str:
+    try:
+        with urllib.request.urlopen(url + path, timeout=15) as resp:
+            return str(resp.read().decode())
+    except urllib.error.HTTPError as e:
+        typer.echo(f"error: {e.code}: {e.read().decode()}", err=True)
+        raise typer.Exit(1) from e
+    except (urllib.error.URLError, OSError) as e:
+        typer.echo(f"error: cannot reach {url}: {e}", err=True)
+        raise typer.Exit(1) from e
+
+
 ControlUrl = typer.Option(None, "--control-url", help=f"kafkasim control URL (or ${CONTROL_ENV})")
 EndpointsFile = typer.Option(None, "--endpoints-file", help="endpoints JSON written by `sim up`")
 
@@ -119,9 +149,27 @@ def register(app: typer.Typer) -> None:
         duration: float = typer.Option(0.0, "--duration", help="stop after this many real seconds (0 = never)"),
         snapshot: list[Path] | None = typer.Option(None, "--snapshot",
                                                    help="seed a cluster from a guardian.snapshot/v1 file (repeat)"),
+        realistic: bool = typer.Option(False, "--realistic",
+                                       help="SASL_SSL/SCRAM-SHA-512 listeners, JMX + node exporters per broker "
+                                            "over https with basic auth, an operator's endpoints file"),
+        sim_series: bool = typer.Option(False, "--sim-series",
+                                        help="with --realistic: also serve the kafkasim_* series (simulator tests)"),
     ) -> None:
         """Start a simulated federation; first stdout line is the endpoints JSON."""
-        _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration, snapshot)
+        _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration, snapshot, realistic, sim_series)
+
+    @app.command("truth")
+    def truth(cluster: str = typer.Option(..., "--cluster"),
+              control_url: str | None = ControlUrl, endpoints_file: Path | None = EndpointsFile) -> None:
+        """Print the simulator's ground truth of CLUSTER as a guardian.snapshot/v1 document."""
+        url = _control_url(control_url, endpoints_file)
+        text = _get(url, "/snapshot?" + urllib.parse.urlencode({"cluster": cluster}))
+        try:
+            parse_snapshot(text)
+        except ContractError as e:
+            typer.echo(f"error: the simulator's snapshot does not validate: {e}", err=True)
+            raise typer.Exit(1) from e
+        typer.echo(json.dumps(json.loads(text), indent=2, sort_keys=True))
 
     fault = typer.Typer(help="Inject faults into a running kafkasim.", no_args_is_help=True)
     app.add_typer(fault, name="fault")

@@ -1,4 +1,6 @@
-"""Per-broker Prometheus text exposition (what a JMX exporter + node_exporter would serve).
+"""Per-broker Prometheus text exposition, legacy layout: one endpoint with the Kafka series, the
+node series and kafkasim's own facts (the default; the realistic two-exporter layout is
+:mod:`kafkasim.exporters`, which reuses :func:`kafka_lines` and :func:`sim_lines`).
 
 Every broker serves ``GET /metrics`` on its own port.  Counters (``*_total``) only ever grow for
 the life of the process; gauges are current values.  Names:
@@ -127,8 +129,34 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
     eng: Any = cl.engine
     if eng.dirty:
         eng.rebuild()
-    f = eng.f
     out: list[str] = []
+    add = out.append
+    add(f'kafkasim_broker_info{{cluster="{_esc(cl.name)}",broker_id="{b.id}",idc="{_esc(b.idc)}",'
+        f'rack="{_esc(b.rack)}",pool="{_esc(b.pool)}"}} 1')
+    add(f"kafkasim_sim_time_seconds {_num(eng.t)}")
+    kafka_lines(out, cl, b, requests, extensions=True)
+    _node_lines(out, cl, b)
+    return "\n".join(out) + "\n"
+
+
+def sim_lines(out: list[str], cl: Cluster, b: Broker) -> None:
+    """The ``kafkasim_*`` series (broker facts, log-dir facts, disk ceilings, sim clock) into ``out``."""
+    eng: Any = cl.engine
+    out.append(f'kafkasim_broker_info{{cluster="{_esc(cl.name)}",broker_id="{b.id}",idc="{_esc(b.idc)}",'
+               f'rack="{_esc(b.rack)}",pool="{_esc(b.pool)}"}} 1')
+    out.append(f"kafkasim_sim_time_seconds {_num(eng.t)}")
+    for d in b.disks:
+        out.append(f'kafkasim_log_dir_info{{device="{d.device}",log_dir="{_esc(d.path)}",kind="{d.kind}"}} 1')
+    for d in b.disks:
+        out.append(f'kafkasim_disk_max_bytes_per_second{{device="{d.device}"}} {_num(d.max_bytes_per_s)}')
+
+
+def kafka_lines(out: list[str], cl: Cluster, b: Broker, requests: dict[str, int] | None, *,
+                extensions: bool) -> None:
+    """The Kafka (JMX exporter style) series of ``b`` into ``out``; ``extensions`` adds the per-partition
+    ``brokertopicpartitionmetrics`` reporter and ``kafka_consumergroup_lag``, which stock brokers lack."""
+    eng: Any = cl.engine
+    f = eng.f
     add = out.append
 
     def head(name: str, typ: str, help_: str) -> None:
@@ -136,9 +164,6 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
         add(f"# TYPE {name} {typ}")
 
     g = b.gidx
-    add(f'kafkasim_broker_info{{cluster="{_esc(cl.name)}",broker_id="{b.id}",idc="{_esc(b.idc)}",'
-        f'rack="{_esc(b.rack)}",pool="{_esc(b.pool)}"}} 1')
-    add(f"kafkasim_sim_time_seconds {_num(eng.t)}")
     # per topic counters on this broker (topics it has counted bytes for)
     tpref, tix = _topics(eng, cl.name)
     for metric, counts in zip(_TOPIC_METRICS, (eng.bt_in, eng.bt_out, eng.bt_msgs), strict=True):
@@ -187,14 +212,17 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
         ("kafka_cluster_partition_underreplicated", "gauge", lead_k, urs),
     )
     for name, typ, ks, vals in series:
+        if not extensions and name.startswith("kafka_server_brokertopicpartitionmetrics_"):
+            continue
         head(name, typ, name)
         pre = pref[name]
         if ks is not None:
             pre = [pre[k] for k in ks]
         out.extend(map(str.__add__, pre, map(repr, vals)))
-    head("kafka_consumergroup_lag", "gauge", "consumer group lag in messages (kafka_exporter style)")
     lag = f["lag"]
-    for k in lead_k:
+    if extensions:
+        head("kafka_consumergroup_lag", "gauge", "consumer group lag in messages (kafka_exporter style)")
+    for k in lead_k if extensions else ():
         p = reps[k]
         if lag[p.slot] > 0:
             group = eng.clients[int(eng.i["cons_client"][p.slot])].client_id or "lagging"
@@ -218,7 +246,18 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
     head("kafka_network_requestmetrics_requests_total", "counter", "wire requests served")
     for req, cnt in sorted((requests or {}).items()):
         add(f'kafka_network_requestmetrics_requests_total{{request="{_esc(req)}"}} {cnt}')
-    # node exporter
+
+
+def _node_lines(out: list[str], cl: Cluster, b: Broker) -> None:
+    """The legacy node_exporter-style series (one ``sdX`` per log dir) and the ``kafkasim_*`` disk facts."""
+    eng: Any = cl.engine
+    add = out.append
+
+    def head(name: str, typ: str, help_: str) -> None:
+        add(f"# HELP {name} {help_}")
+        add(f"# TYPE {name} {typ}")
+
+    g = b.gidx
     disk_metrics = (
         ("node_disk_io_time_seconds_total", eng.d_io_time_total),
         ("node_disk_read_bytes_total", eng.d_read_total),
@@ -252,4 +291,3 @@ def render_broker(cl: Cluster, b: Broker, requests: dict[str, int] | None = None
     add(f"node_memory_MemAvailable_bytes {_num(int(max(b.memory_bytes - heap, 0.0)))}")
     add(f"node_memory_Cached_bytes {_num(int(cached))}")
     add(f"node_memory_MemFree_bytes {_num(int(max(b.memory_bytes - heap - cached, 0.0)))}")
-    return "\n".join(out) + "\n"

@@ -91,9 +91,13 @@ def min_version(key: int) -> int:
     return int(str(req.json["validVersions"]).split("-")[0])
 
 
-def api_versions_list() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) triples advertised in ApiVersions."""
-    return [(k, min_version(k), v) for k, v in sorted(SUPPORTED.items())]
+SASL_APIS = ((17, 0, 1), (36, 0, 2))  # SaslHandshake, SaslAuthenticate (answered by kafkasim.security)
+
+
+def api_versions_list(sasl: bool = False) -> list[tuple[int, int, int]]:
+    """(api_key, min, max) triples advertised in ApiVersions (with the SASL APIs on SASL listeners)."""
+    out = [(k, min_version(k), v) for k, v in sorted(SUPPORTED.items())]
+    return sorted([*out, *SASL_APIS]) if sasl else out
 
 
 @dataclass
@@ -104,6 +108,8 @@ class ReqContext:
     host: str
     cluster: Cluster
     broker: Broker
+    sasl: bool = False  # the listener speaks SASL (ApiVersions advertises SaslHandshake/SaslAuthenticate)
+    principal: str = "ANONYMOUS"
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:
@@ -287,7 +293,8 @@ class Handler:
     # -- 18 ApiVersions
     def api_18(self, ctx: ReqContext, v: int, req: Any) -> Any:
         R = REGISTRY[18]["response"]
-        keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_list()]
+        keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, lo, hi in api_versions_list(ctx.sasl)]
         return R(version=v, error_code=0, api_keys=keys, throttle_time_ms=0)
 
     # -- 3 Metadata

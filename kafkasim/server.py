@@ -1,11 +1,19 @@
-"""asyncio servers: one Kafka listener and one ``/metrics`` listener per broker, a control API,
-and the tick loop that advances the physics (optionally faster than real time).
+"""asyncio servers: one Kafka listener and one or two ``/metrics`` listeners per broker, a control
+API, and the tick loop that advances the physics (optionally faster than real time).
+
+Kafka listeners speak what :class:`~kafkasim.security.SecurityConfig` says (PLAINTEXT by default;
+SSL, SASL_PLAINTEXT, SASL_SSL).  Metrics follow :class:`~kafkasim.exporters.MetricsConfig`: by
+default the legacy single endpoint (:func:`kafkasim.metrics.render_broker`); realistic, a JMX
+exporter (closed while its broker is dead) and a node_exporter per broker, optionally https with
+basic auth.
 
 Control API (JSON over HTTP on ``control_url``)::
 
     GET  /health                      {"ok": true}
     GET  /endpoints                   the endpoints document (see :meth:`SimServer.endpoints`)
     GET  /state                       sim time, ticks, achieved speed, broker liveness, disk util
+    GET  /scrapes                     requests per metrics endpoint: {cluster: {broker: {kind: {"url",
+                                      "requests", "unauthorized"}}}}
     GET  /snapshot?cluster=NAME       ground truth as a guardian.snapshot/v1 document
     GET  /reassignments?cluster=NAME[&since=SEQ]
                                       accepted AlterPartitionReassignments entries: {"cluster", "seq",
@@ -30,15 +38,18 @@ import contextlib
 import functools
 import json
 import logging
+import ssl
 import struct
 import threading
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from kafkasim import model as m
 from kafkasim.audit import AuditSink
+from kafkasim.exporters import MetricsConfig, render_jmx, render_node
+from kafkasim.httpd import HttpError, http_serve
 from kafkasim.metrics import render_broker
 from kafkasim.model import Broker, Cluster
 from kafkasim.protocol import (
@@ -55,61 +66,24 @@ from kafkasim.protocol import (
     peek_header,
 )
 from kafkasim.scenario import Federation
+from kafkasim.security import SaslGate, SecurityConfig
 from kafkasim.truth import LoadHistory, snapshot_of
 
 log = logging.getLogger("kafkasim")
 MAX_FRAME = 100 * 1024 * 1024
-
-
-class HttpError(Exception):
-    """An HTTP error with status code."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-async def _http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      route: Callable[[str, str, bytes], Awaitable[tuple[int, str, bytes]]]) -> None:
-    """Minimal HTTP/1.1 (one request per connection)."""
-    try:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) < 2:
-            raise HttpError(400, "bad request line")
-        method, path = parts[0], parts[1]
-        length = 0
-        for ln in lines[1:]:
-            k, _, v = ln.partition(":")
-            if k.strip().lower() == "content-length":
-                length = int(v.strip())
-        if length > 10 * 1024 * 1024:
-            raise HttpError(413, "body too large")
-        body = await reader.readexactly(length) if length else b""
-        status, ctype, payload = await route(method, path, body)
-    except HttpError as e:
-        status, ctype, payload = e.status, "application/json", json.dumps({"error": e.message}).encode()
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError, ValueError):
-        writer.close()
-        return
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-              413: "Payload Too Large", 500: "Internal Server Error"}.get(status, "OK")
-    hdr = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
-           f"Connection: close\r\n\r\n").encode()
-    with contextlib.suppress(ConnectionError):
-        writer.write(hdr + payload)
-        await writer.drain()
-    writer.close()
+_SASL_KEYS = (b"\x00\x11", b"\x00\x24")  # SaslHandshake (17), SaslAuthenticate (36): answered by the gate
+_API_VERSIONS = b"\x00\x12"  # ApiVersions (18): answered before authentication too
 
 
 class SimServer:
     """Runs a :class:`Federation` on 127.0.0.1: Kafka ports, metrics ports, control API, ticks."""
 
     def __init__(self, fed: Federation, host: str = "127.0.0.1", control_port: int = 0,
-                 speed: float | None = None, tick_real_s: float = 0.1, audit_jsonl: str | None = None) -> None:
+                 speed: float | None = None, tick_real_s: float = 0.1, audit_jsonl: str | None = None,
+                 security: SecurityConfig | None = None, metrics: MetricsConfig | None = None) -> None:
         self.fed = fed
+        self.security = security or SecurityConfig()
+        self.metrics = metrics or MetricsConfig()
         self.host = host
         self.control_port = control_port
         self.speed = float(speed if speed is not None else fed.speed)
@@ -122,7 +96,10 @@ class SimServer:
         self.handler = Handler(self.audit.record_real if self.audit else None)
         self.history = LoadHistory(fed.engine)
         self.kafka_servers: dict[int, asyncio.Server] = {}
-        self.metrics_servers: dict[int, asyncio.Server] = {}
+        # (broker gidx, endpoint kind) -> listener / port / {"requests", "unauthorized"} counts
+        self.metrics_servers: dict[tuple[int, str], asyncio.Server] = {}
+        self.metrics_ports: dict[tuple[int, str], int] = {}
+        self.scrapes: dict[tuple[int, str], dict[str, int]] = {}
         self.control: asyncio.Server | None = None
         self.conns: dict[int, set[asyncio.StreamWriter]] = {}
         self.requests: dict[int, dict[str, int]] = {}
@@ -145,19 +122,35 @@ class SimServer:
         for cl in self.fed.clusters.values():
             for b in cl.brokers.values():
                 await self._open_broker(cl, b)
-                ms = await asyncio.start_server(functools.partial(self._metrics_conn, cl, b),
-                                                self.host, b.metrics_port or 0)
-                b.metrics_port = ms.sockets[0].getsockname()[1]
-                self.metrics_servers[b.gidx] = ms
+                for kind in self.metrics.kinds:
+                    await self._open_metrics(cl, b, kind)
         self.control = await asyncio.start_server(self._control_conn, self.host, self.control_port)
         self.control_port = self.control.sockets[0].getsockname()[1]
         self.running = True
         self._tick_task = asyncio.create_task(self._tick_loop())
         return self.endpoints()
 
+    async def _open_metrics(self, cl: Cluster, b: Broker, kind: str) -> None:
+        key = (b.gidx, kind)
+        port = self.metrics_ports.get(key, b.metrics_port if kind in ("metrics", "jmx") else 0)
+        ctx = self.metrics.tls.server_context() if self.metrics.tls is not None else None
+        ms = await asyncio.start_server(functools.partial(self._metrics_conn, cl, b, kind), self.host, port or 0,
+                                        ssl=ctx, ssl_handshake_timeout=10 if ctx else None)
+        self.metrics_ports[key] = ms.sockets[0].getsockname()[1]
+        if kind in ("metrics", "jmx"):
+            b.metrics_port = self.metrics_ports[key]
+        self.metrics_servers[key] = ms
+        self.scrapes.setdefault(key, {"requests": 0, "unauthorized": 0})
+
+    def metrics_urls(self, b: Broker) -> list[tuple[str, str]]:
+        """(kind, URL) of every metrics endpoint of ``b``."""
+        return [(kind, f"{self.metrics.scheme}://{self.host}:{self.metrics_ports[(b.gidx, kind)]}/metrics")
+                for kind in self.metrics.kinds if (b.gidx, kind) in self.metrics_ports]
+
     async def _open_broker(self, cl: Cluster, b: Broker) -> None:
+        ctx = self.security.server_context()
         srv = await asyncio.start_server(functools.partial(self._kafka_conn, cl, b),
-                                         self.host, b.port or 0)
+                                         self.host, b.port or 0, ssl=ctx, ssl_handshake_timeout=10 if ctx else None)
         b.port = srv.sockets[0].getsockname()[1]
         b.host = self.host
         self.kafka_servers[b.gidx] = srv
@@ -188,11 +181,21 @@ class SimServer:
                 await asyncio.wait_for(srv.wait_closed(), 2)
 
     def endpoints(self) -> dict[str, Any]:
-        """Bootstrap servers, metrics URLs and the control URL of every cluster."""
+        """Bootstrap servers, metrics URLs and the control URL of every cluster.
+
+        Realistic metrics: per broker only ``id`` and ``metrics`` (a list of ``{"kind", "url"}``) —
+        IDC, rack and pool are for the operator to declare (see :mod:`kafkasim.realistic`)."""
         out: dict[str, Any] = {"format": "kafkasim.endpoints/v1",
                                "control_url": f"http://{self.host}:{self.control_port}", "clusters": {}}
         for cl in self.fed.clusters.values():
             bs = sorted(cl.brokers.values(), key=lambda b: b.id)
+            if self.metrics.realistic:
+                out["clusters"][cl.name] = {
+                    "bootstrap_servers": ",".join(f"{b.host}:{b.port}" for b in bs),
+                    "partition_throttle": cl.partition_throttle,
+                    "brokers": [{"id": b.id, "metrics": [{"kind": k, "url": u} for k, u in self.metrics_urls(b)]}
+                                for b in bs]}
+                continue
             out["clusters"][cl.name] = {
                 "bootstrap_servers": ",".join(f"{b.host}:{b.port}" for b in bs),
                 "metrics_urls": [f"http://{self.host}:{b.metrics_port}/metrics" for b in bs],
@@ -242,18 +245,27 @@ class SimServer:
         task = asyncio.current_task()
         if task is not None:
             self.tasks.add(task)
+        gate = SaslGate(self.security) if self.security.uses_sasl else None
         try:
             while True:
                 hdr = await reader.readexactly(4)
                 size = struct.unpack(">i", hdr)[0]
-                if size <= 0 or size > MAX_FRAME:
+                if size < 0 or size > MAX_FRAME or (size == 0 and not (gate and gate.raw_tokens)):
                     break
                 frame = await reader.readexactly(size)
-                out = await self._respond(cl, b, frame, host)
+                close = False
+                if gate is not None and (gate.raw_tokens or frame[:2] in _SASL_KEYS):
+                    out, close = gate.answer(frame)
+                elif gate is not None and not gate.authenticated and frame[:2] != _API_VERSIONS:
+                    break  # a Kafka request before authentication: the broker closes the connection
+                else:
+                    out = await self._respond(cl, b, frame, host, gate)
                 if out:
                     writer.write(out)
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
         except Exception:
             log.exception("connection to broker %s failed", b.id)
@@ -263,7 +275,8 @@ class SimServer:
                 self.tasks.discard(task)
             writer.close()
 
-    async def _respond(self, cl: Cluster, b: Broker, frame: bytes, host: str) -> bytes | None:
+    async def _respond(self, cl: Cluster, b: Broker, frame: bytes, host: str,
+                       gate: SaslGate | None = None) -> bytes | None:
         try:
             key, ver, cid = peek_header(frame)
         except ValueError:
@@ -274,7 +287,8 @@ class SimServer:
         resp_cls = entry["response"]
         if key == 18 and ver > SUPPORTED[18]:
             R = resp_cls
-            keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_list()]
+            keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                    for k, lo, hi in api_versions_list(gate is not None)]
             return encode_response(R(version=0, error_code=m.UNSUPPORTED_VERSION, api_keys=keys), 0, cid)
         if ver > resp_cls.max_version or ver < 0:
             return minimal_error_frame(cid)
@@ -285,7 +299,8 @@ class SimServer:
         name = str(entry["request"].name).removesuffix("Request")
         reqs = self.requests.setdefault(b.gidx, {})
         reqs[name] = reqs.get(name, 0) + 1
-        ctx = ReqContext(header.client_id or "", host, cl, b)
+        ctx = ReqContext(header.client_id or "", host, cl, b, gate is not None,
+                         (gate.principal or "ANONYMOUS") if gate is not None else "ANONYMOUS")
         t0 = time.perf_counter()
         if key == 1 and ver <= SUPPORTED[1]:
             deadline = time.monotonic() + min(max(req.max_wait_ms, 0), 30_000) / 1000.0
@@ -299,7 +314,7 @@ class SimServer:
                     break
                 await asyncio.sleep(0.01)
             fetch_audit(self.handler, ctx, req, resp, (time.perf_counter() - t0) * 1000.0)
-            delay = self._quota_delay(cl, b, ctx.client_id, "consumer_byte_rate", n)
+            delay = self._quota_delay(cl, b, ctx, "consumer_byte_rate", n)
         elif key == 3:
             sig = self.handler.metadata_signature(ctx, ver, req)
             cached = self.metadata_frames.get(cl.name)
@@ -320,7 +335,7 @@ class SimServer:
             delay = 0.0
             if key == 0:
                 nbytes = sum(len(pd.records or b"") for td in req.topic_data for pd in td.partition_data)
-                delay = self._quota_delay(cl, b, ctx.client_id, "producer_byte_rate", nbytes)
+                delay = self._quota_delay(cl, b, ctx, "producer_byte_rate", nbytes)
         if delay > 0:
             # like a broker muting the channel: nothing more is read from this connection meanwhile
             await asyncio.sleep(delay)
@@ -334,13 +349,14 @@ class SimServer:
             log.exception("encoding %s v%s failed", name, ver)
             return encode_response(generic_error(key, ver, m.UNKNOWN_SERVER_ERROR), ver, cid)
 
-    def _quota_delay(self, cl: Cluster, b: Broker, client_id: str, key: str, nbytes: int) -> float:
+    def _quota_delay(self, cl: Cluster, b: Broker, ctx: ReqContext, key: str, nbytes: int) -> float:
         """Seconds to hold a real client's response so its byte rate stays within its quota.
 
         Token bucket per (broker, client id, quota kind): one second of quota may burst; the debt
-        beyond it drains at the quota rate.  Unauthenticated clients are user ``ANONYMOUS``.
+        beyond it drains at the quota rate.  The user is the SASL principal (``ANONYMOUS`` without SASL).
         """
-        q = cl.quota_for("ANONYMOUS", client_id, key)
+        client_id = ctx.client_id
+        q = cl.quota_for(ctx.principal, client_id, key)
         if not q < float("inf") or nbytes <= 0:
             return 0.0
         now = time.monotonic()
@@ -350,17 +366,36 @@ class SimServer:
         return min(max(0.0, (st[1] - q) / q), 30.0)
 
     # ------------------------------------------------------------------ metrics
-    async def _metrics_conn(self, cl: Cluster, b: Broker, reader: asyncio.StreamReader,
+    async def _metrics_conn(self, cl: Cluster, b: Broker, kind: str, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter) -> None:
         async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
             if path.split("?", 1)[0] != "/metrics":
                 raise HttpError(404, "try /metrics")
-            if not b.alive:
+            if kind == "node":
+                text = render_node(cl, b, self.metrics.sim_series)
+            elif not b.alive:
                 raise HttpError(500, "broker is down")
-            text = render_broker(cl, b, self.requests.get(b.gidx))
+            elif kind == "jmx":
+                text = render_jmx(cl, b, self.requests.get(b.gidx), self.metrics.sim_series)
+            else:
+                text = render_broker(cl, b, self.requests.get(b.gidx))
             return 200, "text/plain; version=0.0.4; charset=utf-8", text.encode()
 
-        await _http_serve(reader, writer, route)
+        counts = self.scrapes.setdefault((b.gidx, kind), {"requests": 0, "unauthorized": 0})
+        status = await http_serve(reader, writer, route, self.metrics.auth)
+        if status:
+            counts["requests"] += 1
+            if status == 401:
+                counts["unauthorized"] += 1
+
+    def scrape_counts(self) -> dict[str, Any]:
+        """Requests served per metrics endpoint: {cluster: {broker id: {kind: {"url", "requests", "unauthorized"}}}}."""
+        out: dict[str, Any] = {}
+        for cl in self.fed.clusters.values():
+            per = out.setdefault(cl.name, {})
+            for b in sorted(cl.brokers.values(), key=lambda x: x.id):
+                per[str(b.id)] = {k: {"url": u, **self.scrapes.get((b.gidx, k), {})} for k, u in self.metrics_urls(b)}
+        return out
 
     # ------------------------------------------------------------------ faults
     async def kill_broker(self, cluster: str, broker_id: int) -> None:
@@ -375,9 +410,12 @@ class SimServer:
             srv.close()
         for w in list(self.conns.get(b.gidx, ())):
             w.close()
-        if srv is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(srv.wait_closed(), 2)
+        jmx = self.metrics_servers.pop((b.gidx, "jmx"), None)  # the JMX exporter runs in the broker's JVM
+        for s in (srv, jmx):
+            if s is not None:
+                s.close()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(s.wait_closed(), 2)
 
     async def revive_broker(self, cluster: str, broker_id: int) -> None:
         """Restart a broker on its previous port."""
@@ -386,6 +424,8 @@ class SimServer:
         if b.alive:
             return
         await self._open_broker(cl, b)
+        if self.metrics.realistic:
+            await self._open_metrics(cl, b, "jmx")
         cl.set_broker_alive(broker_id, True)
 
     @staticmethod
@@ -497,6 +537,8 @@ class SimServer:
                     return ok(self.endpoints())
                 if path == "/state":
                     return ok(self.state())
+                if path == "/scrapes":
+                    return ok(self.scrape_counts())
                 raise HttpError(404, f"unknown path {path}")
             if method != "POST":
                 raise HttpError(405, "use GET or POST")
@@ -538,7 +580,7 @@ class SimServer:
                 raise HttpError(400, str(e)) from e
             return ok({"ok": True, "sim_time": self.fed.engine.t})
 
-        await _http_serve(reader, writer, route)
+        await http_serve(reader, writer, route)
 
 
 class SimRunner:
