@@ -1,10 +1,9 @@
-"""The one connection over kafkasim's secured listeners: SASL_SSL/SCRAM, a wrong password, an untrusted CA.
-
-Runs where kafkasim speaks TLS and SASL (``kafkasim.security``); skipped otherwise.
-"""
+"""The one connection over kafkasim's secured listeners: SASL_SSL/SCRAM, a wrong password, an untrusted CA,
+and the endpoints document ``sim up --realistic`` writes for an operator, read by the one parser."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -20,24 +19,24 @@ from kafkaio.endpoints import parse_endpoints
 from kafkaio.errors import KafkaAuthError
 from kafkaio.security import SecuritySettings
 from kafkaio.source import KafkaSource
+from kafkasim.realistic import operator_endpoints, prepare
+from kafkasim.security import SecurityConfig
 from kafkasim.server import SimRunner
+from kafkasim.tls import TlsMaterial
 from tests.integration.kafkasim_support import start_sim
-
-simsec = pytest.importorskip("kafkasim.security")  # the secured listeners (TLS, SASL) of kafkasim
-simtls = pytest.importorskip("kafkasim.tls")
 
 USER, PASSWORD, WRONG = "guardian", "correct horse battery staple", "wrong-horse-9f3"
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
-    material = simtls.TlsMaterial()
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[TlsMaterial, Any]:
+    material = TlsMaterial()
     return material, material.write(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
-def sim(tls: tuple[Any, Any]) -> Iterator[SimRunner]:
-    sec = simsec.SecurityConfig(protocol="SASL_SSL", tls=tls[0])
+def sim(tls: tuple[TlsMaterial, Any]) -> Iterator[SimRunner]:
+    sec = SecurityConfig(protocol="SASL_SSL", tls=tls[0])
     sec.users.add(USER, PASSWORD)
     r = start_sim(security=sec)
     yield r
@@ -107,10 +106,41 @@ def test_a_wrong_password_is_an_authentication_error_at_once(sim: SimRunner, tls
 
 
 def test_an_untrusted_certificate_is_a_tls_error(sim: SimRunner, tls: Any, tmp_path: Path) -> None:
-    other = simtls.TlsMaterial().write(tmp_path / "other")  # a CA that did not sign the brokers' certificates
+    other = TlsMaterial().write(tmp_path / "other")  # a CA that did not sign the brokers' certificates
     conn = KafkaConnection(sim.endpoints["clusters"]["east"]["bootstrap_servers"], cluster="east",
                            security=_settings(tmp_path, other.ca_file, PASSWORD))
     t0 = time.monotonic()
     with pytest.raises(KafkaAuthError, match="cluster east: TLS handshake failed"):
         KafkaAdmin(conn).live()
     assert time.monotonic() - t0 < 5
+
+
+def test_the_realistic_operator_document_reads_and_connects(tmp_path: Path) -> None:
+    """What ``sim up --realistic`` registers (SASL_SSL/SCRAM-SHA-512, two https exporters per broker with
+    basic auth, rack->IDC rule, hardware profile) parses, connects, and declares the simulator's truth."""
+    setup = prepare(tmp_path)
+    runner = start_sim(security=setup.security, metrics=setup.metrics)
+    try:
+        doc = operator_endpoints(runner.endpoints, runner.server.fed, setup)
+        eps = parse_endpoints(json.loads(json.dumps(doc)), "east")
+        assert eps.security.protocol.value == "SASL_SSL" and eps.security.sasl_mechanism is not None
+        assert all(len(b.metrics_endpoints) == 2 and all(m.url.startswith("https://") and m.username
+                                                         and m.password_file and m.ca_file
+                                                         for m in b.metrics_endpoints) for b in eps.brokers)
+        src = KafkaSource.for_endpoints(eps)
+        try:
+            state = src.fetch()
+        finally:
+            src.close()
+        truth = runner.server.fed.cluster("east").brokers
+        assert set(state.brokers) == set(truth)
+        hw = eps.hardware
+        assert hw is not None
+        for bid, meta in state.brokers.items():
+            assert eps.idc_of(bid, meta.rack) == (truth[bid].idc, "rack_to_idc")
+            for d in truth[bid].disks:
+                found = hw.lookup(bid, d.path)
+                assert found is not None and found[1] == "declared"
+                assert (found[0].kind.value, found[0].max_bytes_per_s) == (d.kind, float(d.max_bytes_per_s))
+    finally:
+        runner.stop()
