@@ -36,7 +36,8 @@ from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
-from kafkaio.admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
+from kafkaio.admin import KafkaAdmin
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 
@@ -71,7 +72,7 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
     try:
         ep = endpoints["clusters"]["bench"]
         eps = ClusterEndpoints("bench", ep["bootstrap_servers"],
-                               tuple(BrokerEndpoint(b["id"], metrics_url=b["metrics_url"]) for b in ep["brokers"]))
+                               tuple(BrokerInfo(b["id"], metrics_url=b["metrics_url"]) for b in ep["brokers"]))
         admin = KafkaAdmin(ep["bootstrap_servers"])
         live = admin.live()
         moves = []
@@ -83,7 +84,7 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
         plan = Plan("bench", "rebalance", tuple(moves))
         executor = Executor(LocalStateStore(), admin, ExecutorConfig("bench", throttle=policy,
                                                                      ordering=ORDERING),
-                            DiskScraper(eps.metrics_urls), eps)
+                            DiskScraper(eps.metrics_url_by_broker), eps)
         executor.ensure_cluster(ep["bootstrap_servers"])
         eng = runner.server.fed.engine
 
@@ -94,7 +95,7 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
             utils.append(float(np.max(engine.d_util)))
             lat.append(float(np.max(engine.b_produce_lat)))
 
-        first = DiskScraper(eps.metrics_urls)
+        first = DiskScraper(eps.metrics_url_by_broker)
         runner.call(lambda: eng.advance(30.0))
         first.scrape()
         runner.call(lambda: eng.advance(60.0))
@@ -165,7 +166,7 @@ def disk_work(tasks: Any, final_dirs: Any) -> dict[tuple[int, str], float]:
         if key is not None:
             out[key] = out.get(key, 0.0) + size
         for b in adding:
-            entry = next((e for e in final_dirs.get((t["topic"], t["partition"], b), ()) if not e.future), None)
+            entry = next((e for e in final_dirs.get((t["topic"], t["partition"], b), ()) if not e.is_future), None)
             if entry is not None:
                 out[(b, entry.log_dir)] = out.get((b, entry.log_dir), 0.0) + size / max(len(adding), 1)
     return out

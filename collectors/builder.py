@@ -55,7 +55,8 @@ from domain import (
     snapshot_to_dict,
 )
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
-from kafkaio.source import KafkaState, PartitionMeta
+from kafkaio.source import KafkaState
+from kafkaio.types import PartitionMeta
 
 # metric names read from broker payloads (the parser keeps only these)
 M_SIM_TIME = "kafkasim_sim_time_seconds"
@@ -658,7 +659,7 @@ class LoadModel:
         n = len(keys)
         pidx = dict(zip(keys, range(n), strict=True))
         pms = [state.partitions[k] for k in keys]
-        leader = np.fromiter((pm.leader if pm.leader is not None else -1 for pm in pms), dtype=np.int64, count=n)
+        leader = np.fromiter((pm.leader for pm in pms), dtype=np.int64, count=n)
         # out-of-sync followers and reassignment targets: their own LEO / size rates matter
         special: dict[int, set[tuple[str, int]]] = defaultdict(set)
         for key, ra in state.reassignments.items():
@@ -1077,7 +1078,8 @@ class LoadModel:
         topic_pool = self._topic_pools(lay, keys, pms, pool_of)
         by_topic: dict[str, list[Partition]] = defaultdict(list)
         for i, (key, pm) in enumerate(zip(keys, pms, strict=True)):
-            by_topic[key[0]].append(Partition(key[0], key[1], pm.replicas, pm.leader, lay.isrs[i], log_dirs[i],
+            by_topic[key[0]].append(Partition(key[0], key[1], pm.replicas, pm.leader if pm.leader >= 0 else None,
+                                              lay.isrs[i], log_dirs[i],
                                               size_l[i], b_in_l[i], b_out_l[i], msgs_l[i], dr_l[i]))
         topics = tuple(Topic(name=t, partitions=tuple(ps), pool=topic_pool[t]) for t, ps in by_topic.items())
 

@@ -22,7 +22,8 @@ from collectors.builder import WANTED_METRICS, Collected, LoadModel, ModelConfig
 from collectors.promtext import Payload, parse_fast
 from collectors.scrape import RoundResult, scrape_all
 from kafkaio.endpoints import ClusterEndpoints
-from kafkaio.source import KafkaSource, KafkaSourceError, KafkaSourceOptions, KafkaState
+from kafkaio.errors import KafkaSourceError
+from kafkaio.source import KafkaSource, KafkaSourceOptions, KafkaState
 
 log = logging.getLogger("guardian.collectors")
 
@@ -43,7 +44,7 @@ class ClusterCollector:
                  concurrency: int = 256, source: KafkaSource | None = None, full_admin_every: int = 6) -> None:
         self.endpoints = endpoints
         self.model = LoadModel(endpoints, config)
-        self.source = source or KafkaSource(endpoints.bootstrap_servers, source_options)
+        self.source = source or KafkaSource.for_endpoints(endpoints, source_options)
         self.scrape_timeout_s = scrape_timeout_s
         self.concurrency = concurrency
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"admin-{endpoints.cluster}")

@@ -1,192 +1,91 @@
-"""Kafka admin adapter: one kafka-python ``KafkaAdminClient`` per cluster, plain-data results.
+"""The executor- and lever-facing port implementation: plain-data reads and writes over the cluster's one client.
 
-Everything the executor needs from a live cluster goes through :class:`KafkaAdmin`: metadata
-(brokers, replicas, leaders, ISR), KIP-455 reassignments (alter / list / cancel), KIP-113 log dirs
-(describe / alter), KIP-460 preferred elections and KIP-73 throttle configs (incremental SET /
-DELETE on brokers, APPEND / SUBTRACT on topic lists so nobody else's entries are clobbered).
-Results are plain dataclasses keyed by ``(topic, partition)``; a failed call raises
-:class:`AdminError` and drops the client so the next call reconnects (controller failover, dead
-bootstrap broker).
+Goal: everything the executor needs from a live cluster behind :class:`kafkaio.port.KafkaCluster`:
+metadata (brokers, replicas, leaders, ISR), KIP-455 reassignments (alter / list / cancel), KIP-113
+log dirs (describe / alter), KIP-460 preferred elections and KIP-73 throttle configs (incremental
+SET / DELETE on brokers, APPEND / SUBTRACT on topic lists so nobody else's entries are clobbered).
+
+Method: :class:`KafkaAdmin` is a thin view over the cluster's :class:`~kafkaio.connection.KafkaConnection`
+(the one admin client it shares with the collectors' bulk reads and the levers); each method is one
+kafka-python admin call translated into the records of :mod:`kafkaio.types`, keyed by
+``(topic, partition)``.
+
+Guarantee: a failed call raises :class:`AdminError` (a refused login :class:`~kafkaio.errors.KafkaAuthError`)
+and drops the connection's client so the next call reconnects (controller failover, dead bootstrap
+broker); calls through one view are serialised (thread-safe).
+Cost: one admin request per call (per-broker requests go out concurrently inside kafka-python).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
+
+from kafka import TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.structs import TopicPartitionReplica
 
 from domain.throttles import (
     BROKER_THROTTLE_KEYS,
     FOLLOWER_REPLICAS,
     LEADER_REPLICAS,
 )
+from kafkaio.connection import KafkaConnection
+from kafkaio.endpoints import ClusterEndpoints
+from kafkaio.errors import AdminError
+from kafkaio.security import PLAINTEXT, SecuritySettings
+from kafkaio.types import TP, LiveCluster, PartitionMeta, Reassignment, ReplicaDir
 
 T = TypeVar("T")
-TP = tuple[str, int]
-
-
-
-class AdminError(RuntimeError):
-    """A cluster call failed (unreachable, timed out, or a top-level Kafka error)."""
-
-
-class EndpointsError(ValueError):
-    """The endpoints file is unreadable or lacks the cluster."""
-
-
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    """One broker of an endpoints file."""
-
-    id: int
-    host: str = ""
-    port: int = 0
-    idc: str = ""
-    rack: str = ""
-    pool: str = "shared"
-    metrics_url: str | None = None
-
-
-@dataclass(frozen=True)
-class ClusterEndpoints:
-    """How to reach one cluster: bootstrap servers, per-broker metrics URLs, optional sim control URL."""
-
-    name: str
-    bootstrap_servers: str
-    brokers: tuple[BrokerEndpoint, ...] = ()
-    control_url: str | None = None
-
-    @property
-    def metrics_urls(self) -> dict[int, str]:
-        """Broker id -> Prometheus ``/metrics`` URL (brokers without one are absent)."""
-        return {b.id: b.metrics_url for b in self.brokers if b.metrics_url}
-
-
-def load_endpoints(path: Path, cluster: str) -> ClusterEndpoints:
-    """Read an endpoints document (``kafkasim.endpoints/v1`` or the same shape written by hand).
-
-    ``{"clusters": {NAME: {"bootstrap_servers": "h:p,h:p" | [...], "brokers": [{"id", "metrics_url",
-    "idc", "rack"}]}}, "control_url": ...}``. Raises :class:`EndpointsError` naming the problem.
-    """
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise EndpointsError(f"cannot read endpoints file {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise EndpointsError(f"endpoints file {path} is not JSON: {exc}") from None
-    clusters = doc.get("clusters") if isinstance(doc, dict) else None
-    if not isinstance(clusters, dict):
-        raise EndpointsError(f"{path}: $.clusters must be an object of cluster name -> endpoints")
-    entry = clusters.get(cluster)
-    if not isinstance(entry, dict):
-        raise EndpointsError(f"{path}: no cluster {cluster!r}; known: {sorted(clusters)}")
-    boot = entry.get("bootstrap_servers")
-    if isinstance(boot, list):
-        boot = ",".join(str(x) for x in boot)
-    if not isinstance(boot, str) or not boot:
-        raise EndpointsError(f"{path}: $.clusters.{cluster}.bootstrap_servers is required")
-    brokers = []
-    for i, b in enumerate(entry.get("brokers") or []):
-        try:
-            brokers.append(BrokerEndpoint(id=int(b["id"]), host=str(b.get("host", "")), port=int(b.get("port", 0)),
-                                          idc=str(b.get("idc", "")), rack=str(b.get("rack", "")),
-                                          pool=str(b.get("pool", "shared")), metrics_url=b.get("metrics_url")))
-        except (KeyError, TypeError, ValueError):
-            raise EndpointsError(f"{path}: $.clusters.{cluster}.brokers[{i}] needs an integer id") from None
-    control = doc.get("control_url") if isinstance(doc, dict) else None
-    return ClusterEndpoints(cluster, boot, tuple(brokers), control if isinstance(control, str) else None)
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    """A partition as the cluster's metadata reports it (``replicas`` in assignment order)."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    leader: int
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Reassignment:
-    """An in-flight KIP-455 reassignment."""
-
-    replicas: tuple[int, ...]
-    adding: tuple[int, ...]
-    removing: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ReplicaDir:
-    """Where one replica lives on its broker and how much of it is there."""
-
-    log_dir: str
-    size: int
-    offset_lag: int
-    future: bool
-
-
-@dataclass
-class LiveCluster:
-    """One consistent-enough read of a cluster (metadata + in-flight reassignments)."""
-
-    alive: frozenset[int]
-    partitions: dict[TP, PartitionState]
-    topic_sizes: dict[str, int]
-    reassignments: dict[TP, Reassignment]
-    racks: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def under_replicated(self) -> int:
-        """Partitions whose ISR is smaller than their replica set (in-flight reassignments excluded)."""
-        return sum(1 for tp, p in self.partitions.items()
-                   if tp not in self.reassignments and len(set(p.isr)) < len(set(p.replicas)))
-
 
 class KafkaAdmin:
-    """Thread-safe wrapper of one ``KafkaAdminClient``; reconnects after any failure."""
+    """The :class:`~kafkaio.port.KafkaCluster` port over one :class:`KafkaConnection`; reconnects after any failure.
 
-    def __init__(self, bootstrap_servers: str, client_id: str = "guardian-executor",
-                 request_timeout_ms: int = 15000) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.client_id = client_id
-        self.request_timeout_ms = request_timeout_ms
-        self._client: Any = None
+    Given bootstrap servers instead of a connection, the view opens (and owns) a connection of its
+    own; given a connection, it shares it and :meth:`close` leaves it open.
+    """
+
+    def __init__(self, connection: KafkaConnection | str, client_id: str = "guardian-executor",
+                 request_timeout_ms: int = 15000, security: SecuritySettings = PLAINTEXT,
+                 owns: bool | None = None) -> None:
+        if isinstance(connection, str):
+            connection = KafkaConnection(connection, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                                         security=security)
+            owns = True if owns is None else owns
+        self.connection = connection
+        self.owns = bool(owns)
+        self.bootstrap_servers = connection.bootstrap_servers
+        self.client_id = connection.client_id
+        self.request_timeout_ms = connection.request_timeout_ms
         self._lock = threading.RLock()
 
+    @classmethod
+    def for_endpoints(cls, endpoints: ClusterEndpoints, client_id: str = "guardian-executor",
+                      request_timeout_ms: int = 15000) -> KafkaAdmin:
+        """A view owning a new connection to the cluster of ``endpoints`` (its bootstrap servers and security)."""
+        conn = KafkaConnection.for_endpoints(endpoints, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        return cls(conn, owns=True)
+
     # ------------------------------------------------------------------ plumbing
-    def _admin(self) -> Any:
-        if self._client is None:
-            from kafka.admin import KafkaAdminClient
-
-            self._client = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
-                                            request_timeout_ms=self.request_timeout_ms,
-                                            bootstrap_timeout_ms=self.request_timeout_ms)
-        return self._client
-
     def _call(self, what: str, fn: Callable[[Any], T]) -> T:
         with self._lock:
+            client = None
             try:
-                return fn(self._admin())
+                client = self.connection.client()
+                return fn(client)
             except Exception as exc:  # any failure: report and reconnect next time
-                self._drop()
+                self.connection.drop(client)
+                auth = self.connection.auth_error(exc)
+                if auth is not None:
+                    raise auth from None
                 raise AdminError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
-    def _drop(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):  # closing a broken client may fail again
-                client.close()
-
     def close(self) -> None:
-        """Close the underlying client."""
-        with self._lock:
-            self._drop()
+        """Close the connection if this view owns it (a later call reconnects)."""
+        if self.owns:
+            with self._lock:
+                self.connection.close()
 
     # ------------------------------------------------------------------ reads
     def live(self) -> LiveCluster:
@@ -201,7 +100,7 @@ class KafkaAdmin:
             cluster = a.describe_cluster()
             alive = frozenset(int(b["broker_id"]) for b in cluster["brokers"])
             racks = {int(b["broker_id"]): str(b.get("rack") or "") for b in cluster["brokers"]}
-            parts: dict[TP, PartitionState] = {}
+            parts: dict[TP, PartitionMeta] = {}
             sizes: dict[str, int] = {}
             for t in a.describe_topics():
                 if t.get("error_code", 0) != 0 or t.get("is_internal"):
@@ -210,8 +109,9 @@ class KafkaAdmin:
                 sizes[name] = len(t["partitions"])
                 for p in t["partitions"]:
                     tp = (name, int(p["partition_index"]))
-                    parts[tp] = PartitionState(name, tp[1], tuple(int(x) for x in p["replica_nodes"]),
-                                               int(p["leader_id"]), tuple(int(x) for x in p["isr_nodes"]))
+                    parts[tp] = PartitionMeta(name, tp[1], tuple(int(x) for x in p["replica_nodes"]),
+                                              int(p["leader_id"]), tuple(int(x) for x in p["isr_nodes"]),
+                                              tuple(int(x) for x in p.get("offline_replicas") or ()))
             return LiveCluster(alive, parts, sizes, ras, racks)
 
         return self._call("reading cluster metadata", read)
@@ -258,8 +158,6 @@ class KafkaAdmin:
     def broker_configs(self, brokers: Iterable[int], keys: Iterable[str] = BROKER_THROTTLE_KEYS) -> dict[int, dict[
             str, str]]:
         """Dynamically set values of ``keys`` per broker (keys at their default are absent)."""
-        from kafka.admin import ConfigResource, ConfigResourceType
-
         ids = sorted(set(brokers))
         wanted = set(keys)
 
@@ -277,8 +175,6 @@ class KafkaAdmin:
     def topic_configs(self, topics: Iterable[str], keys: Iterable[str] = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
                       ) -> dict[str, dict[str, str]]:
         """Explicitly set values of ``keys`` per topic."""
-        from kafka.admin import ConfigResource, ConfigResourceType
-
         names = sorted(set(topics))
         wanted = set(keys)
 
@@ -294,8 +190,6 @@ class KafkaAdmin:
         """Submit (or with ``None`` cancel) reassignments; per-partition error name or ``None``."""
         if not targets:
             return {}
-        from kafka import TopicPartition
-
         def write(a: Any) -> dict[TP, str | None]:
             res = a.alter_partition_reassignments({TopicPartition(t, p): (list(r) if r is not None else None)
                                                    for (t, p), r in targets.items()})
@@ -309,8 +203,6 @@ class KafkaAdmin:
         """Move replicas ``(topic, partition, broker)`` to log dir paths (KIP-113)."""
         if not moves:
             return {}
-        from kafka.structs import TopicPartitionReplica
-
         def write(a: Any) -> dict[tuple[str, int, int], str | None]:
             res = a.alter_replica_log_dirs({TopicPartitionReplica(t, p, b): d for (t, p, b), d in moves.items()})
             return {(k.topic, k.partition, k.broker_id): (None if getattr(err, "errno", 0) == 0
@@ -339,8 +231,6 @@ class KafkaAdmin:
 
     def set_broker_configs(self, changes: Mapping[int, Mapping[str, str | None]]) -> None:
         """Incrementally SET (value) or DELETE (``None``) dynamic broker configs."""
-        from kafka.admin import ConfigResource, ConfigResourceType
-
         resources = [ConfigResource(ConfigResourceType.BROKER, str(b),
                                     configs={k: (("SET", v) if v is not None else ("DELETE", None))
                                              for k, v in cfg.items()})
@@ -352,8 +242,6 @@ class KafkaAdmin:
 
     def alter_topic_lists(self, topic: str, key: str, append: Iterable[str] = (), subtract: Iterable[str] = ()) -> None:
         """APPEND / SUBTRACT entries of a list-type topic config (e.g. throttled replicas)."""
-        from kafka.admin import ConfigResource, ConfigResourceType
-
         add, sub = ",".join(sorted(set(append))), ",".join(sorted(set(subtract)))
         for op, value in (("SUBTRACT", sub), ("APPEND", add)):
             if not value:

@@ -5,9 +5,9 @@ protection and the collectors never open their own clients, and so that every lo
 (stale metadata, failed config apply, partial submission, a broker that times out) can be unit
 tested against :mod:`kafkaio.fake` in milliseconds.
 
-Method: the port speaks plain data (the records of :mod:`kafkaio.admin`, keyed by
+Method: the port speaks plain data (the records of :mod:`kafkaio.types`, keyed by
 ``(topic, partition)``); the real adapter is :class:`kafkaio.admin.KafkaAdmin` over kafka-python, the
-fake is an in-memory cluster. Reads raise :class:`kafkaio.admin.AdminError` when the cluster cannot be
+fake is an in-memory cluster. Reads raise :class:`kafkaio.errors.AdminError` when the cluster cannot be
 read at all; writes return a per-item error map (``None`` = accepted) so a partial submission is visible
 item by item.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from kafkaio.admin import TP, LiveCluster, ReplicaDir
+from kafkaio.types import TP, LiveCluster, ReplicaDir
 
 
 class KafkaCluster(Protocol):

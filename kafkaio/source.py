@@ -1,86 +1,45 @@
-"""Kafka admin source: topology, log dirs, reassignments, throttles, quotas, controller.
+"""Bulk reads of one cluster for the collectors: topology, log dirs, reassignments, throttles, quotas.
 
-One :class:`KafkaSource` per cluster wraps one ``KafkaAdminClient`` and reuses it across rounds.
-Per-broker requests (DescribeLogDirs, broker DescribeConfigs) are sent to every alive broker at
-once on the client's own network loop and awaited with a deadline, so one slow or dead broker
-costs at most the timeout.  Client quotas go through the protocol layer
-(``DescribeClientQuotasRequest``): ``KafkaAdminClient`` has no quota methods.
+Goal: everything a collection round needs from Kafka in one call per round, at a cost that stays
+flat as the cluster grows (100,000 partitions, 1,000 brokers).
 
-Every failure is recorded in :attr:`KafkaState.errors` (``what -> message``); a round only fails
-as a whole (:class:`KafkaSourceError`) when cluster metadata itself cannot be read.
+Method: :class:`KafkaSource` is a thin view over the cluster's :class:`~kafkaio.connection.KafkaConnection`
+(the one admin client it shares with the executor and the levers). Metadata comes through the
+connection's :class:`~kafkaio.connection.MetadataReader` (decoded only when the response bytes
+changed). Per-broker requests (DescribeLogDirs, broker DescribeConfigs) are sent to every alive broker
+at once on the client's network loop and awaited with a deadline, so one slow or dead broker costs
+at most the timeout. Client quotas go through the protocol layer (``DescribeClientQuotasRequest``):
+``KafkaAdminClient`` has no quota methods. A partial round (``full=False``) re-reads only what
+changed or is due and carries the rest over.
+
+Guarantee: every failure is recorded in :attr:`KafkaState.errors` (``what -> message``); a round
+only fails as a whole (:class:`KafkaSourceError`) when cluster metadata itself cannot be read, and
+then the connection's client is dropped so the next round reconnects. A refused login is a
+:class:`~kafkaio.errors.KafkaAuthError` (a :class:`KafkaSourceError` too).
+Cost: one Metadata request, one ListPartitionReassignments, one DescribeClientQuotas, and
+DescribeLogDirs + DescribeConfigs of the brokers due this round (all brokers when ``full``).
 """
 
 from __future__ import annotations
 
 import logging
-import socket
-import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka.protocol.admin import DescribeClientQuotasRequest, DescribeConfigsRequest, DescribeLogDirsRequest
+
 from domain.throttles import BROKER_THROTTLE_KEYS, CAPABILITY_KEYS, TOPIC_THROTTLE_KEYS
+from kafkaio.connection import KafkaConnection
+from kafkaio.endpoints import ClusterEndpoints
+from kafkaio.errors import KafkaAuthError, KafkaSourceError
+from kafkaio.types import NO_LEADER, BrokerMeta, LogDirMeta, PartitionMeta, Reassignment, ReplicaDir
 
 log = logging.getLogger("guardian.collectors.kafka")
 
 THROTTLE_BROKER_KEYS = BROKER_THROTTLE_KEYS
 THROTTLE_TOPIC_KEYS = TOPIC_THROTTLE_KEYS
-
-
-class KafkaSourceError(Exception):
-    """Cluster metadata could not be read (the round has no topology)."""
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerMeta:
-    """An alive broker as the metadata reports it."""
-
-    id: int
-    host: str
-    port: int
-    rack: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionMeta:
-    """A partition's assignment as the metadata reports it."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    leader: int | None
-    isr: tuple[int, ...]
-    offline: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaDir:
-    """One replica (or future replica) in a log dir (DescribeLogDirs)."""
-
-    size: int
-    offset_lag: int
-    is_future: bool
-
-
-@dataclass
-class LogDirMeta:
-    """One log dir of a broker (DescribeLogDirs)."""
-
-    path: str
-    error_code: int
-    total_bytes: int | None
-    usable_bytes: int | None
-    replicas: dict[tuple[str, int], ReplicaDir] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Reassignment:
-    """An in-flight reassignment (ListPartitionReassignments)."""
-
-    replicas: tuple[int, ...]
-    adding: tuple[int, ...]
-    removing: tuple[int, ...]
 
 
 @dataclass
@@ -152,148 +111,52 @@ class KafkaSourceOptions:
     client_id: str = "guardian-collector"
 
 
-class MetadataReader:
-    """All-topics Metadata over one connection of its own, decoded only when the response changed.
-
-    A full Metadata response of a 100,000-partition cluster is ~4 MB and costs kafka-python most of
-    a second to decode into objects; between two collection rounds it is almost always byte-for-byte
-    the same (leaders and ISRs change rarely).  This reader keeps the last response's bytes (after
-    the correlation id) and its decoded form, and returns the decoded form again while the bytes are
-    equal.  The version is the highest both sides support (ApiVersions on connect).  Any failure
-    raises; the caller falls back to the admin client's own path.
-    """
-
-    def __init__(self, bootstrap_servers: str, client_id: str, timeout_s: float) -> None:
-        self.servers = [hp.strip() for hp in bootstrap_servers.split(",") if hp.strip()]
-        self.client_id = client_id
-        self.timeout_s = timeout_s
-        self._sock: socket.socket | None = None
-        self._version = 0
-        self._cid = 0
-        self._last: tuple[bytes, Any] | None = None
-        self.decoded = 0
-        self.reused = 0
-
-    def close(self) -> None:
-        """Close the connection (the next :meth:`fetch` reconnects)."""
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            finally:
-                self._sock = None
-
-    def _roundtrip(self, req: Any) -> bytes:
-        assert self._sock is not None
-        self._cid = (self._cid + 1) & 0x7FFFFFFF
-        req.with_header(correlation_id=self._cid, client_id=self.client_id)
-        self._sock.sendall(bytes(req.encode(header=True, framed=True)))
-        size = struct.unpack(">i", self._recv(4))[0]
-        if not 4 <= size <= 512 * 1024 * 1024:
-            raise OSError(f"bad response size {size}")
-        frame = self._recv(size)
-        if struct.unpack(">i", frame[:4])[0] != self._cid:
-            raise OSError("correlation id mismatch")
-        return frame
-
-    def _recv(self, n: int) -> bytes:
-        assert self._sock is not None
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self._sock.recv_into(view[got:], n - got)
-            if k == 0:
-                raise OSError("connection closed by the broker")
-            got += k
-        return bytes(buf)
-
-    def _connect(self) -> None:
-        from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
-
-        last: Exception | None = None
-        for hp in self.servers:
-            host, _, port = hp.rpartition(":")
-            try:
-                self._sock = socket.create_connection((host.strip("[]") or "localhost", int(port)),
-                                                      min(self.timeout_s, 3.0))
-                self._sock.settimeout(self.timeout_s)
-                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                frame = self._roundtrip(ApiVersionsRequest(version=0))
-                resp = ApiVersionsResponse.decode(frame, version=0, header=True)
-                if resp.error_code:
-                    raise OSError(f"ApiVersions error {resp.error_code}")
-                mx = max((k.max_version for k in resp.api_keys if k.api_key == MetadataRequest.API_KEY), default=-1)
-                self._version = min(int(mx), MetadataRequest.max_version)
-                if self._version < 1:
-                    raise OSError("broker has no all-topics Metadata version")
-                return
-            except (OSError, ValueError, struct.error) as exc:
-                last = exc
-                self.close()
-        raise OSError(f"no bootstrap server answered: {last}")
-
-    def fetch(self) -> Any:
-        """The decoded all-topics ``MetadataResponse`` (the previous object while bytes are unchanged)."""
-        from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-
-        if self._sock is None:
-            self._connect()
-        try:
-            req = MetadataRequest(version=self._version, topics=None, allow_auto_topic_creation=False,
-                                  include_cluster_authorized_operations=False,
-                                  include_topic_authorized_operations=False)
-            frame = self._roundtrip(req)
-        except (OSError, ValueError, struct.error):
-            self.close()
-            raise
-        body = frame[4:]
-        if self._last is not None and self._last[0] == body:
-            self.reused += 1
-            return self._last[1]
-        resp = MetadataResponse.decode(frame, version=self._version, header=True)
-        self._last = (body, resp)
-        self.decoded += 1
-        return resp
-
-
 def _unset(value: str | None) -> bool:
     """True for config values that mean 'not set' (Kafka reports Long.MAX_VALUE for unset rates)."""
     return value is None or value == "" or value == str(2**63 - 1)
 
 
 class KafkaSource:
-    """One reusable admin client per cluster; :meth:`fetch` reads a :class:`KafkaState`."""
+    """Bulk reads of one cluster over its :class:`KafkaConnection`; :meth:`fetch` reads a :class:`KafkaState`.
 
-    def __init__(self, bootstrap_servers: str, options: KafkaSourceOptions | None = None) -> None:
-        self.bootstrap_servers = bootstrap_servers
+    Given bootstrap servers instead of a connection, the source opens (and owns) a PLAINTEXT
+    connection of its own; given a connection, it shares it and :meth:`close` leaves it open.
+    """
+
+    def __init__(self, connection: KafkaConnection | str, options: KafkaSourceOptions | None = None,
+                 owns: bool | None = None) -> None:
         self.options = options or KafkaSourceOptions()
-        self._admin: Any = None
-        self._meta_reader = MetadataReader(bootstrap_servers, self.options.client_id,
-                                           self.options.request_timeout_ms / 1000.0)
+        if isinstance(connection, str):
+            connection = KafkaConnection(connection, client_id=self.options.client_id,
+                                         request_timeout_ms=self.options.request_timeout_ms,
+                                         bootstrap_timeout_ms=self.options.bootstrap_timeout_ms)
+            owns = True if owns is None else owns
+        self.connection = connection
+        self.owns = bool(owns)
+        self.bootstrap_servers = connection.bootstrap_servers
         self._meta_parts: tuple[Any, dict[tuple[str, int], PartitionMeta], set[str], dict[str, str]] | None = None
 
-    def _client(self) -> Any:
-        if self._admin is None:
-            from kafka import KafkaAdminClient
+    @classmethod
+    def for_endpoints(cls, endpoints: ClusterEndpoints, options: KafkaSourceOptions | None = None) -> KafkaSource:
+        """A source owning a new connection to the cluster of ``endpoints`` (its bootstrap servers and security)."""
+        opts = options or KafkaSourceOptions()
+        conn = KafkaConnection.for_endpoints(endpoints, client_id=opts.client_id,
+                                             request_timeout_ms=opts.request_timeout_ms,
+                                             bootstrap_timeout_ms=opts.bootstrap_timeout_ms)
+        return cls(conn, opts, owns=True)
 
-            try:
-                self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                               client_id=self.options.client_id,
-                                               request_timeout_ms=self.options.request_timeout_ms,
-                                               bootstrap_timeout_ms=self.options.bootstrap_timeout_ms)
-            except Exception as exc:
-                raise KafkaSourceError(f"cannot connect to {self.bootstrap_servers}: {exc}") from None
-        return self._admin
+    def _client(self) -> Any:
+        try:
+            return self.connection.client()
+        except KafkaAuthError:
+            raise
+        except Exception as exc:
+            raise KafkaSourceError(f"cannot connect to {self.bootstrap_servers}: {exc}") from None
 
     def close(self) -> None:
-        """Close the admin client (a later :meth:`fetch` reconnects)."""
-        self._meta_reader.close()
-        if self._admin is not None:
-            try:
-                self._admin.close()
-            except Exception:  # closing must never fail a caller
-                log.debug("closing admin client failed", exc_info=True)
-            self._admin = None
+        """Close the connection if this source owns it (a later :meth:`fetch` reconnects)."""
+        if self.owns:
+            self.connection.close()
 
     def __enter__(self) -> KafkaSource:
         return self
@@ -314,11 +177,15 @@ class KafkaSource:
         the cluster bounds every round's cost instead of paying for every broker in one round.
         """
         t0 = time.perf_counter()
+        conn = self.connection
         admin = self._client()
         try:
-            meta = self._metadata(admin)
+            meta = conn.read_metadata(self.options.request_timeout_ms)
         except Exception as exc:
-            self.close()  # reconnect from scratch next round
+            conn.drop(admin)  # reconnect from scratch next round
+            auth = conn.auth_error(exc)
+            if auth is not None:
+                raise auth from None
             raise KafkaSourceError(f"metadata request failed: {type(exc).__name__}: {exc}") from None
         brokers = {int(b.node_id): BrokerMeta(int(b.node_id), str(b.host), int(b.port), b.rack)
                    for b in meta.brokers}
@@ -345,7 +212,7 @@ class KafkaSource:
                     leader = p.leader_id
                     pi = int(p.partition_index)
                     parts[(name, pi)] = PartitionMeta(
-                        name, pi, tuple(p.replica_nodes), leader if leader is not None and leader >= 0 else None,
+                        name, pi, tuple(p.replica_nodes), leader if leader is not None and leader >= 0 else NO_LEADER,
                         tuple(p.isr_nodes), tuple(p.offline_replicas or ()))
             state.errors.update(errs)
             self._meta_parts = (meta, parts, set(state.internal_topics), errs)
@@ -392,62 +259,23 @@ class KafkaSource:
                                  if k.startswith(("describe_log_dirs broker", "describe_configs"))
                                  and not any(k.endswith(b) for b in reread)})
         if self.options.describe_log_dirs and dir_brokers:
-            self._log_dirs(admin, state, list(dir_brokers))
+            self._log_dirs(state, list(dir_brokers))
         if self.options.describe_configs and (cfg_brokers or topics):
-            self._configs(admin, state, list(cfg_brokers), list(topics), fallback_node=alive[0] if alive else None)
+            self._configs(state, list(cfg_brokers), list(topics), fallback_node=alive[0] if alive else None)
         if self.options.describe_quotas:
-            self._quotas(admin, state)
+            self._quotas(state)
         ages = [state.log_dirs_at[b] for b in alive if b in state.log_dirs_at]
         state.details_age_s = max(state.fetched_at - min(ages), 0.0) if ages and not state.full else 0.0
         state.duration_s = time.perf_counter() - t0
         return state
 
-    def _metadata(self, admin: Any) -> Any:
-        """One MetadataRequest for every topic, read straight from the response objects (no dict copy):
-        through :class:`MetadataReader` (decoded only when changed), else through the admin client."""
-        from kafka.protocol.metadata import MetadataRequest
-
-        try:
-            return self._meta_reader.fetch()
-        except (OSError, ValueError, struct.error) as exc:
-            log.debug("metadata reader failed (%s); using the admin client", exc)
-
-        async def go() -> Any:
-            req = MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                                  include_cluster_authorized_operations=False,
-                                  include_topic_authorized_operations=False)
-            return await admin._manager.wait_for(admin._manager.send(req), self.options.request_timeout_ms)
-
-        return admin._manager.run(go)
-
-    def _send_all(self, admin: Any, requests: dict[int, Any]) -> tuple[dict[int, Any], dict[int, str]]:
+    def _send_all(self, requests: dict[int, Any]) -> tuple[dict[int, Any], dict[int, str]]:
         """Send one request per node concurrently; wait for each with the request timeout."""
-        timeout = self.options.request_timeout_ms
+        return self.connection.send_all(requests, self.options.request_timeout_ms)
 
-        async def go() -> tuple[dict[int, Any], dict[int, str]]:
-            futs = {}
-            errs: dict[int, str] = {}
-            for node, req in requests.items():
-                try:
-                    futs[node] = admin._manager.send(req, node_id=node)
-                except Exception as exc:
-                    errs[node] = f"{type(exc).__name__}: {exc}"
-            out: dict[int, Any] = {}
-            for node, fut in futs.items():
-                try:
-                    out[node] = await admin._manager.wait_for(fut, timeout)
-                except Exception as exc:
-                    errs[node] = f"{type(exc).__name__}: {exc}"
-            return out, errs
-
-        result: tuple[dict[int, Any], dict[int, str]] = admin._manager.run(go)
-        return result
-
-    def _log_dirs(self, admin: Any, state: KafkaState, nodes: list[int]) -> None:
-        from kafka.protocol.admin import DescribeLogDirsRequest
-
+    def _log_dirs(self, state: KafkaState, nodes: list[int]) -> None:
         try:
-            resps, errs = self._send_all(admin, {n: DescribeLogDirsRequest(topics=None) for n in nodes})
+            resps, errs = self._send_all({n: DescribeLogDirsRequest(topics=None) for n in nodes})
         except Exception as exc:
             state.errors["describe_log_dirs"] = f"{type(exc).__name__}: {exc}"
             return
@@ -469,7 +297,7 @@ class KafkaSource:
                     for p in t.partitions:
                         key = (tname, int(p.partition_index))
                         fut = bool(p.is_future_key)
-                        reps[key] = ReplicaDir(int(p.partition_size), int(p.offset_lag), fut)
+                        reps[key] = ReplicaDir(d.path, int(p.partition_size), int(p.offset_lag), fut)
                         if fut:
                             futures.append((n, d.path, key, int(p.partition_size)))
                 dirs[d.path] = d
@@ -481,17 +309,15 @@ class KafkaSource:
             else:
                 state.futures_by_broker.pop(n, None)
 
-    def _configs(self, admin: Any, state: KafkaState, nodes: list[int], topic_names: list[str],
+    def _configs(self, state: KafkaState, nodes: list[int], topic_names: list[str],
                  fallback_node: int | None = None) -> None:
-        from kafka.protocol.admin import DescribeConfigsRequest
-
         res_cls = DescribeConfigsRequest.DescribeConfigsResource
         reqs = {n: DescribeConfigsRequest(resources=[res_cls(resource_type=4, resource_name=str(n),
                                                              configuration_keys=None)],
                                           include_synonyms=False, include_documentation=False)
                 for n in nodes}
         try:
-            resps, errs = self._send_all(admin, reqs)
+            resps, errs = self._send_all(reqs)
             for n, e in errs.items():
                 state.errors[f"describe_configs broker {n}"] = e
             for n, resp in resps.items():
@@ -508,7 +334,7 @@ class KafkaSource:
                                for t in topic_names], include_synonyms=False, include_documentation=False)
                 node = nodes[0] if nodes else fallback_node
                 if node is not None:
-                    tresps, terrs = self._send_all(admin, {node: treq})
+                    tresps, terrs = self._send_all({node: treq})
                     for _, e in terrs.items():
                         state.errors["describe_configs topics"] = e
                     for resp in tresps.values():
@@ -522,15 +348,10 @@ class KafkaSource:
         except Exception as exc:
             state.errors["describe_configs"] = f"{type(exc).__name__}: {exc}"
 
-    def _quotas(self, admin: Any, state: KafkaState) -> None:
-        from kafka.protocol.admin import DescribeClientQuotasRequest
-
-        async def go() -> Any:
-            req = DescribeClientQuotasRequest(components=[], strict=False)
-            return await admin._manager.wait_for(admin._manager.send(req), self.options.request_timeout_ms)
-
+    def _quotas(self, state: KafkaState) -> None:
         try:
-            resp = admin._manager.run(go)
+            resp = self.connection.send(DescribeClientQuotasRequest(components=[], strict=False),
+                                        timeout_ms=self.options.request_timeout_ms)
             if resp.error_code:
                 state.errors["describe_client_quotas"] = f"error code {resp.error_code}: {resp.error_message}"
                 return

@@ -26,7 +26,7 @@ from controlplane.executor.reconcile import ExecutionConflict, PlanRejected
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
 from domain import check_plan, parse_plan, plan_to_dict
-from kafkaio.admin import AdminError
+from kafkaio.errors import AdminError
 
 router = APIRouter(tags=["plans"])
 PLAN_MAX_BODY = 32 * MiB

@@ -44,7 +44,9 @@ from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
 from controlplane.state.store import LocalStateStore
 from domain import ContractError, Plan, plan_to_dict
-from kafkaio.admin import AdminError, EndpointsError, KafkaAdmin, load_endpoints
+from kafkaio.admin import KafkaAdmin
+from kafkaio.endpoints import EndpointsError, load_endpoints_file
+from kafkaio.errors import AdminError
 
 exec_app = typer.Typer(help="Execute plans on a live cluster (incremental, throttled, resumable).",
                        no_args_is_help=True)
@@ -96,14 +98,14 @@ def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> t
     scrape of each broker endpoint per pass; disk load, IDC, pool, disk kind and speed from that round),
     with the endpoints file's declarations filling what the round lacks."""
     try:
-        endpoints = load_endpoints(endpoints_file, cluster)
+        endpoints = load_endpoints_file(endpoints_file, cluster)
     except EndpointsError as exc:
         _die(str(exc), 2)
     try:
         store = LocalStateStore(state)
     except (OSError, ValueError) as exc:
         _die(f"cannot read state file {state}: {exc}", 2)
-    admin = KafkaAdmin(endpoints.bootstrap_servers)
+    admin = KafkaAdmin.for_endpoints(endpoints)
     view = standalone(endpoints) if endpoints.metrics_urls else None
     facts: FactsSource = view if view is not None else endpoints
     executor = Executor(store, admin, ExecutorConfig(cluster, ordering=opts.ordering, throttle=opts.policy),

@@ -20,7 +20,8 @@ from typing import Protocol
 from collectors.rates import counter_rate
 from controlplane.executor.tasks import CurrentPartition
 from domain import Broker, BrokerState, ClusterSnapshot, Disk, DiskKind, Partition, Topic
-from kafkaio.admin import ClusterEndpoints, LiveCluster, ReplicaDir
+from kafkaio.endpoints import ClusterEndpoints
+from kafkaio.types import LiveCluster, ReplicaDir
 
 DirMap = Mapping[tuple[str, int, int], list[ReplicaDir]]
 UNKNOWN = "unknown"
@@ -30,7 +31,7 @@ UNKNOWN = "unknown"
 def main_dir(dirs: DirMap, topic: str, partition: int, broker: int) -> ReplicaDir | None:
     """The replica's current (non-future) log dir entry, if the broker reported one."""
     for entry in dirs.get((topic, partition, broker), ()):
-        if not entry.future:
+        if not entry.is_future:
             return entry
     return None
 
@@ -38,7 +39,7 @@ def main_dir(dirs: DirMap, topic: str, partition: int, broker: int) -> ReplicaDi
 def future_dir(dirs: DirMap, topic: str, partition: int, broker: int) -> ReplicaDir | None:
     """The replica's future (intra-broker move in progress) entry, if any."""
     for entry in dirs.get((topic, partition, broker), ()):
-        if entry.future:
+        if entry.is_future:
             return entry
     return None
 
@@ -49,7 +50,7 @@ def partition_size(dirs: DirMap, live: LiveCluster, topic: str, partition: int) 
     lead = main_dir(dirs, topic, partition, p.leader) if p.leader >= 0 else None
     if lead is not None:
         return lead.size
-    sizes = [e.size for b in p.replicas for e in dirs.get((topic, partition, b), ()) if not e.future]
+    sizes = [e.size for b in p.replicas for e in dirs.get((topic, partition, b), ()) if not e.is_future]
     return max(sizes, default=0)
 
 

@@ -29,8 +29,6 @@ from collectors.collector import ClusterCollector
 from collectors.disk_rates import DiskRate, round_disk_rates, round_network
 from controlplane.executor.live import BrokerFacts, declared_facts, merged_facts, snapshot_facts
 from kafkaio.admin import ClusterEndpoints
-from kafkaio.endpoints import BrokerInfo
-from kafkaio.endpoints import ClusterEndpoints as CollectorEndpoints
 
 log = logging.getLogger("guardian.executor")
 
@@ -103,17 +101,8 @@ class ObservedCluster:
             self.collector.close()
 
 
-def collector_endpoints(endpoints: ClusterEndpoints) -> CollectorEndpoints:
-    """The collectors' form of an executor endpoints record (declared IDC, rack, pool kept)."""
-    return CollectorEndpoints(cluster=endpoints.name, bootstrap_servers=endpoints.bootstrap_servers,
-                              brokers=tuple(BrokerInfo(id=b.id, metrics_url=b.metrics_url, host=b.host or None,
-                                                       port=b.port or None, idc=b.idc or None, rack=b.rack or None,
-                                                       pool=b.pool or None) for b in endpoints.brokers),
-                              control_url=endpoints.control_url)
-
-
 def standalone(endpoints: ClusterEndpoints, scrape_timeout_s: float = 5.0) -> ObservedCluster:
     """A view that runs a collector of its own once per executor pass (``guardian exec``, tests)."""
-    return ObservedCluster(declared=endpoints, collector=ClusterCollector(collector_endpoints(endpoints),
+    return ObservedCluster(declared=endpoints, collector=ClusterCollector(endpoints,
                                                                           scrape_timeout_s=scrape_timeout_s))
 

@@ -80,7 +80,9 @@ from domain import (
     plan_to_dict,
 )
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_REPLICAS
-from kafkaio.admin import AdminError, KafkaAdmin, LiveCluster, ReplicaDir
+from kafkaio.admin import KafkaAdmin
+from kafkaio.errors import AdminError
+from kafkaio.types import LiveCluster, ReplicaDir
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")

@@ -17,7 +17,8 @@ from typing import Any
 from controlplane.executor.live import ClusterFacts, declared_facts
 from controlplane.executor.tasks import task_key
 from domain import LeaderChange, PartitionMove, Plan
-from kafkaio.admin import ClusterEndpoints, LiveCluster
+from kafkaio.endpoints import ClusterEndpoints
+from kafkaio.types import LiveCluster
 
 KIND_DRAIN = "drain"
 KIND_RESTORE = "restore"

@@ -22,7 +22,8 @@ from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorC
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import StateStore
 from domain import parse_plan
-from kafkaio.admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
+from kafkaio.admin import KafkaAdmin
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
@@ -38,7 +39,7 @@ def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
     if not servers:
         return None
     urls = {int(b): str(u) for b, u in (record.get("metrics_urls") or {}).items() if str(b).isdigit()}
-    brokers = tuple(BrokerEndpoint(b, metrics_url=u) for b, u in sorted(urls.items()))
+    brokers = tuple(BrokerInfo(b, metrics_url=u) for b, u in sorted(urls.items()))
     endpoints = ClusterEndpoints(name, servers, brokers)
     view = standalone(endpoints) if urls else None
     return KafkaAdmin(servers), view, (view or endpoints)

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkaio.admin import BrokerEndpoint, KafkaAdmin
-from kafkaio.admin import ClusterEndpoints as Declared
+from kafkaio.admin import KafkaAdmin
 from kafkaio.audit import AUDIT_TOPIC, AuditShares
+from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from kafkaio.levers import KafkaLevers
 from kafkaio.source import KafkaSource, KafkaSourceOptions
@@ -54,8 +54,8 @@ class ClusterClients:
     """The observer's bulk reader (metadata cache, log dirs, configs, quotas of every broker)."""
     levers: KafkaLevers
     audit: AuditShares
-    declared: Declared
-    """What the record declares about the brokers (ids and metrics URLs; IDC/pool are observed)."""
+    connection: KafkaConnection
+    """The one Kafka client of the cluster, shared by ``admin``, ``source`` and ``levers``."""
     _closed: bool = field(default=False, repr=False)
 
     @property
@@ -70,6 +70,7 @@ class ClusterClients:
         self._closed = True
         self.admin.close()
         self.source.close()
+        self.connection.close()
         self.audit.close()
 
 
@@ -79,14 +80,12 @@ def bind_clients(name: str, record: Mapping[str, Any], timeout_s: float = 5.0,
     must not hold up a pass for the admin client's 30 s default)."""
     endpoints = endpoints_of(name, record)
     ms = int(timeout_s * 1000)
-    admin = KafkaAdmin(endpoints.bootstrap_servers, client_id=ADMIN_CLIENT_ID, request_timeout_ms=ms)
-    options = KafkaSourceOptions(request_timeout_ms=ms, bootstrap_timeout_ms=ms)
-    source = KafkaSource(endpoints.bootstrap_servers, options)
-    declared = Declared(name, endpoints.bootstrap_servers,
-                        tuple(BrokerEndpoint(b.id, metrics_url=b.metrics_url) for b in endpoints.brokers),
-                        endpoints.control_url)
+    connection = KafkaConnection.for_endpoints(endpoints, client_id=ADMIN_CLIENT_ID, request_timeout_ms=ms,
+                                               bootstrap_timeout_ms=ms)
+    admin = KafkaAdmin(connection)
+    source = KafkaSource(connection, KafkaSourceOptions(request_timeout_ms=ms, bootstrap_timeout_ms=ms))
     return ClusterClients(endpoints, admin, source, KafkaLevers(admin),
-                          AuditShares(endpoints.bootstrap_servers, audit_topic), declared)
+                          AuditShares(endpoints.bootstrap_servers, audit_topic), connection)
 
 
 class ClusterBindings:

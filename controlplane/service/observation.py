@@ -161,7 +161,7 @@ def executor_binding(rounds: LatestRound, bindings: ClusterBindings
             r = rounds.latest(name)
             return None if r is None else r.collected
 
-        view = ObservedCluster(latest, declared=clients.declared)
+        view = ObservedCluster(latest, declared=clients.endpoints)
         return clients.admin, view, view
 
     return bind

@@ -15,14 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from domain import PartitionMove, Plan, dump_plan
-from kafkaio.admin import (
-    BROKER_THROTTLE_KEYS,
-    AdminError,
-    BrokerEndpoint,
-    ClusterEndpoints,
-    KafkaAdmin,
-    LiveCluster,
-)
+from domain.throttles import BROKER_THROTTLE_KEYS
+from kafkaio.admin import KafkaAdmin
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
+from kafkaio.errors import AdminError
+from kafkaio.types import LiveCluster
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 
@@ -50,7 +47,7 @@ class Sim:
         self.endpoints_file.write_text(json.dumps(self.endpoints))
         ep = self.endpoints["clusters"]["c1"]
         self.cluster = ClusterEndpoints("c1", ep["bootstrap_servers"], tuple(
-            BrokerEndpoint(b["id"], b["host"], b["port"], b["idc"], b["rack"], b["pool"], b["metrics_url"])
+            BrokerInfo(b["id"], b["metrics_url"], b["host"], b["port"], b["idc"], b["rack"], b["pool"])
             for b in ep["brokers"]))
         self.admin = KafkaAdmin(ep["bootstrap_servers"], client_id="test-checker")
         self.submissions: Counter[tuple[str, int]] = Counter()

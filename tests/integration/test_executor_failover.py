@@ -39,7 +39,8 @@ import pytest
 
 from controlplane.launcher import ServiceCluster
 from domain import PartitionMove, Plan, dump_plan
-from kafkaio.admin import BROKER_THROTTLE_KEYS, KafkaAdmin
+from domain.throttles import BROKER_THROTTLE_KEYS
+from kafkaio.admin import KafkaAdmin
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

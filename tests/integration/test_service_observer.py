@@ -22,9 +22,9 @@ from raft.localcluster import free_ports
 from tests.integration.kafkasim_support import http_json, start_sim
 
 pytestmark = pytest.mark.timeout(120)
-ADMIN_CLIENTS_PER_CLUSTER = 2
-"""The shared admin client (executor, levers) and the observer's bulk reader; one once the Kafka edge merges
-the two lifecycles (kafkaio/source.py into kafkaio/admin.py). Before the observer: four, plus one scraper."""
+ADMIN_CLIENTS_PER_CLUSTER = 1
+"""One connection per cluster shared by the observer's bulk reader, the executor and the levers (before the
+observer: four admin clients, plus one scraper)."""
 
 
 @pytest.fixture()

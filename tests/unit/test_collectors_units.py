@@ -15,6 +15,8 @@ from collectors.promtext import PayloadError, check_payload, parse_fast, parse_r
 from collectors.rates import CounterTracker, DropLog, DropReason, counter_rate, gauge_value
 from domain import Broker, ClusterSnapshot, Disk, DiskKind
 from kafkaio.endpoints import EndpointsError, endpoints_from_options, parse_endpoints
+from kafkaio.source import KafkaState
+from kafkaio.types import BrokerMeta, PartitionMeta, Reassignment
 
 TEXT = """# HELP x_total a counter
 # TYPE x_total counter
@@ -272,7 +274,6 @@ def test_admin_details_rotate_over_brokers_and_follow_reassignments() -> None:
     from typing import Any
 
     from collectors.collector import ClusterCollector
-    from kafkaio.source import BrokerMeta, KafkaState, PartitionMeta, Reassignment
 
     calls: list[dict[str, Any]] = []
 

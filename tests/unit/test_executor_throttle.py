@@ -20,7 +20,7 @@ from controlplane.executor.throttle import (
     resources,
 )
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
-from kafkaio.admin import LiveCluster, PartitionState, ReplicaDir
+from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 
 NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC).timestamp()
 NIGHT = datetime(2026, 11, 22, 3, 0, tzinfo=UTC).timestamp()
@@ -207,7 +207,7 @@ def test_a_copy_is_never_throttled_below_what_producers_write_to_its_partition()
 
 def test_ingress_meter_turns_leader_log_growth_into_bytes_per_second_and_skips_shrinks() -> None:
 
-    live = LiveCluster(frozenset({1, 2}), {("t", 0): PartitionState("t", 0, (1, 2), 1, (1, 2))}, {"t": 1}, {})
+    live = LiveCluster(frozenset({1, 2}), {("t", 0): PartitionMeta("t", 0, (1, 2), 1, (1, 2))}, {"t": 1}, {})
 
     def dirs(size: int) -> dict[tuple[str, int, int], list[ReplicaDir]]:
         return {("t", 0, 1): [ReplicaDir("/d1", size, 0, False)], ("t", 0, 2): [ReplicaDir("/d1", 5, 0, False)]}

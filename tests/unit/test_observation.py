@@ -25,8 +25,9 @@ from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, check_plan
 from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, MIGRATION, PARTITION_FETCH, PT_ENABLE, PT_FETCH
-from kafkaio.admin import BrokerEndpoint, ClusterEndpoints, LiveCluster, PartitionState, Reassignment, ReplicaDir
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from kafkaio.levers import KafkaLevers
+from kafkaio.types import LiveCluster, PartitionMeta, Reassignment, ReplicaDir
 from tests.throttle_support import MB, disk, hot_snapshot, part, snapshot
 from tests.unit.test_throttle_service import FakeActuator
 
@@ -138,8 +139,8 @@ def test_the_throttle_loop_evaluates_each_round_once_and_alerts_at_once() -> Non
 # ---------------------------------------------------------------------- the executor's view
 def test_executor_view_reads_disk_load_clock_and_facts_from_the_round() -> None:
     board = RoundBoard()
-    declared = ClusterEndpoints("c1", "x:1", (BrokerEndpoint(1, idc="idc-declared", pool="pay"),
-                                              BrokerEndpoint(9, idc="idc-z")))
+    declared = ClusterEndpoints("c1", "x:1", (BrokerInfo(1, idc="idc-declared", pool="pay"),
+                                              BrokerInfo(9, idc="idc-z")))
 
     def latest() -> Collected | None:
         r = board.latest("c1")
@@ -164,7 +165,7 @@ def test_executor_view_reads_disk_load_clock_and_facts_from_the_round() -> None:
 
 def live(alive: Iterable[int], parts: Mapping[tuple[str, int], tuple[int, ...]],
          racks: Mapping[int, str]) -> LiveCluster:
-    return LiveCluster(frozenset(alive), {tp: PartitionState(tp[0], tp[1], r, r[0], r) for tp, r in parts.items()},
+    return LiveCluster(frozenset(alive), {tp: PartitionMeta(tp[0], tp[1], r, r[0], r) for tp, r in parts.items()},
                        {t: 1 for t, _ in parts}, {}, dict(racks))
 
 
@@ -172,7 +173,7 @@ def test_live_snapshot_guesses_no_idc_and_no_disk_kind() -> None:
     lc = live({1, 2, 3}, {("orders", 0): (1, 2)}, {1: "idc-a-r1", 2: "idc-b-r1", 3: "idc-b-r2"})
     dirs = {("orders", 0, 1): [ReplicaDir("/d1", 10, 0, False)], ("orders", 0, 2): [ReplicaDir("/d1", 10, 0, False)]}
     capacity = {(b, "/d1"): (10**12, 10**12) for b in (1, 2, 3)}
-    declared = ClusterEndpoints("c1", "x:1", (BrokerEndpoint(1, idc="idc-a"), BrokerEndpoint(2, idc="idc-b")))
+    declared = ClusterEndpoints("c1", "x:1", (BrokerInfo(1, idc="idc-a"), BrokerInfo(2, idc="idc-b")))
     snap = live_snapshot("c1", lc, dirs, capacity, declared)
     idc = {b.id: b.idc for b in snap.brokers}
     assert idc == {1: "idc-a", 2: "idc-b", 3: "unknown"}  # broker 3's rack "idc-b-r2" names no IDC
@@ -189,8 +190,8 @@ def test_live_snapshot_guesses_no_idc_and_no_disk_kind() -> None:
 
 def test_drain_keeps_replicas_in_their_idc_only_when_an_idc_is_known() -> None:
     lc = live({1, 2, 3}, {("t", 0): (1, 3)}, {1: "idc-a-r1", 2: "idc-b-r1", 3: "idc-a-r2"})
-    declared = ClusterEndpoints("c1", "x:1", (BrokerEndpoint(1, idc="idc-a"), BrokerEndpoint(2, idc="idc-b"),
-                                              BrokerEndpoint(3, idc="idc-a")))
+    declared = ClusterEndpoints("c1", "x:1", (BrokerInfo(1, idc="idc-a"), BrokerInfo(2, idc="idc-b"),
+                                              BrokerInfo(3, idc="idc-a")))
     plan, _, _ = drain_plan("c1", lc, [1], endpoints=declared)
     assert plan.moves[0].replicas == (3, 2)  # no idc-a broker left but 3 (already a replica): least loaded
     unknown = ClusterEndpoints("c1", "x:1", ())
@@ -242,8 +243,8 @@ class FakeKafka:
                 self.quotas.setdefault(client_id, {})[k] = v
 
     def live(self) -> LiveCluster:
-        return LiveCluster(frozenset({1, 2}), {("orders", 0): PartitionState("orders", 0, (1, 2), 1, (1,)),
-                                               ("events", 0): PartitionState("events", 0, (1, 2), 1, (1, 2))},
+        return LiveCluster(frozenset({1, 2}), {("orders", 0): PartitionMeta("orders", 0, (1, 2), 1, (1,)),
+                                               ("events", 0): PartitionMeta("events", 0, (1, 2), 1, (1, 2))},
                            {"orders": 1, "events": 1}, dict(self.moving))
 
 
