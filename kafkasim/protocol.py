@@ -3,9 +3,10 @@
 :func:`decode_request` turns a frame (without the 4-byte size) into ``(header, request)``;
 :class:`Handler` answers each supported API against a :class:`~kafkasim.model.Cluster` and
 :func:`encode_response` frames the answer.  APIs outside :data:`SUPPORTED` that kafka-python has
-a schema for get a well-formed response whose error codes say ``UNSUPPORTED_VERSION`` (or
-``COORDINATOR_NOT_AVAILABLE`` for group APIs); unknown keys get a minimal error frame — the
-socket is never closed on a client.
+a schema for get a well-formed response whose error codes say ``UNSUPPORTED_VERSION``; unknown keys
+get a minimal error frame — the socket is never closed on a client.  The group coordinator's APIs
+(FindCoordinator, OffsetCommit/Fetch, Join/Sync/Heartbeat/LeaveGroup, Describe/List/DeleteGroups)
+are answered by :class:`kafkasim.groups.GroupCoordinator`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import kafka.protocol as kp
 from kafka.protocol.api_message import ApiMessage
 
 from kafkasim import model as m
+from kafkasim.groups import GROUP_VERSIONS, GroupCoordinator
 from kafkasim.model import Broker, Cluster, SimError
 from kafkasim.records import split_batches, store_batches, synthetic_batch
 
@@ -64,7 +66,6 @@ SUPPORTED: dict[int, int] = {
     1: 12,  # Fetch (no topic ids)
     2: 7,  # ListOffsets
     3: 12,  # Metadata
-    10: 3,  # FindCoordinator (answered COORDINATOR_NOT_AVAILABLE)
     18: 4,  # ApiVersions
     19: 7,  # CreateTopics
     20: 6,  # DeleteTopics
@@ -81,8 +82,8 @@ SUPPORTED: dict[int, int] = {
     48: 1,  # DescribeClientQuotas
     49: 1,  # AlterClientQuotas
     60: 1,  # DescribeCluster
+    **GROUP_VERSIONS,  # group coordinator APIs (kafkasim.groups)
 }
-GROUP_APIS = {8, 9, 11, 12, 13, 14, 15, 16, 42, 47}
 
 
 def min_version(key: int) -> int:
@@ -168,14 +169,14 @@ class Handler:
 
     def __init__(self, audit: Audit | None = None) -> None:
         self.audit = audit
+        self.groups = GroupCoordinator()
 
     # -- dispatch
     def handle(self, ctx: ReqContext, key: int, version: int, req: Any) -> Any:
         """Answer one request; returns None for acks=0 produce."""
-        fn = getattr(self, f"api_{key}", None)
+        fn = self.groups.api(key) if key in GROUP_VERSIONS else getattr(self, f"api_{key}", None)
         if key not in SUPPORTED or version > SUPPORTED[key] or fn is None:
-            code = m.COORDINATOR_NOT_AVAILABLE if key in GROUP_APIS else m.UNSUPPORTED_VERSION
-            return generic_error(key, version, code)
+            return generic_error(key, version, m.UNSUPPORTED_VERSION)
         try:
             return fn(ctx, version, req)
         except SimError as e:
@@ -651,12 +652,6 @@ class Handler:
                      producer_epoch=-1)
         cl.next_producer_id += 1
         return R(version=v, throttle_time_ms=0, error_code=0, producer_id=cl.next_producer_id, producer_epoch=0)
-
-    # -- 10 FindCoordinator
-    def api_10(self, ctx: ReqContext, v: int, req: Any) -> Any:
-        R = REGISTRY[10]["response"]
-        return R(version=v, throttle_time_ms=0, error_code=m.COORDINATOR_NOT_AVAILABLE,
-                 error_message="kafkasim has no group coordinator", node_id=-1, host="", port=-1)
 
     # -- 2 ListOffsets
     def api_2(self, ctx: ReqContext, v: int, req: Any) -> Any:
