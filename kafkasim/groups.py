@@ -277,6 +277,26 @@ class GroupCoordinator:
                 out.append((gid, g.state, g.protocol_type or ""))
         return out
 
+    def report(self, cl: Cluster) -> dict[str, Any]:
+        """Every group of ``cl`` with its kind, state, coordinator, members and committed offsets / lag
+        (``GET /groups?cluster=NAME`` on the control URL: the ground truth of consumer positions)."""
+        sims = self.sim_groups(cl)
+        out: dict[str, Any] = {}
+        for gid, state, _ in sorted(self.listing(cl)):
+            sg = sims.get(gid)
+            g = None if sg is not None else self.groups.get((cl.name, gid))
+            offsets, lags = {}, {}
+            for (t, i), off in sorted(self.committed(cl, gid).items()):
+                if t in cl.topics and 0 <= i < len(cl.topics[t].partitions):
+                    offsets[f"{t}:{i}"] = off
+                    lags[f"{t}:{i}"] = cl.engine.partition_offsets(cl.topics[t].partitions[i].slot)[1] - off
+            b = coordinator(cl, gid)
+            members = [sg.client_id] if sg is not None else [x.client_id for x in (g.members if g else {}).values()]
+            out[gid] = {"kind": sg.kind if sg is not None else "real", "state": state,
+                        "coordinator": b.id if b is not None else None, "members": members,
+                        "offsets": offsets, "lag": lags}
+        return {"cluster": cl.name, "sim_time": float(cl.engine.t), "groups": out}
+
     @staticmethod
     def _mine(ctx: ReqContext, group_id: str) -> bool:
         return coordinator(ctx.cluster, group_id) is ctx.broker

@@ -23,7 +23,7 @@ from kafka.structs import OffsetAndMetadata
 
 from kafkasim.groups import coordinator, offsets_partition
 from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import http_json, http_text, start_sim
 
 SPEC: dict[str, Any] = {
     "seed": 5, "speed": 1.0, "tick_seconds": 1.0,
@@ -284,3 +284,21 @@ def test_coordinator_moves_when_its_broker_dies(sim: SimRunner) -> None:
     finally:
         sim.call(lambda: sim.server.revive_broker("east", first))
     assert sim.call(lambda: coordinator(cl, "clicks-consumer")).id == first  # deterministic: it moves back
+
+
+def test_control_api_and_legacy_metrics_name_the_same_groups(sim: SimRunner, admin: KafkaAdminClient) -> None:
+    report = http_json(sim.endpoints["control_url"] + "/groups?cluster=east")
+    groups = report["groups"]
+    assert set(groups) >= EAST_GROUPS
+    clicks = groups["clicks-consumer"]
+    assert (clicks["kind"], clicks["state"], clicks["members"]) == ("lagging", "Stable", ["clicks-consumer"])
+    wire = admin.list_group_offsets({"clicks-consumer": None})["clicks-consumer"]
+    assert clicks["offsets"] == {f"{tp.topic}:{tp.partition}": o.offset for tp, o in wire.items()}  # frozen clock
+    assert clicks["lag"]["clicks:0"] == lag_messages(sim, "clicks", 0)
+    assert groups["billing-tail-1"]["kind"] == "tail" and set(groups["billing-tail-1"]["lag"].values()) == {0}
+    # the legacy endpoint's kafka_consumergroup_lag names the lagging group as the admin API does
+    leader = sim.call(lambda: sim.server.fed.clusters["east"].topics["clicks"].partitions[0].leader)
+    url = next(b["metrics_url"] for b in sim.endpoints["clusters"]["east"]["brokers"] if b["id"] == leader)
+    line = next(x for x in http_text(url).splitlines()
+                if x.startswith("kafka_consumergroup_lag{") and 'topic="clicks",partition="0"' in x)
+    assert 'consumergroup="clicks-consumer"' in line and float(line.split()[-1]) == clicks["lag"]["clicks:0"]
