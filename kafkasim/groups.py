@@ -44,7 +44,6 @@ group); ListGroups O(groups) with the coordinator of a group id cached.
 from __future__ import annotations
 
 import functools
-import math
 import time
 import uuid
 from collections.abc import Callable
@@ -100,9 +99,10 @@ def offsets_partition(group_id: str) -> int:
     return (h & 0x7FFFFFFF) % OFFSETS_PARTITIONS
 
 
-def coordinator(cl: Cluster, group_id: str) -> Broker | None:
-    """The broker coordinating ``group_id`` now (None when every broker is dead)."""
-    alive = cl.alive_brokers()
+def coordinator(cl: Cluster, group_id: str, alive: list[Broker] | None = None) -> Broker | None:
+    """The broker coordinating ``group_id`` now (None when every broker is dead); ``alive`` =
+    ``cl.alive_brokers()`` when the caller already has it."""
+    alive = cl.alive_brokers() if alive is None else alive
     return alive[offsets_partition(group_id) % len(alive)] if alive else None
 
 
@@ -133,19 +133,26 @@ def simulated_groups(cl: Cluster) -> dict[str, SimGroup]:
     """Every simulated consumer group of ``cl`` now, by group id (see the module docstring)."""
     eng = cl.engine
     lag, lag_rate, tail, cons = eng.f["lag"], eng.f["lag_rate"], eng.f["tail_groups"], eng.i["cons_client"]
-    found: dict[str, tuple[str, Any, list[tuple[str, int, int]]]] = {}
+    found: dict[str, tuple[str, Any, str, list[tuple[str, int, int]]]] = {}
     for name in sorted(cl.topics):
-        for p in cl.topics[name].partitions:
-            s = p.slot
-            client = eng.clients[int(cons[s])]
+        parts = cl.topics[name].partitions
+        slots = np.fromiter((p.slot for p in parts), dtype=np.int64, count=len(parts))
+        clients = cons[slots]
+        n_tail = np.ceil(tail[slots] - 1e-9).astype(np.int64)
+        lagging = (lag[slots] > 0) | (lag_rate[slots] > 0)
+        for ci in np.unique(clients).tolist():  # one consumer client per topic unless seeded otherwise
+            mine = clients == ci
+            client = eng.clients[int(ci)]
             base = group_base(client.client_id, name)
-            ids = [(f"{base}-tail-{k}", "tail") for k in range(1, math.ceil(float(tail[s]) - 1e-9) + 1)]
-            if lag[s] > 0 or lag_rate[s] > 0:
-                ids.append((base, "lagging"))
-            for gid, kind in ids:
-                found.setdefault(gid, (kind, client, []))[2].append((name, p.index, s))
-    return {gid: SimGroup(gid, kind, c.client_id or gid, c.ip or "127.0.0.1", tuple(parts))
-            for gid, (kind, c, parts) in found.items()}
+            ids = [(f"{base}-tail-{k}", "tail", mine & (n_tail >= k)) for k in range(1, int(n_tail[mine].max()) + 1)]
+            ids.append((base, "lagging", mine & lagging))
+            for gid, kind, sel in ids:
+                idx = np.flatnonzero(sel).tolist()
+                if idx:
+                    found.setdefault(gid, (kind, client, base, []))[3].extend(
+                        (name, parts[i].index, parts[i].slot) for i in idx)
+    return {gid: SimGroup(gid, kind, c.client_id or base, c.ip or "127.0.0.1", tuple(ps))
+            for gid, (kind, c, base, ps) in found.items()}
 
 
 def sim_committed(cl: Cluster, g: SimGroup, slot: int) -> int:
@@ -326,9 +333,10 @@ class GroupCoordinator:
         states = {s.lower() for s in (req.states_filter or [])} if v >= 4 else set()
         types = {t.lower() for t in (req.types_filter or [])} if v >= 5 else set()
         out = []
+        alive = ctx.cluster.alive_brokers()
         if not types or "classic" in types:
             for gid, state, ptype in self.listing(ctx.cluster):
-                if self._mine(ctx, gid) and (not states or state.lower() in states):
+                if coordinator(ctx.cluster, gid, alive) is ctx.broker and (not states or state.lower() in states):
                     out.append(R.ListedGroup(group_id=gid, protocol_type=ptype, group_state=state,
                                              group_type="classic"))
         return R(version=v, throttle_time_ms=0, error_code=0, groups=out)
