@@ -36,9 +36,12 @@ client committed are returned exactly.  Simplifications: a simulated group id is
 leader's gets ``REBALANCE_IN_PROGRESS`` (it rejoins) instead of waiting; no transactions, no
 KIP-848 groups, no offset expiry.
 
-Cost: the directory of simulated groups is rebuilt, O(partitions), only when the topology
-(``Engine.generation``) or the set of lagging partitions changes; OffsetFetch is O(partitions of the
-group); ListGroups O(groups) with the coordinator of a group id cached.
+Cost: the directory of simulated groups is rebuilt — O(partitions), numpy per topic, about 80 ms for
+20,000 partitions in 1,000 topics — only when the topology (``Engine.generation``) or the set of lagging
+partitions changes; OffsetFetch is O(partitions of the group); ListGroups O(groups) with each group id's
+``__consumer_offsets`` partition cached.  Measured on that cluster (100 brokers, 2,000 groups, frozen
+clock): kafka-python ``list_groups`` over every broker 0.6 s, ``list_group_offsets`` of all 2,000 groups
+(40,000 offsets) 1.8 s.
 """
 
 from __future__ import annotations
