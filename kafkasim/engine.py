@@ -132,6 +132,7 @@ class Engine:
         self.i: dict[str, I64] = {}
         self._grow(1024)
         self.dirty = True
+        self.generation = 0  # bumped by every mark_dirty: caches of topology-derived views key on it
         self.ticks = 0
         # disk arrays
         self._alloc_disks(0)
@@ -214,6 +215,7 @@ class Engine:
     def mark_dirty(self) -> None:
         """Topology changed: rebuild replica rows before the next tick."""
         self.dirty = True
+        self.generation += 1
 
     def client(self, c: Client) -> int:
         """Index of a client, registering it on first use."""

@@ -28,7 +28,7 @@ Kafka (JMX exporter style)
   ``kafka_network_requestmetrics_totaltimems{request,quantile}``  gauge, ms (Produce, FetchConsumer)
   ``kafka_network_requestmetrics_requests_total{request}``        counter of wire requests served
   ``kafka_consumergroup_lag{consumergroup,topic,partition}``      gauge, messages (kafka_exporter style;
-  only lagging consumers, on the leader's endpoint)
+  only lagging consumers, on the leader's endpoint; the group is named as kafkasim.groups names it)
 
 node_exporter style (``device`` is the block device of a log dir)
   ``node_disk_io_time_seconds_total{device}``   counter (rate = util, the busy fraction)
@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from kafkasim.groups import group_base
 from kafkasim.model import Broker, Cluster
 
 
@@ -208,7 +209,7 @@ def kafka_lines(out: list[str], cl: Cluster, b: Broker, requests: dict[str, int]
          lead_k, f["msgs_in_total"][lead_slots].tolist()),
         ("kafka_log_log_size", "gauge", None, sizes_l),
         ("kafka_log_log_logendoffset", "gauge", None, leos),
-        ("kafka_log_log_logstartoffset", "gauge", None, [0] * len(reps)),
+        ("kafka_log_log_logstartoffset", "gauge", None, f["lso"][slots].astype(np.int64).tolist()),
         ("kafka_cluster_partition_underreplicated", "gauge", lead_k, urs),
     )
     for name, typ, ks, vals in series:
@@ -225,7 +226,7 @@ def kafka_lines(out: list[str], cl: Cluster, b: Broker, requests: dict[str, int]
     for k in lead_k if extensions else ():
         p = reps[k]
         if lag[p.slot] > 0:
-            group = eng.clients[int(eng.i["cons_client"][p.slot])].client_id or "lagging"
+            group = group_base(eng.clients[int(eng.i["cons_client"][p.slot])].client_id, p.topic)
             add(f'kafka_consumergroup_lag{{consumergroup="{_esc(group)}",{labels[k]}}} '
                 f'{int(lag[p.slot] / max(float(f["msg_size"][p.slot]), 1.0))}')
     head("kafka_server_replicamanager_underreplicatedpartitions", "gauge", "under-replicated partitions led here")

@@ -3,9 +3,10 @@
 :func:`decode_request` turns a frame (without the 4-byte size) into ``(header, request)``;
 :class:`Handler` answers each supported API against a :class:`~kafkasim.model.Cluster` and
 :func:`encode_response` frames the answer.  APIs outside :data:`SUPPORTED` that kafka-python has
-a schema for get a well-formed response whose error codes say ``UNSUPPORTED_VERSION`` (or
-``COORDINATOR_NOT_AVAILABLE`` for group APIs); unknown keys get a minimal error frame — the
-socket is never closed on a client.
+a schema for get a well-formed response whose error codes say ``UNSUPPORTED_VERSION``; unknown keys
+get a minimal error frame — the socket is never closed on a client.  The group coordinator's APIs
+(FindCoordinator, OffsetCommit/Fetch, Join/Sync/Heartbeat/LeaveGroup, Describe/List/DeleteGroups)
+are answered by :class:`kafkasim.groups.GroupCoordinator`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any
 
 import kafka.protocol as kp
 from kafka.protocol.api_message import ApiMessage
-from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkasim import model as m
-from kafkasim.model import Broker, Cluster, Partition, SimError
+from kafkasim.groups import GROUP_VERSIONS, GroupCoordinator
+from kafkasim.model import Broker, Cluster, SimError
+from kafkasim.records import split_batches, store_batches, synthetic_batch
 
 
 def _load_registry() -> dict[int, dict[str, Any]]:
@@ -64,7 +66,6 @@ SUPPORTED: dict[int, int] = {
     1: 12,  # Fetch (no topic ids)
     2: 7,  # ListOffsets
     3: 12,  # Metadata
-    10: 3,  # FindCoordinator (answered COORDINATOR_NOT_AVAILABLE)
     18: 4,  # ApiVersions
     19: 7,  # CreateTopics
     20: 6,  # DeleteTopics
@@ -81,8 +82,8 @@ SUPPORTED: dict[int, int] = {
     48: 1,  # DescribeClientQuotas
     49: 1,  # AlterClientQuotas
     60: 1,  # DescribeCluster
+    **GROUP_VERSIONS,  # group coordinator APIs (kafkasim.groups)
 }
-GROUP_APIS = {8, 9, 11, 12, 13, 14, 15, 16, 42, 47}
 
 
 def min_version(key: int) -> int:
@@ -155,101 +156,6 @@ def generic_error(key: int, version: int, code: int) -> Any:
     return resp
 
 
-# ---------------------------------------------------------------------------- record batches
-BATCH_HEADER = 61
-
-
-def split_batches(data: bytes) -> list[tuple[bytes, int, int, int]]:
-    """Split v2 record batches: [(batch bytes, record count, last offset delta, max timestamp)].
-
-    Raises SimError(CORRUPT_MESSAGE / UNSUPPORTED_FOR_MESSAGE_FORMAT) on malformed data.
-    """
-    out = []
-    pos = 0
-    mv = memoryview(data)
-    while pos < len(data):
-        if len(data) - pos < BATCH_HEADER:
-            raise SimError(m.CORRUPT_MESSAGE, "truncated record batch")
-        length = struct.unpack_from(">i", data, pos + 8)[0]
-        end = pos + 12 + length
-        if length < BATCH_HEADER - 12 or end > len(data):
-            raise SimError(m.CORRUPT_MESSAGE, "bad record batch length")
-        magic = data[pos + 16]
-        if magic != 2:
-            raise SimError(m.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {magic} not supported")
-        last_delta = struct.unpack_from(">i", data, pos + 23)[0]
-        max_ts = struct.unpack_from(">q", data, pos + 35)[0]
-        count = struct.unpack_from(">i", data, pos + 57)[0]
-        if count < 0 or last_delta < 0:
-            raise SimError(m.CORRUPT_MESSAGE, "bad record count")
-        out.append((bytes(mv[pos:end]), count, last_delta, max_ts))
-        pos = end
-    return out
-
-
-def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, int]:
-    """Append v2 batches to a partition; returns (base offset, bytes, records).
-
-    Memory stays bounded: at most ``cl.max_batch_bytes_per_partition`` per partition and
-    ``engine.batch_budget`` bytes over the whole federation (oldest batches are evicted first;
-    their offsets then read as simulated records).
-    """
-    batches = split_batches(records)
-    if not batches:
-        raise SimError(m.CORRUPT_MESSAGE, "no record batches")
-    eng = cl.engine
-    first = -1
-    total_b = total_r = 0
-    for raw, count, last_delta, max_ts in batches:
-        base = eng.append_real(p.slot, len(raw), last_delta + 1)
-        if first < 0:
-            first = base
-        buf = struct.pack(">q", base) + raw[8:]
-        p.batches.append((base, base + last_delta, max_ts, buf))
-        p.batch_bytes += len(buf)
-        eng.batch_fifo.append(p)
-        eng.batch_bytes += len(buf)
-        total_b += len(raw)
-        total_r += count
-        while p.batch_bytes > cl.max_batch_bytes_per_partition and len(p.batches) > 1:
-            old = p.batches.popleft()
-            p.batch_bytes -= len(old[-1])
-            eng.batch_bytes -= len(old[-1])
-            p.evicted_early += 1  # its oldest entry in the global FIFO is now stale
-        while eng.batch_bytes > eng.batch_budget and eng.batch_fifo:
-            q = eng.batch_fifo.popleft()
-            if q.evicted_early > 0:
-                q.evicted_early -= 1
-                continue
-            if (q.batches and q is not p) or len(q.batches) > 1:  # keep the batch just appended
-                old = q.batches.popleft()
-                q.batch_bytes -= len(old[-1])
-                eng.batch_bytes -= len(old[-1])
-    return first, total_b, total_r
-
-
-SYNTH_MAX_RECORDS = 500
-_FILL = b"kafkasim-simulated-record:" * 64
-
-
-def synthetic_batch(cl: Cluster, p: Partition, start: int, end: int, max_bytes: int) -> bytes:
-    """Records standing in for simulated producer traffic at offsets [start, end) (at least one record).
-
-    Values are ``msg_size`` bytes of filler (capped at 64 KiB); timestamps are the simulated clock.
-    """
-    eng = cl.engine
-    msg = int(min(max(float(eng.f["msg_size"][p.slot]), 1.0), 65536.0))
-    count = int(max(1, min(end - start, SYNTH_MAX_RECORDS, max_bytes // (msg + 24))))
-    value = (_FILL * (msg // len(_FILL) + 1))[:msg]
-    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=count * (msg + 32) + 1024,
-                                   offset=start)
-    ts = int(eng.t * 1000)
-    for _ in range(count):
-        builder.append(ts, None, value)
-    builder.close()
-    return bytes(builder.buffer())
-
-
 # ---------------------------------------------------------------------------- handler
 class _Redirect(Exception):
     """Internal: a fetch answered with a preferred read replica instead of records."""
@@ -263,14 +169,14 @@ class Handler:
 
     def __init__(self, audit: Audit | None = None) -> None:
         self.audit = audit
+        self.groups = GroupCoordinator()
 
     # -- dispatch
     def handle(self, ctx: ReqContext, key: int, version: int, req: Any) -> Any:
         """Answer one request; returns None for acks=0 produce."""
-        fn = getattr(self, f"api_{key}", None)
+        fn = self.groups.api(key) if key in GROUP_VERSIONS else getattr(self, f"api_{key}", None)
         if key not in SUPPORTED or version > SUPPORTED[key] or fn is None:
-            code = m.COORDINATOR_NOT_AVAILABLE if key in GROUP_APIS else m.UNSUPPORTED_VERSION
-            return generic_error(key, version, code)
+            return generic_error(key, version, m.UNSUPPORTED_VERSION)
         try:
             return fn(ctx, version, req)
         except SimError as e:
@@ -746,12 +652,6 @@ class Handler:
                      producer_epoch=-1)
         cl.next_producer_id += 1
         return R(version=v, throttle_time_ms=0, error_code=0, producer_id=cl.next_producer_id, producer_epoch=0)
-
-    # -- 10 FindCoordinator
-    def api_10(self, ctx: ReqContext, v: int, req: Any) -> Any:
-        R = REGISTRY[10]["response"]
-        return R(version=v, throttle_time_ms=0, error_code=m.COORDINATOR_NOT_AVAILABLE,
-                 error_message="kafkasim has no group coordinator", node_id=-1, host="", port=-1)
 
     # -- 2 ListOffsets
     def api_2(self, ctx: ReqContext, v: int, req: Any) -> Any:

@@ -26,13 +26,13 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
             skew: 0.0                 # sigma of a lognormal multiplier per partition
             size_gb: 10               # initial size per partition
             msg_size: 1024
-            tail_groups: 2            # consumer groups tailing the topic
+            tail_groups: 2            # consumer groups tailing the topic (<client_id>-tail-1, -tail-2)
             lag_bytes: 0              # a consumer this far behind on every partition (reads disk) ...
-            lag_rate: 50000000        # ... catching up at this rate (bytes/s)
+            lag_rate: 50000000        # ... catching up at this rate (bytes/s); its group id = consumer client_id
             pool: shared              # resource pool label (reported in /snapshot)
             placement: {idc-a: 2, idc-b: 1}   # IDC placement policy label (reported in /snapshot)
             producer: {client_id: orders-svc, user: orders, idc: idc-a}
-            consumer: {client_id: orders-reader, user: analytics, idc: idc-b}
+            consumer: {client_id: orders-reader, user: analytics, idc: idc-b}   # default <name>-consumer
             configs: {retention.ms: "86400000"}
       - snapshot: deploy/examples/small.json   # a cluster seeded from a guardian.snapshot/v1 file
         partition_throttle: false              # (name defaults to the snapshot's cluster)

@@ -20,6 +20,9 @@ Control API (JSON over HTTP on ``control_url``)::
                                       "log": [{"seq", "sim_time", "topic", "partition", "replicas",
                                       "effect", "client_id", "broker"}] (seq > since), "counts":
                                       {"topic:partition": {"submitted", "cancelled", <effect>: n}}}
+    GET  /groups?cluster=NAME         consumer groups (kafkasim.groups): {"cluster", "sim_time", "groups":
+                                      {id: {"kind": tail|lagging|real, "state", "coordinator", "members",
+                                      "offsets": {"topic:partition": committed}, "lag": {... LEO - committed}}}}
     POST /fault/kill-broker           {"cluster", "broker"}
     POST /fault/revive-broker         {"cluster", "broker"}
     POST /fault/slow-disk             {"cluster", "broker", "log_dir" | "device", "factor"} (1 = heal)
@@ -530,6 +533,11 @@ class SimServer:
                 return ok(snapshot_of(self.fed, name, self.history))
             if method == "GET" and path == "/reassignments":
                 return ok(self.reassignments(params.get("cluster", ""), params.get("since", "0")))
+            if method == "GET" and path == "/groups":
+                name = params.get("cluster") or (next(iter(self.fed.clusters)) if len(self.fed.clusters) == 1 else "")
+                if name not in self.fed.clusters:
+                    raise HttpError(400 if not name else 404, f"give ?cluster= one of {sorted(self.fed.clusters)}")
+                return ok(self.handler.groups.report(self.fed.clusters[name]))
             if method == "GET":
                 if path == "/health":
                     return ok({"ok": True})

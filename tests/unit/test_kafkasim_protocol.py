@@ -11,7 +11,8 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 from kafkasim import model as m
 from kafkasim.engine import Engine
 from kafkasim.model import Cluster, SimError, parse_partition_rates, parse_throttled_replicas
-from kafkasim.protocol import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error, split_batches
+from kafkasim.protocol import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
+from kafkasim.records import split_batches
 
 
 def test_every_known_api_has_an_encodable_error_response() -> None:
@@ -123,7 +124,7 @@ def test_quota_precedence_follows_kafka() -> None:
 
 
 def test_record_batches_stay_within_partition_and_global_budgets() -> None:
-    from kafkasim.protocol import store_batches
+    from kafkasim.records import store_batches
 
     c = cluster()
     t = c.create_topic("mem", 3, 1)
