@@ -33,7 +33,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collectors.disk_rates import DiskRate, DiskScraper
@@ -47,8 +47,6 @@ from controlplane.executor.live import (
 )
 from controlplane.executor.tasks import (
     DEFAULT_CAPS,
-    OPEN_STATES,
-    Task,
     involved_brokers,
     order_tasks,
     ready_tasks,
@@ -76,6 +74,15 @@ from domain import (
     check_plan,
     has_policies,
     plan_to_dict,
+)
+from domain.execution import (
+    ACTIVE_STATUSES,
+    OPEN_STATES,
+    RUNNING_STATES,
+    Execution,
+    ExecutionStatus,
+    Task,
+    TaskState,
 )
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.admin import AdminError, ClusterEndpoints, KafkaAdmin, LiveCluster, ReplicaDir
@@ -175,7 +182,7 @@ def _send(what: str, send: Callable[[Any], Mapping[Any, Any]], requests: Any,
 
 def _recorded_dir(t: Task, broker: int) -> tuple[int, str] | None:
     """The log dir the task recorded for ``broker``'s replica when it was planned (``None`` if unknown)."""
-    src, dirs = t["source_replicas"], t["source_log_dirs"]
+    src, dirs = t.source_replicas, t.source_log_dirs
     if broker in src and dirs and dirs[src.index(broker)]:
         return broker, str(dirs[src.index(broker)])
     return None
@@ -245,6 +252,78 @@ _REPLICA_LISTS = _ThrottleKind(
     rate=lambda lists: 0.0, clear_when_absent=True, absent_why="topic deleted")
 
 
+class TaskChanges:
+    """The task changes one pass decides, written ahead in one ``execution.tasks`` command.
+
+    Each change is a named transition of the task's record (repeating the state a task already reached
+    this pass only replaces its reason); measurements given are sent even when unchanged. The update of a
+    task is the jump from its stored state to the pass's last one, except that a PENDING task found
+    already done when started is recorded IN_PROGRESS (it is completed by the next pass).
+    """
+
+    def __init__(self, tasks: Mapping[str, Task]) -> None:
+        self.base = tasks
+        self.now: dict[str, Task] = {}
+        self.fields: dict[str, dict[str, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.now)
+
+    def state(self, key: str) -> TaskState:
+        """The task's state after this pass's changes so far."""
+        return (self.now.get(key) or self.base[key]).state
+
+    def changed(self, key: str) -> bool:
+        """True when this pass changed the task's state."""
+        return key in self.now and self.now[key].state != self.base[key].state
+
+    def merged(self) -> dict[str, Task]:
+        """Every task as stored, with this pass's state."""
+        return {k: replace(t, state=self.now[k].state) if k in self.now else t for k, t in self.base.items()}
+
+    def _apply(self, t: Task, target: TaskState | None, reason: str, fields: Mapping[str, Any],
+               step: Callable[[Task], Task] | None = None) -> None:
+        cur = self.now.get(t.key, t)
+        if target is not None and step is not None:
+            cur = step(cur) if cur.state != target else replace(cur, reason=reason or cur.reason)
+        self.now[t.key] = cur
+        self.fields.setdefault(t.key, {}).update(fields)
+
+    def start(self, t: Task, **fields: Any) -> None:
+        self._apply(t, TaskState.IN_PROGRESS, "", fields, lambda x: x.start())
+
+    def complete(self, t: Task, reason: str, **fields: Any) -> None:
+        self._apply(t, TaskState.COMPLETED, reason, fields, lambda x: x.complete(reason))
+
+    def abort(self, t: Task, reason: str) -> None:
+        self._apply(t, TaskState.ABORTING, reason, {}, lambda x: x.abort(reason))
+
+    def aborted(self, t: Task, reason: str) -> None:
+        self._apply(t, TaskState.ABORTED, reason, {}, lambda x: x.aborted(reason))
+
+    def kill(self, t: Task, reason: str) -> None:
+        self._apply(t, TaskState.DEAD, reason, {}, lambda x: x.kill(reason))
+
+    def progress(self, t: Task, **fields: Any) -> None:
+        """Measurements only (no state change)."""
+        self._apply(t, None, "", fields)
+
+    def updates(self) -> list[JsonDict]:
+        """The ``execution.tasks`` updates (task-key order of first change)."""
+        out = []
+        for key, now in self.now.items():
+            base = self.base[key]
+            state = now.state
+            if state == TaskState.COMPLETED and base.state == TaskState.PENDING:
+                state = TaskState.IN_PROGRESS  # found already done when started: completed by the next pass
+            row: JsonDict = {"key": key, "state": state.value}
+            if now.reason and now.reason != base.reason:
+                row["reason"] = now.reason
+            row.update(self.fields.get(key, {}))
+            out.append(row)
+        return out
+
+
 def plan_digest(plan_doc: Mapping[str, Any]) -> str:
     """Stable digest of a plan document (to recognise the same plan on resume)."""
     doc = {k: v for k, v in plan_doc.items() if k in ("cluster", "kind", "reassignment", "leaders")}
@@ -298,7 +377,7 @@ class Executor:
         """The running or stopping execution of this cluster (a copy), if any."""
         def find(state: JsonDict) -> JsonDict | None:
             for e in state["executions"].values():
-                if e["cluster"] == self.config.cluster and e["status"] in ("running", "stopping"):
+                if e["cluster"] == self.config.cluster and e["status"] in ACTIVE_STATUSES:
                     return json.loads(json.dumps(e))
             return None
 
@@ -307,6 +386,10 @@ class Executor:
     def execution(self, execution_id: int) -> JsonDict | None:
         """A copy of one execution."""
         return self.store.read(lambda s: json.loads(json.dumps(s["executions"].get(str(execution_id)))))
+
+    def _read(self, execution_id: int) -> Execution | None:
+        doc = self.store.read(lambda s: s["executions"].get(str(execution_id)))
+        return Execution.from_json(doc) if doc is not None else None
 
     def _owned_throttles(self) -> dict[str, JsonDict]:
         return self.store.read(lambda s: {k: json.loads(json.dumps(v))
@@ -377,14 +460,14 @@ class Executor:
         if violations:
             raise PlanRejected(violations)
         tasks = tasks_from_plan(plan, current_partitions(live, dirs), batches)
-        return tasks, {t: live.topic_sizes[t] for t in sorted({t["topic"] for t in tasks})}
+        return tasks, {t: live.topic_sizes[t] for t in sorted({t.topic for t in tasks})}
 
     def _start_execution(self, plan_id: int, tasks: list[Task], counts: Mapping[str, int], digest: str,
                          caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str) -> int:
         opts = {"plan_digest": digest, "ordering": self.config.ordering, **(options or {})}
         if self.scraper is not None:  # a first sample now: the first pass already sees live disk load
             self.scraper.scrape()
-        result = self._propose("execution.start", why, plan_id=plan_id, tasks=tasks,
+        result = self._propose("execution.start", why, plan_id=plan_id, tasks=[t.spec_json() for t in tasks],
                                caps={**DEFAULT_CAPS, **(caps or {})}, partition_counts=dict(counts), options=opts)
         return int(result["execution_id"])
 
@@ -404,101 +487,92 @@ class Executor:
         """
         if not self.store.is_leader:
             return PassReport(None, "follower")
-        ex = self.active_execution()
-        if ex is None:
+        doc = self.active_execution()
+        if doc is None:
             live = self.admin.live()
             self._sync_throttles({}, {}, live)  # leftovers of an earlier run
             return PassReport(None, "idle")
-        eid = int(ex["id"])
-        tasks: dict[str, Task] = ex["tasks"]
+        ex = Execution.from_json(doc)
+        eid = ex.id
+        tasks = ex.tasks
         live = self.admin.live()
-        working = [t for t in tasks.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
+        working = ex.in_states(RUNNING_STATES)
         dir_brokers = set().union(*(involved_brokers(t) for t in working)) & set(live.alive) if working else set()
-        dirs = self.admin.log_dirs(dir_brokers, {t["topic"] for t in working}) if dir_brokers else {}
+        dirs = self.admin.log_dirs(dir_brokers, {t.topic for t in working}) if dir_brokers else {}
         now = self._measure(live)
         if self.ingress is self.meter and now is not None:
-            self.meter.observe(live, dirs, now, {(t["topic"], t["partition"]) for t in working})
+            self.meter.observe(live, dirs, now, {t.tp for t in working})
         if now is not None:
             self._pass_clock = (self._pass_clock[1], now)
         self._chosen, self._capacity, self._backlog = {}, None, {}  # per pass (free space read lazily)
         self._placement = {}
         if now is not None:
             self._interval_rate = {}  # refilled by this pass's observations
-        updates: dict[str, dict[str, Any]] = {}
+        update = TaskChanges(tasks)
         submit = _Submit()
-        report = PassReport(eid, ex["status"])
+        report = PassReport(eid, ex.status.value)
 
-        def update(task: Task, state: str | None = None, reason: str = "", **fields: Any) -> None:
-            u = updates.setdefault(task["key"], {"key": task["key"], "state": task["state"]})
-            if state == "COMPLETED" and task["state"] == "PENDING":
-                state = "IN_PROGRESS"  # found already done when started: completed by the next pass
-            if state is not None:
-                u["state"] = state
-                if reason:
-                    u["reason"] = reason
-            u.update(fields)
-
-        stopping = ex["status"] == "stopping"
-        rollback = bool(ex.get("rollback"))
+        stopping = ex.stopping
+        rollback = ex.rollback
         # 1. cancellations (dead brokers, partition count changes, stop)
         for t in tasks.values():
-            if t["state"] not in ("PENDING", "IN_PROGRESS"):
+            if t.state not in (TaskState.PENDING, TaskState.IN_PROGRESS):
                 continue
             reason = self._cancel_reason(t, live, ex)
-            if reason is None and stopping and (t["state"] == "PENDING" or rollback):
+            if reason is None and stopping and (t.state == TaskState.PENDING or rollback):
                 reason = "execution stopped" + (" with rollback" if rollback else "")
             if reason is None:
                 continue
             report.cancelled += 1
-            if t["state"] == "PENDING":
-                update(t, "ABORTED", reason)
+            if t.state == TaskState.PENDING:
+                update.aborted(t, reason)
             else:
-                update(t, "ABORTING", reason)
+                update.abort(t, reason)
                 self._cancel(t, live, dirs, submit)
         # 2. observe running tasks
         for t in tasks.values():
-            if t["key"] in updates and updates[t["key"]]["state"] != t["state"]:
+            if update.changed(t.key):
                 continue
-            if t["state"] == "ABORTING":
-                tp = (t["topic"], t["partition"])
-                if tp not in live.reassignments and not self._has_future(t, dirs):
-                    update(t, "ABORTED", t.get("reason") or "cancelled")
+            if t.state == TaskState.ABORTING:
+                if t.tp not in live.reassignments and not self._has_future(t, dirs):
+                    update.aborted(t, t.reason or "cancelled")
                 else:
                     self._cancel(t, live, dirs, submit)
-            elif t["state"] == "IN_PROGRESS":
+            elif t.state == TaskState.IN_PROGRESS:
                 self._drive(t, live, dirs, now, update, submit, resubmit=True)
         # 3. new submissions
         # new copies wait for live disk load (two scrapes; one pass): placed blind, a new replica may land
         # on the disk that bounds the whole execution. Without metrics they start on the second pass anyway.
-        if ex["status"] == "running" and (self.scraper is None or self._scrapes >= 2):
-            merged = {k: {**t, "state": updates.get(k, {}).get("state", t["state"])} for k, t in tasks.items()}
+        if ex.status == ExecutionStatus.RUNNING and (self.scraper is None or self._scrapes >= 2):
+            merged = update.merged()
             ready = ready_tasks(merged, urp_zero=live.under_replicated == 0,
-                                leadership_first=bool(ex.get("options", {}).get("leadership_first")))
+                                leadership_first=bool(ex.options.get("leadership_first")))
             urp = {tp for tp, p in live.partitions.items() if len(set(p.isr)) < len(set(p.replicas))}
             leaders = {tp: p.leader for tp, p in live.partitions.items()}
-            caps = {**DEFAULT_CAPS, **ex.get("caps", {})}
-            ordered = order_tasks(ready, ex.get("options", {}).get("ordering", self.config.ordering), urp,
-                                  [t for t in merged.values() if t["state"] in OPEN_STATES], leaders, caps["per_disk"])
-            running = [t for t in merged.values() if t["state"] in ("IN_PROGRESS", "ABORTING")]
+            caps = {**DEFAULT_CAPS, **ex.caps}
+            ordered = order_tasks(ready, ex.options.get("ordering", self.config.ordering), urp,
+                                  [t for t in merged.values() if t.state in OPEN_STATES], leaders, caps["per_disk"])
+            running = [t for t in merged.values() if t.state in RUNNING_STATES]
             if ordered:
                 self._backlog = self._disk_backlog(merged, live, dirs)
             batch = select_batch(ordered, running, caps, leaders,
                                  placed=self._placed_dirs(running, dirs), place=self._place)
             refused = self._policy_refusals(batch, live, dirs)
             for t in batch:
-                if t["key"] in refused:  # a policy set since the plan was proposed forbids it; the rest go on
-                    log.warning("task %s: %s", t["key"], refused[t["key"]])
-                    update(t, "ABORTED", refused[t["key"]])
+                if t.key in refused:  # a policy set since the plan was proposed forbids it; the rest go on
+                    log.warning("task %s: %s", t.key, refused[t.key])
+                    update.aborted(t, refused[t.key])
                     report.cancelled += 1
                     continue
-                update(t, "IN_PROGRESS", "", attempts=int(t.get("attempts", 0)))
+                update.start(t, attempts=t.attempts)
                 self._drive(t, live, dirs, now, update, submit, resubmit=False)
                 report.submitted += 1
         # 4. write-ahead: every state change and attempt count is committed before the cluster is touched
-        if updates:
-            self._propose("execution.tasks", "reconcile pass", execution_id=eid, updates=list(updates.values()))
-        ex = self.execution(eid) or ex
-        tasks = ex["tasks"]
+        rows = update.updates()
+        if rows:
+            self._propose("execution.tasks", "reconcile pass", execution_id=eid, updates=rows)
+        ex = self._read(eid) or ex
+        tasks = ex.tasks
         # 5. throttles for what is (about to be) in flight, then submit
         # cancels go first: a copy must never run unthrottled between its throttle's removal and its cancel
         cancels = _Submit(reassign={tp: None for tp, r in submit.reassign.items() if r is None},
@@ -526,14 +600,14 @@ class Executor:
         if safe != rates and not failed:
             self._sync_throttles(rates, topic_lists, live)  # what fails is retried next pass
         # 6. progress and completion
-        report.completed = sum(1 for k, u in updates.items() if u["state"] == "COMPLETED"
-                               and tasks.get(k, {}).get("state") == "COMPLETED")
+        report.completed = sum(1 for u in rows if u["state"] == TaskState.COMPLETED
+                               and u["key"] in tasks and tasks[u["key"]].state == TaskState.COMPLETED)
         self._progress(ex, flows, rates, live, report)
-        if not any(t["state"] in OPEN_STATES for t in tasks.values()):
+        if not ex.open_tasks():
             self._sync_throttles({}, {}, live)
-            status, why = self._final_status(ex)
-            self._propose("execution.finish", why, execution_id=eid, status=status)
-            report.status = status
+            status, why = ex.final_status()
+            self._propose("execution.finish", why, execution_id=eid, status=status.value)
+            report.status = status.value
             self.forget()  # one execution per cluster at a time
         return report
 
@@ -589,11 +663,11 @@ class Executor:
         policies = self._policies() if batch else None
         if policies is None:
             return {}
-        moves = [PartitionMove(t["topic"], t["partition"], tuple(t["target_replicas"]),
-                               tuple(t["target_log_dirs"]) or (None,) * len(t["target_replicas"]))
-                 for t in batch if t["action"] != "elect_leader"]
-        changes = [LeaderChange(t["topic"], t["partition"], int(t["leader"]))
-                   for t in batch if t["action"] == "elect_leader"]
+        moves = [PartitionMove(t.topic, t.partition, t.target_replicas,
+                               t.target_log_dirs or (None,) * len(t.target_replicas))
+                 for t in batch if t.action != "elect_leader"]
+        changes = [LeaderChange(t.topic, t.partition, int(t.leader or 0))
+                   for t in batch if t.action == "elect_leader"]
         plan = Plan(self.config.cluster, "submission", tuple(moves), tuple(changes))
         try:
             capacity = self.admin.disk_capacity(live.alive)
@@ -607,54 +681,54 @@ class Executor:
             if v.topic is None or (v.code, v.topic, v.partition) in plain:
                 continue
             for t in batch:
-                if (t["topic"], t["partition"]) == (v.topic, v.partition):
-                    out.setdefault(t["key"], f"refused at submission: {v}")
+                if t.tp == (v.topic, v.partition):
+                    out.setdefault(t.key, f"refused at submission: {v}")
         return out
 
     # ------------------------------------------------------------------ per-task logic
-    def _cancel_reason(self, t: Task, live: LiveCluster, ex: JsonDict) -> str | None:
+    def _cancel_reason(self, t: Task, live: LiveCluster, ex: Execution) -> str | None:
         dead = sorted(b for b in involved_brokers(t) if b not in live.alive)
         if dead:
             return f"broker {dead[0]} of the old/new replica set is dead"
-        expected = ex.get("partition_counts", {}).get(t["topic"])
-        actual = live.topic_sizes.get(t["topic"])
+        expected = ex.partition_counts.get(t.topic)
+        actual = live.topic_sizes.get(t.topic)
         if actual is None:
-            return f"topic {t['topic']} was deleted"
+            return f"topic {t.topic} was deleted"
         if expected is not None and actual != expected:
-            return f"topic {t['topic']} changed partition count {expected} -> {actual}"
+            return f"topic {t.topic} changed partition count {expected} -> {actual}"
         return None
 
     @staticmethod
     def _has_future(t: Task, dirs: DirMap) -> bool:
-        return any(future_dir(dirs, t["topic"], t["partition"], b) is not None
-                   for b in set(t["target_replicas"]) | set(t["source_replicas"]))
+        return any(future_dir(dirs, t.topic, t.partition, b) is not None
+                   for b in set(t.target_replicas) | set(t.source_replicas))
 
     def _cancel(self, t: Task, live: LiveCluster, dirs: DirMap, submit: _Submit) -> None:
-        tp = (t["topic"], t["partition"])
+        tp = t.tp
         if tp in live.reassignments:
             submit.reassign[tp] = None
-            submit.owner[tp] = t["key"]
-        for b in set(t["target_replicas"]) | set(t["source_replicas"]):
-            cur = main_dir(dirs, t["topic"], t["partition"], b)
-            if future_dir(dirs, t["topic"], t["partition"], b) is not None and cur is not None:
-                submit.log_dirs[(t["topic"], t["partition"], b)] = cur.log_dir  # back to where it is: no future
-                submit.owner[(t["topic"], t["partition"], b)] = t["key"]
+            submit.owner[tp] = t.key
+        for b in set(t.target_replicas) | set(t.source_replicas):
+            cur = main_dir(dirs, t.topic, t.partition, b)
+            if future_dir(dirs, t.topic, t.partition, b) is not None and cur is not None:
+                submit.log_dirs[(t.topic, t.partition, b)] = cur.log_dir  # back to where it is: no future
+                submit.owner[(t.topic, t.partition, b)] = t.key
 
     def _drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
-               update: Callable[..., None], submit: _Submit, *, resubmit: bool) -> None:
+               update: TaskChanges, submit: _Submit, *, resubmit: bool) -> None:
         """Compare one started task with the cluster; complete it, record progress or (re)submit."""
-        suspect_before = self._suspect.get(t["key"], 0)
+        suspect_before = self._suspect.get(t.key, 0)
         self._drive_once(t, live, dirs, now, update, submit, resubmit=resubmit)
-        if self._suspect.get(t["key"], 0) == suspect_before:
-            self._suspect.pop(t["key"], None)  # seen in flight or done this pass: start counting afresh
+        if self._suspect.get(t.key, 0) == suspect_before:
+            self._suspect.pop(t.key, None)  # seen in flight or done this pass: start counting afresh
 
     def _drive_once(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
-                    update: Callable[..., None], submit: _Submit, *, resubmit: bool) -> None:
-        tp = (t["topic"], t["partition"])
+                    update: TaskChanges, submit: _Submit, *, resubmit: bool) -> None:
+        tp = t.tp
         p = live.partitions.get(tp)
-        attempts = int(t.get("attempts", 0))
+        attempts = t.attempts
         if p is None:
-            update(t, "DEAD", "partition no longer exists")
+            update.kill(t, "partition no longer exists")
             return
 
         def send(kind: str, key: Any, value: Any) -> None:
@@ -662,51 +736,51 @@ class Executor:
             if resubmit:
                 # a started task the cluster shows neither in flight nor done: act only when two passes
                 # agree, so a stale metadata read never causes a duplicate submission
-                seen = self._suspect.get(t["key"], 0) + 1
-                self._suspect[t["key"]] = seen
+                seen = self._suspect.get(t.key, 0) + 1
+                self._suspect[t.key] = seen
                 if seen < 2:
                     return
-            self._suspect.pop(t["key"], None)
+            self._suspect.pop(t.key, None)
             if resubmit and attempts >= self.config.max_attempts:
-                update(t, "DEAD", f"gave up after {attempts} submissions ({kind} did not take effect)")
+                update.kill(t, f"gave up after {attempts} submissions ({kind} did not take effect)")
                 return
             attempts += 1
-            update(t, attempts=attempts)
+            update.progress(t, attempts=attempts)
             started = now if now is not None else (self.scraper.clock if self.scraper is not None else None)
             if not resubmit and started is not None:  # a new copy starts from zero: its first interval counts
-                self._last_bytes[(t["key"], 0)] = (started, 0)
+                self._last_bytes[(t.key, 0)] = (started, 0)
             if kind == "reassign":
                 submit.reassign[key] = value
             elif kind == "log_dir":
                 submit.log_dirs[key] = value
-            submit.owner[key] = t["key"]
+            submit.owner[key] = t.key
 
-        if t["action"] == "elect_leader":
-            want = int(t["leader"])
+        if t.action == "elect_leader":
+            want = int(t.leader or 0)
             if p.leader == want and p.replicas and p.replicas[0] == want:
-                update(t, "COMPLETED", f"broker {want} leads")
+                update.complete(t, f"broker {want} leads")
             elif want not in p.replicas:
-                update(t, "DEAD", f"broker {want} is not a replica of {tp[0]}-{tp[1]}")
+                update.kill(t, f"broker {want} is not a replica of {tp[0]}-{tp[1]}")
             elif tp in live.reassignments:
                 pass  # the reorder (or another move) is still being applied
             elif p.replicas[0] != want:
                 send("reassign", tp, [want, *[b for b in p.replicas if b != want]])
             elif want in p.isr:
                 submit.elect.append(tp)
-                submit.owner[tp] = t["key"]
+                submit.owner[tp] = t.key
             return
 
-        target = list(t["target_replicas"])
-        dirs_wanted = list(t["target_log_dirs"]) or [None] * len(target)
-        if t["action"] == "reassign" and tp in live.reassignments:
+        target = list(t.target_replicas)
+        dirs_wanted = list(t.target_log_dirs) or [None] * len(target)
+        if t.action == "reassign" and tp in live.reassignments:
             ra = live.reassignments[tp]
             done, total = self._copy_progress(t, ra.adding, dirs, live)
-            self._remaining[t["key"]] = max(total - done, 0)
-            update(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self._observe_rate(t, now, done))
+            self._remaining[t.key] = max(total - done, 0)
+            update.progress(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self._observe_rate(t, now, done))
             return
-        if t["action"] == "reassign" and list(p.replicas) != target:
+        if t.action == "reassign" and list(p.replicas) != target:
             send("reassign", tp, target)
-            if submit.reassign.get(tp) == target and submit.owner.get(tp) == t["key"]:
+            if submit.reassign.get(tp) == target and submit.owner.get(tp) == t.key:
                 self._preplace(t, p.replicas, live, submit)
             return
         # replica set is right: log dirs next (KIP-113)
@@ -715,8 +789,8 @@ class Executor:
         for b, d in zip(target, dirs_wanted, strict=True):
             if d is None:
                 continue
-            cur = main_dir(dirs, t["topic"], t["partition"], b)
-            fut = future_dir(dirs, t["topic"], t["partition"], b)
+            cur = main_dir(dirs, t.topic, t.partition, b)
+            fut = future_dir(dirs, t.topic, t.partition, b)
             if cur is None and b in live.alive:
                 pending_dirs.append((b, d, None))
                 continue
@@ -731,59 +805,58 @@ class Executor:
                 pending_dirs.append((b, d, None))
         if not pending_dirs:
             self._final_rate(t, now)
-            update(t, "COMPLETED", "target replicas and log dirs reached",
-                   bytes_done=max(int(t.get("bytes_total", 0)), int(t.get("bytes_done", 0))))
+            update.complete(t, "target replicas and log dirs reached", bytes_done=max(t.bytes_total, t.bytes_done))
             return
-        if t["action"] == "move_log_dir":
-            update(t, bytes_done=done, bytes_total=max(total, int(t.get("size_bytes", 0))),
-                   rate_bytes_per_s=self._observe_rate(t, now, done))
+        if t.action == "move_log_dir":
+            update.progress(t, bytes_done=done, bytes_total=max(total, t.size_bytes),
+                            rate_bytes_per_s=self._observe_rate(t, now, done))
         for b, d, fut in pending_dirs:
-            known = main_dir(dirs, t["topic"], t["partition"], b) is not None
+            known = main_dir(dirs, t.topic, t.partition, b) is not None
             if fut is None and (known or not resubmit):
-                send("log_dir", (t["topic"], t["partition"], b), d)
+                send("log_dir", (t.topic, t.partition, b), d)
 
     def _preplace(self, t: Task, current: tuple[int, ...], live: LiveCluster, submit: _Submit) -> None:
         """Choose the log dir of every replica the reassignment adds: the plan's, or else (the plan lets the
         broker pick) the destination disk with the most live migration headroom that has room for it."""
-        target = list(t["target_replicas"])
-        wanted = list(t["target_log_dirs"]) or [None] * len(target)
+        target = list(t.target_replicas)
+        wanted = list(t.target_log_dirs) or [None] * len(target)
         for b, d in zip(target, wanted, strict=True):
             if b in current or b not in live.alive:
                 continue
-            early = None if d else self._placement.get((t["key"], b))
-            chosen = d or early or self._roomiest_dir(b, int(t.get("size_bytes") or 0) // max(
+            early = None if d else self._placement.get((t.key, b))
+            chosen = d or early or self._roomiest_dir(b, t.size_bytes // max(
                 sum(1 for x in target if x not in current), 1))
             if chosen is None:
                 continue
-            key3 = (t["topic"], t["partition"], b)
+            key3 = (t.topic, t.partition, b)
             submit.log_dirs[key3] = chosen
-            submit.owner[key3] = t["key"]
+            submit.owner[key3] = t.key
             submit.preplace.add(key3)
             if early is None:  # an early choice was counted when it was made
-                self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.get("size_bytes") or 0)
+                self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.size_bytes)
 
     def _placed_dirs(self, running: Iterable[Task], dirs: DirMap) -> dict[str, set[tuple[int, str]]]:
         """Per running reassignment: the disks its new replicas live on (the executor or broker chose them)."""
         out: dict[str, set[tuple[int, str]]] = {}
         for t in running:
-            if t["action"] != "reassign":
+            if t.action != "reassign":
                 continue
-            for b in t["target_replicas"]:
-                if b in t["source_replicas"]:
+            for b in t.target_replicas:
+                if b in t.source_replicas:
                     continue
-                cur = main_dir(dirs, t["topic"], t["partition"], b)
+                cur = main_dir(dirs, t.topic, t.partition, b)
                 if cur is not None:
-                    out.setdefault(t["key"], set()).add((b, cur.log_dir))
+                    out.setdefault(t.key, set()).add((b, cur.log_dir))
         return out
 
     def _place(self, t: Task, full: Callable[[tuple[int, str]], bool]) -> set[tuple[int, str]] | None:
         """Choose now (while selecting the batch) the log dir of each new replica the plan leaves to the
         executor, among its broker's disks with a free per-disk slot; ``None`` when a broker with live disk
         data has none free. The choice is kept for :meth:`_preplace`."""
-        if t["action"] != "reassign":
+        if t.action != "reassign":
             return set()
-        target, src = list(t["target_replicas"]), t["source_replicas"]
-        wanted = list(t["target_log_dirs"]) or [None] * len(target)
+        target, src = list(t.target_replicas), t.source_replicas
+        wanted = list(t.target_log_dirs) or [None] * len(target)
         adding = [(b, d) for b, d in zip(target, wanted, strict=True) if b not in src]
         out: set[tuple[int, str]] = set()
         picks: list[tuple[int, str]] = []
@@ -794,15 +867,15 @@ class Executor:
             free = {k[1] for k in disks if not full(k)}
             if disks and not free:
                 return None
-            chosen = self._roomiest_dir(b, int(t.get("size_bytes") or 0) // max(len(adding), 1), exclude=
+            chosen = self._roomiest_dir(b, t.size_bytes // max(len(adding), 1), exclude=
                                         {k[1] for k in disks} - free)
             if chosen is None:
                 continue  # no live data or free-space figures: the broker picks
             picks.append((b, chosen))
             out.add((b, chosen))
         for b, chosen in picks:
-            self._placement[(t["key"], b)] = chosen
-            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.get("size_bytes") or 0)
+            self._placement[(t.key, b)] = chosen
+            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.size_bytes)
         return out
 
     def _roomiest_dir(self, broker: int, size: int, exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
@@ -840,20 +913,20 @@ class Executor:
         copy) for the open data tasks of the execution."""
         out: dict[tuple[int, str], float] = {}
         for t in tasks.values():
-            if t["state"] not in ("PENDING", "IN_PROGRESS") or t["action"] == "elect_leader":
+            if t.state not in (TaskState.PENDING, TaskState.IN_PROGRESS) or t.action == "elect_leader":
                 continue
-            tp = (t["topic"], t["partition"])
+            tp = t.tp
             p = live.partitions.get(tp)
             if p is None or p.leader < 0:
                 continue
-            size = float(t.get("size_bytes") or 0)
-            left = float(self._remaining.get(t["key"], size)) if t["state"] == "IN_PROGRESS" else size
+            size = float(t.size_bytes)
+            left = float(self._remaining.get(t.key, size)) if t.state == TaskState.IN_PROGRESS else size
             src = main_dir(dirs, tp[0], tp[1], p.leader)
             src_disk = (p.leader, src.log_dir) if src else _recorded_dir(t, p.leader)
             if src_disk is not None:
                 out[src_disk] = out.get(src_disk, 0.0) + left
-            if t["state"] == "IN_PROGRESS":
-                adding = [b for b in t["target_replicas"] if b not in t["source_replicas"]]
+            if t.state == TaskState.IN_PROGRESS:
+                adding = [b for b in t.target_replicas if b not in t.source_replicas]
                 for b in adding:
                     dst = main_dir(dirs, tp[0], tp[1], b)
                     if dst is not None:
@@ -861,24 +934,24 @@ class Executor:
         return out
 
     def _copy_progress(self, t: Task, adding: tuple[int, ...], dirs: DirMap, live: LiveCluster) -> tuple[int, int]:
-        p = live.partitions[(t["topic"], t["partition"])]
-        lead = main_dir(dirs, t["topic"], t["partition"], p.leader) if p.leader >= 0 else None
-        size = lead.size if lead is not None else int(t.get("size_bytes", 0)) // max(len(adding), 1)
+        p = live.partitions[t.tp]
+        lead = main_dir(dirs, t.topic, t.partition, p.leader) if p.leader >= 0 else None
+        size = lead.size if lead is not None else t.size_bytes // max(len(adding), 1)
         done = 0
         for b in adding:
-            d = main_dir(dirs, t["topic"], t["partition"], b)
+            d = main_dir(dirs, t.topic, t.partition, b)
             done += min(d.size, size) if d is not None else 0
         return done, size * len(adding)
 
     def _final_rate(self, t: Task, now: float | None) -> None:
         """A task found complete: what it copied since its last observation, over that whole interval."""
-        prev = self._last_bytes.pop((t["key"], 0), None)
-        total = int(t.get("bytes_total") or t.get("size_bytes") or 0)
+        prev = self._last_bytes.pop((t.key, 0), None)
+        total = t.bytes_total or t.size_bytes
         if now is not None and prev is not None and now > prev[0] and total >= prev[1]:
-            self._interval_rate[t["key"]] = (total - prev[1]) / (now - prev[0])
+            self._interval_rate[t.key] = (total - prev[1]) / (now - prev[0])
 
     def _observe_rate(self, t: Task, now: float | None, done: int) -> float:
-        key = (t["key"], 0)
+        key = (t.key, 0)
         if now is None:
             return self._flow_rate.get(key, 0.0)
         prev = self._last_bytes.get(key)
@@ -886,7 +959,7 @@ class Executor:
         rate = self._flow_rate.get(key, 0.0)
         if prev is not None and now > prev[0] and done >= prev[1]:
             inst = (done - prev[1]) / (now - prev[0])
-            self._interval_rate[t["key"]] = inst
+            self._interval_rate[t.key] = inst
             rate = inst if rate == 0.0 else 0.5 * rate + 0.5 * inst
             self._flow_rate[key] = rate
         return float(rate) if math.isfinite(rate) else 0.0
@@ -898,21 +971,21 @@ class Executor:
         flows: list[Flow] = []
         lists: dict[str, dict[str, set[str]]] = {}
         for t in tasks.values():
-            if t["state"] != "IN_PROGRESS" or t["action"] == "elect_leader":
+            if t.state != TaskState.IN_PROGRESS or t.action == "elect_leader":
                 continue
-            tp = (t["topic"], t["partition"])
+            tp = t.tp
             p = live.partitions.get(tp)
             if p is None:
                 continue
-            rate = self._interval_rate.get(t["key"], 0.0)
-            if t["action"] == "reassign" and (tp in live.reassignments or submit.reassign.get(tp) is not None):
+            rate = self._interval_rate.get(t.key, 0.0)
+            if t.action == "reassign" and (tp in live.reassignments or submit.reassign.get(tp) is not None):
                 ra = live.reassignments.get(tp)
-                adding = list(ra.adding) if ra else [b for b in t["target_replicas"] if b not in p.replicas]
+                adding = list(ra.adding) if ra else [b for b in t.target_replicas if b not in p.replicas]
                 if not adding:
                     continue
                 sources = list(ra.removing) + [b for b in p.replicas if ra is None or b not in ra.adding] \
                     if ra else list(p.replicas)
-                entry = lists.setdefault(t["topic"], {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()})
+                entry = lists.setdefault(t.topic, {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()})
                 entry[LEADER_REPLICAS].update(f"{tp[1]}:{b}" for b in sorted(set(sources)))
                 entry[FOLLOWER_REPLICAS].update(f"{tp[1]}:{b}" for b in adding)
                 lead = p.leader
@@ -920,15 +993,15 @@ class Executor:
                 src_disk = (lead, src.log_dir) if src else _recorded_dir(t, lead)  # new this pass: dirs not read
                 for b in adding:
                     dst = main_dir(dirs, tp[0], tp[1], b)
-                    i = t["target_replicas"].index(b) if b in t["target_replicas"] else -1
-                    want = t["target_log_dirs"][i] if i >= 0 and t["target_log_dirs"] else None
+                    i = t.target_replicas.index(b) if b in t.target_replicas else -1
+                    want = t.target_log_dirs[i] if i >= 0 and t.target_log_dirs else None
                     want = want or submit.log_dirs.get((tp[0], tp[1], b))
-                    flows.append(Flow(f"{t['key']}>{b}", "move", lead, b,
+                    flows.append(Flow(f"{t.key}>{b}", "move", lead, b,
                                       src_disk, (b, dst.log_dir) if dst else ((b, want) if want else None),
                                       rate / len(adding), self.ingress(tp[0], tp[1]),
-                                      self._remaining.get(t["key"], int(t.get("size_bytes") or 0)) / len(adding)))
+                                      self._remaining.get(t.key, t.size_bytes) / len(adding)))
             else:
-                for b in set(t["target_replicas"]):
+                for b in set(t.target_replicas):
                     cur = main_dir(dirs, tp[0], tp[1], b)
                     fut = future_dir(dirs, tp[0], tp[1], b)
                     key3 = (tp[0], tp[1], b)
@@ -936,7 +1009,7 @@ class Executor:
                         continue
                     dst_dir = fut.log_dir if fut else submit.log_dirs[key3]
                     left = max(cur.size - (fut.size if fut else 0), 0) if cur else None
-                    flows.append(Flow(f"{t['key']}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
+                    flows.append(Flow(f"{t.key}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
                                       (b, dst_dir), rate, self.ingress(tp[0], tp[1]), left))
         return flows, lists
 
@@ -1090,7 +1163,7 @@ class Executor:
     def _is_cancel(key: tuple[str, int, int], tasks: Mapping[str, Task], submit: _Submit) -> bool:
         """True when a log-dir request cancels a future replica (its task is being aborted)."""
         owner = tasks.get(submit.owner.get(key, ""))
-        return owner is not None and owner["state"] == "ABORTING"
+        return owner is not None and owner.state == TaskState.ABORTING
 
     def _submit(self, submit: _Submit) -> None:
         """Send what the pass decided: log-dir moves first (a new replica's dir must be known before its
@@ -1103,40 +1176,28 @@ class Executor:
               lambda tp, code: code not in ELECTION_ERRORS_OK and code != 80)
 
     # ------------------------------------------------------------------ progress / finish
-    def _progress(self, ex: JsonDict, flows: list[Flow], rates: Mapping[tuple[int, str], float],
+    def _progress(self, ex: Execution, flows: list[Flow], rates: Mapping[tuple[int, str], float],
                   live: LiveCluster, report: PassReport) -> None:
-        tasks = ex["tasks"].values()
-        counts: dict[str, int] = {}
+        tasks = ex.tasks.values()
+        counts = ex.counts()
         done = total = 0
         for t in tasks:
-            counts[t["state"]] = counts.get(t["state"], 0) + 1
-            if t["state"] in ("ABORTED", "DEAD"):
+            if t.state in (TaskState.ABORTED, TaskState.DEAD):
                 continue
-            t_total = int(t.get("bytes_total") or t.get("size_bytes") or 0)
-            t_done = t_total if t["state"] == "COMPLETED" else min(int(t.get("bytes_done", 0)), t_total)
+            t_total = t.bytes_total or t.size_bytes
+            t_done = t_total if t.state == TaskState.COMPLETED else min(t.bytes_done, t_total)
             total += t_total
             done += t_done
-        rate = sum(self._flow_rate.get((t["key"], 0), 0.0) for t in tasks if t["state"] == "IN_PROGRESS")
+        rate = sum(self._flow_rate.get((t.key, 0), 0.0) for t in tasks if t.state == TaskState.IN_PROGRESS)
         eta = (total - done) / rate if rate > 0 else None
         report.counts, report.bytes_done, report.bytes_total = counts, done, total
         report.rate_bytes_per_s, report.eta_s = rate, eta
         worst = max((d.util for d in self.last_disks.values()), default=None)
-        self._propose("execution.progress", "progress", execution_id=int(ex["id"]), progress={
+        self._propose("execution.progress", "progress", execution_id=ex.id, progress={
             "counts": counts, "bytes_done": done, "bytes_total": total, "rate_bytes_per_s": rate,
             "eta_s": eta, "under_replicated": live.under_replicated, "max_disk_util": worst,
             "throttles": {f"{b}:{k}": r for (b, k), r in sorted(rates.items())},
             "clock": self.scraper.clock if self.scraper and self.scraper.clock else self._now()})
-
-    @staticmethod
-    def _final_status(ex: JsonDict) -> tuple[str, str]:
-        states = [t["state"] for t in ex["tasks"].values()]
-        aborted, dead = states.count("ABORTED"), states.count("DEAD")
-        detail = f"{states.count('COMPLETED')} completed, {aborted} aborted, {dead} dead"
-        if ex["status"] == "stopping":
-            return "stopped", f"stopped: {detail}"
-        if dead:
-            return "failed", f"failed: {detail}"
-        return "completed", f"completed: {detail}"
 
     # ------------------------------------------------------------------ loop
     def run(self, interval_s: float = 1.0, on_pass: Callable[[PassReport], None] | None = None,
