@@ -85,7 +85,8 @@ from domain.execution import (
     TaskState,
 )
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_REPLICAS
-from kafkaio.admin import AdminError, ClusterEndpoints, KafkaAdmin, LiveCluster, ReplicaDir
+from kafkaio.admin import AdminError, ClusterEndpoints, LiveCluster, ReplicaDir
+from kafkaio.port import KafkaCluster
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
@@ -333,7 +334,7 @@ def plan_digest(plan_doc: Mapping[str, Any]) -> str:
 class Executor:
     """Drives the active execution of one cluster to completion; safe to restart at any point."""
 
-    def __init__(self, store: StateStore, admin: KafkaAdmin, config: ExecutorConfig,
+    def __init__(self, store: StateStore, admin: KafkaCluster, config: ExecutorConfig,
                  scraper: DiskScraper | None = None, endpoints: ClusterEndpoints | None = None,
                  clock: Callable[[], float] = time.time,
                  ingress: Callable[[str, int], float] | None = None) -> None:

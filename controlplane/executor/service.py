@@ -21,10 +21,11 @@ from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import StateStore
 from domain import parse_plan
 from kafkaio.admin import BrokerEndpoint, ClusterEndpoints, KafkaAdmin
+from kafkaio.port import KafkaCluster
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
-Binding = tuple[KafkaAdmin, DiskScraper | None, ClusterEndpoints | None]
+Binding = tuple[KafkaCluster, DiskScraper | None, ClusterEndpoints | None]
 
 
 def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
