@@ -97,6 +97,14 @@ def involved_brokers(task: Task) -> set[int]:
     return out
 
 
+def recorded_dir(t: Task, broker: int) -> tuple[int, str] | None:
+    """The log dir the task recorded for ``broker``'s replica when it was planned (``None`` if unknown)."""
+    src, dirs = t.source_replicas, t.source_log_dirs
+    if broker in src and dirs and dirs[src.index(broker)]:
+        return broker, str(dirs[src.index(broker)])
+    return None
+
+
 def copy_endpoints(task: Task, leader: int | None = None) -> tuple[set[int], set[tuple[int, str]]]:
     """Brokers and disks a running task loads: the copy source (leader) and each destination."""
     src = task.source_replicas
