@@ -165,9 +165,12 @@ class Task:
         return self._to(TaskState.DEAD, reason)
 
     def moved_to(self, target: TaskState, reason: str = "") -> Task:
-        """The record after a replicated update naming ``target``: unchanged when it is the current state,
-        else the guarded transition (the update's reason, or the old one when it gives none)."""
-        return self if target == self.state else self._to(target, reason)
+        """The record after a replicated update naming ``target``: the guarded transition (the update's
+        reason, or the old one when it gives none); when ``target`` is the current state, only the reason
+        changes, if the update gives one (e.g. why the cluster refused a submission)."""
+        if target == self.state:
+            return replace(self, reason=reason) if reason and reason != self.reason else self
+        return self._to(target, reason)
 
     def with_progress(self, *, bytes_done: int | None = None, bytes_total: int | None = None,
                       rate_bytes_per_s: float | None = None, attempts: int | None = None) -> Task:

@@ -352,6 +352,8 @@ class FakeKafkaCluster:
         original = p.reassignment.original if p.reassignment is not None else list(p.replicas)
         if list(replicas) == original:
             return None  # nothing to do
+        if p.reassignment is not None and list(replicas) == p.reassignment.target:
+            return None  # the same target again: the move in flight goes on
         adding = [b for b in replicas if b not in original]
         for b in adding:
             if b not in p.dirs:

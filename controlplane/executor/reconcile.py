@@ -462,9 +462,17 @@ class Executor:
         """Phase 8 (after the throttles): hold the copies whose throttle change failed (retried next pass: a
         copy never starts unthrottled), send the rest, then raise the rates that rise."""
         p.submit.hold(failed, p.live)
-        send(self.admin, p.submit)
+        self._record_refusals(p, send(self.admin, p.submit))
         if self.throttles.safe(rates) != rates and not failed:
             self.throttles.sync(rates, lists, p.live)  # what fails is retried next pass
+
+    def _record_refusals(self, p: _Pass, refused: Mapping[str, str]) -> None:
+        """Record why the cluster refused a started task's request (the task stays IN_PROGRESS: the next
+        passes find it neither in flight nor done and send it again, up to ``max_attempts``)."""
+        rows = [{"key": k, "state": TaskState.IN_PROGRESS.value, "reason": why} for k, why in sorted(refused.items())
+                if k in p.tasks and p.tasks[k].state == TaskState.IN_PROGRESS]
+        if rows:
+            self._propose("execution.tasks", "submission refused", execution_id=p.ex.id, updates=rows)
 
     def _finish(self, p: _Pass) -> None:
         """Phase 9 (end): with no open task left, remove every migration throttle and finish the execution."""
@@ -606,7 +614,8 @@ class Executor:
                     return
             self._suspect.pop(t.key, None)
             if resubmit and attempts >= self.config.max_attempts:
-                update.kill(t, f"gave up after {attempts} submissions ({kind} did not take effect)")
+                last = f"; last answer: {t.reason}" if " refused: " in t.reason else ""
+                update.kill(t, f"gave up after {attempts} submissions ({kind} did not take effect{last})")
                 return
             attempts += 1
             update.progress(t, attempts=attempts)

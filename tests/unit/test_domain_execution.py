@@ -108,7 +108,8 @@ def test_a_transition_keeps_the_old_reason_when_given_none() -> None:
 
 def test_moved_to_is_the_replicated_update_same_state_keeps_the_record() -> None:
     running = task(TaskState.IN_PROGRESS, "first")
-    assert running.moved_to(TaskState.IN_PROGRESS, "ignored") is running
+    assert running.moved_to(TaskState.IN_PROGRESS) is running
+    assert running.moved_to(TaskState.IN_PROGRESS, "refused") == replace(running, reason="refused")
     assert running.moved_to(TaskState.COMPLETED).reason == "first"
     with pytest.raises(IllegalTransition):
         running.moved_to(TaskState.PENDING)
