@@ -184,3 +184,14 @@ def test_a_broker_dying_mid_move_cancels_only_its_tasks_and_its_throttle_is_clea
     fake.revive(4)
     assert executor.run_pass().status == "idle"
     assert throttle_records(executor) == {} and fake.broker_cfg == {b: {} for b in (1, 2, 3, 4)}
+
+
+def test_a_move_someone_else_already_made_is_recorded_started_then_completed_without_a_submission() -> None:
+    fake, executor, eid = setup({T0: (3, 2)})
+    fake.alter_reassignments({T0: [3, 2]})  # another tool moves it after the plan was checked
+    fake.finish()
+    executor.run_pass()
+    assert tasks(executor, eid)["t:0"]["state"] == "IN_PROGRESS"  # PENDING -> COMPLETED is not an edge
+    assert executor.run_pass().status == "completed"
+    assert tasks(executor, eid)["t:0"]["state"] == "COMPLETED"
+    assert fake.submissions[T0] == 1 and [c for c, _ in fake.calls].count("alter_reassignments") == 1
