@@ -1,7 +1,11 @@
 """Reconcile loop: desired state (Raft) versus actual state (Kafka), in small idempotent batches.
 
-* :mod:`.reconcile` — :class:`Executor`: start a checked plan, run passes (submit within caps, throttle,
-  cancel, progress, finish); restart-safe through write-ahead task states in the :class:`StateStore`.
+* :mod:`.reconcile` — :class:`Executor`: start a checked plan, run passes of named phases (read, cancel,
+  drive, select + place, start, write ahead, rates, throttles, submit, progress); restart-safe through
+  write-ahead task states in the :class:`StateStore`. Its collaborators own their state:
+  :mod:`.changes` (the pass's write-ahead task transitions), :mod:`.submit` (the pass's requests and how
+  they are sent), :mod:`.copy_meter` (copy progress and measured rates), :mod:`.placement` (new replicas'
+  log dirs), :mod:`.throttle_sync` (migration rates recorded, then set).
 * :mod:`.tasks` — pure: plan -> per-partition tasks, orderings, batch/dependency readiness, caps.
 * :mod:`.throttle` — pure: KIP-73 / KIP-113 rates from live disk (and optional NIC) headroom and a
   time-of-day schedule, or a fixed rate.

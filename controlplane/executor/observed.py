@@ -28,7 +28,7 @@ from collectors.builder import Collected
 from collectors.collector import ClusterCollector
 from collectors.disk_rates import DiskRate, round_disk_rates, round_network
 from controlplane.executor.live import BrokerFacts, declared_facts, merged_facts, snapshot_facts
-from kafkaio.admin import ClusterEndpoints
+from kafkaio.endpoints import ClusterEndpoints
 
 log = logging.getLogger("guardian.executor")
 

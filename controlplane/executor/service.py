@@ -24,10 +24,11 @@ from controlplane.state.store import StateStore
 from domain import parse_plan
 from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
+from kafkaio.port import KafkaCluster
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
-Binding = tuple[KafkaAdmin, DiskLoad | None, FactsSource | None]
+Binding = tuple[KafkaCluster, DiskLoad | None, FactsSource | None]
 """A cluster's admin client, its live disk load and where its broker facts come from."""
 
 

@@ -1,8 +1,7 @@
 """Pure task logic: plan -> per-partition tasks, ordering strategies, cap-respecting batch selection.
 
-A task is the JSON dict the replicated state holds (see ``TaskSpec`` in
-:mod:`controlplane.state.commands`). Nothing here does I/O; the reconcile loop feeds it live
-facts and proposes what it returns.
+A task is a :class:`domain.execution.Task` record (its JSON is what the replicated state holds). Nothing
+here does I/O; the reconcile loop feeds it live facts and proposes what it returns.
 """
 
 from __future__ import annotations
@@ -10,15 +9,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from domain import Plan
+from domain.execution import OPEN_STATES, TERMINAL_STATES, Action, Task, TaskState
 
-Task = dict[str, Any]
 ORDERINGS = ("small_first", "large_first", "urp_first", "bottleneck_first", "plan")
 DEFAULT_CAPS: dict[str, int] = {"per_broker": 5, "per_disk": 2, "per_cluster": 50, "leaders_per_pass": 500}
-OPEN_STATES = frozenset({"PENDING", "IN_PROGRESS", "ABORTING"})
-DONE_STATES = frozenset({"COMPLETED", "ABORTED", "DEAD"})
 
 
 @dataclass(frozen=True)
@@ -46,7 +42,8 @@ def tasks_from_plan(plan: Plan, current: Mapping[tuple[str, int], CurrentPartiti
     * a leader change -> ``elect_leader``. When the new leader is already a replica it goes first
       (leadership before replicas: the partition's move waits for it); otherwise it follows the move.
 
-    Moves already satisfied produce no task. Partitions missing from ``current`` raise ``KeyError``.
+    Moves already satisfied produce no task (tasks are PENDING). Partitions missing from ``current`` raise
+    ``KeyError``.
     """
     batches = batches or {}
     tasks: list[Task] = []
@@ -60,6 +57,7 @@ def tasks_from_plan(plan: Plan, current: Mapping[tuple[str, int], CurrentPartiti
         if target == cur.replicas and not dir_changes:
             continue
         adding = [b for b in target if b not in cur.replicas]
+        action: Action
         if target != cur.replicas:
             action, size = "reassign", cur.size_bytes * len(adding)
         else:
@@ -70,13 +68,13 @@ def tasks_from_plan(plan: Plan, current: Mapping[tuple[str, int], CurrentPartiti
         new_leader = leader_of.get(move.id)
         if new_leader is not None and new_leader in cur.replicas and new_leader != cur.leader:
             after.append(task_key(*move.id, "leader"))
-        tasks.append({"key": task_key(*move.id), "topic": move.topic, "partition": move.partition, "action": action,
-                      "source_replicas": list(cur.replicas), "source_log_dirs": list(cur.log_dirs),
-                      "target_replicas": list(target), "target_log_dirs": list(dirs), "size_bytes": size,
-                      "leader": None, "batch": batches.get(move.id, 0), "after": after})
-    moved: dict[str, set[int]] = {t["topic"]: set() for t in tasks}
+        tasks.append(Task(key=task_key(*move.id), topic=move.topic, partition=move.partition, action=action,
+                          source_replicas=cur.replicas, source_log_dirs=cur.log_dirs, target_replicas=target,
+                          target_log_dirs=dirs, size_bytes=size, leader=None, batch=batches.get(move.id, 0),
+                          after=tuple(after)))
+    moved: dict[str, set[int]] = {t.topic: set() for t in tasks}
     for t in tasks:
-        moved[t["topic"]].add(t["partition"])
+        moved[t.topic].add(t.partition)
     for change in plan.leaders:
         cur = current[change.id]
         has_move = change.partition in moved.get(change.topic, set())
@@ -84,47 +82,55 @@ def tasks_from_plan(plan: Plan, current: Mapping[tuple[str, int], CurrentPartiti
             continue
         leader_first = change.leader in cur.replicas and change.leader != cur.leader
         after = [] if leader_first or not has_move else [task_key(*change.id)]
-        tasks.append({"key": task_key(*change.id, "leader"), "topic": change.topic, "partition": change.partition,
-                      "action": "elect_leader", "source_replicas": list(cur.replicas),
-                      "source_log_dirs": list(cur.log_dirs), "target_replicas": [], "target_log_dirs": [],
-                      "size_bytes": 0, "leader": change.leader, "batch": batches.get(change.id, 0), "after": after})
+        tasks.append(Task(key=task_key(*change.id, "leader"), topic=change.topic, partition=change.partition,
+                          action="elect_leader", source_replicas=cur.replicas, source_log_dirs=cur.log_dirs,
+                          target_replicas=(), target_log_dirs=(), size_bytes=0, leader=change.leader,
+                          batch=batches.get(change.id, 0), after=tuple(after)))
     return tasks
 
 
 def involved_brokers(task: Task) -> set[int]:
     """Every broker of the task's old or new replica set (and its new leader)."""
-    out = set(task["source_replicas"]) | set(task["target_replicas"])
-    if task.get("leader") is not None:
-        out.add(task["leader"])
+    out = set(task.source_replicas) | set(task.target_replicas)
+    if task.leader is not None:
+        out.add(task.leader)
     return out
+
+
+def recorded_dir(t: Task, broker: int) -> tuple[int, str] | None:
+    """The log dir the task recorded for ``broker``'s replica when it was planned (``None`` if unknown)."""
+    src, dirs = t.source_replicas, t.source_log_dirs
+    if broker in src and dirs and dirs[src.index(broker)]:
+        return broker, str(dirs[src.index(broker)])
+    return None
 
 
 def copy_endpoints(task: Task, leader: int | None = None) -> tuple[set[int], set[tuple[int, str]]]:
     """Brokers and disks a running task loads: the copy source (leader) and each destination."""
-    src = task["source_replicas"]
+    src = task.source_replicas
     lead = leader if leader is not None and leader >= 0 else (src[0] if src else None)
     brokers: set[int] = set()
     disks: set[tuple[int, str]] = set()
-    if task["action"] == "reassign":
-        adding = [b for b in task["target_replicas"] if b not in src]
+    if task.action == "reassign":
+        adding = [b for b in task.target_replicas if b not in src]
         if not adding:
             return brokers, disks
         if lead is not None:
             brokers.add(lead)
             if lead in src:
-                d = task["source_log_dirs"][src.index(lead)] if task["source_log_dirs"] else None
+                d = task.source_log_dirs[src.index(lead)] if task.source_log_dirs else None
                 if d:
                     disks.add((lead, d))
         for b in adding:
             brokers.add(b)
-            i = task["target_replicas"].index(b)
-            d = task["target_log_dirs"][i] if task["target_log_dirs"] else None
+            i = task.target_replicas.index(b)
+            d = task.target_log_dirs[i] if task.target_log_dirs else None
             if d:
                 disks.add((b, d))
-    elif task["action"] == "move_log_dir":
-        for i, b in enumerate(task["target_replicas"]):
-            d = task["target_log_dirs"][i] if task["target_log_dirs"] else None
-            s = task["source_log_dirs"][src.index(b)] if b in src and task["source_log_dirs"] else None
+    elif task.action == "move_log_dir":
+        for i, b in enumerate(task.target_replicas):
+            d = task.target_log_dirs[i] if task.target_log_dirs else None
+            s = task.source_log_dirs[src.index(b)] if b in src and task.source_log_dirs else None
             if d and d != s:
                 brokers.add(b)
                 disks.add((b, d))
@@ -152,29 +158,29 @@ def order_tasks(tasks: Iterable[Task], strategy: str, under_replicated: set[tupl
     if strategy == "plan":
         return items
     if strategy == "large_first":
-        return sorted(items, key=lambda t: (-t["size_bytes"], t["key"]))
+        return sorted(items, key=lambda t: (-t.size_bytes, t.key))
     if strategy == "bottleneck_first":
         leaders = leaders or {}
         disk_load: Counter[tuple[int, str]] = Counter()
         broker_load: Counter[int] = Counter()
         for t in open_tasks:
-            left = max(int(t.get("size_bytes") or 0) - int(t.get("bytes_done") or 0), 0)
-            brokers, disks = copy_endpoints(t, leaders.get((t["topic"], t["partition"])))
+            left = max(t.size_bytes - t.bytes_done, 0)
+            brokers, disks = copy_endpoints(t, leaders.get(t.tp))
             for d in disks:
                 disk_load[d] += left
             for b in brokers:
                 broker_load[b] += left
 
         def critical(t: Task) -> tuple[int, int, int, str]:
-            brokers, disks = copy_endpoints(t, leaders.get((t["topic"], t["partition"])))
-            own = max(per_disk, 1) * int(t.get("size_bytes") or 0)
+            brokers, disks = copy_endpoints(t, leaders.get(t.tp))
+            own = max(per_disk, 1) * t.size_bytes
             return (-max(max((disk_load[d] for d in disks), default=0), own),
-                    -max((broker_load[b] for b in brokers), default=0), -t["size_bytes"], t["key"])
+                    -max((broker_load[b] for b in brokers), default=0), -t.size_bytes, t.key)
 
         return sorted(items, key=critical)
     if strategy == "urp_first":
-        return sorted(items, key=lambda t: ((t["topic"], t["partition"]) not in urp, t["size_bytes"], t["key"]))
-    return sorted(items, key=lambda t: (t["size_bytes"], t["key"]))
+        return sorted(items, key=lambda t: (t.tp not in urp, t.size_bytes, t.key))
+    return sorted(items, key=lambda t: (t.size_bytes, t.key))
 
 
 def ready_tasks(tasks: Mapping[str, Task], urp_zero: bool, leadership_first: bool = False) -> list[Task]:
@@ -185,26 +191,26 @@ def ready_tasks(tasks: Mapping[str, Task], urp_zero: bool, leadership_first: boo
     With ``leadership_first``, data moves of a batch wait until its dependency-free leadership tasks
     are done (leaders leave drained brokers before any replica does).
     """
-    open_batches = sorted({t["batch"] for t in tasks.values() if t["state"] in OPEN_STATES})
+    open_batches = sorted({t.batch for t in tasks.values() if t.state in OPEN_STATES})
     if not open_batches:
         return []
     current = open_batches[0]
-    earlier_open = any(t["batch"] < current and t["state"] in OPEN_STATES for t in tasks.values())
+    earlier_open = any(t.batch < current and t.state in OPEN_STATES for t in tasks.values())
     if earlier_open:
         return []
-    if current > min(t["batch"] for t in tasks.values()) and not urp_zero and not any(
-            t["batch"] == current and t["state"] != "PENDING" for t in tasks.values()):
+    if current > min(t.batch for t in tasks.values()) and not urp_zero and not any(
+            t.batch == current and t.state != TaskState.PENDING for t in tasks.values()):
         return []  # batch barrier: wait for the cluster to heal before touching the next brokers
     leaders_open = leadership_first and any(
-        t["batch"] == current and t["action"] == "elect_leader" and not t.get("after") and t["state"] in OPEN_STATES
+        t.batch == current and t.action == "elect_leader" and not t.after and t.state in OPEN_STATES
         for t in tasks.values())
     out = []
     for t in tasks.values():
-        if t["state"] != "PENDING" or t["batch"] != current:
+        if t.state != TaskState.PENDING or t.batch != current:
             continue
-        if leaders_open and t["action"] != "elect_leader":
+        if leaders_open and t.action != "elect_leader":
             continue
-        if any(tasks[d]["state"] not in DONE_STATES for d in t.get("after", []) if d in tasks):
+        if any(tasks[d].state not in TERMINAL_STATES for d in t.after if d in tasks):
             continue
         out.append(t)
     return out
@@ -231,24 +237,24 @@ def select_batch(candidates: list[Task], running: Iterable[Task], caps: Mapping[
     per_disk: Counter[tuple[int, str]] = Counter()
     data_running = 0
     for t in running:
-        if t["action"] == "elect_leader":
+        if t.action == "elect_leader":
             continue
-        brokers, disks = copy_endpoints(t, leaders.get((t["topic"], t["partition"])))
-        disks |= set((placed or {}).get(t["key"], ()))
+        brokers, disks = copy_endpoints(t, leaders.get(t.tp))
+        disks |= set((placed or {}).get(t.key, ()))
         per_broker.update(brokers)
         per_disk.update(disks)
         data_running += 1
     chosen: list[Task] = []
     elections = 0
     for t in candidates:
-        if t["action"] == "elect_leader":
+        if t.action == "elect_leader":
             if elections < caps["leaders_per_pass"]:
                 chosen.append(t)
                 elections += 1
             continue
         if data_running >= caps["per_cluster"]:
             continue
-        brokers, disks = copy_endpoints(t, leaders.get((t["topic"], t["partition"])))
+        brokers, disks = copy_endpoints(t, leaders.get(t.tp))
         if any(per_broker[b] >= caps["per_broker"] for b in brokers):
             continue
         if any(per_disk[d] >= caps["per_disk"] for d in disks):

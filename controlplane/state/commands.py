@@ -14,13 +14,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from domain.errors import json_path
+from domain.execution import Action, TaskState
 from raft.protocol import CommandRejected, JsonDict
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
 BrokerId = Annotated[int, Field(ge=0)]
 
-TASK_STATES = ("PENDING", "IN_PROGRESS", "ABORTING", "ABORTED", "DEAD", "COMPLETED")
-TaskState = Literal["PENDING", "IN_PROGRESS", "ABORTING", "ABORTED", "DEAD", "COMPLETED"]
 PLAN_STATES = ("proposed", "approved", "rejected", "executing", "completed", "stopped", "failed")
 
 
@@ -99,7 +98,7 @@ class TaskSpec(_Cmd):
     key: Name
     topic: Name
     partition: Annotated[int, Field(ge=0)]
-    action: Literal["reassign", "move_log_dir", "elect_leader"]
+    action: Action
     source_replicas: list[BrokerId]
     source_log_dirs: list[str | None] = Field(default_factory=list)
     target_replicas: list[BrokerId]

@@ -10,6 +10,7 @@ applied command in the action log (who / what / why / when).
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 from controlplane.state.commands import (
@@ -30,19 +31,17 @@ from controlplane.state.commands import (
     ThrottleSet,
     parse_command,
 )
+from domain.execution import (
+    ACTIVE_STATUSES,
+    OPEN_STATES,
+    ExecutionStatus,
+    IllegalTransition,
+    Task,
+)
 from raft.protocol import CommandRejected, JsonDict, canonical_json
 
 ACTION_LOG_LIMIT = 5000
-TERMINAL_TASK_STATES = frozenset({"COMPLETED", "ABORTED", "DEAD"})
-TASK_TRANSITIONS: dict[str, frozenset[str]] = {
-    "PENDING": frozenset({"IN_PROGRESS", "ABORTED", "DEAD"}),
-    "IN_PROGRESS": frozenset({"COMPLETED", "ABORTING", "DEAD"}),
-    "ABORTING": frozenset({"ABORTED", "DEAD"}),
-    "COMPLETED": frozenset(),
-    "ABORTED": frozenset(),
-    "DEAD": frozenset(),
-}
-ACTIVE_EXECUTION = frozenset({"running", "stopping"})
+ACTIVE_EXECUTION = ACTIVE_STATUSES  # the domain's set, under the name the service and the demo import
 LIVE_PLAN = frozenset({"approved", "executing"})
 
 
@@ -112,7 +111,7 @@ class GuardianState:
     def _active_executions(self, cluster: str) -> list[int]:
         """Ids of the running or stopping executions of ``cluster``."""
         return [e["id"] for e in self.state["executions"].values()
-                if e["cluster"] == cluster and e["status"] in ACTIVE_EXECUTION]
+                if e["cluster"] == cluster and e["status"] in ACTIVE_STATUSES]
 
     def _execution(self, execution_id: int) -> JsonDict:
         execution = self.state["executions"].get(str(execution_id))
@@ -240,13 +239,13 @@ class GuardianState:
             raise CommandRejected(f"tasks depend on unknown task keys {unknown_deps[:5]}")
         execution_id = self._allocate()
         self.state["executions"][str(execution_id)] = {
-            "id": execution_id, "plan_id": cmd.plan_id, "cluster": plan["cluster"], "status": "running",
+            "id": execution_id, "plan_id": cmd.plan_id, "cluster": plan["cluster"],
+            "status": ExecutionStatus.RUNNING.value,
             "rollback": False, "caps": dict(cmd.caps), "started_by": cmd.meta.who,
             "started_at": cmd.meta.at.isoformat(), "finished_at": None, "reason": "",
             "partition_counts": dict(cmd.partition_counts), "options": dict(cmd.options), "progress": {},
-            "tasks": {t.key: {**t.model_dump(mode="json"), "state": "PENDING", "reason": "", "bytes_done": 0,
-                              "bytes_total": t.size_bytes, "rate_bytes_per_s": 0.0, "attempts": 0,
-                              "updated_at": cmd.meta.at.isoformat()} for t in cmd.tasks},
+            "tasks": {t.key: Task.planned(t.model_dump(mode="json"), cmd.meta.at.isoformat()).to_json()
+                      for t in cmd.tasks},
         }
         plan.update(status="executing", execution_id=execution_id)
         self.state["plans"][str(cmd.plan_id)] = plan
@@ -255,40 +254,37 @@ class GuardianState:
     def _execution_tasks(self, cmd: ExecutionTasks) -> JsonDict:
         execution = self._execution(cmd.execution_id)
         tasks = execution["tasks"]
-        changes = []
-        for update in cmd.updates:  # check every update before changing anything
-            task = tasks.get(update.key)
-            if task is None:
+        at = cmd.meta.at.isoformat()
+        changes: list[tuple[str, Task]] = []
+        for update in cmd.updates:  # check every update before changing anything (against the stored record)
+            stored = tasks.get(update.key)
+            if stored is None:
                 raise CommandRejected(f"execution {cmd.execution_id} has no task {update.key!r}")
-            if update.state != task["state"] and update.state not in TASK_TRANSITIONS[task["state"]]:
-                raise CommandRejected(f"task {update.key!r}: {task['state']} -> {update.state} is not allowed")
-            changes.append((update, task))
-        changed = 0
+            task = Task.from_json(stored)
+            try:
+                new = task.moved_to(update.state, update.reason)
+            except IllegalTransition as exc:
+                raise CommandRejected(str(exc)) from None
+            new = new.with_progress(bytes_done=update.bytes_done, bytes_total=update.bytes_total,
+                                    rate_bytes_per_s=update.rate_bytes_per_s, attempts=update.attempts)
+            changes.append((update.key, replace(new, updated_at=at)))
+        changed = sum(1 for key, new in changes if new.state != tasks[key]["state"])
         new_tasks = dict(tasks)
-        for update, task in changes:
-            new = dict(task)
-            if update.state != task["state"]:
-                changed += 1
-                new["state"] = update.state
-                new["reason"] = update.reason or task["reason"]
-            for name in ("bytes_done", "bytes_total", "rate_bytes_per_s", "attempts"):
-                value = getattr(update, name)
-                if value is not None:
-                    new[name] = value
-            new["updated_at"] = cmd.meta.at.isoformat()
-            new_tasks[update.key] = new
+        for key, new in changes:
+            new_tasks[key] = new.to_json()
         execution["tasks"] = new_tasks
         self.state["executions"][str(cmd.execution_id)] = execution
         return {"execution_id": cmd.execution_id, "changed": changed}
 
     def _execution_stop(self, cmd: ExecutionControl) -> JsonDict:
         execution = self._execution(cmd.execution_id)
-        if execution["status"] not in ACTIVE_EXECUTION:
+        if execution["status"] not in ACTIVE_STATUSES:
             return {"execution_id": cmd.execution_id, "status": execution["status"], "changed": False}
-        execution.update(status="stopping", rollback=execution["rollback"] or cmd.rollback, reason=cmd.meta.why)
+        execution.update(status=ExecutionStatus.STOPPING.value, rollback=execution["rollback"] or cmd.rollback,
+                         reason=cmd.meta.why)
         self.state["executions"][str(cmd.execution_id)] = execution
-        return {"execution_id": cmd.execution_id, "status": "stopping", "rollback": execution["rollback"],
-                "changed": True}
+        return {"execution_id": cmd.execution_id, "status": ExecutionStatus.STOPPING.value,
+                "rollback": execution["rollback"], "changed": True}
 
     def _execution_caps(self, cmd: ExecutionControl) -> JsonDict:
         execution = self._execution(cmd.execution_id)
@@ -306,10 +302,10 @@ class GuardianState:
         execution = self._execution(cmd.execution_id)
         if cmd.status is None:
             raise CommandRejected("$.status: required to finish an execution")
-        if execution["status"] not in ACTIVE_EXECUTION:
+        if execution["status"] not in ACTIVE_STATUSES:
             return {"execution_id": cmd.execution_id, "status": execution["status"], "changed": False}
         open_tasks = [k for k, t in execution["tasks"].items()
-                      if t["state"] not in TERMINAL_TASK_STATES and cmd.status == "completed"]
+                      if t["state"] in OPEN_STATES and cmd.status == ExecutionStatus.COMPLETED]
         if open_tasks:
             raise CommandRejected(f"execution {cmd.execution_id} still has open tasks {open_tasks[:5]}")
         execution.update(status=cmd.status, finished_at=cmd.meta.at.isoformat(),

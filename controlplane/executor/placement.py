@@ -1,0 +1,184 @@
+"""Placement of new replicas: the log dir each replica a reassignment creates is placed in.
+
+Goal: when a plan lets the broker pick a new replica's disk (``log_dirs`` null), the executor picks the
+disk that finishes its copy work first, so that no disk becomes the tail of the whole execution and the
+per-disk cap counts the disks the copies really load.
+
+Method: while the batch is selected, :meth:`Placement.place` chooses for each new replica, among its
+broker's disks with a free per-disk slot, the one with the least ``(bytes it must still read or write
+for the execution + bytes already headed to it this pass + this replica) / its migration budget`` (live
+util less the measured migration, against the policy's threshold and headroom) that keeps
+``FREE_SPACE_FACTOR x`` the replica's size free (:meth:`Placement.roomiest_dir`). The choice is named
+to the broker before the reassignment (KIP-113: the broker answers ReplicaNotAvailable and creates the
+replica there when it arrives) by :meth:`Placement.preplace`, which also places the replicas of tasks
+driven without a batch choice. :meth:`Placement.placed_dirs` reports where running copies' new replicas
+live, for the per-disk cap.
+
+Guarantee: a disk without live load or free-space figures is never chosen blindly — the broker then
+picks; a destination broker whose disks are all at the per-disk cap makes the task wait. The plan's own
+dirs are always kept.
+
+Cost: O(disks of the broker) per new replica; free space is read once per pass, lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from collectors.disk_rates import DiskRate
+from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.live import DirMap, main_dir
+from controlplane.executor.submit import Submission
+from controlplane.executor.tasks import recorded_dir
+from controlplane.executor.throttle import ThrottlePolicy, bytes_per_util
+from domain.execution import Task, TaskState
+from kafkaio.admin import AdminError, LiveCluster
+from kafkaio.port import KafkaCluster
+
+log = logging.getLogger("guardian.executor")
+FREE_SPACE_FACTOR = 1.2
+"""A destination disk chosen by the executor keeps at least this many times the replica's size free."""
+
+
+class Placement:
+    """Where this pass's new replicas go (see the module docstring); per-pass state, reset by :meth:`begin_pass`."""
+
+    def __init__(self, admin: KafkaCluster, policy: ThrottlePolicy, meter: CopyMeter,
+                 migration: Callable[[], Mapping[tuple[int, str], float]]) -> None:
+        self.admin = admin
+        self.policy = policy
+        self.meter = meter
+        self.migration = migration
+        """Migration bytes/s each disk carried over the last interval (measured)."""
+        self.disks: Mapping[tuple[int, str], DiskRate] = {}
+        self._chosen: dict[tuple[int, str], float] = {}
+        """Bytes headed to each disk by the destinations chosen this pass."""
+        self._placement: dict[tuple[str, int], str] = {}
+        """(task key, broker) -> the log dir chosen this pass for a new replica (while selecting the batch)."""
+        self._backlog: dict[tuple[int, str], float] = {}
+        self._capacity: dict[tuple[int, str], tuple[int, int]] | None = None
+
+    def begin_pass(self, disks: Mapping[tuple[int, str], DiskRate]) -> None:
+        """Forget the last pass's choices; ``disks`` is this pass's live disk load (free space read lazily)."""
+        self.disks = disks
+        self._chosen, self._capacity, self._backlog = {}, None, {}
+        self._placement = {}
+
+    def preplace(self, t: Task, current: tuple[int, ...], live: LiveCluster, submit: Submission) -> None:
+        """Choose the log dir of every replica the reassignment adds: the plan's, or else (the plan lets the
+        broker pick) the destination disk with the most live migration headroom that has room for it."""
+        target = list(t.target_replicas)
+        wanted = list(t.target_log_dirs) or [None] * len(target)
+        for b, d in zip(target, wanted, strict=True):
+            if b in current or b not in live.alive:
+                continue
+            early = None if d else self._placement.get((t.key, b))
+            chosen = d or early or self.roomiest_dir(b, t.size_bytes // max(
+                sum(1 for x in target if x not in current), 1))
+            if chosen is None:
+                continue
+            key3 = (t.topic, t.partition, b)
+            submit.log_dirs[key3] = chosen
+            submit.owner[key3] = t.key
+            submit.preplace.add(key3)
+            if early is None:  # an early choice was counted when it was made
+                self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.size_bytes)
+
+    def placed_dirs(self, running: Iterable[Task], dirs: DirMap) -> dict[str, set[tuple[int, str]]]:
+        """Per running reassignment: the disks its new replicas live on (the executor or broker chose them)."""
+        out: dict[str, set[tuple[int, str]]] = {}
+        for t in running:
+            if t.action != "reassign":
+                continue
+            for b in t.target_replicas:
+                if b in t.source_replicas:
+                    continue
+                cur = main_dir(dirs, t.topic, t.partition, b)
+                if cur is not None:
+                    out.setdefault(t.key, set()).add((b, cur.log_dir))
+        return out
+
+    def place(self, t: Task, full: Callable[[tuple[int, str]], bool]) -> set[tuple[int, str]] | None:
+        """Choose now (while selecting the batch) the log dir of each new replica the plan leaves to the
+        executor, among its broker's disks with a free per-disk slot; ``None`` when a broker with live disk
+        data has none free. The choice is kept for :meth:`preplace`."""
+        if t.action != "reassign":
+            return set()
+        target, src = list(t.target_replicas), t.source_replicas
+        wanted = list(t.target_log_dirs) or [None] * len(target)
+        adding = [(b, d) for b, d in zip(target, wanted, strict=True) if b not in src]
+        out: set[tuple[int, str]] = set()
+        picks: list[tuple[int, str]] = []
+        for b, d in adding:
+            if d:
+                continue  # the plan's dir: counted by copy_endpoints
+            disks = [k for k in self.disks if k[0] == b]
+            free = {k[1] for k in disks if not full(k)}
+            if disks and not free:
+                return None
+            chosen = self.roomiest_dir(b, t.size_bytes // max(len(adding), 1), exclude=
+                                        {k[1] for k in disks} - free)
+            if chosen is None:
+                continue  # no live data or free-space figures: the broker picks
+            picks.append((b, chosen))
+            out.add((b, chosen))
+        for b, chosen in picks:
+            self._placement[(t.key, b)] = chosen
+            self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.size_bytes)
+        return out
+
+    def roomiest_dir(self, broker: int, size: int, exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
+        """The broker's disk that would finish its copy work first: least ``(bytes still to read from or
+        write to it + this replica) / its migration budget`` (live util, measured migration, the policy's
+        threshold), among disks keeping ``FREE_SPACE_FACTOR x size`` free. A disk that many pending moves
+        must still read from is thereby spared new writes. ``None`` without live disk data or free-space
+        figures (the broker then picks)."""
+        disks = {d: r for d, r in self.disks.items() if d[0] == broker}
+        if not disks:
+            return None
+        if self._capacity is None:
+            try:
+                self._capacity = self.admin.disk_capacity({d[0] for d in self.disks})
+            except AdminError as exc:
+                log.warning("reading free space failed (brokers pick new replicas' dirs): %s", exc)
+                self._capacity = {}
+        policy = self.policy
+        migration = self.migration()
+        best: tuple[float, str] | None = None
+        for (b, path), rate in sorted(disks.items()):
+            usable = self._capacity.get((b, path), (0, -1))[1]
+            if path in exclude or usable < FREE_SPACE_FACTOR * size:
+                continue
+            k = bytes_per_util(rate)
+            u0 = max(rate.util - migration.get((b, path), 0.0) / k, 0.0)
+            budget = max((policy.util_threshold - policy.headroom - u0) * k, 1e6)
+            finish = (self._backlog.get((b, path), 0.0) + self._chosen.get((b, path), 0.0) + size) / budget
+            if best is None or finish < best[0]:
+                best = (finish, path)
+        return best[1] if best else None
+
+    def measure_backlog(self, tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap) -> None:
+        """Bytes every disk must still read (as a copy source) or write (as the destination of a running
+        copy) for the open data tasks of the execution (the backlog :meth:`roomiest_dir` weighs)."""
+        out: dict[tuple[int, str], float] = {}
+        for t in tasks.values():
+            if t.state not in (TaskState.PENDING, TaskState.IN_PROGRESS) or t.action == "elect_leader":
+                continue
+            tp = t.tp
+            p = live.partitions.get(tp)
+            if p is None or p.leader < 0:
+                continue
+            size = float(t.size_bytes)
+            left = float(self.meter.remaining(t.key, size)) if t.state == TaskState.IN_PROGRESS else size
+            src = main_dir(dirs, tp[0], tp[1], p.leader)
+            src_disk = (p.leader, src.log_dir) if src else recorded_dir(t, p.leader)
+            if src_disk is not None:
+                out[src_disk] = out.get(src_disk, 0.0) + left
+            if t.state == TaskState.IN_PROGRESS:
+                adding = [b for b in t.target_replicas if b not in t.source_replicas]
+                for b in adding:
+                    dst = main_dir(dirs, tp[0], tp[1], b)
+                    if dst is not None:
+                        out[(b, dst.log_dir)] = out.get((b, dst.log_dir), 0.0) + left / len(adding)
+        self._backlog = out

@@ -1,0 +1,290 @@
+"""Migration throttles: the rates this pass's copies may run at, and the cluster's configs kept equal to them.
+
+Goal: every copy runs throttled (KIP-73 leader/follower rates and throttled-replica lists, KIP-113
+intra-broker rate) at a rate that keeps its disks under the policy's threshold, and no throttle outlives
+the copies that needed it.
+
+Method: :meth:`MigrationThrottles.rates` computes the rates from live disk headroom and the migration
+each disk carried (:mod:`controlplane.executor.throttle`, fed by :class:`~controlplane.executor.copy_meter.
+CopyMeter`), capped by the throttle protection's ceilings. :meth:`MigrationThrottles.sync` then makes the
+cluster show exactly those rates and lists, level-based: per target (broker or topic) it compares what is
+wanted, what this executor recorded in the store, and what the cluster shows *now*; a change is recorded
+first (write-ahead: the union of wanted and recorded, so a crash between record and apply still knows
+what to clean), then applied, then the record is set to what is wanted or cleared.
+
+Guarantee: a throttle someone else removed or changed is put back; only entries this executor recorded
+are ever removed (others' list entries are left alone); a target whose read or change fails is reported
+(the pass then holds the copies it would throttle) and retried next pass; a dead broker keeps its record
+until it is back. A rate only rises after the copies it was computed for have started (:meth:`safe`).
+
+Cost: one config read per kind and at most one write per changed target per pass.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.disk_rates import DiskRate
+from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.throttle import (
+    Flow,
+    NetRate,
+    ThrottlePolicy,
+    broker_rates,
+    catch_up_floors,
+    flow_roles,
+)
+from controlplane.state.store import StateStore
+from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_REPLICAS
+from kafkaio.admin import AdminError, LiveCluster
+from kafkaio.port import KafkaCluster
+from raft.protocol import JsonDict
+
+log = logging.getLogger("guardian.executor")
+THROTTLE_PREFIX = "migration."
+"""Kind prefix of the throttles the executor records (``migration.broker``, ``migration.topic``)."""
+PROTECTION_KINDS = {"migration_rate": FOLLOWER_RATE, "intra_broker_rate": ALTER_DIRS_RATE}
+
+
+def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
+    """True when two rate config values differ by at most ``tolerance`` (relative); garbage is never close."""
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= tolerance * max(abs(y), 1.0)
+
+
+@dataclass(frozen=True)
+class _ThrottleKind:
+    """How one kind of migration throttle is compared, recorded and named (see ``MigrationThrottles._sync_kind``)."""
+
+    kind: str
+    what: str
+    idle_why: str
+    record_key: Callable[[Any], str]
+    present: Callable[[LiveCluster, Any], bool]
+    changes: Callable[[dict[str, Any], dict[str, Any], Mapping[str, str]], Any]
+    merge: Callable[[dict[str, Any], dict[str, Any], Any], dict[str, Any]]
+    same: Callable[[dict[str, Any], dict[str, Any]], bool]
+    target: Callable[[Any, dict[str, Any]], JsonDict]
+    rate: Callable[[dict[str, Any]], float]
+    clear_when_absent: bool = False
+    absent_why: str = ""
+
+
+def _rate_changes(want: dict[str, Any], have: dict[str, Any], actual: Mapping[str, str]) -> dict[str, str | None]:
+    """Broker rate configs to SET (value) or DELETE (``None``) so the broker shows ``want``."""
+    out: dict[str, str | None] = {}
+    for k in set(want) | set(have):
+        if k not in want:
+            if k in actual:
+                out[k] = None
+        elif k not in actual or not _close(want[k], actual[k]):
+            out[k] = want[k]
+    return out
+
+
+def _list_changes(want: dict[str, Any], have: dict[str, Any], actual: Mapping[str, str]
+                  ) -> dict[str, tuple[set[str], set[str]]]:
+    """Throttled-replica entries to APPEND / SUBTRACT per list (only what this executor recorded is removed)."""
+    out = {}
+    for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        cur = actual.get(k, "")
+        cur_set = {e.strip() for e in cur.split(",") if e.strip()}
+        adds = set() if cur.strip() == "*" else set(want.get(k, set())) - cur_set
+        subs = (set(have.get(k, set())) - set(want.get(k, set()))) & cur_set
+        if adds or subs:
+            out[k] = (adds, subs)
+    return out
+
+
+_BROKER_RATES = _ThrottleKind(
+    kind=THROTTLE_PREFIX + "broker", what="migration throttle", idle_why="no migration on this broker",
+    record_key=lambda b: f"mig.b{b}", present=lambda live, b: b in live.alive, changes=_rate_changes,
+    merge=lambda want, have, changes: {**have, **{k: v for k, v in changes.items() if v is not None}},
+    same=lambda want, have: set(want) == set(have) and all(_close(want[k], have[k]) for k in want),
+    target=lambda b, configs: {"broker": b, "configs": configs},
+    rate=lambda configs: max((float(v) for v in configs.values()), default=0.0))
+
+_REPLICA_LISTS = _ThrottleKind(
+    kind=THROTTLE_PREFIX + "topic", what="throttled replicas", idle_why="no migration on this topic",
+    record_key=lambda t: f"mig.t.{t}", present=lambda live, t: t in live.topic_sizes, changes=_list_changes,
+    merge=lambda want, have, changes: {k: set(want.get(k, set())) | set(have.get(k, set()))
+                                       for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)},
+    same=lambda want, have: all(set(want.get(k, set())) == set(have.get(k, set()))
+                                for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)),
+    target=lambda t, lists: {"topic": t, **{k: sorted(lists.get(k, set()))
+                                           for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)}},
+    rate=lambda lists: 0.0, clear_when_absent=True, absent_why="topic deleted")
+
+
+class MigrationThrottles:
+    """The migration throttles of one cluster (see the module docstring)."""
+
+    def __init__(self, store: StateStore, admin: KafkaCluster, cluster: str, policy: ThrottlePolicy,
+                 meter: CopyMeter, propose: Callable[..., Any]) -> None:
+        self.store = store
+        self.admin = admin
+        self.cluster = cluster
+        self.policy = policy
+        self.meter = meter
+        self._propose = propose
+        self.commanded: dict[str, float] = {}
+        """Flow key -> bytes/s its throttles allowed it in the last pass with a fresh clock."""
+        self.in_force: dict[tuple[int, str], float] = {}
+        """(broker, config) -> the rate recorded in force when this pass's rates were computed."""
+        self._pass_clock: tuple[float | None, float | None] = (None, None)
+        """(previous, latest) time base of passes with a fresh measurement: their gap predicts the next one."""
+
+    def tick(self, now: float | None) -> None:
+        """A pass with a fresh clock: its time base becomes the latest."""
+        if now is not None:
+            self._pass_clock = (self._pass_clock[1], now)
+
+    def owned(self) -> dict[str, JsonDict]:
+        """The throttles this executor recorded for its cluster (copies)."""
+        return self.store.read(lambda s: {k: json.loads(json.dumps(v))
+                                          for k, v in s["throttles"].get(self.cluster, {}).items()
+                                          if str(v.get("kind", "")).startswith(THROTTLE_PREFIX)})
+
+    def rates(self, flows: list[Flow], now: float | None, disks: Mapping[tuple[int, str], DiskRate],
+              network: Mapping[int, NetRate] | None) -> dict[tuple[int, str], float]:
+        """KIP-73 / KIP-113 rates per ``(broker, config)`` for this pass's ``flows``: the policy's rates
+        from live disk headroom and the migration each disk carried, capped by the throttle protection's
+        ceilings (never below what the copies need to ever finish). A pass with a fresh clock (``now``)
+        also remembers the rate each flow was commanded and the flows themselves (for the next pass)."""
+        if not flows:
+            return {}
+        policy = self.policy
+        epoch = now if now is not None and now > 1e9 else time.time()
+        previous = {}
+        for rec in self.owned().values():
+            if rec["kind"] == THROTTLE_PREFIX + "broker":
+                for k, v in rec["target"].get("configs", {}).items():
+                    previous[(int(rec["target"]["broker"]), k)] = float(v)
+        migration = self.meter.disk_migration(flows, self.commanded)
+        if now is not None:
+            self.meter.remember(flows)
+        last, latest = self._pass_clock
+        horizon = 1.25 * (latest - last) if last is not None and latest is not None and latest > last else None
+        self.in_force = previous
+        rates = broker_rates(flows, disks, policy, previous, epoch, network, migration, horizon)
+        floors = catch_up_floors(flows)
+        for (b, key), ceiling in self.protection_ceilings().items():  # disk protection wins over migration ...
+            if (b, key) in rates:  # ... down to the rate the copies need to ever finish
+                rates[(b, key)] = max(min(rates[(b, key)], ceiling), floors.get((b, key), 0.0))
+        if now is not None:
+            count: dict[tuple[int, str], int] = {}
+            for f in flows:
+                for r in flow_roles(f):
+                    count[r] = count.get(r, 0) + 1
+            self.commanded = {f.key: min(rates[r] / count[r] for r in flow_roles(f)) for f in flows}
+        return rates
+
+    def safe(self, rates: Mapping[tuple[int, str], float]) -> dict[tuple[int, str], float]:
+        """``rates`` with every rise held at the rate in force: a rate that rises waits until the pass's new
+        copies have started (before, the copies already running would split it among fewer and run faster
+        than planned)."""
+        return {k: min(v, self.in_force.get(k, v)) for k, v in rates.items()}
+
+    def protection_ceilings(self) -> dict[tuple[int, str], float]:
+        """Migration rates the throttle protection (issue 5) has in force, as ceilings per broker."""
+        def read(state: JsonDict) -> dict[tuple[int, str], float]:
+            out: dict[tuple[int, str], float] = {}
+            for v in state["throttles"].get(self.cluster, {}).values():
+                key = PROTECTION_KINDS.get(str(v.get("kind")))
+                broker = (v.get("target") or {}).get("broker")
+                if key is None or not isinstance(broker, int):
+                    continue
+                rate = float(v.get("rate_bytes_per_s", 0.0))
+                out[(broker, key)] = min(out.get((broker, key), math.inf), rate)
+            return out
+
+        return self.store.read(read)
+
+    def sync(self, rates: Mapping[tuple[int, str], float],
+                        lists: Mapping[str, Mapping[str, set[str]]], live: LiveCluster) -> set[Any]:
+        """Make the cluster's migration throttles exactly ``rates`` and ``lists``; record before setting.
+
+        Level-based: compares with the configs *read from the cluster* this pass, so a throttle someone
+        else removed or changed is put back, and only entries this executor recorded are ever removed
+        (list entries of others are left alone). Returns the brokers (ids) and topics (names) whose
+        change failed (retried next pass).
+        """
+        owned = self.owned()
+        want_b: dict[Any, dict[str, Any]] = {}
+        for (b, key), r in rates.items():
+            want_b.setdefault(b, {})[key] = str(int(r))
+        have_b: dict[Any, dict[str, Any]] = {int(v["target"]["broker"]): dict(v["target"].get("configs", {}))
+                                             for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "broker"}
+        empty: dict[str, set[str]] = {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()}
+        want_t: dict[Any, dict[str, Any]] = {t: {k: set(v.get(k, set())) for k in empty} for t, v in lists.items()}
+        have_t: dict[Any, dict[str, Any]] = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
+                                             for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
+        failed = self._sync_kind(_BROKER_RATES, want_b, have_b, live, self.admin.broker_configs,
+                                 lambda b, changes: self.admin.set_broker_configs({b: changes}))
+        return failed | self._sync_kind(_REPLICA_LISTS, want_t, have_t, live, self.admin.topic_configs,
+                                        self._apply_lists)
+
+    def _apply_lists(self, topic: str, changes: Mapping[str, tuple[set[str], set[str]]]) -> None:
+        for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+            adds, subs = changes.get(k, (set(), set()))
+            self.admin.alter_topic_lists(topic, k, append=adds, subtract=subs)
+
+    def _sync_kind(self, kind: _ThrottleKind, want: Mapping[Any, dict[str, Any]], have: Mapping[Any, dict[str, Any]],
+                   live: LiveCluster, read: Callable[[list[Any]], Mapping[Any, Mapping[str, str]]],
+                   apply: Callable[[Any, Any], None]) -> set[Any]:
+        """One read-compare-record-apply round over the targets (brokers or topics) of one kind of throttle.
+
+        Per target: the desired value, what this executor recorded, and what the cluster shows are compared;
+        a needed change is recorded first (the union of desired and recorded, so a crash between record and
+        apply still knows to clean it), then applied; the record is then set to the desired value, or
+        cleared when nothing is desired. Targets the cluster cannot show (dead broker, deleted topic) keep
+        or drop their record as ``kind`` says. Returns the targets whose read or change failed.
+        """
+        cluster = self.cluster
+        targets = sorted(set(want) | set(have))
+        present = [x for x in targets if kind.present(live, x)]
+        failed: set[Any] = set()
+        actual: Mapping[Any, Mapping[str, str]] | None = {}
+        if present:
+            try:
+                actual = read(present)
+            except AdminError as exc:
+                log.warning("reading %s failed: %s", kind.what, exc)
+                failed.update(present)
+                actual = None
+        for x in targets:
+            key, w, h = kind.record_key(x), want.get(x, {}), have.get(x, {})
+            if not kind.present(live, x):
+                if kind.clear_when_absent and x in have:
+                    self._propose("throttle.clear", kind.absent_why, cluster=cluster, key=key)
+                continue  # a dead broker cannot be altered: keep the record, clear it once it is back
+            if actual is None:
+                continue
+            changes = kind.changes(w, h, actual.get(x, {}))
+            if changes:
+                merged = kind.merge(w, h, changes)
+                self._propose("throttle.set", f"{kind.what} (write-ahead)", cluster=cluster, key=key,
+                              kind=kind.kind, target=kind.target(x, merged), rate_bytes_per_s=kind.rate(merged))
+                try:
+                    apply(x, changes)
+                except AdminError as exc:  # recorded (write-ahead): retried next pass
+                    log.warning("%s change on %s failed: %s", kind.what, x, exc)
+                    failed.add(x)
+                    continue
+            elif kind.same(w, h):
+                continue
+            if any(w.values()):
+                self._propose("throttle.set", kind.what, cluster=cluster, key=key, kind=kind.kind,
+                              target=kind.target(x, w), rate_bytes_per_s=kind.rate(w))
+            elif x in have or changes:
+                self._propose("throttle.clear", kind.idle_why, cluster=cluster, key=key)
+        return failed
