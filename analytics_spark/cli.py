@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
         settings = JobSettings(days=days, end=_end(end), idle_days=idle_days, top_k=top_k,
                                keep_runs=keep_runs)
         if engine == "sql":
-            from analytics_spark.sql_engine import run_sql
+            from analytics_spark.sql.engine import run_sql
 
             sql_report = run_sql(ch, names, settings, log=typer.echo)
             typer.echo(f"window {sql_report.window.start:%Y-%m-%d %H:%M} – {sql_report.window.end:%Y-%m-%d %H:%M} "
@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Consume the audit topic into ClickHouse (exactly once across restarts)."""
-        from analytics_spark.ingest import (
+        from analytics_spark.clickhouse.ingest import (
             AuditIngestor,
             ClickHouseIngestStore,
             KafkaAuditSource,
@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Write the traffic model for `guardian plan preallocate --model` (latest traffic run)."""
-        from analytics_spark.store import traffic_model
+        from analytics_spark.clickhouse.store import traffic_model
 
         ch = _open(clickhouse_url, chdb_path, database)
         model = traffic_model(ch, cluster)
@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
         clickhouse_url: str | None = _URL, chdb_path: Path = _PATH, database: str = _DB,
     ) -> None:
         """Latest run of every job, audit row count and ingest progress, as JSON."""
-        from analytics_spark.ingest import ingest_status
+        from analytics_spark.clickhouse.ingest import ingest_status
 
         ch = _open(clickhouse_url, chdb_path, database)
         runs = ch.rows(

@@ -28,8 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analytics_spark import transforms as T
 from analytics_spark.clickhouse import ClickHouse, connect
+from analytics_spark.clickhouse.store import RESULT_TABLES, latest_run_id, prune_runs
 from analytics_spark.slices import ExportResult, Window, export_slices
-from analytics_spark.store import RESULT_TABLES, latest_run_id, prune_runs
 
 __all__ = ["JOBS", "JobSettings", "latest_run_id", "resolve_jobs", "run", "spark_session"]
 

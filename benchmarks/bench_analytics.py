@@ -26,7 +26,7 @@ from analytics_spark.clickhouse import ClickHouse, connect
 from analytics_spark.jobs import JobSettings, latest_run_id, run, spark_session
 from analytics_spark.plot import plot_profile
 from analytics_spark.seed import default_end, seed_audit
-from analytics_spark.sql_baseline import run_baseline
+from analytics_spark.sql.baseline import run_baseline
 
 
 def _descendants(pid: int) -> list[int]:

@@ -19,8 +19,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from analytics_spark.clickhouse import ClickHouse, ClickHouseUnavailable, connect
-from analytics_spark.rollups import RollupWriter
-from analytics_spark.store import LineageReader, partition_peaks
+from analytics_spark.clickhouse.rollups import RollupWriter
+from analytics_spark.clickhouse.store import LineageReader, partition_peaks
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.executor.service import ExecutorService

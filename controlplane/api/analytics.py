@@ -2,7 +2,7 @@
 
 Goal: who writes and reads a topic (lineage), what each tenant costs, idle topics, cross-IDC traffic
 and the per-partition traffic model the pre-allocation planner takes. Method: each route is one query
-of :mod:`analytics_spark.store` over this node's ClickHouse. Guarantee: 503 (never a 500) when this
+of :mod:`analytics_spark.clickhouse.store` over this node's ClickHouse. Guarantee: 503 (never a 500) when this
 node has no ClickHouse; the results exist once `guardian analytics run ...` has produced them.
 Cost: one ClickHouse query over the latest run's result table.
 """
@@ -14,8 +14,8 @@ from typing import Any, Literal, TypeVar
 
 from fastapi import APIRouter
 
-from analytics_spark import store as analytics_store
 from analytics_spark.clickhouse import ClickHouse
+from analytics_spark.clickhouse import store as analytics_store
 from controlplane.api.deps import Ctx, Viewer
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import problem_response

@@ -39,7 +39,7 @@ SourceFactory = Callable[[str, str], Any]
 
 
 def _kafka_source(bootstrap: str, topic: str) -> Any:
-    from analytics_spark.ingest import KafkaAuditSource
+    from analytics_spark.clickhouse.ingest import KafkaAuditSource
 
     return KafkaAuditSource(bootstrap, topic, client_id="guardian-analytics-ingest", metadata_timeout_s=2.0)
 
@@ -88,7 +88,7 @@ class AnalyticsJob:
 
     # ------------------------------------------------------------------ ingest
     def _ingest_all(self, ctx: ServiceContext) -> dict[str, dict[str, Any]]:
-        from analytics_spark.ingest import AuditIngestor, ClickHouseIngestStore
+        from analytics_spark.clickhouse.ingest import AuditIngestor, ClickHouseIngestStore
 
         clusters = ctx.store.read(lambda s: {n: list(c.get("bootstrap_servers") or [])
                                              for n, c in s["clusters"].items()})
@@ -149,7 +149,7 @@ class AnalyticsJob:
                 self._spark.sparkContext.setLogLevel("ERROR")
             report: Any = run(self.ch, names, settings, spark=self._spark)
         else:
-            from analytics_spark.sql_engine import run_sql
+            from analytics_spark.sql.engine import run_sql
 
             report = run_sql(self.ch, names, settings)
         jobs = [{"job": j.job, "run_id": j.run_id, "output_rows": dict(j.output_rows), "seconds": round(j.seconds, 3)}

@@ -8,14 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from analytics_spark.clickhouse import (
+from analytics_spark.clickhouse.client import (
     MIGRATIONS,
     ClickHouse,
     ClickHouseUnavailable,
     Migration,
     connect,
 )
-from analytics_spark.ingest import (
+from analytics_spark.clickhouse.ingest import (
     AuditIngestor,
     ClickHouseIngestStore,
     SourceRecord,

@@ -17,9 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from analytics_spark.clickhouse import ClickHouse, connect
+from analytics_spark.clickhouse.store import LineageReader, cluster_lineage, partition_peaks
 from analytics_spark.jobs import JobSettings
-from analytics_spark.sql_engine import ENGINE, run_sql
-from analytics_spark.store import LineageReader, cluster_lineage, partition_peaks
+from analytics_spark.sql.engine import ENGINE, run_sql
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from analytics_spark.clickhouse import ClickHouse, connect
-from analytics_spark.ingest import (
+from analytics_spark.clickhouse.ingest import (
     AuditIngestor,
     ClickHouseIngestStore,
     KafkaAuditSource,

@@ -331,7 +331,7 @@ def test_cli_seed_run_status_plot(spark: Any, tmp_path: Any) -> None:
 
 
 def test_store_readers_serve_latest_results(env: Env) -> None:
-    from analytics_spark import store as S
+    from analytics_spark.clickhouse import store as S
 
     big = env.raw.groupby(["cluster", "topic"]).bytes.sum().idxmax()
     peaks = S.expected_peaks(env.ch, *big)
@@ -369,7 +369,7 @@ def test_spark_side_series_derivation_matches_pushed_down_export(env: Env, spark
 
 
 def test_prune_keeps_only_latest_runs(env: Env, spark: Any) -> None:
-    from analytics_spark.store import prune_runs
+    from analytics_spark.clickhouse.store import prune_runs
 
     t = env.ch.table("topic_lineage")
     run(env.ch, ["lineage"], JobSettings(days=DAYS, end=env.end), spark=spark)
@@ -386,7 +386,7 @@ def test_prune_keeps_only_latest_runs(env: Env, spark: Any) -> None:
 def test_sql_engine_writes_the_same_results_as_the_spark_jobs(env: Env) -> None:
     """The service's ClickHouse-SQL engine on a copy of the same audit data: every result table equals the
     Spark run's (exactly for integers and strings, to 1e-9 relative for floats)."""
-    from analytics_spark.sql_engine import ENGINE, run_sql
+    from analytics_spark.sql.engine import ENGINE, run_sql
 
     ch = connect(data_path=chdb_path(), database=fresh_database("t_sqleng"))
     try:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from analytics_spark.audit_records import AUDIT_COLUMNS, parse_audit
-from analytics_spark.ingest import AuditIngestor, Commit, SourceRecord
+from analytics_spark.clickhouse.audit_records import AUDIT_COLUMNS, parse_audit
+from analytics_spark.clickhouse.ingest import AuditIngestor, Commit, SourceRecord
 
 
 def rec(i: int, **over: Any) -> dict[str, Any]:
@@ -227,7 +227,7 @@ def test_kafkasim_record_shape_is_accepted_and_broker_idc_filled() -> None:
 
 
 def test_broker_idc_from_snapshot_files(tmp_path: Any) -> None:
-    from analytics_spark.ingest import broker_idc_from_snapshots
+    from analytics_spark.clickhouse.ingest import broker_idc_from_snapshots
 
     snap = {"format": "guardian.snapshot/v1", "cluster": "east", "brokers": [
         {"id": 1, "idc": "idc-a"}, {"id": 2, "idc": "idc-b"}], "topics": []}

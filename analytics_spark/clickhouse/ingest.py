@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from analytics_spark.audit_records import AUDIT_COLUMNS, validate_many
 from analytics_spark.clickhouse import ClickHouse
+from analytics_spark.clickhouse.audit_records import AUDIT_COLUMNS, validate_many
 
 log = logging.getLogger(__name__)
 

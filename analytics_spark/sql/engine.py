@@ -1,6 +1,6 @@
 """The analytics jobs computed by ClickHouse SQL alone, written exactly like the Spark jobs' runs.
 
-Same models (the SQL of :mod:`analytics_spark.sql_baseline`, same definitions as
+Same models (the SQL of :mod:`analytics_spark.sql.baseline`, same definitions as
 :mod:`analytics_spark.transforms`), same result tables, run ids, ``analytics_runs`` rows (with
 ``engine = 'clickhouse-sql'``) and pruning as :func:`analytics_spark.jobs.run`, so every reader —
 the API, pre-allocation, modelled-peak balancing, the throttle — serves a run of either engine alike.
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from analytics_spark.clickhouse import ClickHouse
+from analytics_spark.clickhouse.store import RESULT_TABLES, prune_runs
 from analytics_spark.jobs import JobReport, JobSettings, resolve_jobs
 from analytics_spark.slices import Window
-from analytics_spark.sql_baseline import baseline_sql
-from analytics_spark.store import RESULT_TABLES, prune_runs
+from analytics_spark.sql.baseline import baseline_sql
 
 ENGINE = "clickhouse-sql"
 
