@@ -28,6 +28,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from analytics_spark.clickhouse.ingest import AuditIngestor, ClickHouseIngestStore, KafkaAuditSource
 from controlplane.config import AnalyticsConf
 from controlplane.service.context import ServiceContext
 
@@ -39,8 +40,6 @@ SourceFactory = Callable[[str, str], Any]
 
 
 def _kafka_source(bootstrap: str, topic: str) -> Any:
-    from analytics_spark.clickhouse.ingest import KafkaAuditSource
-
     return KafkaAuditSource(bootstrap, topic, client_id="guardian-analytics-ingest", metadata_timeout_s=2.0)
 
 
@@ -88,8 +87,6 @@ class AnalyticsJob:
 
     # ------------------------------------------------------------------ ingest
     def _ingest_all(self, ctx: ServiceContext) -> dict[str, dict[str, Any]]:
-        from analytics_spark.clickhouse.ingest import AuditIngestor, ClickHouseIngestStore
-
         clusters = ctx.store.read(lambda s: {n: list(c.get("bootstrap_servers") or [])
                                              for n, c in s["clusters"].items()})
         out: dict[str, dict[str, Any]] = {}
