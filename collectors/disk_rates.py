@@ -1,20 +1,31 @@
-"""The executor's live disk load: the :class:`DiskLoad` port, its reading of a collection round, and a
-minimal Prometheus text scrape of broker hosts (disk util, bytes, produce latency).
+"""Live disk headroom for the executor: the :class:`DiskLoad` port, its reading of a collection round, and
+the standalone scrape of broker hosts -> per-disk util and bytes/s.
 
 :func:`round_disk_rates` / :func:`round_network` read a :class:`~collectors.builder.Collected` round (the
 observer's, in the service; a collector run once per pass, in the CLI) into what the executor weighs.
-:class:`DiskScraper` is the standalone scraper kept for the executor's lock-step benchmark: one GET per
-broker per round. Rates come from two samples of counters with *measured* elapsed
-time (the host's own clock when it exports one — ``kafkasim_sim_time_seconds`` — else the
-scraper's monotonic clock); a counter that went backwards, a non-finite value or a zero interval
-yields no rate instead of a wrong one. This is deliberately small: the full collector lives in
-``collectors``; the executor only needs live disk headroom.
+:class:`DiskScraper` below is kept for the executor's lock-step benchmark.
+
+Goal: the executor's throttle needs, per (broker, log dir), how busy the disk was over the last
+interval (util, bytes per second, its max throughput), each broker's Kafka network traffic and
+produce p99 — nothing of the full load model (:mod:`collectors.builder`).
+
+Method: one GET per broker per :meth:`DiskScraper.scrape` (8 at a time); the text is parsed by the
+collectors' parser (:func:`collectors.promtext.parse_fast`, keeping only the families named here)
+into a :class:`HostSample` keyed by log dir (device -> log dir via ``kafkasim_log_dir_info``, else
+the filesystem mountpoint). Rates come from the collectors' rate guard
+(:class:`collectors.rates.CounterTracker`) over *measured* time — the host's own clock when it
+exports one (``kafkasim_sim_time_seconds``), else the scraper's monotonic clock. util = rate of
+``node_disk_io_time_seconds_total`` (at most 1); bytes = rate of read + rate of written bytes.
+
+Guarantee: a counter that went backwards (the new value becomes the base), a non-finite or
+negative value, a clock that did not move or moved less than ``min_elapsed_s`` (the older base is
+kept) yields no new rate; the disk keeps its last good :class:`DiskRate` instead of a wrong one.
+Cost: one HTTP request and one parse of the wanted families per broker; O(disks) per scrape.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -22,11 +33,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from collectors.build.names import M_DISK_MAX, M_FS_SIZE, M_IO_TIME, M_LOG_DIR_INFO, M_READ_B, M_SIM_TIME, M_WRITE_B
 from collectors.builder import PLACEHOLDER_DIR, Collected
+from collectors.promtext import parse_fast
+from collectors.rates import CounterTracker
 from domain import BrokerState, DiskId
 
-_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+M_REQUEST_TIME = "kafka_network_requestmetrics_totaltimems"
+M_URP = "kafka_server_replicamanager_underreplicatedpartitions"
+_NET_NAMES = {"kafka_server_brokertopicmetrics_bytesin_total": "in",
+              "kafka_server_brokertopicmetrics_replicationbytesin_total": "in",
+              "kafka_server_brokertopicmetrics_reassignmentbytesin_total": "reassign_in",
+              "kafka_server_brokertopicmetrics_bytesout_total": "out",
+              "kafka_server_brokertopicmetrics_replicationbytesout_total": "out"}
+_DISK_SERIES = {M_IO_TIME: "io", M_READ_B: "rd", M_WRITE_B: "wr", M_DISK_MAX: "max"}
+HOST_METRICS = frozenset({*_DISK_SERIES, *_NET_NAMES, M_LOG_DIR_INFO, M_FS_SIZE, M_SIM_TIME, M_REQUEST_TIME, M_URP})
+"""The families :func:`parse_host` reads (the parser keeps only these)."""
 
 
 @dataclass(frozen=True)
@@ -111,17 +133,23 @@ def round_network(collected: Collected) -> dict[int, tuple[float, float, float]]
 
 @dataclass
 class DiskScraper:
-    """Scrapes ``metrics_urls`` (broker id -> URL) and keeps the previous sample per broker."""
+    """Scrapes ``metrics_urls`` (broker id -> URL) and keeps each counter's last good sample."""
 
     metrics_urls: Mapping[int, str]
     timeout_s: float = 3.0
-    _last: dict[int, HostSample] = field(default_factory=dict)
+    min_elapsed_s: float = 0.5
+    """Rates over a shorter measured interval are not taken (the older base is kept)."""
     rates: dict[tuple[int, str], DiskRate] = field(default_factory=dict)
     produce_p99_ms: dict[int, float] = field(default_factory=dict)
     network: dict[int, tuple[float, float, float]] = field(default_factory=dict)
     """broker -> (bytes in/s, bytes out/s, reassignment bytes in/s), all Kafka traffic of the broker."""
     clock: float | None = None
     errors: dict[int, str] = field(default_factory=dict)
+    _counters: CounterTracker = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # no end_round(): a broker left out of a scrape keeps its base (series = brokers x disks)
+        self._counters = CounterTracker(self.min_elapsed_s)
 
     def scrape(self, brokers: set[int] | None = None) -> dict[tuple[int, str], DiskRate]:
         """Scrape every (or the given) broker once; update and return ``(broker, log_dir) -> DiskRate``."""
@@ -136,33 +164,32 @@ class DiskScraper:
             if isinstance(res, str):
                 self.errors[bid] = res
                 continue
-            prev = self._last.get(bid)
-            self._last[bid] = res
             clocks.append(res.at)
             if res.produce_p99_ms is not None:
                 self.produce_p99_ms[bid] = res.produce_p99_ms
-            if prev is None:
-                continue
-            dt = res.at - prev.at
-            if not (dt > 0 and math.isfinite(dt)):
-                continue
-            if res.net and prev.net:
-                delta = {k: res.net.get(k, 0.0) - prev.net.get(k, 0.0) for k in res.net}
-                if all(v >= 0 and math.isfinite(v) for v in delta.values()):
-                    self.network[bid] = ((delta.get("in", 0.0)) / dt, delta.get("out", 0.0) / dt,
-                                         delta.get("reassign_in", 0.0) / dt)
-            for d, busy in res.io_time.items():
-                if d not in res.max_bytes_per_s:
-                    continue  # a disk of unknown speed has no load to weigh (no assumed default)
-                d_busy = busy - prev.io_time.get(d, math.nan)
-                d_bytes = (res.read_bytes.get(d, 0.0) + res.written_bytes.get(d, 0.0)
-                           - prev.read_bytes.get(d, 0.0) - prev.written_bytes.get(d, 0.0))
-                if not (math.isfinite(d_busy) and d_busy >= 0 and d_bytes >= 0):
-                    continue  # counter reset or garbage: no rate this round
-                self.rates[(bid, d)] = DiskRate(min(d_busy / dt, 1.0), d_bytes / dt, res.max_bytes_per_s[d])
+            self._update(bid, res)
         if clocks:
             self.clock = max(clocks)
         return self.rates
+
+    def _update(self, bid: int, s: HostSample) -> None:
+        """Feed one host sample to the rate guard; store the rates it yields."""
+        rate = self._counters.update
+        if s.net:
+            net = [rate((bid, "net", k), s.at, s.net.get(k, 0.0)).value for k in ("in", "out", "reassign_in")]
+            if None not in net:
+                self.network[bid] = (net[0] or 0.0, net[1] or 0.0, net[2] or 0.0)
+        for d, busy in s.io_time.items():
+            # every counter is fed each round (a missing byte counter counts as 0, as exposed by hosts
+            # without it) so that each series keeps its own base
+            util = rate((bid, "io", d), s.at, busy).value
+            rd = rate((bid, "rd", d), s.at, s.read_bytes.get(d, 0.0)).value
+            wr = rate((bid, "wr", d), s.at, s.written_bytes.get(d, 0.0)).value
+            if util is None or rd is None or wr is None:
+                continue  # first sample, counter reset, garbage or no measurable interval: keep the last rate
+            if d not in s.max_bytes_per_s:
+                continue  # a disk of unknown speed has no load to weigh (no assumed default)
+            self.rates[(bid, d)] = DiskRate(min(util, 1.0), rd + wr, s.max_bytes_per_s[d])
 
     def _fetch(self, broker: int) -> HostSample | str:
         try:
@@ -174,56 +201,52 @@ class DiskScraper:
 
 
 def parse_host(text: str, now: float) -> HostSample:
-    """Parse node_exporter / kafkasim text into a :class:`HostSample` (devices mapped to log dirs)."""
-    dev_dir: dict[str, str] = {}
+    """Parse node_exporter / kafkasim text into a :class:`HostSample` (devices mapped to log dirs).
+
+    Non-finite values and malformed lines are skipped; ``now`` is the sample's time unless the
+    payload carries ``kafkasim_sim_time_seconds``.
+    """
+    p = parse_fast(text, HOST_METRICS)
+    fams = p.raw
+
+    def finite(name: str) -> list[tuple[dict[str, str], float]]:
+        return [(lab, v) for lab, v in p.get(name) if math.isfinite(v)] if name in fams else []
+
     series: dict[str, dict[str, float]] = {"io": {}, "rd": {}, "wr": {}, "max": {}}
+    for name, kind in _DISK_SERIES.items():
+        for labels, v in finite(name):
+            if "device" in labels:
+                series[kind][labels["device"]] = v
+    dev_dir: dict[str, str] = {}
+    for labels, _ in finite(M_LOG_DIR_INFO):
+        dev_dir[labels.get("device", "")] = labels.get("log_dir", "")
     mounts: dict[str, str] = {}
-    sim_time: float | None = None
-    p99: float | None = None
-    urp: float | None = None
-    net: dict[str, float] = {}
-    net_names = {"kafka_server_brokertopicmetrics_bytesin_total": "in",
-                 "kafka_server_brokertopicmetrics_replicationbytesin_total": "in",
-                 "kafka_server_brokertopicmetrics_reassignmentbytesin_total": "reassign_in",
-                 "kafka_server_brokertopicmetrics_bytesout_total": "out",
-                 "kafka_server_brokertopicmetrics_replicationbytesout_total": "out"}
-    names = {"node_disk_io_time_seconds_total": "io", "node_disk_read_bytes_total": "rd",
-             "node_disk_written_bytes_total": "wr", "kafkasim_disk_max_bytes_per_second": "max"}
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = _LINE.match(line)
-        if m is None:
-            continue
-        name, labels_s, raw = m.group(1), m.group(3) or "", m.group(4)
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        if not math.isfinite(value):
-            continue
-        if name in net_names and not labels_s:
-            key = net_names[name]
-            net[key] = net.get(key, 0.0) + value
-            if key == "reassign_in":
-                net["in"] = net.get("in", 0.0) + value
-            continue
-        labels = dict(_LABEL.findall(labels_s))
-        if name in names and "device" in labels:
-            series[names[name]][labels["device"]] = value
-        elif name == "kafkasim_log_dir_info":
-            dev_dir[labels.get("device", "")] = labels.get("log_dir", "")
-        elif name == "node_filesystem_size_bytes" and "mountpoint" in labels:
+    for labels, _ in finite(M_FS_SIZE):
+        if "mountpoint" in labels:
             mounts[labels.get("device", "").removeprefix("/dev/")] = labels["mountpoint"]
-        elif name == "kafkasim_sim_time_seconds":
-            sim_time = value
-        elif name == "kafka_network_requestmetrics_totaltimems" and labels.get("request") == "Produce" \
-                and labels.get("quantile") == "0.99":
-            p99 = value
-        elif name == "kafka_server_replicamanager_underreplicatedpartitions":
-            urp = value
     for dev, mount in mounts.items():
         dev_dir.setdefault(dev, mount)
+    sim_time: float | None = None
+    for _, v in finite(M_SIM_TIME):
+        sim_time = v
+    p99: float | None = None
+    for labels, v in finite(M_REQUEST_TIME):
+        if labels.get("request") == "Produce" and labels.get("quantile") == "0.99":
+            p99 = v
+    urp: float | None = None
+    for _, v in finite(M_URP):
+        urp = v
+    net: dict[str, float] = {}
+    for name, key in _NET_NAMES.items():
+        fam = fams.get(name)
+        if fam is None:
+            continue
+        for body, v in zip(fam[0], fam[1], strict=True):
+            if body or not math.isfinite(v):
+                continue  # per-topic samples: the unlabelled one is the broker's total
+            net[key] = net.get(key, 0.0) + v
+            if key == "reassign_in":
+                net["in"] = net.get("in", 0.0) + v
 
     def by_dir(kind: str) -> dict[str, float]:
         return {dev_dir.get(dev, dev): v for dev, v in series[kind].items()}

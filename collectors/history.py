@@ -235,6 +235,8 @@ class RingWindow:
         keys = list(self._row) if keys is None else [k for k in keys if k in self._row]
         if not keys:
             return {}
+        if self.count == 0:  # keys seen, no column written yet (``every > 1``: still averaging)
+            return {k: (float("nan"), float("nan"), 0) for k in keys}
         rows = np.asarray([self._row[k] for k in keys], dtype=np.int64)
         block = self._data[rows][:, : self.count] if self.count < self.capacity else self._data[rows]
         srt = np.sort(block.astype(np.float64), axis=1)  # NaNs sort last

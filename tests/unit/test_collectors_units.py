@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from collectors.completeness import Coverage, SnapshotRefused, UsabilityPolicy, refusal_reasons, require_usable
@@ -87,6 +88,16 @@ def test_tracker_keeps_base_over_tiny_interval_and_rebases_after_reset() -> None
     log = DropLog()
     log.add("disk.util", DropReason.COUNTER_RESET, "broker 1 sda")
     assert log.as_dict() == {"disk.util": {"counter_reset": 1}} and log.total == 1
+
+
+def test_ring_window_stats_before_the_first_averaged_column() -> None:
+    w = RingWindow(capacity=4, initial_rows=1, every=3)
+    w.append_array(["a", "b"], np.array([1.0, 2.0]))  # averaging: no column written yet
+    st = w.stats()
+    assert set(st) == {"a", "b"} and st["a"][2] == 0 and math.isnan(st["a"][0]) and math.isnan(st["a"][1])
+    w.append_array(["a", "b"], np.array([3.0, 2.0]))
+    w.append_array(["a", "b"], np.array([5.0, 2.0]))
+    assert w.stats(["a"])["a"] == (3.0, 3.0, 1)
 
 
 def test_ring_window_bounds_and_stats() -> None:

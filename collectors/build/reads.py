@@ -1,0 +1,148 @@
+"""Stages 5, 7 and 8 of a build: consumer positions, each broker's page-cache residence time, and
+which fetches read the disk.
+
+Goal: per partition, the bytes per second its consumers read from the leader's disk (the
+``disk_read`` figure) and which groups read from disk or from the page cache. Method
+(:mod:`collectors.pagecache`): consumer positions come from
+``kafka_consumergroup_current_offset`` (a position) or ``kafka_consumergroup_lag`` reported by the
+leader with its log-end offset (position = LEO − lag) on any scraped endpoint or exporter; their
+rates over measured time go through :class:`~collectors.rates.VectorCounterTracker`. A broker's
+residence time T = MemAvailable / Σ its disks' read + write bytes per second (held up to
+``hold_s``); a group at offset O reads the disk when LEO − R·T > O. A disk-reading group
+contributes its offset rate × bytes/message, else an equal share of the partition's bytes-out.
+Guarantee: no residence time (no memory gauge or disk counters) means no disk-read verdict, never
+a guessed one; a lag without the leader's LEO of the same moment is skipped. Cost: O(consumer
+samples + partitions with consumers) Python, O(partitions) numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from collectors.build.disks import DiskRound
+from collectors.build.names import M_GROUP_LAG, M_GROUP_OFFSET
+from collectors.build.partition_rates import F64, PartitionIndex
+from collectors.build.series import SeriesIndex
+from collectors.build.state import Holds, PartHold
+from collectors.build.topology import Sources
+from collectors.pagecache import is_disk_read, residence_seconds
+from collectors.rates import VectorCounterTracker
+
+
+@dataclass(frozen=True)
+class Positions:
+    """Consumer positions per partition index and group, and their rates (messages per second)."""
+
+    positions: dict[int, dict[str, float]]
+    group_rate: dict[tuple[int, str], float]
+
+
+def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, tracker: VectorCounterTracker,
+                       series: SeriesIndex) -> Positions:
+    """Positions and offset rates of every consumer group (kafka_exporter conventions)."""
+    pidx, leader = ix.pidx, ix.leader
+    positions: dict[int, dict[str, float]] = defaultdict(dict)
+    group_rate: dict[tuple[int, str], float] = {}
+    who_list = [(p, c, k, f"broker {b}", b) for b, (p, c, k) in sources.brokers.items()]
+    who_list += [(p, c, k, u, -1) for p, c, k, u in sources.exporters]
+    for p, clock, ck, who, bid in who_list:
+        for fam_name in (M_GROUP_OFFSET, M_GROUP_LAG):
+            fam = p.raw.get(fam_name)
+            if not fam:
+                continue
+            bodies, raw_vals = fam
+            entries: list[tuple[str, float, int, str]] = []
+            for body, v in zip(bodies, raw_vals, strict=True):
+                gk = series.group_key(body)
+                if gk is None or not (v == v and 0 <= v < math.inf):
+                    continue
+                i = pidx.get(gk[1])
+                if i is None:
+                    continue
+                if fam_name == M_GROUP_LAG:
+                    if leader[i] != bid or math.isnan(leo_lead_val[i]):
+                        continue  # a lag needs the log-end offset of the same moment
+                    v = max(float(leo_lead_val[i]) - v, 0.0)
+                entries.append((body, v, i, gk[0]))
+            if not entries:
+                continue
+            rates, _codes = tracker.update((ck, who, fam_name), [e[0] for e in entries], clock,
+                                           [e[1] for e in entries])
+            for (_body, v, i, group), r in zip(entries, rates.tolist(), strict=True):
+                positions[i][group] = v
+                if r == r:
+                    group_rate[(i, group)] = r
+    return Positions(positions, group_rate)
+
+
+def residence_times(disks: DiskRound, alive: Iterable[int], holds: Holds, now: float) -> dict[int, float]:
+    """Page-cache residence time T per broker (seconds), fresh or held."""
+    residence_b: dict[int, float] = {}
+    io_by_broker: dict[int, float] = defaultdict(float)
+    have_io: set[int] = set()
+    for (b2, _path), rr in disks.rates.items():
+        if rr.get("read") is not None and rr.get("write") is not None:
+            io_by_broker[b2] += (rr["read"] or 0.0) + (rr["write"] or 0.0)
+            have_io.add(b2)
+    for bid, (_mem_total, mem_avail) in disks.memory.items():
+        if mem_avail is not None and bid in have_io:
+            residence_b[bid] = residence_seconds(mem_avail, io_by_broker[bid])
+            holds.put(("T", bid), residence_b[bid], now)
+    for bid in set(alive) - set(residence_b):
+        held = holds.young(("T", bid), now)
+        if held is not None:
+            residence_b[bid] = held
+    return residence_b
+
+
+@dataclass(frozen=True)
+class Reads:
+    """Per partition: the leader's residence time, the disk-read rate, and the readers."""
+
+    residence: F64
+    dr: F64
+    readers: dict[int, tuple[list[str], list[str]]]
+    """partition index -> (groups reading the disk, groups served from the page cache)."""
+
+
+def disk_reads(ix: PartitionIndex, leo: F64, msgs: F64, b_out: F64, bpm: F64, pos: Positions,
+               residence_b: dict[int, float], phold: PartHold, now: float, hold_s: float) -> Reads:
+    """Which consumer fetches read the leader's disk, and at what rate (held up to ``hold_s``)."""
+    n, leader, group_rate = ix.n, ix.leader, pos.group_rate
+    top_id = max([*residence_b, int(leader.max()) if n else 0, 0])
+    if top_id < 10_000_000:
+        res_by_broker = np.full(top_id + 1, np.nan)
+        for b_, t_ in residence_b.items():
+            res_by_broker[b_] = t_
+        residence = np.where(leader >= 0, res_by_broker[np.maximum(leader, 0)], np.nan) if n else np.zeros(0)
+    else:  # huge broker ids: no dense table
+        residence = np.fromiter((residence_b.get(int(b_), np.nan) for b_ in leader), dtype=np.float64, count=n)
+    dr = np.where(~np.isnan(leo) & (leader >= 0), 0.0, np.nan)
+    readers: dict[int, tuple[list[str], list[str]]] = {}
+    for i, groups in pos.positions.items():
+        if np.isnan(leo[i]) or leader[i] < 0:
+            continue
+        disk_r: list[str] = []
+        cached: list[str] = []
+        t_res = float(residence[i])
+        r_msgs = 0.0 if np.isnan(msgs[i]) else float(msgs[i])
+        total = 0.0
+        for group, off in sorted(groups.items()):
+            if not math.isnan(t_res) and is_disk_read(float(leo[i]), r_msgs, t_res, off):
+                disk_r.append(group)
+                gr = group_rate.get((i, group))
+                if gr is not None and not np.isnan(bpm[i]):
+                    total += gr * float(bpm[i])
+                else:
+                    total += (0.0 if np.isnan(b_out[i]) else float(b_out[i])) / max(len(groups), 1)
+            else:
+                cached.append(group)
+        readers[i] = (disk_r, cached)
+        dr[i] = total
+    dr, _ = phold.hold("dr", ix.g, dr, now, hold_s)
+    return Reads(residence, dr, readers)
