@@ -3,10 +3,13 @@ which fetches read the disk.
 
 Goal: per partition, the bytes per second its consumers read from the leader's disk (the
 ``disk_read`` figure) and which groups read from disk or from the page cache. Method
-(:mod:`collectors.pagecache`): consumer positions come from
-``kafka_consumergroup_current_offset`` (a position) or ``kafka_consumergroup_lag`` reported by the
-leader with its log-end offset (position = LEO − lag) on any scraped endpoint or exporter; their
-rates over measured time go through :class:`~collectors.rates.VectorCounterTracker`. A broker's
+(:mod:`collectors.pagecache`): consumer positions are the groups' committed offsets read from
+Kafka's admin API this round (:attr:`~kafkaio.source.KafkaState.group_offsets`, clocked by the
+round's sample clock, the newest broker payload's), and, when an operator registers a
+kafka_exporter as an exporter URL, its ``kafka_consumergroup_current_offset`` (a position) or
+``kafka_consumergroup_lag`` reported with the leader's log-end offset (position = LEO − lag); the
+admin API's offsets win for a group both report. Their rates over measured time go through
+:class:`~collectors.rates.VectorCounterTracker`. A broker's
 residence time T = MemAvailable / Σ its disks' read + write bytes per second (held up to
 ``hold_s``); a group at offset O reads the disk when LEO − R·T > O. A disk-reading group
 contributes its offset rate × bytes/message, else an equal share of the partition's bytes-out.
@@ -30,8 +33,10 @@ from collectors.build.partition_rates import F64, PartitionIndex
 from collectors.build.series import SeriesIndex
 from collectors.build.state import Holds, PartHold
 from collectors.build.topology import Sources
+from collectors.completeness import Coverage
 from collectors.pagecache import is_disk_read, residence_seconds
 from collectors.rates import VectorCounterTracker
+from kafkaio.source import KafkaState
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,9 @@ class Positions:
 
 
 def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, tracker: VectorCounterTracker,
-                       series: SeriesIndex) -> Positions:
-    """Positions and offset rates of every consumer group (kafka_exporter conventions)."""
+                       series: SeriesIndex, state: KafkaState, cov: Coverage) -> Positions:
+    """Positions and offset rates of every consumer group: committed offsets from the admin API, and the
+    kafka_exporter conventions on exporters (and broker endpoints, for exporters co-hosted there)."""
     pidx, leader = ix.pidx, ix.leader
     positions: dict[int, dict[str, float]] = defaultdict(dict)
     group_rate: dict[tuple[int, str], float] = {}
@@ -77,7 +83,43 @@ def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, 
                 positions[i][group] = v
                 if r == r:
                     group_rate[(i, group)] = r
+    from_exporters = sum(len(g) for g in positions.values())
+    n_admin = admin_positions(state, ix, sources, tracker, positions, group_rate)
+    cov.consumer_offsets = {
+        "source": "admin" if n_admin else ("exporter" if from_exporters else "none"),
+        "groups": len({g for gs in positions.values() for g in gs}), "partitions": len(positions),
+        "groups_listed": state.groups_listed, "fresh": state.group_offsets_fresh}
     return Positions(positions, group_rate)
+
+
+def admin_positions(state: KafkaState, ix: PartitionIndex, sources: Sources, tracker: VectorCounterTracker,
+                    positions: dict[int, dict[str, float]], group_rate: dict[tuple[int, str], float]) -> int:
+    """Fold the committed offsets read through the admin API into ``positions`` / ``group_rate``; the count."""
+    if not state.group_offsets_fresh or not state.group_offsets:
+        return 0
+    clocks = [(c, k) for _, c, k in sources.brokers.values()]
+    stamped = [x for x in clocks if x[1] == "ts"]
+    clock, kind = max(stamped or clocks) if clocks else (None, "mono")
+    pidx = ix.pidx
+    bodies: list[str] = []
+    vals: list[float] = []
+    where: list[tuple[int, str]] = []
+    for group, offs in state.group_offsets.items():
+        for tp, off in offs.items():
+            i = pidx.get(tp)
+            if i is None:
+                continue
+            bodies.append(f"{group}\x00{tp[0]}\x00{tp[1]}")
+            vals.append(float(off))
+            where.append((i, group))
+    for (i, group), v in zip(where, vals, strict=True):
+        positions[i][group] = v
+    if clock is not None and bodies:
+        rates, _codes = tracker.update((kind, "admin", "committed_offsets"), bodies, clock, vals)
+        for (i, group), r in zip(where, rates.tolist(), strict=True):
+            if r == r:
+                group_rate[(i, group)] = r
+    return len(bodies)
 
 
 def residence_times(disks: DiskRound, alive: Iterable[int], holds: Holds, now: float) -> dict[int, float]:
