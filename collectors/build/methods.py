@@ -5,7 +5,8 @@ available wins:
 
 * messages-in: the leader's log-end-offset rate, else any replica's (held up to ``hold_s``);
 * bytes-in: messages-in × the topic's bytes/message (``leo_x_topic_ratio``: a stock broker has no
-  per-partition byte counter, only its log-end offset and topic-level BrokerTopicMetrics), else the
+  per-partition byte counter, only its log-end offset and topic-level BrokerTopicMetrics; a partition
+  whose log end did not move has 0 even when its topic has no ratio yet), else the
   leader's size delta (``size_delta``), else the last good value (``held``);
 * bytes-out: the leader's topic-level bytes-out split over its partitions of that topic
   (``topic_split``) by consumer activity (committed-offset deltas × bytes per message) or, where no
@@ -65,8 +66,8 @@ def bytes_in(ix: PartitionIndex, pc: PartitionCounters, tc: TopicCounters, phold
     leo = np.where(np.isnan(pc.leo_lead_val), pc.leo_any_val, pc.leo_lead_val)
     m_in = np.zeros(n, dtype=np.int8)
     b_in = nan_array(n)
-    sel2 = ~np.isnan(msgs_fresh) & ~np.isnan(ratio)
-    b_in[sel2] = msgs_fresh[sel2] * ratio[sel2]
+    sel2 = ~np.isnan(msgs_fresh) & (~np.isnan(ratio) | (msgs_fresh == 0))  # an idle partition: 0 without a ratio
+    b_in[sel2] = msgs_fresh[sel2] * np.nan_to_num(ratio[sel2])
     m_in[sel2] = M_CODES["leo_x_topic_ratio"]
     sel3 = np.isnan(b_in) & ~np.isnan(pc.size_lead_rate)
     b_in[sel3] = pc.size_lead_rate[sel3]

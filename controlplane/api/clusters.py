@@ -29,6 +29,7 @@ from controlplane.api.deps import Admin, Ctx, Viewer, cluster_or_404, propose, r
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import NAME_PATTERN, BrokerId, Name, StrictIn, int_in
 from domain import ClusterSnapshot, pool_stats
+from kafkaio.endpoints import EndpointsError, parse_hardware, parse_rack_to_idc
 
 router = APIRouter(tags=["federation"])
 SHOWN = 10
@@ -38,9 +39,31 @@ SHOWN = 10
 class ClusterIn(StrictIn):
     name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
     bootstrap_servers: Annotated[list[Annotated[str, Field(min_length=3)]], Field(min_length=1)]
-    metrics_urls: dict[str, str] = Field(default_factory=dict)
+    metrics_urls: dict[str, str] = Field(
+        default_factory=dict, description='broker id (or "ID/label" for each of several endpoints) -> metrics URL')
     control_url: str | None = None
     capabilities: dict[str, bool] = Field(default_factory=dict)
+    rack_to_idc: dict[str, Any] | None = Field(default=None, description='{"regex": "(?P<idc>...)"} or {"table": {}}')
+    hardware: list[dict[str, Any]] | dict[str, Any] | None = Field(
+        default=None, description="disk kind and ceiling by broker ids and log-dir globs, with a default")
+
+    @field_validator("rack_to_idc")
+    @classmethod
+    def _rule(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        try:
+            parse_rack_to_idc(value)
+        except EndpointsError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("hardware")
+    @classmethod
+    def _profile(cls, value: Any) -> Any:
+        try:
+            parse_hardware(value)
+        except EndpointsError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class AutoRebalanceIn(StrictIn):

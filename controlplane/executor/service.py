@@ -23,7 +23,7 @@ from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import StateStore
 from domain import parse_plan
 from kafkaio.admin import KafkaAdmin
-from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
+from kafkaio.endpoints import endpoints_from_record
 from kafkaio.port import KafkaCluster
 from raft.protocol import JsonDict
 
@@ -39,10 +39,8 @@ def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
     servers = ",".join(record.get("bootstrap_servers") or [])
     if not servers:
         return None
-    urls = {int(b): str(u) for b, u in (record.get("metrics_urls") or {}).items() if str(b).isdigit()}
-    brokers = tuple(BrokerInfo(b, metrics_url=u) for b, u in sorted(urls.items()))
-    endpoints = ClusterEndpoints(name, servers, brokers)
-    view = standalone(endpoints) if urls else None
+    endpoints = endpoints_from_record(name, record)
+    view = standalone(endpoints) if endpoints.brokers else None
     return KafkaAdmin(servers), view, (view or endpoints)
 
 

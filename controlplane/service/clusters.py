@@ -27,7 +27,7 @@ from typing import Any
 from kafkaio.admin import KafkaAdmin
 from kafkaio.audit import AUDIT_TOPIC, AuditShares
 from kafkaio.connection import KafkaConnection
-from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
+from kafkaio.endpoints import ClusterEndpoints, endpoints_from_record
 from kafkaio.levers import KafkaLevers
 from kafkaio.source import KafkaSource, KafkaSourceOptions
 
@@ -35,12 +35,8 @@ ADMIN_CLIENT_ID = "guardian-admin"
 
 
 def endpoints_of(name: str, cluster: Mapping[str, Any]) -> ClusterEndpoints:
-    """Collector endpoints from a registered cluster record."""
-    urls: Mapping[str, str] = cluster.get("metrics_urls") or {}
-    brokers = tuple(BrokerInfo(id=int(k), metrics_url=u) for k, u in sorted(urls.items()) if k.isdigit())
-    unmapped = tuple(u for k, u in sorted(urls.items()) if not k.isdigit())
-    return ClusterEndpoints(cluster=name, bootstrap_servers=",".join(cluster["bootstrap_servers"]),
-                            brokers=brokers, unmapped_metrics_urls=unmapped, control_url=cluster.get("control_url"))
+    """Collector endpoints from a registered cluster record (see :func:`kafkaio.endpoints.endpoints_from_record`)."""
+    return endpoints_from_record(name, cluster)
 
 
 @dataclass

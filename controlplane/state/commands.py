@@ -43,6 +43,8 @@ class ClusterRegister(_Cmd):
     metrics_urls: dict[str, str] = Field(default_factory=dict)
     control_url: str | None = None
     capabilities: dict[str, bool] = Field(default_factory=dict)
+    rack_to_idc: dict[str, Any] | None = None
+    hardware: list[dict[str, Any]] | dict[str, Any] | None = None
 
 
 class ClusterRemove(_Cmd):

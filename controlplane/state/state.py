@@ -125,6 +125,7 @@ class GuardianState:
         self.state["clusters"][cmd.name] = {
             "name": cmd.name, "bootstrap_servers": list(cmd.bootstrap_servers), "metrics_urls": dict(cmd.metrics_urls),
             "control_url": cmd.control_url, "capabilities": dict(cmd.capabilities),
+            "rack_to_idc": cmd.rack_to_idc, "hardware": cmd.hardware,
             "placement": old.get("placement", {"default": None, "topics": {}}), "pools": old.get("pools", {}),
             "auto_rebalance": old.get("auto_rebalance", {"enabled": False}),
             "registered_at": old.get("registered_at", cmd.meta.at.isoformat()),

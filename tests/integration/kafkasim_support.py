@@ -47,3 +47,20 @@ def http_text(url: str, timeout: float = 10) -> str:
     """GET a text endpoint."""
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return str(resp.read().decode())
+
+
+def register_fields(cluster: dict[str, Any]) -> dict[str, Any]:
+    """What an operator registers for a cluster of kafkasim's endpoints document (``POST /api/v1/clusters``
+    fields): bootstrap servers, every metrics endpoint of every broker (``"ID/jmx"``, ``"ID/node"``; the
+    legacy layout's one URL as ``"ID"``), the rack→IDC rule and the hardware profile."""
+    urls: dict[str, str] = {}
+    for b in cluster["brokers"]:
+        if b.get("metrics"):
+            urls.update({f"{b['id']}/{m.get('kind') or k}": m["url"] for k, m in enumerate(b["metrics"])})
+        elif b.get("metrics_url"):
+            urls[str(b["id"])] = b["metrics_url"]
+    out: dict[str, Any] = {"bootstrap_servers": cluster["bootstrap_servers"].split(","), "metrics_urls": urls}
+    for key in ("rack_to_idc", "hardware"):
+        if cluster.get(key):
+            out[key] = cluster[key]
+    return out

@@ -18,7 +18,7 @@ from domain import ContractError
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
 from tests.integration.chdb_session import chdb_path, fresh_database
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import register_fields, start_sim
 
 SPEC: dict[str, Any] = {
     "seed": 4, "speed": 30.0, "tick_seconds": 1.0,
@@ -59,8 +59,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
 def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, service: Service) -> None:
     east = sim.endpoints["clusters"]["east"]
     service.ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": "east",
-                               "bootstrap_servers": east["bootstrap_servers"].split(","),
-                               "metrics_urls": {str(b["id"]): b["metrics_url"] for b in east["brokers"]}})
+                               **register_fields(east)})
     for _ in range(4):  # a snapshot (rates need two scrapes): the broker IDCs the audit records lack
         service.collection(service.ctx)
         if service.ctx.snapshots.get("east") is not None:
