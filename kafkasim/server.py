@@ -187,8 +187,8 @@ class SimServer:
     def endpoints(self) -> dict[str, Any]:
         """Bootstrap servers, metrics URLs and the control URL of every cluster.
 
-        Realistic metrics (the default): per broker only ``id`` and ``metrics`` (a list of ``{"kind",
-        "url"}``), and per cluster what an operator declares — the ``rack_to_idc`` rule and the
+        Realistic metrics (the default): per broker only ``id``, its listener's ``host`` and ``port`` and
+        ``metrics`` (a list of ``{"kind", "url"}``), and per cluster what an operator declares — the ``rack_to_idc`` rule and the
         ``hardware`` profile (see :mod:`kafkasim.realistic`); IDC, rack and pool are not in it."""
         out: dict[str, Any] = {"format": "kafkasim.endpoints/v1",
                                "control_url": f"http://{self.host}:{self.control_port}", "clusters": {}}
@@ -198,8 +198,8 @@ class SimServer:
                 out["clusters"][cl.name] = {
                     "bootstrap_servers": ",".join(f"{b.host}:{b.port}" for b in bs),
                     "partition_throttle": cl.partition_throttle,
-                    "brokers": [{"id": b.id, "metrics": [{"kind": k, "url": u} for k, u in self.metrics_urls(b)]}
-                                for b in bs],
+                    "brokers": [{"id": b.id, "host": b.host, "port": b.port,
+                                 "metrics": [{"kind": k, "url": u} for k, u in self.metrics_urls(b)]} for b in bs],
                     "rack_to_idc": rack_to_idc(self.fed, cl.name),
                     "hardware": hardware_profile(self.fed, cl.name)}
                 continue
