@@ -75,7 +75,8 @@ def endpoints(doc: dict[str, Any]) -> ClusterEndpoints:
 
 def truth(doc: dict[str, Any]) -> dict[str, Any]:
     """What ``guardian sim truth --endpoints-file E --cluster east`` prints."""
-    return http_json(doc["control_url"] + "/snapshot?cluster=east")  # type: ignore[no-any-return]
+    out: dict[str, Any] = http_json(doc["control_url"] + "/snapshot?cluster=east")
+    return out
 
 
 def rounds(col: ClusterCollector, n: int, gap_s: float = 1.0) -> Collected:
