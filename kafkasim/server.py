@@ -189,7 +189,8 @@ class SimServer:
 
         Realistic metrics (the default): per broker only ``id``, its listener's ``host`` and ``port`` and
         ``metrics`` (a list of ``{"kind", "url"}``), and per cluster what an operator declares — the
-        ``rack_to_idc`` rule and the ``hardware`` profile (see :mod:`kafkasim.realistic`); IDC, rack and pool are not in it."""
+        ``rack_to_idc`` rule and the ``hardware`` profile (see :mod:`kafkasim.realistic`); IDC, rack and
+        pool are not in it."""
         out: dict[str, Any] = {"format": "kafkasim.endpoints/v1",
                                "control_url": f"http://{self.host}:{self.control_port}", "clusters": {}}
         for cl in self.fed.clusters.values():
