@@ -127,6 +127,9 @@ _VALID_BODIES: set[str] = {""}
 """Label strings already proven well-formed by :data:`_BODY_RE` (bounded; payloads repeat them)."""
 
 
+_TS_RE = re.compile(r"-?[0-9]+")
+
+
 def _with_timestamps(vals: list[str]) -> tuple[list[float], int] | None:
     """(values, newest timestamp) of ``value timestamp`` strings, None unless every one is exactly that."""
     sp = list(map(str.split, vals))
@@ -153,6 +156,18 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
     label string or a value that fails these checks, so the run goes to the exact path.
     """
     head = name + "{"
+    # one scrape, one timestamp on every line (the common stamped case): cut the stamps off in C first
+    last = text[text.rfind("\n", s, e) + 1:e]
+    tail = last[last.rfind("} ") + 2:] if "} " in last else ""
+    gap = tail.find(" ")
+    if gap > 0 and _TS_RE.fullmatch(tail, gap + 1) is not None:
+        suffix = tail[gap:]
+        seg = text[s:e]
+        if seg.endswith(suffix) and seg.count(suffix + "\n") == seg.count("\n"):
+            bare = seg[: -len(suffix)].replace(suffix + "\n", "\n")
+            got = _split_run(bare, name, 0, len(bare))
+            if got is not None and got[2] is None:
+                return got[0], got[1], int(suffix)
     first: tuple[str, float] | None = None
     ts: int | None = None
     if not text.startswith(head, s):

@@ -2,9 +2,11 @@
 
 1. kafkasim: a simulated cluster seeded from a generated skewed snapshot (mixed HDD/NVMe disks, two
    IDCs, heavy-tailed traffic, hot disks, consumers lagging far enough to read from disk), running
-   faster than real time on 127.0.0.1.
+   faster than real time on 127.0.0.1, laid out like a real deployment: a JMX exporter and a
+   node_exporter per broker with stock names only, some log dirs on LVM volumes.
 2. A one-node Guardian controller (Raft journal + chdb under ``out/demo/state``) with its REST API on
-   a free loopback port; the cluster is registered and opted into auto-rebalance through the API.
+   a free loopback port; the cluster is registered the way an operator registers one (both endpoints
+   of every broker, the rack→IDC rule, the hardware profile) and opted into auto-rebalance through the API.
 3. The leader's loops act on their own: collection (rollups into chdb), auto-rebalance (plan, approve,
    execute with an adaptive migration throttle) and throttle protection.
 4. The before/after of disk load is printed and drawn to ``out/demo/disk-load.png``; the figures go to
@@ -212,6 +214,14 @@ def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> Table:
     return table
 
 
+def registration(cluster: dict[str, Any]) -> dict[str, Any]:
+    """What an operator registers for the simulated cluster: its bootstrap servers, both metrics endpoints of
+    every broker (JMX exporter and node_exporter, ``"ID/kind"``), the rack→IDC rule and the hardware profile."""
+    return {"name": CLUSTER, "bootstrap_servers": cluster["bootstrap_servers"].split(","),
+            "metrics_urls": {f"{b['id']}/{m['kind']}": m["url"] for b in cluster["brokers"] for m in b["metrics"]},
+            "rack_to_idc": cluster["rack_to_idc"], "hardware": cluster["hardware"]}
+
+
 def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int:
     """Run the demo; returns the exit code: 0 when auto-rebalance brought every pool's peak/mean disk load
     within the threshold before ``timeout_s`` and the throttle protection acted on the replay."""
@@ -244,10 +254,7 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
                                                                          "X-Guardian-Reason": "make demo"})
         wait_for("the API", lambda: _up(api), 20, console)
         console.print(f"controller: http://127.0.0.1:{port}/docs  (token {TOKEN!r})", markup=False)
-        api.post("/api/v1/clusters", json={
-            "name": CLUSTER, "bootstrap_servers": endpoints["bootstrap_servers"].split(","),
-            "metrics_urls": {str(b["id"]): b["metrics_url"] for b in endpoints["brokers"]},
-            "control_url": sim.endpoints.get("control_url")}).raise_for_status()
+        api.post("/api/v1/clusters", json=registration(endpoints)).raise_for_status()
         service.scheduler.start()
         before = wait_for("the first usable snapshot", lambda: service.ctx.snapshots.get(CLUSTER), 60, console)
         console.print(snapshot_table(before))
