@@ -165,9 +165,9 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
         seg = text[s:e]
         if seg.endswith(suffix) and seg.count(suffix + "\n") == seg.count("\n"):
             bare = seg[: -len(suffix)].replace(suffix + "\n", "\n")
-            got = _split_run(bare, name, 0, len(bare))
-            if got is not None and got[2] is None:
-                return got[0], got[1], int(suffix)
+            cut = _split_run(bare, name, 0, len(bare))
+            if cut is not None and cut[2] is None:
+                return cut[0], cut[1], int(suffix)
     first: tuple[str, float] | None = None
     ts: int | None = None
     if not text.startswith(head, s):
