@@ -152,24 +152,34 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
     All in C: the run is cut at ``\nname{`` and ``} `` into label strings and values; the cut is
     accepted only when it yields pairs, every label string is well-formed (:data:`_BODY_RE`,
     memoised in :data:`_VALID_BODIES`) and every value is a float.  A line of another shape
-    (timestamp, no braces, leading blanks, ``} `` inside a label value, stray bytes) leaves a
-    label string or a value that fails these checks, so the run goes to the exact path.
+    (no braces, leading blanks, ``} `` inside a label value, stray bytes) leaves a label string or a
+    value that fails these checks, so the run goes to the exact path.  Timestamps: when the last line
+    ends in `` <integer>`` the run is first cut at ``<that suffix>\nname{`` (one scrape stamps every
+    line alike); otherwise, or when that cut fails, each value is split from its own timestamp.
     """
-    head = name + "{"
-    # one scrape, one timestamp on every line (the common stamped case): cut the stamps off in C first
     last = text[text.rfind("\n", s, e) + 1:e]
     tail = last[last.rfind("} ") + 2:] if "} " in last else ""
     gap = tail.find(" ")
     if gap > 0 and _TS_RE.fullmatch(tail, gap + 1) is not None:
-        suffix = tail[gap:]
-        seg = text[s:e]
-        if seg.endswith(suffix) and seg.count(suffix + "\n") == seg.count("\n"):
-            bare = seg[: -len(suffix)].replace(suffix + "\n", "\n")
-            cut = _split_run(bare, name, 0, len(bare))
-            if cut is not None and cut[2] is None:
-                return cut[0], cut[1], int(suffix)
-    first: tuple[str, float] | None = None
+        got = _cut_run(text, name, s, e, tail[gap:])
+        if got is not None:
+            return got
+    return _cut_run(text, name, s, e, None)
+
+
+def _cut_run(text: str, name: str, s: int, e: int,
+             suffix: str | None) -> tuple[list[str], list[float], int | None] | None:
+    """:func:`_split_run` with every line ending in ``suffix`` (`` <timestamp>``), or with each line's own."""
+    head = name + "{"
+    sep = "\n" + head
     ts: int | None = None
+    if suffix is not None:
+        if not text.endswith(suffix, s, e):
+            return None
+        sep = suffix + sep
+        e -= len(suffix)
+        ts = int(suffix)
+    first: tuple[str, float] | None = None
     if not text.startswith(head, s):
         # an unlabelled sample may lead a labelled run (``x_total 5`` then ``x_total{topic="a"} 2``)
         nl = text.find("\n", s, e)
@@ -182,9 +192,11 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
             first = (m.group(1) or "", float(m.group(2)))
         except ValueError:
             return None
-        ts = int(m.group(3)) if m.group(3) else None
+        if m.group(3):
+            lead = int(m.group(3))
+            ts = lead if ts is None else max(ts, lead)
         s = nl + 1
-    parts = text[s + len(head):e].replace("\n" + head, "\x00").replace("} ", "\x00").split("\x00")
+    parts = text[s + len(head):e].replace(sep, "\x00").replace("} ", "\x00").split("\x00")
     if len(parts) % 2:
         return None
     bodies = parts[0::2]
@@ -201,15 +213,17 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
     try:
         values = list(map(float, vals))
     except ValueError:
-        got = _with_timestamps(vals)  # every sample stamped (a simulator's clock, a federating exporter)
+        if suffix is not None:
+            return None
+        got = _with_timestamps(vals)  # every sample stamped, not all alike
         if got is None:
             return None
         values, newest = got
-        if (ts is None) != (first is None):  # stamped lines after an unstamped lead line: the exact path
+        if first is not None and ts is None:  # stamped lines after an unstamped lead line: the exact path
             return None
         ts = newest if ts is None else max(ts, newest)
     else:
-        if ts is not None:
+        if suffix is None and ts is not None:  # a stamped lead line before unstamped lines: the exact path
             return None
     if first is not None:
         bodies.insert(0, first[0])

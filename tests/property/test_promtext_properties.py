@@ -28,6 +28,11 @@ def runs(draw: st.DrawFn) -> tuple[str, list[int]]:
     shared = draw(st.integers(0, 2 * 10**12))
     for name in draw(st.lists(NAMES, min_size=1, max_size=4, unique=True)):
         lines.append(f"# TYPE {name} gauge")
+        if draw(st.booleans()):  # an unlabelled sample may lead the family (a broker-wide total)
+            ts = shared if uniform else draw(STAMPS)
+            if ts is not None:
+                stamps.append(ts)
+            lines.append(f"{name} {draw(VALUES)}" + ("" if ts is None else f" {ts}"))
         seen: set[str] = set()
         for _ in range(draw(st.integers(1, 6))):
             lab = draw(LABEL_VALUES)
@@ -42,7 +47,7 @@ def runs(draw: st.DrawFn) -> tuple[str, list[int]]:
     return "\n".join(lines) + "\n", stamps
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(runs())
 def test_fast_parser_matches_the_reference_with_and_without_timestamps(case: tuple[str, list[int]]) -> None:
     text, stamps = case
