@@ -32,7 +32,7 @@ from collectors.build import assemble, behaviours, disks, methods, partition_rat
 from collectors.build.names import PLACEHOLDER_DIR, WANTED_METRICS
 from collectors.build.records import Collected, CopyInFlight, ModelConfig, PartitionDetail, PartitionDetails
 from collectors.build.series import SeriesIndex
-from collectors.build.state import BrokerBook, DiskBook, Holds, PartHold
+from collectors.build.state import BrokerBook, DiskBook, GroupBook, Holds, PartHold
 from collectors.completeness import Coverage
 from collectors.history import RingWindow
 from collectors.rates import DropLog, VectorCounterTracker
@@ -59,6 +59,7 @@ class LoadModel:
         self.series = SeriesIndex(self.phold)
         self.brokers = BrokerBook(endpoints)
         self.disks = DiskBook()
+        self.groups = GroupBook()
         self.disk_window = RingWindow(self.cfg.history_capacity)
         p_cap = max(1, self.cfg.history_capacity // self.cfg.partition_history_every)
         self.partition_windows = {name: RingWindow(p_cap, 1024, every=self.cfg.partition_history_every)
@@ -107,7 +108,8 @@ class LoadModel:
         ix = partition_rates.index_partitions(state, phold)
         pc = partition_rates.partition_counters(ix, src.brokers, tracker, series, phold, drops)
         tc = partition_rates.topic_counters(src.brokers, tracker, series, holds, now, drops)
-        pos = reads.consumer_positions(src, ix, pc.leo_lead_val, tracker, series, state, cov)
+        pos = reads.consumer_positions(src, ix, pc.leo_lead_val, tracker, series, state, self.groups, now, cfg.hold_s,
+                                       cov)
         residence_b = reads.residence_times(disk_round, alive, holds, now)
         fin = methods.bytes_in(ix, pc, tc, phold, now, cfg.hold_s)
         b_out, m_out = methods.bytes_out(ix, tc, fin, pos.group_rate, series.topic_reg, phold, now, cfg.hold_s)

@@ -12,18 +12,20 @@ at once on the client's network loop and awaited with a deadline, so one slow or
 at most the timeout. Client quotas go through the protocol layer (``DescribeClientQuotasRequest``):
 ``KafkaAdminClient`` has no quota methods. A partial round (``full=False``) re-reads only what
 changed or is due and carries the rest over. Consumer positions come from Kafka itself, as
-``kafka-consumer-groups.sh --describe`` gets them: ListGroups on every alive broker (every
-``groups_list_every`` rounds; consumer-protocol groups, at most ``groups_max``, sorted by name),
-FindCoordinator for groups without a known coordinator (batched, v4+), then one OffsetFetch per
-coordinator (all its groups in one v8+ request, else one per group), all in flight at once.
+``kafka-consumer-groups.sh --describe`` gets them, every ``groups_every`` rounds (carried over in
+between): ListGroups on every alive broker (every ``groups_list_every`` reads; consumer-protocol
+groups, at most ``groups_max``, sorted by name), FindCoordinator for groups without a known
+coordinator (batched, v4+), then one OffsetFetch per coordinator (all its groups in one v8+ request,
+else one per group), all in flight at once.
 
 Guarantee: every failure is recorded in :attr:`KafkaState.errors` (``what -> message``); a round
 only fails as a whole (:class:`KafkaSourceError`) when cluster metadata itself cannot be read, and
 then the connection's client is dropped so the next round reconnects. A refused login is a
 :class:`~kafkaio.errors.KafkaAuthError` (a :class:`KafkaSourceError` too).
 Cost: one Metadata request, one ListPartitionReassignments, one DescribeClientQuotas, and
-DescribeLogDirs + DescribeConfigs of the brokers due this round (all brokers when ``full``); one
-OffsetFetch per group coordinator (and, every ``groups_list_every`` rounds, one ListGroups per broker).
+DescribeLogDirs + DescribeConfigs of the brokers due this round (all brokers when ``full``); every
+``groups_every`` rounds one OffsetFetch per group coordinator (and, every ``groups_list_every`` reads,
+one ListGroups per broker).
 """
 
 from __future__ import annotations
@@ -128,9 +130,12 @@ class KafkaSourceOptions:
     describe_quotas: bool = True
     client_id: str = "guardian-collector"
     consumer_offsets: bool = True
-    """Read consumer groups' committed offsets every round (the page-cache estimate needs positions)."""
+    """Read consumer groups' committed offsets (the page-cache estimate needs positions)."""
+    groups_every: int = 3
+    """Rounds between reads of the committed offsets after the first two (carried over in between, marked
+    not fresh)."""
     groups_list_every: int = 6
-    """Rounds between ListGroups (a new group is seen within this many rounds)."""
+    """Reads of the committed offsets between ListGroups (a new group is seen within this many reads)."""
     groups_max: int = 2000
     """At most this many groups' offsets are read (the first by name)."""
 
@@ -165,6 +170,7 @@ class KafkaSource:
         self._groups: list[str] = []
         self._coordinators: dict[str, int] = {}
         self._rounds = 0
+        self._reads = 0
 
     @classmethod
     def for_endpoints(cls, endpoints: ClusterEndpoints, options: KafkaSourceOptions | None = None) -> KafkaSource:
@@ -295,7 +301,11 @@ class KafkaSource:
         if self.options.describe_quotas:
             self._quotas(state)
         if self.options.consumer_offsets and alive:
-            self._group_offsets(state, alive)
+            # the first two rounds read (a rate needs two), then every ``groups_every``-th round
+            if previous is None or self._rounds < 2 or self._rounds % max(self.options.groups_every, 1) == 0:
+                self._group_offsets(state, alive)
+            else:
+                state.group_offsets, state.groups_listed = previous.group_offsets, previous.groups_listed
         self._rounds += 1
         ages = [state.log_dirs_at[b] for b in alive if b in state.log_dirs_at]
         state.details_age_s = max(state.fetched_at - min(ages), 0.0) if ages and not state.full else 0.0
@@ -400,7 +410,8 @@ class KafkaSource:
         """Committed offsets of every consumer group (up to ``groups_max``) into ``state``."""
         opts = self.options
         timeout = opts.request_timeout_ms
-        relist = self._rounds % max(opts.groups_list_every, 1) == 0 or not self._groups
+        relist = self._reads % max(opts.groups_list_every, 1) == 0 or not self._groups
+        self._reads += 1
 
         async def go(client: Any) -> tuple[dict[str, dict[tuple[str, int], int]], dict[str, str], int | None]:
             mgr = client._manager

@@ -31,7 +31,7 @@ from collectors.build.disks import DiskRound
 from collectors.build.names import M_GROUP_LAG, M_GROUP_OFFSET
 from collectors.build.partition_rates import F64, PartitionIndex
 from collectors.build.series import SeriesIndex
-from collectors.build.state import Holds, PartHold
+from collectors.build.state import GroupBook, Holds, PartHold
 from collectors.build.topology import Sources
 from collectors.completeness import Coverage
 from collectors.pagecache import is_disk_read, residence_seconds
@@ -48,7 +48,8 @@ class Positions:
 
 
 def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, tracker: VectorCounterTracker,
-                       series: SeriesIndex, state: KafkaState, cov: Coverage) -> Positions:
+                       series: SeriesIndex, state: KafkaState, groups: GroupBook, now: float, hold_s: float,
+                       cov: Coverage) -> Positions:
     """Positions and offset rates of every consumer group: committed offsets from the admin API, and the
     kafka_exporter conventions on exporters (and broker endpoints, for exporters co-hosted there)."""
     pidx, leader = ix.pidx, ix.leader
@@ -84,7 +85,7 @@ def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, 
                 if r == r:
                     group_rate[(i, group)] = r
     from_exporters = sum(len(g) for g in positions.values())
-    n_admin = admin_positions(state, ix, sources, tracker, positions, group_rate)
+    n_admin = admin_positions(state, ix, sources, tracker, groups, now, hold_s, positions, group_rate)
     cov.consumer_offsets = {
         "source": "admin" if n_admin else ("exporter" if from_exporters else "none"),
         "groups": len({g for gs in positions.values() for g in gs}), "partitions": len(positions),
@@ -93,15 +94,23 @@ def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, 
 
 
 def admin_positions(state: KafkaState, ix: PartitionIndex, sources: Sources, tracker: VectorCounterTracker,
-                    positions: dict[int, dict[str, float]], group_rate: dict[tuple[int, str], float]) -> int:
-    """Fold the committed offsets read through the admin API into ``positions`` / ``group_rate``; the count."""
-    if not state.group_offsets_fresh or not state.group_offsets:
+                    groups: GroupBook, now: float, hold_s: float, positions: dict[int, dict[str, float]],
+                    group_rate: dict[tuple[int, str], float]) -> int:
+    """Fold the committed offsets read through the admin API into ``positions`` / ``group_rate``; the count.
+
+    A fresh read is rated against the previous one at the round's sample clock (the newest broker
+    payload's); a carried-over read keeps its offsets as positions and the rates of the last fresh one
+    (``groups``) for at most ``hold_s``."""
+    if not state.group_offsets:
         return 0
+    fresh = state.group_offsets_fresh
+    if not fresh and now - groups.at > hold_s:
+        groups.rates.clear()
     clocks = [(c, k) for _, c, k in sources.brokers.values()]
     stamped = [x for x in clocks if x[1] == "ts"]
     clock, kind = max(stamped or clocks) if clocks else (None, "mono")
     pidx = ix.pidx
-    bodies: list[str] = []
+    keys: list[tuple[str, str, int]] = []
     vals: list[float] = []
     where: list[tuple[int, str]] = []
     for group, offs in state.group_offsets.items():
@@ -109,17 +118,21 @@ def admin_positions(state: KafkaState, ix: PartitionIndex, sources: Sources, tra
             i = pidx.get(tp)
             if i is None:
                 continue
-            bodies.append(f"{group}\x00{tp[0]}\x00{tp[1]}")
+            keys.append((group, tp[0], tp[1]))
             vals.append(float(off))
             where.append((i, group))
     for (i, group), v in zip(where, vals, strict=True):
         positions[i][group] = v
-    if clock is not None and bodies:
-        rates, _codes = tracker.update((kind, "admin", "committed_offsets"), bodies, clock, vals)
-        for (i, group), r in zip(where, rates.tolist(), strict=True):
-            if r == r:
-                group_rate[(i, group)] = r
-    return len(bodies)
+    if fresh and clock is not None and keys:
+        rates, _codes = tracker.update((kind, "admin", "committed_offsets"), keys, clock, vals)
+        groups.rates = {k: r for k, r in zip(keys, rates.tolist(), strict=True) if r == r}
+        groups.at = now
+    held = groups.rates
+    for k, (i, group) in zip(keys, where, strict=True):
+        r = held.get(k)
+        if r is not None:
+            group_rate[(i, group)] = r
+    return len(keys)
 
 
 def residence_times(disks: DiskRound, alive: Iterable[int], holds: Holds, now: float) -> dict[int, float]:

@@ -4,7 +4,8 @@ Goal: split the model's long-lived state by concern so a stage's signature shows
 :class:`Holds` (last good scalar figures), :class:`PartHold` (last good per-partition figures, in
 arrays over a stable partition registry), :class:`BrokerBook` (who each endpoint is, broker facts
 kept for dead brokers), :class:`DiskBook` (log-dir facts, replica -> log dir, the replica layout
-cache). Method: dicts and numpy arrays; every "hold" returns a value at most ``hold_s`` old.
+cache), :class:`GroupBook` (consumer groups' offset rates between reads). Method: dicts and numpy
+arrays; every "hold" returns a value at most ``hold_s`` old.
 Guarantee: no I/O; a held value is returned only while younger than ``hold_s``. Cost: O(1) per
 scalar hold, O(partitions) vectorised per partition hold; arrays grow by doubling.
 """
@@ -119,6 +120,17 @@ class BrokerBook:
         """broker -> (host, port, rack) as the cluster metadata last gave them."""
         self.url_broker: dict[str, int] = endpoints.url_to_broker()
 
+
+
+@dataclass
+class GroupBook:
+    """The committed-offset rates of the last fresh read of consumer groups (reads come every few rounds;
+    in between the carried-over offsets are positions and these rates stand, for at most ``hold_s``)."""
+
+    rates: dict[tuple[str, str, int], float] = field(default_factory=dict)
+    """(group, topic, partition) -> committed offsets per second."""
+    at: float = 0.0
+    """When (wall, seconds) they were measured."""
 
 
 @dataclass
