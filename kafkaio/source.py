@@ -131,9 +131,9 @@ class KafkaSourceOptions:
     client_id: str = "guardian-collector"
     consumer_offsets: bool = True
     """Read consumer groups' committed offsets (the page-cache estimate needs positions)."""
-    groups_every: int = 3
+    groups_every: int = 6
     """Rounds between reads of the committed offsets after the first two (carried over in between, marked
-    not fresh)."""
+    not fresh; the collector moves them on at their last rates)."""
     groups_list_every: int = 6
     """Reads of the committed offsets between ListGroups (a new group is seen within this many reads)."""
     groups_max: int = 2000

@@ -85,7 +85,7 @@ def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, 
                 if r == r:
                     group_rate[(i, group)] = r
     from_exporters = sum(len(g) for g in positions.values())
-    n_admin = admin_positions(state, ix, sources, tracker, groups, now, hold_s, positions, group_rate)
+    n_admin = admin_positions(state, ix, leo_lead_val, sources, tracker, groups, now, hold_s, positions, group_rate)
     cov.consumer_offsets = {
         "source": "admin" if n_admin else ("exporter" if from_exporters else "none"),
         "groups": len({g for gs in positions.values() for g in gs}), "partitions": len(positions),
@@ -93,14 +93,15 @@ def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, 
     return Positions(positions, group_rate)
 
 
-def admin_positions(state: KafkaState, ix: PartitionIndex, sources: Sources, tracker: VectorCounterTracker,
+def admin_positions(state: KafkaState, ix: PartitionIndex, leo: F64, sources: Sources, tracker: VectorCounterTracker,
                     groups: GroupBook, now: float, hold_s: float, positions: dict[int, dict[str, float]],
                     group_rate: dict[tuple[int, str], float]) -> int:
     """Fold the committed offsets read through the admin API into ``positions`` / ``group_rate``; the count.
 
     A fresh read is rated against the previous one at the round's sample clock (the newest broker
-    payload's); a carried-over read keeps its offsets as positions and the rates of the last fresh one
-    (``groups``) for at most ``hold_s``."""
+    payload's). Between reads (``state.group_offsets_fresh`` False) a group's position is its last
+    committed offset moved on at its last rate to this round's clock, never past the leader's log end;
+    the rates stand for at most ``hold_s`` (``groups``)."""
     if not state.group_offsets:
         return 0
     fresh = state.group_offsets_fresh
@@ -121,17 +122,20 @@ def admin_positions(state: KafkaState, ix: PartitionIndex, sources: Sources, tra
             keys.append((group, tp[0], tp[1]))
             vals.append(float(off))
             where.append((i, group))
-    for (i, group), v in zip(where, vals, strict=True):
-        positions[i][group] = v
     if fresh and clock is not None and keys:
         rates, _codes = tracker.update((kind, "admin", "committed_offsets"), keys, clock, vals)
         groups.rates = {k: r for k, r in zip(keys, rates.tolist(), strict=True) if r == r}
-        groups.at = now
+        groups.at, groups.clock = now, clock
     held = groups.rates
-    for k, (i, group) in zip(keys, where, strict=True):
+    since = clock - groups.clock if not fresh and clock is not None and groups.clock is not None else 0.0
+    for k, (i, group), v in zip(keys, where, vals, strict=True):
         r = held.get(k)
         if r is not None:
             group_rate[(i, group)] = r
+            if since > 0:
+                end = float(leo[i])
+                v = v + r * since if end != end else min(v + r * since, max(end, v))
+        positions[i][group] = v
     return len(keys)
 
 

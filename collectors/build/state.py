@@ -131,6 +131,8 @@ class GroupBook:
     """(group, topic, partition) -> committed offsets per second."""
     at: float = 0.0
     """When (wall, seconds) they were measured."""
+    clock: float | None = None
+    """The sample clock of that read (positions in between are extrapolated from it)."""
 
 
 @dataclass

@@ -12,18 +12,25 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from collectors.build.disks import map_devices, new_facts
 from collectors.build.names import BROKER_METRICS, JMX_METRICS
+from collectors.build.partition_rates import PartitionIndex
+from collectors.build.reads import admin_positions
 from collectors.build.records import ModelConfig
+from collectors.build.state import GroupBook
+from collectors.build.topology import Sources
 from collectors.disk_rates import HOST_METRICS
-from collectors.promtext import merge_payloads, parse_fast
+from collectors.promtext import Payload, merge_payloads, parse_fast
+from collectors.rates import VectorCounterTracker
 from collectors.scrape import authorization, scrape_all
 from controlplane.service.planning import PlanRequestError, idc_refusal, make_plan
 from domain import DiskKind, parse_snapshot
 from kafkaio.endpoints import EndpointsError, MetricsEndpoint, endpoints_from_record, parse_endpoints
+from kafkaio.source import KafkaState
 from kafkasim.httpd import BasicAuth, http_serve
 from kafkasim.tls import TlsMaterial
 from tests.snapshots import dumps, small_doc
@@ -280,3 +287,24 @@ def test_an_idc_placement_is_refused_on_brokers_of_unknown_idc_naming_them() -> 
     without = parse_snapshot(dumps(doc))
     assert idc_refusal(without, {}) is None  # no placement policy: nothing to refuse
     assert idc_refusal(without, {"placement": {"idc-a": 1}}) is not None
+
+
+# ---------------------------------------------------------------------- consumer positions between reads
+def test_committed_offsets_between_reads_move_on_at_their_last_rate_up_to_the_log_end() -> None:
+    ix = PartitionIndex([("t", 0)], {("t", 0): 0}, [], np.array([1]), np.array([0]), {})
+    tracker, book = VectorCounterTracker(0.5), GroupBook()
+
+    def round_(clock: float, off: int, fresh: bool, leo: float, now: float) -> tuple[float, float | None]:
+        state = KafkaState(None, None, {}, {}, group_offsets={"g": {("t", 0): off}}, group_offsets_fresh=fresh)
+        positions: dict[int, dict[str, float]] = {0: {}}
+        rates: dict[tuple[int, str], float] = {}
+        assert admin_positions(state, ix, np.array([leo]), Sources({1: (Payload(), clock, "ts")}, []), tracker, book,
+                               now, 60.0, positions, rates) == 1
+        tracker.end_round()
+        return positions[0]["g"], rates.get((0, "g"))
+
+    assert round_(1000.0, 100, True, 5000.0, 0.0) == (100.0, None)  # first read: a position, no rate yet
+    assert round_(1010.0, 600, True, 5000.0, 10.0) == (600.0, 50.0)
+    assert round_(1020.0, 600, False, 5000.0, 20.0) == (1100.0, 50.0)  # carried: moved on 10 s at 50/s
+    assert round_(1050.0, 600, False, 2000.0, 50.0) == (2000.0, 50.0)  # never past the log end
+    assert round_(1090.0, 600, False, 9000.0, 90.0) == (600.0, None)  # rates older than hold_s: dropped
