@@ -131,9 +131,11 @@ class KafkaSourceOptions:
     client_id: str = "guardian-collector"
     consumer_offsets: bool = True
     """Read consumer groups' committed offsets (the page-cache estimate needs positions)."""
-    groups_every: int = 6
-    """Rounds between reads of the committed offsets after the first two (carried over in between, marked
-    not fresh; the collector moves them on at their last rates)."""
+    groups_every: int = 1
+    """Rounds between reads of the committed offsets after the first two. 1 (every round) by default: a
+    consumer that starts replaying must be seen within one round (the throttle protection acts on it);
+    above 1 the offsets are carried over in between, marked not fresh, and the collector moves them on
+    at their last rates (cheaper for thousands of groups, blind to a rate change until the next read)."""
     groups_list_every: int = 6
     """Reads of the committed offsets between ListGroups (a new group is seen within this many reads)."""
     groups_max: int = 2000
