@@ -8,8 +8,9 @@ Method: each detector is a pure function over a short history of :class:`HealthR
 newest last). Persistence is read from the history itself, so the detectors keep no state between calls:
 
 * **broker failure** — a broker ``DEAD`` in the newest round (the collectors mark a broker known before but
-  missing from metadata so); ``dead_for_s`` runs from the first round of the unbroken dead streak, and the
-  finding is *confirmed* once that exceeds the grace period. None while the broker is in maintenance.
+  missing from metadata so) that still hosts replicas; ``dead_for_s`` runs from the first round of the
+  unbroken dead streak, and the finding is *confirmed* once that exceeds the grace period. None while the
+  broker is in maintenance.
 * **log-dir failure** — a dir the round lists as offline (DescribeLogDirs ``KAFKA_STORAGE_ERROR``, or
   replicas Kafka reports offline) on a broker that lives.
 * **fail-slow disk** — a disk whose await is far above the median of its *peers* (same disk kind, other
@@ -149,6 +150,8 @@ def detect_dead_brokers(history: Sequence[HealthRound], cfg: DetectorConfig) -> 
             since = r.at
         dead_for = max(now.at - since, 0.0)
         hosted = sum(1 for p in now.snapshot.iter_partitions() if b.id in p.replicas)
+        if not hosted:
+            continue  # nothing of it is missing (its replicas were re-created elsewhere)
         size = sum(p.size_bytes for p in now.snapshot.iter_partitions() if b.id in p.replicas)
         out.append(Finding(BROKER_DEAD, f"{BROKER_DEAD}:{b.id}", {"broker": b.id, "rack": b.rack, "idc": b.idc},
                            {"dead_for_s": round(dead_for, 3), "grace_s": cfg.grace_s, "replicas": hosted,

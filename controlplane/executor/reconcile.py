@@ -69,6 +69,7 @@ from controlplane.executor.tasks import (
     involved_brokers,
     order_tasks,
     ready_tasks,
+    removed_brokers,
     select_batch,
     tasks_from_plan,
 )
@@ -560,8 +561,8 @@ class Executor:
     def _cancel_reason(self, t: Task, live: LiveCluster, ex: Execution) -> str | None:
         """Why an open task must be cancelled now (a dead broker of its replica sets, its topic deleted or
         grown), or ``None``."""
-        dead = sorted(b for b in involved_brokers(t) if b not in live.alive)
-        if dead:
+        dead = sorted(b for b in involved_brokers(t) - removed_brokers(t) if b not in live.alive)
+        if dead:  # a dead broker the task removes is what self-healing replaces: that move goes on
             return f"broker {dead[0]} of the old/new replica set is dead"
         expected = ex.partition_counts.get(t.topic)
         actual = live.topic_sizes.get(t.topic)

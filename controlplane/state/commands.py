@@ -245,9 +245,10 @@ class PlanExpire(_Cmd):
     plan_id: Annotated[int, Field(ge=1)]
 
 
-for _model in (SelfHealingSet, AnomalyRaise, AnomalyUpdate, PlanExpire):
-    for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
-        COMMANDS[_literal] = _model
+_healing_model: type[_Cmd]
+for _healing_model in (SelfHealingSet, AnomalyRaise, AnomalyUpdate, PlanExpire):
+    for _literal in _healing_model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
+        COMMANDS[_literal] = _healing_model
 
 
 def parse_command(command: JsonDict) -> _Cmd:

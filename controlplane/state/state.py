@@ -381,9 +381,11 @@ class GuardianState:
             raise CommandRejected(f"unknown anomaly {cmd.anomaly_id}")
         if cmd.expect is not None and rec["status"] != cmd.expect:
             raise CommandRejected(f"anomaly {cmd.anomaly_id} is {rec['status']}, not {cmd.expect}")
-        if rec["status"] == cmd.status:
+        restage = (cmd.plan_id is not None and cmd.plan_id != rec.get("plan_id")) or (
+            cmd.execution_id is not None and cmd.execution_id != rec.get("execution_id"))
+        if rec["status"] == cmd.status and not restage:
             return {"anomaly_id": cmd.anomaly_id, "status": cmd.status, "changed": False}
-        if cmd.status not in ANOMALY_TRANSITIONS[rec["status"]]:
+        if rec["status"] != cmd.status and cmd.status not in ANOMALY_TRANSITIONS[rec["status"]]:
             raise CommandRejected(f"anomaly {cmd.anomaly_id} cannot go from {rec['status']} to {cmd.status}")
         rec = dict(rec)
         at = cmd.meta.at.isoformat()
