@@ -180,7 +180,8 @@ class SelfHealingJob:
                 continue
             plan = plans.get(str(rec["plan_id"]), {})
             ex = executions.get(str(plan.get("execution_id"))) if plan.get("execution_id") else None
-            if rec["kind"] == BROKER_DEAD and key not in observed:
+            back = {b.id for b in now.snapshot.brokers if b.state is not BrokerState.DEAD}
+            if rec["kind"] == BROKER_DEAD and key not in observed and int(rec["subject"]["broker"]) in back:
                 if ex is not None and ex["status"] in ("running", "stopping") and ctx.executor is not None:
                     ctx.store.propose({"type": "execution.stop", "meta": meta(WHO, "the broker returned"),
                                        "execution_id": ex["id"], "rollback": False})
