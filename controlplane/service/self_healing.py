@@ -43,6 +43,7 @@ from planners.anomalies import (
     BROKER_DEAD,
     DISK_FAIL_SLOW,
     FIXABLE,
+    KINDS,
     LOG_DIR_OFFLINE,
     MASS_FAILURE,
     DetectorConfig,
@@ -138,6 +139,11 @@ class SelfHealingJob:
         cfg = replace(self.detector, grace_s=settings.grace_s, mass_failure_share=settings.mass_failure_share)
         findings = detect_all(list(hist), cfg)
         open_ = self._sync(ctx, name, findings)
+        counts: dict[str, int] = {k: 0 for k in KINDS}
+        for rec in open_.values():
+            counts[rec["kind"]] = counts.get(rec["kind"], 0) + 1
+        for kind, n in counts.items():
+            ctx.metrics.open_anomalies.labels(name, kind).set(n)
         self._carry(ctx, name, open_, findings, settings, hist[-1])
         decision = self._start(ctx, name, findings, settings, hist[-1])
         self.last[name] = {"round": r.seq, "at": hist[-1].at, "findings": [f.key for f in findings], **decision}
