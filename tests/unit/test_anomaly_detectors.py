@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain import BrokerState, ClusterSnapshot, check_plan
+from controlplane.service.auto_rebalance import unexecutable
+from domain import BrokerState, ClusterSnapshot, PartitionMove, Plan, check_plan
 from domain.snapshot_file import parse_snapshot
 from planners.anomalies import (
     BROKER_DEAD,
@@ -212,3 +213,15 @@ def test_evacuate_a_disk_of_a_dead_broker_goes_elsewhere() -> None:
     assert s.index.broker_by_id[4].state is BrokerState.DEAD
     plan = plan_evacuate_disk(s, (4, "/d1"))
     assert plan.moves and all(4 not in m.replicas for m in plan.moves)
+
+
+def test_auto_rebalance_never_proposes_targets_the_executor_refuses() -> None:
+    s = snap(dead=(5,))
+    p = s.index.partition_by_id[("t", 0)]  # replicas (1, 4, 2)
+    to_dead = Plan("c1", "rebalance", (PartitionMove("t", 0, (1, 5, 2), (None, None, None)),))
+    to_unknown = Plan("c1", "rebalance", (PartitionMove("t", 0, (1, 6, 2), (None, "unknown", None)),))
+    fine = Plan("c1", "rebalance", (PartitionMove("t", 0, (1, 6, 2), (None, "/d1", None)),))
+    assert p.replicas == (1, 4, 2)
+    assert "target broker 5 is dead" in unexecutable(s, to_dead)[0]
+    assert "unknown log dir" in unexecutable(s, to_unknown)[0]
+    assert unexecutable(s, fine) == []
