@@ -31,6 +31,7 @@ from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
 from controlplane.service.observation import RoundBoard, executor_binding
 from controlplane.service.scheduler import Job, LeaderScheduler
+from controlplane.service.self_healing import SelfHealingJob
 from controlplane.service.snapshots import partition_ingress
 from controlplane.service.throttle_loop import ThrottleService, throttle_config
 from controlplane.service.throttle_source import round_binding
@@ -142,6 +143,7 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
                 Job("executor", settings.intervals.executor_s, lambda c: c.executor.run_once()),
+                Job("self_healing", settings.intervals.collect_s, SelfHealingJob(rounds)),
                 *(jobs or [])]
     if settings.analytics.enabled:
         if ch is None:

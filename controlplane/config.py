@@ -144,6 +144,16 @@ class AnalyticsConf(_Conf):
     spark_master: str = "local[2]"
 
 
+class NotificationConf(_Conf):
+    """One outbound webhook (``[[notifications]]``) for anomalies and self-healing actions."""
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    format: Literal["json", "slack"] = "json"
+    kinds: list[str] = Field(default_factory=list)
+    retries: Annotated[int, Field(ge=0, le=10)] = 3
+    timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+
+
 class Settings(_Conf):
     data_dir: Path = Path("var/guardian")
     raft: RaftConf = Field(default_factory=RaftConf)
@@ -154,6 +164,7 @@ class Settings(_Conf):
     clickhouse: ClickHouseConf = Field(default_factory=ClickHouseConf)
     throttle: ThrottleConf = Field(default_factory=ThrottleConf)
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
+    notifications: list[NotificationConf] = Field(default_factory=list)
 
 
 def hash_token(token: str) -> str:

@@ -22,6 +22,7 @@ from controlplane.api import (
     actions,
     alerts,
     analytics,
+    anomalies,
     clusters,
     executions,
     health,
@@ -38,7 +39,8 @@ from controlplane.api.openapi import install_openapi
 from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
-ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics)
+ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics,
+           anomalies)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

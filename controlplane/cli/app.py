@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import typer
 
+from controlplane.cli.anomalies import anomalies_app
 from controlplane.cli.exec import exec_app
 from controlplane.cli.plan import plan_app
 from controlplane.cli.schema import schema_app
@@ -31,6 +32,7 @@ analytics_app = typer.Typer(help="Audit analytics: ClickHouse (chdb) + PySpark t
 app.add_typer(analytics_app, name="analytics")
 app.add_typer(throttle_app, name="throttle")
 app.add_typer(exec_app, name="exec")
+app.add_typer(anomalies_app, name="anomalies")
 app.command("serve")(serve_cmd)
 app.command("cluster")(cluster_cmd)
 app.command("token-hash")(token_hash)

@@ -69,6 +69,7 @@ from controlplane.executor.tasks import (
     involved_brokers,
     order_tasks,
     ready_tasks,
+    removed_brokers,
     select_batch,
     tasks_from_plan,
 )
@@ -102,6 +103,8 @@ from kafkaio.types import LiveCluster, ReplicaDir
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
+HEALING_PREFIX = "heal-"
+"""Plans of these kinds (self-healing's) keep moving replicas off dead brokers instead of cancelling."""
 __all__ = ["THROTTLE_PREFIX", "ExecutionConflict", "Executor", "ExecutorConfig", "PassReport", "PlanRejected",
            "plan_digest"]
 
@@ -276,7 +279,8 @@ class Executor:
         if active is not None:
             return active
         tasks, counts = self._prepare(plan, None)
-        return self._start_execution(plan_id, tasks, counts, digest, caps, None, why)
+        options = {"keep_dead_sources": True} if plan.kind.startswith(HEALING_PREFIX) else None
+        return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
 
     def _check_idle(self, digest: str) -> int | None:
         active = self.active_execution()
@@ -560,8 +564,9 @@ class Executor:
     def _cancel_reason(self, t: Task, live: LiveCluster, ex: Execution) -> str | None:
         """Why an open task must be cancelled now (a dead broker of its replica sets, its topic deleted or
         grown), or ``None``."""
-        dead = sorted(b for b in involved_brokers(t) if b not in live.alive)
-        if dead:
+        keep = removed_brokers(t) if ex.options.get("keep_dead_sources") else set()
+        dead = sorted(b for b in involved_brokers(t) - keep if b not in live.alive)
+        if dead:  # a self-healing plan replaces the dead brokers it removes: those moves go on
             return f"broker {dead[0]} of the old/new replica set is dead"
         expected = ex.partition_counts.get(t.topic)
         actual = live.topic_sizes.get(t.topic)

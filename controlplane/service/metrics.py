@@ -18,6 +18,8 @@ class ServiceMetrics:
                                  ["loop", "outcome"], registry=self.registry)
         self.loop_last_run = Gauge("guardian_loop_last_run_timestamp_seconds",
                                    "When the loop last finished a pass (Unix time)", ["loop"], registry=self.registry)
+        self.open_anomalies = Gauge("guardian_open_anomalies", "Open anomalies (detected, confirmed, fixing)",
+                                    ["cluster", "kind"], registry=self.registry)
         self.snapshot_age = Gauge("guardian_snapshot_age_seconds", "Age of the latest snapshot", ["cluster"],
                                   registry=self.registry)
         self.actions = Counter("guardian_actions_total", "Commands committed to the replicated state", ["type"],

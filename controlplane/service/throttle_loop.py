@@ -213,7 +213,7 @@ class ThrottleService:
             lineage, lineage_info = self._lineage_for(cluster, obs.lineage)
             inp = ThrottleInput(transfers=obs.transfers, lineage=lineage,
                                 expected_bytes_in=self._expected(cluster), partition_throttle=obs.partition_throttle,
-                                active=active, alerts=alert_disks)
+                                active=active, alerts=alert_disks, fail_slow=fail_slow_disks(self.store, cluster))
             plan = plan_throttles(obs.snapshot, inp, self.health[cluster], self.config, only)
             self.health[cluster] = dict(plan.health)
             applied = []
@@ -396,6 +396,16 @@ class ThrottleService:
             out["alerts"] = [{"fingerprint": a.fingerprint, "status": a.status, "disk": list(a.disk),
                               "received_at": a.received_at} for a in self.alerts.values() if a.cluster == cluster]
             return _jsonable(out)
+
+
+def fail_slow_disks(store: StateStore, cluster: str) -> dict[DiskId, str]:
+    """Disks of ``cluster`` with an open ``disk-fail-slow`` anomaly in the replicated state (-> its summary)."""
+    def read(s: Mapping[str, Any]) -> dict[DiskId, str]:
+        return {(int(a["subject"]["broker"]), str(a["subject"]["log_dir"])): f"anomaly {a['id']}: {a['summary']}"
+                for a in (s.get("anomalies") or {}).values()
+                if a["cluster"] == cluster and a["kind"] == "disk-fail-slow"
+                and a["status"] in ("detected", "confirmed", "fixing")}
+    return store.read(read)
 
 
 def throttle_config(conf: ThrottleConf) -> ThrottleConfig:

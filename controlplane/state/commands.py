@@ -192,6 +192,65 @@ for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, Pool
         COMMANDS[_literal] = _model
 
 
+# ------------------------------------------------------------------ self-healing (anomalies)
+ANOMALY_STATES = ("detected", "confirmed", "fixing", "fixed", "ignored", "failed")
+OPEN_ANOMALY_STATES = frozenset({"detected", "confirmed", "fixing"})
+ANOMALY_TRANSITIONS: dict[str, frozenset[str]] = {
+    "detected": frozenset({"confirmed", "fixed", "ignored", "failed"}),
+    "confirmed": frozenset({"fixing", "fixed", "ignored", "failed"}),
+    "fixing": frozenset({"fixed", "failed"}),
+    "fixed": frozenset(), "ignored": frozenset(), "failed": frozenset(),
+}
+"""An anomaly's lifecycle: a fix starts only from ``confirmed`` (so it never starts twice), ends once."""
+
+
+class SelfHealingSet(_Cmd):
+    type: Literal["cluster.self_healing"]
+    meta: Meta
+    name: Name
+    enabled: bool
+    grace_s: Annotated[float, Field(ge=0, le=86_400)] = 300.0
+    max_concurrent_fixes: Annotated[int, Field(ge=1, le=100)] = 1
+    mass_failure_share: Annotated[float, Field(gt=0, lt=1)] = 0.34
+    evacuate_slow_after_s: Annotated[float, Field(ge=0, le=86_400)] = 1800.0
+
+
+class AnomalyRaise(_Cmd):
+    type: Literal["anomaly.raise"]
+    meta: Meta
+    cluster: Name
+    key: Annotated[str, Field(min_length=1, max_length=400)]
+    kind: Name
+    subject: dict[str, Any] = Field(default_factory=dict)
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    summary: Annotated[str, Field(max_length=2000)] = ""
+    confirmed: bool = False
+
+
+class AnomalyUpdate(_Cmd):
+    type: Literal["anomaly.update"]
+    meta: Meta
+    anomaly_id: Annotated[int, Field(ge=1)]
+    status: Literal["detected", "confirmed", "fixing", "fixed", "ignored", "failed"]
+    expect: Literal["detected", "confirmed", "fixing", "fixed", "ignored", "failed"] | None = None
+    """Refuse unless the anomaly is in this state now (a second leader's duplicate fix is refused)."""
+    reason: Annotated[str, Field(max_length=2000)] = ""
+    plan_id: Annotated[int, Field(ge=1)] | None = None
+    execution_id: Annotated[int, Field(ge=1)] | None = None
+
+
+class PlanExpire(_Cmd):
+    type: Literal["plan.expire"]
+    meta: Meta
+    plan_id: Annotated[int, Field(ge=1)]
+
+
+_healing_model: type[_Cmd]
+for _healing_model in (SelfHealingSet, AnomalyRaise, AnomalyUpdate, PlanExpire):
+    for _literal in _healing_model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
+        COMMANDS[_literal] = _healing_model
+
+
 def parse_command(command: JsonDict) -> _Cmd:
     """The typed command; :class:`CommandRejected` names every bad field (``$.meta.who: ...``)."""
     kind = command.get("type")

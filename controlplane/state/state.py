@@ -14,7 +14,11 @@ from dataclasses import replace
 from typing import Any
 
 from controlplane.state.commands import (
+    ANOMALY_TRANSITIONS,
+    OPEN_ANOMALY_STATES,
     AllocateIds,
+    AnomalyRaise,
+    AnomalyUpdate,
     AutoRebalance,
     ClusterRegister,
     ClusterRemove,
@@ -25,8 +29,10 @@ from controlplane.state.commands import (
     MaintenanceSet,
     PlacementSet,
     PlanDecide,
+    PlanExpire,
     PlanPropose,
     PoolAssign,
+    SelfHealingSet,
     ThrottleClear,
     ThrottleSet,
     parse_command,
@@ -331,3 +337,78 @@ class GuardianState:
     def _throttle_clear(self, cmd: ThrottleClear) -> JsonDict:
         removed = self.state["throttles"].get(cmd.cluster, {}).pop(cmd.key, None)
         return {"cluster": cmd.cluster, "key": cmd.key, "removed": removed is not None}
+
+    # ------------------------------------------------------------------ self-healing (anomalies)
+    # Kept in ``state["self_healing"]`` (per cluster settings) and ``state["anomalies"]`` (id -> record),
+    # created on first use so states from before them restore unchanged.
+    def _cluster_self_healing(self, cmd: SelfHealingSet) -> JsonDict:
+        self._cluster(cmd.name)
+        settings = {"enabled": cmd.enabled, "grace_s": cmd.grace_s, "max_concurrent_fixes": cmd.max_concurrent_fixes,
+                    "mass_failure_share": cmd.mass_failure_share, "evacuate_slow_after_s": cmd.evacuate_slow_after_s,
+                    "updated_at": cmd.meta.at.isoformat(), "updated_by": cmd.meta.who}
+        self.state.setdefault("self_healing", {})[cmd.name] = settings
+        return {"cluster": cmd.name, "self_healing": settings}
+
+    def _anomaly_raise(self, cmd: AnomalyRaise) -> JsonDict:
+        """Record a finding: a new anomaly, or the open one with the same key updated (never two open)."""
+        self._cluster(cmd.cluster)
+        anomalies = self.state.setdefault("anomalies", {})
+        at = cmd.meta.at.isoformat()
+        for rec in anomalies.values():
+            if rec["cluster"] == cmd.cluster and rec["key"] == cmd.key and rec["status"] in OPEN_ANOMALY_STATES:
+                rec = dict(rec)
+                rec.update(evidence=cmd.evidence, summary=cmd.summary or rec["summary"], last_seen=at)
+                promoted = cmd.confirmed and rec["status"] == "detected"
+                if promoted:
+                    rec["status"] = "confirmed"
+                    rec["history"] = [*rec["history"], {"at": at, "status": "confirmed", "reason": cmd.meta.why}]
+                anomalies[str(rec["id"])] = rec
+                return {"anomaly_id": rec["id"], "status": rec["status"], "created": False, "changed": promoted}
+        anomaly_id = self._allocate()
+        status = "confirmed" if cmd.confirmed else "detected"
+        anomalies[str(anomaly_id)] = {
+            "id": anomaly_id, "cluster": cmd.cluster, "key": cmd.key, "kind": cmd.kind, "subject": cmd.subject,
+            "evidence": cmd.evidence, "summary": cmd.summary, "status": status, "detected_at": at, "last_seen": at,
+            "reason": cmd.meta.why, "plan_id": None, "execution_id": None,
+            "history": [{"at": at, "status": status, "reason": cmd.meta.why}]}
+        return {"anomaly_id": anomaly_id, "status": status, "created": True, "changed": True}
+
+    def _anomaly_update(self, cmd: AnomalyUpdate) -> JsonDict:
+        """Move an anomaly along its lifecycle (:data:`ANOMALY_TRANSITIONS`); ``expect`` guards a fix's start."""
+        anomalies = self.state.setdefault("anomalies", {})
+        rec = anomalies.get(str(cmd.anomaly_id))
+        if rec is None:
+            raise CommandRejected(f"unknown anomaly {cmd.anomaly_id}")
+        if cmd.expect is not None and rec["status"] != cmd.expect:
+            raise CommandRejected(f"anomaly {cmd.anomaly_id} is {rec['status']}, not {cmd.expect}")
+        restage = (cmd.plan_id is not None and cmd.plan_id != rec.get("plan_id")) or (
+            cmd.execution_id is not None and cmd.execution_id != rec.get("execution_id"))
+        if rec["status"] == cmd.status and not restage:
+            return {"anomaly_id": cmd.anomaly_id, "status": cmd.status, "changed": False}
+        if rec["status"] != cmd.status and cmd.status not in ANOMALY_TRANSITIONS[rec["status"]]:
+            raise CommandRejected(f"anomaly {cmd.anomaly_id} cannot go from {rec['status']} to {cmd.status}")
+        rec = dict(rec)
+        at = cmd.meta.at.isoformat()
+        rec.update(status=cmd.status, reason=cmd.reason or cmd.meta.why,
+                   history=[*rec["history"], {"at": at, "status": cmd.status, "reason": cmd.reason or cmd.meta.why,
+                                              "by": cmd.meta.who}])
+        if cmd.plan_id is not None:
+            rec["plan_id"] = cmd.plan_id
+        if cmd.execution_id is not None:
+            rec["execution_id"] = cmd.execution_id
+        if cmd.status in ("fixed", "ignored", "failed"):
+            rec["closed_at"] = at
+        anomalies[str(cmd.anomaly_id)] = rec
+        return {"anomaly_id": cmd.anomaly_id, "status": cmd.status, "changed": True}
+
+    def _plan_expire(self, cmd: PlanExpire) -> JsonDict:
+        """An approved plan nobody can execute any more ends ``failed`` with the reason (no orphan approvals)."""
+        plan = self._plan(cmd.plan_id)
+        if plan["status"] in ("failed", "rejected", "completed", "stopped"):
+            return {"plan_id": cmd.plan_id, "status": plan["status"], "changed": False}
+        if plan["status"] not in ("proposed", "approved"):
+            raise CommandRejected(f"plan {cmd.plan_id} is {plan['status']}; only a proposed or approved plan expires")
+        plan.update(status="failed", decided_by=plan.get("decided_by") or cmd.meta.who, reason=cmd.meta.why,
+                    expired_at=cmd.meta.at.isoformat())
+        self.state["plans"][str(cmd.plan_id)] = plan
+        return {"plan_id": cmd.plan_id, "status": "failed", "changed": True}
