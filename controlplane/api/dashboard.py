@@ -6,7 +6,7 @@ other host (no CDN), and ``/docs`` that works without internet. Method: the dash
 files shipped in the package (``controlplane/api/ui/``: ``index.html``, ``app.js``, ``style.css``); the
 page asks for a token once (kept in the tab's ``sessionStorage``) and its script reads the JSON API
 with it every few seconds. ``/docs`` is FastAPI's Swagger UI page pointed at the assets of the
-``swagger-ui-bundle`` package, served here. The API gains ``GET /api/v1/overview`` (every cluster's
+``swagger-ui-bundle-v2`` package, served here. The API gains ``GET /api/v1/overview`` (every cluster's
 figures, as cached for ``/metrics`` by :mod:`controlplane.service.metrics_figures`, with its snapshot age,
 throttles in force and active execution) and ``GET /api/v1/plans/{id}/review`` (a plan's moves with the
 replicas each partition has now, from the cluster's latest snapshot).
@@ -75,7 +75,7 @@ def docs() -> HTMLResponse:
 
 @router.get("/docs/assets/{name}", include_in_schema=False)
 def docs_asset(name: str) -> FileResponse:
-    """Swagger UI's script and stylesheet (from the ``swagger-ui-bundle`` package)."""
+    """Swagger UI's script and stylesheet (from the ``swagger-ui-bundle-v2`` package)."""
     if name not in DOCS_ASSETS:
         raise ApiError(404, f"no docs asset {name!r}")
     return FileResponse(DOCS_DIR / name, media_type=DOCS_ASSETS[name], headers=CACHE)

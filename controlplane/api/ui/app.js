@@ -40,6 +40,7 @@ function bytes(n) {
   while (Math.abs(n) >= 1000 && i < u.length - 1) { n /= 1000; i++; }
   return (i ? n.toFixed(1) : n.toFixed(0)) + " " + u[i];
 }
+function rate(n) { return n === null || n === undefined ? "–" : bytes(n) + "/s"; }
 function secs(s) {
   if (s === null || s === undefined) return "–";
   s = Math.max(0, Math.round(s));
@@ -145,7 +146,8 @@ async function viewCluster(name) {
     const title = `broker ${d.broker} ${d.path} (${d.kind}, pool ${b.pool || "?"}, ${b.state || "?"}): ` +
       `estimated ${pct(d.estimated_util)}, measured ${pct(d.util)}, await ${Number(d.await_ms || 0).toFixed(1)} ms, ` +
       `${d.replicas} replicas`;
-    return h("div", { class: "cell", title, style: `background:${heatColor(d.estimated_util)}` },
+    return h("div", { class: "cell", title,
+                      style: `background:${heatColor(d.estimated_util)};border-bottom:5px solid ${heatColor(d.util)}` },
       h("div", {}, h("b", {}, `b${d.broker}`), " ", kindBadge(d.kind), b.state === "dead" ? h("span", { class: "badge dead" }, "DEAD") : null),
       h("div", {}, d.path),
       h("div", {}, `est ${pct(d.estimated_util)} · meas ${pct(d.util)}`));
@@ -160,7 +162,7 @@ async function viewCluster(name) {
       h("div", { class: "card" }, h("b", { class: dead.length ? "bad" : "ok" }, dead.length), "dead" + (dead.length ? ": " + dead.join(", ") : "")),
       h("div", { class: "card" }, h("b", {}, disks.length), "log dirs")),
     h("h2", {}, "Disk heat map (estimated util, hottest first)"),
-    h("p", { class: "legend muted" }, "0%", h("span", { style: `background:${heatColor(0)}` }),
+    h("p", { class: "legend muted" }, "fill: estimated util, bottom edge: measured util · 0%", h("span", { style: `background:${heatColor(0)}` }),
       h("span", { style: `background:${heatColor(0.5)}` }), h("span", { style: `background:${heatColor(1)}` }), "100%",
       disks.length > shown.length ? ` · ${disks.length - shown.length} cooler log dirs not drawn` : ""),
     h("div", { class: "heat", id: "heatmap" }, cells),
@@ -176,7 +178,7 @@ async function viewExecutions() {
     const f = p.bytes_total ? p.bytes_done / p.bytes_total : (e.status === "completed" ? 1 : 0);
     return [link("#/executions/" + e.id, "#" + e.id), e.cluster, link("#/plans/" + e.plan_id, "plan " + e.plan_id), e.status,
       h("div", {}, bar(f), `${bytes(p.bytes_done)} / ${bytes(p.bytes_total)}`),
-      bytes(p.rate_bytes_per_s) + "/s", secs(p.eta_s),
+      rate(p.rate_bytes_per_s), secs(p.eta_s),
       Object.entries(e.task_states || {}).map(([k, v]) => `${k}=${v}`).join(" "), e.started_by || "", e.started_at || ""];
   });
   return [h("h1", {}, "Executions"), list.length ? table(["id", "cluster", "plan", "status", "progress", "rate", "ETA",
@@ -195,14 +197,14 @@ async function viewExecution(id) {
     const eta = t.rate_bytes_per_s > 0 ? Math.max(total - done, 0) / t.rate_bytes_per_s : null;
     return [t.key, t.action, t.state, `${JSON.stringify(t.source_replicas)} → ${JSON.stringify(t.target_replicas)}`,
       h("div", {}, bar(total ? done / total : (t.state === "COMPLETED" ? 1 : 0)), `${bytes(done)} / ${bytes(total)}`),
-      bytes(t.rate_bytes_per_s) + "/s", t.state === "IN_PROGRESS" ? secs(eta) : "–", t.reason || ""];
+      rate(t.rate_bytes_per_s), t.state === "IN_PROGRESS" ? secs(eta) : "–", t.reason || ""];
   });
   const f = p.bytes_total ? p.bytes_done / p.bytes_total : (e.progress && e.progress.fraction) || 0;
   return [
     h("h1", {}, `Execution #${e.id} · ${e.cluster} · ${e.status}`),
     h("div", { class: "cards" },
       h("div", { class: "card" }, h("b", {}, pct(f)), `${bytes(p.bytes_done)} of ${bytes(p.bytes_total)}`),
-      h("div", { class: "card" }, h("b", {}, bytes(p.rate_bytes_per_s) + "/s"), "copy rate"),
+      h("div", { class: "card" }, h("b", {}, rate(p.rate_bytes_per_s)), "copy rate"),
       h("div", { class: "card" }, h("b", {}, secs(p.eta_s)), "ETA"),
       h("div", { class: "card" }, h("b", {}, p.under_replicated ?? "–"), "under-replicated"),
       h("div", { class: "card" }, h("b", {}, pct(p.max_disk_util)), "worst disk util")),
@@ -220,7 +222,7 @@ async function viewThrottles() {
     const ev = t.evidence || {};
     const why = t.why || (ev.manual ? "manual" : "") || Object.entries(ev).slice(0, 4).map(([k, v]) =>
       `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ");
-    return [t.cluster, t.key, t.kind, JSON.stringify(t.target), bytes(t.rate_bytes_per_s) + "/s", t.since || "",
+    return [t.cluster, t.key, t.kind, JSON.stringify(t.target), rate(t.rate_bytes_per_s), t.since || "",
       t.set_by || "", why];
   });
   return [h("h1", {}, "Throttles in force"), list.length ? table(["cluster", "key", "kind", "target", "rate", "since",
@@ -262,7 +264,7 @@ async function viewPlan(id) {
   const s = r.summary;
   const pools = s ? Object.entries(s.pools).map(([p, f]) => [p, pct(f.before.max_util), pct(f.after.max_util),
     pct(f.before.mean_util), pct(f.after.mean_util), ratio(f.before.peak_to_mean), ratio(f.after.peak_to_mean)]) : [];
-  const moves = r.moves.map(m => [`${m.topic}-${m.partition}`,
+  const moves = r.moves.map(m => [`${m.topic}:${m.partition}`,
     m.current_replicas ? JSON.stringify(m.current_replicas) : "?", JSON.stringify(m.replicas),
     m.current_log_dirs ? m.current_log_dirs.join(", ") : "?", m.log_dirs.join(", "), bytes(m.size_bytes)]);
   const rec = r.record;
