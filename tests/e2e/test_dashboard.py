@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +25,7 @@ from controlplane.bootstrap import Service, build_service
 from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
 from controlplane.state.commands import meta
 from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
+from kafkasim.generator import GeneratorSpec, generate_snapshot
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
 from tests.integration.kafkasim_support import start_sim
@@ -221,3 +223,21 @@ def test_an_operator_approves_a_plan_through_the_page(controller: Controller, br
     approved = controller.service.ctx.store.read(
         lambda s: [a for a in s["actions"] if a["type"] == "plan.approve" and a["who"] == "olga"])
     assert approved[-1]["why"] == "reviewed on the dashboard"
+
+
+def test_a_1000_broker_cluster_renders_its_hottest_log_dirs(controller: Controller, browser: Browser) -> None:
+    ctx = controller.service.ctx
+    big = generate_snapshot(GeneratorSpec(cluster="big", brokers=1000, disks_per_broker=4, partitions=6000, seed=7))
+    ctx.store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "big",
+                       "bootstrap_servers": ["127.0.0.1:1"]})
+    ctx.snapshots.put(big, observed_at=datetime.now(UTC))
+    sign_in(browser, controller.base, VIEWER)
+    assert browser.page.locator("#view table tbody tr", has_text="big").count() == 1
+    start = time.monotonic()
+    browser.page.goto(controller.base + "/ui#/cluster/big")
+    browser.page.wait_for_selector("#heatmap .cell")
+    elapsed = time.monotonic() - start
+    assert browser.page.locator("#heatmap .cell").count() == 600
+    assert "3400 cooler log dirs not drawn" in browser.page.locator("#view").inner_text()
+    print(f"\nheat map of 1,000 brokers x 4 log dirs: {elapsed:.2f} s to first render")
+    assert elapsed < 10
