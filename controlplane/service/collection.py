@@ -113,7 +113,7 @@ class CollectionJob:
             log.info("snapshot of %s not used for planning: %s", name, "; ".join(reasons))
             return
         ctx.snapshots.put(published.snapshot, observed_at=observed_at)
-        ctx.metrics.snapshot_age.labels(name).set(0.0)
+        ctx.metrics.federation.observe(published.snapshot, observed_at)
         if self._on_collected is not None:
             self._on_collected(name, collected)
 

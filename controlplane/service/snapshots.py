@@ -63,6 +63,11 @@ class SnapshotCache:
             raise StaleSnapshotError(f"snapshot of cluster {cluster!r} is {age:.0f} s old (limit {max_age_s:.0f} s)")
         return snapshot
 
+    def entries(self) -> list[tuple[ClusterSnapshot, datetime]]:
+        """Every cluster's latest snapshot with when this node observed it (cluster order)."""
+        with self._lock:
+            return [self._latest[c] for c in sorted(self._latest)]
+
     def drop(self, cluster: str) -> None:
         """Forget ``cluster``."""
         with self._lock:
