@@ -40,9 +40,9 @@ import numpy.typing as npt
 
 from collectors.completeness import Coverage
 from collectors.history import RingWindow
-from collectors.pagecache import BEHAVIOURS, Behaviours, is_disk_read, residence_seconds
+from collectors.pagecache import BEHAVIOURS, Behaviours, is_disk_read, position_disk_reads, residence_seconds
 from collectors.promtext import Payload, labels_of
-from collectors.rates import REASONS, DropLog, DropReason, VectorCounterTracker, gauge_value
+from collectors.rates import REASONS, DropLog, DropReason, Limit, PhysicalLimits, VectorCounterTracker, gauge_value
 from collectors.scrape import RoundResult
 from domain import (
     Broker,
@@ -82,13 +82,14 @@ M_P_OUT = "kafka_server_brokertopicpartitionmetrics_bytesout_total"
 M_P_MSGS = "kafka_server_brokertopicpartitionmetrics_messagesin_total"
 M_SIZE = "kafka_log_log_size"
 M_LEO = "kafka_log_log_logendoffset"
+M_LSO = "kafka_log_log_logstartoffset"
 M_GROUP_OFFSET = "kafka_consumergroup_current_offset"
 M_GROUP_LAG = "kafka_consumergroup_lag"
 
 WANTED_METRICS = frozenset({
     M_SIM_TIME, M_BROKER_INFO, M_LOG_DIR_INFO, M_DISK_MAX, M_IO_TIME, M_READ_B, M_WRITE_B, M_READS, M_WRITES,
     M_READ_T, M_WRITE_T, M_FS_SIZE, M_FS_AVAIL, M_MEM_TOTAL, M_MEM_AVAIL, M_T_IN, M_T_OUT, M_T_MSGS, M_P_IN,
-    M_P_OUT, M_SIZE, M_LEO, M_GROUP_OFFSET, M_GROUP_LAG,
+    M_P_OUT, M_SIZE, M_LEO, M_LSO, M_GROUP_OFFSET, M_GROUP_LAG,
 })
 
 PLACEHOLDER_DIR = "unknown"
@@ -122,6 +123,8 @@ class ModelConfig:
     """Use per-partition byte counters when a broker exports them (else LEO × topic ratio)."""
     use_sim_clock: bool = True
     """Use ``kafkasim_sim_time_seconds`` as the sample clock when exposed (simulated counters)."""
+    limits: PhysicalLimits = field(default_factory=PhysicalLimits)
+    """Hardware ceilings of counter rates (NIC per broker, disk device); faster samples are refused."""
 
 
 @dataclass
@@ -441,8 +444,9 @@ class LoadModel:
         return None
 
     def _family(self, kind: str, name: str, payloads: Mapping[int, tuple[Payload, float, str]],
-                drops: DropLog) -> FamilyRates:
-        """Rates of family ``name`` of every broker in one vectorised pass; drops recorded under ``kind``."""
+                drops: DropLog, limit: Limit | None = None) -> FamilyRates:
+        """Rates of family ``name`` of every broker in one vectorised pass (bounded by each broker's
+        ``limit``); drops recorded under ``kind``."""
         segs: list[tuple[Hashable, list[str], float, list[float]]] = []
         bids: list[int] = []
         for bid, (p, clock, ck) in payloads.items():
@@ -451,7 +455,8 @@ class LoadModel:
                 continue
             segs.append(((ck, bid), fam[0], clock, fam[1]))
             bids.append(bid)
-        rates, codes, vals, offs = self.rates.update_segments(kind, segs)
+        rates, codes, vals, offs = self.rates.update_segments(
+            kind, segs, self.cfg.limits.ceilings(limit, bids) if limit is not None else None)
         if len(codes) and codes.any():
             counts = np.bincount(codes, minlength=len(REASONS))
             for c in np.nonzero(counts)[0].tolist():
@@ -576,7 +581,8 @@ class LoadModel:
                 if PLACEHOLDER_DIR in facts:
                     del facts[PLACEHOLDER_DIR]
                     self._dir_version += 1
-        disk_fams = {short: self._family("disk." + short, name, payloads, drops)
+        disk_fams = {short: self._family("disk." + short, name, payloads, drops,
+                                         "disk" if short in ("read", "write") else None)
                      for name, short in ((M_IO_TIME, "util"), (M_READ_B, "read"), (M_WRITE_B, "write"),
                                          (M_READS, "reads"), (M_WRITES, "writes"), (M_READ_T, "read_t"),
                                          (M_WRITE_T, "write_t"))}
@@ -683,11 +689,12 @@ class LoadModel:
         topic_in: dict[str, float] = defaultdict(float)
         topic_msgs: dict[str, float] = defaultdict(float)
         tp_of = self._tp
-        fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size")]
+        lso_lead_val = _nan(n)
+        fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size"), (M_LSO, "lso")]
         if cfg.use_partition_counters:
             fams += [(M_P_IN, "p_in"), (M_P_OUT, "p_out")]
         for name, short in fams:
-            fr = self._family("partition." + short, name, payloads, drops)
+            fr = self._family("partition." + short, name, payloads, drops, "nic")
             if not fr.bids:
                 continue
             garr = np.concatenate([self._seg_ids(bid, short, bodies, self._gid_of_body)
@@ -710,6 +717,8 @@ class LoadModel:
                 size_lead_rate[ix[lm]] = rates[lm]
                 size_lead_val[ix[lm & okv]] = vals[lm & okv]
                 np.fmax.at(size_any_val, ix[known_ix & okv], vals[known_ix & okv])
+            elif short == "lso":
+                lso_lead_val[ix[lm & okv]] = vals[lm & okv]
             elif short == "p_in":
                 ext_in[ix[lm]] = rates[lm]
             else:
@@ -733,7 +742,7 @@ class LoadModel:
                             sp_size_rate[(bid, *tp)] = r
         # topic-level counters: per topic, Σ over brokers of bytes-in and messages-in where a broker
         # reports both (the bytes/message ratio); bytes-out per (broker, topic)
-        t_fams = {short: self._family("topic." + short, name, payloads, drops)
+        t_fams = {short: self._family("topic." + short, name, payloads, drops, "nic")
                   for name, short in ((M_T_IN, "t_in"), (M_T_MSGS, "t_msgs"), (M_T_OUT, "t_out"))}
         t_keys: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         for short, fr in t_fams.items():
@@ -791,7 +800,8 @@ class LoadModel:
                 if not entries:
                     continue
                 rates, _codes = self.rates.update((ck, who, fam_name), [e[0] for e in entries], clock,
-                                                  [e[1] for e in entries])
+                                                  [e[1] for e in entries],
+                                                  cfg.limits.ceiling("nic", bid if bid >= 0 else None))
                 for (_body, v, i, group), r in zip(entries, rates.tolist(), strict=True):
                     positions[i][group] = v
                     if r == r:
@@ -881,23 +891,11 @@ class LoadModel:
         for i, groups in positions.items():
             if np.isnan(leo[i]) or leader[i] < 0:
                 continue
-            disk_r: list[str] = []
-            cached: list[str] = []
-            t_res = float(residence[i])
-            r_msgs = 0.0 if np.isnan(msgs[i]) else float(msgs[i])
-            total = 0.0
-            for group, off in sorted(groups.items()):
-                if not math.isnan(t_res) and is_disk_read(float(leo[i]), r_msgs, t_res, off):
-                    disk_r.append(group)
-                    gr = group_rate.get((i, group))
-                    if gr is not None and not np.isnan(bpm[i]):
-                        total += gr * float(bpm[i])
-                    else:
-                        total += (0.0 if np.isnan(b_out[i]) else float(b_out[i])) / max(len(groups), 1)
-                else:
-                    cached.append(group)
-            readers[i] = (disk_r, cached)
-            dr[i] = total
+            rates_i = {grp: group_rate[(i, grp)] for grp in groups if (i, grp) in group_rate}
+            est = position_disk_reads(float(leo[i]), float(lso_lead_val[i]), float(msgs[i]), float(residence[i]),
+                                      float(bpm[i]), float(b_out[i]), groups, rates_i)
+            readers[i] = (est.disk, est.cached)
+            dr[i] = est.bytes_per_s
         dr, _ = self.phold.hold("dr", g, dr, now, cfg.hold_s)
 
         # ---------------- replicas: log dirs and the six behaviours per disk
@@ -962,7 +960,8 @@ class LoadModel:
             if b not in payloads or key not in pidx:
                 continue
             _, clock, ck = payloads[b]
-            fut_r, _codes = self.rates.update((ck, b, "future"), [key], clock, [float(size)])
+            fut_r, _codes = self.rates.update((ck, b, "future"), [key], clock, [float(size)],
+                                              cfg.limits.ceiling("disk"))
             rate = float(fut_r[0])
             if rate == rate:
                 did = disk_ids.setdefault((b, path), len(disk_ids))
