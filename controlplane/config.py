@@ -10,6 +10,9 @@ Example::
     [http]
     host = "127.0.0.1"
     port = 8080
+    tls_cert_file = "/etc/guardian/api.pem"  # optional: HTTPS only (with tls_key_file); a non-loopback host
+    tls_key_file = "/etc/guardian/api-key.pem"  # without TLS starts with a loud warning
+    tls_client_ca_file = "/etc/guardian/clients-ca.pem"  # optional: require client certificates
     [[tokens]]
     name = "alice"
     role = "admin"
