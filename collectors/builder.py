@@ -105,15 +105,17 @@ class LoadModel:
         disk_round = disks.disk_rates(src.brokers, tracker, self.disks, cfg, drops)
         ix = partition_rates.index_partitions(state, phold)
         pc = partition_rates.partition_counters(ix, src.brokers, tracker, series, phold, cfg.use_partition_counters,
-                                                drops)
-        tc = partition_rates.topic_counters(src.brokers, tracker, series, holds, now, drops)
-        pos = reads.consumer_positions(src, ix, pc.leo_lead_val, tracker, series)
+                                                drops, cfg.limits)
+        tc = partition_rates.topic_counters(src.brokers, tracker, series, holds, now, drops, cfg.limits)
+        pos = reads.consumer_positions(src, ix, pc.leo_lead_val, tracker, series, cfg.limits)
         residence_b = reads.residence_times(disk_round, alive, holds, now)
         fin = methods.bytes_in(ix, pc, tc, phold, now, cfg.hold_s)
         b_out, m_out = methods.bytes_out(ix, pc, tc, fin, pos.group_rate, series.topic_reg, phold, now, cfg.hold_s)
-        rd = reads.disk_reads(ix, fin.leo, fin.msgs, b_out, fin.bpm, pos, residence_b, phold, now, cfg.hold_s)
+        rd = reads.disk_reads(ix, fin.leo, fin.msgs, b_out, fin.bpm, pos, residence_b, phold, now, cfg.hold_s,
+                              pc.lso_lead_val)
         lay = behaviours.replica_layout(ix, state, alive, self.disks, cfg, cov)
-        beh = behaviours.split_behaviours(ix, lay, pc, fin, rd, state, src.brokers, tracker, self.disks.dirs)
+        beh = behaviours.split_behaviours(ix, lay, pc, fin, rd, state, src.brokers, tracker, self.disks.dirs,
+                                          cfg.limits.ceiling("disk"))
         br = assemble.assemble_brokers(known, alive, state, src.brokers, disk_round, beh.behaviours, self.brokers,
                                        self.disks, holds, cfg, now, cov)
         windows.record_round(self.disk_window, self.partition_windows, br.disk_util, ix.keys,

@@ -10,6 +10,9 @@ Example::
     [http]
     host = "127.0.0.1"
     port = 8080
+    tls_cert_file = "/etc/guardian/api.pem"  # optional: HTTPS only (with tls_key_file); a non-loopback host
+    tls_key_file = "/etc/guardian/api-key.pem"  # without TLS starts with a loud warning
+    tls_client_ca_file = "/etc/guardian/clients-ca.pem"  # optional: require client certificates
     [[tokens]]
     name = "alice"
     role = "admin"
@@ -19,6 +22,9 @@ Example::
     [analytics]                              # scheduled audit ingest + models (off by default)
     enabled = true
     interval_s = 3600
+    [logging]
+    level = "INFO"                           # DEBUG, INFO, WARNING, ERROR (guardian serve --log-level)
+    format = "text"                          # or "json": one object per line
 
 Tokens are stored hashed; a token's role is viewer (read), operator (act) or admin (configure).
 """
@@ -67,8 +73,40 @@ class RaftConf(_Conf):
 
 
 class HttpConf(_Conf):
+    """``[http]``: bind address and port; with ``tls_cert_file`` + ``tls_key_file`` the API speaks HTTPS only,
+    and with ``tls_client_ca_file`` too it requires a client certificate signed by that CA (mutual TLS)."""
+
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_client_ca_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> HttpConf:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("set http.tls_cert_file and http.tls_key_file together")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError("http.tls_client_ca_file needs http.tls_cert_file and http.tls_key_file (client "
+                             "certificates are checked only over TLS)")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        """True when the API is served over HTTPS."""
+        return self.tls_cert_file is not None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return "https" if self.tls else "http"
+
+
+class LoggingConf(_Conf):
+    """``[logging]``: the node's log level and line format (``text`` or one JSON object per line)."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    format: Literal["text", "json"] = "text"
 
 
 class IntervalsConf(_Conf):
@@ -165,6 +203,7 @@ class Settings(_Conf):
     throttle: ThrottleConf = Field(default_factory=ThrottleConf)
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
     notifications: list[NotificationConf] = Field(default_factory=list)
+    logging: LoggingConf = Field(default_factory=LoggingConf)
 
 
 def hash_token(token: str) -> str:

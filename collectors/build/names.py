@@ -31,13 +31,14 @@ M_P_OUT = "kafka_server_brokertopicpartitionmetrics_bytesout_total"
 M_P_MSGS = "kafka_server_brokertopicpartitionmetrics_messagesin_total"
 M_SIZE = "kafka_log_log_size"
 M_LEO = "kafka_log_log_logendoffset"
+M_LSO = "kafka_log_log_logstartoffset"
 M_GROUP_OFFSET = "kafka_consumergroup_current_offset"
 M_GROUP_LAG = "kafka_consumergroup_lag"
 
 WANTED_METRICS = frozenset({
     M_SIM_TIME, M_BROKER_INFO, M_LOG_DIR_INFO, M_DISK_MAX, M_IO_TIME, M_READ_B, M_WRITE_B, M_READS, M_WRITES,
     M_READ_T, M_WRITE_T, M_FS_SIZE, M_FS_AVAIL, M_MEM_TOTAL, M_MEM_AVAIL, M_T_IN, M_T_OUT, M_T_MSGS, M_P_IN,
-    M_P_OUT, M_SIZE, M_LEO, M_GROUP_OFFSET, M_GROUP_LAG,
+    M_P_OUT, M_SIZE, M_LEO, M_LSO, M_GROUP_OFFSET, M_GROUP_LAG,
 })
 
 PLACEHOLDER_DIR = "unknown"

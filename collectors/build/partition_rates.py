@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from collectors.build.names import M_LEO, M_P_IN, M_P_OUT, M_SIZE, M_T_IN, M_T_MSGS, M_T_OUT
+from collectors.build.names import M_LEO, M_LSO, M_P_IN, M_P_OUT, M_SIZE, M_T_IN, M_T_MSGS, M_T_OUT
 from collectors.build.records import BrokerPayloads
 from collectors.build.series import SeriesIndex, family_rates
 from collectors.build.state import Holds, PartHold
-from collectors.rates import DropLog, VectorCounterTracker
+from collectors.rates import DropLog, PhysicalLimits, VectorCounterTracker
 from kafkaio.source import KafkaState
 from kafkaio.types import PartitionMeta
 
@@ -97,11 +97,13 @@ class PartitionCounters:
     """(broker, topic, partition) -> LEO rate of a special replica."""
     sp_leo_val: dict[tuple[int, str, int], float]
     sp_size_rate: dict[tuple[int, str, int], float]
+    lso_lead_val: F64
+    """Per-partition log start offset (leader's; NaN = not exported)."""
 
 
 def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: VectorCounterTracker,
                        series: SeriesIndex, phold: PartHold, use_partition_counters: bool,
-                       drops: DropLog) -> PartitionCounters:
+                       drops: DropLog, limits: PhysicalLimits | None = None) -> PartitionCounters:
     """Rates of the LEO, size and (when used) per-partition byte families of every broker."""
     n, g, leader, special = ix.n, ix.g, ix.leader, ix.special
     sp_leo_rate: dict[tuple[int, str, int], float] = {}
@@ -113,11 +115,12 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
     size_lead_val, size_lead_rate, size_any_val = nan_array(n), nan_array(n), nan_array(n)
     ext_in, ext_out = nan_array(n), nan_array(n)
     tp_of = series.tp
-    fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size")]
+    lso_lead_val = nan_array(n)
+    fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size"), (M_LSO, "lso")]
     if use_partition_counters:
         fams += [(M_P_IN, "p_in"), (M_P_OUT, "p_out")]
     for name, short in fams:
-        fr = family_rates(tracker, "partition." + short, name, payloads, drops)
+        fr = family_rates(tracker, "partition." + short, name, payloads, drops, limits, "nic")
         if not fr.bids:
             continue
         garr = np.concatenate([series.seg_ids(bid, short, bodies, series.gid_of_body)
@@ -140,6 +143,8 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
             size_lead_rate[ix_[lm]] = rates[lm]
             size_lead_val[ix_[lm & okv]] = vals[lm & okv]
             np.fmax.at(size_any_val, ix_[known_ix & okv], vals[known_ix & okv])
+        elif short == "lso":
+            lso_lead_val[ix_[lm & okv]] = vals[lm & okv]
         elif short == "p_in":
             ext_in[ix_[lm]] = rates[lm]
         else:
@@ -162,7 +167,7 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
                     elif r == r:
                         sp_size_rate[(bid, *tp)] = r
     return PartitionCounters(leo_lead_rate, leo_lead_val, leo_any_rate, leo_any_val, size_lead_rate, size_lead_val,
-                             size_any_val, ext_in, ext_out, sp_leo_rate, sp_leo_val, sp_size_rate)
+                             size_any_val, ext_in, ext_out, sp_leo_rate, sp_leo_val, sp_size_rate, lso_lead_val)
 
 
 @dataclass(frozen=True)
@@ -178,12 +183,12 @@ class TopicCounters:
 
 
 def topic_counters(payloads: BrokerPayloads, tracker: VectorCounterTracker, series: SeriesIndex, holds: Holds,
-                   now: float, drops: DropLog) -> TopicCounters:
+                   now: float, drops: DropLog, limits: PhysicalLimits | None = None) -> TopicCounters:
     """Per topic, Σ over brokers of bytes-in and messages-in where a broker reports both (the
     bytes/message ratio, held); bytes-out per (broker, topic)."""
     topic_in: dict[str, float] = defaultdict(float)
     topic_msgs: dict[str, float] = defaultdict(float)
-    t_fams = {short: family_rates(tracker, "topic." + short, name, payloads, drops)
+    t_fams = {short: family_rates(tracker, "topic." + short, name, payloads, drops, limits, "nic")
               for name, short in ((M_T_IN, "t_in"), (M_T_MSGS, "t_msgs"), (M_T_OUT, "t_out"))}
     t_keys: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], F64]] = {}
     for short, fr in t_fams.items():

@@ -22,6 +22,7 @@ from collectors.build.names import M_NAMES
 from collectors.completeness import Coverage
 from collectors.pagecache import Behaviours
 from collectors.promtext import Payload
+from collectors.rates import PhysicalLimits
 from domain import ClusterSnapshot, DiskKind, snapshot_to_dict
 
 BrokerPayloads = dict[int, tuple[Payload, float, str]]
@@ -56,6 +57,8 @@ class ModelConfig:
     """Use per-partition byte counters when a broker exports them (else LEO × topic ratio)."""
     use_sim_clock: bool = True
     """Use ``kafkasim_sim_time_seconds`` as the sample clock when exposed (simulated counters)."""
+    limits: PhysicalLimits = field(default_factory=PhysicalLimits)
+    """Hardware ceilings of counter rates (NIC per broker, disk device); faster samples are refused."""
 
 
 @dataclass

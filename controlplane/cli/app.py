@@ -11,6 +11,8 @@ Cost: importing every group's module on start-up.
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from controlplane.cli.anomalies import anomalies_app
@@ -21,6 +23,8 @@ from controlplane.cli.serve import cluster_cmd, serve_cmd, token_hash
 from controlplane.cli.sim import sim_app
 from controlplane.cli.snapshot import snapshot_app
 from controlplane.cli.throttle import throttle_app
+from controlplane.logs import LEVELS, setup_logging
+from domain.redaction import register_secret
 
 app = typer.Typer(help="Guardian: control plane for a federation of Kafka clusters.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -49,5 +53,9 @@ _mount_analytics()
 
 
 def main() -> None:
-    """Entry point of the ``guardian`` console script."""
+    """Entry point of the ``guardian`` console script: logging set up (level from ``$GUARDIAN_LOG_LEVEL``,
+    default WARNING; ``serve`` sets its own), the token from ``$GUARDIAN_TOKEN`` registered as a secret."""
+    level = os.environ.get("GUARDIAN_LOG_LEVEL", "WARNING").upper()
+    setup_logging(level if level in LEVELS else "WARNING")
+    register_secret(os.environ.get("GUARDIAN_TOKEN"))
     app()

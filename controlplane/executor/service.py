@@ -20,6 +20,7 @@ from controlplane.executor.live import FactsSource
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
+from controlplane.logs import cluster_scope
 from controlplane.state.store import StateStore
 from domain import parse_plan
 from kafkaio.admin import KafkaAdmin
@@ -112,11 +113,20 @@ class ExecutorService:
             self._leading = True
         out = {}
         for cluster in self._clusters_needing_passes():
-            try:
-                out[cluster] = self.executor(cluster).run_pass()
-            except Exception as exc:  # one cluster's trouble never stops the others
-                log.warning("executor pass on %s failed: %s", cluster, exc)
-                out[cluster] = PassReport(None, "error", error=str(exc))
+            with cluster_scope(cluster):
+                try:
+                    out[cluster] = report = self.executor(cluster).run_pass()
+                except Exception as exc:  # one cluster's trouble never stops the others
+                    log.warning("executor pass on %s failed: %s", cluster, exc)
+                    out[cluster] = PassReport(None, "error", error=str(exc))
+                    continue
+                before = self.last.get(cluster)
+                if report.submitted or report.completed or report.cancelled or report.error or before is None or (
+                        (before.execution_id, before.status) != (report.execution_id, report.status)):
+                    log.info("executor %s: execution %s %s; submitted %d, completed %d, cancelled %d; %s/%s bytes%s",
+                             cluster, report.execution_id, report.status, report.submitted, report.completed,
+                             report.cancelled, report.bytes_done, report.bytes_total,
+                             f"; error: {report.error}" if report.error else "")
         self.last.update(out)
         return out
 

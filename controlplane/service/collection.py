@@ -31,6 +31,7 @@ from typing import Any
 from collectors.builder import Collected
 from collectors.collector import ClusterCollector
 from collectors.completeness import UsabilityPolicy
+from controlplane.logs import cluster_scope
 from controlplane.service.clusters import ClusterBindings, ClusterClients, endpoints_of
 from controlplane.service.context import ServiceContext
 from controlplane.service.observation import Round, RoundBoard
@@ -90,6 +91,11 @@ class CollectionJob:
 
     def _collect(self, ctx: ServiceContext, name: str, cluster: Mapping[str, Any],
                  maintenance: Mapping[str, Any]) -> None:
+        with cluster_scope(name):
+            self._collect_one(ctx, name, cluster, maintenance)
+
+    def _collect_one(self, ctx: ServiceContext, name: str, cluster: Mapping[str, Any],
+                     maintenance: Mapping[str, Any]) -> None:
         if not ctx.store.is_leader:
             return  # lost leadership: stop acting
         try:
@@ -108,10 +114,15 @@ class CollectionJob:
         observed_at = datetime.now(UTC)
         published = self.board.publish(collected, apply_policies(collected.snapshot, cluster, maintenance), observed_at)
         reasons = published.refusals(self.policy)
+        refused_before = self.last_refusal.get(name)
         self.last_refusal[name] = reasons
         if reasons:
             log.info("snapshot of %s not used for planning: %s", name, "; ".join(reasons))
             return
+        if refused_before is None or refused_before:  # first usable round, or usable again: say so once
+            snap = published.snapshot
+            log.info("snapshot of %s in use for planning: %d brokers, %d partitions", name, len(snap.brokers),
+                     sum(len(t.partitions) for t in snap.topics))
         ctx.snapshots.put(published.snapshot, observed_at=observed_at)
         ctx.metrics.federation.observe(published.snapshot, observed_at)
         if self._on_collected is not None:
