@@ -88,6 +88,23 @@ def balance_pool(ws: Workspace, pool: str, options: BalanceOptions) -> list[str]
     return _notes(ws, pool, stuck, mean, options, idc_means)
 
 
+def fill_receivers(ws: Workspace, pool: str, receivers: np.ndarray, options: BalanceOptions) -> list[str]:
+    """Fill ``receivers`` (new, empty disks of ``pool``) from the pool's disks above its mean, hottest first.
+
+    Only replicas of ``pool``'s topics move and only onto ``receivers`` (what growing the pool requires);
+    each source sheds to ``options.target`` x mean, each receiver fills to at most that. Returns notes on
+    disks that stay above ``options.threshold`` x mean (a ``rebalance`` of the pool can take those on).
+    """
+    disks = ws.group(pool)
+    mean = _mean(ws, disks) if len(disks) else 0.0
+    if mean <= 0 or len(receivers) == 0:
+        return []
+    sources = np.setdiff1d(disks, receivers)
+    _Shedder(ws, pool, receivers).run(sources, mean, BalanceOptions(bounds=options.bounds, threshold=1.0,
+                                                                     target=1.0))
+    return _notes(ws, pool, {}, mean, options, {})
+
+
 def _mean(ws: Workspace, disks: np.ndarray) -> float:
     total_max = float(ws.max_bps[disks].sum())
     return float(ws.load[disks].sum()) / total_max if total_max > 0 else 0.0
@@ -96,9 +113,10 @@ def _mean(ws: Workspace, disks: np.ndarray) -> float:
 class _Shedder:
     """Sheds hot disks one replica at a time, hottest first; remembers replicas moved onto each disk."""
 
-    def __init__(self, ws: Workspace, pool: str) -> None:
+    def __init__(self, ws: Workspace, pool: str, receivers: np.ndarray | None = None) -> None:
         self.ws = ws
         self.pool = pool
+        self.receivers = receivers  # when given, the only disks that may receive a replica
         self.arrived: dict[int, list[tuple[str, int]]] = {}
 
     def run(self, disks: np.ndarray, mean: float, options: BalanceOptions) -> dict[int, str]:
@@ -119,7 +137,7 @@ class _Shedder:
                 continue
             if cands.get(i) is None:
                 cands[i] = _candidates(ws, i, self.pool, self.arrived.get(i, ()))
-            target, why, moved = _shed_one(ws, i, cands[i], goal, hot)
+            target, why, moved = _shed_one(ws, i, cands[i], goal, hot, self.receivers)
             if target is None:
                 stuck[i] = why
                 continue
@@ -151,8 +169,8 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
     return out
 
 
-def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float,
-              hot: float) -> tuple[int | None, str, tuple[str, int]]:
+def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: float,
+              receivers: np.ndarray | None = None) -> tuple[int | None, str, tuple[str, int]]:
     """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason; the partition)."""
     why = "no-target"
     while cands:
@@ -166,6 +184,8 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float,
         c = cands[pick]
         p = ws.partition(c.pid)
         targets = _targets(ws, p, c.position)
+        if receivers is not None:
+            targets = np.intersect1d(targets, receivers, assume_unique=True)
         target = ws.best_target(p, c.position, targets, max_util=goal)
         if target is None:  # no disk stays under the goal: accept one that stays under the hot line
             ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move

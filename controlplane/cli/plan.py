@@ -108,8 +108,8 @@ def _run(make: Callable[[], T]) -> T:
 def _emit(plan: Plan, out_path: Path) -> None:
     write_atomic(out_path, dump_plan(plan))
     out.print(plan_table(plan))
-    for note in plan.notes:
-        out.print(f"note: {note}", markup=False)
+    for note in plan.notes:  # verbatim: notes carry commands to copy (no markup, emoji, highlight or wrapping)
+        out.print(f"note: {note}", markup=False, emoji=False, highlight=False, soft_wrap=True)
     out.print(f"plan written to {out_path}", markup=False)
 
 
