@@ -10,10 +10,19 @@ taken hottest first; each sheds replicas until it is at or below ``target`` x me
   plan's bounds, and the target staying ≤ ``target`` x mean (when no disk can: ≤ ``threshold`` x mean,
   or below the source's own level after the move) — the disk with the lowest *median historical* load
   (projected with what the plan already added). A disk of the same broker is an intra-broker log-dir
-  move. Topics with an IDC placement policy move within their IDC, so a second pass balances each IDC
-  against its own mean where the policies keep an IDC above the pool's.
+  move. Where no single move helps (each would leave its receiver above the source — large replicas),
+  an *exchange* (swap): the disk's heaviest replica goes to a cool disk that then sheds smaller
+  replicas (back to the source or anywhere) under the goal; undone unless it lowers the source and
+  leaves every disk it touched at or under the hot line. Topics with an IDC placement policy move
+  within their IDC, so a second pass balances each IDC against its own mean where the policies keep
+  an IDC above the pool's.
 
-Never worse: every move lowers a hot disk and leaves the receiving disk below that disk's old level,
+Replicas on dead brokers: with ``evacuate_dead`` each is first moved (before balancing) to the valid
+disk of its pool (its IDC under a placement policy) with the lowest projected utilisation, preferring
+disks that stay ≤ ``target`` x mean; without it the plan leaves them where they are and says so in its
+notes (they wait for the broker's return or Kafka's own recovery — "self-healing").
+
+Never worse: every balancing move lowers a hot disk and leaves the receiving disk below that disk's old level,
 so no pool's peak utilisation rises. Deterministic: ties break on (IDC, snapshot order) and partition
 id. Hot spots no move fixes (one huge replica, constraints, bounds) are explained in the plan's notes
 instead of churning.
@@ -35,6 +44,7 @@ from planners.workspace import Bounds, Workspace
 
 KIND = "rebalance"
 MAX_NOTES = 12
+EXCHANGE_TRIES = 4  # heaviest replicas of a stuck disk, and coolest receivers each, an exchange tries
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,7 @@ class BalanceOptions:
     bounds: Bounds = field(default_factory=Bounds)
     threshold: float = 1.10
     target: float = 1.07
+    evacuate_dead: bool = False
 
 
 @dataclass(slots=True)
@@ -58,10 +69,63 @@ def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = N
     """A disk-load rebalance plan for every pool of ``snapshot`` (checked by :func:`check_plan`)."""
     options = options or BalanceOptions()
     ws = Workspace(snapshot, options.bounds)
-    notes: list[str] = []
+    notes = evacuate_dead(ws, options) if options.evacuate_dead else dead_replica_notes(ws)
     for pool in sorted({b.pool for b in snapshot.brokers}):
         notes += balance_pool(ws, pool, options)
     return ws.to_plan(KIND, notes)
+
+
+def _on_dead(ws: Workspace) -> list[tuple[Partition, int]]:
+    """(partition, position) of every replica on a dead broker, in partition order."""
+    dead = {b.id for b in ws.snapshot.brokers if not b.is_alive}
+    if not dead:
+        return []
+    return [(p, k) for p in ws.index.partitions for k, b in enumerate(ws.replicas(p)[0]) if b in dead]
+
+
+def dead_replica_notes(ws: Workspace) -> list[str]:
+    """The loud note of a plan that leaves replicas on dead brokers alone (empty when there are none)."""
+    found = _on_dead(ws)
+    if not found:
+        return []
+    brokers = sorted({ws.replicas(p)[0][k] for p, k in found})
+    return [f"WARNING: {len(found)} replica(s) of {len({p.id for p, _ in found})} partition(s) sit on dead "
+            f"broker(s) {brokers}; this plan does not move them and leaves them to self-healing (the broker's "
+            f"return); plan with evacuate_dead (--evacuate-dead) to move them onto alive brokers"]
+
+
+def evacuate_dead(ws: Workspace, options: BalanceOptions) -> list[str]:
+    """Move every replica on a dead broker to the coolest valid alive disk of its pool; notes on the rest."""
+    left: list[str] = []
+    moved = 0
+    for p, k in _on_dead(ws):
+        topic = ws.index.topic_by_name[p.topic]
+        disks = ws.group(topic.pool)
+        mean = _mean(ws, disks) if len(disks) else 0.0
+        targets = _alive_targets(ws, p, k)
+        target = ws.best_target(p, k, targets, max_util=options.target * mean) if mean > 0 else None
+        if target is None:
+            target = ws.best_target(p, k, targets)
+        if target is None:
+            left.append(f"{p.topic}-{p.partition}")
+            continue
+        ws.move_replica(p, k, target)
+        moved += 1
+    notes = [f"{moved} replica(s) moved off dead brokers"] if moved else []
+    if left:
+        notes.append(f"WARNING: {len(left)} replica(s) on dead brokers have no valid alive target (capacity, "
+                     f"hard constraints or bounds) and stay: {', '.join(left[:MAX_NOTES])}")
+    return notes
+
+
+def _alive_targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:
+    """Alive disks a replica on a dead broker may go to: its pool, within the IDC its policy needs."""
+    topic = ws.index.topic_by_name[p.topic]
+    placement = ws.snapshot.placement_of(topic)
+    if not placement:
+        return ws.group(topic.pool)
+    dead_idc = ws.topo.idc[ws.replicas(p)[0][position]]
+    return ws.group(topic.pool, dead_idc) if dead_idc in placement else ws.group(topic.pool)
 
 
 def balance_pool(ws: Workspace, pool: str, options: BalanceOptions) -> list[str]:
@@ -138,6 +202,16 @@ class _Shedder:
             if cands.get(i) is None:
                 cands[i] = _candidates(ws, i, self.pool, self.arrived.get(i, ()))
             target, why, moved = _shed_one(ws, i, cands[i], goal, hot, self.receivers)
+            if target is None and self.receivers is None:
+                exchanged = _exchange(ws, i, self.pool, goal, hot)
+                if exchanged:
+                    cands.pop(i, None)
+                    for j, pid in exchanged:
+                        self.arrived.setdefault(j, []).append(pid)
+                        cands.pop(j, None)
+                    if ws.util(i) > hot:
+                        heapq.heappush(heap, (-ws.util(i), i))
+                    continue
             if target is None:
                 stuck[i] = why
                 continue
@@ -200,6 +274,46 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
             if not ws.within_bounds(p, probe, dirs):
                 why = "bounds"
     return None, why, ("", -1)
+
+
+def _exchange(ws: Workspace, i: int, pool: str, goal: float, hot: float,
+              tries: int = EXCHANGE_TRIES) -> list[tuple[int, tuple[str, int]]]:
+    """A swap where no single move helps: the heaviest replica of hot disk ``i`` goes to a cool disk ``j``
+    that then sheds smaller replicas (to ``i`` or any disk) back under ``goal`` x mean.
+
+    Committed only when ``j`` ends ≤ ``hot``, every other receiver ≤ ``goal`` and ``i`` ends lower — so no
+    pool's peak rises; otherwise every step is undone. Returns the (disk, partition) arrivals, [] if none.
+    """
+    for c in sorted(_candidates(ws, i, pool, ()), key=lambda c: (-c.load, c.pid))[:tries]:
+        p = ws.partition(c.pid)
+        targets = _targets(ws, p, c.position)
+        tried: list[int] = []
+        for _ in range(tries):
+            j = ws.best_target(p, c.position, targets, exclude=tried)
+            if j is None:
+                break
+            tried.append(int(ws.disk_broker[j]))
+            before = ws.util(i)
+            undo = [(p, *ws.replicas(p))]
+            ws.move_replica(p, c.position, j)
+            arrivals = [(j, p.id)]
+            for d in _candidates(ws, j, pool, (p.id,)):
+                if ws.util(j) <= goal:
+                    break
+                if d.pid == p.id or d.load >= c.load:
+                    continue
+                q = ws.partition(d.pid)
+                k = ws.best_target(q, d.position, _targets(ws, q, d.position), max_util=goal)
+                if k is None:
+                    continue
+                undo.append((q, *ws.replicas(q)))
+                ws.move_replica(q, d.position, k)
+                arrivals.append((k, q.id))
+            if ws.util(j) <= hot and ws.util(i) < before - 1e-12:
+                return arrivals
+            for q, replicas, dirs in reversed(undo):
+                ws.assign(q, replicas, dirs)
+    return []
 
 
 def _targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:

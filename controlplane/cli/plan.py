@@ -117,11 +117,13 @@ def _emit(plan: Plan, out_path: Path) -> None:
 def plan_rebalance(snapshot: SnapshotOpt, out_path: OutOpt, max_bytes: MaxBytesOpt = None,
                    max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
                    threshold: Annotated[float, typer.Option(min=1.0, help="a disk above this x pool mean is hot")]
-                   = 1.10) -> None:
+                   = 1.10,
+                   evacuate_dead: Annotated[bool, typer.Option("--evacuate-dead",
+                                                               help="move replicas off dead brokers")] = False) -> None:
     """Plan a disk-load rebalance of SNAPSHOT (across and within brokers), write it to OUT, print its summary."""
     snap = _load(snapshot)
     options = BalanceOptions(bounds=_bounds(max_bytes, max_partitions, headroom), threshold=threshold,
-                             target=min(threshold, max(1.0, threshold - 0.03)))
+                             target=min(threshold, max(1.0, threshold - 0.03)), evacuate_dead=evacuate_dead)
     _emit(_run(lambda: make_rebalance(snap, options)), out_path)
 
 

@@ -11,11 +11,12 @@ import pytest
 from rich.console import Console
 
 import controlplane.cli.plan as cli_plan
-from domain import Plan, pool_stats
+from domain import ClusterSnapshot, Plan, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners import NewTopic, plan_pool_grow, plan_preallocation, plan_rebalance
+from planners import BalanceOptions, NewTopic, plan_pool_grow, plan_preallocation, plan_rebalance
 from planners.preallocate import with_topic
-from tests.planner_cases import MB, assert_valid, broker, disk, partition, snapshot_of, topic
+from planners.registry import PLANNERS
+from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, snapshot_of, topic
 
 
 def _hot_and_cool() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
@@ -69,3 +70,56 @@ def test_pool_grow_moves_only_the_pools_partitions_onto_the_new_brokers() -> Non
     filled = [after.index.disk_util_estimate((b, d.path)) for b in new
               for d in after.index.broker_by_id[b].disks]
     assert min(filled) >= 0.8 * share  # the new brokers are filled near the pool's mean
+
+
+def _with_dead_broker() -> ClusterSnapshot:
+    brokers = [broker(b, "a", f"r{b}", disks=[disk("/data1")], state="dead" if b == 4 else "alive")
+               for b in range(1, 6)]
+    parts = [partition(k, [4, 1 + k % 3], ["/data1", "/data1"], bytes_in=5 * MB, leader=1 + k % 3)
+             for k in range(6)]
+    return snapshot_of(brokers, [topic("t", parts)])
+
+
+def test_rebalance_says_loudly_it_leaves_dead_broker_replicas_to_self_healing() -> None:
+    snap = _with_dead_broker()
+    plan = plan_rebalance(snap)
+    assert_valid(snap, plan)
+    assert not any(4 in snap.index.partition_by_id[m.id].replicas and 4 not in m.replicas for m in plan.moves)
+    assert any("dead broker" in n and "6 replica" in n and "self-healing" in n for n in plan.notes)
+
+
+def test_rebalance_moves_replicas_off_dead_brokers_when_asked() -> None:
+    snap = _with_dead_broker()
+    plan = plan_rebalance(snap, BalanceOptions(evacuate_dead=True))
+    after = assert_valid(snap, plan)
+    assert all(4 not in p.replicas for p in after.index.partitions)
+    assert PLANNERS["rebalance"](snap, {"evacuate_dead": True}) == plan
+    with pytest.raises(TypeError):
+        PLANNERS["rebalance"](snap, {"evacuate_dead": "yes"})
+
+
+def large_replica_case() -> ClusterSnapshot:
+    """Two 150 MB/s replicas share one NVMe disk; the pool's 19 other NVMe disks hold none (many 10 MB/s ones
+    each, 0.24 utilisation); 20 HDD brokers carry small replicas. Any single move of a large replica leaves its
+    receiver above the source; only an exchange (the large replica one way, small ones back) balances it."""
+    brokers, big, small = [], [], []
+    for b in range(1, 21):
+        brokers.append(broker(b, "a", f"r{b % 5}", disks=[disk("/nvme", kind="nvme", max_bps=1000 * MB, util=0.24)]))
+        if b == 1:
+            big += [partition(k, [1], ["/nvme"], bytes_in=150 * MB, size=100 * GIB) for k in range(2)]
+        else:
+            small += [partition(len(small) + k, [b], ["/nvme"], bytes_in=10 * MB, size=10 * GIB) for k in range(24)]
+    for b in range(21, 41):
+        brokers.append(broker(b, "a", f"r{b % 5}", disks=[disk("/data1", util=0.24)]))
+        small += [partition(len(small) + k, [b], ["/data1"], bytes_in=6 * MB, size=10 * GIB) for k in range(4)]
+    return snapshot_of(brokers, [topic("big", big), topic("small", small)])
+
+
+def test_large_replicas_are_placed_by_swaps_where_no_single_move_helps() -> None:
+    snap = large_replica_case()
+    assert pool_stats(snap)["shared"].peak_to_mean > 1.2
+    plan = plan_rebalance(snap)
+    after = assert_valid(snap, plan)
+    assert pool_stats(after)["shared"].peak_to_mean <= 1.10
+    big = [after.index.partition_by_id[("big", k)].replicas[0] for k in range(2)]
+    assert big[0] != big[1]
