@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -102,7 +103,9 @@ def large_replica_case() -> ClusterSnapshot:
     """Two 150 MB/s replicas share one NVMe disk; the pool's 19 other NVMe disks hold none (many 10 MB/s ones
     each, 0.24 utilisation); 20 HDD brokers carry small replicas. Any single move of a large replica leaves its
     receiver above the source; only an exchange (the large replica one way, small ones back) balances it."""
-    brokers, big, small = [], [], []
+    brokers: list[dict[str, Any]] = []
+    big: list[dict[str, Any]] = []
+    small: list[dict[str, Any]] = []
     for b in range(1, 21):
         brokers.append(broker(b, "a", f"r{b % 5}", disks=[disk("/nvme", kind="nvme", max_bps=1000 * MB, util=0.24)]))
         if b == 1:
