@@ -70,9 +70,36 @@ def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = N
     options = options or BalanceOptions()
     ws = Workspace(snapshot, options.bounds)
     notes = evacuate_dead(ws, options) if options.evacuate_dead else dead_replica_notes(ws)
+    before = pool_peak_to_mean(ws)
     for pool in sorted({b.pool for b in snapshot.brokers}):
         notes += balance_pool(ws, pool, options)
-    return ws.to_plan(KIND, notes)
+    return ws.to_plan(KIND, [movement_note(ws, before), *notes] if ws.moved_bytes else notes)
+
+
+def total_replica_bytes(snapshot: ClusterSnapshot) -> int:
+    """Bytes of every replica in the cluster (partition size x replication factor)."""
+    return sum(p.size_bytes * len(p.replicas) for p in snapshot.index.partitions)
+
+
+def pool_peak_to_mean(ws: Workspace) -> float:
+    """The worst pool's peak / mean estimated utilisation under the plan so far."""
+    worst = 0.0
+    for pool in sorted({b.pool for b in ws.snapshot.brokers}):
+        disks = ws.group(pool)
+        mean = _mean(ws, disks) if len(disks) else 0.0
+        if mean > 0:
+            worst = max(worst, float(ws.util_arr[disks].max()) / mean)
+    return worst
+
+
+def movement_note(ws: Workspace, before: float) -> str:
+    """Bytes copied as a share of all replica bytes, and the balance reached (with the budget, if any)."""
+    total = total_replica_bytes(ws.snapshot)
+    share = ws.moved_bytes / total if total else 0.0
+    budget = (f" within a budget of {ws.bounds.max_bytes:,} bytes ({ws.bounds.max_bytes / total:.1%})"
+              if ws.bounds.max_bytes is not None and total else "")
+    return (f"moves {ws.moved_bytes:,} bytes = {share:.1%} of all replica bytes ({total:,}){budget}; worst pool "
+            f"peak/mean {before:.3f} -> {pool_peak_to_mean(ws):.3f} (`plan budget-curve`: what other budgets reach)")
 
 
 def _on_dead(ws: Workspace) -> list[tuple[Partition, int]]:

@@ -12,9 +12,10 @@ import pytest
 from rich.console import Console
 
 import controlplane.cli.plan as cli_plan
-from domain import ClusterSnapshot, Plan, pool_stats
+from domain import ClusterSnapshot, Plan, apply_plan, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners import BalanceOptions, NewTopic, plan_pool_grow, plan_preallocation, plan_rebalance
+from planners import BalanceOptions, Bounds, NewTopic, plan_pool_grow, plan_preallocation, plan_rebalance
+from planners.budget_curve import budget_curve
 from planners.preallocate import with_topic
 from planners.registry import PLANNERS
 from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, snapshot_of, topic
@@ -126,3 +127,19 @@ def test_large_replicas_are_placed_by_swaps_where_no_single_move_helps() -> None
     assert pool_stats(after)["shared"].peak_to_mean <= 1.10
     big = [after.index.partition_by_id[("big", k)].replicas[0] for k in range(2)]
     assert big[0] != big[1]
+
+
+def test_plans_report_their_bytes_share_and_the_budget_curve_is_what_bounded_plans_reach() -> None:
+    snap = generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=4, partitions=400, seed=3, skew="zipf"))
+    full = plan_rebalance(snap)
+    assert full.summary is not None and full.summary.bytes_to_move > 0
+    assert "of all replica bytes" in full.notes[0] and f"{full.summary.bytes_to_move:,}" in full.notes[0]
+    points = budget_curve(snap, fractions=(0.0, 0.3, 1.0))
+    assert [p.max_bytes for p in points] == sorted(p.max_bytes for p in points)
+    assert points[0].bytes_moved == 0 and points[-1].bytes_moved == full.summary.bytes_to_move
+    half = plan_rebalance(snap, BalanceOptions(bounds=Bounds(max_bytes=points[1].max_bytes)))
+    assert half.summary is not None and half.summary.bytes_to_move == points[1].bytes_moved
+    after = pool_stats(apply_plan(snap, half))
+    assert max(s.peak_to_mean for s in after.values()) == pytest.approx(points[1].peak_to_mean)
+    assert points[0].peak_to_mean >= points[1].peak_to_mean >= points[2].peak_to_mean
+    assert "within a budget of" in half.notes[0]
