@@ -284,6 +284,10 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
                 pick = smallest
         c = cands[pick]
         p = ws.partition(c.pid)
+        if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
+            del cands[pick]  # over the byte budget wherever it goes: no scan needed
+            why = "bounds"
+            continue
         targets = _targets(ws, p, c.position)
         if receivers is not None:
             targets = np.intersect1d(targets, receivers, assume_unique=True)
@@ -312,6 +316,8 @@ def _exchange(ws: Workspace, i: int, pool: str, goal: float, hot: float,
     pool's peak rises; otherwise every step is undone. Returns the (disk, partition) arrivals, [] if none.
     """
     for c in sorted(_candidates(ws, i, pool, ()), key=lambda c: (-c.load, c.pid))[:tries]:
+        if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
+            continue
         p = ws.partition(c.pid)
         targets = _targets(ws, p, c.position)
         tried: list[int] = []
