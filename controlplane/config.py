@@ -19,6 +19,11 @@ Example::
     [analytics]                              # scheduled audit ingest + models (off by default)
     enabled = true
     interval_s = 3600
+    [tiered]                                 # remote-storage metadata service (off by default)
+    enabled = true
+    port = 7090                              # gRPC; a token from [[tokens]] in `authorization: Bearer`
+    raft_addr = "127.0.0.1:7101"             # its own Raft group
+    raft_peers = ["127.0.0.1:7102", "127.0.0.1:7103"]
 
 Tokens are stored hashed; a token's role is viewer (read), operator (act) or admin (configure).
 """
@@ -144,6 +149,21 @@ class AnalyticsConf(_Conf):
     spark_master: str = "local[2]"
 
 
+class TieredConf(_Conf):
+    """``[tiered]``: the remote-storage metadata service (a second Raft group + its gRPC port).
+
+    ``raft_addr``/``raft_peers`` are that group's Raft addresses (the transport key is ``[raft]``'s);
+    ``grpc_of`` maps each node's tiered Raft address to its gRPC host:port (followers name the leader
+    with it). Calls need an API token in ``authorization: Bearer`` (viewer reads, operator writes)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 7090
+    raft_addr: str = "127.0.0.1:7101"
+    raft_peers: list[str] = Field(default_factory=list)
+    grpc_of: dict[str, str] = Field(default_factory=dict)
+
+
 class Settings(_Conf):
     data_dir: Path = Path("var/guardian")
     raft: RaftConf = Field(default_factory=RaftConf)
@@ -154,6 +174,7 @@ class Settings(_Conf):
     clickhouse: ClickHouseConf = Field(default_factory=ClickHouseConf)
     throttle: ThrottleConf = Field(default_factory=ThrottleConf)
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
+    tiered: TieredConf = Field(default_factory=TieredConf)
 
 
 def hash_token(token: str) -> str:

@@ -30,6 +30,7 @@ from controlplane.api import (
     plans,
     snapshots,
     throttles,
+    tiered,
 )
 from controlplane.api.access import AccessRecorder
 from controlplane.api.errors import install_error_handlers
@@ -38,7 +39,8 @@ from controlplane.api.openapi import install_openapi
 from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
-ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics)
+ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics,
+           tiered)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

@@ -20,6 +20,7 @@ from controlplane.cli.serve import cluster_cmd, serve_cmd, token_hash
 from controlplane.cli.sim import sim_app
 from controlplane.cli.snapshot import snapshot_app
 from controlplane.cli.throttle import throttle_app
+from controlplane.cli.tiered import tiered_app
 
 app = typer.Typer(help="Guardian: control plane for a federation of Kafka clusters.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -30,6 +31,7 @@ app.add_typer(snapshot_app, name="snapshot")
 analytics_app = typer.Typer(help="Audit analytics: ClickHouse (chdb) + PySpark traffic models.", no_args_is_help=True)
 app.add_typer(analytics_app, name="analytics")
 app.add_typer(throttle_app, name="throttle")
+app.add_typer(tiered_app, name="tiered")
 app.add_typer(exec_app, name="exec")
 app.command("serve")(serve_cmd)
 app.command("cluster")(cluster_cmd)
