@@ -32,8 +32,12 @@ class ServiceCluster:
     clickhouse: bool = False
     intervals: dict[str, float] = field(default_factory=dict)
     """Overrides of the ``[intervals]`` settings (e.g. ``{"executor_s": 1.0}``)."""
+    tiered: bool = False
+    """Also run the tiered-metadata service (its own Raft group and gRPC port per node)."""
     raft_ports: list[int] = field(default_factory=list)
     http_ports: list[int] = field(default_factory=list)
+    tiered_raft_ports: list[int] = field(default_factory=list)
+    grpc_ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -49,13 +53,33 @@ class ServiceCluster:
                                                    {"auto_rebalance_check_s": 3600, **self.intervals}.items())
                           + ("" if self.clickhouse else '[clickhouse]\nmode = "off"\n'))
         self.config = config
+        if self.tiered:
+            more = free_ports(2 * self.size)
+            self.tiered_raft_ports, self.grpc_ports = more[: self.size], more[self.size:]
+
+    def node_config(self, node: int) -> Path:
+        """The config file of ``node``: the shared one, plus its ``[tiered]`` section when enabled."""
+        if not self.tiered:
+            return self.config
+        addrs = [f"127.0.0.1:{p}" for p in self.tiered_raft_ports]
+        grpc_of = ", ".join(f'"{a}" = "127.0.0.1:{g}"' for a, g in zip(addrs, self.grpc_ports, strict=True))
+        path = self.root / f"guardian-node{node}.toml"
+        path.write_text(self.config.read_text() + "[tiered]\nenabled = true\n"
+                        f"port = {self.grpc_ports[node - 1]}\nraft_addr = \"{addrs[node - 1]}\"\n"
+                        f"raft_peers = {json.dumps([a for i, a in enumerate(addrs) if i != node - 1])}\n"
+                        f"grpc_of = {{ {grpc_of} }}\n")
+        return path
+
+    @property
+    def grpc_addresses(self) -> list[str]:
+        return [f"127.0.0.1:{p}" for p in self.grpc_ports]
 
     def start(self, node: int) -> None:
         peers = ",".join(f"127.0.0.1:{p}" for p in self.raft_ports)
         http = ",".join(f"http://127.0.0.1:{p}" for p in self.http_ports)
         log = (self.root / f"node{node}.log").open("ab")
         self.procs[node] = subprocess.Popen(
-            [sys.executable, "-m", "controlplane.cli", "serve", "--config", str(self.config), "--node-id",
+            [sys.executable, "-m", "controlplane.cli", "serve", "--config", str(self.node_config(node)), "--node-id",
              str(node), "--peers", peers, "--http-peers", http, "--port", str(self.http_ports[node - 1]),
              "--data-dir", str(self.root / f"node{node}")],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -28,6 +28,16 @@ def _node(ctx: Any) -> TieredNode:
     return node
 
 
+@router.get("/status")
+def status(ctx: Ctx, _: Viewer, digest: bool = False) -> dict[str, Any]:
+    """This node's tiered Raft role, indices and store watermark (``digest``: SHA-256 of the store, O(size))."""
+    node = _node(ctx)
+    body = node.status()
+    if digest:
+        body["digest"] = node.store.digest()
+    return body
+
+
 @router.get("/partitions")
 def partitions(ctx: Ctx, _: Viewer, cluster: str | None = None, limit: Limit = 1000) -> list[dict[str, Any]]:
     """Partitions with tiered metadata (of one cluster when given), with their counters."""
