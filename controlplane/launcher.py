@@ -41,8 +41,10 @@ class ServiceCluster:
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        ports = free_ports(2 * self.size)
-        self.raft_ports, self.http_ports = ports[: self.size], ports[self.size:]
+        ports = free_ports((4 if self.tiered else 2) * self.size)  # one call: all distinct
+        self.raft_ports, self.http_ports = ports[: self.size], ports[self.size: 2 * self.size]
+        if self.tiered:
+            self.tiered_raft_ports, self.grpc_ports = ports[2 * self.size: 3 * self.size], ports[3 * self.size:]
         config = self.root / "guardian.toml"
         key_file = self.root / "raft.key"  # the group's shared Raft transport key (mode 0600)
         if not key_file.exists():
@@ -53,9 +55,6 @@ class ServiceCluster:
                                                    {"auto_rebalance_check_s": 3600, **self.intervals}.items())
                           + ("" if self.clickhouse else '[clickhouse]\nmode = "off"\n'))
         self.config = config
-        if self.tiered:
-            more = free_ports(2 * self.size)
-            self.tiered_raft_ports, self.grpc_ports = more[: self.size], more[self.size:]
 
     def node_config(self, node: int) -> Path:
         """The config file of ``node``: the shared one, plus its ``[tiered]`` section when enabled."""
