@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq default-jre-headless)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -c "import tiered.proto"  # generate the gRPC/protobuf code from tiered/proto/*.proto
 	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) || echo "WARNING: kcat not installed (kafkasim kcat tests will skip outside CI)"
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo "WARNING: chromium not installed (dashboard browser tests will skip)"
 	@touch $(STAMP)

@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import grpc
 import uvicorn
 from fastapi import FastAPI
 
@@ -25,7 +26,7 @@ from analytics_spark.clickhouse import ClickHouse, ClickHouseUnavailable, connec
 from analytics_spark.clickhouse.rollups import RollupWriter
 from analytics_spark.clickhouse.store import LineageReader, partition_peaks
 from controlplane.api.app import create_app
-from controlplane.config import HttpConf, Settings, TokenConf, hash_token
+from controlplane.config import ROLE_RANK, HttpConf, Settings, TokenConf, hash_token
 from controlplane.executor.service import ExecutorService
 from controlplane.service.analytics_job import AnalyticsJob
 from controlplane.service.auto_rebalance import run_auto_rebalance
@@ -42,6 +43,9 @@ from controlplane.state.raft_store import RaftStateStore
 from domain.redaction import mask_url, register_secret
 from raft.auth import LOCAL_KEY_FILE, read_key
 from raft.errors import StartupRefused
+from tiered.metrics import TieredCollector
+from tiered.node import TieredNode
+from tiered.server import Authorizer, start_server
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +63,14 @@ class Service:
     store: RaftStateStore
     collection: CollectionJob
     rollups: RollupWriter | None = None
+    tiered_server: grpc.Server | None = None
 
     def close(self) -> None:
         """Stop the scheduler, close the collectors, flush rollups and leave the Raft group."""
+        if self.tiered_server is not None:
+            self.tiered_server.stop(1)
+        if self.ctx.tiered is not None:
+            self.ctx.tiered.close()
         self.scheduler.shutdown()
         self.collection.close()
         if self.ctx.analytics is not None:
@@ -167,8 +176,29 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
             ctx.analytics = AnalyticsJob(ch, settings.analytics)
             all_jobs.append(Job("analytics", settings.analytics.interval_s, ctx.analytics))
     scheduler = LeaderScheduler(ctx, all_jobs)
+    tiered_server = start_tiered(settings, ctx) if settings.tiered.enabled else None
     return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store, collection=collection,
-                   rollups=rollups)
+                   rollups=rollups, tiered_server=tiered_server)
+
+
+def token_authorizer(settings: Settings) -> Authorizer:
+    """Bearer token -> allowed: reads need a viewer token, writes an operator one (the API's roles)."""
+    roles = {t.sha256: ROLE_RANK[t.role] for t in settings.tokens}
+
+    def authorize(token: str, write: bool) -> bool:
+        rank = roles.get(hash_token(token))
+        return rank is not None and rank >= ROLE_RANK["operator" if write else "viewer"]
+
+    return authorize
+
+
+def start_tiered(settings: Settings, ctx: ServiceContext) -> grpc.Server:
+    """The tiered-metadata Raft member (``data_dir/tiered``), its /metrics collector and its gRPC server."""
+    conf = settings.tiered
+    node = TieredNode(conf.raft_addr, conf.raft_peers, settings.data_dir / "tiered", key=raft_key(settings))
+    ctx.tiered = node
+    ctx.metrics.registry.register(TieredCollector(node))
+    return start_server(node, f"{conf.host}:{conf.port}", token_authorizer(settings), dict(conf.grpc_of))
 
 
 def serve(settings: Settings, *, http_of: dict[str, str] | None = None) -> None:

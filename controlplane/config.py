@@ -25,6 +25,11 @@ Example::
     [logging]
     level = "INFO"                           # DEBUG, INFO, WARNING, ERROR (guardian serve --log-level)
     format = "text"                          # or "json": one object per line
+    [tiered]                                 # remote-storage metadata service (off by default)
+    enabled = true
+    port = 7090                              # gRPC; a token from [[tokens]] in `authorization: Bearer`
+    raft_addr = "127.0.0.1:7101"             # its own Raft group
+    raft_peers = ["127.0.0.1:7102", "127.0.0.1:7103"]
 
 Tokens are stored hashed; a token's role is viewer (read), operator (act) or admin (configure).
 """
@@ -192,6 +197,21 @@ class NotificationConf(_Conf):
     timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
 
 
+class TieredConf(_Conf):
+    """``[tiered]``: the remote-storage metadata service (a second Raft group + its gRPC port).
+
+    ``raft_addr``/``raft_peers`` are that group's Raft addresses (the transport key is ``[raft]``'s);
+    ``grpc_of`` maps each node's tiered Raft address to its gRPC host:port (followers name the leader
+    with it). Calls need an API token in ``authorization: Bearer`` (viewer reads, operator writes)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 7090
+    raft_addr: str = "127.0.0.1:7101"
+    raft_peers: list[str] = Field(default_factory=list)
+    grpc_of: dict[str, str] = Field(default_factory=dict)
+
+
 class Settings(_Conf):
     data_dir: Path = Path("var/guardian")
     raft: RaftConf = Field(default_factory=RaftConf)
@@ -204,6 +224,7 @@ class Settings(_Conf):
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
     notifications: list[NotificationConf] = Field(default_factory=list)
     logging: LoggingConf = Field(default_factory=LoggingConf)
+    tiered: TieredConf = Field(default_factory=TieredConf)
 
 
 def hash_token(token: str) -> str:

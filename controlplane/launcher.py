@@ -63,10 +63,14 @@ class ServiceCluster:
     clickhouse: bool = False
     intervals: dict[str, float] = field(default_factory=dict)
     """Overrides of the ``[intervals]`` settings (e.g. ``{"executor_s": 1.0}``)."""
+    tiered: bool = False
+    """Also run the tiered-metadata service (its own Raft group and gRPC port per node)."""
     raft_ports: list[int] = field(default_factory=list)
     http_ports: list[int] = field(default_factory=list)
     """Given ports are probed (:class:`PortTaken` when one is in use); empty: free ones are picked."""
     tls: ApiTls | None = None
+    tiered_raft_ports: list[int] = field(default_factory=list)
+    grpc_ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
     """This group's admin token (fresh per instance; also in ``root/admin.token``, mode 0600)."""
@@ -79,9 +83,11 @@ class ServiceCluster:
                 problem = probe_port("127.0.0.1", port)
                 if problem is not None:
                     raise PortTaken(f"port {port} on 127.0.0.1 is in use ({problem}): choose another {option}")
-        picked = free_ports(2 * self.size)
+        picked = free_ports((4 if self.tiered else 2) * self.size)  # one call: all distinct
         self.raft_ports = self.raft_ports or picked[: self.size]
-        self.http_ports = self.http_ports or picked[self.size:]
+        self.http_ports = self.http_ports or picked[self.size: 2 * self.size]
+        if self.tiered:
+            self.tiered_raft_ports, self.grpc_ports = picked[2 * self.size: 3 * self.size], picked[3 * self.size:]
         self.root.mkdir(parents=True, exist_ok=True)
         config = self.root / "guardian.toml"
         key_file = self.root / "raft.key"  # the group's shared Raft transport key (mode 0600)
@@ -113,12 +119,29 @@ class ServiceCluster:
         """Base URL of ``node``'s API."""
         return f"{self.scheme}://127.0.0.1:{self.http_ports[node - 1]}"
 
+    def node_config(self, node: int) -> Path:
+        """The config file of ``node``: the shared one, plus its ``[tiered]`` section when enabled."""
+        if not self.tiered:
+            return self.config
+        addrs = [f"127.0.0.1:{p}" for p in self.tiered_raft_ports]
+        grpc_of = ", ".join(f'"{a}" = "127.0.0.1:{g}"' for a, g in zip(addrs, self.grpc_ports, strict=True))
+        path = self.root / f"guardian-node{node}.toml"
+        path.write_text(self.config.read_text() + "[tiered]\nenabled = true\n"
+                        f"port = {self.grpc_ports[node - 1]}\nraft_addr = \"{addrs[node - 1]}\"\n"
+                        f"raft_peers = {json.dumps([a for i, a in enumerate(addrs) if i != node - 1])}\n"
+                        f"grpc_of = {{ {grpc_of} }}\n")
+        return path
+
+    @property
+    def grpc_addresses(self) -> list[str]:
+        return [f"127.0.0.1:{p}" for p in self.grpc_ports]
+
     def start(self, node: int) -> None:
         peers = ",".join(f"127.0.0.1:{p}" for p in self.raft_ports)
         http = ",".join(self.url(n) for n in range(1, self.size + 1))
         log = (self.root / f"node{node}.log").open("ab")
         self.procs[node] = subprocess.Popen(
-            [sys.executable, "-m", "controlplane.cli", "serve", "--config", str(self.config), "--node-id",
+            [sys.executable, "-m", "controlplane.cli", "serve", "--config", str(self.node_config(node)), "--node-id",
              str(node), "--peers", peers, "--http-peers", http, "--port", str(self.http_ports[node - 1]),
              "--data-dir", str(self.root / f"node{node}")],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

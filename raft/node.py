@@ -250,7 +250,9 @@ class RaftNode:
         self._wake = threading.Event()
         self._stop = threading.Event()
 
-        codec = SnapshotCodec(self._take_snapshot, self._install_snapshot, self._on_storage_damage)
+        attach = getattr(state_machine, "write_attachment", None)
+        codec = SnapshotCodec(self._take_snapshot, self._install_snapshot, self._on_storage_damage,
+                              attach=attach if callable(attach) else None)
         s = self.settings
         conf = SyncObjConf(
             autoTick=True,
@@ -358,7 +360,9 @@ class RaftNode:
                 command = decode_command(payload)
                 if command["type"].startswith(INTERNAL_PREFIX):
                     return {"ok": True, "result": None, "index": index}
-                return {"ok": True, "result": self._sm.apply(command), "index": index}
+                apply_at = getattr(self._sm, "apply_at", None)
+                result = apply_at(command, index) if callable(apply_at) else self._sm.apply(command)
+                return {"ok": True, "result": result, "index": index}
             except CommandRejected as exc:
                 return {"ok": False, "error": str(exc), "index": index}
             except Exception as exc:  # a state machine bug must not wedge the Raft thread
@@ -369,9 +373,13 @@ class RaftNode:
         with self._lock:
             return {"applied_index": self._applied_index, "state": self._sm.snapshot()}
 
-    def _install_snapshot(self, snap: JsonDict) -> None:
+    def _install_snapshot(self, snap: JsonDict, attachment: Path | None = None) -> None:
         with self._lock:
-            self._sm.restore(snap["state"])
+            restore_attached = getattr(self._sm, "restore_attachment", None)
+            if attachment is not None and callable(restore_attached):
+                restore_attached(snap["state"], attachment)
+            else:
+                self._sm.restore(snap["state"])
             self._applied_index = int(snap["applied_index"])
 
     # ------------------------------------------------------------------ proposing

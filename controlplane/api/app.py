@@ -32,6 +32,7 @@ from controlplane.api import (
     plans,
     snapshots,
     throttles,
+    tiered,
 )
 from controlplane.api.access import AccessRecorder
 from controlplane.api.errors import install_error_handlers
@@ -41,7 +42,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
 ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics,
-           anomalies, dashboard)
+           anomalies, dashboard, tiered)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

@@ -23,6 +23,7 @@ from controlplane.cli.serve import cluster_cmd, serve_cmd, token_hash
 from controlplane.cli.sim import sim_app
 from controlplane.cli.snapshot import snapshot_app
 from controlplane.cli.throttle import throttle_app
+from controlplane.cli.tiered import tiered_app
 from controlplane.logs import LEVELS, setup_logging
 from domain.redaction import register_secret
 
@@ -35,6 +36,7 @@ app.add_typer(snapshot_app, name="snapshot")
 analytics_app = typer.Typer(help="Audit analytics: ClickHouse (chdb) + PySpark traffic models.", no_args_is_help=True)
 app.add_typer(analytics_app, name="analytics")
 app.add_typer(throttle_app, name="throttle")
+app.add_typer(tiered_app, name="tiered")
 app.add_typer(exec_app, name="exec")
 app.add_typer(anomalies_app, name="anomalies")
 app.command("serve")(serve_cmd)
