@@ -38,7 +38,7 @@ from controlplane.executor.reconcile import (
     PlanRejected,
     plan_digest,
 )
-from controlplane.executor.release import ReleaseError, drain_plan, restore_plan
+from controlplane.executor.release import ReleaseError, drain_plan, recorded_replicas, restore_plan
 from controlplane.executor.tasks import ORDERINGS
 from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
@@ -296,7 +296,8 @@ def _restore_impl(endpoints_file: Path, cluster: str, execution: int | None, sta
         drain = max(drains, key=lambda e: e["id"])
         plan, batches, options = restore_plan(cluster, drain, executor.admin.live())
         return executor.start(plan, batches=batches, caps=opts.caps, options=options,
-                              why=f"restore brokers drained by execution {drain['id']}")
+                              why=f"restore brokers drained by execution {drain['id']}",
+                              recorded=recorded_replicas(drain))
 
     eid = _start_or_resume(executor, state, build, lambda a: a.get("options", {}).get("release") == "restore")
     _drive(executor, state, eid, opts)

@@ -252,18 +252,21 @@ class Executor:
 
     def start(self, plan: Plan, *, batches: Mapping[tuple[str, int], int] | None = None,
               caps: Mapping[str, int] | None = None, options: Mapping[str, Any] | None = None,
-              why: str = "operator ran the plan") -> int:
+              why: str = "operator ran the plan",
+              recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> int:
         """Check ``plan`` against the live cluster, record it approved and start an execution.
 
-        Idempotent: the same plan (same digest) already executing returns its execution id. Raises
-        :class:`PlanRejected` (hard constraints broken) or :class:`ExecutionConflict`.
+        ``recorded``: for a restore, the replica sets the drain recorded (a move back to one is judged
+        against it, :func:`~domain.check_plan`). Idempotent: the same plan (same digest) already executing
+        returns its execution id. Raises :class:`PlanRejected` (hard constraints broken) or
+        :class:`ExecutionConflict`.
         """
         doc = plan_to_dict(plan)
         digest = plan_digest(doc)
         active = self._check_idle(digest)
         if active is not None:
             return active
-        tasks, counts = self._prepare(plan, batches)
+        tasks, counts = self._prepare(plan, batches, recorded)
         plan_id = self._propose("plan.propose", why, cluster=self.config.cluster, kind=plan.kind, plan=doc)["plan_id"]
         self._propose("plan.approve", why, plan_id=plan_id)
         return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
@@ -287,7 +290,8 @@ class Executor:
         raise ExecutionConflict(f"cluster {self.config.cluster!r} already runs execution {active['id']} "
                                 f"(plan {active['plan_id']}); stop it or wait for it to finish")
 
-    def _prepare(self, plan: Plan, batches: Mapping[tuple[str, int], int] | None
+    def _prepare(self, plan: Plan, batches: Mapping[tuple[str, int], int] | None,
+                 recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None
                  ) -> tuple[list[Task], dict[str, int]]:
         """Check the plan against the live cluster (shared invariant checker) and derive its tasks."""
         if plan.cluster != self.config.cluster:
@@ -296,7 +300,7 @@ class Executor:
         live, dirs = self.read_cluster()
         capacity = self.admin.disk_capacity(live.alive)
         snapshot = live_snapshot(self.config.cluster, live, dirs, capacity, self.endpoints)
-        violations = check_plan(snapshot, plan, self.config.check_limits)
+        violations = check_plan(snapshot, plan, self.config.check_limits, recorded=recorded)
         if violations:
             raise PlanRejected(violations)
         tasks = tasks_from_plan(plan, current_partitions(live, dirs), batches)
