@@ -52,6 +52,7 @@ from domain import (
     DiskKind,
     Partition,
     Topic,
+    settle_moves,
     snapshot_to_dict,
 )
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
@@ -196,6 +197,13 @@ class Collected:
     sample_clock: float | None = None
     """The round's sample clock: the newest broker payload's (``kafkasim_sim_time_seconds`` when exported,
     else the scrape's monotonic receive time) — the time base of the round's rates."""
+    removing: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    """Replicas each in-flight reassignment removes (the snapshot shows Kafka's in-flight lists; planners
+    read :meth:`planning_snapshot`)."""
+
+    def planning_snapshot(self) -> ClusterSnapshot:
+        """The snapshot with every moving partition at its target replica set (:func:`domain.settle_moves`)."""
+        return settle_moves(self.snapshot, self.removing)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``guardian.snapshot/v1`` document plus optional members the v1 parser ignores:
