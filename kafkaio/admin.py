@@ -31,11 +31,12 @@ from domain.throttles import (
     FOLLOWER_REPLICAS,
     LEADER_REPLICAS,
 )
+from kafkaio import topiclog
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import AdminError
 from kafkaio.security import PLAINTEXT, SecuritySettings
-from kafkaio.types import TP, LiveCluster, PartitionMeta, Reassignment, ReplicaDir
+from kafkaio.types import TP, LiveCluster, LogRead, PartitionMeta, Reassignment, ReplicaDir
 
 T = TypeVar("T")
 
@@ -287,6 +288,20 @@ class KafkaAdmin:
         errors = [(e.error_code, e.error_message) for e in resp.entries if e.error_code]
         if errors:
             raise AdminError(f"alter client quota {client_id}/{sorted(quotas)}: {errors}")
+
+    # ------------------------------------------------------------------ a small log on the cluster
+    def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Create the one-partition ``topic`` with ``configs`` unless it exists (:mod:`kafkaio.topiclog`)."""
+        self._call(f"creating topic {topic}", lambda a: topiclog.ensure_topic(a, topic, configs))
+
+    def append_log(self, topic: str, key: bytes, value: bytes) -> tuple[int, int]:
+        """Append one record to ``topic``-0; (offset, append time ms)."""
+        return self._call(f"appending to {topic}",
+                          lambda a: topiclog.append(a, topic, key, value, self.request_timeout_ms))
+
+    def read_log(self, topic: str, start: int = 0) -> LogRead:
+        """``topic``-0's records from ``start`` to its end."""
+        return self._call(f"reading {topic}", lambda a: topiclog.read(a, topic, start))
 
     @staticmethod
     def _check_alter(what: str, result: Any) -> None:

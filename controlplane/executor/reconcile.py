@@ -52,7 +52,9 @@ from typing import Any
 
 from collectors.disk_rates import DiskLoad, DiskRate
 from controlplane.executor.changes import TaskChanges
+from controlplane.executor.conflicts import ExecutionConflict, ForeignReassignments
 from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.lease import ExecutionLease, clean_leftovers, throttle_record
 from controlplane.executor.live import (
     DirMap,
     FactsSource,
@@ -112,10 +114,6 @@ class PlanRejected(ValueError):
     def __init__(self, violations: list[Violation]) -> None:
         super().__init__("; ".join(str(v) for v in violations[:20]))
         self.violations = violations
-
-
-class ExecutionConflict(RuntimeError):
-    """Another execution is active on the cluster."""
 
 
 @dataclass
@@ -188,8 +186,10 @@ class Executor:
     def __init__(self, store: StateStore, admin: KafkaCluster, config: ExecutorConfig,
                  scraper: DiskLoad | None = None, endpoints: FactsSource | None = None,
                  clock: Callable[[], float] = time.time,
-                 ingress: Callable[[str, int], float] | None = None) -> None:
+                 ingress: Callable[[str, int], float] | None = None, lease: ExecutionLease | None = None) -> None:
         self.store = store
+        self.lease = lease
+        """The cluster's execution lease (``None``: this executor does not take one, e.g. in unit tests)."""
         self.admin = admin
         self.meter = IngressMeter()
         self.ingress: Callable[[str, int], float] = ingress or self.meter
@@ -201,7 +201,7 @@ class Executor:
         self.clock = clock
         self.copies = CopyMeter()
         self.throttles = MigrationThrottles(store, admin, config.cluster, config.throttle, self.copies,
-                                            self._propose)
+                                            self._propose, self._announce_throttles)
         self.placement = Placement(admin, config.throttle, self.copies,
                                    lambda: self.copies.disk_migration([], self.throttles.commanded))
         self._suspect: dict[str, int] = {}
@@ -209,6 +209,8 @@ class Executor:
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
         self._scrapes = 0
         """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
+        self._inherited_moves: set[str] = set()
+        """Partitions (``topic:partition``) whose moves the lease's previous holder left (and this one cancelled)."""
 
     # ------------------------------------------------------------------ store helpers
     def _propose(self, command_type: str, why: str = "", **payload: Any) -> Any:
@@ -266,10 +268,15 @@ class Executor:
         active = self._check_idle(digest)
         if active is not None:
             return active
-        tasks, counts = self._prepare(plan, batches, recorded)
-        plan_id = self._propose("plan.propose", why, cluster=self.config.cluster, kind=plan.kind, plan=doc)["plan_id"]
-        self._propose("plan.approve", why, plan_id=plan_id)
-        return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
+
+        def begin() -> int:
+            tasks, counts = self._prepare(plan, batches, recorded)
+            plan_id = self._propose("plan.propose", why, cluster=self.config.cluster, kind=plan.kind,
+                                    plan=doc)["plan_id"]
+            self._propose("plan.approve", why, plan_id=plan_id)
+            return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
+
+        return self._leased_start(begin)
 
     def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
                        why: str = "approved plan executed") -> int:
@@ -278,8 +285,73 @@ class Executor:
         active = self._check_idle(digest)
         if active is not None:
             return active
-        tasks, counts = self._prepare(plan, None)
-        return self._start_execution(plan_id, tasks, counts, digest, caps, None, why)
+
+        def begin() -> int:
+            tasks, counts = self._prepare(plan, None)
+            return self._start_execution(plan_id, tasks, counts, digest, caps, None, why)
+
+        return self._leased_start(begin)
+
+    # ------------------------------------------------------------------ the lease
+    def _leased_start(self, begin: Callable[[], int]) -> int:
+        """Start an execution under the cluster's lease: take it (cleaning what a dead holder left), refuse
+        while reassignments this executor does not own are in flight, then ``begin``. A refusal hands the
+        lease back."""
+        self._take_lease()
+        try:
+            self._refuse_foreign(self._inherited_moves)
+            execution_id = begin()
+        except BaseException:
+            self.release_lease()
+            raise
+        self._lease_keep(execution=execution_id)
+        return execution_id
+
+    def _take_lease(self) -> dict[str, Any]:
+        """Hold the cluster's lease (raises :class:`~.lease.LeaseHeld`); on taking it over, undo what the
+        previous holder left (its moves in flight, its throttles) and return that record."""
+        if self.lease is None:
+            return {}
+        if self.lease.held:
+            self.lease.keep()
+            return {}
+        self.lease.throttles = throttle_record(self.throttles.owned())
+        left = self.lease.acquire()
+        self._inherited_moves = set(left.get("moves", ()))
+        if left:
+            active = self.active_execution()
+            own = {t.tp for t in Execution.from_json(active).in_states(RUNNING_STATES)} if active else set()
+            self.lease.keep(inherited=clean_leftovers(self.admin, left, own, self.lease.throttles))
+        return left
+
+    def hold_lease(self) -> None:
+        """Take (or renew) the cluster's lease before planning from the live cluster (a drain must also move
+        the lease log's replicas); :meth:`start` then goes on under it. Raises :class:`~.lease.LeaseHeld`."""
+        self._take_lease()
+
+    def _refuse_foreign(self, left: set[str]) -> None:
+        """Cruise Control's rule: no start while reassignments this executor does not own are in flight (those
+        a dead holder of the lease left were cancelled when it was taken over)."""
+        live = self.admin.live()
+        active = self.active_execution()
+        own = {t.tp for t in Execution.from_json(active).tasks.values()} if active else set()
+        foreign = {tp: ra for tp, ra in live.reassignments.items()
+                   if tp not in own and f"{tp[0]}:{tp[1]}" not in left}
+        if foreign:
+            raise ForeignReassignments(self.config.cluster, foreign)
+
+    def _lease_keep(self, **what: Any) -> None:
+        if self.lease is not None:
+            self.lease.keep(**what)
+
+    def _announce_throttles(self) -> None:
+        """Record this executor's throttles (as the store now holds them, write-ahead) in the lease."""
+        self._lease_keep(throttles=throttle_record(self.throttles.owned()))
+
+    def release_lease(self) -> None:
+        """Hand the cluster's lease back (what is still in flight or set stays listed for the next holder)."""
+        if self.lease is not None:
+            self.lease.release()
 
     def _check_idle(self, digest: str) -> int | None:
         active = self.active_execution()
@@ -352,9 +424,9 @@ class Executor:
         and ``None`` is returned."""
         doc = self.active_execution()
         if doc is None:
-            live = self.admin.live()
-            self.throttles.sync({}, {}, live)  # leftovers of an earlier run
+            self._clean_idle()
             return None
+        self._take_lease()  # another executor's lease: this pass does nothing (LeaseHeld)
         ex = Execution.from_json(doc)
         live = self.admin.live()
         working = ex.in_states(RUNNING_STATES)
@@ -367,6 +439,19 @@ class Executor:
         self.placement.begin_pass(self.last_disks)
         self.copies.begin_pass(now)  # a fresh clock: interval rates are refilled by this pass's observations
         return _Pass(ex, live, dirs, now, TaskChanges(ex.tasks))
+
+    def _clean_idle(self) -> None:
+        """No active execution: remove this executor's leftover throttles of an earlier run (under the lease)
+        and hand the lease back."""
+        if self.throttles.owned():
+            try:
+                self._take_lease()
+            except ExecutionConflict as exc:  # another executor acts now; clean once it is gone
+                log.info("leftover throttles of %s wait: %s", self.config.cluster, exc)
+                return
+            self.throttles.sync({}, {}, self.admin.live())
+            self._lease_keep(throttles=throttle_record(self.throttles.owned()))
+        self.release_lease()
 
     def _cancel(self, p: _Pass) -> None:
         """Phase 2: cancel the open tasks the cluster's changes (dead brokers, deleted or grown topics) or a
@@ -445,6 +530,7 @@ class Executor:
         if p.rows:
             self._propose("execution.tasks", "reconcile pass", execution_id=p.ex.id, updates=p.rows)
         p.ex = self._read_execution(p.ex.id) or p.ex
+        self._lease_keep(moves=[t.tp for t in p.ex.in_states(RUNNING_STATES)], execution=p.ex.id)
         send(self.admin, p.submit.take_cancels(p.tasks))
 
     def _rates(self, p: _Pass) -> tuple[dict[tuple[int, str], float], dict[str, dict[str, set[str]]]]:
@@ -489,6 +575,9 @@ class Executor:
         self._propose("execution.finish", why, execution_id=p.ex.id, status=status.value)
         p.report.status = status.value
         self.forget()  # one execution per cluster at a time
+        if not self.throttles.owned():
+            self._lease_keep(moves=[], throttles={})
+            self.release_lease()
 
     def forget(self) -> None:
         """Drop this process's per-task memory (copy rates, passes a task went unseen). Called when an
