@@ -39,7 +39,7 @@ def test_drain_then_restore_puts_every_partition_back(make_sim: Any, tmp_path: P
               "--interval", "0.2"]
     drain = guardian("exec", "drain", "--brokers", "1", *common, timeout=200)
     assert drain.returncode == 0, drain.stderr[-2000:]
-    drained = sim.live()
+    drained = sim.live(include_lease=True)
     assert not [tp for tp, p in drained.partitions.items() if 1 in p.replicas]
     restore = guardian("exec", "restore", *common, timeout=200)
     assert restore.returncode == 0, restore.stderr[-3000:]
