@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from controlplane.executor.conflicts import ExecutionConflict
+from controlplane.executor.conflicts import ExecutionConflict, ForeignReassignments
 from domain.lease import CLAIM, LEASE_TOPIC, LEASE_TOPIC_CONFIGS, RELEASE, RENEW, LeaseRecord, child, fold
 from domain.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.errors import AdminError
@@ -227,6 +227,67 @@ class ExecutionLease:
         self.execution = None
 
 
+class LeaseGuard:
+    """How an executor uses its lease (``None``: it takes none): take it — cleaning what a dead holder left —
+    before acting, refuse foreign reassignments at a start, record its moves and throttles, hand it back.
+
+    ``own_tasks`` gives the partitions of the executor's active execution (all tasks, started ones);
+    ``own_throttles`` its throttle record (:func:`throttle_record` of its store's records).
+    """
+
+    def __init__(self, lease: ExecutionLease | None, admin: KafkaCluster, cluster: str,
+                 own_tasks: Callable[[bool], set[TP]], own_throttles: Callable[[], dict[str, Any]]) -> None:
+        self.lease = lease
+        self.admin = admin
+        self.cluster = cluster
+        self.own_tasks = own_tasks
+        self.own_throttles = own_throttles
+        self.inherited_moves: set[str] = set()
+        """Partitions (``topic:partition``) whose moves the previous holder left (cancelled when taken over)."""
+
+    @property
+    def held(self) -> bool:
+        """True while this executor holds the lease (always, without one)."""
+        return self.lease is None or self.lease.held
+
+    def take(self) -> None:
+        """Hold the lease (renew when held; raises :class:`LeaseHeld`); on taking it over, undo what the previous
+        holder left (:func:`clean_leftovers`) and keep what could not be undone yet in the record."""
+        if self.lease is None:
+            return
+        if self.lease.held:
+            self.lease.keep()
+            return
+        self.lease.throttles = self.own_throttles()
+        left = self.lease.acquire()
+        self.inherited_moves = set(left.get("moves", ()))
+        if left:
+            self.lease.keep(inherited=clean_leftovers(self.admin, left, self.own_tasks(True), self.lease.throttles))
+
+    def refuse_foreign(self) -> None:
+        """Cruise Control's rule: no start while reassignments this executor does not own are in flight (those a
+        dead holder left were cancelled when the lease was taken over). Raises :class:`ForeignReassignments`."""
+        own = self.own_tasks(False)
+        foreign = {tp: ra for tp, ra in self.admin.live().reassignments.items()
+                   if tp not in own and f"{tp[0]}:{tp[1]}" not in self.inherited_moves}
+        if foreign:
+            raise ForeignReassignments(self.cluster, foreign)
+
+    def keep(self, **what: Any) -> None:
+        """:meth:`ExecutionLease.keep` (nothing without a lease)."""
+        if self.lease is not None:
+            self.lease.keep(**what)
+
+    def announce_throttles(self) -> None:
+        """Record the executor's throttles (as its store now holds them, write-ahead) in the lease."""
+        self.keep(throttles=self.own_throttles())
+
+    def release(self) -> None:
+        """Hand the lease back (what is still in flight or set stays listed for the next holder)."""
+        if self.lease is not None:
+            self.lease.release()
+
+
 def leftovers(record: LeaseRecord) -> dict[str, Any]:
     """What the writer of ``record`` (and holders before it) left: in-flight moves and throttles."""
     moves = sorted(set(record.moves) | set(record.inherited.get("moves", ())))
@@ -308,5 +369,5 @@ def clean_leftovers(admin: KafkaCluster, left: Mapping[str, Any], own_moves: Ite
     return {"throttles": remaining} if remaining["brokers"] else {}
 
 
-__all__ = ["RELEASE", "RENEW", "ExecutionLease", "LeaseHeld", "LeaseLost", "LeaseOwner", "clean_leftovers",
-           "client_id", "leftovers", "merge_throttles", "throttle_record"]
+__all__ = ["RELEASE", "RENEW", "ExecutionLease", "LeaseGuard", "LeaseHeld", "LeaseLost", "LeaseOwner",
+           "clean_leftovers", "client_id", "leftovers", "merge_throttles", "throttle_record"]

@@ -6,7 +6,8 @@ cancelled when the cluster changes under it — and be safe to stop, crash or fa
 Method: level-based reconcile (controller-runtime's). Every pass re-reads the cluster and runs the same
 named phases (:meth:`Executor.run_pass` reads like this list):
 
-1. **read** — metadata, in-flight reassignments, the log dirs of started tasks, live disk load;
+1. **read** — the cluster's execution lease held (:mod:`.lease`: another executor's lease stops the pass),
+   metadata, in-flight reassignments, the log dirs of started tasks, live disk load;
 2. **cancel** — a task whose old or new replica set has a dead broker, or whose topic was deleted or
    changed partition count, is cancelled with the reason recorded (the others continue); ``stop``
    aborts what has not started (with rollback, what has);
@@ -19,8 +20,8 @@ named phases (:meth:`Executor.run_pass` reads like this list):
    place are **placed** here (:mod:`.placement`), since the per-disk cap counts them;
 5. **start** — each selected task is re-checked with the replicated policies overlaid (what only they
    forbid is refused with the reason recorded), started, and its requests prepared (:mod:`.submit`);
-6. **write ahead** — every state change and attempt count is committed (:mod:`.changes`) *before* the
-   cluster is touched; cancels are sent first;
+6. **write ahead** — every state change and attempt count is committed (:mod:`.changes`), and the moves in
+   flight recorded in the lease, *before* the cluster is touched; cancels are sent first;
 7. **rates** — KIP-73 / KIP-113 rates from live disk headroom, the migration each disk carried
    (:mod:`.copy_meter`) and the schedule (:mod:`.throttle`);
 8. **throttles** — the cluster's migration throttles made equal to them, recorded before set
@@ -32,12 +33,15 @@ named phases (:meth:`Executor.run_pass` reads like this list):
 Guarantee: a pass that finds a move in flight or done never sends it again, so a crash or failover
 never loses nor duplicates a submission (tasks are IN_PROGRESS in the store before anything is sent); a
 copy never runs unthrottled; no throttle outlives the execution (leftovers of an earlier run are removed
-by the next pass). Each collaborator owns its state: :class:`~.copy_meter.CopyMeter` (copy rates),
+by the next pass); one executor per cluster at a time — a start takes the cluster's lease and is refused
+while another executor holds it or reassignments it does not own are in flight. Each collaborator owns
+its state: :class:`~.copy_meter.CopyMeter` (copy rates),
 :class:`~.placement.Placement` (this pass's disk choices), :class:`~.throttle_sync.MigrationThrottles`
 (rates in force and commanded); the executor keeps only the passes a task went unseen and the disk load.
 
 Cost: per pass one metadata read, one log-dir read of the brokers of started tasks, one disk scrape, a
-config read per throttle kind, and at most five write calls; O(tasks) work.
+config read per throttle kind, at most five write calls, and a lease renewal (append + read) every TTL/3
+or when the moves or throttles it records change; O(tasks) work.
 """
 
 from __future__ import annotations
@@ -52,9 +56,9 @@ from typing import Any
 
 from collectors.disk_rates import DiskLoad, DiskRate
 from controlplane.executor.changes import TaskChanges
-from controlplane.executor.conflicts import ExecutionConflict, ForeignReassignments
+from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.copy_meter import CopyMeter
-from controlplane.executor.lease import ExecutionLease, clean_leftovers, throttle_record
+from controlplane.executor.lease import ExecutionLease, LeaseGuard, throttle_record
 from controlplane.executor.live import (
     DirMap,
     FactsSource,
@@ -201,7 +205,7 @@ class Executor:
         self.clock = clock
         self.copies = CopyMeter()
         self.throttles = MigrationThrottles(store, admin, config.cluster, config.throttle, self.copies,
-                                            self._propose, self._announce_throttles)
+                                            self._propose, lambda: self.guard.announce_throttles())
         self.placement = Placement(admin, config.throttle, self.copies,
                                    lambda: self.copies.disk_migration([], self.throttles.commanded))
         self._suspect: dict[str, int] = {}
@@ -209,8 +213,8 @@ class Executor:
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
         self._scrapes = 0
         """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
-        self._inherited_moves: set[str] = set()
-        """Partitions (``topic:partition``) whose moves the lease's previous holder left (and this one cancelled)."""
+        self.guard = LeaseGuard(lease, admin, config.cluster, self._own_tasks,
+                                lambda: throttle_record(self.throttles.owned()))
 
     # ------------------------------------------------------------------ store helpers
     def _propose(self, command_type: str, why: str = "", **payload: Any) -> Any:
@@ -297,61 +301,31 @@ class Executor:
         """Start an execution under the cluster's lease: take it (cleaning what a dead holder left), refuse
         while reassignments this executor does not own are in flight, then ``begin``. A refusal hands the
         lease back."""
-        self._take_lease()
+        self.guard.take()
         try:
-            self._refuse_foreign(self._inherited_moves)
+            self.guard.refuse_foreign()
             execution_id = begin()
         except BaseException:
-            self.release_lease()
+            self.guard.release()
             raise
-        self._lease_keep(execution=execution_id)
+        self.guard.keep(execution=execution_id)
         return execution_id
-
-    def _take_lease(self) -> dict[str, Any]:
-        """Hold the cluster's lease (raises :class:`~.lease.LeaseHeld`); on taking it over, undo what the
-        previous holder left (its moves in flight, its throttles) and return that record."""
-        if self.lease is None:
-            return {}
-        if self.lease.held:
-            self.lease.keep()
-            return {}
-        self.lease.throttles = throttle_record(self.throttles.owned())
-        left = self.lease.acquire()
-        self._inherited_moves = set(left.get("moves", ()))
-        if left:
-            active = self.active_execution()
-            own = {t.tp for t in Execution.from_json(active).in_states(RUNNING_STATES)} if active else set()
-            self.lease.keep(inherited=clean_leftovers(self.admin, left, own, self.lease.throttles))
-        return left
 
     def hold_lease(self) -> None:
         """Take (or renew) the cluster's lease before planning from the live cluster (a drain must also move
         the lease log's replicas); :meth:`start` then goes on under it. Raises :class:`~.lease.LeaseHeld`."""
-        self._take_lease()
-
-    def _refuse_foreign(self, left: set[str]) -> None:
-        """Cruise Control's rule: no start while reassignments this executor does not own are in flight (those
-        a dead holder of the lease left were cancelled when it was taken over)."""
-        live = self.admin.live()
-        active = self.active_execution()
-        own = {t.tp for t in Execution.from_json(active).tasks.values()} if active else set()
-        foreign = {tp: ra for tp, ra in live.reassignments.items()
-                   if tp not in own and f"{tp[0]}:{tp[1]}" not in left}
-        if foreign:
-            raise ForeignReassignments(self.config.cluster, foreign)
-
-    def _lease_keep(self, **what: Any) -> None:
-        if self.lease is not None:
-            self.lease.keep(**what)
-
-    def _announce_throttles(self) -> None:
-        """Record this executor's throttles (as the store now holds them, write-ahead) in the lease."""
-        self._lease_keep(throttles=throttle_record(self.throttles.owned()))
+        self.guard.take()
 
     def release_lease(self) -> None:
         """Hand the cluster's lease back (what is still in flight or set stays listed for the next holder)."""
-        if self.lease is not None:
-            self.lease.release()
+        self.guard.release()
+
+    def _own_tasks(self, started: bool) -> set[tuple[str, int]]:
+        active = self.active_execution()
+        if active is None:
+            return set()
+        ex = Execution.from_json(active)
+        return {t.tp for t in (ex.in_states(RUNNING_STATES) if started else ex.tasks.values())}
 
     def _check_idle(self, digest: str) -> int | None:
         active = self.active_execution()
@@ -426,7 +400,7 @@ class Executor:
         if doc is None:
             self._clean_idle()
             return None
-        self._take_lease()  # another executor's lease: this pass does nothing (LeaseHeld)
+        self.guard.take()  # another executor's lease: this pass does nothing (LeaseHeld)
         ex = Execution.from_json(doc)
         live = self.admin.live()
         working = ex.in_states(RUNNING_STATES)
@@ -445,13 +419,13 @@ class Executor:
         and hand the lease back."""
         if self.throttles.owned():
             try:
-                self._take_lease()
+                self.guard.take()
             except ExecutionConflict as exc:  # another executor acts now; clean once it is gone
                 log.info("leftover throttles of %s wait: %s", self.config.cluster, exc)
                 return
             self.throttles.sync({}, {}, self.admin.live())
-            self._lease_keep(throttles=throttle_record(self.throttles.owned()))
-        self.release_lease()
+            self.guard.announce_throttles()
+        self.guard.release()
 
     def _cancel(self, p: _Pass) -> None:
         """Phase 2: cancel the open tasks the cluster's changes (dead brokers, deleted or grown topics) or a
@@ -530,7 +504,7 @@ class Executor:
         if p.rows:
             self._propose("execution.tasks", "reconcile pass", execution_id=p.ex.id, updates=p.rows)
         p.ex = self._read_execution(p.ex.id) or p.ex
-        self._lease_keep(moves=[t.tp for t in p.ex.in_states(RUNNING_STATES)], execution=p.ex.id)
+        self.guard.keep(moves=[t.tp for t in p.ex.in_states(RUNNING_STATES)], execution=p.ex.id)
         send(self.admin, p.submit.take_cancels(p.tasks))
 
     def _rates(self, p: _Pass) -> tuple[dict[tuple[int, str], float], dict[str, dict[str, set[str]]]]:
@@ -576,8 +550,8 @@ class Executor:
         p.report.status = status.value
         self.forget()  # one execution per cluster at a time
         if not self.throttles.owned():
-            self._lease_keep(moves=[], throttles={})
-            self.release_lease()
+            self.guard.keep(moves=[], throttles={})
+            self.guard.release()
 
     def forget(self) -> None:
         """Drop this process's per-task memory (copy rates, passes a task went unseen). Called when an

@@ -193,3 +193,23 @@ def test_the_service_records_a_refused_start_in_the_action_log() -> None:
     refused = store.read(lambda s: [a for a in s["actions"] if a["type"] == "execution.refused"])
     assert len(refused) == 1 and "host-cli-run" in refused[0]["result"]["reason"]
     assert refused[0]["result"]["plan_id"] == pid
+
+
+def test_the_service_loop_cleans_up_after_an_executor_whose_lease_expired() -> None:
+    fake = cluster()
+    fake.clock_ms = int(__import__("time").time() * 1000) - 60_000  # the dead executor ran a minute ago
+    dead = executor(fake, "dead")
+    dead.start(plan((0, (3, 2))))
+    run_until_copying(fake, dead)
+    assert any(cfg for cfg in fake.broker_cfg.values()) and fake.live().reassignments
+    fake.clock_ms += int(TTL_S * 1000) + 1  # its lease expired (the log leader's clock moved on)
+    store = LocalStateStore()
+    store.propose({"type": "cluster.register", "meta": {"who": "t", "why": "", "at": "2026-01-01T00:00:00Z"},
+                   "name": "c1", "bootstrap_servers": ["fake:9092"]})
+    service = ExecutorService(store, bind=lambda name, rec: (fake.view(), None, None), group="raft-a")
+    service.run_once()  # nothing to execute; the sweep finds the expired lease with leftovers
+    assert fake.live().reassignments == {}
+    assert all(not cfg for cfg in fake.broker_cfg.values())
+    assert LEADER_REPLICAS not in fake.topic_cfg.get("t", {})
+    holder = executor(fake, "other").lease.holder()  # type: ignore[union-attr]
+    assert holder is None  # handed back after cleaning
