@@ -54,7 +54,7 @@ def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
     brokers = tuple(BrokerInfo(b, metrics_url=u) for b, u in sorted(urls.items()))
     endpoints = ClusterEndpoints(name, servers, brokers)
     view = standalone(endpoints) if urls else None
-    return KafkaAdmin(servers), view, (view or endpoints)
+    return KafkaAdmin(servers, client_id=client_id("service")), view, (view or endpoints)
 
 
 class ExecutorService:

@@ -12,6 +12,7 @@ from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
 
+from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, load_snapshot, make_plan
 from controlplane.service.snapshots import StaleSnapshotError
@@ -98,5 +99,8 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
                                  "kind": plan.kind, "plan": plan_to_dict(plan),
                                  "snapshot_taken_at": snap.taken_at.isoformat()})["plan_id"]
     ctx.store.propose({"type": "plan.approve", "meta": meta(WHO, "auto-rebalance policy"), "plan_id": plan_id})
-    execution_id = ctx.executor.start_approved(plan_id, why=f"{WHO}: {why}")
+    try:
+        execution_id = ctx.executor.start_approved(plan_id, why=f"{WHO}: {why}")
+    except ExecutionConflict as exc:  # another executor's lease, foreign moves: recorded, retried next pass
+        return {"action": "refused", "why": str(exc), "plan_id": plan_id}
     return {"action": "execute", "why": why, "plan_id": plan_id, "execution_id": execution_id}
