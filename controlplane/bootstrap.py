@@ -162,7 +162,8 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     collection = CollectionJob(on_collected=rollups, bindings=bindings, board=rounds)
     ctx.executor = ExecutorService(store, interval_s=settings.intervals.executor_s,
                                    bind=executor_binding(rounds, bindings),
-                                   ingress=lambda cluster: partial(partition_ingress, ctx.snapshots, cluster))
+                                   ingress=lambda cluster: partial(partition_ingress, ctx.snapshots, cluster),
+                                   group=",".join(sorted({settings.raft.self_addr, *settings.raft.peers})))
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),

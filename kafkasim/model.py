@@ -85,6 +85,8 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "min.insync.replicas": "1",
     "max.message.bytes": "1048588",
     "compression.type": "producer",
+    "message.timestamp.type": "CreateTime",
+    "segment.ms": "604800000",
     "leader.replication.throttled.replicas": "",
     "follower.replication.throttled.replicas": "",
     "remote.storage.enable": "false",
@@ -352,7 +354,9 @@ class Cluster:
                     parse_throttled_replicas(v)
                 except ValueError as e:
                     raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}") from e
-            if k in ("retention.ms", "retention.bytes", "segment.bytes", "min.insync.replicas") and v:
+            if k == "message.timestamp.type" and v is not None and v not in ("CreateTime", "LogAppendTime"):
+                raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}")
+            if k in ("retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "min.insync.replicas") and v:
                 try:
                     int(v)
                 except ValueError as e:

@@ -702,7 +702,7 @@ class Handler:
         for td in req.topic_data:
             parts = []
             for pd in td.partition_data:
-                code, base = 0, -1
+                code, base, append_ms = 0, -1, -1
                 try:
                     if code_all is not None:
                         raise SimError(code_all, "invalid acks")
@@ -711,14 +711,17 @@ class Handler:
                         raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
                     if not pd.records:
                         raise SimError(m.CORRUPT_MESSAGE, "empty records")
-                    base, nbytes, nrec = store_batches(cl, p, bytes(pd.records))
+                    if cl.topic_config(td.name, "message.timestamp.type") == "LogAppendTime":
+                        append_ms = int(time.time() * 1000)  # the broker's clock, as Kafka stamps it
+                    base, nbytes, nrec = store_batches(cl, p, bytes(pd.records), append_ms if append_ms >= 0 else None)
                     if self.audit is not None:
                         lat = (time.perf_counter() - t0) * 1000.0 + float(cl.engine.f["produce_latency_ms"][p.slot])
                         self.audit("produce", ctx, td.name, pd.index, nbytes, nrec, b.id, lat)
                 except SimError as e:
                     code = e.code
                 parts.append(RT.PartitionProduceResponse(index=pd.index, error_code=code, base_offset=base,
-                                                         log_append_time_ms=-1, log_start_offset=0,
+                                                         log_append_time_ms=append_ms if code == 0 else -1,
+                                                         log_start_offset=0,
                                                          record_errors=[], error_message=None))
             out.append(RT(name=td.name, partition_responses=parts))
         if req.acks == 0:

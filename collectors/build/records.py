@@ -23,7 +23,7 @@ from collectors.completeness import Coverage
 from collectors.pagecache import Behaviours
 from collectors.promtext import Payload
 from collectors.rates import PhysicalLimits
-from domain import ClusterSnapshot, DiskKind, snapshot_to_dict
+from domain import ClusterSnapshot, DiskKind, settle_moves, snapshot_to_dict
 
 BrokerPayloads = dict[int, tuple[Payload, float, str]]
 """broker id -> (its payload this round, the sample clock, the clock's kind: ``sim`` or ``mono``)."""
@@ -133,6 +133,13 @@ class Collected:
     sample_clock: float | None = None
     """The round's sample clock: the newest broker payload's (the simulated time when exported, else the
     scrape's monotonic receive time) — the time base of the round's rates."""
+    removing: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    """Replicas each in-flight reassignment removes (the snapshot shows Kafka's in-flight lists; planners
+    read :meth:`planning_snapshot`)."""
+
+    def planning_snapshot(self) -> ClusterSnapshot:
+        """The snapshot with every moving partition at its target replica set (:func:`domain.settle_moves`)."""
+        return settle_moves(self.snapshot, self.removing)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``guardian.snapshot/v1`` document plus optional members the v1 parser ignores:

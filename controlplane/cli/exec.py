@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from controlplane.executor.control import (
     queue_request,
     take_requests,
 )
+from controlplane.executor.lease import ExecutionLease, LeaseOwner, client_id
 from controlplane.executor.live import FactsSource
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import (
@@ -38,7 +40,7 @@ from controlplane.executor.reconcile import (
     PlanRejected,
     plan_digest,
 )
-from controlplane.executor.release import ReleaseError, drain_plan, restore_plan
+from controlplane.executor.release import ReleaseError, drain_plan, recorded_replicas, restore_plan
 from controlplane.executor.tasks import ORDERINGS
 from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
@@ -91,6 +93,11 @@ class _Opts:
                                        ("per_cluster", options.per_cluster)) if v is not None}
         self.interval = options.interval
         self.quiet = options.quiet
+        self.lease_ttl = max(options.lease_intervals * options.interval, MIN_LEASE_TTL_S)
+
+
+MIN_LEASE_TTL_S = 5.0
+"""A pass on a large cluster can take seconds: a lease shorter than this would expire mid-pass."""
 
 
 def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, FactsSource]:
@@ -105,11 +112,13 @@ def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> t
         store = LocalStateStore(state)
     except (OSError, ValueError) as exc:
         _die(f"cannot read state file {state}: {exc}", 2)
-    admin = KafkaAdmin.for_endpoints(endpoints)
+    cid = client_id("cli")
+    admin = KafkaAdmin.for_endpoints(endpoints, client_id=cid)
     view = standalone(endpoints) if endpoints.metrics_urls else None
     facts: FactsSource = view if view is not None else endpoints
+    owner = LeaseOwner.this_process("cli", cid, identity=f"{socket.gethostname()}:{state.resolve()}")
     executor = Executor(store, admin, ExecutorConfig(cluster, ordering=opts.ordering, throttle=opts.policy),
-                        view, facts)
+                        view, facts, lease=ExecutionLease(admin, cluster, owner, opts.lease_ttl))
     try:
         executor.ensure_cluster(endpoints.bootstrap_servers)
     except Exception as exc:
@@ -126,7 +135,11 @@ def _start_or_resume(executor: Executor, state: Path, build: Any, resume_if: Any
         _die(f"execution {active['id']} is active on {executor.config.cluster} with another plan; "
              f"stop it first (guardian exec stop --state-file {state})", 1)
     try:
-        return int(build())
+        try:
+            return int(build())
+        except BaseException:
+            executor.release_lease()  # a refused start leaves the cluster to others at once
+            raise
     except PlanRejected as exc:
         err.print("error: the plan breaks hard constraints on the live cluster; nothing started", markup=False)
         for v in exc.violations[:50]:
@@ -159,6 +172,8 @@ def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> N
             try:
                 report = executor.run_pass()
                 errors = 0
+            except ExecutionConflict as exc:  # another executor holds the cluster's lease
+                _die(f"{exc} (execution {execution_id} stays resumable)", 1)
             except Exception as exc:  # a pass never kills the run: the state is resumable, retry
                 errors += 1
                 if not isinstance(exc, AdminError):
@@ -186,6 +201,7 @@ def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> N
     finally:
         if ctx is not None:
             ctx.stop()
+        executor.release_lease()
         executor.admin.close()
     final = executor.execution(execution_id) or {}
     out.print(f"execution {execution_id} {final.get('status')}: {final.get('reason', '')}", markup=False)
@@ -258,6 +274,7 @@ def _drain_impl(endpoints_file: Path, cluster: str, brokers: str, batch_size: in
     executor, facts = _executor(endpoints_file, cluster, state, opts)
 
     def build() -> int:
+        executor.hold_lease()  # first: the lease log is a topic the drain must move too
         live = executor.admin.live()
         plan, batches, options = drain_plan(cluster, live, ids, batch_size, facts)
         return executor.start(plan, batches=batches, caps=opts.caps, options=options,
@@ -294,9 +311,11 @@ def _restore_impl(endpoints_file: Path, cluster: str, execution: int | None, sta
         if not drains:
             raise ReleaseError(f"no finished drain execution{f' {execution}' if execution else ''} in {state}")
         drain = max(drains, key=lambda e: e["id"])
+        executor.hold_lease()
         plan, batches, options = restore_plan(cluster, drain, executor.admin.live())
         return executor.start(plan, batches=batches, caps=opts.caps, options=options,
-                              why=f"restore brokers drained by execution {drain['id']}")
+                              why=f"restore brokers drained by execution {drain['id']}",
+                              recorded=recorded_replicas(drain))
 
     eid = _start_or_resume(executor, state, build, lambda a: a.get("options", {}).get("release") == "restore")
     _drive(executor, state, eid, opts)

@@ -40,6 +40,8 @@ PerDiskOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves pe
 PerClusterOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves in the cluster")]
 IntervalOpt = Annotated[float, typer.Option(min=0.05, help="seconds between reconcile passes")]
 QuietOpt = Annotated[bool, typer.Option(help="no live progress bar (one line per pass)")]
+LeaseOpt = Annotated[int, typer.Option(min=2, help="the cluster's execution lease expires after this many intervals "
+                                                   "without renewal (at least 5 s)")]
 NicOpt = Annotated[str, typer.Option(help="adaptive: network capacity per broker and direction (e.g. 1.25G); "
                                           "empty ignores network headroom")]
 
@@ -64,6 +66,7 @@ class ExecOptions:
     interval: IntervalOpt = 1.0
     quiet: QuietOpt = False
     nic: NicOpt = ""
+    lease_intervals: LeaseOpt = 10
 
 
 LEADING = ("endpoints_file", "cluster")

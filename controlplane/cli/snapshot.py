@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -92,6 +93,7 @@ def snapshot_take(
     if reasons and strict:
         err.print("error: snapshot refused (--strict); nothing written", markup=False)
         raise typer.Exit(3)
+    result = replace(result, snapshot=result.planning_snapshot())  # moving partitions at their targets
     write_atomic(out_path, json.dumps(result.to_dict(), allow_nan=False))
     out.print(snapshot_table(result.snapshot))
     out.print(f"snapshot written to {out_path}", markup=False)

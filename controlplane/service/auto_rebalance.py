@@ -13,6 +13,7 @@ from typing import Any
 from apscheduler.triggers.cron import CronTrigger
 
 from collectors.builder import PLACEHOLDER_DIR
+from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, load_snapshot, make_plan
 from controlplane.service.snapshots import StaleSnapshotError
@@ -121,6 +122,9 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
     ctx.store.propose({"type": "plan.approve", "meta": meta(WHO, "auto-rebalance policy"), "plan_id": plan_id})
     try:
         execution_id = ctx.executor.start_approved(plan_id, why=f"{WHO}: {why}")
+    except ExecutionConflict as exc:  # another executor's lease, foreign moves: a later pass plans afresh
+        ctx.store.propose({"type": "plan.expire", "meta": meta(WHO, f"executor refused: {exc}"), "plan_id": plan_id})
+        return {"action": "refused", "why": str(exc), "plan_id": plan_id}
     except Exception as exc:  # never leave an approved plan nobody can execute
         ctx.store.propose({"type": "plan.expire", "meta": meta(WHO, f"executor refused: {exc}"), "plan_id": plan_id})
         return {"action": "skip", "why": f"executor refused plan {plan_id} (expired): {exc}", "plan_id": plan_id}

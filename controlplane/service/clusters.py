@@ -19,6 +19,8 @@ unreachable cluster. Cost: O(brokers) per bind; nothing per call.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +33,8 @@ from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from kafkaio.levers import KafkaLevers
 from kafkaio.source import KafkaSource, KafkaSourceOptions
 
-ADMIN_CLIENT_ID = "guardian-admin"
+ADMIN_CLIENT_ID = f"guardian-service-{socket.gethostname()}-{os.getpid()}"
+"""This node's Kafka client id: distinct per process, so brokers' logs and quotas tell executors apart."""
 
 
 def endpoints_of(name: str, cluster: Mapping[str, Any]) -> ClusterEndpoints:

@@ -11,7 +11,8 @@ published to the :class:`~controlplane.service.observation.RoundBoard` — whate
 each consumer judges it by its own usability policy (throttle protection acts on a partial round, the
 executor's disk load takes the disks the round measured). The planning side's policy (this job's
 ``policy``) decides whether the round also becomes the cluster's snapshot in the cache (auto-rebalance,
-the API's plans) and goes to the rollups.
+the API's plans: moving partitions at their target replica sets, :func:`domain.settle_moves`) and goes to
+the rollups.
 
 Guarantee: a refused or failed round is logged and counted, never raised; collectors and clients of
 clusters that were removed are closed. Cost: one collector round per cluster per pass (see
@@ -35,6 +36,7 @@ from controlplane.logs import cluster_scope
 from controlplane.service.clusters import ClusterBindings, ClusterClients, endpoints_of
 from controlplane.service.context import ServiceContext
 from controlplane.service.observation import Round, RoundBoard
+from domain.inflight import settle_moves
 from domain.policies import apply_policies
 from kafkaio.endpoints import ClusterEndpoints
 
@@ -123,7 +125,7 @@ class CollectionJob:
             snap = published.snapshot
             log.info("snapshot of %s in use for planning: %d brokers, %d partitions", name, len(snap.brokers),
                      sum(len(t.partitions) for t in snap.topics))
-        ctx.snapshots.put(published.snapshot, observed_at=observed_at)
+        ctx.snapshots.put(settle_moves(published.snapshot, collected.removing), observed_at=observed_at)
         ctx.metrics.federation.observe(published.snapshot, observed_at)
         if self._on_collected is not None:
             self._on_collected(name, collected)

@@ -152,6 +152,17 @@ class ExecutionProgress(_Cmd):
     progress: dict[str, Any]
 
 
+class ExecutionRefused(_Cmd):
+    """An execution the executor refused to start (another executor's lease, foreign reassignments): nothing
+    changes but the action log, which records who asked, for which plan, and why it was refused."""
+
+    type: Literal["execution.refused"]
+    meta: Meta
+    cluster: Name
+    plan_id: Annotated[int, Field(ge=1)] | None = None
+    reason: Annotated[str, Field(max_length=4000)]
+
+
 class ThrottleSet(_Cmd):
     type: Literal["throttle.set"]
     meta: Meta
@@ -187,7 +198,7 @@ class AllocateIds(_Cmd):
 COMMANDS: dict[str, type[_Cmd]] = {}
 for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
                ExecutionStart, ExecutionTasks, ExecutionControl, ExecutionProgress, ThrottleSet, ThrottleClear,
-               MaintenanceSet, AllocateIds):
+               MaintenanceSet, AllocateIds, ExecutionRefused):
     for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
         COMMANDS[_literal] = _model
 

@@ -24,6 +24,7 @@ from controlplane.state.commands import (
     ClusterRemove,
     ExecutionControl,
     ExecutionProgress,
+    ExecutionRefused,
     ExecutionStart,
     ExecutionTasks,
     MaintenanceSet,
@@ -321,6 +322,11 @@ class GuardianState:
         plan["status"] = cmd.status
         self.state["plans"][str(execution["plan_id"])] = plan
         return {"execution_id": cmd.execution_id, "status": cmd.status, "changed": True}
+
+    # ------------------------------------------------------------------ refused executions (action log only)
+    def _execution_refused(self, cmd: ExecutionRefused) -> JsonDict:
+        self._cluster(cmd.cluster)
+        return {"refused": True, "plan_id": cmd.plan_id, "reason": cmd.reason}
 
     # ------------------------------------------------------------------ throttles
     def _throttle_set(self, cmd: ThrottleSet) -> JsonDict:
