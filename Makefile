@@ -24,6 +24,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) || echo "WARNING: kcat not installed (kafkasim kcat tests will skip outside CI)"
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo "WARNING: chromium not installed (dashboard browser tests will skip)"
+	command -v promtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus) || echo "WARNING: prometheus not installed (deploy/prometheus tests will skip)"
+	command -v amtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus-alertmanager) || echo "WARNING: alertmanager not installed (its config test will skip)"
+	command -v systemd-analyze >/dev/null || (apt-get update -qq && apt-get install -y -qq systemd) || echo "WARNING: systemd not installed (unit verification will skip)"
 	@touch $(STAMP)
 
 lint: $(STAMP)
