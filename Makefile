@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq default-jre-headless)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,analytics,plots]'
 	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) || echo "WARNING: kcat not installed (kafkasim kcat tests will skip outside CI)"
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo "WARNING: chromium not installed (dashboard browser tests will skip)"
 	command -v promtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus) || echo "WARNING: prometheus not installed (deploy/prometheus tests will skip)"
