@@ -50,13 +50,16 @@ ROLE_RANK: dict[str, int] = {"viewer": 0, "operator": 1, "admin": 2}
 
 
 class _Conf(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 class TokenConf(_Conf):
     name: Annotated[str, Field(min_length=1)]
+    """Who the token is: recorded as the actor of every command it sends."""
     role: Role
+    """viewer (reads), operator (plans, executions, throttles, maintenance) or admin (clusters, policies, pools)."""
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    """Hex SHA-256 of the bearer token (`guardian token-hash TOKEN` prints it)."""
 
 
 class RaftConf(_Conf):
@@ -66,8 +69,11 @@ class RaftConf(_Conf):
     when ``peers`` is not empty; a single node without one generates ``data_dir/raft/raft.key``."""
 
     self_addr: str = "127.0.0.1:7001"
+    """This node's Raft address host:port (`--peers`/`--node-id` override it)."""
     peers: list[str] = Field(default_factory=list)
+    """The other nodes' Raft addresses."""
     key_file: Path | None = None
+    """File holding the group's shared Raft transport key (e.g. `openssl rand -base64 32`)."""
     key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
 
     @model_validator(mode="after")
@@ -82,10 +88,15 @@ class HttpConf(_Conf):
     and with ``tls_client_ca_file`` too it requires a client certificate signed by that CA (mutual TLS)."""
 
     host: str = "127.0.0.1"
+    """HTTP bind address (`--host` overrides)."""
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    """HTTP port (`--port` overrides)."""
     tls_cert_file: Path | None = None
+    """Server certificate (PEM); with `tls_key_file` the API speaks HTTPS only."""
     tls_key_file: Path | None = None
+    """Private key of `tls_cert_file` (PEM)."""
     tls_client_ca_file: Path | None = None
+    """CA whose client certificates the API requires (mutual TLS); needs the two above."""
 
     @model_validator(mode="after")
     def _tls_pair(self) -> HttpConf:
@@ -111,20 +122,27 @@ class LoggingConf(_Conf):
     """``[logging]``: the node's log level and line format (``text`` or one JSON object per line)."""
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """Log level of `guardian serve` (`--log-level` overrides)."""
     format: Literal["text", "json"] = "text"
+    """One line per record: `text`, or one JSON object per line."""
 
 
 class IntervalsConf(_Conf):
     collect_s: Annotated[float, Field(gt=0)] = 10.0
+    """Collection round period (one observer per cluster); the self-healing loop runs at the same period."""
     throttle_s: Annotated[float, Field(gt=0)] = 5.0  # evaluates each published round once, at most 5 s after it
+    """Throttle protection period (it evaluates each published round once)."""
     executor_s: Annotated[float, Field(gt=0)] = 5.0
+    """Executor reconcile pass period."""
     auto_rebalance_check_s: Annotated[float, Field(gt=0)] = 60.0
+    """How often auto-rebalance checks its clusters (window, threshold, running executions)."""
 
 
 class DiskThresholdConf(_Conf):
     """High/low marks of one disk kind for throttle protection (enter after k samples above high)."""
 
     util_high: Annotated[float, Field(gt=0, le=1)] = 0.85
+    """Measured util above which a disk counts as hot."""
     util_low: Annotated[float, Field(gt=0, le=1)] = 0.70
     await_high_ms: Annotated[float, Field(gt=0)] = 60.0
     await_low_ms: Annotated[float, Field(gt=0)] = 25.0
@@ -144,6 +162,7 @@ class ThrottleConf(_Conf):
 
     thresholds: dict[Literal["hdd", "ssd", "nvme"], DiskThresholdConf] = Field(default_factory=dict)
     target_util: Annotated[float, Field(gt=0, le=1)] = 0.65
+    """Disk util a protection throttle aims for."""
     write_tolerance: Annotated[float, Field(ge=1)] = 1.5
     min_rate_bytes_per_s: Annotated[float, Field(gt=0)] = 512 * 1024
     isr_floor_bytes_per_s: Annotated[float, Field(gt=0)] = 1024 * 1024
@@ -155,9 +174,13 @@ class ClickHouseConf(_Conf):
     a server by ``url``, or ``off``. chdb allows one data path per process."""
 
     mode: Literal["chdb", "url", "off"] = "chdb"
+    """chdb: embedded under data_dir/chdb (or `path`); url: a ClickHouse server; off: no rollups, no analytics."""
     url: str | None = None
+    """ClickHouse HTTP URL with `mode = "url"`, e.g. `http://user:password@clickhouse:8123`."""
     path: Path | None = None
+    """chdb data directory (default data_dir/chdb)."""
     database: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = "guardian"
+    """Database of the rollup and analytics tables."""
 
 
 AnalyticsJobName = Literal["traffic", "lineage", "cost", "idle", "cross_idc", "all"]
@@ -176,6 +199,7 @@ class AnalyticsConf(_Conf):
     enabled: bool = False
     interval_s: Annotated[float, Field(gt=0)] = 3600.0
     engine: Literal["sql", "spark"] = "sql"
+    """sql: models computed inside ClickHouse; spark: PySpark jobs (needs the `analytics` extra)."""
     jobs: Annotated[list[AnalyticsJobName], Field(min_length=1)] = Field(default_factory=_all_jobs)
     days: Annotated[int, Field(ge=1, le=366)] = 14
     idle_days: Annotated[int, Field(ge=1, le=366)] = 7
@@ -185,14 +209,17 @@ class AnalyticsConf(_Conf):
     audit_topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")] = "__guardian_audit"
     ingest_max_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     spark_master: str = "local[2]"
+    """Spark master with `engine = "spark"`: `local[N]` or a standalone cluster `spark://host:7077`."""
 
 
 class NotificationConf(_Conf):
     """One outbound webhook (``[[notifications]]``) for anomalies and self-healing actions."""
 
     url: Annotated[str, Field(pattern=r"^https?://")]
+    """Where to POST each notification."""
     format: Literal["json", "slack"] = "json"
     kinds: list[str] = Field(default_factory=list)
+    """Anomaly kinds to send (empty: all)."""
     retries: Annotated[int, Field(ge=0, le=10)] = 3
     timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
 
@@ -214,11 +241,16 @@ class TieredConf(_Conf):
 
 class Settings(_Conf):
     data_dir: Path = Path("var/guardian")
+    """Raft journal and snapshot, access log, generated admin token, embedded chdb (``--data-dir`` overrides)."""
     raft: RaftConf = Field(default_factory=RaftConf)
     http: HttpConf = Field(default_factory=HttpConf)
     tokens: list[TokenConf] = Field(default_factory=list)
+    tokens_file: Path | None = None
+    """A TOML file of more ``[[tokens]]`` (a Kubernetes Secret, a systemd credential), kept out of the config;
+    :func:`load_settings` appends its tokens to ``tokens``."""
     intervals: IntervalsConf = Field(default_factory=IntervalsConf)
     max_snapshot_age_s: Annotated[float, Field(gt=0)] = 120.0
+    """Nothing plans or acts on a cluster whose latest snapshot is older than this."""
     clickhouse: ClickHouseConf = Field(default_factory=ClickHouseConf)
     throttle: ThrottleConf = Field(default_factory=ThrottleConf)
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
@@ -243,7 +275,29 @@ def load_settings(path: Path | None) -> Settings:
     except tomllib.TOMLDecodeError as exc:
         raise ContractError(f"config {path}", [Problem("$", f"not valid TOML: {exc}")]) from None
     try:
-        return Settings.model_validate(raw)
+        settings = Settings.model_validate(raw)
     except ValidationError as exc:
         raise ContractError(f"config {path}", [Problem(json_path(e["loc"]), e["msg"])
                                               for e in exc.errors(include_url=False)]) from None
+    if settings.tokens_file is None:
+        return settings
+    return settings.model_copy(update={"tokens": [*settings.tokens, *_load_tokens(settings.tokens_file)]})
+
+
+class _TokensFile(_Conf):
+    tokens: list[TokenConf]
+
+
+def _load_tokens(path: Path) -> list[TokenConf]:
+    """The ``[[tokens]]`` of ``tokens_file``; :class:`ContractError` names the file and the bad key."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ContractError(f"tokens_file {path}", [Problem("$", f"cannot read: {exc.strerror or exc}")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ContractError(f"tokens_file {path}", [Problem("$", f"not valid TOML: {exc}")]) from None
+    try:
+        return _TokensFile.model_validate(raw).tokens
+    except ValidationError as exc:
+        raise ContractError(f"tokens_file {path}", [Problem(json_path(e["loc"]), e["msg"])
+                                                   for e in exc.errors(include_url=False)]) from None

@@ -21,15 +21,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import clickhouse_connect
-import pyarrow as pa
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from domain.redaction import mask_url, redact, register_secret
+
+if TYPE_CHECKING:  # pyarrow is the analytics extra's: arrow() and insert_arrow() need it, nothing else does
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -452,7 +454,12 @@ def connect(
                 raise ClickHouseUnavailable("embedded chdb needs a data_path (or give a server url)")
             path = Path(data_path)
             path.mkdir(parents=True, exist_ok=True)
-            client = clickhouse_connect.get_client(interface="chdb", path=str(path))
+            try:
+                client = clickhouse_connect.get_client(interface="chdb", path=str(path))
+            except ImportError as exc:  # chdb ships with the analytics extra
+                raise ClickHouseUnavailable(
+                    f"embedded ClickHouse needs chdb ({exc}): pip install 'guardian[analytics]', "
+                    "or set [clickhouse] mode = \"url\" or \"off\"") from exc
             embedded = True
     except ClickHouseUnavailable:
         raise
