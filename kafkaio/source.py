@@ -87,6 +87,18 @@ class KafkaState:
                 return path
         return None
 
+    def offline_log_dirs(self) -> dict[int, list[str]]:
+        """Log dirs of alive brokers that DescribeLogDirs answered with an error (KAFKA_STORAGE_ERROR: the
+        disk failed, KIP-112), as last read: broker -> sorted paths."""
+        return {b: sorted(p for p, d in dirs.items() if d.error_code) for b, dirs in sorted(self.log_dirs.items())
+                if b in self.brokers and any(d.error_code for d in dirs.values())}
+
+    def offline_replicas(self) -> dict[str, list[int]]:
+        """``topic-partition`` -> replicas Metadata lists offline although their broker is alive (on a failed
+        log dir); replicas of dead brokers are not repeated here."""
+        return {f"{t}-{p}": [b for b in pm.offline if b in self.brokers]
+                for (t, p), pm in sorted(self.partitions.items()) if any(b in self.brokers for b in pm.offline)}
+
     def throttles(self) -> dict[str, Any]:
         """Throttle configs currently set: broker rates and topic throttled-replica lists."""
         return {

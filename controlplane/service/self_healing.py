@@ -15,8 +15,9 @@ invariant checker, proposed and approved as ``self-healing``, the anomaly moved 
 the plan id (the state refuses a second start: ``expect``), then the executor starts it. Each pass first
 carries every ``fixing`` anomaly forward from the replicated state — approve/start a plan a previous leader
 left, close the anomaly when its execution ends — so a new leader continues a fix and never starts it twice.
-A fail-slow disk loses its leadership at once; if it is still slow ``evacuate_slow_after_s`` after the fix
-began, its replicas move (same broker's healthy dirs first).
+A fail-slow disk loses its leadership at once; if it is still slow ``evacuate_slow_after_s`` after its slow
+streak began (on the round clock: the simulator's where it exports one), its replicas move (same broker's
+healthy dirs first). A failed log dir's replicas are offline, so they are re-created on other brokers.
 
 Guarantee: a mass failure (share of brokers, or a whole IDC) raises one alert and moves nothing; at most
 ``max_concurrent_fixes`` anomalies of a cluster are ``fixing`` at once (and the executor runs one execution
@@ -90,8 +91,16 @@ def health_round(r: Round, maintenance: frozenset[int]) -> HealthRound:
     moving: dict[tuple[str, int], float] = {}
     for c in r.copies:
         moving[(c.topic, c.partition)] = moving.get((c.topic, c.partition), 0.0) + max(c.bytes_per_s, 0.0)
-    return HealthRound(r.snapshot, at=float(at), maintenance=maintenance, unresponsive=unresponsive,
-                       reassigning=moving)
+    cov = r.coverage
+    offline_dirs = {int(b): frozenset(paths) for b, paths in cov.offline_log_dirs.items() if paths}
+    offline_replicas: dict[int, set[tuple[str, int]]] = {}
+    for name, brokers in cov.offline_replicas.items():
+        topic, _, part = name.rpartition("-")
+        for b in brokers:
+            offline_replicas.setdefault(int(b), set()).add((topic, int(part)))
+    return HealthRound(r.snapshot, at=float(at), maintenance=maintenance, offline_dirs=offline_dirs,
+                       offline_replicas={b: frozenset(v) for b, v in offline_replicas.items()},
+                       unresponsive=unresponsive, reassigning=moving)
 
 
 class SelfHealingJob:
@@ -208,8 +217,12 @@ class SelfHealingJob:
 
     def _maybe_evacuate(self, ctx: ServiceContext, name: str, rec: Mapping[str, Any], settings: HealingSettings,
                         now: HealthRound) -> None:
-        began = next((h["at"] for h in rec["history"] if h["status"] == "fixing"), rec["detected_at"])
-        slow_for = (datetime.now(UTC) - datetime.fromisoformat(began)).total_seconds()
+        since = (rec.get("evidence") or {}).get("slow_since")
+        if isinstance(since, int | float):  # the round clock (the simulator's where it exports one)
+            slow_for = now.at - float(since)
+        else:
+            began = next((h["at"] for h in rec["history"] if h["status"] == "fixing"), rec["detected_at"])
+            slow_for = (datetime.now(UTC) - datetime.fromisoformat(began)).total_seconds()
         disk = (int(rec["subject"]["broker"]), str(rec["subject"]["log_dir"]))
         if slow_for < settings.evacuate_slow_after_s or rec.get("evacuating"):
             return
@@ -263,8 +276,9 @@ class SelfHealingJob:
                 return plan_replace_broker(now.snapshot, [int(f.subject["broker"])]), \
                     f"re-create the replicas of dead broker {f.subject['broker']}: {f.summary}"
             disk = (int(f.subject["broker"]), str(f.subject["log_dir"]))
-            if f.kind == LOG_DIR_OFFLINE:
-                return plan_evacuate_disk(now.snapshot, disk), f"move replicas off failed log dir: {f.summary}"
+            if f.kind == LOG_DIR_OFFLINE:  # offline replicas: only other brokers can take them (planners.healing)
+                return plan_evacuate_disk(now.snapshot, disk, same_broker=False), \
+                    f"re-create the replicas of failed log dir elsewhere: {f.summary}"
             if f.kind == DISK_FAIL_SLOW and disk[0] in alive:
                 return plan_leaders_off(now.snapshot, [disk]), f"move leadership off fail-slow disk: {f.summary}"
         except PlannerError as exc:

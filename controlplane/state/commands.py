@@ -239,6 +239,15 @@ class AnomalyUpdate(_Cmd):
     execution_id: Annotated[int, Field(ge=1)] | None = None
 
 
+class AnomalyNote(_Cmd):
+    """A note on an open anomaly's history (e.g. throttle protection sparing a fail-slow disk's clients)."""
+
+    type: Literal["anomaly.note"]
+    meta: Meta
+    anomaly_id: Annotated[int, Field(ge=1)]
+    reason: Annotated[str, Field(min_length=1, max_length=2000)]
+
+
 class PlanExpire(_Cmd):
     type: Literal["plan.expire"]
     meta: Meta
@@ -246,7 +255,7 @@ class PlanExpire(_Cmd):
 
 
 _healing_model: type[_Cmd]
-for _healing_model in (SelfHealingSet, AnomalyRaise, AnomalyUpdate, PlanExpire):
+for _healing_model in (SelfHealingSet, AnomalyRaise, AnomalyUpdate, AnomalyNote, PlanExpire):
     for _literal in _healing_model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
         COMMANDS[_literal] = _healing_model
 
