@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -114,6 +114,11 @@ class SelfHealingJob:
         self.history: dict[str, deque[HealthRound]] = {}
         self.seen: dict[str, int] = {}
         self.last: dict[str, dict[str, Any]] = {}
+        self.began: dict[str, float] = {}
+        """Per cluster: when (wall clock) the collection of the round in hand began."""
+        self.counters: dict[str, Counter[str]] = {}
+        """Per cluster: ``rounds`` evaluated and, per kind, the rounds it was found in (``confirmed:<kind>``
+        when confirmed)."""
 
     def __call__(self, ctx: ServiceContext) -> list[dict[str, Any]]:
         if self.notifier is None:
@@ -143,10 +148,15 @@ class SelfHealingJob:
         if r is None or self.seen.get(name) == r.seq:
             return {"action": "skip", "why": "no new round"}
         self.seen[name] = r.seq
+        self.began[name] = r.snapshot.taken_at.timestamp() - float(r.collected.round_seconds.get("total", 0.0))
         hist = self.history.setdefault(name, deque(maxlen=HISTORY))
         hist.append(health_round(r, maintenance))
         cfg = replace(self.detector, grace_s=settings.grace_s, mass_failure_share=settings.mass_failure_share)
         findings = detect_all(list(hist), cfg)
+        tally = self.counters.setdefault(name, Counter())
+        tally["rounds"] += 1
+        tally.update({f.kind for f in findings})
+        tally.update({f"confirmed:{f.kind}" for f in findings if f.confirmed})
         open_ = self._sync(ctx, name, findings)
         counts: dict[str, int] = {k: 0 for k in KINDS}
         for rec in open_.values():
@@ -211,7 +221,9 @@ class SelfHealingJob:
                 self._close(ctx, name, rec, "failed", f"execution {ex['id']} {ex['status']}: {ex.get('reason', '')}")
                 continue
             if rec["kind"] == DISK_FAIL_SLOW and key in observed:
-                self._maybe_evacuate(ctx, name, rec, settings, now)
+                ended = datetime.fromisoformat(ex["finished_at"]).timestamp() if ex.get("finished_at") else 0.0
+                if self.began.get(name, 0.0) >= ended:  # a round read before the end would re-plan done work
+                    self._maybe_evacuate(ctx, name, rec, settings, now)
                 continue
             self._close(ctx, name, rec, "fixed", f"execution {ex['id']} completed")
 
