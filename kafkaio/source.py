@@ -183,7 +183,7 @@ class KafkaSource:
 
         With ``full=False`` metadata, in-flight reassignments and client quotas are read; log dirs
         and broker configs only of ``refresh_brokers`` and of brokers that gained replicas
-        (new partitions, new reassignments), topic configs only of ``refresh_topics`` and new
+        (new partitions, new reassignments) or whose replicas went offline or back (a failed log dir), topic configs only of ``refresh_topics`` and new
         topics; everything else is carried over from ``previous`` (each broker's listing keeps its
         read time; ``details_age_s`` is the oldest).  A caller rotating ``refresh_brokers`` over
         the cluster bounds every round's cost instead of paying for every broker in one round.
@@ -251,6 +251,8 @@ class KafkaSource:
                         want.update(pm.replicas)  # new replicas: their log dirs must be read now
                         if old is None:
                             new_topics.add(key[0])
+                    elif old.offline != pm.offline:  # a log dir failed (KIP-112): read its broker's dirs now
+                        want.update(set(old.offline) ^ set(pm.offline))
             for key, ra_ in state.reassignments.items():
                 if key not in previous.reassignments:
                     want.update(ra_.adding)
