@@ -183,8 +183,9 @@ class KafkaSource:
 
         With ``full=False`` metadata, in-flight reassignments and client quotas are read; log dirs
         and broker configs only of ``refresh_brokers`` and of brokers that gained replicas
-        (new partitions, new reassignments) or whose replicas went offline or back (a failed log dir), topic configs only of ``refresh_topics`` and new
-        topics; everything else is carried over from ``previous`` (each broker's listing keeps its
+        (new partitions, new reassignments) or whose replicas went offline or back (a failed log dir),
+        topic configs only of ``refresh_topics`` and new topics; everything
+        else is carried over from ``previous`` (each broker's listing keeps its
         read time; ``details_age_s`` is the oldest).  A caller rotating ``refresh_brokers`` over
         the cluster bounds every round's cost instead of paying for every broker in one round.
         """

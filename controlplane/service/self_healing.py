@@ -15,6 +15,9 @@ invariant checker, proposed and approved as ``self-healing``, the anomaly moved 
 the plan id (the state refuses a second start: ``expect``), then the executor starts it. Each pass first
 carries every ``fixing`` anomaly forward from the replicated state — approve/start a plan a previous leader
 left, close the anomaly when its execution ends — so a new leader continues a fix and never starts it twice.
+A plan the executor refuses (e.g. metadata that still named a broker just lost) expires at once and the
+anomaly goes back to ``confirmed`` to be planned anew from the next round, at most ``MAX_RETRIES`` times
+before it ends ``failed``.
 A fail-slow disk loses its leadership at once; if it is still slow ``evacuate_slow_after_s`` after its slow
 streak began (on the round clock: the simulator's where it exports one), its replicas move (same broker's
 healthy dirs first). A failed log dir's replicas are offline, so they are re-created on other brokers.
@@ -58,6 +61,8 @@ from planners.workspace import PlannerError
 log = logging.getLogger(__name__)
 WHO = "self-healing"
 HISTORY = 120
+MAX_RETRIES = 2
+"""Plans of one anomaly the executor may refuse before the anomaly ends ``failed`` (each retry plans anew)."""
 _BROKER_ERROR = re.compile(r"broker (\d+)$")
 
 
@@ -322,7 +327,13 @@ class SelfHealingJob:
         except Exception as exc:  # refused by the executor: the plan must not stay approved
             ctx.store.propose({"type": "plan.expire", "meta": meta(WHO, f"executor refused: {exc}"),
                                "plan_id": plan_id})
-            self._close(ctx, name, rec, "failed", f"executor refused plan {plan_id}: {exc}")
+            why = f"executor refused plan {plan_id}: {exc}"
+            tries = sum(1 for h in rec.get("history", []) if str(h.get("reason", "")).startswith("retry: "))
+            if tries < MAX_RETRIES:  # e.g. metadata that still named a broker just lost: plan again next round
+                ctx.store.propose({"type": "anomaly.update", "meta": meta(WHO, why), "anomaly_id": rec["id"],
+                                   "status": "confirmed", "reason": f"retry: {why}"[:2000]})
+                return
+            self._close(ctx, name, rec, "failed", why)
             return
         ctx.store.propose({"type": "anomaly.update", "meta": meta(WHO, "execution started"), "anomaly_id": rec["id"],
                            "status": "fixing", "execution_id": execution_id})

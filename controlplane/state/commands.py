@@ -198,10 +198,11 @@ OPEN_ANOMALY_STATES = frozenset({"detected", "confirmed", "fixing"})
 ANOMALY_TRANSITIONS: dict[str, frozenset[str]] = {
     "detected": frozenset({"confirmed", "fixed", "ignored", "failed"}),
     "confirmed": frozenset({"fixing", "fixed", "ignored", "failed"}),
-    "fixing": frozenset({"fixed", "failed"}),
+    "fixing": frozenset({"confirmed", "fixed", "failed"}),
     "fixed": frozenset(), "ignored": frozenset(), "failed": frozenset(),
 }
-"""An anomaly's lifecycle: a fix starts only from ``confirmed`` (so it never starts twice), ends once."""
+"""An anomaly's lifecycle: a fix starts only from ``confirmed`` (so it never starts twice), ends once;
+``fixing -> confirmed`` is a retry after the executor refused the fix's plan (that plan expired first)."""
 
 
 class SelfHealingSet(_Cmd):

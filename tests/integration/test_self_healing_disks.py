@@ -154,7 +154,8 @@ def test_a_disk_that_stays_slow_is_evacuated_to_its_brokers_healthy_dir(sim: Sim
     assert {(p["topic"], p["partition"]) for p in partitions(after) if broker in p["replicas"]} == hosted_before, \
         "evacuated to the broker's own healthy dir (KIP-113), no replica left the broker"
     closed = wait(lambda: [a for a in anomalies(service, "disk-fail-slow") if a["status"] == "fixed"], 30, "fixed")
-    plans = service.ctx.store.read(lambda s: [dict(p) for p in s["plans"].values() if p["proposed_by"] == "self-healing"])
+    plans = service.ctx.store.read(lambda s: [dict(p) for p in s["plans"].values()
+                                              if p["proposed_by"] == "self-healing"])
     kinds = [p["kind"] for p in plans]
     assert kinds == ["heal-leaders", "heal-disk"], [(p["kind"], p["status"], p["plan"]["notes"]) for p in plans]
     evac = execution(service, int(plans[1]["execution_id"]))
