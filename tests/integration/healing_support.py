@@ -18,6 +18,7 @@ from controlplane.bootstrap import Service, build_service
 from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings
 from controlplane.service.self_healing import SelfHealingJob
 from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
 from raft.localcluster import free_ports
 from tests.integration.executor_support import Sim
 from tests.integration.kafkasim_support import http_json
@@ -131,3 +132,26 @@ class SimProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
         self.log.close()
+
+
+def seed_anomalies(store: LocalStateStore) -> dict[str, int]:
+    """c1 and c2; a dead broker being fixed by plan P on c1, a fail-slow disk confirmed on c1, an
+    under-replicated warning closed on c2."""
+    for name in ("c1", "c2"):
+        store.propose({"type": "cluster.register", "meta": meta("t"), "name": name,
+                       "bootstrap_servers": ["127.0.0.1:9"]})
+
+    def raise_(cluster: str, key: str, kind: str, confirmed: bool) -> int:
+        return int(store.propose({"type": "anomaly.raise", "meta": meta("self-healing", "found"), "cluster": cluster,
+                                  "key": key, "kind": kind, "subject": {"broker": 2}, "summary": f"{kind} on 2",
+                                  "evidence": {"dead_for_s": 400}, "confirmed": confirmed})["anomaly_id"])
+    dead = raise_("c1", "broker-dead:2", "broker-dead", True)
+    plan = int(store.propose({"type": "plan.propose", "meta": meta("self-healing", "heal"), "cluster": "c1",
+                              "kind": "heal-broker", "plan": {"notes": ["drain broker 2"]}})["plan_id"])
+    store.propose({"type": "anomaly.update", "meta": meta("self-healing", "fix"), "anomaly_id": dead,
+                   "status": "fixing", "expect": "confirmed", "plan_id": plan})
+    slow = raise_("c1", "disk-fail-slow:3:/data1", "disk-fail-slow", True)
+    urp = raise_("c2", "under-replicated:c2", "under-replicated", True)
+    store.propose({"type": "anomaly.update", "meta": meta("self-healing", "gone"), "anomaly_id": urp,
+                   "status": "fixed", "reason": "no longer observed"})
+    return {"dead": dead, "plan": plan, "slow": slow, "urp": urp}
