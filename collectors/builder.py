@@ -98,6 +98,7 @@ class LoadModel:
         drops = DropLog()
         cov = Coverage(cluster=self.endpoints.cluster, taken_at=now)
         cov.kafka_errors = dict(state.errors)
+        cov.offline_log_dirs, cov.offline_replicas = state.offline_log_dirs(), state.offline_replicas()
 
         src = topology.map_payloads(scrape, self.brokers, self.endpoints.exporter_urls, cfg.use_sim_clock, cov)
         alive, known = topology.known_brokers(state, self.brokers, cov)

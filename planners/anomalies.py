@@ -11,13 +11,14 @@ newest last). Persistence is read from the history itself, so the detectors keep
   missing from metadata so) that still hosts replicas; ``dead_for_s`` runs from the first round of the
   unbroken dead streak, and the finding is *confirmed* once that exceeds the grace period. None while the
   broker is in maintenance.
-* **log-dir failure** — a dir the round lists as offline (DescribeLogDirs ``KAFKA_STORAGE_ERROR``, or
-  replicas Kafka reports offline) on a broker that lives.
+* **log-dir failure** — a dir the round lists as offline (DescribeLogDirs ``KAFKA_STORAGE_ERROR``, with
+  Metadata's offline replicas of the broker) on a broker that lives; confirmed while replicas are on it.
 * **fail-slow disk** — a disk whose await is far above the median of its *peers* (same disk kind, other
   disks, at comparable or higher load: bytes/s at least ``peer_load_band`` x its own) in each of the last
   ``slow_rounds`` rounds. A disk that is merely busy has busy peers that are as slow, or carries more
   load than anyone (then only its service time — util per byte/s — is compared with the peers'), so it
-  is not flagged.
+  is not flagged. The evidence carries ``slow_since`` (the round clock the streak began) so a fix can tell
+  how long the disk has been slow; a slow disk that holds no replica stays a warning.
 * **partitions** — under-replicated (ISR smaller than the replica set), under-min-ISR, offline (no leader).
 * **stuck reassignment** — a partition in flight for ``stuck_rounds`` rounds with no measured copy progress.
 * **unresponsive broker** — admin requests to a broker fail (timeouts) while metadata lists it alive.
@@ -66,7 +67,9 @@ class HealthRound:
     """Seconds on the observer's clock (monotone across rounds of one cluster)."""
     maintenance: frozenset[int] = frozenset()
     offline_dirs: Mapping[int, frozenset[str]] = field(default_factory=dict)
-    """Broker -> its log dirs reported offline this round."""
+    """Broker -> its log dirs reported offline this round (DescribeLogDirs ``KAFKA_STORAGE_ERROR``)."""
+    offline_replicas: Mapping[int, frozenset[PartitionId]] = field(default_factory=dict)
+    """Alive broker -> partitions whose replica on it Metadata lists offline (on a failed log dir)."""
     unresponsive: Mapping[int, str] = field(default_factory=dict)
     """Broker (alive in metadata) -> the admin error it answered with this round."""
     reassigning: Mapping[PartitionId, float] = field(default_factory=dict)
@@ -184,7 +187,9 @@ def detect_unresponsive(history: Sequence[HealthRound], cfg: DetectorConfig) -> 
 
 # ---------------------------------------------------------------------------------------------- disks
 def detect_offline_dirs(history: Sequence[HealthRound], cfg: DetectorConfig) -> list[Finding]:
-    """Offline log dirs of living brokers (the JBOD disk died, the broker runs on)."""
+    """Offline log dirs of living brokers (the JBOD disk died, the broker runs on). Confirmed while replicas
+    are on the dir (the snapshot's last known dir of a replica, or Metadata's offline replicas of the broker
+    when it has one failed dir); a failed dir holding nothing stays a warning (replace the disk)."""
     if not history:
         return []
     now = history[-1]
@@ -193,13 +198,20 @@ def detect_offline_dirs(history: Sequence[HealthRound], cfg: DetectorConfig) -> 
     for bid in sorted(now.offline_dirs):
         if bid not in alive or bid in now.maintenance:
             continue
-        for path in sorted(now.offline_dirs[bid]):
+        dirs = sorted(now.offline_dirs[bid])
+        offline = now.offline_replicas.get(bid, frozenset())
+        for path in dirs:
             on_it = [p for p in now.snapshot.iter_partitions()
                      for i, b in enumerate(p.replicas) if b == bid and i < len(p.log_dirs) and p.log_dirs[i] == path]
+            listed = {p.id for p in on_it}
+            extra = sorted(offline - listed) if len(dirs) == 1 else []
+            names = [f"{p.topic}-{p.partition}" for p in on_it] + [f"{t}-{n}" for t, n in extra]
+            held = len(names)
             out.append(Finding(LOG_DIR_OFFLINE, f"{LOG_DIR_OFFLINE}:{bid}:{path}", {"broker": bid, "log_dir": path},
-                               {"replicas": len(on_it), "bytes": sum(p.size_bytes for p in on_it),
-                                "examples": [f"{p.topic}-{p.partition}" for p in on_it[:EXAMPLES]]},
-                               True, f"log dir {path} of broker {bid} is offline ({len(on_it)} replica(s))"))
+                               {"replicas": held, "bytes": sum(p.size_bytes for p in on_it),
+                                "offline_replicas": len(offline), "examples": names[:EXAMPLES]},
+                               held > 0, f"log dir {path} of broker {bid} is offline ({held} replica(s)"
+                               + (")" if held else "; it holds no replica: replace the disk)")))
     return out
 
 
@@ -249,15 +261,21 @@ def detect_fail_slow(history: Sequence[HealthRound], cfg: DetectorConfig) -> lis
         if did[0] in now.maintenance:
             continue
         streak = 0
+        since = now.at
         for r in reversed(history):
             if did not in (latest if r is now else _slow_disks(r, cfg)):
                 break
             streak += 1
-        ev = {**latest[did], "rounds": streak, "rounds_needed": cfg.slow_rounds}
+            since = r.at
+        held = sum(1 for p in now.snapshot.iter_partitions()
+                   for i, b in enumerate(p.replicas) if b == did[0] and i < len(p.log_dirs) and p.log_dirs[i] == did[1])
+        ev = {**latest[did], "rounds": streak, "rounds_needed": cfg.slow_rounds, "slow_since": since,
+              "slow_for_s": round(now.at - since, 3), "replicas": held}
         out.append(Finding(DISK_FAIL_SLOW, f"{DISK_FAIL_SLOW}:{did[0]}:{did[1]}", {"broker": did[0], "log_dir": did[1]},
-                           ev, streak >= cfg.slow_rounds,
+                           ev, streak >= cfg.slow_rounds and held > 0,
                            f"disk {did[1]} of broker {did[0]} is fail-slow: await {ev['await_ms']} ms vs "
-                           f"{ev['peer_await_ms']} ms on {ev['peers']} peer(s) ({streak} round(s))"))
+                           f"{ev['peer_await_ms']} ms on {ev['peers']} peer(s) ({streak} round(s))"
+                           + ("" if held else "; it holds no replica")))
     return out
 
 

@@ -8,7 +8,10 @@ leadership off a disk hands each partition led from it to the alive, in-sync rep
 disk, not in maintenance) that leads least, reordering the replica list so a preferred election keeps it;
 no data moves. Evacuating a disk moves each replica on it to the broker's other healthy dirs first
 (an intra-broker move, KIP-113) and to other brokers of the pool (same IDC first) only when those lack
-room or would break a goal — the Workspace's ``best_target`` applies every hard goal.
+room or would break a goal — the Workspace's ``best_target`` applies every hard goal. A *failed* dir's
+replicas go to other brokers only: they are offline, and Kafka answers AlterReplicaLogDirs for an offline
+replica with ``KAFKA_STORAGE_ERROR`` (``ReplicaManager.alterReplicaLogDirs``) until the broker restarts
+without the dir, so the healthy dirs of the same broker cannot take them while it runs.
 
 Guarantee: deterministic (snapshot order); never targets a dead or maintenance broker, nor an avoided disk;
 a replica with no valid target stays and the notes say so. Cost: O(replicas on the disk or broker x disks of
@@ -75,15 +78,22 @@ def plan_leaders_off(snapshot: ClusterSnapshot, disks: Collection[DiskId], avoid
 
 
 def plan_evacuate_disk(snapshot: ClusterSnapshot, disk: DiskId, bounds: Bounds | None = None,
-                       avoid: Collection[DiskId] = ()) -> Plan:
-    """Move every replica off ``disk``: the broker's other dirs first, then other brokers (module docstring)."""
+                       avoid: Collection[DiskId] = (), same_broker: bool = True) -> Plan:
+    """Move every replica off ``disk``: the broker's other dirs first (unless ``same_broker`` is False), then
+    other brokers (module docstring)."""
     ws = Workspace(snapshot, bounds or Bounds())
     broker, path = disk
     bad = {disk, *avoid}
     usable = _usable(snapshot)
-    own = np.array(sorted(i for i in ws.broker_disks.get(broker, []) if ws.disk_ids[i] not in bad), dtype=np.int64)
+    own = np.array(sorted(i for i in ws.broker_disks.get(broker, []) if ws.disk_ids[i] not in bad and same_broker),
+                   dtype=np.int64)
     stranded: list[str] = []
     others = {b for b in {x.id for x in snapshot.brokers} if b not in usable or b == broker}
+    if not same_broker:
+        notes_head = f"evacuate {broker}:{path} to other brokers (its replicas are offline: Kafka refuses to move " \
+                     "an offline replica between the dirs of a running broker)"
+    else:
+        notes_head = f"evacuate {broker}:{path}"
     for p in ws.index.partitions:
         replicas, dirs = ws.replicas(p)
         if broker not in replicas or dirs[replicas.index(broker)] != path:
@@ -100,7 +110,7 @@ def plan_evacuate_disk(snapshot: ClusterSnapshot, disk: DiskId, bounds: Bounds |
             stranded.append(f"{p.topic}-{p.partition}")
             continue
         ws.move_replica(p, position, target)
-    notes = [f"evacuate {broker}:{path}"]
+    notes = [notes_head]
     if stranded:
         notes.append(f"{len(stranded)} replica(s) stay on {broker}:{path} (bounds or no valid target), e.g. "
                      + ", ".join(stranded[:MAX_NOTES]))

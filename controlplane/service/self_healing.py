@@ -15,8 +15,12 @@ invariant checker, proposed and approved as ``self-healing``, the anomaly moved 
 the plan id (the state refuses a second start: ``expect``), then the executor starts it. Each pass first
 carries every ``fixing`` anomaly forward from the replicated state — approve/start a plan a previous leader
 left, close the anomaly when its execution ends — so a new leader continues a fix and never starts it twice.
-A fail-slow disk loses its leadership at once; if it is still slow ``evacuate_slow_after_s`` after the fix
-began, its replicas move (same broker's healthy dirs first).
+A plan the executor refuses (e.g. metadata that still named a broker just lost) expires at once and the
+anomaly goes back to ``confirmed`` to be planned anew from the next round, at most ``MAX_RETRIES`` times
+before it ends ``failed``.
+A fail-slow disk loses its leadership at once; if it is still slow ``evacuate_slow_after_s`` after its slow
+streak began (on the round clock: the simulator's where it exports one), its replicas move (same broker's
+healthy dirs first). A failed log dir's replicas are offline, so they are re-created on other brokers.
 
 Guarantee: a mass failure (share of brokers, or a whole IDC) raises one alert and moves nothing; at most
 ``max_concurrent_fixes`` anomalies of a cluster are ``fixing`` at once (and the executor runs one execution
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -57,6 +61,8 @@ from planners.workspace import PlannerError
 log = logging.getLogger(__name__)
 WHO = "self-healing"
 HISTORY = 120
+MAX_RETRIES = 2
+"""Plans of one anomaly the executor may refuse before the anomaly ends ``failed`` (each retry plans anew)."""
 _BROKER_ERROR = re.compile(r"broker (\d+)$")
 
 
@@ -90,8 +96,16 @@ def health_round(r: Round, maintenance: frozenset[int]) -> HealthRound:
     moving: dict[tuple[str, int], float] = {}
     for c in r.copies:
         moving[(c.topic, c.partition)] = moving.get((c.topic, c.partition), 0.0) + max(c.bytes_per_s, 0.0)
-    return HealthRound(r.snapshot, at=float(at), maintenance=maintenance, unresponsive=unresponsive,
-                       reassigning=moving)
+    cov = r.coverage
+    offline_dirs = {int(b): frozenset(paths) for b, paths in cov.offline_log_dirs.items() if paths}
+    offline_replicas: dict[int, set[tuple[str, int]]] = {}
+    for name, brokers in cov.offline_replicas.items():
+        topic, _, part = name.rpartition("-")
+        for b in brokers:
+            offline_replicas.setdefault(int(b), set()).add((topic, int(part)))
+    return HealthRound(r.snapshot, at=float(at), maintenance=maintenance, offline_dirs=offline_dirs,
+                       offline_replicas={b: frozenset(v) for b, v in offline_replicas.items()},
+                       unresponsive=unresponsive, reassigning=moving)
 
 
 class SelfHealingJob:
@@ -105,6 +119,11 @@ class SelfHealingJob:
         self.history: dict[str, deque[HealthRound]] = {}
         self.seen: dict[str, int] = {}
         self.last: dict[str, dict[str, Any]] = {}
+        self.began: dict[str, float] = {}
+        """Per cluster: when (wall clock) the collection of the round in hand began."""
+        self.counters: dict[str, Counter[str]] = {}
+        """Per cluster: ``rounds`` evaluated and, per kind, the rounds it was found in (``confirmed:<kind>``
+        when confirmed)."""
 
     def __call__(self, ctx: ServiceContext) -> list[dict[str, Any]]:
         if self.notifier is None:
@@ -134,10 +153,15 @@ class SelfHealingJob:
         if r is None or self.seen.get(name) == r.seq:
             return {"action": "skip", "why": "no new round"}
         self.seen[name] = r.seq
+        self.began[name] = r.snapshot.taken_at.timestamp() - float(r.collected.round_seconds.get("total", 0.0))
         hist = self.history.setdefault(name, deque(maxlen=HISTORY))
         hist.append(health_round(r, maintenance))
         cfg = replace(self.detector, grace_s=settings.grace_s, mass_failure_share=settings.mass_failure_share)
         findings = detect_all(list(hist), cfg)
+        tally = self.counters.setdefault(name, Counter())
+        tally["rounds"] += 1
+        tally.update({f.kind for f in findings})
+        tally.update({f"confirmed:{f.kind}" for f in findings if f.confirmed})
         open_ = self._sync(ctx, name, findings)
         counts: dict[str, int] = {k: 0 for k in KINDS}
         for rec in open_.values():
@@ -202,14 +226,20 @@ class SelfHealingJob:
                 self._close(ctx, name, rec, "failed", f"execution {ex['id']} {ex['status']}: {ex.get('reason', '')}")
                 continue
             if rec["kind"] == DISK_FAIL_SLOW and key in observed:
-                self._maybe_evacuate(ctx, name, rec, settings, now)
+                ended = datetime.fromisoformat(ex["finished_at"]).timestamp() if ex.get("finished_at") else 0.0
+                if self.began.get(name, 0.0) >= ended:  # a round read before the end would re-plan done work
+                    self._maybe_evacuate(ctx, name, rec, settings, now)
                 continue
             self._close(ctx, name, rec, "fixed", f"execution {ex['id']} completed")
 
     def _maybe_evacuate(self, ctx: ServiceContext, name: str, rec: Mapping[str, Any], settings: HealingSettings,
                         now: HealthRound) -> None:
-        began = next((h["at"] for h in rec["history"] if h["status"] == "fixing"), rec["detected_at"])
-        slow_for = (datetime.now(UTC) - datetime.fromisoformat(began)).total_seconds()
+        since = (rec.get("evidence") or {}).get("slow_since")
+        if isinstance(since, int | float):  # the round clock (the simulator's where it exports one)
+            slow_for = now.at - float(since)
+        else:
+            began = next((h["at"] for h in rec["history"] if h["status"] == "fixing"), rec["detected_at"])
+            slow_for = (datetime.now(UTC) - datetime.fromisoformat(began)).total_seconds()
         disk = (int(rec["subject"]["broker"]), str(rec["subject"]["log_dir"]))
         if slow_for < settings.evacuate_slow_after_s or rec.get("evacuating"):
             return
@@ -263,8 +293,9 @@ class SelfHealingJob:
                 return plan_replace_broker(now.snapshot, [int(f.subject["broker"])]), \
                     f"re-create the replicas of dead broker {f.subject['broker']}: {f.summary}"
             disk = (int(f.subject["broker"]), str(f.subject["log_dir"]))
-            if f.kind == LOG_DIR_OFFLINE:
-                return plan_evacuate_disk(now.snapshot, disk), f"move replicas off failed log dir: {f.summary}"
+            if f.kind == LOG_DIR_OFFLINE:  # offline replicas: only other brokers can take them (planners.healing)
+                return plan_evacuate_disk(now.snapshot, disk, same_broker=False), \
+                    f"re-create the replicas of failed log dir elsewhere: {f.summary}"
             if f.kind == DISK_FAIL_SLOW and disk[0] in alive:
                 return plan_leaders_off(now.snapshot, [disk]), f"move leadership off fail-slow disk: {f.summary}"
         except PlannerError as exc:
@@ -296,7 +327,13 @@ class SelfHealingJob:
         except Exception as exc:  # refused by the executor: the plan must not stay approved
             ctx.store.propose({"type": "plan.expire", "meta": meta(WHO, f"executor refused: {exc}"),
                                "plan_id": plan_id})
-            self._close(ctx, name, rec, "failed", f"executor refused plan {plan_id}: {exc}")
+            why = f"executor refused plan {plan_id}: {exc}"
+            tries = sum(1 for h in rec.get("history", []) if str(h.get("reason", "")).startswith("retry: "))
+            if tries < MAX_RETRIES:  # e.g. metadata that still named a broker just lost: plan again next round
+                ctx.store.propose({"type": "anomaly.update", "meta": meta(WHO, why), "anomaly_id": rec["id"],
+                                   "status": "confirmed", "reason": f"retry: {why}"[:2000]})
+                return
+            self._close(ctx, name, rec, "failed", why)
             return
         ctx.store.propose({"type": "anomaly.update", "meta": meta(WHO, "execution started"), "anomaly_id": rec["id"],
                            "status": "fixing", "execution_id": execution_id})

@@ -209,10 +209,11 @@ OPEN_ANOMALY_STATES = frozenset({"detected", "confirmed", "fixing"})
 ANOMALY_TRANSITIONS: dict[str, frozenset[str]] = {
     "detected": frozenset({"confirmed", "fixed", "ignored", "failed"}),
     "confirmed": frozenset({"fixing", "fixed", "ignored", "failed"}),
-    "fixing": frozenset({"fixed", "failed"}),
+    "fixing": frozenset({"confirmed", "fixed", "failed"}),
     "fixed": frozenset(), "ignored": frozenset(), "failed": frozenset(),
 }
-"""An anomaly's lifecycle: a fix starts only from ``confirmed`` (so it never starts twice), ends once."""
+"""An anomaly's lifecycle: a fix starts only from ``confirmed`` (so it never starts twice), ends once;
+``fixing -> confirmed`` is a retry after the executor refused the fix's plan (that plan expired first)."""
 
 
 class SelfHealingSet(_Cmd):
@@ -250,6 +251,15 @@ class AnomalyUpdate(_Cmd):
     execution_id: Annotated[int, Field(ge=1)] | None = None
 
 
+class AnomalyNote(_Cmd):
+    """A note on an open anomaly's history (e.g. throttle protection sparing a fail-slow disk's clients)."""
+
+    type: Literal["anomaly.note"]
+    meta: Meta
+    anomaly_id: Annotated[int, Field(ge=1)]
+    reason: Annotated[str, Field(min_length=1, max_length=2000)]
+
+
 class PlanExpire(_Cmd):
     type: Literal["plan.expire"]
     meta: Meta
@@ -257,7 +267,7 @@ class PlanExpire(_Cmd):
 
 
 _healing_model: type[_Cmd]
-for _healing_model in (SelfHealingSet, AnomalyRaise, AnomalyUpdate, PlanExpire):
+for _healing_model in (SelfHealingSet, AnomalyRaise, AnomalyUpdate, AnomalyNote, PlanExpire):
     for _literal in _healing_model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
         COMMANDS[_literal] = _healing_model
 

@@ -17,6 +17,7 @@ from controlplane.state.commands import (
     ANOMALY_TRANSITIONS,
     OPEN_ANOMALY_STATES,
     AllocateIds,
+    AnomalyNote,
     AnomalyRaise,
     AnomalyUpdate,
     AutoRebalance,
@@ -90,8 +91,8 @@ class GuardianState:
     def _record(self, command: JsonDict, result: Any) -> None:
         self.state["log_seq"] += 1
         meta = command["meta"]
-        subject = {k: command[k] for k in ("name", "cluster", "plan_id", "execution_id", "key", "broker", "topic")
-                   if k in command}
+        subject = {k: command[k] for k in ("name", "cluster", "plan_id", "execution_id", "key", "broker", "topic",
+                                           "anomaly_id") if k in command}
         self.state["actions"].append({"seq": self.state["log_seq"], "at": meta["at"], "who": meta["who"],
                                       "why": meta.get("why", ""), "type": command["type"], "subject": subject,
                                       "result": result if isinstance(result, dict) else {"value": result}})
@@ -406,6 +407,18 @@ class GuardianState:
             rec["closed_at"] = at
         anomalies[str(cmd.anomaly_id)] = rec
         return {"anomaly_id": cmd.anomaly_id, "status": cmd.status, "changed": True}
+
+    def _anomaly_note(self, cmd: AnomalyNote) -> JsonDict:
+        """Append a note to an anomaly's history (its status stays)."""
+        anomalies = self.state.setdefault("anomalies", {})
+        rec = anomalies.get(str(cmd.anomaly_id))
+        if rec is None:
+            raise CommandRejected(f"unknown anomaly {cmd.anomaly_id}")
+        rec = dict(rec)
+        rec["history"] = [*rec["history"], {"at": cmd.meta.at.isoformat(), "status": rec["status"],
+                                            "reason": cmd.reason, "by": cmd.meta.who, "note": True}]
+        anomalies[str(cmd.anomaly_id)] = rec
+        return {"anomaly_id": cmd.anomaly_id, "status": rec["status"], "note": cmd.reason}
 
     def _plan_expire(self, cmd: PlanExpire) -> JsonDict:
         """An approved plan nobody can execute any more ends ``failed`` with the reason (no orphan approvals)."""

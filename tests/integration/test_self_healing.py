@@ -1,23 +1,30 @@
 """Self-healing over kafkasim (TCP, kafka-python), the service's own loops running: a dead broker healed once;
-half the cluster dying raises an alert and moves nothing; a broker back inside its grace period moves nothing.
+half the cluster dying raises an alert and moves nothing; a broker back inside its grace period moves nothing;
+the two brokers of one rack dying together are healed with every partition's rack spread held.
 Each test prints its figures (simulated seconds from the fault to detection, to the fix, to under-replicated = 0;
 bytes moved)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings
-from controlplane.state.commands import meta
-from raft.localcluster import free_ports
+from controlplane.bootstrap import Service
 from tests.integration.executor_support import Sim, scenario
-from tests.integration.kafkasim_support import http_json
+from tests.integration.healing_support import (
+    anomalies,
+    execution,
+    make_service,
+    moved_bytes,
+    partitions,
+    sim_time,
+    start,
+    truth,
+    wait,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,45 +40,11 @@ def sim(tmp_path: Path) -> Iterator[Sim]:
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    (port,) = free_ports(1)
-    svc = build_service(Settings(data_dir=tmp_path / "g", raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-                                 clickhouse=ClickHouseConf(mode="off"),
-                                 intervals=IntervalsConf(collect_s=1.0, throttle_s=0.5, executor_s=0.5)))
+    svc = make_service(tmp_path)
     try:
-        assert svc.store.node.wait_ready(10)
         yield svc
     finally:
         svc.close()
-
-
-def sim_time(sim: Sim) -> float:
-    return float(http_json(sim.endpoints["control_url"] + "/state")["sim_time"])
-
-
-def wait(what: Callable[[], Any], timeout: float, why: str) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = what()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out: {why}")
-
-
-def start(sim: Sim, service: Service, grace_s: float, **healing: Any) -> None:
-    ctx = service.ctx
-    ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": "c1",
-                       "bootstrap_servers": sim.cluster.bootstrap_servers.split(","),
-                       "metrics_urls": {str(b.id): b.metrics_url for b in sim.cluster.brokers}})
-    ctx.store.propose({"type": "cluster.self_healing", "meta": meta("test"), "name": "c1", "enabled": True,
-                       "grace_s": grace_s, **healing})
-    service.scheduler.start()
-    wait(lambda: ctx.snapshots.get("c1"), 30, "a usable round")
-
-
-def anomalies(service: Service, kind: str | None = None) -> list[dict[str, Any]]:
-    return service.ctx.store.read(lambda s: [dict(a) for a in (s.get("anomalies") or {}).values()
-                                             if kind is None or a["kind"] == kind])
 
 
 def test_dead_broker_is_healed_once(sim: Sim, service: Service) -> None:
@@ -86,8 +59,8 @@ def test_dead_broker_is_healed_once(sim: Sim, service: Service) -> None:
     assert wait(lambda: sim.live().under_replicated == 0 and not sim.live().reassignments, 40, "under-replicated 0")
     t_healed = sim_time(sim)
     rec = wait(lambda: [a for a in anomalies(service, "broker-dead") if a["status"] == "fixed"], 20, "fixed")[0]
-    ex = service.ctx.store.read(lambda s: dict(s["executions"][str(fixing[0]["execution_id"])]))
-    moved = sum(int(t.get("size_bytes") or 0) for t in ex["tasks"].values())
+    ex = execution(service, fixing[0]["execution_id"])
+    moved = moved_bytes(ex)
     assert all(2 not in p.replicas for p in sim.live().partitions.values())
     assert max(sim.submissions.values()) == 1, sim.submissions  # each partition reassigned once
     print(f"\ndead broker: detected {t_detect - t0:.0f} s, fix started {t_fix - t0:.0f} s (grace 60 s), "
@@ -118,3 +91,42 @@ def test_a_broker_back_inside_its_grace_period_moves_nothing(sim: Sim, service: 
     closed = wait(lambda: [a for a in anomalies(service, "broker-dead") if a["status"] == "fixed"], 20, "closed")
     assert not sim.submissions
     print(f"\nbroker back inside grace: anomaly closed ({closed[0]['reason']}), nothing moved")
+
+
+def test_two_brokers_of_one_rack_dying_together_are_healed_with_rack_spread_held(tmp_path: Path,
+                                                                                 service: Service) -> None:
+    spec = scenario(brokers=8, topics=2, partitions=12, rf=3, size_gb=0.02, speed=20.0)
+    spec["clusters"][0]["brokers"][0]["racks_per_idc"] = 4  # racks r1..r4, two brokers each: 1+5, 2+6, ...
+    sim = Sim(spec, tmp_path)
+    try:
+        before = truth(sim)
+        racks = {b["id"]: b["rack"] for b in before["brokers"]}
+        pair = sorted(b for b, r in racks.items() if r == racks[1])
+        assert len(pair) == 2
+        lost = [p for p in partitions(before) if set(p["replicas"]) & set(pair)]
+        start(sim, service, grace_s=60.0)
+        t0 = sim_time(sim)
+        for b in pair:
+            sim.control("/fault/kill-broker", {"cluster": "c1", "broker": b})
+        wait(lambda: len(anomalies(service, "broker-dead")) == 2, 20, "both brokers detected")
+        t_detect = sim_time(sim)
+        assert not anomalies(service, "mass-failure"), "a rack of two is healed, not held back"
+        wait(lambda: [a for a in anomalies(service, "broker-dead") if a.get("execution_id")], 30, "fix started")
+        t_fix = sim_time(sim)
+        wait(lambda: all(a["status"] == "fixed" for a in anomalies(service, "broker-dead")), 50, "both fixed")
+        assert wait(lambda: sim.live().under_replicated == 0 and not sim.live().reassignments, 20,
+                    "under-replicated 0")
+        t_healed = sim_time(sim)
+        after = truth(sim)
+        assert all(not set(p["replicas"]) & set(pair) for p in partitions(after))
+        spread = [p for p in partitions(after) if len({racks[r] for r in p["replicas"]}) < len(p["replicas"])]
+        assert not spread, [(p["topic"], p["partition"], p["replicas"]) for p in spread]
+        assert max(sim.submissions.values()) == 1, sim.submissions
+        execs = [execution(service, a["execution_id"]) for a in anomalies(service, "broker-dead")]
+        moved = sum(moved_bytes(e) for e in execs)
+        print(f"\nrack {racks[1]} (brokers {pair}) dead: detected {t_detect - t0:.0f} s, first fix started "
+              f"{t_fix - t0:.0f} s, under-replicated 0 at {t_healed - t0:.0f} s (simulated); {len(lost)} partitions "
+              f"touched, {sum(len(e['tasks']) for e in execs)} moves in {len(execs)} executions, "
+              f"{moved / 2**20:.0f} MiB moved; rack spread held everywhere; each partition reassigned once")
+    finally:
+        sim.stop()

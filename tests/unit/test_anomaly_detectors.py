@@ -153,6 +153,32 @@ def test_unresponsive_and_offline_dirs() -> None:
     assert d.subject == {"broker": 5, "log_dir": "/d2"} and d.evidence["replicas"] == 2
 
 
+def test_an_offline_dir_counts_metadatas_offline_replicas_and_one_holding_nothing_is_a_warning() -> None:
+    s = snap()
+    on_d2 = {p.id for p in s.iter_partitions() for i, b in enumerate(p.replicas) if b == 5 and p.log_dirs[i] == "/d2"}
+    extra = frozenset(on_d2 | {("t", 99)})  # Metadata names one more offline replica the last listing did not
+    (d,) = detect_offline_dirs([HealthRound(s, 0.0, offline_dirs={5: frozenset({"/d2"})},
+                                            offline_replicas={5: extra})], CFG)
+    assert d.confirmed and d.evidence["replicas"] == len(on_d2) + 1 and "t-99" in d.evidence["examples"]
+    # a second failed dir on the broker: an unlisted offline replica cannot be placed, only listed ones count
+    (_, d2) = detect_offline_dirs([HealthRound(s, 0.0, offline_dirs={5: frozenset({"/d1", "/d2"})},
+                                                offline_replicas={5: extra})], CFG)
+    assert d2.evidence["replicas"] == len(on_d2)
+    empty = replace(s, topics=())
+    (w,) = detect_offline_dirs([HealthRound(empty, 0.0, offline_dirs={5: frozenset({"/d2"})})], CFG)
+    assert not w.confirmed and "replace the disk" in w.summary
+
+
+def test_fail_slow_evidence_says_since_when_and_an_empty_slow_disk_is_a_warning() -> None:
+    slow = {(3, "/d1"): (400.0, 0.95, 20e6)}
+    (f,) = detect_fail_slow(rounds([snap()] + [snap(slow=slow)] * 4, step=10.0), CFG)
+    assert f.confirmed and f.evidence["slow_since"] == 10.0 and f.evidence["slow_for_s"] == 30.0
+    assert f.evidence["replicas"] == 4
+    bare = replace(snap(slow=slow), topics=())
+    (w,) = detect_fail_slow(rounds([bare] * 4), CFG)
+    assert not w.confirmed and "holds no replica" in w.summary
+
+
 def test_mass_failure_by_share_and_by_whole_idc() -> None:
     assert mass_failure(HealthRound(snap(dead=(2,)), 0.0), CFG) is None
     f = mass_failure(HealthRound(snap(dead=(1, 2, 4)), 0.0), CFG)
@@ -205,6 +231,15 @@ def test_evacuate_disk_prefers_the_same_broker() -> None:
     assert on and len(plan.moves) == len(on)
     for m in plan.moves:
         assert 4 in m.replicas and m.log_dirs[m.replicas.index(4)] == "/d2"
+    assert check_plan(s, plan) == []
+
+
+def test_evacuate_a_failed_dir_goes_to_other_brokers_only() -> None:
+    s = snap()
+    plan = plan_evacuate_disk(s, (4, "/d1"), same_broker=False)
+    on = [p for p in s.iter_partitions() for i, b in enumerate(p.replicas) if b == 4 and p.log_dirs[i] == "/d1"]
+    assert on and len(plan.moves) == len(on) and all(4 not in m.replicas for m in plan.moves)
+    assert "offline" in plan.notes[0]
     assert check_plan(s, plan) == []
 
 

@@ -83,3 +83,34 @@ def test_self_healing_settings_and_plan_expiry() -> None:
     assert s.propose(cmd("plan.expire", plan_id=pid))["status"] == "failed"
     plan = s.read(lambda st: st["plans"][str(pid)])
     assert plan["status"] == "failed" and plan["reason"] == "test"
+
+
+def test_a_refused_fix_goes_back_to_confirmed_once_its_plan_expired_and_starts_once_again() -> None:
+    s = store()
+    aid = raise_(s, confirmed=True)["anomaly_id"]
+    s.propose(cmd("anomaly.update", anomaly_id=aid, status="fixing", expect="confirmed", plan_id=7))
+    s.propose(cmd("anomaly.update", anomaly_id=aid, status="confirmed", reason="retry: executor refused plan 7"))
+    s.propose(cmd("anomaly.update", anomaly_id=aid, status="fixing", expect="confirmed", plan_id=9))
+    with pytest.raises(CommandRejected, match="is fixing, not confirmed"):
+        s.propose(cmd("anomaly.update", anomaly_id=aid, status="fixing", expect="confirmed", plan_id=10))
+    rec = s.read(lambda st: st["anomalies"][str(aid)])
+    assert rec["plan_id"] == 9
+    assert [h["status"] for h in rec["history"]] == ["confirmed", "fixing", "confirmed", "fixing"]
+
+
+def test_a_note_keeps_the_status_and_lands_in_the_action_log() -> None:
+    s = store()
+    aid = raise_(s, confirmed=True)["anomaly_id"]
+    out = s.propose(validate_command({"type": "anomaly.note", "anomaly_id": aid, "reason": "spared the clients",
+                                      "meta": {"who": "throttle-protection", "why": "spared", "at": AT}}))
+    assert out == {"anomaly_id": aid, "status": "confirmed", "note": "spared the clients"}
+    rec = s.read(lambda st: st["anomalies"][str(aid)])
+    assert rec["status"] == "confirmed" and rec["history"][-1]["note"] and rec["history"][-1]["by"] == \
+        "throttle-protection"
+    action = s.read(lambda st: st["actions"][-1])
+    assert action["type"] == "anomaly.note" and action["subject"] == {"anomaly_id": aid}
+    with pytest.raises(CommandRejected, match="unknown anomaly 999"):
+        s.propose(cmd("anomaly.note", anomaly_id=999, reason="x"))
+    with pytest.raises(CommandRejected, match="reason"):
+        s.propose({"type": "anomaly.note", "anomaly_id": aid, "reason": "",
+                   "meta": {"who": "x", "why": "", "at": AT}})
