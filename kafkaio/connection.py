@@ -283,6 +283,8 @@ class KafkaConnection:
         self.metadata = MetadataReader()
         self.connects = 0
         """Clients constructed so far (1 while nothing failed)."""
+        self.auth_failure: KafkaAuthError | None = None
+        """The last refused login / TLS failure (None since the last successful connect)."""
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -310,14 +312,17 @@ class KafkaConnection:
             if self._client is None:
                 self._client = self._connect()
                 self.connects += 1
+                self.auth_failure = None
             return self._client
 
     def _connect(self) -> Any:
         try:
             kwargs = self.security.client_kwargs()
         except SecurityError as exc:
-            raise KafkaAuthError(f"cluster {self.name}: cannot connect with {self.security.describe()}: {exc}"
-                                 ) from None
+            self.auth_failure = KafkaAuthError(f"cluster {self.name}: cannot connect with "
+                                               f"{self.security.describe()}: {exc}", self.name,
+                                               self.security.describe())
+            raise self.auth_failure from None
         factory = _NetClientFactory()
         try:
             return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
@@ -350,22 +355,30 @@ class KafkaConnection:
         self.drop()
 
     def auth_error(self, exc: BaseException) -> KafkaAuthError | None:
-        """A :class:`KafkaAuthError` for ``exc`` when it is a refused login / TLS failure, else None."""
+        """A :class:`KafkaAuthError` for ``exc`` when it is a refused login / TLS failure, else None.
+
+        The error is also kept as :attr:`auth_failure` (until the next successful connect).
+        """
         if isinstance(exc, KafkaAuthError):
+            self.auth_failure = exc
             return exc
         cause = _auth_cause(exc)
         if cause is None:
             return None
         name = type(cause).__name__
+        how = self.security.describe()
         if isinstance(cause, ssl.SSLError):
             why = (getattr(cause, "verify_message", None) or getattr(cause, "reason", None)
                    or (str(cause.args[-1]) if cause.args else name))
-            return KafkaAuthError(f"cluster {self.name}: TLS handshake failed with {self.security.describe()}: {why}")
+            self.auth_failure = KafkaAuthError(f"cluster {self.name}: TLS handshake failed with {how}: {why}",
+                                               self.name, how)
+            return self.auth_failure
         text = str(cause.args[0]) if cause.args else ""
         while text.startswith(f"{name}: "):  # kafka-python repeats the class name
             text = text[len(name) + 2:]
-        return KafkaAuthError(f"cluster {self.name}: authentication failed with {self.security.describe()}: "
-                              f"{text or name}")
+        self.auth_failure = KafkaAuthError(f"cluster {self.name}: authentication failed with {how}: {text or name}",
+                                           self.name, how)
+        return self.auth_failure
 
     # ------------------------------------------------------------------ requests
     def run(self, fn: Callable[[Any], Awaitable[T]]) -> T:
