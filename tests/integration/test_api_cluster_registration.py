@@ -13,6 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from controlplane.api.app import create_app
+from controlplane.cli.clusters import registration_body
+from controlplane.cli.connect_options import ConnectOptions
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.clusters import endpoints_of
 from controlplane.service.context import ServiceContext
@@ -162,3 +164,18 @@ def test_edit_the_declared_topology(client: TestClient, ctx: ServiceContext) -> 
     assert bad.status_code == 400 and bad.json()["detail"].startswith("$.rack_to_idc.regex: ")
     assert client.put("/api/v1/clusters/nope/topology", headers=auth("admin"), json={}).status_code == 404
     assert client.put("/api/v1/clusters/east/topology", headers=auth("viewer"), json={}).status_code == 403
+
+
+def test_the_cli_body_from_kafka_style_flags_registers(client: TestClient, ctx: ServiceContext) -> None:
+    """What ``guardian clusters register`` posts for flags (one broker with two exporters) is accepted as is."""
+    connect = ConnectOptions(cluster="east", bootstrap_servers="k1:9093,k2:9093", security_protocol="SASL_SSL",
+                             sasl_mechanism="SCRAM-SHA-512", sasl_username="guardian",
+                             sasl_password_file="/etc/guardian/kafka.pw", ssl_cafile="/etc/guardian/ca.pem",
+                             metrics_url=["1=https://k1:7071/metrics", "1=https://k1:9100/metrics"])
+    body = registration_body(connect.endpoints())
+    assert body["brokers"] == [{"id": 1, "metrics": ["https://k1:7071/metrics", "https://k1:9100/metrics"]}]
+    r = client.post("/api/v1/clusters", headers=auth("admin"), json=body)
+    assert r.status_code == 201, r.text
+    eps = endpoints_of("east", ctx.store.read(lambda s: dict(s["clusters"]["east"])))
+    assert eps.security == connect.endpoints().security
+    assert [m.url for m in eps.brokers[0].metrics_endpoints] == ["https://k1:7071/metrics", "https://k1:9100/metrics"]
