@@ -103,10 +103,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     operator_file.write_text(json.dumps(operator_endpoints(sim.endpoints, sim.server.fed, setup)))
     handler = logging.FileHandler(work / "service-debug.log")
     handler.setLevel(logging.DEBUG)
-    root = logging.getLogger()
-    old_level = root.level
+    root, kafka_log = logging.getLogger(), logging.getLogger("kafka")  # kafka-python's too (its SASL exchange)
+    old_level, old_kafka_level = root.level, kafka_log.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
+    kafka_log.setLevel(logging.DEBUG)
     raft_port, http_port = free_ports(2)
     service = build_service(Settings(data_dir=work / "service", raft=RaftConf(self_addr=f"127.0.0.1:{raft_port}"),
                                      clickhouse=ClickHouseConf(mode="off"),
@@ -128,6 +129,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         sim.stop()
         root.removeHandler(handler)
         root.setLevel(old_level)
+        kafka_log.setLevel(old_kafka_level)
         handler.close()
 
 
