@@ -26,7 +26,7 @@ from controlplane.executor.reconcile import ExecutionConflict, PlanRejected
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
 from domain import check_plan, parse_plan, plan_to_dict
-from kafkaio.errors import AdminError
+from kafkaio.errors import AdminError, KafkaAuthError
 
 router = APIRouter(tags=["plans"])
 PLAN_MAX_BODY = 32 * MiB
@@ -131,5 +131,7 @@ def execute_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator) -> Any
     except ExecutionConflict as exc:
         raise ApiError(409, str(exc)) from None
     except AdminError as exc:
+        if isinstance(exc, KafkaAuthError):
+            raise  # 502 naming the cluster and its security settings (controlplane.api.errors)
         raise ApiError(503, f"cluster {record['cluster']!r} unreachable: {exc}") from None
     return {"execution_id": execution_id, "plan_id": plan_id, "executed_by": who.name}

@@ -1,7 +1,7 @@
 """``guardian``: the operator's command line, one module per command group. Every command has ``--help``.
 
 Goal: one root Typer app that mounts the groups (``plan``, ``schema``, ``sim``, ``snapshot``,
-``analytics``, ``throttle``, ``exec``) and the top-level ``serve``/``cluster``/``token-hash`` commands.
+``analytics``, ``throttle``, ``exec``, ``clusters``) and the top-level ``serve``/``cluster``/``token-hash`` commands.
 Method: each group lives in its own module of this package and exports its Typer app; the shared consoles,
 exit codes and rejected-input reporting are in :mod:`controlplane.cli.common`. The analytics commands
 (ClickHouse, PySpark) are mounted by a function so that heavy package is imported in one place only.
@@ -16,6 +16,7 @@ import os
 import typer
 
 from controlplane.cli.anomalies import anomalies_app
+from controlplane.cli.clusters import clusters_app
 from controlplane.cli.exec import exec_app
 from controlplane.cli.plan import plan_app
 from controlplane.cli.schema import schema_app
@@ -39,6 +40,7 @@ app.add_typer(throttle_app, name="throttle")
 app.add_typer(tiered_app, name="tiered")
 app.add_typer(exec_app, name="exec")
 app.add_typer(anomalies_app, name="anomalies")
+app.add_typer(clusters_app, name="clusters")
 app.command("serve")(serve_cmd)
 app.command("cluster")(cluster_cmd)
 app.command("token-hash")(token_hash)

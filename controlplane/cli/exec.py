@@ -1,9 +1,12 @@
 """``guardian exec``: run plans against a live cluster without the service (local, resumable state file).
 
 ``run`` executes a plan file, ``drain`` / ``restore`` do a smooth release of brokers, ``stop`` and
-``caps`` steer a running executor, ``watch`` shows progress from the state file. Exit codes: 0 done,
-1 refused / failed, 2 bad input, 130 detached (Ctrl-C: the execution stays resumable). The options
-``run``, ``drain`` and ``restore`` share are declared once, in :mod:`controlplane.cli.exec_options`.
+``caps`` steer a running executor, ``watch`` shows progress from the state file. The cluster is
+reached through an endpoints file or ``--bootstrap-servers`` with Kafka-style security flags
+(:mod:`controlplane.cli.connect_options`). Exit codes: 0 done, 1 refused / failed, 2 bad input or a
+login the cluster refuses (one line naming the cluster, protocol, mechanism and user), 130 detached
+(Ctrl-C: the execution stays resumable). The options ``run``, ``drain`` and ``restore`` share are
+declared once, in :mod:`controlplane.cli.exec_options`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import typer
 from rich.live import Live
 
 from controlplane.cli.common import err, out
+from controlplane.cli.connect_options import ConnectOptions
 from controlplane.cli.exec_options import ExecOptions, StateOpt, exec_options
 from controlplane.executor.control import (
     apply_requests,
@@ -47,8 +51,8 @@ from controlplane.files import read_plan
 from controlplane.state.store import LocalStateStore
 from domain import ContractError, Plan, plan_to_dict
 from kafkaio.admin import KafkaAdmin
-from kafkaio.endpoints import EndpointsError, load_endpoints_file
-from kafkaio.errors import AdminError
+from kafkaio.endpoints import EndpointsError
+from kafkaio.errors import AdminError, KafkaAuthError
 
 exec_app = typer.Typer(help="Execute plans on a live cluster (incremental, throttled, resumable).",
                        no_args_is_help=True)
@@ -100,12 +104,14 @@ MIN_LEASE_TTL_S = 5.0
 """A pass on a large cluster can take seconds: a lease shorter than this would expire mid-pass."""
 
 
-def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, FactsSource]:
+def _executor(connect: ConnectOptions, state: Path, opts: _Opts) -> tuple[Executor, FactsSource]:
     """The executor and where its broker facts come from: its observer is a collector run once per pass (one
     scrape of each broker endpoint per pass; disk load, IDC, pool, disk kind and speed from that round),
-    with the endpoints file's declarations filling what the round lacks."""
+    with the endpoints file's declarations filling what the round lacks. Its Kafka client connects with
+    the endpoints file's ``security`` object or the security flags."""
+    cluster = connect.cluster
     try:
-        endpoints = load_endpoints_file(endpoints_file, cluster)
+        endpoints = connect.endpoints()
     except EndpointsError as exc:
         _die(str(exc), 2)
     try:
@@ -149,6 +155,8 @@ def _start_or_resume(executor: Executor, state: Path, build: Any, resume_if: Any
         _die(str(exc), 1)
     except KeyError as exc:
         _die(f"the plan names a partition the cluster does not have: {exc}", 1)
+    except KafkaAuthError as exc:
+        _die(str(exc), 2)
     except AdminError as exc:
         _die(f"cannot reach cluster {executor.config.cluster}: {exc}", 1)
 
@@ -174,6 +182,8 @@ def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> N
                 errors = 0
             except ExecutionConflict as exc:  # another executor holds the cluster's lease
                 _die(f"{exc} (execution {execution_id} stays resumable)", 1)
+            except KafkaAuthError as exc:  # retrying does not help: the operator must fix the credentials
+                _die(f"{exc} (the execution is resumable: run the same command again once fixed)", 2)
             except Exception as exc:  # a pass never kills the run: the state is resumable, retry
                 errors += 1
                 if not isinstance(exc, AdminError):
@@ -221,10 +231,11 @@ def exec_run(
     plan: Annotated[Path, typer.Option("--plan", "-p", help="guardian.plan/v1 file")],
 ) -> None:
     """Run PLAN on CLUSTER to completion (resumable: run the same command again after a crash)."""
-    _run_impl(shared.endpoints_file, shared.cluster, plan, shared.state_file, _Opts(shared))
+    _run_impl(shared, plan, _Opts(shared))
 
 
-def _run_impl(endpoints_file: Path, cluster: str, plan: Path, state_file: Path | None, opts: _Opts) -> None:
+def _run_impl(shared: ExecOptions, plan: Path, opts: _Opts) -> None:
+    cluster, state_file = shared.cluster, shared.state_file
     _quiet_kafka()
     try:
         parsed: Plan = read_plan(plan)
@@ -236,7 +247,7 @@ def _run_impl(endpoints_file: Path, cluster: str, plan: Path, state_file: Path |
     if parsed.cluster != cluster:
         _die(f"the plan is for cluster {parsed.cluster!r}, not {cluster!r}", 2)
     state = _state_path(state_file, cluster)
-    executor, _ = _executor(endpoints_file, cluster, state, opts)
+    executor, _ = _executor(shared, state, opts)
     digest = plan_digest(plan_to_dict(parsed))
     done = executor.store.read(lambda s: [e for e in s["executions"].values()
                                           if e["cluster"] == cluster and e.get("options", {}).get("plan_digest")
@@ -260,18 +271,18 @@ def exec_drain(
     batch_size: Annotated[int, typer.Option(min=1, help="brokers drained together")] = 1,
 ) -> None:
     """Drain BROKERS leadership-first, in batches, waiting for zero under-replicated partitions between."""
-    _drain_impl(shared.endpoints_file, shared.cluster, brokers, batch_size, shared.state_file, _Opts(shared))
+    _drain_impl(shared, brokers, batch_size, _Opts(shared))
 
 
-def _drain_impl(endpoints_file: Path, cluster: str, brokers: str, batch_size: int, state_file: Path | None,
-                opts: _Opts) -> None:
+def _drain_impl(shared: ExecOptions, brokers: str, batch_size: int, opts: _Opts) -> None:
+    cluster, state_file = shared.cluster, shared.state_file
     _quiet_kafka()
     try:
         ids = [int(x) for x in brokers.split(",") if x.strip()]
     except ValueError:
         _die(f"--brokers: expected comma-separated integers, got {brokers!r}", 2)
     state = _state_path(state_file, cluster)
-    executor, facts = _executor(endpoints_file, cluster, state, opts)
+    executor, facts = _executor(shared, state, opts)
 
     def build() -> int:
         executor.hold_lease()  # first: the lease log is a topic the drain must move too
@@ -292,14 +303,14 @@ def exec_restore(
     execution: Annotated[int | None, typer.Option(help="drain execution to undo (default: the latest)")] = None,
 ) -> None:
     """Restore what a drain moved: replicas, log dirs and leadership, batch by batch."""
-    _restore_impl(shared.endpoints_file, shared.cluster, execution, shared.state_file, _Opts(shared))
+    _restore_impl(shared, execution, _Opts(shared))
 
 
-def _restore_impl(endpoints_file: Path, cluster: str, execution: int | None, state_file: Path | None,
-                  opts: _Opts) -> None:
+def _restore_impl(shared: ExecOptions, execution: int | None, opts: _Opts) -> None:
+    cluster = shared.cluster
     _quiet_kafka()
-    state = _state_path(state_file, cluster)
-    executor, _ = _executor(endpoints_file, cluster, state, opts)
+    state = _state_path(shared.state_file, cluster)
+    executor, _ = _executor(shared, state, opts)
 
     def build() -> int:
         drains = executor.store.read(lambda s: [json.loads(json.dumps(e)) for e in s["executions"].values()

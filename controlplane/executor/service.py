@@ -32,10 +32,10 @@ from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorC
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.logs import cluster_scope
 from controlplane.state.commands import meta
+from controlplane.state.registration import endpoints_of
 from controlplane.state.store import StateStore
 from domain import parse_plan
 from kafkaio.admin import KafkaAdmin
-from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from kafkaio.port import KafkaCluster
 from raft.protocol import JsonDict
 
@@ -48,14 +48,11 @@ def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
     """Standalone binding of a registered cluster (no observer in the process): an admin client of its own
     and a collector run once per pass (None without bootstrap servers). The service binds through the
     observer instead (:func:`controlplane.bootstrap.build_service`)."""
-    servers = ",".join(record.get("bootstrap_servers") or [])
-    if not servers:
+    if not record.get("bootstrap_servers"):
         return None
-    urls = {int(b): str(u) for b, u in (record.get("metrics_urls") or {}).items() if str(b).isdigit()}
-    brokers = tuple(BrokerInfo(b, metrics_url=u) for b, u in sorted(urls.items()))
-    endpoints = ClusterEndpoints(name, servers, brokers)
-    view = standalone(endpoints) if urls else None
-    return KafkaAdmin(servers, client_id=client_id("service")), view, (view or endpoints)
+    endpoints = endpoints_of(name, record)
+    view = standalone(endpoints) if endpoints.metrics_urls else None
+    return KafkaAdmin.for_endpoints(endpoints, client_id=client_id("service")), view, (view or endpoints)
 
 
 class ExecutorService:

@@ -14,8 +14,9 @@ executor's disk load takes the disks the round measured). The planning side's po
 the API's plans: moving partitions at their target replica sets, :func:`domain.settle_moves`) and goes to
 the rollups.
 
-Guarantee: a refused or failed round is logged and counted, never raised; collectors and clients of
-clusters that were removed are closed. Cost: one collector round per cluster per pass (see
+Guarantee: a refused or failed round is logged and counted, never raised (a round refused by the
+cluster's login is also recorded in the snapshot cache, so the API says why there is no snapshot);
+collectors and clients of clusters that were removed are closed. Cost: one collector round per cluster per pass (see
 :mod:`collectors.collector`).
 """
 
@@ -100,6 +101,7 @@ class CollectionJob:
                      maintenance: Mapping[str, Any]) -> None:
         if not ctx.store.is_leader:
             return  # lost leadership: stop acting
+        clients: ClusterClients | None = None
         try:
             clients = self.bindings.get(name, cluster)
             held = self._collectors.get(name)
@@ -112,7 +114,9 @@ class CollectionJob:
         except Exception as exc:  # one cluster's failure never stops the others
             ctx.metrics.loop_errors.labels("collect").inc()
             log.warning("collection of %s failed: %s", name, exc)
+            ctx.snapshots.refuse(name, clients.connection.auth_failure if clients is not None else None)
             return
+        ctx.snapshots.refuse(name, None)
         observed_at = datetime.now(UTC)
         published = self.board.publish(collected, apply_policies(collected.snapshot, cluster, maintenance), observed_at)
         reasons = published.refusals(self.policy)

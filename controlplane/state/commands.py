@@ -11,10 +11,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from controlplane.state.registration import ADMIN_OFFSETS, TOPOLOGY_KEYS, check_registration
 from domain.errors import json_path
 from domain.execution import Action, TaskState
+from kafkaio.endpoints import EndpointsError
 from raft.protocol import CommandRejected, JsonDict
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
@@ -36,6 +38,8 @@ class Meta(_Cmd):
 
 
 class ClusterRegister(_Cmd):
+    """Register (or re-register) a cluster; the record is checked by :mod:`controlplane.state.registration`."""
+
     type: Literal["cluster.register"]
     meta: Meta
     name: Name
@@ -43,6 +47,40 @@ class ClusterRegister(_Cmd):
     metrics_urls: dict[str, str] = Field(default_factory=dict)
     control_url: str | None = None
     capabilities: dict[str, bool] = Field(default_factory=dict)
+    security: dict[str, Any] | None = None
+    brokers: list[dict[str, Any]] = Field(default_factory=list)
+    rack_to_idc: dict[str, Any] | None = None
+    idc_overrides: dict[str, Name] = Field(default_factory=dict)
+    hardware: list[dict[str, Any]] | dict[str, Any] | None = None
+    consumer_offsets: Annotated[str, Field(min_length=1, max_length=2000)] = ADMIN_OFFSETS
+
+    @model_validator(mode="after")
+    def _parses(self) -> ClusterRegister:
+        try:
+            check_registration(self.name, self.model_dump(mode="json"))
+        except EndpointsError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class ClusterTopology(_Cmd):
+    """Replace a cluster's declared topology: rack->IDC rule, per-broker IDC overrides, hardware profile."""
+
+    type: Literal["cluster.topology"]
+    meta: Meta
+    name: Name
+    rack_to_idc: dict[str, Any] | None = None
+    idc_overrides: dict[str, Name] = Field(default_factory=dict)
+    hardware: list[dict[str, Any]] | dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _parses(self) -> ClusterTopology:
+        try:
+            check_registration(self.name, {"bootstrap_servers": ["topology-check:1"],
+                                           **self.model_dump(mode="json", include=set(TOPOLOGY_KEYS))})
+        except EndpointsError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class ClusterRemove(_Cmd):
@@ -201,6 +239,7 @@ for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, Pool
                MaintenanceSet, AllocateIds, ExecutionRefused):
     for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
         COMMANDS[_literal] = _model
+COMMANDS["cluster.topology"] = ClusterTopology
 
 
 # ------------------------------------------------------------------ self-healing (anomalies)

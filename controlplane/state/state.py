@@ -23,6 +23,7 @@ from controlplane.state.commands import (
     AutoRebalance,
     ClusterRegister,
     ClusterRemove,
+    ClusterTopology,
     ExecutionControl,
     ExecutionProgress,
     ExecutionRefused,
@@ -39,6 +40,7 @@ from controlplane.state.commands import (
     ThrottleSet,
     parse_command,
 )
+from controlplane.state.registration import TOPOLOGY_KEYS
 from domain.execution import (
     ACTIVE_STATUSES,
     OPEN_STATES,
@@ -133,11 +135,24 @@ class GuardianState:
         self.state["clusters"][cmd.name] = {
             "name": cmd.name, "bootstrap_servers": list(cmd.bootstrap_servers), "metrics_urls": dict(cmd.metrics_urls),
             "control_url": cmd.control_url, "capabilities": dict(cmd.capabilities),
+            "security": copy.deepcopy(cmd.security), "brokers": copy.deepcopy(cmd.brokers),
+            "rack_to_idc": copy.deepcopy(cmd.rack_to_idc), "idc_overrides": dict(cmd.idc_overrides),
+            "hardware": copy.deepcopy(cmd.hardware), "consumer_offsets": cmd.consumer_offsets,
             "placement": old.get("placement", {"default": None, "topics": {}}), "pools": old.get("pools", {}),
             "auto_rebalance": old.get("auto_rebalance", {"enabled": False}),
             "registered_at": old.get("registered_at", cmd.meta.at.isoformat()),
         }
-        return {"cluster": cmd.name, "created": not old}
+        security = cmd.security or {}
+        return {"cluster": cmd.name, "created": not old, "security": security.get("protocol", "PLAINTEXT"),
+                **({"sasl_mechanism": security["sasl_mechanism"], "username": security.get("username")}
+                   if security.get("sasl_mechanism") else {})}
+
+    def _cluster_topology(self, cmd: ClusterTopology) -> JsonDict:
+        cluster = self._cluster(cmd.name)
+        declared = cmd.model_dump(mode="json", include=set(TOPOLOGY_KEYS))
+        cluster.update(copy.deepcopy(declared))
+        self.state["clusters"][cmd.name] = cluster
+        return {"cluster": cmd.name, **declared}
 
     def _cluster_remove(self, cmd: ClusterRemove) -> JsonDict:
         self._cluster(cmd.name)
