@@ -1,12 +1,13 @@
 """A tiered follower that fell behind log compaction installs the leader's snapshot (store attachment).
 
-Three real member processes (:mod:`tests.integration.tiered_support`) with a compaction threshold of
-150 entries.  One follower is stopped (SIGSTOP) or killed while the others append far past the
-threshold, then resumed or restarted: the leader no longer holds the entries it misses, so it must
-stream its ``snapshot.bin`` (watermark + compact LMDB copy).  Writers keep appending meanwhile (the
-leader compacts again during the transfer).  In one variant the leader is killed -9 while the
-follower is receiving the snapshot.  Every node ends running (none refuses to start), with the same
-store digest, and every acknowledged group is stored on every node.
+Three real member processes (:mod:`tests.integration.tiered_support`) with a compaction threshold of 150
+entries. One follower is stopped (SIGSTOP) or killed while the others append far past the threshold,
+then resumed or restarted: the leader no longer holds the entries it misses, so it must stream its
+``snapshot.bin`` (watermark + compact LMDB copy). Writers keep appending meanwhile (the leader compacts
+again during the transfer). In one variant the leader is killed -9 while the follower is receiving the
+snapshot; in another the follower stalls (SIGSTOP) longer than the connection timeout in the middle of a
+transfer, so it reconnects while the leader is still streaming. Every node ends running (none refuses to
+start), with the same store digest, and every acknowledged group is stored on every node.
 """
 
 from __future__ import annotations
@@ -158,9 +159,16 @@ def test_stopped_follower_installs_snapshot_while_leader_keeps_writing(group: Gr
     assert writers.total > 6 * COMPACTION // 2
 
 
+def wait_for(path: Path, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not path.exists():
+        time.sleep(0.002)
+    return path.exists()
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kill_leader", [False, True], ids=["leader-stays", "leader-killed-mid-transfer"])
-def test_restarted_follower_installs_snapshot(group: Group, kill_leader: bool) -> None:
+@pytest.mark.parametrize("mode", ["leader-stays", "leader-killed-mid-transfer", "follower-stalled-mid-transfer"])
+def test_restarted_follower_installs_snapshot(group: Group, mode: str) -> None:
     writers = Writers(group)
     writers.run(30)
     leader = group.leader()
@@ -170,21 +178,28 @@ def test_restarted_follower_installs_snapshot(group: Group, kill_leader: bool) -
     wait_compacted_past(group, follower, 6 * COMPACTION)
     incoming = group.base / f"n{follower}" / "raft" / "snapshot.bin.1.tmp"
     group.members[follower].start()
-    hit = False
-    if kill_leader:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not incoming.exists():
-            time.sleep(0.002)
-        hit = incoming.exists()
+    hits = 0
+    if mode == "leader-killed-mid-transfer":
+        hits += wait_for(incoming, 30)
         group.members[leader].kill()  # during the transfer (or, if it was missed, right after)
         group.leader(30, exclude=leader)
         time.sleep(1.0)
         group.members[leader].start()
+    elif mode == "follower-stalled-mid-transfer":
+        # a stall longer than the connection timeout (2 s) in the middle of a transfer: the follower
+        # reconnects while the leader may still hold the old connection (chunks queued on it are lost)
+        for _ in range(3):
+            if not wait_for(incoming, 15):
+                break
+            hits += 1
+            group.members[follower].signal(signal.SIGSTOP)
+            time.sleep(2.3)
+            group.members[follower].signal(signal.SIGCONT)
     time.sleep(3.0)
     writers.stop()
     statuses = converged(group)
     assert_all_running(group)
     check_acked(group, writers)
     # every node compacts at the threshold, so whoever leads must send the follower a snapshot
-    assert statuses[follower]["snapshot_transfers_installed"] >= 1, (hit, statuses[follower])
+    assert statuses[follower]["snapshot_transfers_installed"] >= 1, (hits, statuses[follower])
     assert writers.total > 6 * COMPACTION // 2
