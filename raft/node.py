@@ -16,7 +16,8 @@ Guarantees
   proposing anything.
 * Every node applies the same commands in the same order; state is persisted as pysyncobj's
   journal (every entry, memory-mapped, survives a ``kill -9``) plus full snapshots at log
-  compaction, so a restarted node recovers and then catches up from the leader.
+  compaction, so a restarted node recovers and then catches up from the leader.  A snapshot streamed
+  by the leader is installed only when it arrives whole (:mod:`raft.transfer`), else sent again.
 * ``on_leader_gained(term)`` runs (on a helper thread, never on the Raft thread) only after this
   node, as leader, has committed a barrier entry of its term, so the state it sees is caught up;
   ``on_leader_lost()`` runs when it stops being leader (a leader cut off from the majority steps
@@ -63,7 +64,8 @@ from raft.protocol import (
     decode_command,
     encode_command,
 )
-from raft.storage import DataDir, SnapshotCodec, check_snapshot
+from raft.storage import DataDir, SnapshotCodec, check_snapshot, verify_snapshot_file
+from raft.transfer import install_verifying_receiver
 
 log = logging.getLogger(__name__)
 
@@ -279,6 +281,7 @@ class RaftNode:
             password=key,
         )
         self._obj = _Replica(self._apply_entry, self_addr, self.peers, conf)
+        self._transfers = install_verifying_receiver(self._obj, verify_snapshot_file)
         # pysyncobj stops ticking when the thread that created it exits; tie it to the main
         # thread instead, so a node built on a short-lived thread keeps running until close().
         if hasattr(self._obj, "_SyncObj__mainThread"):
@@ -581,6 +584,8 @@ class RaftNode:
             "ready": self.ready,
             "truncations_of_applied": self.truncations,
             "storage_error": self._fatal or self.journal.full_error,
+            "snapshot_transfers_installed": self._transfers.installed,
+            "snapshot_transfers_refused": self._transfers.refused,
         }
 
     def wait_ready(self, timeout: float) -> bool:

@@ -20,7 +20,8 @@ Method
     *attachment* instead of putting that state into the JSON: ``GRDNSNPA`` + length of the head +
     the head blob above + length and CRC-32 of the attachment + the attachment's bytes, streamed
     from and to a file (never held in memory).  pysyncobj ships the snapshot file to a lagging
-    follower as it is, so the attachment travels with it.
+    follower as it is, so the attachment travels with it; the follower installs it only after
+    :func:`verify_snapshot_file` passed on the whole received file (:mod:`raft.transfer`).
 
 Guarantee
     A snapshot whose bytes differ from what was written is never installed: decoding fails and the
@@ -154,7 +155,16 @@ def read_snapshot_file(path: Path, attachment_to: Path | None = None) -> tuple[J
                 os.fsync(out.fileno())
         if crc != att_crc:
             raise ValueError("raft snapshot attachment checksum mismatch")
+        if f.read(1):
+            raise ValueError(f"raft snapshot has bytes after its {att_len}-byte attachment")
         return state, meta, True
+
+
+def verify_snapshot_file(path: Path) -> int:
+    """Check a whole snapshot file (magic, CRCs, attachment length) without installing anything; return
+    the last log index it covers.  Raises ValueError (or OSError) on a file that must not be used."""
+    _, meta, _ = read_snapshot_file(path)
+    return snapshot_last_index(meta)
 
 
 def check_snapshot(path: Path) -> int | None:

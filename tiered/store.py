@@ -262,6 +262,8 @@ class TieredStore:
             self.env.close()
             tmp = self.path / "data.mdb.new"
             shutil.copyfile(path, tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
             (self.path / "lock.mdb").unlink(missing_ok=True)
             os.replace(tmp, self.path / "data.mdb")
             self._open()
