@@ -216,6 +216,8 @@ class Executor:
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
         self._scrapes = 0
         """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
+        self._measured_clock: float | None = None
+        """The sample clock the last pass with a fresh clock measured at."""
         self.guard = LeaseGuard(lease, admin, config.cluster, self._own_tasks,
                                 lambda: throttle_record(self.throttles.owned()))
 
@@ -565,6 +567,7 @@ class Executor:
         self.throttles.commanded.clear()
         self.meter.forget()
         self._suspect.clear()
+        self._measured_clock = None
 
     def _now(self) -> float:
         return self.clock()
@@ -572,16 +575,20 @@ class Executor:
     def _measure(self, live: LiveCluster) -> float | None:
         """Scrape disk load once per pass; the time base of rates is the hosts' clock when they export one.
 
-        Returns ``None`` when the scrape gave no clock this pass (rates are then not updated).
+        Returns ``None`` when no round newer than the previous pass's gave a clock (rates are then not
+        updated). Compared with the clock the previous pass measured, not with the one read just before
+        this scrape: in the service the view reads the observer's published round (the scrape collects
+        nothing), so the clock moves between passes, never within one.
         """
         if self.scraper is None:
             return time.monotonic()
-        before = self.scraper.clock
         self.last_disks = dict(self.scraper.scrape(set(live.alive)))
         self._scrapes += 1
-        if self.scraper.clock is None or self.scraper.clock == before:
+        clock = self.scraper.clock
+        if clock is None or clock == self._measured_clock:
             return None
-        return self.scraper.clock
+        self._measured_clock = clock
+        return clock
 
     # ------------------------------------------------------------------ policies
     def _policies(self) -> tuple[JsonDict, JsonDict] | None:
