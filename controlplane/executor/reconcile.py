@@ -102,6 +102,7 @@ from domain.execution import (
     ExecutionStatus,
     Task,
     TaskState,
+    bytes_progress,
 )
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
@@ -776,14 +777,7 @@ class Executor:
                                and u["key"] in ex.tasks and ex.tasks[u["key"]].state == TaskState.COMPLETED)
         tasks = ex.tasks.values()
         counts = ex.counts()
-        done = total = 0
-        for t in tasks:
-            if t.state in (TaskState.ABORTED, TaskState.DEAD):
-                continue
-            t_total = t.bytes_total or t.size_bytes
-            t_done = t_total if t.state == TaskState.COMPLETED else min(t.bytes_done, t_total)
-            total += t_total
-            done += t_done
+        done, total = bytes_progress(tasks)
         rate = sum(self.copies.rate(t.key) for t in tasks if t.state == TaskState.IN_PROGRESS)
         eta = (total - done) / rate if rate > 0 else None
         report.counts, report.bytes_done, report.bytes_total = counts, done, total
