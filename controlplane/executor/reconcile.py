@@ -289,8 +289,10 @@ class Executor:
         return self._leased_start(begin)
 
     def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
-                       why: str = "approved plan executed") -> int:
-        """Start an execution of a plan already proposed and approved in the store (the service's path)."""
+                       why: str = "approved plan executed", by: str | None = None) -> int:
+        """Start an execution of a plan already proposed and approved in the store (the service's path);
+        ``by``: the human (token) who started it, recorded as the execution's ``started_by`` and in the
+        action log (default: this executor)."""
         digest = plan_digest(plan_to_dict(plan))
         active = self._check_idle(digest)
         if active is not None:
@@ -299,7 +301,7 @@ class Executor:
         def begin() -> int:
             tasks, counts = self._prepare(plan, None)
             options = {"keep_dead_sources": True} if plan.kind.startswith(HEALING_PREFIX) else None
-            return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
+            return self._start_execution(plan_id, tasks, counts, digest, caps, options, why, by)
 
         return self._leased_start(begin)
 
@@ -360,12 +362,15 @@ class Executor:
         return tasks, {t: live.topic_sizes[t] for t in sorted({t.topic for t in tasks})}
 
     def _start_execution(self, plan_id: int, tasks: list[Task], counts: Mapping[str, int], digest: str,
-                         caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str) -> int:
+                         caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str,
+                         by: str | None = None) -> int:
         opts = {"plan_digest": digest, "ordering": self.config.ordering, **(options or {})}
         if self.scraper is not None:  # a first sample now: the first pass already sees live disk load
             self.scraper.scrape()
-        result = self._propose("execution.start", why, plan_id=plan_id, tasks=[t.spec_json() for t in tasks],
-                               caps={**DEFAULT_CAPS, **(caps or {})}, partition_counts=dict(counts), options=opts)
+        result = self.store.propose({"type": "execution.start", "meta": meta(by or self.config.who, why),
+                                     "plan_id": plan_id, "tasks": [t.spec_json() for t in tasks],
+                                     "caps": {**DEFAULT_CAPS, **(caps or {})}, "partition_counts": dict(counts),
+                                     "options": opts})
         return int(result["execution_id"])
 
     def stop(self, execution_id: int, rollback: bool = False, why: str = "operator stop") -> None:

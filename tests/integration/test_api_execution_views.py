@@ -104,3 +104,51 @@ def test_bytes_done_never_exceed_bytes_to_do(rows: list[tuple[TaskState, int, in
     doc = {"progress": {}, "tasks": {t.key: t.to_json() for t in tasks}}
     prog = progress_json(doc)
     assert 0.0 <= prog["fraction"] <= 1.0 and (prog["bytes_done"], prog["bytes_total"]) == (done, total)
+
+
+def proposed_plan(ctx: ServiceContext, by: str) -> int:
+    if ctx.store.read(lambda s: "c1" not in s["clusters"]):
+        ctx.store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "c1",
+                           "bootstrap_servers": ["h:1"]})
+    return int(ctx.store.propose({"type": "plan.propose", "meta": meta(by), "cluster": "c1", "kind": "rebalance",
+                                  "plan": {"format": "guardian.plan/v1"}})["plan_id"])
+
+
+def test_deciding_a_plan_twice_is_409_naming_the_first_decision(ctx: ServiceContext, client: TestClient) -> None:
+    plan_id = proposed_plan(ctx, "olga")
+    first = client.post(f"/api/v1/plans/{plan_id}/approve", headers=auth("operator"))
+    assert first.status_code == 200 and first.json()["changed"] is True
+    again = client.post(f"/api/v1/plans/{plan_id}/approve", headers=auth("operator2"))
+    assert again.status_code == 409, again.text
+    assert "already approved" in again.json()["detail"] and "'olga'" in again.json()["detail"]
+    plan = client.get(f"/api/v1/plans/{plan_id}", headers=auth("viewer")).json()
+    assert plan["status"] == "approved" and plan["decided_by"] == "olga"  # the first decision stands
+    rejected = proposed_plan(ctx, "olga")
+    assert client.post(f"/api/v1/plans/{rejected}/reject", headers=auth("operator")).status_code == 200
+    assert client.post(f"/api/v1/plans/{rejected}/reject", headers=auth("operator")).status_code == 409
+    assert client.post(f"/api/v1/plans/{rejected}/approve", headers=auth("operator")).status_code == 409
+    approvals = [a for a in client.get("/api/v1/actions", headers=auth("viewer")).json() if a["type"] == "plan.approve"]
+    assert len(approvals) == 1  # a refused second decision proposes nothing
+
+
+def test_without_four_eyes_the_proposer_may_approve(ctx: ServiceContext, client: TestClient) -> None:
+    plan_id = proposed_plan(ctx, "olga")
+    assert client.post(f"/api/v1/plans/{plan_id}/approve", headers=auth("operator")).status_code == 200
+
+
+def test_four_eyes_refuses_the_proposers_own_approval_naming_both(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path, approval={"four_eyes": True})
+    with TestClient(create_app(ctx)) as client:
+        plan_id = proposed_plan(ctx, "olga")
+        own = client.post(f"/api/v1/plans/{plan_id}/approve", headers=auth("operator"))
+        assert own.status_code == 409, own.text
+        detail = own.json()["detail"]
+        assert "four-eyes" in detail and "'olga'" in detail and detail.count("olga") == 2
+        assert client.get(f"/api/v1/plans/{plan_id}", headers=auth("viewer")).json()["status"] == "proposed"
+        other = client.post(f"/api/v1/plans/{plan_id}/approve", headers=auth("operator2"))
+        assert other.status_code == 200, other.text
+        plan = client.get(f"/api/v1/plans/{plan_id}", headers=auth("viewer")).json()
+        assert plan["proposed_by"] == "olga" and plan["decided_by"] == "otto"
+        # rejecting one's own plan stays allowed (it changes nothing on the cluster)
+        mine = proposed_plan(ctx, "olga")
+        assert client.post(f"/api/v1/plans/{mine}/reject", headers=auth("operator")).status_code == 200

@@ -1,5 +1,6 @@
-"""A service execution on kafkasim reports the rate its copies run at and an ETA that moves: the
-executor measures between the observer's published rounds (it collects nothing itself)."""
+"""A service execution on kafkasim, started through the API, reports the rate its copies run at and an
+ETA that moves (the executor measures between the observer's published rounds; it collects nothing
+itself) and records the human who started it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings
+from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
 from controlplane.state.commands import meta
 from domain import PartitionMove, Plan, plan_to_dict
 from kafkasim.server import SimRunner
@@ -19,6 +21,7 @@ from raft.localcluster import free_ports
 from tests.integration.kafkasim_support import start_sim
 
 pytestmark = pytest.mark.timeout(150)
+TOKEN = "olga-operator-token-0123"
 
 
 @pytest.fixture()
@@ -35,6 +38,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
     (port,) = free_ports(1)
     svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
                                  clickhouse=ClickHouseConf(mode="off"),
+                                 tokens=[TokenConf(name="olga", role="operator", sha256=hash_token(TOKEN))],
                                  intervals=IntervalsConf(collect_s=1.0, throttle_s=1.0, executor_s=0.5)))
     try:
         assert svc.store.node.wait_ready(10)
@@ -62,7 +66,14 @@ def test_a_service_execution_on_kafkasim_reports_a_rate_and_a_moving_eta(sim: Si
     plan_id = ctx.store.propose({"type": "plan.propose", "meta": meta("test"), "cluster": "east", "kind": plan.kind,
                                  "plan": plan_to_dict(plan), "snapshot_taken_at": snap.taken_at.isoformat()})["plan_id"]
     ctx.store.propose({"type": "plan.approve", "meta": meta("test"), "plan_id": plan_id})
-    eid = ctx.executor.start_approved(plan_id)
+    with TestClient(service.app) as client:
+        started = client.post(f"/api/v1/plans/{plan_id}/execute", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert started.status_code == 201, started.text
+        eid = started.json()["execution_id"]
+        execution = client.get(f"/api/v1/executions/{eid}", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+        assert execution["started_by"] == "olga"  # the token that started it, not the executor
+        actions = client.get("/api/v1/actions", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+        assert [a["who"] for a in actions if a["type"] == "execution.start"] == ["olga"]
 
     def progress() -> tuple[str, dict[str, Any]]:
         ex = ctx.store.read(lambda s: dict(s["executions"][str(eid)]))
