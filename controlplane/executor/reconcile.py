@@ -769,6 +769,10 @@ class Executor:
         if t.action == "move_log_dir":
             update.progress(t, bytes_done=done, bytes_total=max(total, t.size_bytes),
                             rate_bytes_per_s=self.copies.observe(t, now, done))
+        else:  # a reassignment's new replica landed elsewhere: its KIP-113 copy counts on top of the first copy
+            copied = self.copies.reassigned(t, dirs, p)
+            update.progress(t, bytes_done=copied + done, bytes_total=copied + total,
+                            rate_bytes_per_s=self.copies.observe(t, now, copied + done))
         for b, d, fut in pending_dirs:
             known = main_dir(dirs, t.topic, t.partition, b) is not None
             if fut is None and (known or not resubmit):

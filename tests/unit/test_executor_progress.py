@@ -83,3 +83,25 @@ def test_passes_between_rounds_keep_the_last_rate() -> None:
     fake.copy(50 * MB)
     held = executor.run_pass()  # no new round: no fresh clock, the rate is held and the ETA still moves
     assert abs(held.rate_bytes_per_s - 100 * MB) < 1 and held.eta_s is not None
+
+
+def test_a_reassignment_finishing_with_a_log_dir_copy_keeps_a_rate_and_a_moving_eta() -> None:
+    """The new replica landed in another dir than the plan's (the broker chose): after the reassignment's
+    copy, a KIP-113 copy follows in the same task; its bytes count on top of the reassignment's."""
+    fake, executor, rounds = service_executor(PartitionMove("t", 0, (3, 2), ("/d1", None)))
+    reports = copy_passes(fake, executor, rounds, 1)
+    assert ("t", 0) in fake.live().reassignments
+    fake.topics["t"][0].dirs[3] = "/d2"  # created on another dir than the plan's
+    reports += copy_passes(fake, executor, rounds, 16)[1:]
+    eid = reports[0].execution_id or 0
+    ex = executor.execution(eid) or {}
+    assert ex["tasks"]["t:0"]["state"] == "IN_PROGRESS"
+    assert ("t", 0) not in fake.live().reassignments and 3 in fake.topics["t"][0].futures  # the dir copy runs
+    dir_phase = [r for r in reports if r.bytes_total > GB]
+    assert len(dir_phase) >= 5, reports
+    assert all(r.bytes_total == 2 * GB and r.rate_bytes_per_s > 0 for r in dir_phase), dir_phase
+    # the pass the KIP-113 copy is sent copies nothing (the rate dips once); from then on the ETA falls
+    etas = [r.eta_s or 0.0 for r in dir_phase[1:]]
+    assert all(e > 0 for e in etas) and all(a > b for a, b in itertools.pairwise(etas)), etas
+    done = [r.bytes_done for r in reports]
+    assert done == sorted(done)  # progress never goes back
