@@ -127,6 +127,13 @@ class LoggingConf(_Conf):
     """One line per record: `text`, or one JSON object per line."""
 
 
+class ApprovalConf(_Conf):
+    """``[approval]``: who may approve a plan."""
+
+    four_eyes: bool = False
+    """Refuse (409, naming both) a plan's approval by the token that proposed it."""
+
+
 class IntervalsConf(_Conf):
     collect_s: Annotated[float, Field(gt=0)] = 10.0
     """Collection round period (one observer per cluster); the self-healing loop runs at the same period."""
@@ -256,6 +263,7 @@ class Settings(_Conf):
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
     notifications: list[NotificationConf] = Field(default_factory=list)
     logging: LoggingConf = Field(default_factory=LoggingConf)
+    approval: ApprovalConf = Field(default_factory=ApprovalConf)
     tiered: TieredConf = Field(default_factory=TieredConf)
 
 

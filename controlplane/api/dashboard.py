@@ -30,7 +30,7 @@ from swagger_ui_bundle import swagger_ui_path
 
 from controlplane.api.deps import Ctx, Viewer, read
 from controlplane.api.errors import ApiError
-from domain.execution import ACTIVE_STATUSES
+from domain.execution import ACTIVE_STATUSES, progress_json
 
 router = APIRouter(tags=["dashboard"])
 UI_DIR = Path(str(resources.files("controlplane.api") / "ui"))
@@ -89,7 +89,7 @@ def _state_overview(s: dict[str, Any]) -> dict[str, Any]:
                      "maintenance": sorted(s["maintenance"].get(name, {}))}
     for e in s["executions"].values():
         if e["status"] in active and e["cluster"] in out:
-            prog = e.get("progress") or {}
+            prog = progress_json(e)
             out[e["cluster"]]["execution"] = {
                 "id": e["id"], "status": e["status"], "bytes_done": prog.get("bytes_done", 0),
                 "bytes_total": prog.get("bytes_total", 0), "eta_s": prog.get("eta_s")}

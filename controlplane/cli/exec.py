@@ -1,7 +1,8 @@
 """``guardian exec``: run plans against a live cluster without the service (local, resumable state file).
 
 ``run`` executes a plan file, ``drain`` / ``restore`` do a smooth release of brokers, ``stop`` and
-``caps`` steer a running executor, ``watch`` shows progress from the state file. The cluster is
+``caps`` steer a running executor, ``watch`` shows progress from the state file (or, with ``--url``, of
+a service's execution through its API, in the same view). The cluster is
 reached through an endpoints file or ``--bootstrap-servers`` with Kafka-style security flags
 (:mod:`controlplane.cli.connect_options`). Exit codes: 0 done, 1 refused / failed, 2 bad input or a
 login the cluster refuses (one line naming the cluster, protocol, mechanism and user), 130 detached
@@ -17,12 +18,14 @@ import signal
 import socket
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.live import Live
 
+from controlplane.cli.api_client import ApiUnavailable, TokenOpt, get_json
 from controlplane.cli.common import err, out
 from controlplane.cli.connect_options import ConnectOptions
 from controlplane.cli.exec_options import ExecOptions, StateOpt, exec_options
@@ -375,6 +378,19 @@ def _read_state(path: Path) -> dict[str, Any] | None:
     return None
 
 
+def _service_execution(url: str, token: str | None, cluster: str | None, execution: int | None
+                       ) -> dict[str, Any] | None:
+    """The execution ``execution`` (default: the newest, of ``cluster`` if given) as the service's API
+    returns it, tasks included."""
+    base = url.rstrip("/") + "/api/v1/executions"
+    if execution is None:
+        listed = get_json(base + (f"?cluster={urllib.parse.quote(cluster)}" if cluster else ""), token)
+        if not listed:
+            return None
+        execution = max(int(e["id"]) for e in listed)
+    return dict(get_json(f"{base}/{execution}", token))
+
+
 @exec_app.command("watch")
 def exec_watch(
     state_file: StateOpt = None,
@@ -382,12 +398,18 @@ def exec_watch(
     execution: Annotated[int | None, typer.Option(help="execution id (default: the latest)")] = None,
     once: Annotated[bool, typer.Option(help="print once and exit")] = False,
     interval: Annotated[float, typer.Option(min=0.1)] = 1.0,
+    url: Annotated[str | None, typer.Option("--url", help="follow a service's execution through its API "
+                                                          "(base URL) instead of a state file")] = None,
+    token: TokenOpt = None,
 ) -> None:
-    """Show progress of an execution from its state file: bytes copied / total, rate, ETA, tasks in flight."""
-    state = _state_path(state_file, cluster)
+    """Show progress of an execution from its state file, or with ``--url`` from a running service (the
+    same view): bytes copied / total, rate, ETA, tasks in flight."""
+    where = url or str(_state_path(state_file, cluster))
 
     def pick() -> dict[str, Any] | None:
-        doc = _read_state(state)
+        if url is not None:
+            return _service_execution(url, token, cluster, execution)
+        doc = _read_state(Path(where))
         if doc is None:
             return None
         execs = list(doc.get("executions", {}).values())
@@ -395,15 +417,25 @@ def exec_watch(
             execs = [e for e in execs if e["id"] == execution]
         return max(execs, key=lambda e: e["id"]) if execs else None
 
-    current = pick()
+    def refresh(last: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return pick() or last
+        except ApiUnavailable as exc:  # a service failing over: keep the last view, try again
+            err.print(f"warning: {exc}", markup=False)
+            return last
+
+    try:
+        current = pick()
+    except ApiUnavailable as exc:
+        _die(str(exc), 1)
     if current is None:
-        _die(f"no execution found in {state}", 1)
+        _die(f"no execution found in {where}", 1)
     if once or not out.is_terminal:
         out.print(progress_view(current) if out.is_terminal else progress_line(current), soft_wrap=True)
         try:
             while not once and current["status"] in ("running", "stopping"):
                 time.sleep(interval)
-                current = pick() or current
+                current = refresh(current)
                 out.print(progress_line(current), soft_wrap=True, markup=False)
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
@@ -412,7 +444,7 @@ def exec_watch(
         with Live(progress_view(current), console=out, refresh_per_second=4) as live:
             while current["status"] in ("running", "stopping"):
                 time.sleep(interval)
-                current = pick() or current
+                current = refresh(current)
                 live.update(progress_view(current))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

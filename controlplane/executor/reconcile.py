@@ -102,6 +102,7 @@ from domain.execution import (
     ExecutionStatus,
     Task,
     TaskState,
+    bytes_progress,
 )
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
@@ -216,6 +217,8 @@ class Executor:
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
         self._scrapes = 0
         """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
+        self._measured_clock: float | None = None
+        """The sample clock the last pass with a fresh clock measured at."""
         self.guard = LeaseGuard(lease, admin, config.cluster, self._own_tasks,
                                 lambda: throttle_record(self.throttles.owned()))
 
@@ -286,8 +289,10 @@ class Executor:
         return self._leased_start(begin)
 
     def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
-                       why: str = "approved plan executed") -> int:
-        """Start an execution of a plan already proposed and approved in the store (the service's path)."""
+                       why: str = "approved plan executed", by: str | None = None) -> int:
+        """Start an execution of a plan already proposed and approved in the store (the service's path);
+        ``by``: the human (token) who started it, recorded as the execution's ``started_by`` and in the
+        action log (default: this executor)."""
         digest = plan_digest(plan_to_dict(plan))
         active = self._check_idle(digest)
         if active is not None:
@@ -296,7 +301,7 @@ class Executor:
         def begin() -> int:
             tasks, counts = self._prepare(plan, None)
             options = {"keep_dead_sources": True} if plan.kind.startswith(HEALING_PREFIX) else None
-            return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
+            return self._start_execution(plan_id, tasks, counts, digest, caps, options, why, by)
 
         return self._leased_start(begin)
 
@@ -357,12 +362,15 @@ class Executor:
         return tasks, {t: live.topic_sizes[t] for t in sorted({t.topic for t in tasks})}
 
     def _start_execution(self, plan_id: int, tasks: list[Task], counts: Mapping[str, int], digest: str,
-                         caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str) -> int:
+                         caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str,
+                         by: str | None = None) -> int:
         opts = {"plan_digest": digest, "ordering": self.config.ordering, **(options or {})}
         if self.scraper is not None:  # a first sample now: the first pass already sees live disk load
             self.scraper.scrape()
-        result = self._propose("execution.start", why, plan_id=plan_id, tasks=[t.spec_json() for t in tasks],
-                               caps={**DEFAULT_CAPS, **(caps or {})}, partition_counts=dict(counts), options=opts)
+        result = self.store.propose({"type": "execution.start", "meta": meta(by or self.config.who, why),
+                                     "plan_id": plan_id, "tasks": [t.spec_json() for t in tasks],
+                                     "caps": {**DEFAULT_CAPS, **(caps or {})}, "partition_counts": dict(counts),
+                                     "options": opts})
         return int(result["execution_id"])
 
     def stop(self, execution_id: int, rollback: bool = False, why: str = "operator stop") -> None:
@@ -565,6 +573,7 @@ class Executor:
         self.throttles.commanded.clear()
         self.meter.forget()
         self._suspect.clear()
+        self._measured_clock = None
 
     def _now(self) -> float:
         return self.clock()
@@ -572,16 +581,20 @@ class Executor:
     def _measure(self, live: LiveCluster) -> float | None:
         """Scrape disk load once per pass; the time base of rates is the hosts' clock when they export one.
 
-        Returns ``None`` when the scrape gave no clock this pass (rates are then not updated).
+        Returns ``None`` when no round newer than the previous pass's gave a clock (rates are then not
+        updated). Compared with the clock the previous pass measured, not with the one read just before
+        this scrape: in the service the view reads the observer's published round (the scrape collects
+        nothing), so the clock moves between passes, never within one.
         """
         if self.scraper is None:
             return time.monotonic()
-        before = self.scraper.clock
         self.last_disks = dict(self.scraper.scrape(set(live.alive)))
         self._scrapes += 1
-        if self.scraper.clock is None or self.scraper.clock == before:
+        clock = self.scraper.clock
+        if clock is None or clock == self._measured_clock:
             return None
-        return self.scraper.clock
+        self._measured_clock = clock
+        return clock
 
     # ------------------------------------------------------------------ policies
     def _policies(self) -> tuple[JsonDict, JsonDict] | None:
@@ -756,6 +769,10 @@ class Executor:
         if t.action == "move_log_dir":
             update.progress(t, bytes_done=done, bytes_total=max(total, t.size_bytes),
                             rate_bytes_per_s=self.copies.observe(t, now, done))
+        else:  # a reassignment's new replica landed elsewhere: its KIP-113 copy counts on top of the first copy
+            copied = self.copies.reassigned(t, dirs, p)
+            update.progress(t, bytes_done=copied + done, bytes_total=copied + total,
+                            rate_bytes_per_s=self.copies.observe(t, now, copied + done))
         for b, d, fut in pending_dirs:
             known = main_dir(dirs, t.topic, t.partition, b) is not None
             if fut is None and (known or not resubmit):
@@ -769,14 +786,7 @@ class Executor:
                                and u["key"] in ex.tasks and ex.tasks[u["key"]].state == TaskState.COMPLETED)
         tasks = ex.tasks.values()
         counts = ex.counts()
-        done = total = 0
-        for t in tasks:
-            if t.state in (TaskState.ABORTED, TaskState.DEAD):
-                continue
-            t_total = t.bytes_total or t.size_bytes
-            t_done = t_total if t.state == TaskState.COMPLETED else min(t.bytes_done, t_total)
-            total += t_total
-            done += t_done
+        done, total = bytes_progress(tasks)
         rate = sum(self.copies.rate(t.key) for t in tasks if t.state == TaskState.IN_PROGRESS)
         eta = (total - done) / rate if rate > 0 else None
         report.counts, report.bytes_done, report.bytes_total = counts, done, total

@@ -99,8 +99,10 @@ class ExecutorService:
                                                 lease=ExecutionLease(admin, cluster, owner, self.lease_ttl_s))
         return self._executors[cluster]
 
-    def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "") -> int:
-        """Execute an approved plan of the store; returns the execution id (idempotent while it runs)."""
+    def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "",
+                       by: str | None = None) -> int:
+        """Execute an approved plan of the store; returns the execution id (idempotent while it runs).
+        ``by``: the human (token name) who started it, recorded on the execution and in the action log."""
         plan_rec = self.store.read(lambda s: json.loads(json.dumps(s["plans"].get(str(plan_id)))))
         if plan_rec is None:
             raise KeyError(f"unknown plan {plan_id}")
@@ -109,9 +111,10 @@ class ExecutorService:
         plan = parse_plan(json.dumps(plan_rec["plan"]))
         try:
             return self.executor(plan_rec["cluster"]).start_approved(plan_id, plan, caps=caps,
-                                                                     why=why or f"execute plan {plan_id}")
+                                                                     why=why or f"execute plan {plan_id}", by=by)
         except ExecutionConflict as exc:  # recorded: who asked, and why nothing started
-            self.store.propose({"type": "execution.refused", "meta": meta("executor", why or f"execute plan {plan_id}"),
+            self.store.propose({"type": "execution.refused",
+                                "meta": meta(by or "executor", why or f"execute plan {plan_id}"),
                                 "cluster": plan_rec["cluster"], "plan_id": plan_id, "reason": str(exc)[:4000]})
             raise
 

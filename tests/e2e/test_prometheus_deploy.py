@@ -49,11 +49,9 @@ RATE_WINDOW = "10s"
 EMPTY_OK = {
     "Consumer lag (kafka_exporter)": "kafkasim's consumers here keep up: kafka_consumergroup_lag lists lagging "
                                      "groups only",
-    "Execution ETA": "the service's executor records rate 0 and no ETA for these inter-broker copies (its copy meter "
-                     "gets no sample clock from the service's observer), so guardian_execution_eta_seconds is absent",
 }
 """Panels that may legitimately return nothing in this fixture, and why."""
-NAMES_ABSENT_OK = {"kafka_consumergroup_lag", "guardian_execution_eta_seconds"}
+NAMES_ABSENT_OK = {"kafka_consumergroup_lag"}
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make venv)")
 needs_prometheus = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed (make venv)")
