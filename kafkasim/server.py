@@ -76,6 +76,8 @@ from kafkasim.scenario import Federation
 from kafkasim.security import SaslGate, SecurityConfig
 from kafkasim.truth import LoadHistory, snapshot_of
 
+FAILED_AUTH_CLOSE_DELAY_S = 0.1
+"""Kafka's ``connection.failed.authentication.delay.ms`` default: the close follows a failed login by 100 ms."""
 log = logging.getLogger("kafkasim")
 MAX_FRAME = 100 * 1024 * 1024
 _SASL_KEYS = (b"\x00\x11", b"\x00\x24")  # SaslHandshake (17), SaslAuthenticate (36): answered by the gate
@@ -271,6 +273,9 @@ class SimServer:
                     writer.write(out)
                     await writer.drain()
                 if close:
+                    # Kafka delays closing a connection whose login failed (connection.failed.authentication.
+                    # delay.ms, default 100 ms), so the client reads the error before the close
+                    await asyncio.sleep(FAILED_AUTH_CLOSE_DELAY_S)
                     break
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
