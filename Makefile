@@ -21,8 +21,13 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq default-jre-headless)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,analytics,plots]'
+	$(BIN)/python -c "import tiered.proto"  # generate the gRPC/protobuf code from tiered/proto/*.proto
 	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) || echo "WARNING: kcat not installed (kafkasim kcat tests will skip outside CI)"
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo "WARNING: chromium not installed (dashboard browser tests will skip)"
+	command -v promtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus) || echo "WARNING: prometheus not installed (deploy/prometheus tests will skip)"
+	command -v amtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus-alertmanager) || echo "WARNING: alertmanager not installed (its config test will skip)"
+	command -v systemd-analyze >/dev/null || (apt-get update -qq && apt-get install -y -qq systemd) || echo "WARNING: systemd not installed (unit verification will skip)"
 	@touch $(STAMP)
 
 lint: $(STAMP)

@@ -77,17 +77,20 @@ class RunReport:
 
 
 def spark_session(master: str | None = "local[2]", shuffle_partitions: int = 4,
-                  driver_memory: str = "2g") -> SparkSession:
+                  driver_memory: str = "2g", conf: Mapping[str, str] | None = None) -> SparkSession:
     """A SparkSession for the jobs (SPARK_LOCAL_IP defaults to 127.0.0.1; no UI).
 
     Each input file (one time slice) becomes its own task: openCostInBytes equals
-    maxPartitionBytes, so Spark never packs two slices into one split.
+    maxPartitionBytes, so Spark never packs two slices into one split. ``conf``: more Spark settings
+    (e.g. ``spark.executor.memory`` on a standalone cluster).
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = SparkSession.builder.appName("guardian-analytics")
     if master:
         b = b.master(master)
+    for key, value in (conf or {}).items():
+        b = b.config(key, value)
     return (
         b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))

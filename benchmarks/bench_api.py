@@ -23,11 +23,11 @@ from pathlib import Path
 import httpx
 
 from benchmarks.common import write_result
-from controlplane.launcher import TOKEN, ServiceCluster
+from controlplane.launcher import ServiceCluster
 from domain import dump_snapshot
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 
-HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+HEADERS: dict[str, str] = {}  # the group's admin token, set when the group starts (fresh per group)
 READS = ["/api/v1/clusters/c1", "/api/v1/plans", "/api/v1/clusters/c1/brokers", "/api/v1/throttles"]
 
 
@@ -83,6 +83,7 @@ def main() -> None:
             root = Path(tmp) / f"n{size}"
             root.mkdir()
             cluster = ServiceCluster(root, size=size)
+            HEADERS["Authorization"] = f"Bearer {cluster.token}"
             cluster.start_all()
             try:
                 leader = cluster.leader(timeout=30)

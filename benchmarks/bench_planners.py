@@ -14,6 +14,11 @@ in the same run:
   dir with the fewest partitions (the broker's own choice). Same figures, plus how many hard
   constraints the proposal breaks.
 
+Also, in the same run: ``plan leaders`` time on each size; the budget curve (peak/mean reached against
+byte budgets, :mod:`planners.budget_curve`) at the largest size; the large-replica case (two 150 MB/s
+replicas on one NVMe disk, only an exchange places them; target <= 1.10); and pool-grow moving nothing
+outside the growing pool nor onto any broker but the new ones. Peak RSS is the process's after each size.
+
 Prints a table and writes ``out/bench/planners.json``. Plan time is given as wall and CPU seconds
 (the planner is single-threaded; CPU time is the honest figure when other work shares the cores).
 Targets (DESIGN.md): plan <= 60 s at 1,000 brokers; peak/mean <= 1.10 per pool (or within 5% of the
@@ -28,21 +33,28 @@ import os
 import random
 import time
 from collections import Counter, defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import peak_rss_mib, write_result
 from benchmarks.planner_metrics import forced_min_bytes, pool_figures
 from domain import (
+    Broker,
     ClusterSnapshot,
+    Disk,
+    DiskKind,
+    Partition,
     PartitionMove,
     Plan,
+    Topic,
     apply_plan,
     check_plan,
     summarize_plan,
 )
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners import plan_rebalance
+from planners import plan_leaders, plan_pool_grow, plan_rebalance
+from planners.budget_curve import budget_curve
 
 TARGET_SECONDS = 60.0
 TARGET_PEAK = 1.10
@@ -155,6 +167,12 @@ def run(brokers: int, seed: int) -> dict[str, Any]:
     plan = plan_rebalance(snapshot)  # includes building the summary and the shared invariant check
     guardian = _figures(snapshot, plan, time.perf_counter() - t0, time.process_time() - c0, forced)
 
+    c0 = time.process_time()
+    leaders = plan_leaders(snapshot)
+    guardian["leaders_cpu_seconds"] = round(time.process_time() - c0, 3)
+    guardian["leader_changes"] = len(leaders.leaders)
+    guardian["peak_rss_mib"] = round(peak_rss_mib(), 1)
+
     t0, c0 = time.perf_counter(), time.process_time()
     baseline_plan = kafka_default_plan(snapshot, seed)
     baseline = _figures(snapshot, baseline_plan, time.perf_counter() - t0, time.process_time() - c0, forced)
@@ -163,7 +181,68 @@ def run(brokers: int, seed: int) -> dict[str, Any]:
         "generate_seconds": round(gen, 3), "pools_before": before,
         "peak_to_mean_before": max(f["peak_to_mean"] for f in before.values()),
         "forced_min_bytes": forced, "guardian": guardian, "kafka_default": baseline,
+        "_snapshot": snapshot,
     }
+
+
+def large_replica_case() -> ClusterSnapshot:
+    """20 one-NVMe brokers (1,000 MB/s) and 20 one-HDD brokers (100 MB/s): two 150 MB/s replicas share the
+    first NVMe disk, the 19 others hold 24 x 10 MB/s replicas each, the HDDs 4 x 6 MB/s each (0.24)."""
+    brokers: list[Broker] = []
+    big = [Partition("big", k, (1,), 1, (1,), ("/nvme",), size_bytes=100 * 2**30, bytes_in_per_s=150e6)
+           for k in range(2)]
+    small: list[Partition] = []
+    for b in range(1, 41):
+        nvme = b <= 20
+        path = "/nvme" if nvme else "/data1"
+        disk = Disk(path=path, kind=DiskKind.NVME if nvme else DiskKind.HDD, capacity_bytes=4000 * 2**30,
+                    max_bytes_per_s=1000e6 if nvme else 100e6, used_bytes=0, util=0.24, load_history=(0.24,))
+        brokers.append(Broker(id=b, host="h", port=9092, idc="a", rack=f"r{b % 5}", pool="shared", disks=(disk,)))
+        if b > 1:
+            rate, n = (10e6, 24) if nvme else (6e6, 4)
+            small += [Partition("small", len(small) + k, (b,), b, (b,), (path,), size_bytes=10 * 2**30,
+                                bytes_in_per_s=rate) for k in range(n)]
+    topics = [Topic("big", tuple(big)), Topic("small", tuple(small))]
+    return ClusterSnapshot(cluster="large-replica", taken_at=datetime(2026, 11, 21, 10, tzinfo=UTC),
+                           brokers=tuple(brokers), topics=tuple(topics))
+
+
+def run_large_replica() -> dict[str, Any]:
+    """Guardian on the large-replica case: peak/mean before and after (target <= 1.10)."""
+    snap = large_replica_case()
+    plan = plan_rebalance(snap)
+    before, after = pool_figures(snap)["shared"], pool_figures(apply_plan(snap, plan))["shared"]
+    return {"peak_to_mean_before": round(before["peak_to_mean"], 3),
+            "peak_to_mean_after": round(after["peak_to_mean"], 3),
+            "floor_to_mean": round(before["floor_to_mean"], 3), "replicas_moved": len(plan.moves),
+            "violations": len(check_plan(snap, plan)), "ok": after["peak_to_mean"] <= TARGET_PEAK + 1e-9}
+
+
+def run_pool_grow(seed: int) -> dict[str, Any]:
+    """Grow one pool by 3 brokers on a 3-pool cluster: what moves, whose, where."""
+    snap = generate_snapshot(GeneratorSpec(brokers=100, disks_per_broker=12, partitions=10_000, replication_factor=3,
+                                           skew="zipf", seed=seed, idcs=("idc-a", "idc-b"), racks_per_idc=5,
+                                           nvme_fraction=0.25, pools={"shared": 0.5, "pay": 0.4, "free": 0.1},
+                                           cluster="bench-grow"))
+    c0 = time.process_time()
+    growth = plan_pool_grow(snap, "shared", 3)
+    cpu = time.process_time() - c0
+    new = set(growth.brokers)
+    index = snap.index
+    outside = sum(1 for m in growth.plan.moves if index.topic_by_name[m.topic].pool != "shared")
+    elsewhere = sum(1 for m in growth.plan.moves
+                    if set(m.replicas) - set(index.partition_by_id[m.id].replicas) - new)
+    after = pool_figures(apply_plan(growth.snapshot, growth.plan))["shared"]
+    return {"partitions_moved": len(growth.plan.moves), "moved_outside_pool": outside,
+            "moved_to_other_brokers": elsewhere, "peak_to_mean_after": round(after["peak_to_mean"], 3),
+            "plan_cpu_seconds": round(cpu, 3), "violations": len(check_plan(growth.snapshot, growth.plan))}
+
+
+def vars_of(point: Any) -> dict[str, Any]:
+    """A budget-curve point as a JSON object."""
+    return {"max_bytes": point.max_bytes, "bytes_moved": point.bytes_moved,
+            "share_of_replica_bytes": round(point.share_of_replica_bytes, 4),
+            "peak_to_mean": round(point.peak_to_mean, 4)}
 
 
 def _tib(n: float) -> str:
@@ -185,6 +264,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                   f"{r['peak_to_mean_before']:>7.2f} -> {f['peak_to_mean_after']:>5.2f} {floor:>6.2f} "
                   f"{_tib(f['bytes_moved']):>13} {_tib(r['forced_min_bytes']):>12} {f['bytes_vs_forced_min']:>6.2f} "
                   f"{f['replicas_moved']:>9} {sum(f['violations'].values()):>10}")
+    for r in rows:
+        g = r["guardian"]
+        print(f"{r['brokers']:>7} brokers: plan leaders {g['leaders_cpu_seconds']:.2f} cpu s ({g['leader_changes']} "
+              f"changes); peak RSS {g['peak_rss_mib']:.0f} MiB")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"targets: plan <= {TARGET_SECONDS:.0f} s at 1,000 brokers; peak/mean <= {TARGET_PEAK} per pool (or 1.05 x "
           f"floor); bytes <= {TARGET_BYTES_RATIO} x forced minimum; 0 violations")
@@ -202,15 +285,37 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run(n, args.seed))
     print_table(rows)
     largest = rows[-1]
+    snap = largest.pop("_snapshot")
+    for r in rows:
+        r.pop("_snapshot", None)
+    c0 = time.process_time()
+    curve = [vars_of(p) for p in budget_curve(snap)]
+    print(f"budget curve at {largest['brokers']} brokers ({time.process_time() - c0:.1f} cpu s): "
+          "max bytes -> bytes moved (share of replica bytes), worst pool peak/mean")
+    for p in curve:
+        print(f"  {_tib(p['max_bytes']):>13} -> {_tib(p['bytes_moved']):>13} ({p['share_of_replica_bytes']:6.1%})  "
+              f"{p['peak_to_mean']:.3f}")
+    large = run_large_replica()
+    print(f"large-replica case: peak/mean {large['peak_to_mean_before']} -> {large['peak_to_mean_after']} "
+          f"(floor {large['floor_to_mean']}, target {TARGET_PEAK}), {large['replicas_moved']} partitions moved, "
+          f"{large['violations']} violations")
+    grow = run_pool_grow(args.seed)
+    print(f"pool-grow (100 brokers, pool 'shared' +3): {grow['partitions_moved']} partitions moved, "
+          f"{grow['moved_outside_pool']} outside the pool, {grow['moved_to_other_brokers']} onto other than the new "
+          f"brokers; peak/mean after {grow['peak_to_mean_after']}; {grow['plan_cpu_seconds']} cpu s; "
+          f"{grow['violations']} violations")
     g = largest["guardian"]
     verdict = {
         "plan_time_ok": min(g["plan_seconds"], g["plan_cpu_seconds"]) <= TARGET_SECONDS,
         "peak_ok": g["peak_ok"],
         "bytes_ok": g["bytes_vs_forced_min"] <= TARGET_BYTES_RATIO,
         "valid": not g["violations"],
+        "large_replica_ok": large["ok"],
+        "pool_grow_contained": grow["moved_outside_pool"] == 0 and grow["moved_to_other_brokers"] == 0,
     }
     print("largest run:", ", ".join(f"{k}={v}" for k, v in verdict.items()))
-    result = {"rows": rows, "verdict": verdict, "peak_rss_mib": round(peak_rss_mib(), 1)}
+    result = {"rows": rows, "budget_curve": curve, "large_replica": large, "pool_grow": grow, "verdict": verdict,
+              "peak_rss_mib": round(peak_rss_mib(), 1)}
     if args.out:
         path = Path(args.out)
         path.write_text(json.dumps(result, indent=2) + "\n")

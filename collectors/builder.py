@@ -99,6 +99,7 @@ class LoadModel:
         drops = DropLog()
         cov = Coverage(cluster=self.endpoints.cluster, taken_at=now)
         cov.kafka_errors = dict(state.errors)
+        cov.offline_log_dirs, cov.offline_replicas = state.offline_log_dirs(), state.offline_replicas()
 
         src = topology.map_payloads(scrape, self.brokers, self.endpoints.exporter_urls, cfg.use_sample_timestamps,
                                     cov)
@@ -106,16 +107,18 @@ class LoadModel:
         disks.refresh_log_dirs(state, self.disks, cfg, self.endpoints.hardware)
         disk_round = disks.disk_rates(src.brokers, tracker, self.disks, cfg, drops)
         ix = partition_rates.index_partitions(state, phold)
-        pc = partition_rates.partition_counters(ix, src.brokers, tracker, series, phold, drops)
-        tc = partition_rates.topic_counters(src.brokers, tracker, series, holds, now, drops)
+        pc = partition_rates.partition_counters(ix, src.brokers, tracker, series, phold, drops, cfg.limits)
+        tc = partition_rates.topic_counters(src.brokers, tracker, series, holds, now, drops, cfg.limits)
         pos = reads.consumer_positions(src, ix, pc.leo_lead_val, tracker, series, state, self.groups, now, cfg.hold_s,
-                                       cov)
+                                       cov, cfg.limits)
         residence_b = reads.residence_times(disk_round, alive, holds, now)
         fin = methods.bytes_in(ix, pc, tc, phold, now, cfg.hold_s)
         b_out, m_out = methods.bytes_out(ix, tc, fin, pos.group_rate, series.topic_reg, phold, now, cfg.hold_s)
-        rd = reads.disk_reads(ix, fin.leo, fin.msgs, b_out, fin.bpm, pos, residence_b, phold, now, cfg.hold_s)
+        rd = reads.disk_reads(ix, fin.leo, fin.msgs, b_out, fin.bpm, pos, residence_b, phold, now, cfg.hold_s,
+                              pc.lso_lead_val)
         lay = behaviours.replica_layout(ix, state, alive, self.disks, cfg, cov)
-        beh = behaviours.split_behaviours(ix, lay, pc, fin, rd, state, src.brokers, tracker, self.disks.dirs)
+        beh = behaviours.split_behaviours(ix, lay, pc, fin, rd, state, src.brokers, tracker, self.disks.dirs,
+                                          cfg.limits.ceiling("disk"))
         br = assemble.assemble_brokers(known, alive, state, src.brokers, disk_round, beh.behaviours, self.brokers,
                                        self.disks, holds, cfg, now, cov, self.endpoints)
         windows.record_round(self.disk_window, self.partition_windows, br.disk_util, ix.keys,

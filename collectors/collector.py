@@ -111,6 +111,7 @@ class ClusterCollector:
         t_admin = state.duration_s
         self.last_state = state
         collected = self.model.build(state, scrape)
+        collected.removing = {tp: tuple(ra.removing) for tp, ra in state.reassignments.items() if ra.removing}
         collected.round_seconds.update({"scrape": t_scrape, "admin": t_admin, "parse": collected.coverage.parse_seconds,
                                         "total": time.perf_counter() - t0})
         return collected

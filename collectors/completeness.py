@@ -35,6 +35,10 @@ class Coverage:
     """Declared broker endpoints that gave no usable payload this round, url -> error."""
     exporters_failed: dict[str, str] = field(default_factory=dict)
     kafka_errors: dict[str, str] = field(default_factory=dict)
+    offline_log_dirs: dict[int, list[str]] = field(default_factory=dict)
+    """Alive broker -> its log dirs DescribeLogDirs reports failed (KAFKA_STORAGE_ERROR)."""
+    offline_replicas: dict[str, list[int]] = field(default_factory=dict)
+    """``topic-partition`` -> replicas Metadata lists offline on alive brokers (on a failed log dir)."""
     controller: int | None = None
     disks_total: int = 0
     disks_with_metrics: int = 0
@@ -79,6 +83,7 @@ class Coverage:
         """JSON-able form (with the two fractions)."""
         d = asdict(self)
         d["metrics_failed"] = {str(k): v for k, v in self.metrics_failed.items()}
+        d["offline_log_dirs"] = {str(k): v for k, v in self.offline_log_dirs.items()}
         d["broker_fraction"] = round(self.broker_fraction, 4)
         d["partition_fraction"] = round(self.partition_fraction, 4)
         if len(d["partitions_without_rates"]) > 50:
@@ -125,6 +130,8 @@ def coverage_from_document(doc: Mapping[str, Any]) -> Coverage | None:
     try:
         if "metrics_failed" in kw and isinstance(kw["metrics_failed"], Mapping):
             kw["metrics_failed"] = {int(k): str(v) for k, v in kw["metrics_failed"].items()}
+        if "offline_log_dirs" in kw and isinstance(kw["offline_log_dirs"], Mapping):
+            kw["offline_log_dirs"] = {int(k): list(v) for k, v in kw["offline_log_dirs"].items()}
         return Coverage(**kw)
     except (TypeError, ValueError):
         return None

@@ -14,6 +14,13 @@ names (never one field with two meanings):
   ``R`` msg/s reads from disk when ``LEO − R · T > O``: consumers that tail the log are served from
   memory; a consumer (or an out-of-sync follower) further behind than ``R · T`` messages reads the
   leader's disk. Needs consumer offsets (kafka_exporter) and the brokers' memory.
+  A position at or below the partition's **log start offset** is not where the consumer reads: the data
+  there is gone, the broker answers OFFSET_OUT_OF_RANGE and the consumer resets to the earliest retained
+  offset (or is held there) — so it counts as a fetch *at the log start* (:func:`fetch_offset`), the
+  oldest data, and its read rate is not its position's (stuck or retention-paced) movement but its share
+  of the partition's bytes-out beyond what the other groups' positions account for
+  (:func:`position_disk_reads`). Before this rule a consumer lagging beyond the retained log was
+  estimated at 0 disk reads while its disk read 30 MB/s.
 * **attribution estimate** (:func:`attributed_disk_reads`; what throttle protection weighs) — each disk's
   *measured* read bytes/s, minus what in-flight copies read from it, split over the partitions led on
   that disk in proportion to their fetch traffic beyond the topic's tailing fan-out (median
@@ -21,7 +28,8 @@ names (never one field with two meanings):
   what reads beyond them lags and misses it. Needs only the disks' read counters and partition rates.
 
 Guarantee: both are pure and never exceed what they divide (a partition's attributed read is at most its
-fetch traffic; a disk's attributed total is at most its measured reads). Cost: the attribution is
+fetch traffic; a disk's attributed total is at most its measured reads; the reset readers of a partition
+together get at most its bytes-out). Cost: the attribution is
 O(partitions) per call in Python (about 0.1 s per 100,000 partitions).
 """
 
@@ -51,6 +59,63 @@ def residence_seconds(available_memory_bytes: float, disk_io_bytes_per_s: float)
     if disk_io_bytes_per_s == 0:
         return math.inf
     return available_memory_bytes / disk_io_bytes_per_s
+
+
+def fetch_offset(offset: float, log_start: float | None) -> tuple[float, bool]:
+    """Where a fetch from position ``offset`` reads, and whether it was reset: a position at or below
+    ``log_start`` (known and finite) reads from the log start; any other reads where it stands."""
+    if log_start is not None and math.isfinite(log_start) and offset <= log_start:
+        return log_start, True
+    return offset, False
+
+
+@dataclass
+class PositionReads:
+    """The position estimate of one partition: disk read bytes/s and which groups read disk / cache."""
+
+    bytes_per_s: float
+    disk: list[str]
+    cached: list[str]
+    reset: list[str]
+
+
+def position_disk_reads(leo: float, log_start: float | None, msgs_per_s: float, residence_s: float,
+                        bytes_per_msg: float, bytes_out: float, positions: Mapping[str, float],
+                        position_rates: Mapping[str, float]) -> PositionReads:
+    """The position estimate of a partition led by a broker whose residence time is ``residence_s``.
+
+    Per consumer group (sorted): its fetch offset (:func:`fetch_offset`: the log start when its position
+    is at or below it) reads the disk when :func:`is_disk_read`. A disk reader's bytes/s is its position's
+    rate × ``bytes_per_msg`` when both are known and it was not reset; a reset reader gets an equal share of
+    what ``bytes_out`` leaves after the groups whose rates are known; any other reader
+    ``bytes_out / len(positions)``. NaN inputs count as unknown; a NaN ``residence_s`` makes every group
+    cached (no basis to call a read a miss). Pure; O(groups).
+    """
+    bpm_ok = math.isfinite(bytes_per_msg)
+    out = bytes_out if math.isfinite(bytes_out) else 0.0
+    r_msgs = msgs_per_s if math.isfinite(msgs_per_s) else 0.0
+    where = {group: fetch_offset(off, log_start) for group, off in positions.items()}
+    reset = sorted(g for g, (_, was_reset) in where.items() if was_reset)
+    known = sum(position_rates[g] * bytes_per_msg for g in positions
+                if g not in reset and bpm_ok and g in position_rates and math.isfinite(position_rates[g]))
+    reset_share = max(out - known, 0.0) / len(reset) if reset else 0.0
+    disk: list[str] = []
+    cached: list[str] = []
+    total = 0.0
+    for group in sorted(positions):
+        offset, was_reset = where[group]
+        if math.isnan(residence_s) or not is_disk_read(leo, r_msgs, residence_s, offset):
+            cached.append(group)
+            continue
+        disk.append(group)
+        rate = position_rates.get(group)
+        if was_reset:
+            total += reset_share
+        elif rate is not None and math.isfinite(rate) and bpm_ok:
+            total += rate * bytes_per_msg
+        else:
+            total += out / max(len(positions), 1)
+    return PositionReads(total, disk, cached, reset)
 
 
 def is_disk_read(leo: float, msgs_per_s: float, residence_s: float, offset: float) -> bool:

@@ -11,9 +11,17 @@ clock, never a nominal interval).  It is dropped — returned as ``None`` with a
   enormous rate);
 * the counter decreased (``counter_reset``: the process restarted; the new value becomes the
   base for the next round);
-* the rate exceeds ``max_rate`` (``implausible``).
+* the rate exceeds ``max_rate`` (``implausible``);
+* the rate exceeds what the hardware behind the series can move (``exceeds_hardware``): a byte
+  counter of a broker above its NIC's line rate (:class:`PhysicalLimits`, 10 Gbit/s per direction
+  unless declared), a disk byte counter above the fastest single device (16 GB/s, PCIe 5.0 x4,
+  unless declared).  One glitched sample (a +1e15 jump) thus never becomes a 65 TB/s partition;
+  it is refused and counted like every other drop (the round's coverage ``drops``), and its value
+  becomes the next base, as after a reset.
 
-So a returned rate is always finite, ``>= 0`` and ``<= max_rate``.
+So a returned rate is always finite, ``>= 0``, ``<= max_rate`` and ``<=`` its series' ceiling.
+Cost: O(1) per series (``counter_rate``, :class:`CounterTracker`); one dict lookup per sample plus
+vectorised arithmetic (:class:`VectorCounterTracker`), the ceilings one array per segment.
 """
 
 from __future__ import annotations
@@ -21,8 +29,9 @@ from __future__ import annotations
 import enum
 import math
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +48,44 @@ class DropReason(enum.StrEnum):
     TINY_ELAPSED = "tiny_elapsed"
     CLOCK_BACKWARDS = "clock_backwards"
     IMPLAUSIBLE = "implausible"
+    EXCEEDS_HARDWARE = "exceeds_hardware"
+
+
+GBIT_BYTES = 1e9 / 8
+DEFAULT_NIC_BYTES_PER_S = 10 * GBIT_BYTES
+"""A broker's network interface per direction unless declared: 10 Gbit/s."""
+DEFAULT_DISK_BYTES_PER_S = 16e9
+"""The fastest single block device's transfer rate unless declared: PCIe 5.0 x4, ~16 GB/s."""
+Limit = Literal["nic", "disk"]
+
+
+@dataclass(frozen=True)
+class PhysicalLimits:
+    """What the hardware can move, per direction: a broker's NIC (bytes/s; per broker when declared) and one
+    disk device (bytes/s). A counter rate above its ceiling is refused (``exceeds_hardware``).
+
+    Record counters (messages in, log-end offsets, consumer positions) are held to the NIC's figure as
+    records/s too: no broker handles over a billion records a second, compressed or not."""
+
+    nic_bytes_per_s: float = DEFAULT_NIC_BYTES_PER_S
+    disk_bytes_per_s: float = DEFAULT_DISK_BYTES_PER_S
+    nic_by_broker: Mapping[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for what, value in (("nic_bytes_per_s", self.nic_bytes_per_s), ("disk_bytes_per_s", self.disk_bytes_per_s),
+                            *((f"nic_by_broker[{b}]", v) for b, v in self.nic_by_broker.items())):
+            if not value > 0:
+                raise ValueError(f"{what} must be > 0, not {value!r}")
+
+    def ceiling(self, limit: Limit, broker: int | None = None) -> float:
+        """The ceiling of a series of ``broker`` (None: a cluster-level exporter) under ``limit``."""
+        if limit == "disk":
+            return self.disk_bytes_per_s
+        return self.nic_by_broker.get(broker, self.nic_bytes_per_s) if broker is not None else self.nic_bytes_per_s
+
+    def ceilings(self, limit: Limit, brokers: Sequence[int]) -> list[float]:
+        """:meth:`ceiling` of each of ``brokers`` (one per segment of :meth:`VectorCounterTracker.update_segments`)."""
+        return [self.ceiling(limit, b) for b in brokers]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +103,10 @@ class Rate:
 
 
 def counter_rate(t0: float | None, v0: float | None, t1: float | None, v1: float | None,
-                 min_elapsed_s: float = 0.5, max_rate: float = math.inf) -> Rate:
+                 min_elapsed_s: float = 0.5, max_rate: float = math.inf, ceiling: float = math.inf) -> Rate:
     """Rate of a monotonic counter between two samples ``(t0, v0)`` and ``(t1, v1)``.
 
-    Guarantees: the result's ``value`` is None or a finite float in ``[0, max_rate]``.
+    Guarantees: the result's ``value`` is None or a finite float in ``[0, min(max_rate, ceiling)]``.
     """
     if v1 is None or t1 is None:
         return Rate(None, DropReason.MISSING)
@@ -86,6 +133,8 @@ def counter_rate(t0: float | None, v0: float | None, t1: float | None, v1: float
         return Rate(None, DropReason.NON_FINITE, elapsed)
     if rate > max_rate:
         return Rate(None, DropReason.IMPLAUSIBLE, elapsed)
+    if rate > ceiling:
+        return Rate(None, DropReason.EXCEEDS_HARDWARE, elapsed)
     return Rate(rate, None, elapsed)
 
 
@@ -147,13 +196,14 @@ class CounterTracker:
     def __len__(self) -> int:
         return len(self._last)
 
-    def update(self, key: Hashable, t: float | None, v: float | None) -> Rate:
-        """Feed the current sample of ``key`` and return its rate since the previous one."""
+    def update(self, key: Hashable, t: float | None, v: float | None, ceiling: float = math.inf) -> Rate:
+        """Feed the current sample of ``key`` and return its rate since the previous one (refused above
+        ``ceiling``, the series' hardware limit)."""
         prev = self._last.get(key)
         if prev is None:
-            r = counter_rate(None, None, t, v, self.min_elapsed_s, self.max_rate)
+            r = counter_rate(None, None, t, v, self.min_elapsed_s, self.max_rate, ceiling)
         else:
-            r = counter_rate(prev[0], prev[1], t, v, self.min_elapsed_s, self.max_rate)
+            r = counter_rate(prev[0], prev[1], t, v, self.min_elapsed_s, self.max_rate, ceiling)
         if t is not None and v is not None and math.isfinite(t) and math.isfinite(v) and v >= 0:
             if r.reason in (DropReason.TINY_ELAPSED, DropReason.CLOCK_BACKWARDS) and prev is not None:
                 # keep the older base: the next round measures over a longer, honest interval
@@ -174,7 +224,8 @@ class CounterTracker:
 
 REASONS: tuple[DropReason | None, ...] = (
     None, DropReason.FIRST_SAMPLE, DropReason.MISSING, DropReason.NON_FINITE, DropReason.NEGATIVE,
-    DropReason.COUNTER_RESET, DropReason.TINY_ELAPSED, DropReason.CLOCK_BACKWARDS, DropReason.IMPLAUSIBLE)
+    DropReason.COUNTER_RESET, DropReason.TINY_ELAPSED, DropReason.CLOCK_BACKWARDS, DropReason.IMPLAUSIBLE,
+    DropReason.EXCEEDS_HARDWARE)
 _C = {r: i for i, r in enumerate(REASONS)}
 
 
@@ -246,9 +297,10 @@ class VectorCounterTracker:
         return sum(len(b.index) for b in self.blocks.values())
 
     def update(self, block: Hashable, keys: Sequence[Hashable], t: float,
-               values: Sequence[float] | npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64],
-                                                                           npt.NDArray[np.int8]]:
-        """Rates of ``keys`` (samples ``values`` at clock ``t``) since their previous samples."""
+               values: Sequence[float] | npt.NDArray[np.float64],
+               ceiling: float = math.inf) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+        """Rates of ``keys`` (samples ``values`` at clock ``t``) since their previous samples; a rate above
+        ``ceiling`` (the series' hardware limit, :class:`PhysicalLimits`) is refused (``exceeds_hardware``)."""
         b = self.blocks.get(block)
         if b is None:
             b = self.blocks[block] = _Block()
@@ -256,15 +308,18 @@ class VectorCounterTracker:
         idx = b.rows(keys, self.round)
         if not math.isfinite(t):
             return np.full(len(v), np.nan), np.full(len(v), _C[DropReason.NON_FINITE], dtype=np.int8)
-        return self._compute(b, idx, np.float64(t), v)
+        return self._compute(b, idx, np.float64(t), v, None if ceiling == math.inf else np.float64(ceiling))
 
     def update_segments(self, block: Hashable,
                         segments: Sequence[tuple[Hashable, Sequence[Hashable], float,
                                                  Sequence[float] | npt.NDArray[np.float64]]],
+                        ceilings: Sequence[float] | None = None,
                         ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8], npt.NDArray[np.float64],
                                    npt.NDArray[np.int64]]:
         """:meth:`update` for many segments ``(segment key, keys, clock, values)`` in one vectorised
         pass — e.g. one metric family of every endpoint of a cluster, each with its own clock.
+        ``ceilings`` (one per segment, e.g. each broker's NIC) bound the rates as :meth:`update`'s
+        ``ceiling`` does.
 
         Series are keyed ``(segment key, key)``; the result is the same as one :meth:`update` per
         segment (same rates, same reasons).  Returns ``(rates, codes, values, offsets)``
@@ -284,12 +339,19 @@ class VectorCounterTracker:
         idx = np.concatenate([b.seg_rows(seg, keys, rnd) for seg, keys, _, _ in segments])
         v = np.concatenate([np.asarray(vals, dtype=np.float64) for _, _, _, vals in segments])
         t = np.repeat(np.asarray([clock for _, _, clock, _ in segments], dtype=np.float64), counts)
-        rates, code = self._compute(b, idx, t, v)
+        cap = None
+        if ceilings is not None:
+            if len(ceilings) != len(segments):
+                raise ValueError(f"{len(ceilings)} ceilings for {len(segments)} segments")
+            cap = np.repeat(np.asarray(ceilings, dtype=np.float64), counts)
+        rates, code = self._compute(b, idx, t, v, cap)
         return rates, code, v, offsets
 
     def _compute(self, b: _Block, idx: npt.NDArray[np.int64], t: np.float64 | npt.NDArray[np.float64],
-                 v: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
-        """The rate rules over rows ``idx`` at clock(s) ``t`` with values ``v``; stores new bases."""
+                 v: npt.NDArray[np.float64], cap: np.float64 | npt.NDArray[np.float64] | None = None,
+                 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+        """The rate rules over rows ``idx`` at clock(s) ``t`` with values ``v`` (rates above ``cap``
+        refused); stores new bases."""
         n = len(v)
         code = np.zeros(n, dtype=np.int8)
         if n == 0:
@@ -303,7 +365,8 @@ class VectorCounterTracker:
             rate = d / el
         if (prev.all() and bool(np.isfinite(v).all()) and bool((v >= 0).all()) and bool(np.isfinite(t).all())
                 and float(el.min()) >= self.min_elapsed_s and float(d.min()) >= 0
-                and bool(np.isfinite(rate).all()) and float(rate.max()) <= self.max_rate):
+                and bool(np.isfinite(rate).all()) and float(rate.max()) <= self.max_rate
+                and (cap is None or bool((rate <= cap).all()))):
             # the common case (every series has a base, every sample good): store and return
             b.last_t[idx] = t
             b.last_v[idx] = v
@@ -319,6 +382,8 @@ class VectorCounterTracker:
         code[(code == 0) & (d < 0)] = _C[DropReason.COUNTER_RESET]
         code[(code == 0) & ~np.isfinite(rate)] = _C[DropReason.NON_FINITE]
         code[(code == 0) & (rate > self.max_rate)] = _C[DropReason.IMPLAUSIBLE]
+        if cap is not None:
+            code[(code == 0) & (rate > cap)] = _C[DropReason.EXCEEDS_HARDWARE]
         rate[code != 0] = np.nan
         good = fin & (v >= 0) & np.isfinite(t)
         keep_old = good & prev & ((code == _C[DropReason.TINY_ELAPSED]) | (code == _C[DropReason.CLOCK_BACKWARDS]))

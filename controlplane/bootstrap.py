@@ -10,11 +10,15 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import socket
+import ssl
 import sys
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+import grpc
 import uvicorn
 from fastapi import FastAPI
 
@@ -22,7 +26,7 @@ from analytics_spark.clickhouse import ClickHouse, ClickHouseUnavailable, connec
 from analytics_spark.clickhouse.rollups import RollupWriter
 from analytics_spark.clickhouse.store import LineageReader, partition_peaks
 from controlplane.api.app import create_app
-from controlplane.config import Settings, TokenConf, hash_token
+from controlplane.config import ROLE_RANK, HttpConf, Settings, TokenConf, hash_token
 from controlplane.executor.service import ExecutorService
 from controlplane.service.analytics_job import AnalyticsJob
 from controlplane.service.auto_rebalance import run_auto_rebalance
@@ -31,16 +35,22 @@ from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
 from controlplane.service.observation import RoundBoard, executor_binding
 from controlplane.service.scheduler import Job, LeaderScheduler
+from controlplane.service.self_healing import SelfHealingJob
 from controlplane.service.snapshots import partition_ingress
 from controlplane.service.throttle_loop import ThrottleService, throttle_config
 from controlplane.service.throttle_source import round_binding
 from controlplane.state.raft_store import RaftStateStore
-from raft.auth import read_key
+from domain.redaction import mask_url, register_secret
+from raft.auth import LOCAL_KEY_FILE, read_key
 from raft.errors import StartupRefused
+from tiered.metrics import TieredCollector
+from tiered.node import TieredNode
+from tiered.server import Authorizer, start_server
 
 log = logging.getLogger(__name__)
 
 SWITCH_INTERVAL_S = 0.001  # CPython's default is 0.005
+EXIT_PORT_IN_USE = 2
 
 
 @dataclass
@@ -53,9 +63,14 @@ class Service:
     store: RaftStateStore
     collection: CollectionJob
     rollups: RollupWriter | None = None
+    tiered_server: grpc.Server | None = None
 
     def close(self) -> None:
         """Stop the scheduler, close the collectors, flush rollups and leave the Raft group."""
+        if self.tiered_server is not None:
+            self.tiered_server.stop(1)
+        if self.ctx.tiered is not None:
+            self.ctx.tiered.close()
         self.scheduler.shutdown()
         self.collection.close()
         if self.ctx.analytics is not None:
@@ -80,6 +95,7 @@ def ensure_admin_token(settings: Settings) -> Settings:
         token = secrets.token_urlsafe(24)
         path.touch(mode=0o600)
         path.write_text(token + "\n")
+    register_secret(token)
     return settings.model_copy(update={"tokens": [TokenConf(name="admin", role="admin", sha256=hash_token(token))]})
 
 
@@ -89,11 +105,14 @@ def raft_key(settings: Settings) -> bytes | None:
     multi-node group has none or the configured source is empty or unreadable."""
     conf = settings.raft
     if conf.key_file is not None:
-        return read_key(conf.key_file)
+        key = read_key(conf.key_file)
+        register_secret(key)
+        return key
     if conf.key_env is not None:
         value = os.environ.get(conf.key_env, "").strip()
         if len(value) < 16:
             raise StartupRefused(f"raft.key_env names ${conf.key_env}, which is unset or shorter than 16 characters")
+        register_secret(value)
         return value.encode()
     if conf.peers:
         raise StartupRefused("raft.key_file is not set: a multi-node group needs the same secret key file on every "
@@ -108,12 +127,15 @@ def open_clickhouse(settings: Settings) -> ClickHouse | None:
     conf = settings.clickhouse
     if conf.mode == "off":
         return None
+    url = conf.url if conf.mode == "url" else None
     try:
-        return connect(conf.url if conf.mode == "url" else None, data_path=conf.path or settings.data_dir / "chdb",
-                       database=conf.database)
+        ch = connect(url, data_path=conf.path or settings.data_dir / "chdb", database=conf.database)
     except ClickHouseUnavailable as exc:
         log.warning("ClickHouse unavailable, metric rollups are not stored: %s", exc)
         return None
+    log.info("ClickHouse: %s, database %s", mask_url(url) if url else f"embedded chdb under "
+             f"{conf.path or settings.data_dir / 'chdb'}", conf.database)
+    return ch
 
 
 def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
@@ -122,6 +144,9 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     settings = ensure_admin_token(settings)
     store = RaftStateStore(settings.raft.self_addr, settings.raft.peers, settings.data_dir / "raft",
                            key=raft_key(settings))
+    local_key = settings.data_dir / "raft" / LOCAL_KEY_FILE  # a single node's own key, when it generated one
+    if local_key.exists():
+        register_secret(local_key.read_bytes())
     ctx = ServiceContext(settings=settings, store=store, http_of=dict(http_of or {}))
     ctx.clickhouse = open_clickhouse(settings)
     ch = ctx.clickhouse
@@ -137,11 +162,13 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     collection = CollectionJob(on_collected=rollups, bindings=bindings, board=rounds)
     ctx.executor = ExecutorService(store, interval_s=settings.intervals.executor_s,
                                    bind=executor_binding(rounds, bindings),
-                                   ingress=lambda cluster: partial(partition_ingress, ctx.snapshots, cluster))
+                                   ingress=lambda cluster: partial(partition_ingress, ctx.snapshots, cluster),
+                                   group=",".join(sorted({settings.raft.self_addr, *settings.raft.peers})))
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
                 Job("executor", settings.intervals.executor_s, lambda c: c.executor.run_once()),
+                Job("self_healing", settings.intervals.collect_s, SelfHealingJob(rounds)),
                 *(jobs or [])]
     if settings.analytics.enabled:
         if ch is None:
@@ -150,30 +177,142 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
             ctx.analytics = AnalyticsJob(ch, settings.analytics)
             all_jobs.append(Job("analytics", settings.analytics.interval_s, ctx.analytics))
     scheduler = LeaderScheduler(ctx, all_jobs)
+    tiered_server = start_tiered(settings, ctx) if settings.tiered.enabled else None
     return Service(ctx=ctx, app=create_app(ctx), scheduler=scheduler, store=store, collection=collection,
-                   rollups=rollups)
+                   rollups=rollups, tiered_server=tiered_server)
+
+
+def token_authorizer(settings: Settings) -> Authorizer:
+    """Bearer token -> allowed: reads need a viewer token, writes an operator one (the API's roles)."""
+    roles = {t.sha256: ROLE_RANK[t.role] for t in settings.tokens}
+
+    def authorize(token: str, write: bool) -> bool:
+        rank = roles.get(hash_token(token))
+        return rank is not None and rank >= ROLE_RANK["operator" if write else "viewer"]
+
+    return authorize
+
+
+def start_tiered(settings: Settings, ctx: ServiceContext) -> grpc.Server:
+    """The tiered-metadata Raft member (``data_dir/tiered``), its /metrics collector and its gRPC server."""
+    conf = settings.tiered
+    node = TieredNode(conf.raft_addr, conf.raft_peers, settings.data_dir / "tiered", key=raft_key(settings))
+    ctx.tiered = node
+    ctx.metrics.registry.register(TieredCollector(node))
+    return start_server(node, f"{conf.host}:{conf.port}", token_authorizer(settings), dict(conf.grpc_of))
 
 
 def serve(settings: Settings, *, http_of: dict[str, str] | None = None) -> None:
     """Run a node until interrupted: Raft, scheduler, then the HTTP server (blocking).
 
-    A node that must not start (no Raft key in a multi-node group, damaged Raft files) exits with one
-    line on stderr naming the setting or file and the remedy."""
+    A node that must not start (no Raft key in a multi-node group, damaged Raft files, unreadable TLS files)
+    exits with one line on stderr naming the setting or file and the remedy."""
     # The Raft thread shares the interpreter with the HTTP threads: a short switch interval bounds how long
     # it waits for the GIL when requests keep the others busy (heartbeats every 50 ms, elections after 200 ms).
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
+        check_ports(settings)
+        tls = tls_options(settings.http)
         service = build_service(settings, http_of=http_of)
+    except PortInUse as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_PORT_IN_USE) from None
     except StartupRefused as exc:
         raise SystemExit(f"error: {exc}") from None
+    warn_plaintext(settings, http_of or {})
+    log.info("node %s (peers %s) serving %s://%s:%d%s, data dir %s", settings.raft.self_addr,
+             ",".join(settings.raft.peers) or "none", settings.http.scheme, settings.http.host, settings.http.port,
+             " (client certificates required)" if settings.http.tls_client_ca_file else "", settings.data_dir)
     service.scheduler.start()
-    config = uvicorn.Config(service.app, host=settings.http.host, port=settings.http.port, log_level="warning",
-                            access_log=False)
+    config = uvicorn.Config(service.app, host=settings.http.host, port=settings.http.port,
+                            log_level=settings.logging.level.lower(), log_config=None, access_log=False, **tls)
     server = uvicorn.Server(config)
     try:
         server.run()
     finally:
+        log.info("node %s stopping", settings.raft.self_addr)
         service.close()
+
+
+class PortInUse(StartupRefused):
+    """A port this node must listen on is taken (exit code :data:`EXIT_PORT_IN_USE`)."""
+
+
+def check_ports(settings: Settings) -> None:
+    """Raise :class:`PortInUse` — one line naming the port and its setting — when the HTTP or the Raft port
+    cannot be bound (another process listens there). Port 0 (any free port) is not checked."""
+    raft_host, _, raft_port = settings.raft.self_addr.rpartition(":")
+    wanted = (("http.port (--port)", settings.http.host, settings.http.port),
+              ("raft.self_addr (--peers/--node-id)", raft_host, int(raft_port) if raft_port.isdigit() else 0))
+    for setting, host, port in wanted:
+        if port == 0:
+            continue
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise StartupRefused(f"cannot resolve {host!r} of {setting}: {exc.strerror or exc}") from None
+        problem = probe_port(host, port)
+        if problem is not None:
+            raise PortInUse(f"port {port} on {host} is in use ({problem}): set another {setting}, "
+                            "or stop what listens there")
+
+
+def probe_port(host: str, port: int) -> str | None:
+    """None when a TCP server could bind ``host:port`` now, else why not (e.g. "Address already in use")."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is fine
+            probe.bind(addr)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def tls_options(http: HttpConf) -> dict[str, Any]:
+    """uvicorn's SSL keyword arguments for ``[http]`` (empty without TLS).
+
+    Raises :class:`StartupRefused` naming the setting when a TLS file cannot be read or does not hold what
+    it should (checked by loading them into an SSL context, as the server will)."""
+    if http.tls_cert_file is None or http.tls_key_file is None:
+        return {}
+    files = {"http.tls_cert_file": http.tls_cert_file, "http.tls_key_file": http.tls_key_file}
+    if http.tls_client_ca_file is not None:
+        files["http.tls_client_ca_file"] = http.tls_client_ca_file
+    for setting, path in files.items():
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise StartupRefused(f"{setting} = {str(path)!r}: no readable file there")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(http.tls_cert_file, http.tls_key_file)
+    except (ssl.SSLError, OSError) as exc:
+        raise StartupRefused(f"http.tls_cert_file / http.tls_key_file: not a certificate and its private key "
+                             f"({exc.__class__.__name__}: {exc})") from None
+    out: dict[str, Any] = {"ssl_certfile": str(http.tls_cert_file), "ssl_keyfile": str(http.tls_key_file)}
+    if http.tls_client_ca_file is not None:
+        try:
+            context.load_verify_locations(cafile=str(http.tls_client_ca_file))
+        except (ssl.SSLError, OSError) as exc:
+            raise StartupRefused(f"http.tls_client_ca_file: not a CA certificate ({exc})") from None
+        out.update(ssl_ca_certs=str(http.tls_client_ca_file), ssl_cert_reqs=ssl.CERT_REQUIRED)
+    return out
+
+
+def warn_plaintext(settings: Settings, http_of: dict[str, str]) -> None:
+    """Log loudly when bearer tokens would cross a network in clear, or redirects would leave HTTPS."""
+    http = settings.http
+    if not http.tls and not _loopback(http.host):
+        log.warning("SECURITY: the API listens on %s:%d WITHOUT TLS: bearer tokens cross the network in clear. "
+                    "Set [http] tls_cert_file and tls_key_file, or bind to 127.0.0.1 behind a TLS proxy",
+                    http.host, http.port)
+    plain = sorted(url for url in http_of.values() if url.startswith("http://"))
+    if http.tls and plain:
+        log.warning("SECURITY: TLS is on but --http-peers lists plain http:// URLs (%s): followers would redirect "
+                    "clients (and their tokens) there", ", ".join(plain))
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def token_path(settings: Settings) -> Path:

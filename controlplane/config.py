@@ -10,6 +10,9 @@ Example::
     [http]
     host = "127.0.0.1"
     port = 8080
+    tls_cert_file = "/etc/guardian/api.pem"  # optional: HTTPS only (with tls_key_file); a non-loopback host
+    tls_key_file = "/etc/guardian/api-key.pem"  # without TLS starts with a loud warning
+    tls_client_ca_file = "/etc/guardian/clients-ca.pem"  # optional: require client certificates
     [[tokens]]
     name = "alice"
     role = "admin"
@@ -19,6 +22,14 @@ Example::
     [analytics]                              # scheduled audit ingest + models (off by default)
     enabled = true
     interval_s = 3600
+    [logging]
+    level = "INFO"                           # DEBUG, INFO, WARNING, ERROR (guardian serve --log-level)
+    format = "text"                          # or "json": one object per line
+    [tiered]                                 # remote-storage metadata service (off by default)
+    enabled = true
+    port = 7090                              # gRPC; a token from [[tokens]] in `authorization: Bearer`
+    raft_addr = "127.0.0.1:7101"             # its own Raft group
+    raft_peers = ["127.0.0.1:7102", "127.0.0.1:7103"]
 
 Tokens are stored hashed; a token's role is viewer (read), operator (act) or admin (configure).
 """
@@ -39,13 +50,16 @@ ROLE_RANK: dict[str, int] = {"viewer": 0, "operator": 1, "admin": 2}
 
 
 class _Conf(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 class TokenConf(_Conf):
     name: Annotated[str, Field(min_length=1)]
+    """Who the token is: recorded as the actor of every command it sends."""
     role: Role
+    """viewer (reads), operator (plans, executions, throttles, maintenance) or admin (clusters, policies, pools)."""
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    """Hex SHA-256 of the bearer token (`guardian token-hash TOKEN` prints it)."""
 
 
 class RaftConf(_Conf):
@@ -55,8 +69,11 @@ class RaftConf(_Conf):
     when ``peers`` is not empty; a single node without one generates ``data_dir/raft/raft.key``."""
 
     self_addr: str = "127.0.0.1:7001"
+    """This node's Raft address host:port (`--peers`/`--node-id` override it)."""
     peers: list[str] = Field(default_factory=list)
+    """The other nodes' Raft addresses."""
     key_file: Path | None = None
+    """File holding the group's shared Raft transport key (e.g. `openssl rand -base64 32`)."""
     key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
 
     @model_validator(mode="after")
@@ -67,21 +84,72 @@ class RaftConf(_Conf):
 
 
 class HttpConf(_Conf):
+    """``[http]``: bind address and port; with ``tls_cert_file`` + ``tls_key_file`` the API speaks HTTPS only,
+    and with ``tls_client_ca_file`` too it requires a client certificate signed by that CA (mutual TLS)."""
+
     host: str = "127.0.0.1"
+    """HTTP bind address (`--host` overrides)."""
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    """HTTP port (`--port` overrides)."""
+    tls_cert_file: Path | None = None
+    """Server certificate (PEM); with `tls_key_file` the API speaks HTTPS only."""
+    tls_key_file: Path | None = None
+    """Private key of `tls_cert_file` (PEM)."""
+    tls_client_ca_file: Path | None = None
+    """CA whose client certificates the API requires (mutual TLS); needs the two above."""
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> HttpConf:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("set http.tls_cert_file and http.tls_key_file together")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError("http.tls_client_ca_file needs http.tls_cert_file and http.tls_key_file (client "
+                             "certificates are checked only over TLS)")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        """True when the API is served over HTTPS."""
+        return self.tls_cert_file is not None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return "https" if self.tls else "http"
+
+
+class LoggingConf(_Conf):
+    """``[logging]``: the node's log level and line format (``text`` or one JSON object per line)."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """Log level of `guardian serve` (`--log-level` overrides)."""
+    format: Literal["text", "json"] = "text"
+    """One line per record: `text`, or one JSON object per line."""
+
+
+class ApprovalConf(_Conf):
+    """``[approval]``: who may approve a plan."""
+
+    four_eyes: bool = False
+    """Refuse (409, naming both) a plan's approval by the token that proposed it."""
 
 
 class IntervalsConf(_Conf):
     collect_s: Annotated[float, Field(gt=0)] = 10.0
+    """Collection round period (one observer per cluster); the self-healing loop runs at the same period."""
     throttle_s: Annotated[float, Field(gt=0)] = 5.0  # evaluates each published round once, at most 5 s after it
+    """Throttle protection period (it evaluates each published round once)."""
     executor_s: Annotated[float, Field(gt=0)] = 5.0
+    """Executor reconcile pass period."""
     auto_rebalance_check_s: Annotated[float, Field(gt=0)] = 60.0
+    """How often auto-rebalance checks its clusters (window, threshold, running executions)."""
 
 
 class DiskThresholdConf(_Conf):
     """High/low marks of one disk kind for throttle protection (enter after k samples above high)."""
 
     util_high: Annotated[float, Field(gt=0, le=1)] = 0.85
+    """Measured util above which a disk counts as hot."""
     util_low: Annotated[float, Field(gt=0, le=1)] = 0.70
     await_high_ms: Annotated[float, Field(gt=0)] = 60.0
     await_low_ms: Annotated[float, Field(gt=0)] = 25.0
@@ -101,6 +169,7 @@ class ThrottleConf(_Conf):
 
     thresholds: dict[Literal["hdd", "ssd", "nvme"], DiskThresholdConf] = Field(default_factory=dict)
     target_util: Annotated[float, Field(gt=0, le=1)] = 0.65
+    """Disk util a protection throttle aims for."""
     write_tolerance: Annotated[float, Field(ge=1)] = 1.5
     min_rate_bytes_per_s: Annotated[float, Field(gt=0)] = 512 * 1024
     isr_floor_bytes_per_s: Annotated[float, Field(gt=0)] = 1024 * 1024
@@ -112,9 +181,13 @@ class ClickHouseConf(_Conf):
     a server by ``url``, or ``off``. chdb allows one data path per process."""
 
     mode: Literal["chdb", "url", "off"] = "chdb"
+    """chdb: embedded under data_dir/chdb (or `path`); url: a ClickHouse server; off: no rollups, no analytics."""
     url: str | None = None
+    """ClickHouse HTTP URL with `mode = "url"`, e.g. `http://user:password@clickhouse:8123`."""
     path: Path | None = None
+    """chdb data directory (default data_dir/chdb)."""
     database: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = "guardian"
+    """Database of the rollup and analytics tables."""
 
 
 AnalyticsJobName = Literal["traffic", "lineage", "cost", "idle", "cross_idc", "all"]
@@ -133,6 +206,7 @@ class AnalyticsConf(_Conf):
     enabled: bool = False
     interval_s: Annotated[float, Field(gt=0)] = 3600.0
     engine: Literal["sql", "spark"] = "sql"
+    """sql: models computed inside ClickHouse; spark: PySpark jobs (needs the `analytics` extra)."""
     jobs: Annotated[list[AnalyticsJobName], Field(min_length=1)] = Field(default_factory=_all_jobs)
     days: Annotated[int, Field(ge=1, le=366)] = 14
     idle_days: Annotated[int, Field(ge=1, le=366)] = 7
@@ -142,18 +216,55 @@ class AnalyticsConf(_Conf):
     audit_topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")] = "__guardian_audit"
     ingest_max_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     spark_master: str = "local[2]"
+    """Spark master with `engine = "spark"`: `local[N]` or a standalone cluster `spark://host:7077`."""
+
+
+class NotificationConf(_Conf):
+    """One outbound webhook (``[[notifications]]``) for anomalies and self-healing actions."""
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    """Where to POST each notification."""
+    format: Literal["json", "slack"] = "json"
+    kinds: list[str] = Field(default_factory=list)
+    """Anomaly kinds to send (empty: all)."""
+    retries: Annotated[int, Field(ge=0, le=10)] = 3
+    timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+
+
+class TieredConf(_Conf):
+    """``[tiered]``: the remote-storage metadata service (a second Raft group + its gRPC port).
+
+    ``raft_addr``/``raft_peers`` are that group's Raft addresses (the transport key is ``[raft]``'s);
+    ``grpc_of`` maps each node's tiered Raft address to its gRPC host:port (followers name the leader
+    with it). Calls need an API token in ``authorization: Bearer`` (viewer reads, operator writes)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 7090
+    raft_addr: str = "127.0.0.1:7101"
+    raft_peers: list[str] = Field(default_factory=list)
+    grpc_of: dict[str, str] = Field(default_factory=dict)
 
 
 class Settings(_Conf):
     data_dir: Path = Path("var/guardian")
+    """Raft journal and snapshot, access log, generated admin token, embedded chdb (``--data-dir`` overrides)."""
     raft: RaftConf = Field(default_factory=RaftConf)
     http: HttpConf = Field(default_factory=HttpConf)
     tokens: list[TokenConf] = Field(default_factory=list)
+    tokens_file: Path | None = None
+    """A TOML file of more ``[[tokens]]`` (a Kubernetes Secret, a systemd credential), kept out of the config;
+    :func:`load_settings` appends its tokens to ``tokens``."""
     intervals: IntervalsConf = Field(default_factory=IntervalsConf)
     max_snapshot_age_s: Annotated[float, Field(gt=0)] = 120.0
+    """Nothing plans or acts on a cluster whose latest snapshot is older than this."""
     clickhouse: ClickHouseConf = Field(default_factory=ClickHouseConf)
     throttle: ThrottleConf = Field(default_factory=ThrottleConf)
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
+    notifications: list[NotificationConf] = Field(default_factory=list)
+    logging: LoggingConf = Field(default_factory=LoggingConf)
+    approval: ApprovalConf = Field(default_factory=ApprovalConf)
+    tiered: TieredConf = Field(default_factory=TieredConf)
 
 
 def hash_token(token: str) -> str:
@@ -172,7 +283,29 @@ def load_settings(path: Path | None) -> Settings:
     except tomllib.TOMLDecodeError as exc:
         raise ContractError(f"config {path}", [Problem("$", f"not valid TOML: {exc}")]) from None
     try:
-        return Settings.model_validate(raw)
+        settings = Settings.model_validate(raw)
     except ValidationError as exc:
         raise ContractError(f"config {path}", [Problem(json_path(e["loc"]), e["msg"])
                                               for e in exc.errors(include_url=False)]) from None
+    if settings.tokens_file is None:
+        return settings
+    return settings.model_copy(update={"tokens": [*settings.tokens, *_load_tokens(settings.tokens_file)]})
+
+
+class _TokensFile(_Conf):
+    tokens: list[TokenConf]
+
+
+def _load_tokens(path: Path) -> list[TokenConf]:
+    """The ``[[tokens]]`` of ``tokens_file``; :class:`ContractError` names the file and the bad key."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ContractError(f"tokens_file {path}", [Problem("$", f"cannot read: {exc.strerror or exc}")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ContractError(f"tokens_file {path}", [Problem("$", f"not valid TOML: {exc}")]) from None
+    try:
+        return _TokensFile.model_validate(raw).tokens
+    except ValidationError as exc:
+        raise ContractError(f"tokens_file {path}", [Problem(json_path(e["loc"]), e["msg"])
+                                                   for e in exc.errors(include_url=False)]) from None

@@ -35,6 +35,7 @@ from rich.table import Table
 
 from controlplane.bootstrap import Service, build_service
 from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.logs import setup_logging
 from controlplane.picture import disk_utils, measured_utils, plot_before_after
 from controlplane.report import snapshot_table
 from controlplane.state.state import ACTIVE_EXECUTION
@@ -226,7 +227,7 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
     """Run the demo; returns the exit code: 0 when auto-rebalance brought every pool's peak/mean disk load
     within the threshold before ``timeout_s`` and the throttle protection acted on the replay."""
     console = Console(width=max(120, Console().width))
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging("WARNING")
     for noisy in ("asyncio", "kafka"):  # client reconnects and the simulator's shutdown are not news here
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 
 from domain.apply import apply_plan
 from domain.errors import ContractError, Problem
+from domain.inflight import settle_moves
 from domain.invariants import CheckLimits, Violation, check_new_topic, check_plan
 from domain.model import (
     Broker,
@@ -38,6 +39,7 @@ __all__ = [
     "LeaderChange", "LoadBasis", "LoadOverride", "Partition", "PartitionId", "PartitionMove", "Plan", "PlanSummary",
     "Problem", "Topic", "UtilStats", "Violation", "apply_plan", "apply_policies", "balance_disks", "check_new_topic",
     "check_plan", "dump_plan", "dump_snapshot", "has_policies",
-    "parse_plan", "parse_snapshot", "plan_json_schema", "plan_to_dict", "pool_stats", "snapshot_json_schema",
+    "parse_plan", "parse_snapshot", "plan_json_schema", "plan_to_dict", "pool_stats", "settle_moves",
+    "snapshot_json_schema",
     "snapshot_to_dict", "summarize_plan", "util_stats",
 ]

@@ -135,6 +135,16 @@ class Task:
         return self.action != "elect_leader"
 
     @property
+    def copied(self) -> tuple[int, int]:
+        """``(bytes copied, bytes to copy)`` as every progress view counts it: the measured total (the
+        planned size before any measurement), done capped at it; a completed task counts whole, an aborted
+        or dead one not at all."""
+        if self.state in (TaskState.ABORTED, TaskState.DEAD):
+            return 0, 0
+        total = self.bytes_total or self.size_bytes
+        return (total if self.state == TaskState.COMPLETED else min(max(self.bytes_done, 0), total)), total
+
+    @property
     def adding(self) -> tuple[int, ...]:
         """Brokers of the target replica set that are not in the source one."""
         return tuple(b for b in self.target_replicas if b not in self.source_replicas)
@@ -230,6 +240,26 @@ class ExecutionStatus(StrEnum):
 
 ACTIVE_STATUSES: frozenset[ExecutionStatus] = frozenset({ExecutionStatus.RUNNING, ExecutionStatus.STOPPING})
 """An execution in one of these is driven by the executor; one per cluster at a time."""
+
+
+def bytes_progress(tasks: Iterable[Task]) -> tuple[int, int]:
+    """``(bytes done, bytes to do)`` of an execution: the one computation behind the executor's progress
+    record, the API's list and detail and the dashboard (sum of :attr:`Task.copied`; done <= total)."""
+    done = total = 0
+    for t in tasks:
+        d, n = t.copied
+        done, total = done + d, total + n
+    return done, total
+
+
+def progress_json(doc: Mapping[str, Any]) -> JsonDict:
+    """The progress a stored execution shows in every view: the executor's last record (rate, ETA, URPs,
+    worst disk, throttles) with bytes done, bytes to do and their fraction counted from its tasks now by
+    :func:`bytes_progress` (an execution with nothing to copy is complete once no task is open)."""
+    tasks = [Task.from_json(t) for t in (doc.get("tasks") or {}).values()]
+    done, total = bytes_progress(tasks)
+    fraction = done / total if total else (0.0 if any(t.is_open for t in tasks) else 1.0)
+    return {**(doc.get("progress") or {}), "bytes_done": done, "bytes_total": total, "fraction": fraction}
 
 
 @dataclass(frozen=True, slots=True)

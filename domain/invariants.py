@@ -25,6 +25,12 @@ the topic's pool and on a known log dir; the placement policy met; rack duplicat
 unavoidable; no replica on a disk already above its capacity headroom.
 
 "Not worse than before" lets a plan fix a broken partition step by step; a plan may never break one.
+
+Restoring a recorded state: a plan of kind ``restore`` checked with ``recorded`` (the replica sets a drain
+recorded before it moved them) may return a partition to exactly its recorded replica set even when that
+set breaks a relative rule (pool-isolation, idc-placement, rack-spread) — the "before" of those rules is
+then the recorded set, which the operator asked to get back. Every other rule still applies (targets
+alive and known, capacity, RF, leaders, limits), and no other plan, or move, is judged differently.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from dataclasses import dataclass
 from domain.apply import apply_plan
 from domain.model import ClusterSnapshot, Partition, Topic
 from domain.plan import Plan
+
+RESTORE = "restore"
+"""Plan kind that may bring back a recorded state (see ``check_plan``'s ``recorded``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +70,15 @@ class CheckLimits:
     max_partitions_to_move: int | None = None
 
 
-def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None = None) -> list[Violation]:
+def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None = None, *,
+               recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> list[Violation]:
     """Every violation of ``plan`` against ``snapshot``; an empty list means the plan is valid.
 
+    ``recorded`` (only for a plan of kind ``restore``): partition -> the replica set recorded before a
+    drain moved it; a move back to exactly that set is judged against it (see the module docstring).
     Deterministic order (plan order, then disks in snapshot order). O(moves x RF + disks).
     """
+    restoring = recorded if recorded is not None and plan.kind == RESTORE else {}
     limits = limits or CheckLimits()
     violations: list[Violation] = []
     if plan.cluster != snapshot.cluster:
@@ -89,7 +102,9 @@ def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None
                      if b not in current.replicas or (d is not None and (b, d) not in old_pairs))
         moved_bytes += copies * current.size_bytes
         moved_partitions += copies > 0
-        violations += _move_violations(snapshot, current, move.replicas, move.log_dirs)
+        back = restoring.get(move.id)
+        violations += _move_violations(snapshot, current, move.replicas, move.log_dirs,
+                                       restoring=back is not None and tuple(back) == tuple(move.replicas))
 
     after = apply_plan(snapshot, plan)
     leader_seen: set[tuple[str, int]] = set()
@@ -121,7 +136,7 @@ def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None
 
 
 def _move_violations(snapshot: ClusterSnapshot, current: Partition, replicas: tuple[int, ...],
-                     log_dirs: tuple[str | None, ...]) -> list[Violation]:
+                     log_dirs: tuple[str | None, ...], *, restoring: bool = False) -> list[Violation]:
     index = snapshot.index
     tp = current.id
     out: list[Violation] = []
@@ -145,7 +160,7 @@ def _move_violations(snapshot: ClusterSnapshot, current: Partition, replicas: tu
         is_target = broker_id not in current.replicas or (path is not None and (broker_id, path) not in old_pairs)
         if is_target and not broker.is_alive:
             out.append(Violation("target-not-alive", f"broker {broker_id} is {broker.state.value}", *tp))
-    if not structural_ok:
+    if not structural_ok or restoring:  # a recorded state brought back is its own "before"
         return out
 
     topic = index.topic_by_name[current.topic]

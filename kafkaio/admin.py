@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from kafka import TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.errors import BrokerResponseError, NotControllerError, NotLeaderForPartitionError
 from kafka.structs import TopicPartitionReplica
 
 from domain.throttles import (
@@ -31,13 +32,21 @@ from domain.throttles import (
     FOLLOWER_REPLICAS,
     LEADER_REPLICAS,
 )
+from kafkaio import topiclog
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import AdminError
 from kafkaio.security import PLAINTEXT, SecuritySettings
-from kafkaio.types import TP, LiveCluster, PartitionMeta, Reassignment, ReplicaDir
+from kafkaio.types import TP, LiveCluster, LogRead, PartitionMeta, Reassignment, ReplicaDir
 
 T = TypeVar("T")
+
+
+def _answered(exc: BaseException) -> bool:
+    """True when ``exc`` is a broker's answer (e.g. unknown topic): the connection works, keep it. Stale
+    controller/leader answers still reconnect (a new client reads fresh metadata)."""
+    return isinstance(exc, BrokerResponseError) and not isinstance(exc, NotControllerError | NotLeaderForPartitionError)
+
 
 class KafkaAdmin:
     """The :class:`~kafkaio.port.KafkaCluster` port over one :class:`KafkaConnection`; reconnects after any failure.
@@ -74,8 +83,9 @@ class KafkaAdmin:
             try:
                 client = self.connection.client()
                 return fn(client)
-            except Exception as exc:  # any failure: report and reconnect next time
-                self.connection.drop(client)
+            except Exception as exc:  # report; reconnect next time unless the broker answered
+                if not _answered(exc):
+                    self.connection.drop(client)
                 auth = self.connection.auth_error(exc)
                 if auth is not None:
                     raise auth from None
@@ -287,6 +297,20 @@ class KafkaAdmin:
         errors = [(e.error_code, e.error_message) for e in resp.entries if e.error_code]
         if errors:
             raise AdminError(f"alter client quota {client_id}/{sorted(quotas)}: {errors}")
+
+    # ------------------------------------------------------------------ a small log on the cluster
+    def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Create the one-partition ``topic`` with ``configs`` unless it exists (:mod:`kafkaio.topiclog`)."""
+        self._call(f"creating topic {topic}", lambda a: topiclog.ensure_topic(a, topic, configs))
+
+    def append_log(self, topic: str, key: bytes, value: bytes) -> tuple[int, int]:
+        """Append one record to ``topic``-0; (offset, append time ms)."""
+        return self._call(f"appending to {topic}",
+                          lambda a: topiclog.append(a, topic, key, value, self.request_timeout_ms))
+
+    def read_log(self, topic: str, start: int = 0) -> LogRead:
+        """``topic``-0's records from ``start`` to its end."""
+        return self._call(f"reading {topic}", lambda a: topiclog.read(a, topic, start))
 
     @staticmethod
     def _check_alter(what: str, result: Any) -> None:

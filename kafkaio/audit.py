@@ -4,10 +4,12 @@ Goal: the per-client split of each partition's traffic that throttle protection 
 quota, read live from the audit topic (``__guardian_audit``: one JSON record per client x partition x
 interval, as brokers' audit reporters — and kafkasim — write them).
 
-Method: one assigned :class:`kafka.KafkaConsumer` (no group, nothing committed) reads the topic from
-the earliest offset, then only what is new each :meth:`AuditShares.poll`; per ``(kind, topic,
-partition)`` only the records of the newest interval are kept, summed per client id, as bytes/s
-(``bytes / interval_s``). Malformed records are skipped.
+Method: one assigned :class:`kafka.KafkaConsumer` (no group, nothing committed), connected with the
+cluster's security settings (:mod:`kafkaio.security`, the same as its admin connection; secrets
+resolved when the consumer is created), reads the topic from the earliest offset, then only what is
+new each :meth:`AuditShares.poll`; per ``(kind, topic, partition)`` only the records of the newest
+interval are kept, summed per client id, as bytes/s (``bytes / interval_s``). Malformed records are
+skipped.
 
 Guarantee: plain data out (``(kind, topic, partition) -> {client_id: bytes/s}``); the reader never
 raises on a bad record; :meth:`AuditShares.close` releases the consumer.
@@ -20,6 +22,8 @@ import json
 import logging
 from typing import Any
 
+from kafkaio.security import PLAINTEXT, SecuritySettings
+
 log = logging.getLogger(__name__)
 
 AUDIT_TOPIC = "__guardian_audit"
@@ -31,8 +35,9 @@ class AuditShares:
     """Latest-interval client shares of every audited partition of one cluster."""
 
     def __init__(self, bootstrap_servers: str, topic: str = AUDIT_TOPIC,
-                 client_id: str = "guardian-throttle-audit") -> None:
+                 client_id: str = "guardian-throttle-audit", security: SecuritySettings = PLAINTEXT) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.topic = topic
         self.client_id = client_id
         self._consumer: Any = None
@@ -52,9 +57,13 @@ class AuditShares:
         from kafka import KafkaConsumer, TopicPartition
 
         if self._consumer is None:
-            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
-                                           group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-                                           consumer_timeout_ms=500)
+            kwargs = self.security.client_kwargs()
+            try:
+                self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
+                                               group_id=None, enable_auto_commit=False,
+                                               auto_offset_reset="earliest", consumer_timeout_ms=500, **kwargs)
+            finally:
+                kwargs.clear()
             parts = self._consumer.partitions_for_topic(self.topic) or set()
             self._consumer.assign([TopicPartition(self.topic, p) for p in sorted(parts)])
         batches = self._consumer.poll(timeout_ms=100, max_records=50_000)

@@ -12,9 +12,11 @@ from their files / environment variables at that moment, never kept. Any failure
 caller :meth:`~KafkaConnection.drop` the client; the next call connects again (controller failover,
 dead bootstrap broker, rotated password file). kafka-python 3.0's connection manager retries a
 refused SASL login until the bootstrap deadline (the error surfaces as a timeout); the manager used
-here records a refused login or a failed TLS verification as a sticky per-node failure, which
-kafka-python then raises at the next connection attempt, and the failure becomes
-:class:`~kafkaio.errors.KafkaAuthError` naming the cluster, protocol, mechanism and user.
+here records a refused login or a failed TLS verification as a sticky failure of that broker and of
+every bootstrap address, which kafka-python then raises at the next connection attempt, and the
+failure becomes :class:`~kafkaio.errors.KafkaAuthError` naming the cluster, protocol, mechanism and
+user. Its transports deliver the bytes that arrived together with the broker's close (kafka-python
+3.0 drops them, so a refusal followed at once by the close read as a lost connection).
 
 :class:`MetadataReader` reads all-topics Metadata through the same client's network layer (TLS and
 SASL included) but keeps the response *undecoded*: the request's response hook hands back the raw
@@ -36,14 +38,17 @@ import contextlib
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import kafka.errors as kerrors
 from kafka.admin import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
+from kafka.net.inet import create_connection
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
+from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from kafkaio.endpoints import ClusterEndpoints
@@ -72,12 +77,82 @@ def _auth_cause(exc: BaseException | None) -> BaseException | None:
     return None
 
 
+class _DeliverBeforeEof:
+    """Transport read loop that hands the protocol the bytes received together with the peer's close.
+
+    kafka-python 3.0's loop reads until the socket would block, and when that read ends in EOF it
+    aborts the transport *discarding what it read in the same call*. A broker answers a refused
+    login with SaslAuthenticate error 58 and closes the connection; when both arrive before the
+    client reads (a busy machine, TLS's close_notify right behind the record, a broker configured
+    with ``connection.failed.authentication.delay.ms=0``) the answer was lost and the refusal
+    looked like a dropped connection, retried with backoff until the bootstrap deadline. Here the
+    bytes are delivered first, and the abort waits one loop turn so that the tasks they resolved
+    (the SASL exchange failing the connection with the broker's error) run before it.
+    """
+
+    _closed: bool
+    _read: bool
+    _sock: Any
+    _net: Any
+    _protocol: Any
+    last_read: float
+    _sock_recv: Callable[[], tuple[bytes, Exception | None]]
+    abort: Callable[..., None]
+
+    async def _read_from_sock(self) -> None:
+        while self._read and not self._closed:
+            await self._net.wait_read(self._sock)
+            data, err = self._sock_recv()
+            if data:
+                self.last_read = time.monotonic()
+                proto = self._protocol
+                if proto is not None:
+                    if proto._sensors:
+                        proto._sensors.bytes_received.record(len(data))
+                    try:
+                        proto.data_received(data)
+                    except kerrors.KafkaProtocolError as exc:
+                        return self.abort(error=exc)
+            if err:
+                if data:  # let the tasks the data woke (the SASL exchange) run before the connection is lost
+                    await self._net.sleep(0)
+                return self.abort(error=err)
+
+
+class _TcpTransport(_DeliverBeforeEof, KafkaTCPTransport):
+    """Plain TCP transport with :class:`_DeliverBeforeEof`'s read loop."""
+
+
+class _SslTransport(_DeliverBeforeEof, KafkaSSLTransport):
+    """TLS transport with :class:`_DeliverBeforeEof`'s read loop."""
+
+
 class _GuardedManager(KafkaConnectionManager):
-    """kafka-python's connection manager, recording a refused login as the node's sticky auth failure.
+    """kafka-python's connection manager, recording a refused login as the cluster's sticky auth failure.
 
     kafka-python 3.0 records only failures raised while building the transport; a SASL refusal
-    fails the connection's init future instead and is retried until the bootstrap deadline.
+    fails the connection's init future instead and is retried until the bootstrap deadline. Here a
+    refusal by one broker is recorded for that broker and for every bootstrap address (credentials
+    are the cluster's, not a broker's), so the bootstrap loop raises it at its next attempt instead
+    of trying the other addresses with the same password; transports are built with
+    :class:`_DeliverBeforeEof`'s read loop, so the broker's refusal is read even when its close
+    arrives in the same read.
     """
+
+    async def _build_transport(self, node: Any, timeout_at: Any = None) -> Any:
+        sock = await create_connection(self._net, node.host, node.port, self.config["socket_options"],
+                                       proxy_url=self.config["proxy_url"], timeout_at=timeout_at)
+        transport: Any
+        if self.ssl_enabled:
+            ssl_configs = {k: v for k, v in self.config.items() if k.startswith("ssl_")}
+            transport = _SslTransport(self._net, sock, host=node.host, **ssl_configs)
+        else:
+            transport = _TcpTransport(self._net, sock, host=node.host)
+        try:
+            await transport.handshake()
+        except Exception as e:
+            raise kerrors.KafkaConnectionError(f"Handshake failed: {e}") from e
+        return transport
 
     async def _connect(self, node: Any, conn: Any, *args: Any, **kwargs: Any) -> None:
         await super()._connect(node, conn, *args, **kwargs)
@@ -86,6 +161,8 @@ class _GuardedManager(KafkaConnectionManager):
             cause = _auth_cause(fut.exception)
             if cause is not None:
                 self._auth_failures[node.node_id] = fut.exception
+                for boot in self.cluster.bootstrap_brokers():
+                    self._auth_failures.setdefault(boot.node_id, fut.exception)
 
 
 class _NetClientFactory:
@@ -206,6 +283,8 @@ class KafkaConnection:
         self.metadata = MetadataReader()
         self.connects = 0
         """Clients constructed so far (1 while nothing failed)."""
+        self.auth_failure: KafkaAuthError | None = None
+        """The last refused login / TLS failure (None since the last successful connect)."""
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -233,14 +312,17 @@ class KafkaConnection:
             if self._client is None:
                 self._client = self._connect()
                 self.connects += 1
+                self.auth_failure = None
             return self._client
 
     def _connect(self) -> Any:
         try:
             kwargs = self.security.client_kwargs()
         except SecurityError as exc:
-            raise KafkaAuthError(f"cluster {self.name}: cannot connect with {self.security.describe()}: {exc}"
-                                 ) from None
+            self.auth_failure = KafkaAuthError(f"cluster {self.name}: cannot connect with "
+                                               f"{self.security.describe()}: {exc}", self.name,
+                                               self.security.describe())
+            raise self.auth_failure from None
         factory = _NetClientFactory()
         try:
             return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
@@ -273,22 +355,30 @@ class KafkaConnection:
         self.drop()
 
     def auth_error(self, exc: BaseException) -> KafkaAuthError | None:
-        """A :class:`KafkaAuthError` for ``exc`` when it is a refused login / TLS failure, else None."""
+        """A :class:`KafkaAuthError` for ``exc`` when it is a refused login / TLS failure, else None.
+
+        The error is also kept as :attr:`auth_failure` (until the next successful connect).
+        """
         if isinstance(exc, KafkaAuthError):
+            self.auth_failure = exc
             return exc
         cause = _auth_cause(exc)
         if cause is None:
             return None
         name = type(cause).__name__
+        how = self.security.describe()
         if isinstance(cause, ssl.SSLError):
             why = (getattr(cause, "verify_message", None) or getattr(cause, "reason", None)
                    or (str(cause.args[-1]) if cause.args else name))
-            return KafkaAuthError(f"cluster {self.name}: TLS handshake failed with {self.security.describe()}: {why}")
+            self.auth_failure = KafkaAuthError(f"cluster {self.name}: TLS handshake failed with {how}: {why}",
+                                               self.name, how)
+            return self.auth_failure
         text = str(cause.args[0]) if cause.args else ""
         while text.startswith(f"{name}: "):  # kafka-python repeats the class name
             text = text[len(name) + 2:]
-        return KafkaAuthError(f"cluster {self.name}: authentication failed with {self.security.describe()}: "
-                              f"{text or name}")
+        self.auth_failure = KafkaAuthError(f"cluster {self.name}: authentication failed with {how}: {text or name}",
+                                           self.name, how)
+        return self.auth_failure
 
     # ------------------------------------------------------------------ requests
     def run(self, fn: Callable[[Any], Awaitable[T]]) -> T:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -412,41 +411,6 @@ def load_endpoints_file(path: Path, cluster: str) -> ClusterEndpoints:
         return parse_endpoints(doc, cluster)
     except EndpointsError as exc:
         raise EndpointsError(f"{path}: {exc}") from None
-
-
-def parse_rack_to_idc(v: Any, at: str = "$.rack_to_idc") -> RackToIdc | None:
-    """A ``rack_to_idc`` object (``{"regex": ...}`` or ``{"table": {...}}``) or None; :class:`EndpointsError`."""
-    return _rack_to_idc(v, at)
-
-
-def parse_hardware(v: Any, at: str = "$.hardware") -> HardwareProfile | None:
-    """A ``hardware`` profile (a list of rules, or ``{"rules", "default"}``) or None; :class:`EndpointsError`."""
-    return _hardware(v, at)
-
-
-def endpoints_from_record(name: str, record: Mapping[str, Any]) -> ClusterEndpoints:
-    """A registered cluster record (the service's replicated form) as :class:`ClusterEndpoints`.
-
-    ``metrics_urls`` keys are ``"ID"`` or ``"ID/label"`` (any number of endpoints per broker, e.g.
-    ``"1/jmx"`` and ``"1/node"``; in key order), other keys are endpoints no broker declares;
-    ``rack_to_idc``, ``hardware`` and ``security`` are read when the record carries them."""
-    by_broker: dict[int, list[MetricsEndpoint]] = {}
-    unmapped: list[str] = []
-    for key, url in sorted((record.get("metrics_urls") or {}).items()):
-        head, _, label = str(key).partition("/")
-        if head.isdigit():
-            by_broker.setdefault(int(head), []).append(MetricsEndpoint(str(url), kind=label or None))
-        else:
-            unmapped.append(str(url))
-    try:
-        security = parse_security(record.get("security"), "$.security")
-    except SecurityError as exc:
-        raise EndpointsError(str(exc)) from None
-    return ClusterEndpoints(cluster=name, bootstrap_servers=",".join(record.get("bootstrap_servers") or []),
-                            brokers=tuple(BrokerInfo(id=b, metrics=tuple(eps)) for b, eps in sorted(by_broker.items())),
-                            unmapped_metrics_urls=tuple(unmapped), control_url=record.get("control_url"),
-                            security=security, rack_to_idc=_rack_to_idc(record.get("rack_to_idc"), "$.rack_to_idc"),
-                            hardware=_hardware(record.get("hardware"), "$.hardware"))
 
 
 def endpoints_from_options(cluster: str, bootstrap_servers: str, metrics_urls: list[str],

@@ -27,4 +27,11 @@ class KafkaAuthError(AdminError, KafkaSourceError):
     """The cluster refused Guardian's credentials or TLS trust settings (SASL or TLS handshake failed).
 
     Retrying does not help; the message names the cluster, protocol and mechanism, never a secret.
+    ``cluster`` and ``security`` (e.g. ``SASL_SSL/SCRAM-SHA-512 as user 'guardian'``) repeat them for
+    callers that report them apart (the API's problem documents).
     """
+
+    def __init__(self, message: str, cluster: str = "", security: str = "") -> None:
+        super().__init__(message)
+        self.cluster = cluster
+        self.security = security

@@ -44,7 +44,7 @@ from typing import Any
 from domain.throttles import BROKER_THROTTLE_KEYS, FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
-from kafkaio.types import TP, LiveCluster, PartitionMeta, Reassignment, ReplicaDir
+from kafkaio.types import TP, LiveCluster, LogRead, LogRecord, PartitionMeta, Reassignment, ReplicaDir
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 0, 3, 80, 84
 DEFAULT_CAPACITY = 4_000_000_000_000
@@ -119,6 +119,11 @@ class FakeKafkaCluster:
         self.reads = 0
         self.closed = False
         self._last: LiveCluster | None = None
+        self.logs: dict[str, list[LogRecord]] = {}
+        """topic -> records of the small logs kept on the cluster (shared between views: :meth:`view`)."""
+        self.log_start: dict[str, int] = {}
+        self._clock = [1_000_000]
+        """The log leader's clock (ms), shared with every :meth:`view`."""
 
     # ------------------------------------------------------------------ building the cluster
     def add_topic(self, name: str, assignments: Sequence[Sequence[int]], size_bytes: int = 0,
@@ -499,6 +504,53 @@ class FakeKafkaCluster:
                 current.pop(k, None)
             else:
                 current[k] = v
+
+
+    # ------------------------------------------------------------------ a small log on the cluster
+    @property
+    def clock_ms(self) -> int:
+        """The log leader's clock (ms) stamped on appended records (a test moves it)."""
+        return self._clock[0]
+
+    @clock_ms.setter
+    def clock_ms(self, value: int) -> None:
+        self._clock[0] = int(value)
+
+    def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Create the one-partition ``topic`` unless it exists (not a partition the executor sees)."""
+        self._enter("ensure_log")
+        self.logs.setdefault(topic, [])
+
+    def append_log(self, topic: str, key: bytes, value: bytes) -> tuple[int, int]:
+        """Append one record stamped with ``clock_ms``; (offset, time)."""
+        self._enter("append_log")
+        if topic not in self.logs:
+            raise AdminError(f"appending to {topic} failed: UnknownTopicOrPartitionError")
+        log = self.logs[topic]
+        offset = log[-1].offset + 1 if log else self.log_start.get(topic, 0)
+        log.append(LogRecord(offset, self.clock_ms, value))
+        self.calls.append(("append_log", (topic, offset)))
+        return offset, self.clock_ms
+
+    def read_log(self, topic: str, start: int = 0) -> LogRead:
+        """Records from ``start`` (or the log's start, if later) to the end."""
+        self._enter("read_log")
+        if topic not in self.logs:
+            raise AdminError(f"reading {topic} failed: UnknownTopicOrPartitionError")
+        first = self.log_start.get(topic, 0)
+        begin = max(start, first)
+        records = tuple(r for r in self.logs[topic] if r.offset >= begin)
+        end = self.logs[topic][-1].offset + 1 if self.logs[topic] else first
+        return LogRead(begin, end, records)
+
+    def view(self) -> FakeKafkaCluster:
+        """A second client of this same cluster (its own call log and fault injection, shared state)."""
+        other = FakeKafkaCluster.__new__(FakeKafkaCluster)
+        other.__dict__.update(self.__dict__)
+        other.calls, other.fail_next, other.refuse = [], Counter(), {}
+        other.submissions, other.cancels = Counter(), Counter()
+        other.stale_reads, other._last = 0, None
+        return other
 
 
 def _conforms(fake: FakeKafkaCluster) -> KafkaCluster:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from kafkaio.types import TP, LiveCluster, ReplicaDir
+from kafkaio.types import TP, LiveCluster, LogRead, ReplicaDir
 
 
 class KafkaCluster(Protocol):
@@ -78,3 +78,15 @@ class KafkaCluster(Protocol):
 
     def set_client_quotas(self, client_id: str, quotas: Mapping[str, float | None]) -> None:
         """Set (a rate) / remove (``None``) client-id quotas (``consumer_byte_rate``, ``producer_byte_rate``)."""
+
+    # a small log kept on the cluster (the execution lease) ------------------------------------
+    def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Create the one-partition ``topic`` with ``configs`` unless it exists."""
+
+    def append_log(self, topic: str, key: bytes, value: bytes) -> tuple[int, int]:
+        """Append one record to ``topic``-0 (acks=all); returns (its offset, the time the log stamped on it, ms)."""
+        ...
+
+    def read_log(self, topic: str, start: int = 0) -> LogRead:
+        """``topic``-0's records from ``start`` (or its first offset, if later) to its end."""
+        ...

@@ -34,6 +34,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from domain.redaction import register_secret
+
 
 class SecurityError(ValueError):
     """Security settings are inconsistent, or a referenced secret cannot be read (never shows a secret)."""
@@ -189,11 +191,13 @@ def _resolve(what: str, file: str | None, env: str | None) -> Secret | None:
             text = Path(file).read_text(encoding="utf-8")
         except OSError as exc:
             raise SecurityError(f"{what}_file {file!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
+        register_secret(text.rstrip("\r\n"))  # masked in every log line from now on
         return Secret(text.rstrip("\r\n"))
     if env is not None:
         value = os.environ.get(env)
         if value is None:
             raise SecurityError(f"{what}_env: environment variable {env!r} is not set")
+        register_secret(value)
         return Secret(value)
     return None
 

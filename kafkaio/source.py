@@ -107,6 +107,18 @@ class KafkaState:
                 return path
         return None
 
+    def offline_log_dirs(self) -> dict[int, list[str]]:
+        """Log dirs of alive brokers that DescribeLogDirs answered with an error (KAFKA_STORAGE_ERROR: the
+        disk failed, KIP-112), as last read: broker -> sorted paths."""
+        return {b: sorted(p for p, d in dirs.items() if d.error_code) for b, dirs in sorted(self.log_dirs.items())
+                if b in self.brokers and any(d.error_code for d in dirs.values())}
+
+    def offline_replicas(self) -> dict[str, list[int]]:
+        """``topic-partition`` -> replicas Metadata lists offline although their broker is alive (on a failed
+        log dir); replicas of dead brokers are not repeated here."""
+        return {f"{t}-{p}": [b for b in pm.offline if b in self.brokers]
+                for (t, p), pm in sorted(self.partitions.items()) if any(b in self.brokers for b in pm.offline)}
+
     def throttles(self) -> dict[str, Any]:
         """Throttle configs currently set: broker rates and topic throttled-replica lists."""
         return {
@@ -209,8 +221,9 @@ class KafkaSource:
 
         With ``full=False`` metadata, in-flight reassignments and client quotas are read; log dirs
         and broker configs only of ``refresh_brokers`` and of brokers that gained replicas
-        (new partitions, new reassignments), topic configs only of ``refresh_topics`` and new
-        topics; everything else is carried over from ``previous`` (each broker's listing keeps its
+        (new partitions, new reassignments) or whose replicas went offline or back (a failed log dir),
+        topic configs only of ``refresh_topics`` and new topics; everything
+        else is carried over from ``previous`` (each broker's listing keeps its
         read time; ``details_age_s`` is the oldest).  A caller rotating ``refresh_brokers`` over
         the cluster bounds every round's cost instead of paying for every broker in one round.
         """
@@ -277,6 +290,8 @@ class KafkaSource:
                         want.update(pm.replicas)  # new replicas: their log dirs must be read now
                         if old is None:
                             new_topics.add(key[0])
+                    elif old.offline != pm.offline:  # a log dir failed (KIP-112): read its broker's dirs now
+                        want.update(set(old.offline) ^ set(pm.offline))
             for key, ra_ in state.reassignments.items():
                 if key not in previous.reassignments:
                     want.update(ra_.adding)

@@ -101,3 +101,22 @@ class LiveCluster:
         """Partitions whose ISR is smaller than their replica set (in-flight reassignments excluded)."""
         return sum(1 for tp, p in self.partitions.items()
                    if tp not in self.reassignments and len(set(p.isr)) < len(set(p.replicas)))
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record of a small topic Guardian keeps on the cluster (the lease log)."""
+
+    offset: int
+    ts_ms: int
+    """The record's timestamp (the broker's append time on a ``LogAppendTime`` topic)."""
+    value: bytes
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """Records of one partition read from ``first`` (the log's first offset, or later) to ``end``."""
+
+    first: int
+    end: int
+    records: tuple[LogRecord, ...]

@@ -207,6 +207,14 @@ def register(app: typer.Typer) -> None:
         _post(_control_url(control_url, endpoints_file), "/fault/slow-disk",
               {"cluster": cluster, "broker": broker, "log_dir": log_dir, "factor": factor})
 
+    @fault.command("offline-log-dir")
+    def offline_log_dir(cluster: str = typer.Option(..., "--cluster"), broker: int = typer.Option(..., "--broker"),
+                        log_dir: str = typer.Option(..., "--log-dir"),
+                        control_url: str | None = ControlUrl, endpoints_file: Path | None = EndpointsFile) -> None:
+        """Fail a log dir's disk (KIP-112): its replicas go offline, the broker runs on."""
+        _post(_control_url(control_url, endpoints_file), "/fault/offline-log-dir",
+              {"cluster": cluster, "broker": broker, "log_dir": log_dir})
+
     @fault.command("lagging-consumer")
     def lagging_consumer(cluster: str = typer.Option(..., "--cluster"), topic: str = typer.Option(..., "--topic"),
                          partition: int | None = typer.Option(None, "--partition"),

@@ -336,8 +336,9 @@ class Engine:
                         ret_b[s] = float(r_b)
                     adding = set(p.reassignment.adding) if p.reassignment else set()
                     for b, dg in p.log_dirs.items():
-                        self.broker_replicas[bg[b]].append(p)
                         alld.append(dg)
+                        if not self.disks[dg].offline:  # a replica on a failed dir is not hosted (KIP-112)
+                            self.broker_replicas[bg[b]].append(p)
                     for b in p.replicas:
                         if b in adding or b not in p.log_dirs:
                             continue

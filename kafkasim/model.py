@@ -85,6 +85,8 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "min.insync.replicas": "1",
     "max.message.bytes": "1048588",
     "compression.type": "producer",
+    "message.timestamp.type": "CreateTime",
+    "segment.ms": "604800000",
     "leader.replication.throttled.replicas": "",
     "follower.replication.throttled.replicas": "",
     "remote.storage.enable": "false",
@@ -303,6 +305,16 @@ class Cluster:
             return math.inf
         return v if v >= 0 else math.inf
 
+    def replica_offline(self, p: Partition, broker_id: int) -> bool:
+        """True when ``broker_id``'s replica of ``p`` lives on an offline log dir (KIP-112: the broker runs on,
+        the replica is offline until the broker restarts without that dir)."""
+        dg = p.log_dirs.get(broker_id)
+        return dg is not None and any(d.gidx == dg and d.offline for d in self.brokers[broker_id].disks)
+
+    def offline_replicas(self, p: Partition) -> list[int]:
+        """Replicas Metadata lists as offline: on a dead broker or on an offline log dir."""
+        return [r for r in p.replicas if not self.brokers[r].alive or self.replica_offline(p, r)]
+
     # ---------------------------------------------------------------- topics
     def _pick_disk(self, broker_id: int, slot_hint: int) -> int:
         b = self.brokers[broker_id]
@@ -352,7 +364,9 @@ class Cluster:
                     parse_throttled_replicas(v)
                 except ValueError as e:
                     raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}") from e
-            if k in ("retention.ms", "retention.bytes", "segment.bytes", "min.insync.replicas") and v:
+            if k == "message.timestamp.type" and v is not None and v not in ("CreateTime", "LogAppendTime"):
+                raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}")
+            if k in ("retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "min.insync.replicas") and v:
                 try:
                     int(v)
                 except ValueError as e:
@@ -539,6 +553,8 @@ class Cluster:
             for p in t.partitions:
                 if broker_id not in p.replicas:
                     continue
+                if alive and self.replica_offline(p, broker_id):
+                    continue  # its log dir is still failed: the replica stays offline
                 adding = p.reassignment is not None and broker_id in p.reassignment.adding
                 if not alive:
                     if broker_id in p.isr:
@@ -564,6 +580,36 @@ class Cluster:
                         p.leader_epoch += 1
         if self.engine is not None:
             self.engine.mark_dirty()
+
+    def set_log_dir_offline(self, broker_id: int, path: str) -> list[Partition]:
+        """A JBOD disk fails (KIP-112): the dir goes offline, its replicas leave the ISR, leadership moves to
+        another in-sync replica, copies to or from the dir stop; the broker runs on. Returns the partitions
+        that had a replica there. Idempotent. (Kafka brings a failed dir back only through a broker restart
+        with the disk replaced, so there is no way back here either.)"""
+        b = self.brokers[broker_id]
+        d = b.disk_by_path(path)
+        if d is None:
+            raise SimError(LOG_DIR_NOT_FOUND, f"log dir {path} not found on broker {broker_id}")
+        d.offline = True
+        hit = []
+        for t in self.topics.values():
+            for p in t.partitions:
+                fut = p.futures.get(broker_id)
+                if fut is not None and (fut.dest_disk == d.gidx or p.log_dirs.get(broker_id) == d.gidx):
+                    del p.futures[broker_id]
+                if p.log_dirs.get(broker_id) != d.gidx:
+                    continue
+                hit.append(p)
+                p.catchup.pop(broker_id, None)
+                if broker_id in p.isr:
+                    p.isr = [r for r in p.isr if r != broker_id]
+                if p.leader == broker_id:
+                    alive = [r for r in p.isr if self.brokers[r].alive]
+                    p.leader = alive[0] if alive else -1
+                    p.leader_epoch += 1
+        if self.engine is not None:
+            self.engine.mark_dirty()
+        return hit
 
     # ---------------------------------------------------------------- reassignment
     def alter_reassignment(self, topic: str, index: int, replicas: list[int] | None) -> None:
@@ -651,7 +697,8 @@ class Cluster:
         ra = p.reassignment
         assert ra is not None
         p.replicas = list(ra.target)
-        p.isr = [r for r in ra.target if self.brokers[r].alive and r not in p.catchup]
+        p.isr = [r for r in ra.target if self.brokers[r].alive and r not in p.catchup
+                 and not self.replica_offline(p, r)]
         p.catchup = {b: v for b, v in p.catchup.items() if b in ra.target}
         for b in list(p.log_dirs):
             if b not in ra.target:
@@ -670,7 +717,11 @@ class Cluster:
         d = b.disk_by_path(path)
         if d is None:
             raise SimError(LOG_DIR_NOT_FOUND, f"log dir {path} not found on broker {broker_id}")
+        if d.offline:
+            raise SimError(KAFKA_STORAGE_ERROR, f"Log directory {path} is offline")
         p = self.partition(topic, index)
+        if self.replica_offline(p, broker_id):
+            raise SimError(KAFKA_STORAGE_ERROR, f"Partition {topic}-{index} is offline")
         if broker_id not in p.log_dirs:
             # as Kafka's LogManager.maybeUpdatePreferredLogDir: remember the dir for a replica created later
             self.preferred_dirs[(topic, index, broker_id)] = d.gidx

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 
 from kafka.record.memory_records import MemoryRecordsBuilder
+from kafka.record.util import calc_crc32c
 
 from kafkasim import model as m
 from kafkasim.model import Cluster, Partition, SimError
@@ -49,8 +50,21 @@ def split_batches(data: bytes) -> list[tuple[bytes, int, int, int]]:
     return out
 
 
-def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, int]:
-    """Append v2 batches to a partition; returns (base offset, bytes, records).
+def log_append_time(raw: bytes, now_ms: int) -> bytes:
+    """``raw`` (one v2 batch) stamped as Kafka stamps a batch of a ``message.timestamp.type=LogAppendTime``
+    topic: the timestamp-type attribute bit set, the max timestamp = the broker's clock, the CRC-32C (over
+    attributes .. end) recomputed. Consumers then read ``now_ms`` as every record's timestamp."""
+    buf = bytearray(raw)
+    attributes = struct.unpack_from(">h", buf, 21)[0] | 0x08
+    struct.pack_into(">h", buf, 21, attributes)
+    struct.pack_into(">q", buf, 35, now_ms)
+    struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[21:]))
+    return bytes(buf)
+
+
+def store_batches(cl: Cluster, p: Partition, records: bytes, log_append_ms: int | None = None) -> tuple[int, int, int]:
+    """Append v2 batches to a partition; returns (base offset, bytes, records). With ``log_append_ms`` (the
+    topic's ``message.timestamp.type`` is ``LogAppendTime``) every batch is stamped with that time.
 
     Memory stays bounded: at most ``cl.max_batch_bytes_per_partition`` per partition and
     ``engine.batch_budget`` bytes over the whole federation (oldest batches are evicted first;
@@ -63,6 +77,8 @@ def store_batches(cl: Cluster, p: Partition, records: bytes) -> tuple[int, int, 
     first = -1
     total_b = total_r = 0
     for raw, count, last_delta, max_ts in batches:
+        if log_append_ms is not None:
+            raw, max_ts = log_append_time(raw, log_append_ms), log_append_ms
         base = eng.append_real(p.slot, len(raw), last_delta + 1)
         if first < 0:
             first = base

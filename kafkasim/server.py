@@ -26,6 +26,10 @@ Control API (JSON over HTTP on ``control_url``)::
     POST /fault/kill-broker           {"cluster", "broker"}
     POST /fault/revive-broker         {"cluster", "broker"}
     POST /fault/slow-disk             {"cluster", "broker", "log_dir" | "device", "factor"} (1 = heal)
+    POST /fault/offline-log-dir       {"cluster", "broker", "log_dir"}: the JBOD disk fails (KIP-112): the dir's
+                                      replicas go offline (DescribeLogDirs answers KAFKA_STORAGE_ERROR for it,
+                                      Metadata lists them in offline_replicas), leadership moves to another
+                                      in-sync replica, the broker runs on; with every dir offline it shuts down
     POST /fault/lagging-consumer      {"cluster", "topic", "partition"?, "lag_bytes", "rate_bytes_per_s"?}
     POST /fault/traffic-spike         {"cluster", "topic", "partition"?, "factor"} (1 = end the spike)
     POST /speed                       {"speed"}
@@ -73,6 +77,8 @@ from kafkasim.scenario import Federation
 from kafkasim.security import SaslGate, SecurityConfig
 from kafkasim.truth import LoadHistory, snapshot_of
 
+FAILED_AUTH_CLOSE_DELAY_S = 0.1
+"""Kafka's ``connection.failed.authentication.delay.ms`` default: the close follows a failed login by 100 ms."""
 log = logging.getLogger("kafkasim")
 MAX_FRAME = 100 * 1024 * 1024
 _SASL_KEYS = (b"\x00\x11", b"\x00\x24")  # SaslHandshake (17), SaslAuthenticate (36): answered by the gate
@@ -272,6 +278,9 @@ class SimServer:
                     writer.write(out)
                     await writer.drain()
                 if close:
+                    # Kafka delays closing a connection whose login failed (connection.failed.authentication.
+                    # delay.ms, default 100 ms), so the client reads the error before the close
+                    await asyncio.sleep(FAILED_AUTH_CLOSE_DELAY_S)
                     break
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
@@ -459,6 +468,18 @@ class SimServer:
         for d in disks:
             self.fed.engine.d_slow[d.gidx] = factor
 
+    async def offline_log_dir(self, cluster: str, broker_id: Any, log_dir: str) -> int:
+        """Fail a log dir (see ``POST /fault/offline-log-dir``); returns the replicas it held. Like Kafka's
+        LogManager, a broker left with no online dir halts."""
+        cl = self.fed.cluster(cluster)
+        b = self._broker(cl, broker_id)
+        if b.disk_by_path(log_dir) is None:
+            raise ValueError(f"no log dir {log_dir!r} on broker {b.id}")
+        hit = cl.set_log_dir_offline(b.id, log_dir)
+        if all(d.offline for d in b.disks):
+            await self.kill_broker(cluster, b.id)
+        return len(hit)
+
     def _partitions(self, cluster: str, topic: str, partition: Any) -> tuple[Cluster, list[m.Partition]]:
         cl = self.fed.cluster(cluster)
         if topic not in cl.topics:
@@ -566,6 +587,8 @@ class SimServer:
                 elif path == "/fault/slow-disk":
                     self.slow_disk(str(args["cluster"]), args["broker"], args.get("log_dir"),
                                    float(args.get("factor", 10.0)), args.get("device"))
+                elif path == "/fault/offline-log-dir":
+                    await self.offline_log_dir(str(args["cluster"]), args["broker"], str(args["log_dir"]))
                 elif path == "/fault/lagging-consumer":
                     self.lagging_consumer(str(args["cluster"]), str(args["topic"]), args.get("partition"),
                                           float(args.get("lag_bytes", 50e9)), float(args.get("rate_bytes_per_s", 50e6)))

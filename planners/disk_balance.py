@@ -10,10 +10,19 @@ taken hottest first; each sheds replicas until it is at or below ``target`` x me
   plan's bounds, and the target staying ≤ ``target`` x mean (when no disk can: ≤ ``threshold`` x mean,
   or below the source's own level after the move) — the disk with the lowest *median historical* load
   (projected with what the plan already added). A disk of the same broker is an intra-broker log-dir
-  move. Topics with an IDC placement policy move within their IDC, so a second pass balances each IDC
-  against its own mean where the policies keep an IDC above the pool's.
+  move. Where no single move helps (each would leave its receiver above the source — large replicas),
+  an *exchange* (swap): the disk's heaviest replica goes to a cool disk that then sheds smaller
+  replicas (back to the source or anywhere) under the goal; undone unless it lowers the source and
+  leaves every disk it touched at or under the hot line. Topics with an IDC placement policy move
+  within their IDC, so a second pass balances each IDC against its own mean where the policies keep
+  an IDC above the pool's.
 
-Never worse: every move lowers a hot disk and leaves the receiving disk below that disk's old level,
+Replicas on dead brokers: with ``evacuate_dead`` each is first moved (before balancing) to the valid
+disk of its pool (its IDC under a placement policy) with the lowest projected utilisation, preferring
+disks that stay ≤ ``target`` x mean; without it the plan leaves them where they are and says so in its
+notes (they wait for the broker's return or Kafka's own recovery — "self-healing").
+
+Never worse: every balancing move lowers a hot disk and leaves the receiving disk below that disk's old level,
 so no pool's peak utilisation rises. Deterministic: ties break on (IDC, snapshot order) and partition
 id. Hot spots no move fixes (one huge replica, constraints, bounds) are explained in the plan's notes
 instead of churning.
@@ -35,6 +44,7 @@ from planners.workspace import Bounds, Workspace
 
 KIND = "rebalance"
 MAX_NOTES = 12
+EXCHANGE_TRIES = 4  # heaviest replicas of a stuck disk, and coolest receivers each, an exchange tries
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,7 @@ class BalanceOptions:
     bounds: Bounds = field(default_factory=Bounds)
     threshold: float = 1.10
     target: float = 1.07
+    evacuate_dead: bool = False
 
 
 @dataclass(slots=True)
@@ -58,10 +69,90 @@ def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = N
     """A disk-load rebalance plan for every pool of ``snapshot`` (checked by :func:`check_plan`)."""
     options = options or BalanceOptions()
     ws = Workspace(snapshot, options.bounds)
-    notes: list[str] = []
+    notes = evacuate_dead(ws, options) if options.evacuate_dead else dead_replica_notes(ws)
+    before = pool_peak_to_mean(ws)
     for pool in sorted({b.pool for b in snapshot.brokers}):
         notes += balance_pool(ws, pool, options)
-    return ws.to_plan(KIND, notes)
+    return ws.to_plan(KIND, [movement_note(ws, before), *notes] if ws.moved_bytes else notes)
+
+
+def total_replica_bytes(snapshot: ClusterSnapshot) -> int:
+    """Bytes of every replica in the cluster (partition size x replication factor)."""
+    return sum(p.size_bytes * len(p.replicas) for p in snapshot.index.partitions)
+
+
+def pool_peak_to_mean(ws: Workspace) -> float:
+    """The worst pool's peak / mean estimated utilisation under the plan so far."""
+    worst = 0.0
+    for pool in sorted({b.pool for b in ws.snapshot.brokers}):
+        disks = ws.group(pool)
+        mean = _mean(ws, disks) if len(disks) else 0.0
+        if mean > 0:
+            worst = max(worst, float(ws.util_arr[disks].max()) / mean)
+    return worst
+
+
+def movement_note(ws: Workspace, before: float) -> str:
+    """Bytes copied as a share of all replica bytes, and the balance reached (with the budget, if any)."""
+    total = total_replica_bytes(ws.snapshot)
+    share = ws.moved_bytes / total if total else 0.0
+    budget = (f" within a budget of {ws.bounds.max_bytes:,} bytes ({ws.bounds.max_bytes / total:.1%})"
+              if ws.bounds.max_bytes is not None and total else "")
+    return (f"moves {ws.moved_bytes:,} bytes = {share:.1%} of all replica bytes ({total:,}){budget}; worst pool "
+            f"peak/mean {before:.3f} -> {pool_peak_to_mean(ws):.3f} (`plan budget-curve`: what other budgets reach)")
+
+
+def _on_dead(ws: Workspace) -> list[tuple[Partition, int]]:
+    """(partition, position) of every replica on a dead broker, in partition order."""
+    dead = {b.id for b in ws.snapshot.brokers if not b.is_alive}
+    if not dead:
+        return []
+    return [(p, k) for p in ws.index.partitions for k, b in enumerate(ws.replicas(p)[0]) if b in dead]
+
+
+def dead_replica_notes(ws: Workspace) -> list[str]:
+    """The loud note of a plan that leaves replicas on dead brokers alone (empty when there are none)."""
+    found = _on_dead(ws)
+    if not found:
+        return []
+    brokers = sorted({ws.replicas(p)[0][k] for p, k in found})
+    return [f"WARNING: {len(found)} replica(s) of {len({p.id for p, _ in found})} partition(s) sit on dead "
+            f"broker(s) {brokers}; this plan does not move them and leaves them to self-healing (the broker's "
+            f"return); plan with evacuate_dead (--evacuate-dead) to move them onto alive brokers"]
+
+
+def evacuate_dead(ws: Workspace, options: BalanceOptions) -> list[str]:
+    """Move every replica on a dead broker to the coolest valid alive disk of its pool; notes on the rest."""
+    left: list[str] = []
+    moved = 0
+    for p, k in _on_dead(ws):
+        topic = ws.index.topic_by_name[p.topic]
+        disks = ws.group(topic.pool)
+        mean = _mean(ws, disks) if len(disks) else 0.0
+        targets = _alive_targets(ws, p, k)
+        target = ws.best_target(p, k, targets, max_util=options.target * mean) if mean > 0 else None
+        if target is None:
+            target = ws.best_target(p, k, targets)
+        if target is None:
+            left.append(f"{p.topic}-{p.partition}")
+            continue
+        ws.move_replica(p, k, target)
+        moved += 1
+    notes = [f"{moved} replica(s) moved off dead brokers"] if moved else []
+    if left:
+        notes.append(f"WARNING: {len(left)} replica(s) on dead brokers have no valid alive target (capacity, "
+                     f"hard constraints or bounds) and stay: {', '.join(left[:MAX_NOTES])}")
+    return notes
+
+
+def _alive_targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:
+    """Alive disks a replica on a dead broker may go to: its pool, within the IDC its policy needs."""
+    topic = ws.index.topic_by_name[p.topic]
+    placement = ws.snapshot.placement_of(topic)
+    if not placement:
+        return ws.group(topic.pool)
+    dead_idc = ws.topo.idc[ws.replicas(p)[0][position]]
+    return ws.group(topic.pool, dead_idc) if dead_idc in placement else ws.group(topic.pool)
 
 
 def balance_pool(ws: Workspace, pool: str, options: BalanceOptions) -> list[str]:
@@ -88,6 +179,23 @@ def balance_pool(ws: Workspace, pool: str, options: BalanceOptions) -> list[str]
     return _notes(ws, pool, stuck, mean, options, idc_means)
 
 
+def fill_receivers(ws: Workspace, pool: str, receivers: np.ndarray, options: BalanceOptions) -> list[str]:
+    """Fill ``receivers`` (new, empty disks of ``pool``) from the pool's disks above its mean, hottest first.
+
+    Only replicas of ``pool``'s topics move and only onto ``receivers`` (what growing the pool requires);
+    each source sheds to ``options.target`` x mean, each receiver fills to at most that. Returns notes on
+    disks that stay above ``options.threshold`` x mean (a ``rebalance`` of the pool can take those on).
+    """
+    disks = ws.group(pool)
+    mean = _mean(ws, disks) if len(disks) else 0.0
+    if mean <= 0 or len(receivers) == 0:
+        return []
+    sources = np.setdiff1d(disks, receivers)
+    _Shedder(ws, pool, receivers).run(sources, mean, BalanceOptions(bounds=options.bounds, threshold=1.0,
+                                                                     target=1.0))
+    return _notes(ws, pool, {}, mean, options, {})
+
+
 def _mean(ws: Workspace, disks: np.ndarray) -> float:
     total_max = float(ws.max_bps[disks].sum())
     return float(ws.load[disks].sum()) / total_max if total_max > 0 else 0.0
@@ -96,9 +204,10 @@ def _mean(ws: Workspace, disks: np.ndarray) -> float:
 class _Shedder:
     """Sheds hot disks one replica at a time, hottest first; remembers replicas moved onto each disk."""
 
-    def __init__(self, ws: Workspace, pool: str) -> None:
+    def __init__(self, ws: Workspace, pool: str, receivers: np.ndarray | None = None) -> None:
         self.ws = ws
         self.pool = pool
+        self.receivers = receivers  # when given, the only disks that may receive a replica
         self.arrived: dict[int, list[tuple[str, int]]] = {}
 
     def run(self, disks: np.ndarray, mean: float, options: BalanceOptions) -> dict[int, str]:
@@ -119,7 +228,17 @@ class _Shedder:
                 continue
             if cands.get(i) is None:
                 cands[i] = _candidates(ws, i, self.pool, self.arrived.get(i, ()))
-            target, why, moved = _shed_one(ws, i, cands[i], goal, hot)
+            target, why, moved = _shed_one(ws, i, cands[i], goal, hot, self.receivers)
+            if target is None and self.receivers is None:
+                exchanged = _exchange(ws, i, self.pool, goal, hot)
+                if exchanged:
+                    cands.pop(i, None)
+                    for j, pid in exchanged:
+                        self.arrived.setdefault(j, []).append(pid)
+                        cands.pop(j, None)
+                    if ws.util(i) > hot:
+                        heapq.heappush(heap, (-ws.util(i), i))
+                    continue
             if target is None:
                 stuck[i] = why
                 continue
@@ -151,8 +270,8 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
     return out
 
 
-def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float,
-              hot: float) -> tuple[int | None, str, tuple[str, int]]:
+def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: float,
+              receivers: np.ndarray | None = None) -> tuple[int | None, str, tuple[str, int]]:
     """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason; the partition)."""
     why = "no-target"
     while cands:
@@ -165,7 +284,13 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float,
                 pick = smallest
         c = cands[pick]
         p = ws.partition(c.pid)
+        if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
+            del cands[pick]  # over the byte budget wherever it goes: no scan needed
+            why = "bounds"
+            continue
         targets = _targets(ws, p, c.position)
+        if receivers is not None:
+            targets = np.intersect1d(targets, receivers, assume_unique=True)
         target = ws.best_target(p, c.position, targets, max_util=goal)
         if target is None:  # no disk stays under the goal: accept one that stays under the hot line
             ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move
@@ -180,6 +305,48 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float,
             if not ws.within_bounds(p, probe, dirs):
                 why = "bounds"
     return None, why, ("", -1)
+
+
+def _exchange(ws: Workspace, i: int, pool: str, goal: float, hot: float,
+              tries: int = EXCHANGE_TRIES) -> list[tuple[int, tuple[str, int]]]:
+    """A swap where no single move helps: the heaviest replica of hot disk ``i`` goes to a cool disk ``j``
+    that then sheds smaller replicas (to ``i`` or any disk) back under ``goal`` x mean.
+
+    Committed only when ``j`` ends ≤ ``hot``, every other receiver ≤ ``goal`` and ``i`` ends lower — so no
+    pool's peak rises; otherwise every step is undone. Returns the (disk, partition) arrivals, [] if none.
+    """
+    for c in sorted(_candidates(ws, i, pool, ()), key=lambda c: (-c.load, c.pid))[:tries]:
+        if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
+            continue
+        p = ws.partition(c.pid)
+        targets = _targets(ws, p, c.position)
+        tried: list[int] = []
+        for _ in range(tries):
+            j = ws.best_target(p, c.position, targets, exclude=tried)
+            if j is None:
+                break
+            tried.append(int(ws.disk_broker[j]))
+            before = ws.util(i)
+            undo = [(p, *ws.replicas(p))]
+            ws.move_replica(p, c.position, j)
+            arrivals = [(j, p.id)]
+            for d in _candidates(ws, j, pool, (p.id,)):
+                if ws.util(j) <= goal:
+                    break
+                if d.pid == p.id or d.load >= c.load:
+                    continue
+                q = ws.partition(d.pid)
+                k = ws.best_target(q, d.position, _targets(ws, q, d.position), max_util=goal)
+                if k is None:
+                    continue
+                undo.append((q, *ws.replicas(q)))
+                ws.move_replica(q, d.position, k)
+                arrivals.append((k, q.id))
+            if ws.util(j) <= hot and ws.util(i) < before - 1e-12:
+                return arrivals
+            for q, replicas, dirs in reversed(undo):
+                ws.assign(q, replicas, dirs)
+    return []
 
 
 def _targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:

@@ -12,16 +12,18 @@ maximum leader bytes-in nor its maximum leader count (never worse on either meas
 
 A change that would move disk reads onto a disk and lift it above the pool's peak utilisation is
 skipped, so disk balance never gets worse either. Deterministic.
-O(changes x leaderships of the busiest broker x RF).
+
+Cost: O(changes x leaderships of the busiest broker x RF), each step one numpy pass over the busiest
+broker's possible hand-overs (kept per broker, updated in place by each change).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from domain import ClusterSnapshot, Partition, PartitionId, Plan
 from planners.workspace import Bounds, Workspace
@@ -49,25 +51,60 @@ def plan_leaders(snapshot: ClusterSnapshot, options: LeaderOptions | None = None
 
 
 class _Pool:
-    """Leader bytes-in / count per alive broker of one pool and the partitions each leads."""
+    """Leader bytes-in / count per alive broker of one pool (numpy, indexed in broker-id order) and, per
+    broker, the hand-overs it could make: rows (partition, in-sync replica broker to lead, bytes-in)."""
 
     def __init__(self, ws: Workspace, pool: str) -> None:
         self.brokers = sorted(b.id for b in ws.snapshot.brokers if b.pool == pool and b.is_alive)
-        members = set(self.brokers)
-        self.bytes: dict[int, float] = dict.fromkeys(self.brokers, 0.0)
-        self.count: dict[int, int] = dict.fromkeys(self.brokers, 0)
-        self.led: dict[int, list[PartitionId]] = defaultdict(list)
+        self.idx = {b: k for k, b in enumerate(self.brokers)}
+        n = len(self.brokers)
+        self.bytes = np.zeros(n, dtype=np.float64)
+        self.count = np.zeros(n, dtype=np.int64)
+        self.pids: list[PartitionId] = []
+        self.x: list[float] = []
+        self.elig: list[tuple[int, ...]] = []  # broker indices that may lead each movable partition
+        rows: list[list[int]] = [[] for _ in range(n)]
         for p in ws.index.partitions:  # the measure counts every leadership of a member broker
-            leader = ws.leader(p)
-            if leader not in members:
+            k = self.idx.get(ws.leader(p))  # type: ignore[arg-type]
+            if k is None:
                 continue
-            self.bytes[leader] += p.bytes_in_per_s
-            self.count[leader] += 1
+            self.bytes[k] += p.bytes_in_per_s
+            self.count[k] += 1
             replicas, _ = ws.replicas(p)
             if ws.index.topic_by_name[p.topic].pool == pool and all(ws.topo.pool.get(b) == pool for b in replicas):
-                self.led[leader].append(p.id)  # movable: every replica in the pool (a reorder breaks nothing)
+                isr = set(p.isr)  # movable: every replica in the pool (a reorder breaks nothing)
+                rows[k].append(len(self.pids))
+                self.pids.append(p.id)
+                self.x.append(p.bytes_in_per_s)
+                self.elig.append(tuple(self.idx[b] for b in replicas if b in self.idx and b in isr))
+        order = sorted(range(len(self.pids)), key=lambda j: self.pids[j])
+        self.rank = np.empty(len(self.pids), dtype=np.int64)
+        self.rank[order] = np.arange(len(self.pids))
+        self.xs = np.asarray(self.x, dtype=np.float64)
+        self.rows = [self._rows(k, led) for k, led in enumerate(rows)]
         disks = ws.group(pool)
         self.disk_peak = float(ws.util_arr[disks].max()) if len(disks) else 0.0
+
+    def _rows(self, k: int, led: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(partition, new leader) index rows of every hand-over broker ``k`` could make."""
+        part = [j for j in led for d in self.elig[j] if d != k]
+        dst = [d for j in led for d in self.elig[j] if d != k]
+        return np.asarray(part, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+
+    def move(self, j: int, src: int, dst: int) -> None:
+        """Leadership of partition ``j`` goes from broker index ``src`` to ``dst``."""
+        x = self.x[j]
+        self.bytes[src] -= x
+        self.bytes[dst] += x
+        self.count[src] -= 1
+        self.count[dst] += 1
+        part, to = self.rows[src]
+        keep = part != j
+        self.rows[src] = (part[keep], to[keep])
+        add = [d for d in self.elig[j] if d != dst]
+        part, to = self.rows[dst]
+        self.rows[dst] = (np.concatenate((part, np.full(len(add), j, dtype=np.int64))),
+                          np.concatenate((to, np.asarray(add, dtype=np.int64))))
 
 
 def balance_leaders(ws: Workspace, pool: str, options: LeaderOptions, budget: list[int]) -> None:
@@ -77,65 +114,61 @@ def balance_leaders(ws: Workspace, pool: str, options: LeaderOptions, budget: li
     score hands one leadership to an in-sync replica's broker — the hand-over leaving the lower
     maximum score of the pair — when that lowers its score and raises neither the pool's maximum
     leader bytes-in nor its maximum leader count. ``budget[0]`` counts down the changes allowed.
+    Each step is one vectorised (numpy) pass over the busiest broker's possible hand-overs.
     """
     state = _Pool(ws, pool)
     n = len(state.brokers)
-    mean_count = sum(state.count.values()) / n if n else 0.0
+    mean_count = float(state.count.sum()) / n if n else 0.0
     if n < 2 or mean_count <= 0:
         return
-    mean_bytes = sum(state.bytes.values()) / n
+    mean_bytes = float(state.bytes.sum()) / n
     inv_b = 1.0 / mean_bytes if mean_bytes > 0 else 0.0
     inv_c = 1.0 / mean_count
     goal_b = options.tolerance * mean_bytes
     goal_c = max(math.ceil(mean_count), options.tolerance * mean_count)
 
-    def score(bytes_: float, count: int) -> float:
-        return max(bytes_ * inv_b, count * inv_c)
+    def score(k: int) -> float:
+        return max(float(state.bytes[k]) * inv_b, int(state.count[k]) * inv_c)
 
-    heap = [(-score(state.bytes[b], state.count[b]), b) for b in state.brokers]
+    heap = [(-score(k), k) for k in range(n)]
     heapq.heapify(heap)
     while heap and budget[0] > 0:
         neg, src = heapq.heappop(heap)
-        current = score(state.bytes[src], state.count[src])
+        current = score(src)
         if -neg != current:
             continue  # stale; a fresh entry is queued
         if state.bytes[src] <= goal_b and state.count[src] <= goal_c:
             continue
-        change = _best_change(ws, state, src, current, score)
+        change = _best_change(ws, state, src, current, inv_b, inv_c)
         if change is None:
             continue  # nothing helps this broker; leave it out
-        p, dst = change
-        _hand_over(ws, state, p, src, dst)
+        j, dst = change
+        _hand_over(ws, state, j, src, dst)
         budget[0] -= 1
-        for b in (src, dst):
-            heapq.heappush(heap, (-score(state.bytes[b], state.count[b]), b))
+        for k in (src, dst):
+            heapq.heappush(heap, (-score(k), k))
 
 
-def _best_change(ws: Workspace, state: _Pool, src: int, current: float,
-                 score: Callable[[float, int], float]) -> tuple[Partition, int] | None:
+def _best_change(ws: Workspace, state: _Pool, src: int, current: float, inv_b: float,
+                 inv_c: float) -> tuple[int, int] | None:
     """The hand-over from ``src`` leaving the lowest maximum score of the pair (ties: partition id, broker)."""
-    cap_bytes = max(state.bytes.values())
-    cap_count = max(state.count.values())
-    best: tuple[float, tuple[str, int], int] | None = None
-    best_p: Partition | None = None
-    src_bytes, src_count = state.bytes[src], state.count[src]
-    for pid in state.led[src]:
-        p = ws.partition(pid)
-        replicas, _ = ws.replicas(p)
-        x = p.bytes_in_per_s
-        after_src = score(src_bytes - x, src_count - 1)
-        for dst in replicas:
-            if dst == src or dst not in state.bytes or dst not in p.isr:
-                continue
-            dst_bytes, dst_count = state.bytes[dst] + x, state.count[dst] + 1
-            if dst_bytes > cap_bytes or dst_count > cap_count:
-                continue
-            pair = max(after_src, score(dst_bytes, dst_count))
-            if pair >= current - 1e-12 or (best is not None and (pair, p.id, dst) >= best):
-                continue
-            if _disk_ok(ws, p, dst, state.disk_peak):
-                best, best_p = (pair, p.id, dst), p
-    return (best_p, best[2]) if best is not None and best_p is not None else None
+    part, dst = state.rows[src]
+    if len(part) == 0:
+        return None
+    x = state.xs[part]
+    after_src = np.maximum((state.bytes[src] - x) * inv_b, (state.count[src] - 1) * inv_c)
+    dst_bytes = state.bytes[dst] + x
+    dst_count = state.count[dst] + 1
+    pair = np.maximum(after_src, np.maximum(dst_bytes * inv_b, dst_count * inv_c))
+    ok = (dst_bytes <= state.bytes.max()) & (dst_count <= state.count.max()) & (pair < current - 1e-12)
+    if not ok.any():
+        return None
+    k = np.flatnonzero(ok)
+    for m in np.lexsort((dst[k], state.rank[part[k]], pair[k])):
+        j, d = int(part[k[m]]), int(dst[k[m]])
+        if _disk_ok(ws, ws.partition(state.pids[j]), state.brokers[d], state.disk_peak):
+            return j, d
+    return None
 
 
 def _disk_ok(ws: Workspace, p: Partition, dst: int, peak: float) -> bool:
@@ -146,19 +179,15 @@ def _disk_ok(ws: Workspace, p: Partition, dst: int, peak: float) -> bool:
     return ws.util(i) + p.disk_read_bytes_per_s * float(ws.inv_max[i]) <= peak
 
 
-def _hand_over(ws: Workspace, state: _Pool, p: Partition, src: int, dst: int) -> None:
+def _hand_over(ws: Workspace, state: _Pool, j: int, src: int, dst: int) -> None:
+    p = ws.partition(state.pids[j])
+    broker = state.brokers[dst]
     replicas, dirs = ws.replicas(p)
-    k = replicas.index(dst)
-    order = [k] + [j for j in range(len(replicas)) if j != k]
-    ws.assign(p, tuple(replicas[j] for j in order), tuple(dirs[j] for j in order))
-    ws.set_leader(p, dst)
-    x = p.bytes_in_per_s
-    state.bytes[src] -= x
-    state.bytes[dst] += x
-    state.count[src] -= 1
-    state.count[dst] += 1
-    state.led[src].remove(p.id)
-    state.led[dst].append(p.id)
+    k = replicas.index(broker)
+    order = [k] + [m for m in range(len(replicas)) if m != k]
+    ws.assign(p, tuple(replicas[m] for m in order), tuple(dirs[m] for m in order))
+    ws.set_leader(p, broker)
+    state.move(j, src, dst)
 
 
 def leader_stats(snapshot: ClusterSnapshot, pool: str) -> tuple[float, int]:
@@ -166,4 +195,4 @@ def leader_stats(snapshot: ClusterSnapshot, pool: str) -> tuple[float, int]:
     state = _Pool(Workspace(snapshot), pool)
     if not state.brokers:
         return 0.0, 0
-    return max(state.bytes.values()), max(state.count.values())
+    return float(state.bytes.max()), int(state.count.max())

@@ -2,7 +2,9 @@
 
 Grow: pick ``count`` alive brokers of the free pool, spreading them over IDCs (the IDC with the least
 pool throughput first) and racks, move them into the pool (a metadata change: the returned snapshot)
-and plan a disk-load rebalance onto them. The plan is valid against the grown snapshot.
+and fill them (:func:`planners.disk_balance.fill_receivers`): only the pool's own partitions move, only
+onto the new brokers, from the pool's disks above its mean, hottest first, until the new disks reach the
+pool's mean — nothing else in the cluster is touched. The plan is valid against the grown snapshot.
 
 Shrink: drain the given brokers (or the ``count`` brokers whose data is cheapest to move, keeping
 enough brokers in every IDC for the pool's placement policies and replication factors); once the plan
@@ -15,10 +17,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from domain import ClusterSnapshot, Plan
-from planners.disk_balance import BalanceOptions, plan_rebalance
+from planners.disk_balance import KIND as REBALANCE
+from planners.disk_balance import BalanceOptions, fill_receivers
 from planners.drain import DrainOptions, plan_drain
-from planners.workspace import Bounds, PlannerError
+from planners.workspace import Bounds, PlannerError, Workspace
 
 KIND_SHRINK = "pool-shrink"
 KIND_GROW = "pool-grow"
@@ -65,9 +70,12 @@ def plan_pool_grow(snapshot: ClusterSnapshot, pool: str, count: int,
         racks[(best.idc, best.rack)] += 1
     taken = set(chosen)
     grown = replace(snapshot, brokers=tuple(replace(b, pool=pool) if b.id in taken else b for b in snapshot.brokers))
-    plan = plan_rebalance(grown, BalanceOptions(bounds=options.bounds))
+    ws = Workspace(grown, options.bounds)
+    receivers = np.array([i for b in sorted(taken) for i in ws.broker_disks[b]], dtype=np.int64)
+    filled = fill_receivers(ws, pool, np.sort(receivers), BalanceOptions(bounds=options.bounds))
+    plan = ws.to_plan(REBALANCE, filled)
     notes = (f"brokers {sorted(taken)} move from pool {options.free_pool!r} to {pool!r} before this plan runs",
-             *plan.notes)
+             f"only pool {pool!r}'s partitions move, and only onto the new brokers", *plan.notes)
     plan = replace(plan, kind=KIND_GROW, notes=notes)
     return PoolGrowth(brokers=tuple(sorted(taken)), snapshot=grown, plan=plan)
 

@@ -1,8 +1,14 @@
 """Goal: pre-allocate a new topic — an explicit assignment from its expected traffic.
 
 Each partition's expected bytes-in (the topic's total split evenly, given or taken from a traffic
-model) is placed replica by replica on the alive disk of the topic's pool with the lowest projected
-load (median historical utilisation + what this allocation already added), honouring the IDC
+model) is placed replica by replica by load first: the candidate disks are the alive disks of the
+topic's pool whose projected utilisation *after* taking the replica (median historical utilisation +
+what this allocation already added + the replica, over the disk's max throughput) is within
+``SPREAD_SLACK`` x the pool's mean of the lowest such figure (water-filling: a loaded broker takes
+nothing while cooler disks have headroom); among those, the broker holding the fewest of this topic's
+replicas (leaders count double), then the lowest projected utilisation, wins. No broker takes more
+than ``CONCENTRATION`` x its fair share of the topic's replicas (or of its leaders) while another
+broker can (so one broker's loss does not take most of the topic). Honouring the IDC
 placement policy (IDC with the most required replicas first, so leaders sit in the main IDC),
 distinct brokers, rack spread within an IDC where racks allow, and capacity headroom. The first
 replica is the preferred leader.
@@ -32,7 +38,8 @@ from domain import (
 from planners.workspace import Bounds, PlannerError, Workspace
 
 KIND = "preallocate"
-SPREAD_WEIGHT = 10.0  # in utilisation units: a broker already holding this topic ranks after every other
+SPREAD_SLACK = 0.05  # x pool mean utilisation: disks this close to the coolest count as equally cool
+CONCENTRATION = 2.0  # most replicas of the new topic on one broker, as a multiple of the even share
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,8 @@ def plan_preallocation(snapshot: ClusterSnapshot, request: NewTopic,
     if placement and sum(placement.values()) > request.replication_factor:
         raise PlannerError(f"placement {placement} needs more replicas than RF {request.replication_factor}")
     ws = Workspace(snapshot, options.bounds)
+    pool_disks = ws.group(request.pool)
+    slack = SPREAD_SLACK * (float(ws.proj[pool_disks].mean()) if len(pool_disks) else 0.0)
     per_partition = expected / request.partitions
     read = request.disk_read_bytes_per_s / request.partitions
     slots: list[str | None] = [idc for idc, n in sorted((placement or {}).items(), key=lambda x: (-x[1], x[0]))
@@ -89,19 +98,33 @@ def plan_preallocation(snapshot: ClusterSnapshot, request: NewTopic,
     slots += [None] * (request.replication_factor - len(slots))
     parts = []
     spread = np.zeros(len(ws.disk_ids), dtype=np.float64)  # this topic's replicas (and leaders) per broker
+    held = np.zeros(len(ws.disk_ids), dtype=np.int64)  # this topic's replicas per broker
+    led = np.zeros(len(ws.disk_ids), dtype=np.int64)  # this topic's leaders per broker
+    cap: dict[str | None, int] = {}  # per slot IDC: CONCENTRATION x the even share of its group's brokers
+    lead_cap = 0
+    for idc in set(slots):
+        members = max(1, len({int(b) for b in ws.disk_broker[ws.group(request.pool, idc)]}))
+        share = request.partitions * (slots.count(idc) if idc is not None else request.replication_factor)
+        cap[idc] = int(np.ceil(CONCENTRATION * share / members))
+        if idc == slots[0]:
+            lead_cap = int(np.ceil(CONCENTRATION * request.partitions / members))
     for k in range(request.partitions):
         replicas: list[int] = []
         dirs: list[str] = []
         for slot, idc in enumerate(slots):
-            i = _pick(ws, request.pool, idc, replicas, spread)
+            add = per_partition + (read if slot == 0 else 0.0)
+            i = _pick(ws, request.pool, idc, replicas, spread, add, slack,
+                      (held < cap[idc]) & ((led < lead_cap) if slot == 0 else True))
             if i is None:
                 raise PlannerError(f"no valid disk for replica {slot + 1} of partition {k} "
                                    f"(pool {request.pool!r}, IDC {idc or 'any'})")
             b, d = ws.disk_ids[i]
             replicas.append(b)
             dirs.append(d)
-            ws.add_load(i, per_partition + (read if slot == 0 else 0.0))
-            spread[ws.broker_disks[b]] += SPREAD_WEIGHT * (2.0 if slot == 0 else 1.0)
+            ws.add_load(i, add)
+            spread[ws.broker_disks[b]] += 2.0 if slot == 0 else 1.0
+            held[ws.broker_disks[b]] += 1
+            led[ws.broker_disks[b]] += slot == 0
         parts.append(Partition(topic=request.name, partition=k, replicas=tuple(replicas), leader=replicas[0],
                                isr=tuple(replicas), log_dirs=tuple(dirs), bytes_in_per_s=per_partition,
                                disk_read_bytes_per_s=read))
@@ -120,10 +143,12 @@ def plan_preallocation(snapshot: ClusterSnapshot, request: NewTopic,
     return Preallocation(topic=topic, plan=plan)
 
 
-def _pick(ws: Workspace, pool: str, idc: str | None, chosen: list[int], spread: np.ndarray) -> int | None:
-    """Lowest projected-load disk of ``pool`` (in ``idc``) on a new broker, new rack in its IDC if possible.
-
-    Brokers that already hold more of this topic (leaders count double) rank after those holding less.
+def _pick(ws: Workspace, pool: str, idc: str | None, chosen: list[int], spread: np.ndarray, add: float,
+          slack: float, under_cap: np.ndarray) -> int | None:
+    """The disk of ``pool`` (in ``idc``) on a new broker (new rack in its IDC if possible) for a replica adding
+    ``add`` bytes/s: among disks whose projected utilisation after it is within ``slack`` of the lowest, the
+    one on the broker holding the fewest of this topic (``spread``), then the lowest; ties on snapshot order.
+    Brokers at the concentration cap (``under_cap`` false) are used only when no other broker is valid.
     """
     group = ws.group(pool, idc)
     if len(group) == 0:
@@ -134,10 +159,13 @@ def _pick(ws: Workspace, pool: str, idc: str | None, chosen: list[int], spread: 
     taken = {(ws.topo.idc[b], ws.topo.rack[b]) for b in chosen}
     rack_ok = np.array([(ws.topo.idc[int(b)], ws.topo.rack[int(b)]) not in taken for b in ws.disk_broker[group]],
                        dtype=bool) if taken else np.ones(len(group), dtype=bool)
-    for mask in (ok & rack_ok, ok):
+    capped = under_cap[group]
+    for mask in (ok & rack_ok & capped, ok & capped, ok & rack_ok, ok):
         if mask.any():
-            score = np.where(mask, ws.proj[group] + spread[group], np.inf)
-            return int(group[int(np.argmin(score))])
+            after = np.where(mask, ws.proj[group] + add * ws.inv_max[group], np.inf)
+            cool = after <= float(after.min()) + slack + 1e-12
+            k = int(np.lexsort((after, np.where(cool, spread[group], np.inf)))[0])
+            return int(group[k])
     return None
 
 

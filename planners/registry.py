@@ -54,15 +54,19 @@ def _ids(params: dict[str, Any], name: str, required: bool) -> list[int]:
 
 
 def rebalance(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
-    """Disk-load rebalance; extra parameter ``threshold`` (alias ``tolerance``, default 1.10)."""
+    """Disk-load rebalance; extra parameters ``threshold`` (alias ``tolerance``, default 1.10) and
+    ``evacuate_dead`` (bool, default false: replicas on dead brokers stay, and the notes say so)."""
     p = dict(params)
     bounds = _bounds(p)
+    evacuate = p.pop("evacuate_dead", False)
+    if not isinstance(evacuate, bool):
+        raise TypeError(f"parameter 'evacuate_dead' must be a bool, got {evacuate!r}")
     tolerance = _take(p, "tolerance", (int, float))
     threshold = float(_take(p, "threshold", (int, float), tolerance if tolerance is not None else 1.10))
     if threshold < 1.0:
         raise TypeError(f"parameter 'threshold' must be >= 1.0, got {threshold!r}")
     _done(p)
-    return plan_rebalance(snapshot, BalanceOptions(bounds=bounds, threshold=threshold,
+    return plan_rebalance(snapshot, BalanceOptions(bounds=bounds, threshold=threshold, evacuate_dead=evacuate,
                                                    target=min(threshold, max(1.0, threshold - 0.03))))
 
 

@@ -221,6 +221,9 @@ class ThrottleInput:
     active: tuple[ActiveThrottle, ...] = ()
     alerts: frozenset[DiskId] = frozenset()
     """Disks with a firing on-call alert."""
+    fail_slow: Mapping[DiskId, str] = field(default_factory=dict)
+    """Disks the fail-slow detector flags (-> why): slow at normal load is the hardware's fault, so no client
+    is throttled for it (self-healing moves leadership off instead); the skip is reported as the disk's reason."""
 
 
 # --------------------------------------------------------------------------- flows (root cause)
@@ -524,6 +527,8 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
                 continue
             th = config.thresholds_for(disk.kind)
             state = step_health(health.get(did, DiskHealth()), disk.util, disk.await_ms, th, did in inp.alerts)
+            if did in inp.fail_slow:  # the disk, not a client, is at fault: report it, throttle nobody
+                state = replace(state, unhealthy=False, reason=f"skipped: fail-slow disk ({inp.fail_slow[did]})")
             new_health[did] = state
             dflows = flows.get(did, [])
             per_behaviour = {b: 0.0 for b in BEHAVIOURS}

@@ -43,6 +43,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from pysyncobj.transport import TCPTransport
 
 from raft.errors import StartupRefused
+from raft.transfer import restart_transfer
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,8 @@ class LoggingEncryptor:
 
 
 class AuthenticatingTransport(TCPTransport):
-    """pysyncobj's TCP transport with a :class:`LoggingEncryptor` naming the peer on incoming conns."""
+    """pysyncobj's TCP transport with a :class:`LoggingEncryptor` naming the peer on incoming conns, which
+    also restarts a snapshot transfer to a peer whose connection was lost or replaced (:mod:`raft.transfer`)."""
 
     def _onNewIncomingConnection(self, conn: Any) -> None:
         super()._onNewIncomingConnection(conn)
@@ -175,6 +177,22 @@ class AuthenticatingTransport(TCPTransport):
             return
         inner = encryptor._inner if isinstance(encryptor, LoggingEncryptor) else encryptor
         conn.encryptor = LoggingEncryptor(inner, _peer_of(conn))
+
+    def _onDisconnected(self, conn: Any) -> None:
+        node = self._connToNode(conn)
+        super()._onDisconnected(conn)
+        self._restart_transfer(node)
+
+    def _onNodeConnected(self, node: Any) -> None:
+        # also reached when a peer's new incoming connection silently replaces one this side still
+        # thought alive (pysyncobj reports no disconnect then): chunks queued on the old one are lost
+        self._restart_transfer(node)
+        super()._onNodeConnected(node)
+
+    def _restart_transfer(self, node: Any) -> None:
+        serializer = getattr(self._syncObj, "_SyncObj__serializer", None)
+        if serializer is not None:
+            restart_transfer(self, serializer, node)  # the next chunk sent is a first chunk
 
 
 def _peer_of(conn: Any) -> str:

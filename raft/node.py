@@ -16,7 +16,8 @@ Guarantees
   proposing anything.
 * Every node applies the same commands in the same order; state is persisted as pysyncobj's
   journal (every entry, memory-mapped, survives a ``kill -9``) plus full snapshots at log
-  compaction, so a restarted node recovers and then catches up from the leader.
+  compaction, so a restarted node recovers and then catches up from the leader.  A snapshot streamed
+  by the leader is installed only when it arrives whole (:mod:`raft.transfer`), else sent again.
 * ``on_leader_gained(term)`` runs (on a helper thread, never on the Raft thread) only after this
   node, as leader, has committed a barrier entry of its term, so the state it sees is caught up;
   ``on_leader_lost()`` runs when it stops being leader (a leader cut off from the majority steps
@@ -63,7 +64,8 @@ from raft.protocol import (
     decode_command,
     encode_command,
 )
-from raft.storage import DataDir, SnapshotCodec, check_snapshot
+from raft.storage import DataDir, SnapshotCodec, check_snapshot, verify_snapshot_file
+from raft.transfer import install_verifying_receiver
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +252,9 @@ class RaftNode:
         self._wake = threading.Event()
         self._stop = threading.Event()
 
-        codec = SnapshotCodec(self._take_snapshot, self._install_snapshot, self._on_storage_damage)
+        attach = getattr(state_machine, "write_attachment", None)
+        codec = SnapshotCodec(self._take_snapshot, self._install_snapshot, self._on_storage_damage,
+                              attach=attach if callable(attach) else None)
         s = self.settings
         conf = SyncObjConf(
             autoTick=True,
@@ -277,6 +281,7 @@ class RaftNode:
             password=key,
         )
         self._obj = _Replica(self._apply_entry, self_addr, self.peers, conf)
+        self._transfers = install_verifying_receiver(self._obj, verify_snapshot_file)
         # pysyncobj stops ticking when the thread that created it exits; tie it to the main
         # thread instead, so a node built on a short-lived thread keeps running until close().
         if hasattr(self._obj, "_SyncObj__mainThread"):
@@ -358,7 +363,9 @@ class RaftNode:
                 command = decode_command(payload)
                 if command["type"].startswith(INTERNAL_PREFIX):
                     return {"ok": True, "result": None, "index": index}
-                return {"ok": True, "result": self._sm.apply(command), "index": index}
+                apply_at = getattr(self._sm, "apply_at", None)
+                result = apply_at(command, index) if callable(apply_at) else self._sm.apply(command)
+                return {"ok": True, "result": result, "index": index}
             except CommandRejected as exc:
                 return {"ok": False, "error": str(exc), "index": index}
             except Exception as exc:  # a state machine bug must not wedge the Raft thread
@@ -369,9 +376,13 @@ class RaftNode:
         with self._lock:
             return {"applied_index": self._applied_index, "state": self._sm.snapshot()}
 
-    def _install_snapshot(self, snap: JsonDict) -> None:
+    def _install_snapshot(self, snap: JsonDict, attachment: Path | None = None) -> None:
         with self._lock:
-            self._sm.restore(snap["state"])
+            restore_attached = getattr(self._sm, "restore_attachment", None)
+            if attachment is not None and callable(restore_attached):
+                restore_attached(snap["state"], attachment)
+            else:
+                self._sm.restore(snap["state"])
             self._applied_index = int(snap["applied_index"])
 
     # ------------------------------------------------------------------ proposing
@@ -573,6 +584,8 @@ class RaftNode:
             "ready": self.ready,
             "truncations_of_applied": self.truncations,
             "storage_error": self._fatal or self.journal.full_error,
+            "snapshot_transfers_installed": self._transfers.installed,
+            "snapshot_transfers_refused": self._transfers.refused,
         }
 
     def wait_ready(self, timeout: float) -> bool:

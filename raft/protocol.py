@@ -66,6 +66,14 @@ class StateMachine(Protocol):
         """Replace the whole state with one produced by :meth:`snapshot`."""
         ...
 
+    # Optional, for a state machine that keeps its bulk state in an embedded store of its own:
+    # ``apply_at(command, index)`` is called instead of ``apply`` with the entry's log index (so the
+    # store can keep an applied-index watermark in the same transaction and skip entries it already
+    # holds when the journal is replayed after a restart); ``write_attachment(path)`` writes a
+    # consistent copy of the store's files to ``path`` when a snapshot is taken (``snapshot()`` then
+    # holds only small metadata), and ``restore_attachment(state, path)`` is called instead of
+    # ``restore`` when a snapshot with such a copy is installed (the file is verified; it is deleted
+    # after the call, so move or copy it).
     # Optional: ``canonical_json() -> str``, the canonical JSON text of the live state (equal to
     # ``canonical_json(snapshot())``); RaftNode.state_hash then needs no deep copy under its lock.
 

@@ -9,6 +9,6 @@ class RecordingExecutor:
     def __init__(self) -> None:
         self.started: list[int] = []
 
-    def start_approved(self, plan_id: int, why: str = "") -> int:
+    def start_approved(self, plan_id: int, why: str = "", by: str | None = None) -> int:
         self.started.append(plan_id)
         return len(self.started)

@@ -21,12 +21,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import clickhouse_connect
-import pyarrow as pa
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
+
+from domain.redaction import mask_url, redact, register_secret
+
+if TYPE_CHECKING:  # pyarrow is the analytics extra's: arrow() and insert_arrow() need it, nothing else does
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -437,6 +442,9 @@ def connect(
     migrations are applied unless ``migrate`` is false. Raises :class:`ClickHouseUnavailable`
     with the reason when the engine or server cannot be opened.
     """
+    if url:
+        for form in _url_password_forms(url):  # whatever quotes the URL later (a driver error) is masked too
+            register_secret(form)
     try:
         if url:
             client = clickhouse_connect.get_client(dsn=url)
@@ -446,17 +454,31 @@ def connect(
                 raise ClickHouseUnavailable("embedded chdb needs a data_path (or give a server url)")
             path = Path(data_path)
             path.mkdir(parents=True, exist_ok=True)
-            client = clickhouse_connect.get_client(interface="chdb", path=str(path))
+            try:
+                client = clickhouse_connect.get_client(interface="chdb", path=str(path))
+            except ImportError as exc:  # chdb ships with the analytics extra
+                raise ClickHouseUnavailable(
+                    f"embedded ClickHouse needs chdb ({exc}): pip install 'guardian[analytics]', "
+                    "or set [clickhouse] mode = \"url\" or \"off\"") from exc
             embedded = True
     except ClickHouseUnavailable:
         raise
     except (ClickHouseError, OSError) as exc:
-        where = url or f"chdb data path {data_path}"
+        where = mask_url(url) if url else f"chdb data path {data_path}"
         raise ClickHouseUnavailable(
-            f"cannot open ClickHouse at {where}: {exc}. (chdb locks its data path: is another "
+            f"cannot open ClickHouse at {where}: {redact(str(exc))}. (chdb locks its data path: is another "
             "Guardian process using it?)"
         ) from exc
     ch = ClickHouse(client, database, embedded=embedded)
     if migrate:
         ch.migrate(audit_ttl_days=audit_ttl_days)
     return ch
+
+
+def _url_password_forms(url: str) -> tuple[str, ...]:
+    """The password of ``url``'s userinfo as written and percent-decoded (empty without one)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return ()
+    return (password, unquote(password)) if password else ()

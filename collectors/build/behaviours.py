@@ -122,7 +122,7 @@ class BehaviourRound:
 
 def split_behaviours(ix: PartitionIndex, lay: ReplicaLayout, pc: PartitionCounters, fin: InFigures, reads: Reads,
                      state: KafkaState, payloads: BrokerPayloads, tracker: VectorCounterTracker,
-                     dirs: dict[tuple[int, str, int], str]) -> BehaviourRound:
+                     dirs: dict[tuple[int, str, int], str], disk_ceiling: float = math.inf) -> BehaviourRound:
     """The six behaviours of every disk of an alive broker, and the copies in flight."""
     keys, pidx, n = ix.keys, ix.pidx, ix.n
     sp_size_rate, sp_leo_rate, sp_leo_val = pc.sp_size_rate, pc.sp_leo_rate, pc.sp_leo_val
@@ -175,7 +175,7 @@ def split_behaviours(ix: PartitionIndex, lay: ReplicaLayout, pc: PartitionCounte
         if b not in payloads or key not in pidx:
             continue
         _, clock, ck = payloads[b]
-        fut_r, _codes = tracker.update((ck, b, "future"), [key], clock, [float(size)])
+        fut_r, _codes = tracker.update((ck, b, "future"), [key], clock, [float(size)], disk_ceiling)
         rate = float(fut_r[0])
         if rate == rate:
             did = disk_ids.setdefault((b, path), len(disk_ids))

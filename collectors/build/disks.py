@@ -158,7 +158,8 @@ def disk_rates(payloads: BrokerPayloads, tracker: VectorCounterTracker, book: Di
     """Device map, facts from the payloads, and the rates of every disk of every scraped broker."""
     disk_rates: dict[DiskKey, dict[str, float | None]] = {}
     broker_mem: dict[int, tuple[float | None, float | None]] = {}
-    disk_fams = {short: family_rates(tracker, "disk." + short, name, payloads, drops)
+    disk_fams = {short: family_rates(tracker, "disk." + short, name, payloads, drops, cfg.limits,
+                                     "disk" if short in ("read", "write") else None)
                  for name, short in ((M_IO_TIME, "util"), (M_READ_B, "read"), (M_WRITE_B, "write"),
                                      (M_READS, "reads"), (M_WRITES, "writes"), (M_READ_T, "read_t"),
                                      (M_WRITE_T, "write_t"))}

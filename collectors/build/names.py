@@ -28,16 +28,17 @@ M_T_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 M_T_MSGS = "kafka_server_brokertopicmetrics_messagesin_total"
 M_SIZE = "kafka_log_log_size"
 M_LEO = "kafka_log_log_logendoffset"
+M_LSO = "kafka_log_log_logstartoffset"
 # optional: a kafka_exporter registered as an exporter URL (consumer positions come from Kafka's admin API)
 M_GROUP_OFFSET = "kafka_consumergroup_current_offset"
 M_GROUP_LAG = "kafka_consumergroup_lag"
 
 BROKER_METRICS = frozenset({
     M_IO_TIME, M_READ_B, M_WRITE_B, M_READS, M_WRITES, M_READ_T, M_WRITE_T, M_DM_INFO, M_ROTATION, M_FS_SIZE,
-    M_FS_AVAIL, M_MEM_TOTAL, M_MEM_AVAIL, M_T_IN, M_T_OUT, M_T_MSGS, M_SIZE, M_LEO,
+    M_FS_AVAIL, M_MEM_TOTAL, M_MEM_AVAIL, M_T_IN, M_T_OUT, M_T_MSGS, M_SIZE, M_LEO, M_LSO,
 })
 """What the collector reads from a broker's endpoints (stock jmx_exporter + node_exporter names)."""
-JMX_METRICS = frozenset({M_T_IN, M_T_OUT, M_T_MSGS, M_SIZE, M_LEO})
+JMX_METRICS = frozenset({M_T_IN, M_T_OUT, M_T_MSGS, M_SIZE, M_LEO, M_LSO})
 """The names of :data:`BROKER_METRICS` a JMX exporter gives (the rest are node_exporter's)."""
 WANTED_METRICS = BROKER_METRICS | {M_GROUP_OFFSET, M_GROUP_LAG}
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from collectors.build.names import M_LEO, M_SIZE, M_T_IN, M_T_MSGS, M_T_OUT
+from collectors.build.names import M_LEO, M_LSO, M_SIZE, M_T_IN, M_T_MSGS, M_T_OUT
 from collectors.build.records import BrokerPayloads
 from collectors.build.series import SeriesIndex, family_rates
 from collectors.build.state import Holds, PartHold
-from collectors.rates import DropLog, VectorCounterTracker
+from collectors.rates import DropLog, PhysicalLimits, VectorCounterTracker
 from kafkaio.source import KafkaState
 from kafkaio.types import PartitionMeta
 
@@ -93,11 +93,14 @@ class PartitionCounters:
     """(broker, topic, partition) -> LEO rate of a special replica."""
     sp_leo_val: dict[tuple[int, str, int], float]
     sp_size_rate: dict[tuple[int, str, int], float]
+    lso_lead_val: F64
+    """Per-partition log start offset (leader's; NaN = not exported)."""
 
 
 def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: VectorCounterTracker,
-                       series: SeriesIndex, phold: PartHold, drops: DropLog) -> PartitionCounters:
-    """Rates of the LEO and size families of every broker."""
+                       series: SeriesIndex, phold: PartHold, drops: DropLog,
+                       limits: PhysicalLimits | None = None) -> PartitionCounters:
+    """Rates of the LEO, size and log-start-offset families of every broker."""
     n, g, leader, special = ix.n, ix.g, ix.leader, ix.special
     sp_leo_rate: dict[tuple[int, str, int], float] = {}
     sp_leo_val: dict[tuple[int, str, int], float] = {}
@@ -107,8 +110,9 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
     leo_any_rate, leo_any_val = nan_array(n), nan_array(n)
     size_lead_val, size_lead_rate, size_any_val = nan_array(n), nan_array(n), nan_array(n)
     tp_of = series.tp
-    for name, short in ((M_LEO, "leo"), (M_SIZE, "size")):
-        fr = family_rates(tracker, "partition." + short, name, payloads, drops)
+    lso_lead_val = nan_array(n)
+    for name, short in ((M_LEO, "leo"), (M_SIZE, "size"), (M_LSO, "lso")):
+        fr = family_rates(tracker, "partition." + short, name, payloads, drops, limits, "nic")
         if not fr.bids:
             continue
         garr = np.concatenate([series.seg_ids(bid, short, bodies, series.gid_of_body)
@@ -127,11 +131,13 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
             leo_lead_val[ix_[lm & okv]] = vals[lm & okv]
             np.fmax.at(leo_any_rate, ix_[known_ix], rates[known_ix])
             np.fmax.at(leo_any_val, ix_[known_ix & okv], vals[known_ix & okv])
-        else:
+        elif short == "size":
             size_lead_rate[ix_[lm]] = rates[lm]
             size_lead_val[ix_[lm & okv]] = vals[lm & okv]
             np.fmax.at(size_any_val, ix_[known_ix & okv], vals[known_ix & okv])
-        if not special:
+        else:
+            lso_lead_val[ix_[lm & okv]] = vals[lm & okv]
+        if short == "lso" or not special:
             continue
         for k_seg, bid in enumerate(fr.bids):
             want = special.get(bid)
@@ -149,7 +155,7 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
                     elif r == r:
                         sp_size_rate[(bid, *tp)] = r
     return PartitionCounters(leo_lead_rate, leo_lead_val, leo_any_rate, leo_any_val, size_lead_rate, size_lead_val,
-                             size_any_val, sp_leo_rate, sp_leo_val, sp_size_rate)
+                             size_any_val, sp_leo_rate, sp_leo_val, sp_size_rate, lso_lead_val)
 
 
 @dataclass(frozen=True)
@@ -165,12 +171,12 @@ class TopicCounters:
 
 
 def topic_counters(payloads: BrokerPayloads, tracker: VectorCounterTracker, series: SeriesIndex, holds: Holds,
-                   now: float, drops: DropLog) -> TopicCounters:
+                   now: float, drops: DropLog, limits: PhysicalLimits | None = None) -> TopicCounters:
     """Per topic, Σ over brokers of bytes-in and messages-in where a broker reports both (the
     bytes/message ratio, held); bytes-out per (broker, topic)."""
     topic_in: dict[str, float] = defaultdict(float)
     topic_msgs: dict[str, float] = defaultdict(float)
-    t_fams = {short: family_rates(tracker, "topic." + short, name, payloads, drops)
+    t_fams = {short: family_rates(tracker, "topic." + short, name, payloads, drops, limits, "nic")
               for name, short in ((M_T_IN, "t_in"), (M_T_MSGS, "t_msgs"), (M_T_OUT, "t_out"))}
     t_keys: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], F64]] = {}
     for short, fr in t_fams.items():

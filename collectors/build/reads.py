@@ -11,7 +11,8 @@ kafka_exporter as an exporter URL, its ``kafka_consumergroup_current_offset`` (a
 admin API's offsets win for a group both report. Their rates over measured time go through
 :class:`~collectors.rates.VectorCounterTracker`. A broker's
 residence time T = MemAvailable / Σ its disks' read + write bytes per second (held up to
-``hold_s``); a group at offset O reads the disk when LEO − R·T > O. A disk-reading group
+``hold_s``); a group at offset O reads the disk when LEO − R·T > O (a position at or below the log
+start reads from the log start). A disk-reading group
 contributes its offset rate × bytes/message, else an equal share of the partition's bytes-out.
 Guarantee: no residence time (no memory gauge or disk counters) means no disk-read verdict, never
 a guessed one; a lag without the leader's LEO of the same moment is skipped. Cost: O(consumer
@@ -34,8 +35,8 @@ from collectors.build.series import SeriesIndex
 from collectors.build.state import GroupBook, Holds, PartHold
 from collectors.build.topology import Sources
 from collectors.completeness import Coverage
-from collectors.pagecache import is_disk_read, residence_seconds
-from collectors.rates import VectorCounterTracker
+from collectors.pagecache import position_disk_reads, residence_seconds
+from collectors.rates import PhysicalLimits, VectorCounterTracker
 from kafkaio.source import KafkaState
 
 
@@ -49,7 +50,7 @@ class Positions:
 
 def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, tracker: VectorCounterTracker,
                        series: SeriesIndex, state: KafkaState, groups: GroupBook, now: float, hold_s: float,
-                       cov: Coverage) -> Positions:
+                       cov: Coverage, limits: PhysicalLimits | None = None) -> Positions:
     """Positions and offset rates of every consumer group: committed offsets from the admin API, and the
     kafka_exporter conventions on exporters (and broker endpoints, for exporters co-hosted there)."""
     pidx, leader = ix.pidx, ix.leader
@@ -78,8 +79,9 @@ def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, 
                 entries.append((body, v, i, gk[0]))
             if not entries:
                 continue
+            ceiling = limits.ceiling("nic", bid if bid >= 0 else None) if limits is not None else math.inf
             rates, _codes = tracker.update((ck, who, fam_name), [e[0] for e in entries], clock,
-                                           [e[1] for e in entries])
+                                           [e[1] for e in entries], ceiling)
             for (_body, v, i, group), r in zip(entries, rates.tolist(), strict=True):
                 positions[i][group] = v
                 if r == r:
@@ -170,7 +172,8 @@ class Reads:
 
 
 def disk_reads(ix: PartitionIndex, leo: F64, msgs: F64, b_out: F64, bpm: F64, pos: Positions,
-               residence_b: dict[int, float], phold: PartHold, now: float, hold_s: float) -> Reads:
+               residence_b: dict[int, float], phold: PartHold, now: float, hold_s: float,
+               log_start: F64 | None = None) -> Reads:
     """Which consumer fetches read the leader's disk, and at what rate (held up to ``hold_s``)."""
     n, leader, group_rate = ix.n, ix.leader, pos.group_rate
     top_id = max([*residence_b, int(leader.max()) if n else 0, 0])
@@ -186,22 +189,11 @@ def disk_reads(ix: PartitionIndex, leo: F64, msgs: F64, b_out: F64, bpm: F64, po
     for i, groups in pos.positions.items():
         if np.isnan(leo[i]) or leader[i] < 0:
             continue
-        disk_r: list[str] = []
-        cached: list[str] = []
-        t_res = float(residence[i])
-        r_msgs = 0.0 if np.isnan(msgs[i]) else float(msgs[i])
-        total = 0.0
-        for group, off in sorted(groups.items()):
-            if not math.isnan(t_res) and is_disk_read(float(leo[i]), r_msgs, t_res, off):
-                disk_r.append(group)
-                gr = group_rate.get((i, group))
-                if gr is not None and not np.isnan(bpm[i]):
-                    total += gr * float(bpm[i])
-                else:
-                    total += (0.0 if np.isnan(b_out[i]) else float(b_out[i])) / max(len(groups), 1)
-            else:
-                cached.append(group)
-        readers[i] = (disk_r, cached)
-        dr[i] = total
+        rates_i = {grp: group_rate[(i, grp)] for grp in groups if (i, grp) in group_rate}
+        lso = float(log_start[i]) if log_start is not None else math.nan
+        est = position_disk_reads(float(leo[i]), lso, float(msgs[i]), float(residence[i]), float(bpm[i]),
+                                  float(b_out[i]), groups, rates_i)
+        readers[i] = (est.disk, est.cached)
+        dr[i] = est.bytes_per_s
     dr, _ = phold.hold("dr", ix.g, dr, now, hold_s)
     return Reads(residence, dr, readers)

@@ -22,7 +22,8 @@ from collectors.build.names import M_NAMES
 from collectors.completeness import Coverage
 from collectors.pagecache import Behaviours
 from collectors.promtext import Payload
-from domain import ClusterSnapshot, DiskKind, snapshot_to_dict
+from collectors.rates import PhysicalLimits
+from domain import ClusterSnapshot, DiskKind, settle_moves, snapshot_to_dict
 
 BrokerPayloads = dict[int, tuple[Payload, float, str]]
 """broker id -> (its endpoints' payloads merged, the sample clock, the clock's kind: ``ts`` = sample
@@ -56,6 +57,8 @@ class ModelConfig:
     use_sample_timestamps: bool = True
     """An endpoint whose samples carry exposition-format timestamps is clocked by the newest of them
     (counters that advance in another time base, e.g. a simulator's); else by the receive time."""
+    limits: PhysicalLimits = field(default_factory=PhysicalLimits)
+    """Hardware ceilings of counter rates (NIC per broker, disk device); faster samples are refused."""
 
 
 @dataclass
@@ -133,6 +136,13 @@ class Collected:
     sample_clock: float | None = None
     """The round's sample clock: the newest broker payload's (its samples' timestamps when they carry
     them, else the scrape's monotonic receive time) — the time base of the round's rates."""
+    removing: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    """Replicas each in-flight reassignment removes (the snapshot shows Kafka's in-flight lists; planners
+    read :meth:`planning_snapshot`)."""
+
+    def planning_snapshot(self) -> ClusterSnapshot:
+        """The snapshot with every moving partition at its target replica set (:func:`domain.settle_moves`)."""
+        return settle_moves(self.snapshot, self.removing)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``guardian.snapshot/v1`` document plus optional members the v1 parser ignores:

@@ -22,12 +22,14 @@ import numpy.typing as npt
 from collectors.build.records import FamilyRates
 from collectors.build.state import PartHold
 from collectors.promtext import Payload, labels_of
-from collectors.rates import REASONS, DropLog, DropReason, VectorCounterTracker
+from collectors.rates import REASONS, DropLog, DropReason, Limit, PhysicalLimits, VectorCounterTracker
 
 
 def family_rates(tracker: VectorCounterTracker, kind: str, name: str,
-                 payloads: Mapping[int, tuple[Payload, float, str]], drops: DropLog) -> FamilyRates:
-    """Rates of family ``name`` of every broker in one vectorised pass; drops recorded under ``kind``."""
+                 payloads: Mapping[int, tuple[Payload, float, str]], drops: DropLog,
+                 limits: PhysicalLimits | None = None, limit: Limit | None = None) -> FamilyRates:
+    """Rates of family ``name`` of every broker in one vectorised pass, each broker's bounded by its
+    ``limit`` ceiling when given (a faster sample is refused); drops recorded under ``kind``."""
     segs: list[tuple[Hashable, list[str], float, list[float]]] = []
     bids: list[int] = []
     for bid, (p, clock, ck) in payloads.items():
@@ -38,7 +40,8 @@ def family_rates(tracker: VectorCounterTracker, kind: str, name: str,
             clock, ck = p.clocks.get(name, (clock, ck))
         segs.append(((ck, bid), fam[0], clock, fam[1]))
         bids.append(bid)
-    rates, codes, vals, offs = tracker.update_segments(kind, segs)
+    ceilings = limits.ceilings(limit, bids) if limits is not None and limit is not None else None
+    rates, codes, vals, offs = tracker.update_segments(kind, segs, ceilings)
     if len(codes) and codes.any():
         counts = np.bincount(codes, minlength=len(REASONS))
         for c in np.nonzero(counts)[0].tolist():

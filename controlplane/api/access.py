@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 import traceback
 import uuid
@@ -26,21 +25,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from controlplane.api.errors import problem
 from controlplane.service.context import ServiceContext
+from domain.redaction import redact as shared_redact
 
 log = logging.getLogger(__name__)
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_SECRETS = (
-    (re.compile(r"(\w+://[^/\s:@]*:)[^@\s/]+@"), r"\1***@"),  # scheme://user:password@host
-    (re.compile(r"(?i)(bearer\s+)\S+"), r"\1***"),
-    (re.compile(r"(?i)((?:password|passwd|secret|token)\s*[=:]\s*)[^\s,;&]+"), r"\1***"),
-)
 
 
 def redact(text: str) -> str:
-    """``text`` on one line with URL passwords, bearer tokens and ``password=...`` values masked."""
-    for pattern, replacement in _SECRETS:
-        text = pattern.sub(replacement, text)
-    return " ".join(text.split())
+    """``text`` on one line with secrets masked (the shared redactor, :mod:`domain.redaction`)."""
+    return " ".join(shared_redact(text).split())
 
 
 def log_internal_error(method: str, route: str, error_id: str, exc: BaseException) -> None:

@@ -22,7 +22,9 @@ from controlplane.api import (
     actions,
     alerts,
     analytics,
+    anomalies,
     clusters,
+    dashboard,
     executions,
     health,
     ids,
@@ -30,6 +32,7 @@ from controlplane.api import (
     plans,
     snapshots,
     throttles,
+    tiered,
 )
 from controlplane.api.access import AccessRecorder
 from controlplane.api.errors import install_error_handlers
@@ -38,14 +41,15 @@ from controlplane.api.openapi import install_openapi
 from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
-ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics)
+ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics,
+           anomalies, dashboard, tiered)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 
 def create_app(ctx: ServiceContext) -> FastAPI:
     """The FastAPI application over ``ctx``. A context without a throttle service gets one that is bound
     to no cluster (alerts are recorded and evaluations skipped with a reason; nothing is contacted)."""
-    app = FastAPI(title="Guardian", version="0.1.0",
+    app = FastAPI(title="Guardian", version="0.1.0", docs_url=None, redoc_url=None,  # /docs: dashboard.py, offline
                   description="Control plane for a federation of Kafka clusters. Every error is an RFC 7807 "
                               "problem (`application/problem+json`); request bodies are JSON.")
     app.state.ctx = ctx

@@ -1,16 +1,25 @@
-"""The federation's clusters: register, list, get, forget, and their policies (auto-rebalance window,
-IDC placement, resource pools).
+"""The federation's clusters: register, list, get, forget, their declared topology and their policies
+(auto-rebalance window, IDC placement, resource pools).
 
-Goal: the admin's view of which clusters Guardian manages and under which rules, with careless input
-refused when it is written rather than when a loop trips over it. Method: each write is one replicated
-command (``cluster.register``, ``cluster.remove``, ``cluster.auto_rebalance``, ``placement.set``,
-``pool.assign``); the state machine refuses what its preconditions forbid (409: e.g. removing a
-cluster with approved or executing plans or a running execution). Before proposing, the API checks
+Goal: the admin's view of which clusters Guardian manages, how it connects to them and under which rules,
+with careless input refused when it is written rather than when a loop trips over it. A registration is
+what an operator knows about a real deployment: bootstrap servers, the Kafka client ``security`` object
+(:class:`kafkaio.security.SecuritySettings`; secrets only as ``*_file`` / ``*_env`` references — a literal
+``password`` is a 400 naming it), metrics endpoints per broker (CA, basic or bearer auth by file), the
+rack -> IDC rule, IDC overrides, the hardware profile and the consumer-offsets source; ``PUT
+/clusters/{name}/topology`` edits the rule, the overrides and the profile alone. Method: each write is
+one replicated command (``cluster.register``, ``cluster.topology``, ``cluster.remove``,
+``cluster.auto_rebalance``, ``placement.set``, ``pool.assign``); a registration is read by the one
+endpoints parser before it is proposed (:func:`controlplane.state.registration.check_registration`:
+400 naming the JSON path, e.g. ``$.rack_to_idc.regex: needs a named group (?P<idc>...)``); the state
+machine refuses what its preconditions forbid (409: e.g. removing a cluster with approved or executing
+plans or a running execution). Before proposing, the API also checks
 what only it can: the cron window parses and fires (400 ``$.window_cron``), and a pool is not given
 brokers that hold replicas of topics that would then straddle pools (409 naming brokers and topics;
 checked against the latest snapshot, and said so when there is none). Guarantee: a 404 for an unknown
 cluster is answered before anything is proposed; a cluster's cached snapshot is dropped only after its
-removal committed. Cost: one state read per call plus, for writes, one Raft round trip;
+removal committed; responses show security settings as stored — references, never a secret. Cost: one
+state read per call plus, for writes, one Raft round trip;
 ``GET /clusters/{name}`` adds the pool statistics of the latest snapshot and a pool assignment one
 pass over its topics' replicas (O(replicas)).
 """
@@ -23,47 +32,142 @@ from typing import Annotated, Any, Literal
 
 from apscheduler.triggers.cron import CronTrigger
 from fastapi import APIRouter, Path, Request
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from controlplane.api.deps import Admin, Ctx, Viewer, cluster_or_404, propose, read
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import NAME_PATTERN, BrokerId, Name, StrictIn, int_in
+from controlplane.state.registration import TOPOLOGY_KEYS, check_registration
 from domain import ClusterSnapshot, pool_stats
-from kafkaio.endpoints import EndpointsError, parse_hardware, parse_rack_to_idc
+from kafkaio.endpoints import EndpointsError
+from kafkaio.security import SecuritySettings
 
 router = APIRouter(tags=["federation"])
 SHOWN = 10
 """Topics named per broker in a pool-assignment refusal."""
 
 
-class ClusterIn(StrictIn):
+URL_PATTERN = r"^https?://\S+$"
+Url = Annotated[str, Field(min_length=8, max_length=2000, pattern=URL_PATTERN)]
+FilePath = Annotated[str, Field(min_length=1, max_length=4096)]
+LITERAL_SECRETS = ("password", "bearer_token", "token")
+
+
+class MetricsEndpointIn(StrictIn):
+    """One Prometheus endpoint of a broker (a bare URL string is accepted too); secrets by file only."""
+
+    url: Url
+    ca_file: FilePath | None = None
+    username: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    password_file: FilePath | None = None
+    bearer_token_file: FilePath | None = None
+    kind: Annotated[str, Field(min_length=1, max_length=50)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _by_reference(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"url": data}
+        if isinstance(data, dict):
+            for key in LITERAL_SECRETS:
+                if key in data:
+                    raise ValueError(f"{key!r} is not accepted: give the secret by reference "
+                                     f"({'bearer_token_file' if 'token' in key else 'password_file'})")
+        return data
+
+
+class BrokerIn(StrictIn):
+    """A broker's metrics endpoints and declared facts (``idc`` is an IDC override, kept in ``idc_overrides``)."""
+
+    id: BrokerId
+    metrics: list[MetricsEndpointIn] = Field(default_factory=list, max_length=32)
+    metrics_url: Url | None = None
+    idc: Name | None = None
+    rack: Name | None = None
+
+
+class RackToIdcIn(StrictIn):
+    """A regex with a named group ``idc`` (first match), or an explicit rack -> IDC table."""
+
+    regex: Annotated[str, Field(min_length=1, max_length=1000)] | None = None
+    table: dict[str, Name] | None = None
+
+
+class DiskIn(StrictIn):
+    kind: Literal["hdd", "ssd", "nvme"]
+    max_bytes_per_s: Annotated[float, Field(gt=0)] | None = None
+
+
+class HardwareRuleIn(DiskIn):
+    """Disks of ``brokers`` (``"*"`` or omitted: every broker) whose log dir matches the glob ``log_dirs``."""
+
+    brokers: Annotated[list[BrokerId], Field(min_length=1)] | None = None
+    log_dirs: Annotated[str, Field(min_length=1, max_length=1000)] = "*"
+
+    @field_validator("brokers", mode="before")
+    @classmethod
+    def _every(cls, value: Any) -> Any:
+        return None if value == "*" else value
+
+
+class HardwareIn(StrictIn):
+    """Rules (first match wins: broker ids and a log-dir glob) and a default; a bare list is the rules."""
+
+    rules: list[HardwareRuleIn] = Field(default_factory=list, max_length=10_000)
+    default: DiskIn | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rules_only(cls, data: Any) -> Any:
+        return {"rules": data} if isinstance(data, list) else data
+
+
+class TopologyIn(StrictIn):
+    """What the operator declares about a cluster's topology: rack -> IDC rule, IDC overrides, hardware."""
+
+    rack_to_idc: RackToIdcIn | None = None
+    idc_overrides: dict[Annotated[str, Field(pattern=r"^[0-9]{1,10}$")], Name] = Field(default_factory=dict)
+    hardware: HardwareIn | None = None
+
+
+class ClusterIn(TopologyIn):
+    """A cluster as an operator registers it (one cluster of an endpoints document, plus its name)."""
+
     name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
     bootstrap_servers: Annotated[list[Annotated[str, Field(min_length=3)]], Field(min_length=1)]
-    metrics_urls: dict[str, str] = Field(
-        default_factory=dict, description='broker id (or "ID/label" for each of several endpoints) -> metrics URL')
+    security: SecuritySettings | None = None
+    brokers: list[BrokerIn] = Field(default_factory=list, max_length=100_000)
+    metrics_urls: dict[str, str] = Field(default_factory=dict)
+    consumer_offsets: Annotated[str, Field(pattern=r"^(admin|https?://\S+)$", max_length=2000)] = "admin"
     control_url: str | None = None
     capabilities: dict[str, bool] = Field(default_factory=dict)
-    rack_to_idc: dict[str, Any] | None = Field(default=None, description='{"regex": "(?P<idc>...)"} or {"table": {}}')
-    hardware: list[dict[str, Any]] | dict[str, Any] | None = Field(
-        default=None, description="disk kind and ceiling by broker ids and log-dir globs, with a default")
 
-    @field_validator("rack_to_idc")
+    @field_validator("bootstrap_servers", mode="before")
     @classmethod
-    def _rule(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        try:
-            parse_rack_to_idc(value)
-        except EndpointsError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+    def _split(cls, value: Any) -> Any:
+        return [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else value
 
-    @field_validator("hardware")
-    @classmethod
-    def _profile(cls, value: Any) -> Any:
-        try:
-            parse_hardware(value)
-        except EndpointsError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+
+def registration(body: TopologyIn) -> dict[str, Any]:
+    """The record to replicate: JSON, no null members, brokers' ``idc`` moved into ``idc_overrides``."""
+    record = body.model_dump(mode="json", exclude_none=True)
+    overrides = dict(record.get("idc_overrides") or {})
+    for b in record.get("brokers") or []:
+        idc = b.pop("idc", None)
+        if idc is not None:
+            overrides.setdefault(str(b["id"]), idc)
+    record["idc_overrides"] = overrides
+    return record
+
+
+def checked(name: str, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` if the one endpoints parser reads it; a 400 naming the JSON path of the first problem."""
+    try:
+        check_registration(name, {"bootstrap_servers": ["topology-check:1"], **record})
+    except EndpointsError as exc:
+        path, _, message = str(exc).partition(": ")
+        raise ApiError(400, str(exc), problems=[{"path": path, "message": message}]) from None
+    return record
 
 
 class AutoRebalanceIn(StrictIn):
@@ -124,8 +228,28 @@ def list_clusters(ctx: Ctx, _: Viewer) -> list[dict[str, Any]]:
 
 @router.post("/api/v1/clusters", status_code=201)
 def register_cluster(ctx: Ctx, body: ClusterIn, request: Request, who: Admin) -> Any:
-    """Register (or update) a cluster."""
-    return propose(ctx, request, who, {"type": "cluster.register", **body.model_dump()})
+    """Register (or update) a cluster: bootstrap servers, Kafka client ``security`` (secrets by ``*_file`` /
+    ``*_env`` reference only), metrics endpoints per broker, rack -> IDC rule, IDC overrides, hardware profile,
+    consumer-offsets source (``admin`` or an exporter URL)."""
+    record = checked(body.name, registration(body))
+    return propose(ctx, request, who, {"type": "cluster.register", **record})
+
+
+@router.get("/api/v1/clusters/{name}/topology")
+def get_topology(ctx: Ctx, name: str, _: Viewer) -> dict[str, Any]:
+    """The cluster's declared topology: rack -> IDC rule, per-broker IDC overrides, hardware profile."""
+    cluster = cluster_or_404(ctx, name)
+    return {"cluster": name, **{k: cluster.get(k) for k in TOPOLOGY_KEYS}}
+
+
+@router.put("/api/v1/clusters/{name}/topology")
+def set_topology(ctx: Ctx, name: str, body: TopologyIn, request: Request, who: Admin) -> Any:
+    """Replace the cluster's declared topology (rack -> IDC rule, IDC overrides, hardware profile); a member
+    left out is cleared."""
+    cluster_or_404(ctx, name)
+    record = checked(name, registration(body))
+    return propose(ctx, request, who, {"type": "cluster.topology", "name": name,
+                                       **{k: record.get(k) for k in TOPOLOGY_KEYS}})
 
 
 @router.get("/api/v1/clusters/{name}")

@@ -2,8 +2,10 @@
 
 Goal: one error shape for every refusal. Method: exception handlers map each known failure to an
 ``application/problem+json`` document — request validation 400 (one entry per bad field, by JSON path;
-never FastAPI's 422), contract errors 400, state-machine refusals 409, stale snapshots 409, a follower
-asked to write 307 to the leader (query string kept) or 503, Raft timeouts 504. Unexpected exceptions
+never FastAPI's 422), contract errors 400, state-machine refusals 409, stale snapshots 409, a cluster
+refusing Guardian's login (SASL or TLS) 502 naming the cluster and the security settings (protocol,
+mechanism, user), a follower asked to write 307 to the leader (query string kept) or 503, Raft timeouts
+504. Unexpected exceptions
 are answered by :mod:`controlplane.api.access` (500 with an error id, logged). Guarantee: no stack trace
 reaches a client. Cost: constant per error.
 """
@@ -17,16 +19,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from controlplane.service.snapshots import StaleSnapshotError
+from controlplane.service.snapshots import ClusterLoginRefused, StaleSnapshotError
 from domain import ContractError
 from domain.errors import json_path
+from kafkaio.errors import KafkaAuthError
 from raft.errors import NotLeaderError, ProposalTimeout, RaftError
 from raft.protocol import CommandConflict, CommandRejected
 
 PROBLEM = "application/problem+json"
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
           409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
-          500: "Internal Server Error", 503: "Service Unavailable", 504: "Gateway Timeout"}
+          500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
 
 class ApiError(Exception):
@@ -74,6 +77,14 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StaleSnapshotError)
     async def _stale(_: Request, exc: StaleSnapshotError) -> JSONResponse:
         return problem(409, str(exc))
+
+    @app.exception_handler(ClusterLoginRefused)
+    async def _login_refused(_: Request, exc: ClusterLoginRefused) -> JSONResponse:
+        return problem(502, str(exc), cluster=exc.cluster, security=exc.security)
+
+    @app.exception_handler(KafkaAuthError)
+    async def _kafka_auth(_: Request, exc: KafkaAuthError) -> JSONResponse:
+        return problem(502, str(exc), cluster=exc.cluster, security=exc.security)
 
     @app.exception_handler(NotLeaderError)
     async def _not_leader(request: Request, exc: NotLeaderError) -> JSONResponse:

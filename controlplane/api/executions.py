@@ -1,10 +1,11 @@
 """Executions: list them with task counts, one with every task and its progress, stop (with rollback).
 
 Goal: follow and control what the executor does on a cluster. Method: reads select from the
-replicated state (task counts per state, bytes moved of bytes to move); ``stop`` is one replicated
-``execution.stop`` command that the leader's executor acts on in its next pass. Guarantee: 404 for an
-unknown execution before anything is proposed; stopping a finished execution changes nothing and says
-so (``changed: false``). Cost: O(tasks) per read; one Raft round trip per stop.
+replicated state (task counts per state; bytes moved of bytes to move counted from the tasks by the one
+:func:`domain.execution.progress_json`, so list, detail and dashboard agree and never pass 100%);
+``stop`` is one replicated ``execution.stop`` command that the leader's executor acts on in its next
+pass. Guarantee: 404 for an unknown execution before anything is proposed; stopping a finished
+execution changes nothing and says so (``changed: false``). Cost: O(tasks) per read; one Raft round trip per stop.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from controlplane.api.deps import Ctx, Operator, Viewer, propose, read
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import StrictIn
 from controlplane.service.context import ServiceContext
+from domain.execution import progress_json
 
 router = APIRouter(tags=["executions"])
 
@@ -43,7 +45,8 @@ def list_executions(ctx: Ctx, _: Viewer, cluster: str | None = None) -> list[dic
                 counts: dict[str, int] = {}
                 for t in e["tasks"].values():
                     counts[t["state"]] = counts.get(t["state"], 0) + 1
-                out.append({k: v for k, v in e.items() if k != "tasks"} | {"task_states": counts})
+                out.append({k: v for k, v in e.items() if k != "tasks"} | {"task_states": counts,
+                                                                          "progress": progress_json(e)})
         return out
     return sorted(read(ctx, pick), key=lambda e: -e["id"])
 
@@ -52,11 +55,7 @@ def list_executions(ctx: Ctx, _: Viewer, cluster: str | None = None) -> list[dic
 def get_execution(ctx: Ctx, execution_id: int, _: Viewer) -> dict[str, Any]:
     """One execution with every task, its state and progress."""
     execution = execution_or_404(ctx, execution_id)
-    total = sum(t["size_bytes"] for t in execution["tasks"].values())
-    done = sum(t["size_bytes"] if t["state"] == "COMPLETED" else t["bytes_done"]
-               for t in execution["tasks"].values())
-    execution["progress"] = {"bytes_total": total, "bytes_done": done,
-                             "fraction": done / total if total else 1.0}
+    execution["progress"] = progress_json(execution)
     return execution
 
 

@@ -3,8 +3,9 @@
 Goal: what a load balancer, Prometheus and an operator ask a node about itself. Method: each answer is
 read from the store's status (``/readyz`` is 503 as a problem document until a leader is known and this
 node is caught up). Guarantee: ``/healthz`` touches nothing but the process; the token-free routes reveal
-no state beyond Raft figures. Cost: ``/metrics`` renders the registry (O(series)); ``/status`` reads
-the cluster names.
+Raft figures and, on ``/metrics``, the federation's figures a Prometheus scrape needs (cluster, broker and
+log-dir names with their load; no configuration, no credentials). Cost: ``/metrics`` renders the registry
+and joins the cached per-cluster figures (O(series)); ``/status`` reads the cluster names.
 """
 
 from __future__ import annotations
@@ -49,13 +50,15 @@ def readyz(ctx: Ctx) -> dict[str, Any] | Response:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(ctx: Ctx) -> Response:
-    """Guardian's own Prometheus metrics."""
+    """Guardian's own Prometheus metrics and the federation's figures (cached per cluster)."""
     with _HEALTH_READS:
         status = ctx.store.status()
         ctx.metrics.raft_is_leader.set(1 if status.get("is_leader") else 0)
         ctx.metrics.raft_term.set(float(status.get("term") or 0))
         ctx.metrics.raft_commit_index.set(float(status.get("commit_index") or 0))
-        return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        own = generate_latest(ctx.metrics.registry)
+        federation = ctx.metrics.federation.exposition(ctx.snapshots.entries, ctx.store.read)
+        return Response(own + federation.encode(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/api/v1/status")

@@ -37,6 +37,8 @@ def error_statuses(route: APIRoute, method: str) -> list[int]:
         out.add(404)
     if rule.role is not None and method in WRITES:
         out |= {404, 409, 503, 504}  # 404: also a cluster named in the body
+    if rule.role is not None and (method in WRITES or route.dependant.path_params):
+        out.add(502)  # the cluster refuses Guardian's login: no snapshot, no live read
     if rule.takes_body:
         out |= {413, 415}
     return sorted(out)

@@ -3,8 +3,10 @@
 Goal: the operator's path from a snapshot to an approved plan and its execution. Method: a new plan is
 computed over the cluster's latest fresh snapshot (or parsed from a guardian.plan/v1 document), checked
 with the shared invariant checker and recorded as a ``plan.propose`` command; decisions are
-``plan.approve``/``plan.reject``; ``execute`` hands an approved plan to this node's executor, which
-re-checks it against the live cluster. Guarantee: a plan that breaks a constraint is never recorded
+``plan.approve``/``plan.reject`` (deciding twice is 409 naming the first decision; with
+``[approval] four_eyes`` the proposer's own approval is 409 naming both); ``execute`` hands an approved
+plan to this node's executor (recording the token that started it), which re-checks it against the live
+cluster. Guarantee: a plan that breaks a constraint is never recorded
 (409 with the violations); an unknown plan is 404 before anything is proposed; a plan whose cluster
 was removed is 409, never handed to an executor. Bodies: JSON up to 1 MiB, a plan file up to 32 MiB. Cost: planning and
 checking are O(the planner) on the snapshot; the rest is one state read and one Raft round trip.
@@ -26,7 +28,7 @@ from controlplane.executor.reconcile import ExecutionConflict, PlanRejected
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
 from domain import check_plan, parse_plan, plan_to_dict
-from kafkaio.errors import AdminError
+from kafkaio.errors import AdminError, KafkaAuthError
 
 router = APIRouter(tags=["plans"])
 PLAN_MAX_BODY = 32 * MiB
@@ -99,17 +101,29 @@ def validate_plan(ctx: Ctx, plan_id: int, _: Viewer) -> dict[str, Any]:
     return {"plan_id": plan_id, "valid": not violations, "violations": [str(v) for v in violations]}
 
 
+def decided_or_409(record: dict[str, Any], status: str) -> None:
+    """A second approval (or rejection) is a refused state change: 409 naming who decided, and when."""
+    if record["status"] == status:
+        raise ApiError(409, f"plan {record['id']} is already {status} (by {record.get('decided_by')!r} at "
+                            f"{record.get('decided_at')})")
+
+
 @router.post("/api/v1/plans/{plan_id}/approve")
 def approve_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator) -> Any:
-    """Approve a proposed plan."""
-    plan_or_404(ctx, plan_id)
+    """Approve a proposed plan (409 when already approved; with ``[approval] four_eyes``, 409 when the
+    approver is the plan's proposer)."""
+    record = plan_or_404(ctx, plan_id)
+    if ctx.settings.approval.four_eyes and who.name == record.get("proposed_by"):
+        raise ApiError(409, f"four-eyes rule: plan {plan_id} was proposed by {record.get('proposed_by')!r}; "
+                            f"{who.name!r} cannot approve it too, another operator must")
+    decided_or_409(record, "approved")
     return propose(ctx, request, who, {"type": "plan.approve", "plan_id": plan_id})
 
 
 @router.post("/api/v1/plans/{plan_id}/reject")
 def reject_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator) -> Any:
-    """Reject a proposed plan."""
-    plan_or_404(ctx, plan_id)
+    """Reject a proposed plan (409 when already rejected)."""
+    decided_or_409(plan_or_404(ctx, plan_id), "rejected")
     return propose(ctx, request, who, {"type": "plan.reject", "plan_id": plan_id})
 
 
@@ -124,12 +138,15 @@ def execute_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator) -> Any
     if ctx.executor is None:
         raise ApiError(503, "no executor on this node")
     try:
-        execution_id = ctx.executor.start_approved(plan_id, why=request.headers.get("x-guardian-reason", ""))
+        execution_id = ctx.executor.start_approved(plan_id, why=request.headers.get("x-guardian-reason", ""),
+                                                   by=who.name)
     except PlanRejected as exc:
         raise ApiError(409, "the plan no longer fits the cluster",
                        violations=[str(v) for v in exc.violations]) from None
     except ExecutionConflict as exc:
         raise ApiError(409, str(exc)) from None
     except AdminError as exc:
+        if isinstance(exc, KafkaAuthError):
+            raise  # 502 naming the cluster and its security settings (controlplane.api.errors)
         raise ApiError(503, f"cluster {record['cluster']!r} unreachable: {exc}") from None
     return {"execution_id": execution_id, "plan_id": plan_id, "executed_by": who.name}

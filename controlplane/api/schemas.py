@@ -41,6 +41,8 @@ WHY = {400: "Malformed request: each bad field named by JSON path", 401: "No or 
        409: "Refused by the current state (e.g. stale snapshot, plan not approved, live plans on the cluster)",
        413: "Request body over this route's limit (x-guardian-max-body-bytes)",
        415: "Body not sent as JSON (Content-Type: application/json)",
+       502: "The cluster refuses Guardian's login (SASL or TLS): the problem names the cluster and its security "
+            "settings",
        503: "Not available on this node (no leader known, no executor, no ClickHouse)",
        504: "The replicated write did not commit in time"}
 

@@ -1,7 +1,7 @@
 """``guardian``: the operator's command line, one module per command group. Every command has ``--help``.
 
 Goal: one root Typer app that mounts the groups (``plan``, ``schema``, ``sim``, ``snapshot``,
-``analytics``, ``throttle``, ``exec``) and the top-level ``serve``/``cluster``/``token-hash`` commands.
+``analytics``, ``throttle``, ``exec``, ``clusters``) and the top-level ``serve``/``cluster``/``token-hash`` commands.
 Method: each group lives in its own module of this package and exports its Typer app; the shared consoles,
 exit codes and rejected-input reporting are in :mod:`controlplane.cli.common`. The analytics commands
 (ClickHouse, PySpark) are mounted by a function so that heavy package is imported in one place only.
@@ -11,8 +11,12 @@ Cost: importing every group's module on start-up.
 
 from __future__ import annotations
 
+import os
+
 import typer
 
+from controlplane.cli.anomalies import anomalies_app
+from controlplane.cli.clusters import clusters_app
 from controlplane.cli.exec import exec_app
 from controlplane.cli.plan import plan_app
 from controlplane.cli.schema import schema_app
@@ -20,6 +24,9 @@ from controlplane.cli.serve import cluster_cmd, serve_cmd, token_hash
 from controlplane.cli.sim import sim_app
 from controlplane.cli.snapshot import snapshot_app
 from controlplane.cli.throttle import throttle_app
+from controlplane.cli.tiered import tiered_app
+from controlplane.logs import LEVELS, setup_logging
+from domain.redaction import register_secret
 
 app = typer.Typer(help="Guardian: control plane for a federation of Kafka clusters.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -30,7 +37,10 @@ app.add_typer(snapshot_app, name="snapshot")
 analytics_app = typer.Typer(help="Audit analytics: ClickHouse (chdb) + PySpark traffic models.", no_args_is_help=True)
 app.add_typer(analytics_app, name="analytics")
 app.add_typer(throttle_app, name="throttle")
+app.add_typer(tiered_app, name="tiered")
 app.add_typer(exec_app, name="exec")
+app.add_typer(anomalies_app, name="anomalies")
+app.add_typer(clusters_app, name="clusters")
 app.command("serve")(serve_cmd)
 app.command("cluster")(cluster_cmd)
 app.command("token-hash")(token_hash)
@@ -47,5 +57,9 @@ _mount_analytics()
 
 
 def main() -> None:
-    """Entry point of the ``guardian`` console script."""
+    """Entry point of the ``guardian`` console script: logging set up (level from ``$GUARDIAN_LOG_LEVEL``,
+    default WARNING; ``serve`` sets its own), the token from ``$GUARDIAN_TOKEN`` registered as a secret."""
+    level = os.environ.get("GUARDIAN_LOG_LEVEL", "WARNING").upper()
+    setup_logging(level if level in LEVELS else "WARNING")
+    register_secret(os.environ.get("GUARDIAN_TOKEN"))
     app()

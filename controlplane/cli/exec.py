@@ -1,9 +1,13 @@
 """``guardian exec``: run plans against a live cluster without the service (local, resumable state file).
 
 ``run`` executes a plan file, ``drain`` / ``restore`` do a smooth release of brokers, ``stop`` and
-``caps`` steer a running executor, ``watch`` shows progress from the state file. Exit codes: 0 done,
-1 refused / failed, 2 bad input, 130 detached (Ctrl-C: the execution stays resumable). The options
-``run``, ``drain`` and ``restore`` share are declared once, in :mod:`controlplane.cli.exec_options`.
+``caps`` steer a running executor, ``watch`` shows progress from the state file (or, with ``--url``, of
+a service's execution through its API, in the same view). The cluster is
+reached through an endpoints file or ``--bootstrap-servers`` with Kafka-style security flags
+(:mod:`controlplane.cli.connect_options`). Exit codes: 0 done, 1 refused / failed, 2 bad input or a
+login the cluster refuses (one line naming the cluster, protocol, mechanism and user), 130 detached
+(Ctrl-C: the execution stays resumable). The options ``run``, ``drain`` and ``restore`` share are
+declared once, in :mod:`controlplane.cli.exec_options`.
 """
 
 from __future__ import annotations
@@ -11,15 +15,19 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import socket
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.live import Live
 
+from controlplane.cli.api_client import ApiUnavailable, TokenOpt, get_json
 from controlplane.cli.common import err, out
+from controlplane.cli.connect_options import ConnectOptions
 from controlplane.cli.exec_options import ExecOptions, StateOpt, exec_options
 from controlplane.executor.control import (
     apply_requests,
@@ -28,6 +36,7 @@ from controlplane.executor.control import (
     queue_request,
     take_requests,
 )
+from controlplane.executor.lease import ExecutionLease, LeaseOwner, client_id
 from controlplane.executor.live import FactsSource
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import (
@@ -38,15 +47,15 @@ from controlplane.executor.reconcile import (
     PlanRejected,
     plan_digest,
 )
-from controlplane.executor.release import ReleaseError, drain_plan, restore_plan
+from controlplane.executor.release import ReleaseError, drain_plan, recorded_replicas, restore_plan
 from controlplane.executor.tasks import ORDERINGS
 from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
 from controlplane.state.store import LocalStateStore
 from domain import ContractError, Plan, plan_to_dict
 from kafkaio.admin import KafkaAdmin
-from kafkaio.endpoints import EndpointsError, load_endpoints_file
-from kafkaio.errors import AdminError
+from kafkaio.endpoints import EndpointsError
+from kafkaio.errors import AdminError, KafkaAuthError
 
 exec_app = typer.Typer(help="Execute plans on a live cluster (incremental, throttled, resumable).",
                        no_args_is_help=True)
@@ -91,25 +100,34 @@ class _Opts:
                                        ("per_cluster", options.per_cluster)) if v is not None}
         self.interval = options.interval
         self.quiet = options.quiet
+        self.lease_ttl = max(options.lease_intervals * options.interval, MIN_LEASE_TTL_S)
 
 
-def _executor(endpoints_file: Path, cluster: str, state: Path, opts: _Opts) -> tuple[Executor, FactsSource]:
+MIN_LEASE_TTL_S = 5.0
+"""A pass on a large cluster can take seconds: a lease shorter than this would expire mid-pass."""
+
+
+def _executor(connect: ConnectOptions, state: Path, opts: _Opts) -> tuple[Executor, FactsSource]:
     """The executor and where its broker facts come from: its observer is a collector run once per pass (one
     scrape of each broker endpoint per pass; disk load, IDC, pool, disk kind and speed from that round),
-    with the endpoints file's declarations filling what the round lacks."""
+    with the endpoints file's declarations filling what the round lacks. Its Kafka client connects with
+    the endpoints file's ``security`` object or the security flags."""
+    cluster = connect.cluster
     try:
-        endpoints = load_endpoints_file(endpoints_file, cluster)
+        endpoints = connect.endpoints()
     except EndpointsError as exc:
         _die(str(exc), 2)
     try:
         store = LocalStateStore(state)
     except (OSError, ValueError) as exc:
         _die(f"cannot read state file {state}: {exc}", 2)
-    admin = KafkaAdmin.for_endpoints(endpoints)
+    cid = client_id("cli")
+    admin = KafkaAdmin.for_endpoints(endpoints, client_id=cid)
     view = standalone(endpoints) if endpoints.metrics_urls else None
     facts: FactsSource = view if view is not None else endpoints
+    owner = LeaseOwner.this_process("cli", cid, identity=f"{socket.gethostname()}:{state.resolve()}")
     executor = Executor(store, admin, ExecutorConfig(cluster, ordering=opts.ordering, throttle=opts.policy),
-                        view, facts)
+                        view, facts, lease=ExecutionLease(admin, cluster, owner, opts.lease_ttl))
     try:
         executor.ensure_cluster(endpoints.bootstrap_servers)
     except Exception as exc:
@@ -126,7 +144,11 @@ def _start_or_resume(executor: Executor, state: Path, build: Any, resume_if: Any
         _die(f"execution {active['id']} is active on {executor.config.cluster} with another plan; "
              f"stop it first (guardian exec stop --state-file {state})", 1)
     try:
-        return int(build())
+        try:
+            return int(build())
+        except BaseException:
+            executor.release_lease()  # a refused start leaves the cluster to others at once
+            raise
     except PlanRejected as exc:
         err.print("error: the plan breaks hard constraints on the live cluster; nothing started", markup=False)
         for v in exc.violations[:50]:
@@ -136,6 +158,8 @@ def _start_or_resume(executor: Executor, state: Path, build: Any, resume_if: Any
         _die(str(exc), 1)
     except KeyError as exc:
         _die(f"the plan names a partition the cluster does not have: {exc}", 1)
+    except KafkaAuthError as exc:
+        _die(str(exc), 2)
     except AdminError as exc:
         _die(f"cannot reach cluster {executor.config.cluster}: {exc}", 1)
 
@@ -159,6 +183,10 @@ def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> N
             try:
                 report = executor.run_pass()
                 errors = 0
+            except ExecutionConflict as exc:  # another executor holds the cluster's lease
+                _die(f"{exc} (execution {execution_id} stays resumable)", 1)
+            except KafkaAuthError as exc:  # retrying does not help: the operator must fix the credentials
+                _die(f"{exc} (the execution is resumable: run the same command again once fixed)", 2)
             except Exception as exc:  # a pass never kills the run: the state is resumable, retry
                 errors += 1
                 if not isinstance(exc, AdminError):
@@ -186,6 +214,7 @@ def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> N
     finally:
         if ctx is not None:
             ctx.stop()
+        executor.release_lease()
         executor.admin.close()
     final = executor.execution(execution_id) or {}
     out.print(f"execution {execution_id} {final.get('status')}: {final.get('reason', '')}", markup=False)
@@ -205,10 +234,11 @@ def exec_run(
     plan: Annotated[Path, typer.Option("--plan", "-p", help="guardian.plan/v1 file")],
 ) -> None:
     """Run PLAN on CLUSTER to completion (resumable: run the same command again after a crash)."""
-    _run_impl(shared.endpoints_file, shared.cluster, plan, shared.state_file, _Opts(shared))
+    _run_impl(shared, plan, _Opts(shared))
 
 
-def _run_impl(endpoints_file: Path, cluster: str, plan: Path, state_file: Path | None, opts: _Opts) -> None:
+def _run_impl(shared: ExecOptions, plan: Path, opts: _Opts) -> None:
+    cluster, state_file = shared.cluster, shared.state_file
     _quiet_kafka()
     try:
         parsed: Plan = read_plan(plan)
@@ -220,7 +250,7 @@ def _run_impl(endpoints_file: Path, cluster: str, plan: Path, state_file: Path |
     if parsed.cluster != cluster:
         _die(f"the plan is for cluster {parsed.cluster!r}, not {cluster!r}", 2)
     state = _state_path(state_file, cluster)
-    executor, _ = _executor(endpoints_file, cluster, state, opts)
+    executor, _ = _executor(shared, state, opts)
     digest = plan_digest(plan_to_dict(parsed))
     done = executor.store.read(lambda s: [e for e in s["executions"].values()
                                           if e["cluster"] == cluster and e.get("options", {}).get("plan_digest")
@@ -244,20 +274,21 @@ def exec_drain(
     batch_size: Annotated[int, typer.Option(min=1, help="brokers drained together")] = 1,
 ) -> None:
     """Drain BROKERS leadership-first, in batches, waiting for zero under-replicated partitions between."""
-    _drain_impl(shared.endpoints_file, shared.cluster, brokers, batch_size, shared.state_file, _Opts(shared))
+    _drain_impl(shared, brokers, batch_size, _Opts(shared))
 
 
-def _drain_impl(endpoints_file: Path, cluster: str, brokers: str, batch_size: int, state_file: Path | None,
-                opts: _Opts) -> None:
+def _drain_impl(shared: ExecOptions, brokers: str, batch_size: int, opts: _Opts) -> None:
+    cluster, state_file = shared.cluster, shared.state_file
     _quiet_kafka()
     try:
         ids = [int(x) for x in brokers.split(",") if x.strip()]
     except ValueError:
         _die(f"--brokers: expected comma-separated integers, got {brokers!r}", 2)
     state = _state_path(state_file, cluster)
-    executor, facts = _executor(endpoints_file, cluster, state, opts)
+    executor, facts = _executor(shared, state, opts)
 
     def build() -> int:
+        executor.hold_lease()  # first: the lease log is a topic the drain must move too
         live = executor.admin.live()
         plan, batches, options = drain_plan(cluster, live, ids, batch_size, facts)
         return executor.start(plan, batches=batches, caps=opts.caps, options=options,
@@ -275,14 +306,14 @@ def exec_restore(
     execution: Annotated[int | None, typer.Option(help="drain execution to undo (default: the latest)")] = None,
 ) -> None:
     """Restore what a drain moved: replicas, log dirs and leadership, batch by batch."""
-    _restore_impl(shared.endpoints_file, shared.cluster, execution, shared.state_file, _Opts(shared))
+    _restore_impl(shared, execution, _Opts(shared))
 
 
-def _restore_impl(endpoints_file: Path, cluster: str, execution: int | None, state_file: Path | None,
-                  opts: _Opts) -> None:
+def _restore_impl(shared: ExecOptions, execution: int | None, opts: _Opts) -> None:
+    cluster = shared.cluster
     _quiet_kafka()
-    state = _state_path(state_file, cluster)
-    executor, _ = _executor(endpoints_file, cluster, state, opts)
+    state = _state_path(shared.state_file, cluster)
+    executor, _ = _executor(shared, state, opts)
 
     def build() -> int:
         drains = executor.store.read(lambda s: [json.loads(json.dumps(e)) for e in s["executions"].values()
@@ -294,9 +325,11 @@ def _restore_impl(endpoints_file: Path, cluster: str, execution: int | None, sta
         if not drains:
             raise ReleaseError(f"no finished drain execution{f' {execution}' if execution else ''} in {state}")
         drain = max(drains, key=lambda e: e["id"])
+        executor.hold_lease()
         plan, batches, options = restore_plan(cluster, drain, executor.admin.live())
         return executor.start(plan, batches=batches, caps=opts.caps, options=options,
-                              why=f"restore brokers drained by execution {drain['id']}")
+                              why=f"restore brokers drained by execution {drain['id']}",
+                              recorded=recorded_replicas(drain))
 
     eid = _start_or_resume(executor, state, build, lambda a: a.get("options", {}).get("release") == "restore")
     _drive(executor, state, eid, opts)
@@ -345,6 +378,19 @@ def _read_state(path: Path) -> dict[str, Any] | None:
     return None
 
 
+def _service_execution(url: str, token: str | None, cluster: str | None, execution: int | None
+                       ) -> dict[str, Any] | None:
+    """The execution ``execution`` (default: the newest, of ``cluster`` if given) as the service's API
+    returns it, tasks included."""
+    base = url.rstrip("/") + "/api/v1/executions"
+    if execution is None:
+        listed = get_json(base + (f"?cluster={urllib.parse.quote(cluster)}" if cluster else ""), token)
+        if not listed:
+            return None
+        execution = max(int(e["id"]) for e in listed)
+    return dict(get_json(f"{base}/{execution}", token))
+
+
 @exec_app.command("watch")
 def exec_watch(
     state_file: StateOpt = None,
@@ -352,12 +398,18 @@ def exec_watch(
     execution: Annotated[int | None, typer.Option(help="execution id (default: the latest)")] = None,
     once: Annotated[bool, typer.Option(help="print once and exit")] = False,
     interval: Annotated[float, typer.Option(min=0.1)] = 1.0,
+    url: Annotated[str | None, typer.Option("--url", help="follow a service's execution through its API "
+                                                          "(base URL) instead of a state file")] = None,
+    token: TokenOpt = None,
 ) -> None:
-    """Show progress of an execution from its state file: bytes copied / total, rate, ETA, tasks in flight."""
-    state = _state_path(state_file, cluster)
+    """Show progress of an execution from its state file, or with ``--url`` from a running service (the
+    same view): bytes copied / total, rate, ETA, tasks in flight."""
+    where = url or str(_state_path(state_file, cluster))
 
     def pick() -> dict[str, Any] | None:
-        doc = _read_state(state)
+        if url is not None:
+            return _service_execution(url, token, cluster, execution)
+        doc = _read_state(Path(where))
         if doc is None:
             return None
         execs = list(doc.get("executions", {}).values())
@@ -365,15 +417,25 @@ def exec_watch(
             execs = [e for e in execs if e["id"] == execution]
         return max(execs, key=lambda e: e["id"]) if execs else None
 
-    current = pick()
+    def refresh(last: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return pick() or last
+        except ApiUnavailable as exc:  # a service failing over: keep the last view, try again
+            err.print(f"warning: {exc}", markup=False)
+            return last
+
+    try:
+        current = pick()
+    except ApiUnavailable as exc:
+        _die(str(exc), 1)
     if current is None:
-        _die(f"no execution found in {state}", 1)
+        _die(f"no execution found in {where}", 1)
     if once or not out.is_terminal:
         out.print(progress_view(current) if out.is_terminal else progress_line(current), soft_wrap=True)
         try:
             while not once and current["status"] in ("running", "stopping"):
                 time.sleep(interval)
-                current = pick() or current
+                current = refresh(current)
                 out.print(progress_line(current), soft_wrap=True, markup=False)
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
@@ -382,7 +444,7 @@ def exec_watch(
         with Live(progress_view(current), console=out, refresh_per_second=4) as live:
             while current["status"] in ("running", "stopping"):
                 time.sleep(interval)
-                current = pick() or current
+                current = refresh(current)
                 live.update(progress_view(current))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

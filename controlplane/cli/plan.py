@@ -51,6 +51,7 @@ from planners import plan_pool_grow as make_pool_grow
 from planners import plan_pool_shrink as make_pool_shrink
 from planners import plan_rebalance as make_rebalance
 from planners import plan_restore as make_restore
+from planners.budget_curve import budget_curve
 from planners.idc_migration import select_topics, with_placement
 
 T = TypeVar("T")
@@ -108,8 +109,8 @@ def _run(make: Callable[[], T]) -> T:
 def _emit(plan: Plan, out_path: Path) -> None:
     write_atomic(out_path, dump_plan(plan))
     out.print(plan_table(plan))
-    for note in plan.notes:
-        out.print(f"note: {note}", markup=False)
+    for note in plan.notes:  # verbatim: notes carry commands to copy (no markup, emoji, highlight or wrapping)
+        out.print(f"note: {note}", markup=False, emoji=False, highlight=False, soft_wrap=True)
     out.print(f"plan written to {out_path}", markup=False)
 
 
@@ -117,12 +118,29 @@ def _emit(plan: Plan, out_path: Path) -> None:
 def plan_rebalance(snapshot: SnapshotOpt, out_path: OutOpt, max_bytes: MaxBytesOpt = None,
                    max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
                    threshold: Annotated[float, typer.Option(min=1.0, help="a disk above this x pool mean is hot")]
-                   = 1.10) -> None:
+                   = 1.10,
+                   evacuate_dead: Annotated[bool, typer.Option("--evacuate-dead",
+                                                               help="move replicas off dead brokers")] = False) -> None:
     """Plan a disk-load rebalance of SNAPSHOT (across and within brokers), write it to OUT, print its summary."""
     snap = _load(snapshot)
     options = BalanceOptions(bounds=_bounds(max_bytes, max_partitions, headroom), threshold=threshold,
-                             target=min(threshold, max(1.0, threshold - 0.03)))
+                             target=min(threshold, max(1.0, threshold - 0.03)), evacuate_dead=evacuate_dead)
     _emit(_run(lambda: make_rebalance(snap, options)), out_path)
+
+
+@plan_app.command("budget-curve")
+def plan_budget_curve(snapshot: SnapshotOpt, headroom: HeadroomOpt = 0.10,
+                      threshold: Annotated[float, typer.Option(min=1.0, help="a disk above this x pool mean is hot")]
+                      = 1.10) -> None:
+    """Print the worst pool's peak/mean a rebalance of SNAPSHOT reaches at each byte budget (choose --max-bytes)."""
+    snap = _load(snapshot)
+    options = BalanceOptions(bounds=_bounds(None, None, headroom), threshold=threshold,
+                             target=min(threshold, max(1.0, threshold - 0.03)))
+    points = _run(lambda: budget_curve(snap, options))
+    out.print(f"{'--max-bytes':>22} {'bytes moved':>22} {'share':>7} {'peak/mean':>9}", markup=False, highlight=False)
+    for pt in points:
+        out.print(f"{pt.max_bytes:>22} {pt.bytes_moved:>22} {pt.share_of_replica_bytes:>7.1%} {pt.peak_to_mean:>9.3f}",
+                  markup=False, highlight=False)
 
 
 @plan_app.command("leaders")

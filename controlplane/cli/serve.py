@@ -1,14 +1,17 @@
 """``guardian serve|cluster|token-hash``: run the control plane (one node, or a local HA group).
 
 ``serve`` starts one controller node (Raft-replicated state, REST API, leader-only scheduler) from a
-TOML settings file, overridden by ``--peers``/``--node-id`` and the HTTP flags; ``cluster`` runs N
-``guardian serve`` processes until Ctrl-C or SIGTERM; ``token-hash`` prints what a config's
-``[[tokens]] sha256`` holds. These are top-level commands: :mod:`controlplane.cli.app` mounts them.
+TOML settings file, overridden by ``--peers``/``--node-id``, the HTTP flags and ``--log-level``/
+``--log-format``; a port in use exits 2 with one line naming it. ``cluster`` runs N ``guardian serve``
+processes until Ctrl-C or SIGTERM with a fresh admin token per run; a node that dies leaves the others
+running. ``token-hash`` prints what a config's ``[[tokens]] sha256`` holds. These are top-level commands:
+:mod:`controlplane.cli.app` mounts them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import time
 from pathlib import Path
@@ -19,8 +22,11 @@ import typer
 from controlplane.bootstrap import serve, token_path
 from controlplane.cli.common import EXIT_INVALID_INPUT, err, fail_input, out
 from controlplane.config import hash_token, load_settings
-from controlplane.launcher import TOKEN, ServiceCluster
+from controlplane.launcher import PortTaken, ServiceCluster
+from controlplane.logs import LEVELS, LogFormat, setup_logging
 from domain import ContractError
+
+log = logging.getLogger(__name__)
 
 
 def serve_cmd(
@@ -32,12 +38,24 @@ def serve_cmd(
     host: Annotated[str | None, typer.Option(help="HTTP bind address (default 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(min=0, max=65535, help="HTTP port (default 8080)")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="journal, snapshots, tokens (default var/guardian[-N])")] = None,
+    log_level: Annotated[str | None, typer.Option(help=f"one of {', '.join(LEVELS)} (default: the config's "
+                                                       "logging.level, INFO)")] = None,
+    log_format: Annotated[str | None, typer.Option(help="text or json (default: the config's logging.format, "
+                                                        "text)")] = None,
 ) -> None:
     """Run a controller node: Raft-replicated state, REST API, leader-only scheduler."""
     try:
         settings = load_settings(config)
     except ContractError as exc:
         fail_input(exc)
+    level = (log_level or settings.logging.level).upper()
+    fmt = log_format or settings.logging.format
+    if level not in LEVELS or fmt not in ("text", "json"):
+        err.print(f"error: --log-level must be one of {', '.join(LEVELS)} and --log-format text or json",
+                  markup=False)
+        raise typer.Exit(EXIT_INVALID_INPUT)
+    log_fmt: LogFormat = "json" if fmt == "json" else "text"
+    setup_logging(level, log_fmt)
     raft = settings.raft.model_copy()
     http_of: dict[str, str] = {}
     if peers:
@@ -55,35 +73,64 @@ def serve_cmd(
             http_of = dict(zip(addrs, urls, strict=True))
     http = settings.http.model_copy(update={k: v for k, v in (("host", host), ("port", port)) if v is not None})
     default_dir = Path(f"var/guardian-{node_id}") if node_id else settings.data_dir
-    settings = settings.model_copy(update={"raft": raft, "http": http, "data_dir": data_dir or default_dir})
+    settings = settings.model_copy(update={"raft": raft, "http": http, "data_dir": data_dir or default_dir,
+                                           "logging": settings.logging.model_copy(update={"level": level,
+                                                                                          "format": log_fmt})})
     if not settings.tokens:
-        err.print(f"no tokens configured: admin token in {token_path(settings)}", markup=False)
+        log.warning("no tokens configured: the admin token is in %s", token_path(settings))
     out.print(f"guardian node {raft.self_addr} (peers {raft.peers or 'none'}) "
-              f"http://{http.host}:{http.port}", markup=False)
+              f"{http.scheme}://{http.host}:{http.port}", markup=False)
     serve(settings, http_of=http_of)
 
 
 def cluster_cmd(
     nodes: Annotated[int, typer.Option(min=1, max=7, help="controller nodes (3 or 5 for HA)")] = 3,
     root: Annotated[Path, typer.Option(help="data dirs and logs of the nodes")] = Path("var/cluster"),
+    http_port: Annotated[int | None, typer.Option(min=1, max=65535, help="first node's HTTP port (the others "
+                                                                          "follow); default: free ports")] = None,
+    raft_port: Annotated[int | None, typer.Option(min=1, max=65535, help="first node's Raft port (the others "
+                                                                          "follow); default: free ports")] = None,
 ) -> None:
-    """Run a local HA controller group (N `guardian serve` processes) until Ctrl-C; prints its endpoints."""
+    """Run a local HA controller group (N `guardian serve` processes) until Ctrl-C; prints its endpoints.
+
+    The admin token is new on every run: printed once and written to ROOT/admin.token (mode 0600). A node
+    that dies leaves the others running (kill the leader to watch a failover); Ctrl-C stops them all."""
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)  # `kill` stops the group as Ctrl-C does
-    root.mkdir(parents=True, exist_ok=True)
-    group = ServiceCluster(root.resolve(), size=nodes, clickhouse=True)
-    group.start_all()
     try:
-        group.wait_up(timeout=60)
-        leader = group.leader(timeout=30)
-        print(json.dumps({"nodes": [f"http://127.0.0.1:{p}" for p in group.http_ports], "leader": leader,
-                          "token": TOKEN, "logs": str(root)}), flush=True)
-        while all(p.poll() is None for p in group.procs.values()):
-            time.sleep(1)
-        err.print("a node exited; stopping the group", markup=False)
-        raise typer.Exit(1)
+        group = ServiceCluster(root.resolve(), size=nodes, clickhouse=True,
+                               http_ports=list(range(http_port, http_port + nodes)) if http_port else [],
+                               raft_ports=list(range(raft_port, raft_port + nodes)) if raft_port else [])
+    except (PortTaken, ValueError) as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(EXIT_INVALID_INPUT) from None
+    group.start_all()
+    reported: set[int] = set()
+    try:
+        try:
+            group.wait_up(timeout=60)
+            leader = group.leader(timeout=30)
+        except TimeoutError:
+            for node, code in sorted(group.exited().items()):
+                err.print(f"node {node} exited (code {code}): {group.last_log_line(node)}", markup=False)
+            err.print(f"error: the group did not come up; logs in {root}", markup=False)
+            raise typer.Exit(1) from None
+        print(json.dumps({"nodes": [group.url(n) for n in range(1, nodes + 1)], "leader": leader,
+                          "token": group.token, "token_file": str(group.token_file), "logs": str(root)}), flush=True)
+        while True:
+            exited = group.exited()
+            for node in sorted(set(exited) - reported):
+                reported.add(node)
+                alive = nodes - len(exited)
+                err.print(f"node {node} exited (code {exited[node]}): {group.last_log_line(node)}; {alive} of "
+                          f"{nodes} still running{' (no majority: writes stop)' if 2 * alive <= nodes else ''}",
+                          markup=False)
+            if len(exited) == nodes:
+                err.print("every node has exited; stopping", markup=False)
+                raise typer.Exit(1)
+            time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:

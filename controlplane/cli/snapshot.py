@@ -1,14 +1,17 @@
 """``guardian snapshot show|take``: inspect a snapshot file, or collect one from a live cluster.
 
 ``take`` runs the collectors' rounds (Kafka admin API + Prometheus scrapes) against an endpoints file or
-explicit servers, prints each round's coverage on stderr and writes the snapshot atomically. Exit codes:
-1 nothing collected, 2 bad input, 3 refused as stale/incomplete with ``--strict`` (nothing written).
+explicit servers with Kafka-style security flags (:mod:`controlplane.cli.connect_options`), prints each
+round's coverage on stderr and writes the snapshot atomically. Exit codes: 1 nothing collected, 2 bad
+input or a login the cluster refuses (one line naming the cluster, protocol, mechanism and user), 3
+refused as stale/incomplete with ``--strict`` (nothing written).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -17,9 +20,11 @@ import typer
 from collectors.collector import ClusterCollector, CollectionError
 from collectors.completeness import UsabilityPolicy, refusal_reasons
 from controlplane.cli.common import EXIT_INVALID_INPUT, EXIT_VIOLATIONS, SnapshotOpt, err, load_snapshot, out
+from controlplane.cli.connect_options import ConnectOptions
+from controlplane.cli.option_set import option_set
 from controlplane.files import write_atomic
 from controlplane.report import snapshot_table
-from kafkaio.endpoints import EndpointsError, endpoints_from_options, load_endpoints_file
+from kafkaio.endpoints import EndpointsError
 
 snapshot_app = typer.Typer(help="Take and inspect snapshot files.", no_args_is_help=True)
 
@@ -31,30 +36,19 @@ def snapshot_show(snapshot: SnapshotOpt) -> None:
 
 
 @snapshot_app.command("take")
+@option_set(ConnectOptions, ("cluster",))
 def snapshot_take(
+    connect: ConnectOptions,
     out_path: Annotated[Path, typer.Option("--out", "-o", help="guardian.snapshot/v1 file to write")],
-    cluster: Annotated[str, typer.Option("--cluster", "-c", help="cluster name")],
-    endpoints_file: Annotated[Path | None, typer.Option(
-        "--endpoints-file", "-e", help="endpoints JSON as `guardian sim up` writes it")] = None,
-    bootstrap_servers: Annotated[str | None, typer.Option(
-        help="host:port,... of a real cluster (instead of --endpoints-file)")] = None,
-    metrics_url: Annotated[list[str] | None, typer.Option(
-        help="a broker's Prometheus endpoint, http://host:port/metrics or ID=URL (repeatable)")] = None,
-    exporter_url: Annotated[list[str] | None, typer.Option(
-        help="cluster-level exporter (e.g. kafka_exporter for consumer offsets), repeatable")] = None,
     rounds: Annotated[int, typer.Option(min=1, max=1000, help="collection rounds (rates need 2)")] = 2,
     interval: Annotated[float, typer.Option(min=0.5, max=3600, help="seconds between rounds")] = 10.0,
     timeout: Annotated[float, typer.Option(min=0.1, max=300, help="per-endpoint scrape timeout (s)")] = 5.0,
     strict: Annotated[bool, typer.Option(help="exit 3 and write nothing if the snapshot is stale/incomplete")] = False,
 ) -> None:
     """Collect a live snapshot of CLUSTER (Kafka admin API + Prometheus scrapes) and write it to OUT."""
+    cluster = connect.cluster
     try:
-        if endpoints_file is not None:
-            eps = load_endpoints_file(endpoints_file, cluster)
-        elif bootstrap_servers:
-            eps = endpoints_from_options(cluster, bootstrap_servers, list(metrics_url or []), list(exporter_url or []))
-        else:
-            raise EndpointsError("give --endpoints-file, or --bootstrap-servers with --metrics-url")
+        eps = connect.endpoints()
     except EndpointsError as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(EXIT_INVALID_INPUT) from None
@@ -68,6 +62,10 @@ def snapshot_take(
                 try:
                     result = collector.collect_once()
                 except CollectionError as exc:
+                    refused = collector.source.connection.auth_failure
+                    if refused is not None:  # retrying does not help: one line, exit 2
+                        err.print(f"error: {refused}", markup=False)
+                        raise typer.Exit(EXIT_INVALID_INPUT) from None
                     err.print(f"round {k}/{rounds}: failed: {exc}", markup=False)
                     result = None
             if result is not None:
@@ -92,6 +90,7 @@ def snapshot_take(
     if reasons and strict:
         err.print("error: snapshot refused (--strict); nothing written", markup=False)
         raise typer.Exit(3)
+    result = replace(result, snapshot=result.planning_snapshot())  # moving partitions at their targets
     write_atomic(out_path, json.dumps(result.to_dict(), allow_nan=False))
     out.print(snapshot_table(result.snapshot))
     out.print(f"snapshot written to {out_path}", markup=False)

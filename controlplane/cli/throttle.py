@@ -8,16 +8,14 @@ with no service, cluster or network.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from controlplane.cli.api_client import ApiUnavailable, TokenOpt, UrlOpt, get_json
 from controlplane.cli.common import err, out
 from controlplane.files import read_snapshot
 from domain import ContractError
@@ -26,23 +24,11 @@ from planners.throttle import DiskHealth, ThrottleConfig, ThrottleInput, plan_th
 throttle_app = typer.Typer(help="Partition-level throttle protection: what is throttled and why.",
                            no_args_is_help=True)
 
-UrlOpt = Annotated[str, typer.Option("--url", envvar="GUARDIAN_URL", help="Guardian API base URL")]
-TokenOpt = Annotated[str | None, typer.Option("--token", envvar="GUARDIAN_TOKEN", help="bearer token (viewer)")]
-
-
 def _get(url: str, token: str | None) -> Any:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace")
-        with contextlib.suppress(ValueError):
-            detail = json.loads(detail).get("detail", detail)
-        err.print(f"error: {url}: HTTP {exc.code}: {detail}", markup=False)
-        raise typer.Exit(1) from None
-    except (urllib.error.URLError, OSError) as exc:
-        err.print(f"error: cannot reach {url}: {exc}", markup=False)
+        return get_json(url, token)
+    except ApiUnavailable as exc:
+        err.print(f"error: {exc}", markup=False)
         raise typer.Exit(1) from None
 
 

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from controlplane.executor.reconcile import Executor
+from domain.execution import progress_json
 
 
 def requests_path(state_file: Path) -> Path:
@@ -104,8 +105,9 @@ def task_eta(task: Mapping[str, Any]) -> float | None:
 
 
 def progress_view(execution: Mapping[str, Any], top: int = 8) -> Group:
-    """A rich renderable: execution bar (bytes, rate, ETA), task counts, the in-flight tasks."""
-    prog = execution.get("progress") or {}
+    """A rich renderable: execution bar (bytes, rate, ETA), task counts, the in-flight tasks (the same
+    for a local execution and a service's, as its API returns it)."""
+    prog = progress_json(execution)
     total = int(prog.get("bytes_total") or 0)
     done = int(prog.get("bytes_done") or 0)
     head = Text.assemble((f"execution {execution['id']} ", "bold"), f"plan {execution['plan_id']} · ",
@@ -134,7 +136,7 @@ def progress_view(execution: Mapping[str, Any], top: int = 8) -> Group:
 
 def progress_line(execution: Mapping[str, Any]) -> str:
     """One plain line of progress (for logs and non-terminal output)."""
-    prog = execution.get("progress") or {}
+    prog = progress_json(execution)
     counts = " ".join(f"{k}={v}" for k, v in sorted((prog.get("counts") or {}).items()))
     return (f"execution {execution['id']} {execution['status']}: {counts} "
             f"{_fmt_bytes(int(prog.get('bytes_done') or 0))}/{_fmt_bytes(int(prog.get('bytes_total') or 0))} "

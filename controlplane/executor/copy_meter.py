@@ -5,9 +5,10 @@ replicas the migration bytes each copy and each disk actually carried, and give 
 rates — measured from the cluster, never assumed from the throttle.
 
 Method: every pass reads the size of each new replica (a reassignment's adding replicas, a KIP-113
-future replica) from the log-dir read the pass makes anyway. :meth:`CopyMeter.observe` turns two
-samples of a task into its rate over the interval (smoothed for the progress report); a task found
-complete is credited what it copied since its last sample over that whole interval
+future replica — also one that follows a reassignment in the same task, counted on top of what the
+reassignment copied, :meth:`CopyMeter.reassigned`) from the log-dir read the pass makes anyway.
+:meth:`CopyMeter.observe` turns two samples of a task into its rate over the interval (smoothed for the
+progress report); a task found complete is credited what it copied since its last sample over that whole interval
 (:meth:`CopyMeter.final`). :meth:`CopyMeter.flows` turns the in-flight tasks into throttle
 :class:`~controlplane.executor.throttle.Flow` s (source and destination broker and disk, measured rate,
 producers' ingress, bytes left) and the throttled-replica list entries they need; and
@@ -34,6 +35,7 @@ from controlplane.executor.throttle import Flow
 from domain.execution import Task, TaskState
 from domain.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.admin import LiveCluster
+from kafkaio.types import PartitionMeta
 
 
 class CopyMeter:
@@ -84,6 +86,12 @@ class CopyMeter:
             done += min(d.size, size) if d is not None else 0
         self._remaining[t.key] = max(size * len(adding) - done, 0)
         return done, size * len(adding)
+
+    def reassigned(self, t: Task, dirs: DirMap, p: PartitionMeta) -> int:
+        """Bytes a finished reassignment copied (the leader's size per added replica): what a log-dir copy
+        that follows it in the same task counts on top of, so its progress never goes back."""
+        lead = main_dir(dirs, t.topic, t.partition, p.leader) if p.leader >= 0 else None
+        return (lead.size if lead is not None else t.size_bytes // max(len(t.adding), 1)) * len(t.adding)
 
     def final(self, t: Task, now: float | None) -> None:
         """A task found complete: what it copied since its last observation, over that whole interval."""

@@ -6,7 +6,8 @@ cancelled when the cluster changes under it — and be safe to stop, crash or fa
 Method: level-based reconcile (controller-runtime's). Every pass re-reads the cluster and runs the same
 named phases (:meth:`Executor.run_pass` reads like this list):
 
-1. **read** — metadata, in-flight reassignments, the log dirs of started tasks, live disk load;
+1. **read** — the cluster's execution lease held (:mod:`.lease`: another executor's lease stops the pass),
+   metadata, in-flight reassignments, the log dirs of started tasks, live disk load;
 2. **cancel** — a task whose old or new replica set has a dead broker, or whose topic was deleted or
    changed partition count, is cancelled with the reason recorded (the others continue); ``stop``
    aborts what has not started (with rollback, what has);
@@ -19,8 +20,8 @@ named phases (:meth:`Executor.run_pass` reads like this list):
    place are **placed** here (:mod:`.placement`), since the per-disk cap counts them;
 5. **start** — each selected task is re-checked with the replicated policies overlaid (what only they
    forbid is refused with the reason recorded), started, and its requests prepared (:mod:`.submit`);
-6. **write ahead** — every state change and attempt count is committed (:mod:`.changes`) *before* the
-   cluster is touched; cancels are sent first;
+6. **write ahead** — every state change and attempt count is committed (:mod:`.changes`), and the moves in
+   flight recorded in the lease, *before* the cluster is touched; cancels are sent first;
 7. **rates** — KIP-73 / KIP-113 rates from live disk headroom, the migration each disk carried
    (:mod:`.copy_meter`) and the schedule (:mod:`.throttle`);
 8. **throttles** — the cluster's migration throttles made equal to them, recorded before set
@@ -32,12 +33,15 @@ named phases (:meth:`Executor.run_pass` reads like this list):
 Guarantee: a pass that finds a move in flight or done never sends it again, so a crash or failover
 never loses nor duplicates a submission (tasks are IN_PROGRESS in the store before anything is sent); a
 copy never runs unthrottled; no throttle outlives the execution (leftovers of an earlier run are removed
-by the next pass). Each collaborator owns its state: :class:`~.copy_meter.CopyMeter` (copy rates),
+by the next pass); one executor per cluster at a time — a start takes the cluster's lease and is refused
+while another executor holds it or reassignments it does not own are in flight. Each collaborator owns
+its state: :class:`~.copy_meter.CopyMeter` (copy rates),
 :class:`~.placement.Placement` (this pass's disk choices), :class:`~.throttle_sync.MigrationThrottles`
 (rates in force and commanded); the executor keeps only the passes a task went unseen and the disk load.
 
 Cost: per pass one metadata read, one log-dir read of the brokers of started tasks, one disk scrape, a
-config read per throttle kind, and at most five write calls; O(tasks) work.
+config read per throttle kind, at most five write calls, and a lease renewal (append + read) every TTL/3
+or when the moves or throttles it records change; O(tasks) work.
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ from typing import Any
 
 from collectors.disk_rates import DiskLoad, DiskRate
 from controlplane.executor.changes import TaskChanges
+from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.lease import ExecutionLease, LeaseGuard, throttle_record
 from controlplane.executor.live import (
     DirMap,
     FactsSource,
@@ -69,6 +75,7 @@ from controlplane.executor.tasks import (
     involved_brokers,
     order_tasks,
     ready_tasks,
+    removed_brokers,
     select_batch,
     tasks_from_plan,
 )
@@ -95,6 +102,7 @@ from domain.execution import (
     ExecutionStatus,
     Task,
     TaskState,
+    bytes_progress,
 )
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
@@ -102,6 +110,8 @@ from kafkaio.types import LiveCluster, ReplicaDir
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
+HEALING_PREFIX = "heal-"
+"""Plans of these kinds (self-healing's) keep moving replicas off dead brokers instead of cancelling."""
 __all__ = ["THROTTLE_PREFIX", "ExecutionConflict", "Executor", "ExecutorConfig", "PassReport", "PlanRejected",
            "plan_digest"]
 
@@ -112,10 +122,6 @@ class PlanRejected(ValueError):
     def __init__(self, violations: list[Violation]) -> None:
         super().__init__("; ".join(str(v) for v in violations[:20]))
         self.violations = violations
-
-
-class ExecutionConflict(RuntimeError):
-    """Another execution is active on the cluster."""
 
 
 @dataclass
@@ -188,8 +194,10 @@ class Executor:
     def __init__(self, store: StateStore, admin: KafkaCluster, config: ExecutorConfig,
                  scraper: DiskLoad | None = None, endpoints: FactsSource | None = None,
                  clock: Callable[[], float] = time.time,
-                 ingress: Callable[[str, int], float] | None = None) -> None:
+                 ingress: Callable[[str, int], float] | None = None, lease: ExecutionLease | None = None) -> None:
         self.store = store
+        self.lease = lease
+        """The cluster's execution lease (``None``: this executor does not take one, e.g. in unit tests)."""
         self.admin = admin
         self.meter = IngressMeter()
         self.ingress: Callable[[str, int], float] = ingress or self.meter
@@ -201,7 +209,7 @@ class Executor:
         self.clock = clock
         self.copies = CopyMeter()
         self.throttles = MigrationThrottles(store, admin, config.cluster, config.throttle, self.copies,
-                                            self._propose)
+                                            self._propose, lambda: self.guard.announce_throttles())
         self.placement = Placement(admin, config.throttle, self.copies,
                                    lambda: self.copies.disk_migration([], self.throttles.commanded))
         self._suspect: dict[str, int] = {}
@@ -209,6 +217,10 @@ class Executor:
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
         self._scrapes = 0
         """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
+        self._measured_clock: float | None = None
+        """The sample clock the last pass with a fresh clock measured at."""
+        self.guard = LeaseGuard(lease, admin, config.cluster, self._own_tasks,
+                                lambda: throttle_record(self.throttles.owned()))
 
     # ------------------------------------------------------------------ store helpers
     def _propose(self, command_type: str, why: str = "", **payload: Any) -> Any:
@@ -252,31 +264,77 @@ class Executor:
 
     def start(self, plan: Plan, *, batches: Mapping[tuple[str, int], int] | None = None,
               caps: Mapping[str, int] | None = None, options: Mapping[str, Any] | None = None,
-              why: str = "operator ran the plan") -> int:
+              why: str = "operator ran the plan",
+              recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> int:
         """Check ``plan`` against the live cluster, record it approved and start an execution.
 
-        Idempotent: the same plan (same digest) already executing returns its execution id. Raises
-        :class:`PlanRejected` (hard constraints broken) or :class:`ExecutionConflict`.
+        ``recorded``: for a restore, the replica sets the drain recorded (a move back to one is judged
+        against it, :func:`~domain.check_plan`). Idempotent: the same plan (same digest) already executing
+        returns its execution id. Raises :class:`PlanRejected` (hard constraints broken) or
+        :class:`ExecutionConflict`.
         """
         doc = plan_to_dict(plan)
         digest = plan_digest(doc)
         active = self._check_idle(digest)
         if active is not None:
             return active
-        tasks, counts = self._prepare(plan, batches)
-        plan_id = self._propose("plan.propose", why, cluster=self.config.cluster, kind=plan.kind, plan=doc)["plan_id"]
-        self._propose("plan.approve", why, plan_id=plan_id)
-        return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
+
+        def begin() -> int:
+            tasks, counts = self._prepare(plan, batches, recorded)
+            plan_id = self._propose("plan.propose", why, cluster=self.config.cluster, kind=plan.kind,
+                                    plan=doc)["plan_id"]
+            self._propose("plan.approve", why, plan_id=plan_id)
+            return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
+
+        return self._leased_start(begin)
 
     def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
-                       why: str = "approved plan executed") -> int:
-        """Start an execution of a plan already proposed and approved in the store (the service's path)."""
+                       why: str = "approved plan executed", by: str | None = None) -> int:
+        """Start an execution of a plan already proposed and approved in the store (the service's path);
+        ``by``: the human (token) who started it, recorded as the execution's ``started_by`` and in the
+        action log (default: this executor)."""
         digest = plan_digest(plan_to_dict(plan))
         active = self._check_idle(digest)
         if active is not None:
             return active
-        tasks, counts = self._prepare(plan, None)
-        return self._start_execution(plan_id, tasks, counts, digest, caps, None, why)
+
+        def begin() -> int:
+            tasks, counts = self._prepare(plan, None)
+            options = {"keep_dead_sources": True} if plan.kind.startswith(HEALING_PREFIX) else None
+            return self._start_execution(plan_id, tasks, counts, digest, caps, options, why, by)
+
+        return self._leased_start(begin)
+
+    # ------------------------------------------------------------------ the lease
+    def _leased_start(self, begin: Callable[[], int]) -> int:
+        """Start an execution under the cluster's lease: take it (cleaning what a dead holder left), refuse
+        while reassignments this executor does not own are in flight, then ``begin``. A refusal hands the
+        lease back."""
+        self.guard.take()
+        try:
+            self.guard.refuse_foreign()
+            execution_id = begin()
+        except BaseException:
+            self.guard.release()
+            raise
+        self.guard.keep(execution=execution_id)
+        return execution_id
+
+    def hold_lease(self) -> None:
+        """Take (or renew) the cluster's lease before planning from the live cluster (a drain must also move
+        the lease log's replicas); :meth:`start` then goes on under it. Raises :class:`~.lease.LeaseHeld`."""
+        self.guard.take()
+
+    def release_lease(self) -> None:
+        """Hand the cluster's lease back (what is still in flight or set stays listed for the next holder)."""
+        self.guard.release()
+
+    def _own_tasks(self, started: bool) -> set[tuple[str, int]]:
+        active = self.active_execution()
+        if active is None:
+            return set()
+        ex = Execution.from_json(active)
+        return {t.tp for t in (ex.in_states(RUNNING_STATES) if started else ex.tasks.values())}
 
     def _check_idle(self, digest: str) -> int | None:
         active = self.active_execution()
@@ -287,7 +345,8 @@ class Executor:
         raise ExecutionConflict(f"cluster {self.config.cluster!r} already runs execution {active['id']} "
                                 f"(plan {active['plan_id']}); stop it or wait for it to finish")
 
-    def _prepare(self, plan: Plan, batches: Mapping[tuple[str, int], int] | None
+    def _prepare(self, plan: Plan, batches: Mapping[tuple[str, int], int] | None,
+                 recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None
                  ) -> tuple[list[Task], dict[str, int]]:
         """Check the plan against the live cluster (shared invariant checker) and derive its tasks."""
         if plan.cluster != self.config.cluster:
@@ -296,19 +355,22 @@ class Executor:
         live, dirs = self.read_cluster()
         capacity = self.admin.disk_capacity(live.alive)
         snapshot = live_snapshot(self.config.cluster, live, dirs, capacity, self.endpoints)
-        violations = check_plan(snapshot, plan, self.config.check_limits)
+        violations = check_plan(snapshot, plan, self.config.check_limits, recorded=recorded)
         if violations:
             raise PlanRejected(violations)
         tasks = tasks_from_plan(plan, current_partitions(live, dirs), batches)
         return tasks, {t: live.topic_sizes[t] for t in sorted({t.topic for t in tasks})}
 
     def _start_execution(self, plan_id: int, tasks: list[Task], counts: Mapping[str, int], digest: str,
-                         caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str) -> int:
+                         caps: Mapping[str, int] | None, options: Mapping[str, Any] | None, why: str,
+                         by: str | None = None) -> int:
         opts = {"plan_digest": digest, "ordering": self.config.ordering, **(options or {})}
         if self.scraper is not None:  # a first sample now: the first pass already sees live disk load
             self.scraper.scrape()
-        result = self._propose("execution.start", why, plan_id=plan_id, tasks=[t.spec_json() for t in tasks],
-                               caps={**DEFAULT_CAPS, **(caps or {})}, partition_counts=dict(counts), options=opts)
+        result = self.store.propose({"type": "execution.start", "meta": meta(by or self.config.who, why),
+                                     "plan_id": plan_id, "tasks": [t.spec_json() for t in tasks],
+                                     "caps": {**DEFAULT_CAPS, **(caps or {})}, "partition_counts": dict(counts),
+                                     "options": opts})
         return int(result["execution_id"])
 
     def stop(self, execution_id: int, rollback: bool = False, why: str = "operator stop") -> None:
@@ -348,9 +410,9 @@ class Executor:
         and ``None`` is returned."""
         doc = self.active_execution()
         if doc is None:
-            live = self.admin.live()
-            self.throttles.sync({}, {}, live)  # leftovers of an earlier run
+            self._clean_idle()
             return None
+        self.guard.take()  # another executor's lease: this pass does nothing (LeaseHeld)
         ex = Execution.from_json(doc)
         live = self.admin.live()
         working = ex.in_states(RUNNING_STATES)
@@ -363,6 +425,19 @@ class Executor:
         self.placement.begin_pass(self.last_disks)
         self.copies.begin_pass(now)  # a fresh clock: interval rates are refilled by this pass's observations
         return _Pass(ex, live, dirs, now, TaskChanges(ex.tasks))
+
+    def _clean_idle(self) -> None:
+        """No active execution: remove this executor's leftover throttles of an earlier run (under the lease)
+        and hand the lease back."""
+        if self.throttles.owned():
+            try:
+                self.guard.take()
+            except ExecutionConflict as exc:  # another executor acts now; clean once it is gone
+                log.info("leftover throttles of %s wait: %s", self.config.cluster, exc)
+                return
+            self.throttles.sync({}, {}, self.admin.live())
+            self.guard.announce_throttles()
+        self.guard.release()
 
     def _cancel(self, p: _Pass) -> None:
         """Phase 2: cancel the open tasks the cluster's changes (dead brokers, deleted or grown topics) or a
@@ -441,6 +516,7 @@ class Executor:
         if p.rows:
             self._propose("execution.tasks", "reconcile pass", execution_id=p.ex.id, updates=p.rows)
         p.ex = self._read_execution(p.ex.id) or p.ex
+        self.guard.keep(moves=[t.tp for t in p.ex.in_states(RUNNING_STATES)], execution=p.ex.id)
         send(self.admin, p.submit.take_cancels(p.tasks))
 
     def _rates(self, p: _Pass) -> tuple[dict[tuple[int, str], float], dict[str, dict[str, set[str]]]]:
@@ -485,6 +561,9 @@ class Executor:
         self._propose("execution.finish", why, execution_id=p.ex.id, status=status.value)
         p.report.status = status.value
         self.forget()  # one execution per cluster at a time
+        if not self.throttles.owned():
+            self.guard.keep(moves=[], throttles={})
+            self.guard.release()
 
     def forget(self) -> None:
         """Drop this process's per-task memory (copy rates, passes a task went unseen). Called when an
@@ -494,6 +573,7 @@ class Executor:
         self.throttles.commanded.clear()
         self.meter.forget()
         self._suspect.clear()
+        self._measured_clock = None
 
     def _now(self) -> float:
         return self.clock()
@@ -501,16 +581,20 @@ class Executor:
     def _measure(self, live: LiveCluster) -> float | None:
         """Scrape disk load once per pass; the time base of rates is the hosts' clock when they export one.
 
-        Returns ``None`` when the scrape gave no clock this pass (rates are then not updated).
+        Returns ``None`` when no round newer than the previous pass's gave a clock (rates are then not
+        updated). Compared with the clock the previous pass measured, not with the one read just before
+        this scrape: in the service the view reads the observer's published round (the scrape collects
+        nothing), so the clock moves between passes, never within one.
         """
         if self.scraper is None:
             return time.monotonic()
-        before = self.scraper.clock
         self.last_disks = dict(self.scraper.scrape(set(live.alive)))
         self._scrapes += 1
-        if self.scraper.clock is None or self.scraper.clock == before:
+        clock = self.scraper.clock
+        if clock is None or clock == self._measured_clock:
             return None
-        return self.scraper.clock
+        self._measured_clock = clock
+        return clock
 
     # ------------------------------------------------------------------ policies
     def _policies(self) -> tuple[JsonDict, JsonDict] | None:
@@ -560,8 +644,9 @@ class Executor:
     def _cancel_reason(self, t: Task, live: LiveCluster, ex: Execution) -> str | None:
         """Why an open task must be cancelled now (a dead broker of its replica sets, its topic deleted or
         grown), or ``None``."""
-        dead = sorted(b for b in involved_brokers(t) if b not in live.alive)
-        if dead:
+        keep = removed_brokers(t) if ex.options.get("keep_dead_sources") else set()
+        dead = sorted(b for b in involved_brokers(t) - keep if b not in live.alive)
+        if dead:  # a self-healing plan replaces the dead brokers it removes: those moves go on
             return f"broker {dead[0]} of the old/new replica set is dead"
         expected = ex.partition_counts.get(t.topic)
         actual = live.topic_sizes.get(t.topic)
@@ -684,6 +769,10 @@ class Executor:
         if t.action == "move_log_dir":
             update.progress(t, bytes_done=done, bytes_total=max(total, t.size_bytes),
                             rate_bytes_per_s=self.copies.observe(t, now, done))
+        else:  # a reassignment's new replica landed elsewhere: its KIP-113 copy counts on top of the first copy
+            copied = self.copies.reassigned(t, dirs, p)
+            update.progress(t, bytes_done=copied + done, bytes_total=copied + total,
+                            rate_bytes_per_s=self.copies.observe(t, now, copied + done))
         for b, d, fut in pending_dirs:
             known = main_dir(dirs, t.topic, t.partition, b) is not None
             if fut is None and (known or not resubmit):
@@ -697,14 +786,7 @@ class Executor:
                                and u["key"] in ex.tasks and ex.tasks[u["key"]].state == TaskState.COMPLETED)
         tasks = ex.tasks.values()
         counts = ex.counts()
-        done = total = 0
-        for t in tasks:
-            if t.state in (TaskState.ABORTED, TaskState.DEAD):
-                continue
-            t_total = t.bytes_total or t.size_bytes
-            t_done = t_total if t.state == TaskState.COMPLETED else min(t.bytes_done, t_total)
-            total += t_total
-            done += t_done
+        done, total = bytes_progress(tasks)
         rate = sum(self.copies.rate(t.key) for t in tasks if t.state == TaskState.IN_PROGRESS)
         eta = (total - done) / rate if rate > 0 else None
         report.counts, report.bytes_done, report.bytes_total = counts, done, total

@@ -85,6 +85,15 @@ def drain_plan(cluster: str, live: LiveCluster, brokers: Sequence[int], batch_si
                               "leadership_first": True, "original_leaders": original_leaders}
 
 
+def recorded_replicas(drain_execution: Mapping[str, Any]) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Partition -> the replica set a drain recorded before it moved it (its completed reassignments): what a
+    restore brings back, and what the invariant checker judges a restore move against (``check_plan``'s
+    ``recorded``), so a partition whose original placement already broke a rule may still go back."""
+    return {(t["topic"], int(t["partition"])): tuple(int(b) for b in t["source_replicas"])
+            for t in drain_execution.get("tasks", {}).values()
+            if t["action"] == "reassign" and t["state"] == "COMPLETED"}
+
+
 def restore_plan(cluster: str, drain_execution: Mapping[str, Any], live: LiveCluster
                  ) -> tuple[Plan, dict[tuple[str, int], int], dict[str, Any]]:
     """(plan, batch per partition, options) putting back replicas, log dirs and leaders a drain moved."""

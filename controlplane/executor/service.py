@@ -5,6 +5,13 @@
 an active execution or migration throttles left to clean. Followers do nothing: after a failover the
 new leader's passes pick every execution up from the replicated state (write-ahead task states make
 that safe).
+
+Every executor takes the cluster's execution lease (:mod:`.lease`) under the controller group's identity,
+so the group's next leader renews it at once while a CLI or another group is refused: a start refused
+because of another executor's lease or of reassignments it does not own is recorded in the action log
+(``execution.refused``) and raised (the API answers 409). Every ``sweep_every`` passes the loop also reads
+the lease of each registered cluster with nothing to do and, when its holder's lease expired with moves
+or throttles left behind, takes it, cleans them up and hands it back.
 """
 
 from __future__ import annotations
@@ -12,18 +19,23 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from collectors.disk_rates import DiskLoad
+from controlplane.executor.conflicts import ExecutionConflict
+from controlplane.executor.lease import ExecutionLease, LeaseOwner, client_id, leftovers
 from controlplane.executor.live import FactsSource
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
+from controlplane.logs import cluster_scope
+from controlplane.state.commands import meta
+from controlplane.state.registration import endpoints_of
 from controlplane.state.store import StateStore
 from domain import parse_plan
 from kafkaio.admin import KafkaAdmin
-from kafkaio.endpoints import endpoints_from_record
 from kafkaio.port import KafkaCluster
 from raft.protocol import JsonDict
 
@@ -36,12 +48,11 @@ def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
     """Standalone binding of a registered cluster (no observer in the process): an admin client of its own
     and a collector run once per pass (None without bootstrap servers). The service binds through the
     observer instead (:func:`controlplane.bootstrap.build_service`)."""
-    servers = ",".join(record.get("bootstrap_servers") or [])
-    if not servers:
+    if not record.get("bootstrap_servers"):
         return None
-    endpoints = endpoints_from_record(name, record)
-    view = standalone(endpoints) if endpoints.brokers else None
-    return KafkaAdmin(servers), view, (view or endpoints)
+    endpoints = endpoints_of(name, record)
+    view = standalone(endpoints) if endpoints.metrics_urls else None
+    return KafkaAdmin.for_endpoints(endpoints, client_id=client_id("service")), view, (view or endpoints)
 
 
 class ExecutorService:
@@ -50,8 +61,14 @@ class ExecutorService:
     def __init__(self, store: StateStore, policy: ThrottlePolicy | None = None, interval_s: float = 5.0,
                  bind: Callable[[str, Mapping[str, Any]], Binding | None] = bind_cluster,
                  ordering: str = "small_first",
-                 ingress: Callable[[str], Callable[[str, int], float]] | None = None) -> None:
+                 ingress: Callable[[str], Callable[[str, int], float]] | None = None,
+                 group: str = "", lease_intervals: int = 10, sweep_every: int = 12) -> None:
         self.store = store
+        self.group = group
+        """The controller group's identity (its nodes share one lease token)."""
+        self.lease_ttl_s = max(lease_intervals * interval_s, 5.0)
+        self.sweep_every = sweep_every
+        self._passes = 0
         self.ingress = ingress
         self.policy = policy or ThrottlePolicy()
         self.interval_s = interval_s
@@ -73,22 +90,33 @@ class ExecutorService:
             if binding is None:
                 raise KeyError(f"cluster {cluster!r} has no bootstrap servers")
             admin, scraper, endpoints = binding
+            owner = LeaseOwner.this_process("service", getattr(admin, "client_id", None) or client_id("service"),
+                                            identity=self.group)
             self._executors[cluster] = Executor(self.store, admin, ExecutorConfig(cluster, ordering=self.ordering,
                                                                                   throttle=self.policy),
                                                 scraper, endpoints,
-                                                ingress=self.ingress(cluster) if self.ingress else None)
+                                                ingress=self.ingress(cluster) if self.ingress else None,
+                                                lease=ExecutionLease(admin, cluster, owner, self.lease_ttl_s))
         return self._executors[cluster]
 
-    def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "") -> int:
-        """Execute an approved plan of the store; returns the execution id (idempotent while it runs)."""
+    def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "",
+                       by: str | None = None) -> int:
+        """Execute an approved plan of the store; returns the execution id (idempotent while it runs).
+        ``by``: the human (token name) who started it, recorded on the execution and in the action log."""
         plan_rec = self.store.read(lambda s: json.loads(json.dumps(s["plans"].get(str(plan_id)))))
         if plan_rec is None:
             raise KeyError(f"unknown plan {plan_id}")
         if plan_rec["status"] == "executing" and plan_rec.get("execution_id"):
             return int(plan_rec["execution_id"])
         plan = parse_plan(json.dumps(plan_rec["plan"]))
-        return self.executor(plan_rec["cluster"]).start_approved(plan_id, plan, caps=caps,
-                                                                 why=why or f"execute plan {plan_id}")
+        try:
+            return self.executor(plan_rec["cluster"]).start_approved(plan_id, plan, caps=caps,
+                                                                     why=why or f"execute plan {plan_id}", by=by)
+        except ExecutionConflict as exc:  # recorded: who asked, and why nothing started
+            self.store.propose({"type": "execution.refused",
+                                "meta": meta(by or "executor", why or f"execute plan {plan_id}"),
+                                "cluster": plan_rec["cluster"], "plan_id": plan_id, "reason": str(exc)[:4000]})
+            raise
 
     def _clusters_needing_passes(self) -> list[str]:
         def find(state: JsonDict) -> list[str]:
@@ -109,14 +137,46 @@ class ExecutorService:
                 executor.forget()
             self._leading = True
         out = {}
+        self._passes += 1
+        if self.sweep_every and self._passes % self.sweep_every == 1:
+            self._sweep()
         for cluster in self._clusters_needing_passes():
-            try:
-                out[cluster] = self.executor(cluster).run_pass()
-            except Exception as exc:  # one cluster's trouble never stops the others
-                log.warning("executor pass on %s failed: %s", cluster, exc)
-                out[cluster] = PassReport(None, "error", error=str(exc))
+            with cluster_scope(cluster):
+                try:
+                    out[cluster] = report = self.executor(cluster).run_pass()
+                except Exception as exc:  # one cluster's trouble never stops the others
+                    log.warning("executor pass on %s failed: %s", cluster, exc)
+                    out[cluster] = PassReport(None, "error", error=str(exc))
+                    continue
+                before = self.last.get(cluster)
+                if report.submitted or report.completed or report.cancelled or report.error or before is None or (
+                        (before.execution_id, before.status) != (report.execution_id, report.status)):
+                    log.info("executor %s: execution %s %s; submitted %d, completed %d, cancelled %d; %s/%s bytes%s",
+                             cluster, report.execution_id, report.status, report.submitted, report.completed,
+                             report.cancelled, report.bytes_done, report.bytes_total,
+                             f"; error: {report.error}" if report.error else "")
         self.last.update(out)
         return out
+
+    def _sweep(self) -> None:
+        """Clean up after dead executors: a registered cluster with nothing to do whose lease expired with moves
+        or throttles left behind is taken over (which cleans them) and handed back."""
+        busy = set(self._clusters_needing_passes())
+        for cluster in sorted(set(self.store.read(lambda s: list(s["clusters"]))) - busy):
+            try:
+                executor = self.executor(cluster)
+                lease = executor.lease
+                if lease is None or lease.held:
+                    continue
+                tip = lease.peek()
+                if tip is None or tip.token == lease.token or tip.holds_at(time.time() * 1000) or not leftovers(tip):
+                    continue
+                log.warning("execution lease of %s expired with leftovers of %s: cleaning up", cluster,
+                            tip.describe())
+                executor.hold_lease()
+                executor.release_lease()
+            except Exception as exc:  # one cluster's trouble never stops the others
+                log.warning("lease sweep of %s failed: %s", cluster, exc)
 
     def start(self) -> None:
         """Run passes every ``interval_s`` (fixed delay) in a daemon thread."""

@@ -97,6 +97,11 @@ def involved_brokers(task: Task) -> set[int]:
     return out
 
 
+def removed_brokers(task: Task) -> set[int]:
+    """Brokers of the task's old replica set that its new one drops (and that do not lead it)."""
+    return set(task.source_replicas) - set(task.target_replicas) - ({task.leader} if task.leader is not None else set())
+
+
 def recorded_dir(t: Task, broker: int) -> tuple[int, str] | None:
     """The log dir the task recorded for ``broker``'s replica when it was planned (``None`` if unknown)."""
     src, dirs = t.source_replicas, t.source_log_dirs

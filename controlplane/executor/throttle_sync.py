@@ -10,7 +10,8 @@ CopyMeter`), capped by the throttle protection's ceilings. :meth:`MigrationThrot
 cluster show exactly those rates and lists, level-based: per target (broker or topic) it compares what is
 wanted, what this executor recorded in the store, and what the cluster shows *now*; a change is recorded
 first (write-ahead: the union of wanted and recorded, so a crash between record and apply still knows
-what to clean), then applied, then the record is set to what is wanted or cleared.
+what to clean) — in the store and, through ``announce``, in the cluster's execution lease — then applied,
+then the record is set to what is wanted or cleared.
 
 Guarantee: a throttle someone else removed or changed is put back; only entries this executor recorded
 are ever removed (others' list entries are left alone); a target whose read or change fails is reported
@@ -129,8 +130,11 @@ class MigrationThrottles:
     """The migration throttles of one cluster (see the module docstring)."""
 
     def __init__(self, store: StateStore, admin: KafkaCluster, cluster: str, policy: ThrottlePolicy,
-                 meter: CopyMeter, propose: Callable[..., Any]) -> None:
+                 meter: CopyMeter, propose: Callable[..., Any], announce: Callable[[], None] | None = None) -> None:
         self.store = store
+        self.announce = announce
+        """Called after a change is recorded in the store and before it is applied (the executor records its
+        throttles in the cluster's execution lease there, so another executor can clean them if it dies)."""
         self.admin = admin
         self.cluster = cluster
         self.policy = policy
@@ -261,6 +265,15 @@ class MigrationThrottles:
                 log.warning("reading %s failed: %s", kind.what, exc)
                 failed.update(present)
                 actual = None
+        def settle(x: Any, w: dict[str, Any], changed: bool) -> None:
+            key = kind.record_key(x)
+            if any(w.values()):
+                self._propose("throttle.set", kind.what, cluster=cluster, key=key, kind=kind.kind,
+                              target=kind.target(x, w), rate_bytes_per_s=kind.rate(w))
+            elif x in have or changed:
+                self._propose("throttle.clear", kind.idle_why, cluster=cluster, key=key)
+
+        pending: list[tuple[Any, Any, dict[str, Any]]] = []
         for x in targets:
             key, w, h = kind.record_key(x), want.get(x, {}), have.get(x, {})
             if not kind.present(live, x):
@@ -274,17 +287,21 @@ class MigrationThrottles:
                 merged = kind.merge(w, h, changes)
                 self._propose("throttle.set", f"{kind.what} (write-ahead)", cluster=cluster, key=key,
                               kind=kind.kind, target=kind.target(x, merged), rate_bytes_per_s=kind.rate(merged))
-                try:
-                    apply(x, changes)
-                except AdminError as exc:  # recorded (write-ahead): retried next pass
-                    log.warning("%s change on %s failed: %s", kind.what, x, exc)
-                    failed.add(x)
-                    continue
-            elif kind.same(w, h):
+                pending.append((x, changes, w))
+            elif not kind.same(w, h):
+                settle(x, w, False)
+        if pending and self.announce is not None:
+            try:
+                self.announce()  # the cluster-side record (the lease) lists them before they are set
+            except AdminError as exc:
+                log.warning("recording %s on the cluster failed: %s", kind.what, exc)
+                return failed | {x for x, _, _ in pending}
+        for x, changes, w in pending:
+            try:
+                apply(x, changes)
+            except AdminError as exc:  # recorded (write-ahead): retried next pass
+                log.warning("%s change on %s failed: %s", kind.what, x, exc)
+                failed.add(x)
                 continue
-            if any(w.values()):
-                self._propose("throttle.set", kind.what, cluster=cluster, key=key, kind=kind.kind,
-                              target=kind.target(x, w), rate_bytes_per_s=kind.rate(w))
-            elif x in have or changes:
-                self._propose("throttle.clear", kind.idle_why, cluster=cluster, key=key)
+            settle(x, w, True)
         return failed

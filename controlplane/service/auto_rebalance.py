@@ -12,12 +12,14 @@ from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
 
+from collectors.builder import PLACEHOLDER_DIR
+from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, load_snapshot, make_plan
 from controlplane.service.snapshots import StaleSnapshotError
 from controlplane.state.commands import meta
 from controlplane.state.state import ACTIVE_EXECUTION
-from domain import check_plan, plan_to_dict, pool_stats
+from domain import BrokerState, ClusterSnapshot, Plan, check_plan, plan_to_dict, pool_stats
 
 log = logging.getLogger(__name__)
 WHO = "auto-rebalance"
@@ -44,6 +46,23 @@ def run_auto_rebalance(ctx: ServiceContext, now: datetime | None = None) -> list
         log.info("auto-rebalance %s: %s", name, decision)
         decisions.append({"cluster": name, **decision})
     return decisions
+
+
+def unexecutable(snap: ClusterSnapshot, plan: Plan) -> list[str]:
+    """Why the executor would refuse ``plan``: a new replica or leader on a broker that is not alive (dead,
+    maintenance, draining) or on a log dir nobody observed (the collectors' placeholder)."""
+    state = {b.id: b.state for b in snap.brokers}
+    problems = []
+    for m in plan.moves:
+        before = set(snap.index.partition_by_id[m.id].replicas) if m.id in snap.index.partition_by_id else set()
+        for b, d in zip(m.replicas, m.log_dirs, strict=False):
+            if b not in before and state.get(b) is not BrokerState.ALIVE:
+                problems.append(f"{m.topic}-{m.partition}: target broker {b} is {state.get(b, 'unknown')}")
+            if d == PLACEHOLDER_DIR:
+                problems.append(f"{m.topic}-{m.partition}: unknown log dir on broker {b}")
+    problems += [f"{lc.topic}-{lc.partition}: leader {lc.leader} is {state.get(lc.leader, 'unknown')}"
+                 for lc in plan.leaders if state.get(lc.leader) is not BrokerState.ALIVE]
+    return problems
 
 
 def _last_finished(executions: Iterable[dict[str, Any]]) -> dict[str, datetime]:
@@ -93,10 +112,20 @@ def _decide(ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, 
         return {"action": "skip", "why": str(exc)}
     if not plan.moves or check_plan(snap, plan):
         return {"action": "skip", "why": "no valid improving plan"}
+    refused = unexecutable(snap, plan)
+    if refused:  # what the executor would refuse is never proposed
+        return {"action": "skip", "why": "plan targets what the executor refuses: " + "; ".join(refused[:3])}
     why = f"peak/mean {worst:.2f} above threshold {policy['threshold']} in two successive snapshots"
     plan_id = ctx.store.propose({"type": "plan.propose", "meta": meta(WHO, why), "cluster": name,
                                  "kind": plan.kind, "plan": plan_to_dict(plan),
                                  "snapshot_taken_at": snap.taken_at.isoformat()})["plan_id"]
     ctx.store.propose({"type": "plan.approve", "meta": meta(WHO, "auto-rebalance policy"), "plan_id": plan_id})
-    execution_id = ctx.executor.start_approved(plan_id, why=f"{WHO}: {why}")
+    try:
+        execution_id = ctx.executor.start_approved(plan_id, why=f"{WHO}: {why}")
+    except ExecutionConflict as exc:  # another executor's lease, foreign moves: a later pass plans afresh
+        ctx.store.propose({"type": "plan.expire", "meta": meta(WHO, f"executor refused: {exc}"), "plan_id": plan_id})
+        return {"action": "refused", "why": str(exc), "plan_id": plan_id}
+    except Exception as exc:  # never leave an approved plan nobody can execute
+        ctx.store.propose({"type": "plan.expire", "meta": meta(WHO, f"executor refused: {exc}"), "plan_id": plan_id})
+        return {"action": "skip", "why": f"executor refused plan {plan_id} (expired): {exc}", "plan_id": plan_id}
     return {"action": "execute", "why": why, "plan_id": plan_id, "execution_id": execution_id}

@@ -4,13 +4,15 @@ Goal: one client lifecycle per cluster. The observer (collection job), the execu
 levers of a cluster all use the clients bound here, instead of each translating the cluster record into
 clients of its own (before: up to four admin clients per cluster).
 
-Method: :func:`bind_clients` translates a replicated cluster record once — bootstrap servers, metrics
-URLs (broker id -> URL; other keys are scraped and mapped by the payload's ``broker_id`` label), control
-URL — into :class:`ClusterClients`: the cluster's admin client (:class:`~kafkaio.admin.KafkaAdmin`, used
-by the executor and, through :class:`~kafkaio.levers.KafkaLevers`, by throttle protection), the
-observer's bulk reader (:class:`~kafkaio.source.KafkaSource`; the Kafka edge is merging it into the
-admin client's lifecycle), and the audit-topic reader. :class:`ClusterBindings` keeps one per cluster,
-rebinds when the record's connection facts change and closes what was removed.
+Method: :func:`bind_clients` translates a replicated cluster record once (:func:`endpoints_of`:
+bootstrap servers, the cluster's Kafka ``security`` settings, every metrics endpoint of every broker,
+the rack->IDC rule, IDC overrides and hardware profile, the consumer-offsets source, control URL) into
+:class:`ClusterClients`, every client connected with the cluster's security settings: the cluster's
+admin client (:class:`~kafkaio.admin.KafkaAdmin`, used by the executor and, through
+:class:`~kafkaio.levers.KafkaLevers`, by throttle protection), the observer's bulk reader
+(:class:`~kafkaio.source.KafkaSource`), both on the one :class:`~kafkaio.connection.KafkaConnection`,
+and the audit-topic reader. :class:`ClusterBindings` keeps one per cluster, rebinds when the record's
+endpoints change and closes what was removed.
 
 Guarantee: for a given record, every caller gets the same :class:`ClusterClients` object. Clients
 connect lazily (on first use) and reconnect after a failure, so binding never blocks or raises on an
@@ -19,24 +21,35 @@ unreachable cluster. Cost: O(brokers) per bind; nothing per call.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controlplane.state.registration import endpoints_of as registered_endpoints
 from kafkaio.admin import KafkaAdmin
 from kafkaio.audit import AUDIT_TOPIC, AuditShares
 from kafkaio.connection import KafkaConnection
-from kafkaio.endpoints import ClusterEndpoints, endpoints_from_record
+from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.levers import KafkaLevers
 from kafkaio.source import KafkaSource, KafkaSourceOptions
 
-ADMIN_CLIENT_ID = "guardian-admin"
+ADMIN_CLIENT_ID = f"guardian-service-{socket.gethostname()}-{os.getpid()}"
+"""This node's Kafka client id: distinct per process, so brokers' logs and quotas tell executors apart."""
 
 
 def endpoints_of(name: str, cluster: Mapping[str, Any]) -> ClusterEndpoints:
-    """Collector endpoints from a registered cluster record (see :func:`kafkaio.endpoints.endpoints_from_record`)."""
-    return endpoints_from_record(name, cluster)
+    """The cluster's endpoints from its registered record: bootstrap servers, security, every metrics endpoint
+    of every broker, the rack->IDC rule and IDC overrides, the hardware profile, the consumer-offsets source
+    (:func:`controlplane.state.registration.endpoints_of`, the one reading of a record)."""
+    return registered_endpoints(name, cluster)
+
+
+def has_broker_metrics(endpoints: ClusterEndpoints) -> bool:
+    """True when some broker metrics endpoint is declared (its disks can be observed)."""
+    return bool(endpoints.unmapped_metrics_urls) or any(b.metrics_endpoints for b in endpoints.brokers)
 
 
 @dataclass
@@ -81,7 +94,8 @@ def bind_clients(name: str, record: Mapping[str, Any], timeout_s: float = 5.0,
     admin = KafkaAdmin(connection)
     source = KafkaSource(connection, KafkaSourceOptions(request_timeout_ms=ms, bootstrap_timeout_ms=ms))
     return ClusterClients(endpoints, admin, source, KafkaLevers(admin),
-                          AuditShares(endpoints.bootstrap_servers, audit_topic), connection)
+                          AuditShares(endpoints.bootstrap_servers, audit_topic, security=endpoints.security),
+                          connection)
 
 
 class ClusterBindings:

@@ -11,10 +11,12 @@ published to the :class:`~controlplane.service.observation.RoundBoard` — whate
 each consumer judges it by its own usability policy (throttle protection acts on a partial round, the
 executor's disk load takes the disks the round measured). The planning side's policy (this job's
 ``policy``) decides whether the round also becomes the cluster's snapshot in the cache (auto-rebalance,
-the API's plans) and goes to the rollups.
+the API's plans: moving partitions at their target replica sets, :func:`domain.settle_moves`) and goes to
+the rollups.
 
-Guarantee: a refused or failed round is logged and counted, never raised; collectors and clients of
-clusters that were removed are closed. Cost: one collector round per cluster per pass (see
+Guarantee: a refused or failed round is logged and counted, never raised (a round refused by the
+cluster's login is also recorded in the snapshot cache, so the API says why there is no snapshot);
+collectors and clients of clusters that were removed are closed. Cost: one collector round per cluster per pass (see
 :mod:`collectors.collector`).
 """
 
@@ -31,9 +33,11 @@ from typing import Any
 from collectors.builder import Collected
 from collectors.collector import ClusterCollector
 from collectors.completeness import UsabilityPolicy
+from controlplane.logs import cluster_scope
 from controlplane.service.clusters import ClusterBindings, ClusterClients, endpoints_of
 from controlplane.service.context import ServiceContext
 from controlplane.service.observation import Round, RoundBoard
+from domain.inflight import settle_moves
 from domain.policies import apply_policies
 from kafkaio.endpoints import ClusterEndpoints
 
@@ -90,8 +94,14 @@ class CollectionJob:
 
     def _collect(self, ctx: ServiceContext, name: str, cluster: Mapping[str, Any],
                  maintenance: Mapping[str, Any]) -> None:
+        with cluster_scope(name):
+            self._collect_one(ctx, name, cluster, maintenance)
+
+    def _collect_one(self, ctx: ServiceContext, name: str, cluster: Mapping[str, Any],
+                     maintenance: Mapping[str, Any]) -> None:
         if not ctx.store.is_leader:
             return  # lost leadership: stop acting
+        clients: ClusterClients | None = None
         try:
             clients = self.bindings.get(name, cluster)
             held = self._collectors.get(name)
@@ -104,16 +114,23 @@ class CollectionJob:
         except Exception as exc:  # one cluster's failure never stops the others
             ctx.metrics.loop_errors.labels("collect").inc()
             log.warning("collection of %s failed: %s", name, exc)
+            ctx.snapshots.refuse(name, clients.connection.auth_failure if clients is not None else None)
             return
+        ctx.snapshots.refuse(name, None)
         observed_at = datetime.now(UTC)
         published = self.board.publish(collected, apply_policies(collected.snapshot, cluster, maintenance), observed_at)
         reasons = published.refusals(self.policy)
+        refused_before = self.last_refusal.get(name)
         self.last_refusal[name] = reasons
         if reasons:
             log.info("snapshot of %s not used for planning: %s", name, "; ".join(reasons))
             return
-        ctx.snapshots.put(published.snapshot, observed_at=observed_at)
-        ctx.metrics.snapshot_age.labels(name).set(0.0)
+        if refused_before is None or refused_before:  # first usable round, or usable again: say so once
+            snap = published.snapshot
+            log.info("snapshot of %s in use for planning: %d brokers, %d partitions", name, len(snap.brokers),
+                     sum(len(t.partitions) for t in snap.topics))
+        ctx.snapshots.put(settle_moves(published.snapshot, collected.removing), observed_at=observed_at)
+        ctx.metrics.federation.observe(published.snapshot, observed_at)
         if self._on_collected is not None:
             self._on_collected(name, collected)
 

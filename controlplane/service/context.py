@@ -38,6 +38,8 @@ class ServiceContext:
     plans); wired to ClickHouse by :mod:`controlplane.bootstrap`."""
     analytics: Any = None
     """:class:`controlplane.service.analytics_job.AnalyticsJob` when scheduled analytics is configured."""
+    tiered: Any = None
+    """:class:`tiered.node.TieredNode` when ``[tiered]`` is enabled (REST reads, /metrics)."""
     loops: LeaderScheduler | None = None
     """The leader-only loops (set by the scheduler itself): their last runs, for /readyz."""
     imbalance_seen: dict[str, datetime] = field(default_factory=dict)

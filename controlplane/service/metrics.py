@@ -1,12 +1,20 @@
-"""Guardian's own Prometheus metrics (one registry per service instance, so tests stay isolated)."""
+"""Guardian's own Prometheus metrics (one registry per service instance, so tests stay isolated).
+
+The controller's own health lives in the registry; the federation's figures (snapshots, disks, pools,
+executions, throttles) are rendered beside it by :class:`~controlplane.service.metrics_figures.FederationFigures`
+from figures cached per cluster, so a scrape never walks a snapshot or copies the state.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controlplane.service.metrics_figures import FederationFigures
+
 
 class ServiceMetrics:
-    """Loop durations, snapshot age, actions taken, HTTP requests, Raft role/term/commit index."""
+    """Loop durations, actions taken, HTTP requests, Raft role/term/commit index; ``federation``: the
+    per-cluster figures (snapshot age among them), rendered per scrape."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -18,8 +26,9 @@ class ServiceMetrics:
                                  ["loop", "outcome"], registry=self.registry)
         self.loop_last_run = Gauge("guardian_loop_last_run_timestamp_seconds",
                                    "When the loop last finished a pass (Unix time)", ["loop"], registry=self.registry)
-        self.snapshot_age = Gauge("guardian_snapshot_age_seconds", "Age of the latest snapshot", ["cluster"],
-                                  registry=self.registry)
+        self.open_anomalies = Gauge("guardian_open_anomalies", "Open anomalies (detected, confirmed, fixing)",
+                                    ["cluster", "kind"], registry=self.registry)
+        self.federation = FederationFigures()
         self.actions = Counter("guardian_actions_total", "Commands committed to the replicated state", ["type"],
                                registry=self.registry)
         self.http_requests = Counter("guardian_http_requests_total", "HTTP requests served",

@@ -95,6 +95,7 @@ class LeaderScheduler:
             job.name: LoopState(job.interval_s, max(stale_intervals * job.interval_s, min_stale_s))
             for job in jobs}
         self._stepped_down_for: str | None = None
+        self._leading = False
         ctx.loops = self
 
     @property
@@ -180,7 +181,12 @@ class LeaderScheduler:
                 log.exception("loop watchdog step failed")
 
     def _check(self) -> None:
-        if not self.ctx.store.is_leader:
+        leading = bool(self.ctx.store.is_leader)
+        if leading != self._leading:
+            self._leading = leading
+            log.info("this node %s: leader-only loops (%s) %s", "leads" if leading else "no longer leads",
+                     ", ".join(self.jobs), "act" if leading else "stand by")
+        if not leading:
             self._stepped_down_for = None
             return
         stale = self.stale_loops()

@@ -213,9 +213,10 @@ class ThrottleService:
             lineage, lineage_info = self._lineage_for(cluster, obs.lineage)
             inp = ThrottleInput(transfers=obs.transfers, lineage=lineage,
                                 expected_bytes_in=self._expected(cluster), partition_throttle=obs.partition_throttle,
-                                active=active, alerts=alert_disks)
+                                active=active, alerts=alert_disks, fail_slow=fail_slow_disks(self.store, cluster))
             plan = plan_throttles(obs.snapshot, inp, self.health[cluster], self.config, only)
             self.health[cluster] = dict(plan.health)
+            self._note_spared(cluster, plan)
             applied = []
             for decision in plan.decisions:
                 done = self._act(cluster, binding, decision)
@@ -226,6 +227,32 @@ class ThrottleService:
             self.last[cluster] = Evaluation(at, trigger, plan, applied, lineage=lineage_info)
             unhealthy = sorted(f"{d[0]}:{d[1]}" for d, h in plan.health.items() if h.unhealthy)
             return {"trigger": trigger, "unhealthy": unhealthy, "decisions": applied, "lineage": lineage_info}
+
+    def _note_spared(self, cluster: str, plan: ThrottlePlan) -> None:
+        """Once per fail-slow anomaly, when its disk crossed its thresholds and protection throttled nobody for
+        it, write why into the anomaly's history (and so the action log)."""
+        spared = [r for r in plan.reports if r.health.above and r.health.reason.startswith("skipped: fail-slow")]
+        if not spared:
+            return
+
+        def open_slow(s: Mapping[str, Any]) -> dict[DiskId, tuple[int, bool]]:
+            return {(int(a["subject"]["broker"]), str(a["subject"]["log_dir"])):
+                    (int(a["id"]), any(h.get("by") == WHO and h.get("note") for h in a["history"]))
+                    for a in (s.get("anomalies") or {}).values()
+                    if a["cluster"] == cluster and a["kind"] == "disk-fail-slow"
+                    and a["status"] in ("detected", "confirmed", "fixing")}
+        anomalies = self.store.read(open_slow)
+        for r in spared:
+            found = anomalies.get(r.disk)
+            if found is None or found[1]:
+                continue
+            why = (f"throttle protection spared the clients of {r.disk[0]}:{r.disk[1]} (util {r.util}, await "
+                   f"{r.await_ms} ms over its thresholds for {r.health.above} sample(s)): {r.health.reason}")
+            try:
+                self.store.propose({"type": "anomaly.note", "meta": meta(WHO, why), "anomaly_id": found[0],
+                                    "reason": why[:2000]})
+            except Exception as exc:  # a note is never worth a failed evaluation
+                log.warning("throttle %s: note on anomaly %s failed: %s", cluster, found[0], exc)
 
     def _lineage_for(self, cluster: str, observed: Lineage) -> tuple[Lineage, dict[str, Any]]:
         """The lineage the planner uses and a description of where it came from (for explain)."""
@@ -396,6 +423,16 @@ class ThrottleService:
             out["alerts"] = [{"fingerprint": a.fingerprint, "status": a.status, "disk": list(a.disk),
                               "received_at": a.received_at} for a in self.alerts.values() if a.cluster == cluster]
             return _jsonable(out)
+
+
+def fail_slow_disks(store: StateStore, cluster: str) -> dict[DiskId, str]:
+    """Disks of ``cluster`` with an open ``disk-fail-slow`` anomaly in the replicated state (-> its summary)."""
+    def read(s: Mapping[str, Any]) -> dict[DiskId, str]:
+        return {(int(a["subject"]["broker"]), str(a["subject"]["log_dir"])): f"anomaly {a['id']}: {a['summary']}"
+                for a in (s.get("anomalies") or {}).values()
+                if a["cluster"] == cluster and a["kind"] == "disk-fail-slow"
+                and a["status"] in ("detected", "confirmed", "fixing")}
+    return store.read(read)
 
 
 def throttle_config(conf: ThrottleConf) -> ThrottleConfig:

@@ -34,7 +34,7 @@ from typing import Any
 
 from collectors.builder import PLACEHOLDER_DIR
 from collectors.completeness import UsabilityPolicy
-from controlplane.service.clusters import ClusterBindings
+from controlplane.service.clusters import ClusterBindings, has_broker_metrics
 from controlplane.service.observation import PROTECTION_POLICY, LatestRound, Round
 from controlplane.service.throttle_loop import ClusterBinding, Observation
 from domain import ClusterSnapshot, Partition, PartitionId, Topic
@@ -139,11 +139,13 @@ class RoundThrottleSource:
 def round_binding(rounds: LatestRound, bindings: ClusterBindings) -> Callable[[str, Mapping[str, Any]],
                                                                             ClusterBinding | None]:
     """The throttle service's ``bind``: a registered cluster's round source and levers on its shared client
-    (None when the cluster has no metrics URLs: its disks cannot be observed)."""
+    (None when the cluster declares no broker metrics endpoint: its disks cannot be observed)."""
     def bind(cluster: str, record: Mapping[str, Any]) -> ClusterBinding | None:
-        if not record.get("metrics_urls") or not record.get("bootstrap_servers"):
+        if not record.get("bootstrap_servers"):
             return None
         clients = bindings.get(cluster, record)
+        if not has_broker_metrics(clients.endpoints):
+            return None
         return ClusterBinding(RoundThrottleSource(rounds, cluster, clients.audit), clients.levers)
 
     return bind

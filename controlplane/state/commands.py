@@ -11,10 +11,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from controlplane.state.registration import ADMIN_OFFSETS, TOPOLOGY_KEYS, check_registration
 from domain.errors import json_path
 from domain.execution import Action, TaskState
+from kafkaio.endpoints import EndpointsError
 from raft.protocol import CommandRejected, JsonDict
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
@@ -36,6 +38,8 @@ class Meta(_Cmd):
 
 
 class ClusterRegister(_Cmd):
+    """Register (or re-register) a cluster; the record is checked by :mod:`controlplane.state.registration`."""
+
     type: Literal["cluster.register"]
     meta: Meta
     name: Name
@@ -43,8 +47,40 @@ class ClusterRegister(_Cmd):
     metrics_urls: dict[str, str] = Field(default_factory=dict)
     control_url: str | None = None
     capabilities: dict[str, bool] = Field(default_factory=dict)
+    security: dict[str, Any] | None = None
+    brokers: list[dict[str, Any]] = Field(default_factory=list)
     rack_to_idc: dict[str, Any] | None = None
+    idc_overrides: dict[str, Name] = Field(default_factory=dict)
     hardware: list[dict[str, Any]] | dict[str, Any] | None = None
+    consumer_offsets: Annotated[str, Field(min_length=1, max_length=2000)] = ADMIN_OFFSETS
+
+    @model_validator(mode="after")
+    def _parses(self) -> ClusterRegister:
+        try:
+            check_registration(self.name, self.model_dump(mode="json"))
+        except EndpointsError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class ClusterTopology(_Cmd):
+    """Replace a cluster's declared topology: rack->IDC rule, per-broker IDC overrides, hardware profile."""
+
+    type: Literal["cluster.topology"]
+    meta: Meta
+    name: Name
+    rack_to_idc: dict[str, Any] | None = None
+    idc_overrides: dict[str, Name] = Field(default_factory=dict)
+    hardware: list[dict[str, Any]] | dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _parses(self) -> ClusterTopology:
+        try:
+            check_registration(self.name, {"bootstrap_servers": ["topology-check:1"],
+                                           **self.model_dump(mode="json", include=set(TOPOLOGY_KEYS))})
+        except EndpointsError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class ClusterRemove(_Cmd):
@@ -154,6 +190,17 @@ class ExecutionProgress(_Cmd):
     progress: dict[str, Any]
 
 
+class ExecutionRefused(_Cmd):
+    """An execution the executor refused to start (another executor's lease, foreign reassignments): nothing
+    changes but the action log, which records who asked, for which plan, and why it was refused."""
+
+    type: Literal["execution.refused"]
+    meta: Meta
+    cluster: Name
+    plan_id: Annotated[int, Field(ge=1)] | None = None
+    reason: Annotated[str, Field(max_length=4000)]
+
+
 class ThrottleSet(_Cmd):
     type: Literal["throttle.set"]
     meta: Meta
@@ -189,9 +236,79 @@ class AllocateIds(_Cmd):
 COMMANDS: dict[str, type[_Cmd]] = {}
 for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
                ExecutionStart, ExecutionTasks, ExecutionControl, ExecutionProgress, ThrottleSet, ThrottleClear,
-               MaintenanceSet, AllocateIds):
+               MaintenanceSet, AllocateIds, ExecutionRefused):
     for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
         COMMANDS[_literal] = _model
+COMMANDS["cluster.topology"] = ClusterTopology
+
+
+# ------------------------------------------------------------------ self-healing (anomalies)
+ANOMALY_STATES = ("detected", "confirmed", "fixing", "fixed", "ignored", "failed")
+OPEN_ANOMALY_STATES = frozenset({"detected", "confirmed", "fixing"})
+ANOMALY_TRANSITIONS: dict[str, frozenset[str]] = {
+    "detected": frozenset({"confirmed", "fixed", "ignored", "failed"}),
+    "confirmed": frozenset({"fixing", "fixed", "ignored", "failed"}),
+    "fixing": frozenset({"confirmed", "fixed", "failed"}),
+    "fixed": frozenset(), "ignored": frozenset(), "failed": frozenset(),
+}
+"""An anomaly's lifecycle: a fix starts only from ``confirmed`` (so it never starts twice), ends once;
+``fixing -> confirmed`` is a retry after the executor refused the fix's plan (that plan expired first)."""
+
+
+class SelfHealingSet(_Cmd):
+    type: Literal["cluster.self_healing"]
+    meta: Meta
+    name: Name
+    enabled: bool
+    grace_s: Annotated[float, Field(ge=0, le=86_400)] = 300.0
+    max_concurrent_fixes: Annotated[int, Field(ge=1, le=100)] = 1
+    mass_failure_share: Annotated[float, Field(gt=0, lt=1)] = 0.34
+    evacuate_slow_after_s: Annotated[float, Field(ge=0, le=86_400)] = 1800.0
+
+
+class AnomalyRaise(_Cmd):
+    type: Literal["anomaly.raise"]
+    meta: Meta
+    cluster: Name
+    key: Annotated[str, Field(min_length=1, max_length=400)]
+    kind: Name
+    subject: dict[str, Any] = Field(default_factory=dict)
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    summary: Annotated[str, Field(max_length=2000)] = ""
+    confirmed: bool = False
+
+
+class AnomalyUpdate(_Cmd):
+    type: Literal["anomaly.update"]
+    meta: Meta
+    anomaly_id: Annotated[int, Field(ge=1)]
+    status: Literal["detected", "confirmed", "fixing", "fixed", "ignored", "failed"]
+    expect: Literal["detected", "confirmed", "fixing", "fixed", "ignored", "failed"] | None = None
+    """Refuse unless the anomaly is in this state now (a second leader's duplicate fix is refused)."""
+    reason: Annotated[str, Field(max_length=2000)] = ""
+    plan_id: Annotated[int, Field(ge=1)] | None = None
+    execution_id: Annotated[int, Field(ge=1)] | None = None
+
+
+class AnomalyNote(_Cmd):
+    """A note on an open anomaly's history (e.g. throttle protection sparing a fail-slow disk's clients)."""
+
+    type: Literal["anomaly.note"]
+    meta: Meta
+    anomaly_id: Annotated[int, Field(ge=1)]
+    reason: Annotated[str, Field(min_length=1, max_length=2000)]
+
+
+class PlanExpire(_Cmd):
+    type: Literal["plan.expire"]
+    meta: Meta
+    plan_id: Annotated[int, Field(ge=1)]
+
+
+_healing_model: type[_Cmd]
+for _healing_model in (SelfHealingSet, AnomalyRaise, AnomalyUpdate, AnomalyNote, PlanExpire):
+    for _literal in _healing_model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
+        COMMANDS[_literal] = _healing_model
 
 
 def parse_command(command: JsonDict) -> _Cmd:

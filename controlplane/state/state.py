@@ -14,23 +14,33 @@ from dataclasses import replace
 from typing import Any
 
 from controlplane.state.commands import (
+    ANOMALY_TRANSITIONS,
+    OPEN_ANOMALY_STATES,
     AllocateIds,
+    AnomalyNote,
+    AnomalyRaise,
+    AnomalyUpdate,
     AutoRebalance,
     ClusterRegister,
     ClusterRemove,
+    ClusterTopology,
     ExecutionControl,
     ExecutionProgress,
+    ExecutionRefused,
     ExecutionStart,
     ExecutionTasks,
     MaintenanceSet,
     PlacementSet,
     PlanDecide,
+    PlanExpire,
     PlanPropose,
     PoolAssign,
+    SelfHealingSet,
     ThrottleClear,
     ThrottleSet,
     parse_command,
 )
+from controlplane.state.registration import TOPOLOGY_KEYS
 from domain.execution import (
     ACTIVE_STATUSES,
     OPEN_STATES,
@@ -83,8 +93,8 @@ class GuardianState:
     def _record(self, command: JsonDict, result: Any) -> None:
         self.state["log_seq"] += 1
         meta = command["meta"]
-        subject = {k: command[k] for k in ("name", "cluster", "plan_id", "execution_id", "key", "broker", "topic")
-                   if k in command}
+        subject = {k: command[k] for k in ("name", "cluster", "plan_id", "execution_id", "key", "broker", "topic",
+                                           "anomaly_id") if k in command}
         self.state["actions"].append({"seq": self.state["log_seq"], "at": meta["at"], "who": meta["who"],
                                       "why": meta.get("why", ""), "type": command["type"], "subject": subject,
                                       "result": result if isinstance(result, dict) else {"value": result}})
@@ -125,12 +135,24 @@ class GuardianState:
         self.state["clusters"][cmd.name] = {
             "name": cmd.name, "bootstrap_servers": list(cmd.bootstrap_servers), "metrics_urls": dict(cmd.metrics_urls),
             "control_url": cmd.control_url, "capabilities": dict(cmd.capabilities),
-            "rack_to_idc": cmd.rack_to_idc, "hardware": cmd.hardware,
+            "security": copy.deepcopy(cmd.security), "brokers": copy.deepcopy(cmd.brokers),
+            "rack_to_idc": copy.deepcopy(cmd.rack_to_idc), "idc_overrides": dict(cmd.idc_overrides),
+            "hardware": copy.deepcopy(cmd.hardware), "consumer_offsets": cmd.consumer_offsets,
             "placement": old.get("placement", {"default": None, "topics": {}}), "pools": old.get("pools", {}),
             "auto_rebalance": old.get("auto_rebalance", {"enabled": False}),
             "registered_at": old.get("registered_at", cmd.meta.at.isoformat()),
         }
-        return {"cluster": cmd.name, "created": not old}
+        security = cmd.security or {}
+        return {"cluster": cmd.name, "created": not old, "security": security.get("protocol", "PLAINTEXT"),
+                **({"sasl_mechanism": security["sasl_mechanism"], "username": security.get("username")}
+                   if security.get("sasl_mechanism") else {})}
+
+    def _cluster_topology(self, cmd: ClusterTopology) -> JsonDict:
+        cluster = self._cluster(cmd.name)
+        declared = cmd.model_dump(mode="json", include=set(TOPOLOGY_KEYS))
+        cluster.update(copy.deepcopy(declared))
+        self.state["clusters"][cmd.name] = cluster
+        return {"cluster": cmd.name, **declared}
 
     def _cluster_remove(self, cmd: ClusterRemove) -> JsonDict:
         self._cluster(cmd.name)
@@ -317,6 +339,11 @@ class GuardianState:
         self.state["plans"][str(execution["plan_id"])] = plan
         return {"execution_id": cmd.execution_id, "status": cmd.status, "changed": True}
 
+    # ------------------------------------------------------------------ refused executions (action log only)
+    def _execution_refused(self, cmd: ExecutionRefused) -> JsonDict:
+        self._cluster(cmd.cluster)
+        return {"refused": True, "plan_id": cmd.plan_id, "reason": cmd.reason}
+
     # ------------------------------------------------------------------ throttles
     def _throttle_set(self, cmd: ThrottleSet) -> JsonDict:
         self._cluster(cmd.cluster)
@@ -332,3 +359,90 @@ class GuardianState:
     def _throttle_clear(self, cmd: ThrottleClear) -> JsonDict:
         removed = self.state["throttles"].get(cmd.cluster, {}).pop(cmd.key, None)
         return {"cluster": cmd.cluster, "key": cmd.key, "removed": removed is not None}
+
+    # ------------------------------------------------------------------ self-healing (anomalies)
+    # Kept in ``state["self_healing"]`` (per cluster settings) and ``state["anomalies"]`` (id -> record),
+    # created on first use so states from before them restore unchanged.
+    def _cluster_self_healing(self, cmd: SelfHealingSet) -> JsonDict:
+        self._cluster(cmd.name)
+        settings = {"enabled": cmd.enabled, "grace_s": cmd.grace_s, "max_concurrent_fixes": cmd.max_concurrent_fixes,
+                    "mass_failure_share": cmd.mass_failure_share, "evacuate_slow_after_s": cmd.evacuate_slow_after_s,
+                    "updated_at": cmd.meta.at.isoformat(), "updated_by": cmd.meta.who}
+        self.state.setdefault("self_healing", {})[cmd.name] = settings
+        return {"cluster": cmd.name, "self_healing": settings}
+
+    def _anomaly_raise(self, cmd: AnomalyRaise) -> JsonDict:
+        """Record a finding: a new anomaly, or the open one with the same key updated (never two open)."""
+        self._cluster(cmd.cluster)
+        anomalies = self.state.setdefault("anomalies", {})
+        at = cmd.meta.at.isoformat()
+        for rec in anomalies.values():
+            if rec["cluster"] == cmd.cluster and rec["key"] == cmd.key and rec["status"] in OPEN_ANOMALY_STATES:
+                rec = dict(rec)
+                rec.update(evidence=cmd.evidence, summary=cmd.summary or rec["summary"], last_seen=at)
+                promoted = cmd.confirmed and rec["status"] == "detected"
+                if promoted:
+                    rec["status"] = "confirmed"
+                    rec["history"] = [*rec["history"], {"at": at, "status": "confirmed", "reason": cmd.meta.why}]
+                anomalies[str(rec["id"])] = rec
+                return {"anomaly_id": rec["id"], "status": rec["status"], "created": False, "changed": promoted}
+        anomaly_id = self._allocate()
+        status = "confirmed" if cmd.confirmed else "detected"
+        anomalies[str(anomaly_id)] = {
+            "id": anomaly_id, "cluster": cmd.cluster, "key": cmd.key, "kind": cmd.kind, "subject": cmd.subject,
+            "evidence": cmd.evidence, "summary": cmd.summary, "status": status, "detected_at": at, "last_seen": at,
+            "reason": cmd.meta.why, "plan_id": None, "execution_id": None,
+            "history": [{"at": at, "status": status, "reason": cmd.meta.why}]}
+        return {"anomaly_id": anomaly_id, "status": status, "created": True, "changed": True}
+
+    def _anomaly_update(self, cmd: AnomalyUpdate) -> JsonDict:
+        """Move an anomaly along its lifecycle (:data:`ANOMALY_TRANSITIONS`); ``expect`` guards a fix's start."""
+        anomalies = self.state.setdefault("anomalies", {})
+        rec = anomalies.get(str(cmd.anomaly_id))
+        if rec is None:
+            raise CommandRejected(f"unknown anomaly {cmd.anomaly_id}")
+        if cmd.expect is not None and rec["status"] != cmd.expect:
+            raise CommandRejected(f"anomaly {cmd.anomaly_id} is {rec['status']}, not {cmd.expect}")
+        restage = (cmd.plan_id is not None and cmd.plan_id != rec.get("plan_id")) or (
+            cmd.execution_id is not None and cmd.execution_id != rec.get("execution_id"))
+        if rec["status"] == cmd.status and not restage:
+            return {"anomaly_id": cmd.anomaly_id, "status": cmd.status, "changed": False}
+        if rec["status"] != cmd.status and cmd.status not in ANOMALY_TRANSITIONS[rec["status"]]:
+            raise CommandRejected(f"anomaly {cmd.anomaly_id} cannot go from {rec['status']} to {cmd.status}")
+        rec = dict(rec)
+        at = cmd.meta.at.isoformat()
+        rec.update(status=cmd.status, reason=cmd.reason or cmd.meta.why,
+                   history=[*rec["history"], {"at": at, "status": cmd.status, "reason": cmd.reason or cmd.meta.why,
+                                              "by": cmd.meta.who}])
+        if cmd.plan_id is not None:
+            rec["plan_id"] = cmd.plan_id
+        if cmd.execution_id is not None:
+            rec["execution_id"] = cmd.execution_id
+        if cmd.status in ("fixed", "ignored", "failed"):
+            rec["closed_at"] = at
+        anomalies[str(cmd.anomaly_id)] = rec
+        return {"anomaly_id": cmd.anomaly_id, "status": cmd.status, "changed": True}
+
+    def _anomaly_note(self, cmd: AnomalyNote) -> JsonDict:
+        """Append a note to an anomaly's history (its status stays)."""
+        anomalies = self.state.setdefault("anomalies", {})
+        rec = anomalies.get(str(cmd.anomaly_id))
+        if rec is None:
+            raise CommandRejected(f"unknown anomaly {cmd.anomaly_id}")
+        rec = dict(rec)
+        rec["history"] = [*rec["history"], {"at": cmd.meta.at.isoformat(), "status": rec["status"],
+                                            "reason": cmd.reason, "by": cmd.meta.who, "note": True}]
+        anomalies[str(cmd.anomaly_id)] = rec
+        return {"anomaly_id": cmd.anomaly_id, "status": rec["status"], "note": cmd.reason}
+
+    def _plan_expire(self, cmd: PlanExpire) -> JsonDict:
+        """An approved plan nobody can execute any more ends ``failed`` with the reason (no orphan approvals)."""
+        plan = self._plan(cmd.plan_id)
+        if plan["status"] in ("failed", "rejected", "completed", "stopped"):
+            return {"plan_id": cmd.plan_id, "status": plan["status"], "changed": False}
+        if plan["status"] not in ("proposed", "approved"):
+            raise CommandRejected(f"plan {cmd.plan_id} is {plan['status']}; only a proposed or approved plan expires")
+        plan.update(status="failed", decided_by=plan.get("decided_by") or cmd.meta.who, reason=cmd.meta.why,
+                    expired_at=cmd.meta.at.isoformat())
+        self.state["plans"][str(cmd.plan_id)] = plan
+        return {"plan_id": cmd.plan_id, "status": "failed", "changed": True}

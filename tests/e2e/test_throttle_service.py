@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.config import hash_token
-from controlplane.launcher import TOKEN, ServiceCluster
+from controlplane.launcher import ServiceCluster
 from kafkasim.server import SimRunner
 from tests.integration.kafkasim_support import http_json, register_fields, start_sim
 from tests.throttle_scenario import CLUSTER, spec
@@ -31,7 +31,7 @@ def sim() -> Iterator[SimRunner]:
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[ServiceCluster]:
     cluster = ServiceCluster(tmp_path, size=1)
-    cluster.config.write_text(f'[[tokens]]\nname = "admin"\nrole = "admin"\nsha256 = "{hash_token(TOKEN)}"\n'
+    cluster.config.write_text(f'[[tokens]]\nname = "admin"\nrole = "admin"\nsha256 = "{hash_token(cluster.token)}"\n'
                               "[intervals]\nauto_rebalance_check_s = 3600\ncollect_s = 0.5\nthrottle_s = 0.5\n")
     cluster.start_all()
     try:

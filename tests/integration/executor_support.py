@@ -11,10 +11,12 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from domain import PartitionMove, Plan, dump_plan
+from domain.lease import LEASE_TOPIC
 from domain.throttles import BROKER_THROTTLE_KEYS
 from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import ClusterEndpoints, parse_endpoints
@@ -69,8 +71,15 @@ class Sim:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read())
 
-    def live(self) -> LiveCluster:
-        return self.admin.live()
+    def live(self, include_lease: bool = False) -> LiveCluster:
+        """The cluster's metadata; without ``include_lease``, Guardian's own lease log (a topic the first
+        executor creates, :mod:`domain.lease`) is left out, so placements compare with those taken before."""
+        live = self.admin.live()
+        if include_lease or LEASE_TOPIC not in live.topic_sizes:
+            return live
+        return replace(live, partitions={tp: p for tp, p in live.partitions.items() if tp[0] != LEASE_TOPIC},
+                       topic_sizes={t: n for t, n in live.topic_sizes.items() if t != LEASE_TOPIC},
+                       reassignments={tp: r for tp, r in live.reassignments.items() if tp[0] != LEASE_TOPIC})
 
     def leftover_throttles(self) -> dict[str, Any]:
         """Every migration throttle config still set on any alive broker or topic (retries stale metadata)."""

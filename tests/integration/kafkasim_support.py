@@ -49,18 +49,16 @@ def http_text(url: str, timeout: float = 10) -> str:
         return str(resp.read().decode())
 
 
+BROKER_KEYS = ("id", "metrics", "metrics_url", "idc", "rack")
+
+
 def register_fields(cluster: dict[str, Any]) -> dict[str, Any]:
     """What an operator registers for a cluster of kafkasim's endpoints document (``POST /api/v1/clusters``
-    fields): bootstrap servers, every metrics endpoint of every broker (``"ID/jmx"``, ``"ID/node"``; the
-    legacy layout's one URL as ``"ID"``), the rack→IDC rule and the hardware profile."""
-    urls: dict[str, str] = {}
-    for b in cluster["brokers"]:
-        if b.get("metrics"):
-            urls.update({f"{b['id']}/{m.get('kind') or k}": m["url"] for k, m in enumerate(b["metrics"])})
-        elif b.get("metrics_url"):
-            urls[str(b["id"])] = b["metrics_url"]
-    out: dict[str, Any] = {"bootstrap_servers": cluster["bootstrap_servers"].split(","), "metrics_urls": urls}
-    for key in ("rack_to_idc", "hardware"):
+    fields): bootstrap servers, every broker's metrics endpoints, the security object, the rack→IDC rule and
+    the hardware profile."""
+    brokers = [{k: b[k] for k in BROKER_KEYS if b.get(k) is not None} for b in cluster["brokers"]]
+    out: dict[str, Any] = {"bootstrap_servers": cluster["bootstrap_servers"].split(","), "brokers": brokers}
+    for key in ("security", "rack_to_idc", "hardware"):
         if cluster.get(key):
             out[key] = cluster[key]
     return out

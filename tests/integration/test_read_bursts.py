@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.launcher import TOKEN, ServiceCluster
+from controlplane.launcher import ServiceCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -57,7 +57,7 @@ def test_a_20s_read_burst_on_the_leader_starts_no_election(cluster: ServiceClust
 
     def reader(n: int) -> None:
         path, kind = ("/metrics", "metrics") if n % 2 else ("/api/v1/status", "status")
-        req = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {TOKEN}"})
+        req = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {cluster.token}"})
         while time.monotonic() < stop:
             try:
                 with urllib.request.urlopen(req, timeout=10) as resp:

@@ -79,7 +79,7 @@ def assert_loops_advance(cluster: ServiceCluster, label: str) -> int:
         leading = all(total(now[leader], loop, "ok") >= total(lead_before, loop, "ok") + 2 for loop in LOOPS)
         return ticking and leading
 
-    wait_for(f"loop counters to advance on every node after {label}", advanced, 30, interval=0.5)
+    wait_for(f"loop counters to advance on every node after {label}", advanced, 60, interval=0.5)  # loaded CI
     code, body = cluster.request(leader, "GET", "/readyz")
     assert code == 200 and set(LOOPS) <= set(body["loops"]), body
     return leader

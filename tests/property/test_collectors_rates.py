@@ -13,7 +13,7 @@ anyfloat = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none())
 
 
 @given(anyfloat, anyfloat, anyfloat, anyfloat, st.floats(0, 10), st.floats(1, 1e12))
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 def test_rate_is_none_or_finite_nonnegative_bounded(t0, v0, t1, v1, min_elapsed, max_rate) -> None:
     r = counter_rate(t0, v0, t1, v1, min_elapsed, max_rate)
     if r.value is None:
@@ -65,7 +65,7 @@ def test_tracker_rates_are_always_sane(steps) -> None:
                           st.lists(st.one_of(st.none(), st.floats(0, 1e6), st.just(math.nan), st.just(-5.0),
                                              st.just(math.inf), st.floats(-1e3, 0)), min_size=4, max_size=4)),
                 min_size=1, max_size=25))
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_vector_tracker_agrees_with_scalar_tracker(rounds) -> None:
     """The numpy tracker gives exactly the scalar tracker's rates and reasons, series by series."""
     from collectors.rates import REASONS, VectorCounterTracker
@@ -93,7 +93,7 @@ def test_vector_tracker_agrees_with_scalar_tracker(rounds) -> None:
                                                       st.just(-5.0), st.just(math.inf)), min_size=3, max_size=3),
                                    min_size=3, max_size=3)),
                 min_size=1, max_size=15))
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 def test_segmented_update_agrees_with_one_update_per_segment(rounds) -> None:
     """update_segments (one vectorised pass, one clock per segment, cached rows) gives exactly the
     rates and reasons of one update() per segment, including across compaction of stale series."""

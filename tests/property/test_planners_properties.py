@@ -89,6 +89,21 @@ def test_rebalance_is_valid_never_worse_and_deterministic(spec: GeneratorSpec, b
     assert dump_plan(plan_rebalance(snap, BalanceOptions(bounds=bounds))) == text
     again = parse_snapshot(dump_snapshot(snap))  # equal input from the file gives the same bytes
     assert dump_plan(plan_rebalance(again, BalanceOptions(bounds=bounds))) == text
+    on_dead = [p for p in snap.index.partitions if any(not snap.index.broker_by_id[b].is_alive for b in p.replicas)]
+    assert not on_dead or any("self-healing" in n for n in plan.notes)
+
+
+@SETTINGS
+@given(specs(), bounds_st)
+def test_rebalance_evacuating_dead_brokers_is_valid_and_leaves_none_silently(spec: GeneratorSpec,
+                                                                             bounds: Bounds) -> None:
+    snap = generate_snapshot(spec)
+    plan = plan_rebalance(snap, BalanceOptions(bounds=bounds, evacuate_dead=True))
+    assert check_plan(snap, plan, bounds.check_limits()) == []
+    after = apply_plan(snap, plan)
+    left = [p for p in after.index.partitions if any(not after.index.broker_by_id[b].is_alive for b in p.replicas)]
+    assert not left or any("no valid alive target" in n for n in plan.notes)
+    assert dump_plan(plan_rebalance(snap, BalanceOptions(bounds=bounds, evacuate_dead=True))) == dump_plan(plan)
 
 
 @SETTINGS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from controlplane.cli.exec import exec_app
 from controlplane.cli.exec_options import LEADING, ExecOptions, exec_options
+from kafkaio.endpoints import EndpointsError
 
 SHARED = [f.name for f in fields(ExecOptions)]
 
@@ -31,7 +33,10 @@ def test_every_executing_command_takes_every_shared_option_in_help_order(command
     for f in fields(ExecOptions):
         default = None if f.default is MISSING else f.default
         assert params[f.name].default == default, f.name
-    assert params["endpoints_file"].required and params["cluster"].required
+    assert params["cluster"].required and not params["endpoints_file"].required  # or --bootstrap-servers
+    for flag in ("bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_username", "sasl_password_file",
+                 "ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        assert flag in params, flag
 
 
 def test_the_decorated_command_receives_one_options_record(tmp_path: Path) -> None:
@@ -62,3 +67,47 @@ def test_a_command_cannot_redeclare_a_shared_option() -> None:
 
     with pytest.raises(TypeError, match="cluster"):
         exec_options(clash)
+
+
+def _connect(tmp_path: Path, *args: str) -> tuple[int, str, ExecOptions | None]:
+    seen: list[ExecOptions] = []
+    app = typer.Typer()
+
+    @app.command("go")
+    @exec_options
+    def go(shared: ExecOptions) -> None:
+        seen.append(shared)
+
+    @app.command("other")
+    def other() -> None:
+        pass
+
+    r = CliRunner().invoke(app, ["go", "-c", "east", *args])
+    return r.exit_code, r.output, seen[0] if seen else None
+
+
+def test_bootstrap_servers_and_kafka_style_security_flags(tmp_path: Path) -> None:
+    code, output, shared = _connect(tmp_path, "--bootstrap-servers", "k1:9093,k2:9093", "--security-protocol",
+                                    "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", "guardian",
+                                    "--sasl-password-file", "/etc/guardian/kafka.pw", "--ssl-cafile", "/ca.pem",
+                                    "--metrics-url", "1=https://k1:7071/metrics")
+    assert code == 0, output
+    assert shared is not None
+    eps = shared.endpoints()
+    assert eps.bootstrap_servers == "k1:9093,k2:9093" and eps.metrics_url_by_broker == {1: "https://k1:7071/metrics"}
+    assert eps.security.describe() == "SASL_SSL/SCRAM-SHA-512 as user 'guardian'"
+    assert (eps.security.password_file, eps.security.ca_file) == ("/etc/guardian/kafka.pw", "/ca.pem")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((), "give --endpoints-file, or --bootstrap-servers"),
+    (("--bootstrap-servers", "k:9", "--sasl-mechanism", "PLAIN"), "--sasl-mechanism"),
+    (("--bootstrap-servers", "k:9", "--security-protocol", "SASL_SSL", "--sasl-mechanism", "PLAIN",
+      "--sasl-username", "u"), "--sasl-password-file"),
+    (("-e", "eps.json", "--security-protocol", "SSL"), "--security-protocol: not with --endpoints-file"),
+])
+def test_inconsistent_connection_flags_name_the_flag(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    code, output, shared = _connect(tmp_path, *args)
+    assert code == 0 and shared is not None, output
+    with pytest.raises(EndpointsError, match=re.escape(message)):
+        shared.endpoints()

@@ -29,7 +29,8 @@ from collectors.rates import VectorCounterTracker
 from collectors.scrape import authorization, scrape_all
 from controlplane.service.planning import PlanRequestError, idc_refusal, make_plan
 from domain import DiskKind, parse_snapshot
-from kafkaio.endpoints import EndpointsError, MetricsEndpoint, endpoints_from_record, parse_endpoints
+from controlplane.state.registration import endpoints_of
+from kafkaio.endpoints import EndpointsError, MetricsEndpoint, parse_endpoints
 from kafkaio.source import KafkaState
 from kafkasim.httpd import BasicAuth, http_serve
 from kafkasim.tls import TlsMaterial
@@ -193,10 +194,11 @@ def test_bearer_tokens_and_basic_headers(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- registered records
 def test_a_registered_record_gives_several_endpoints_per_broker_and_the_declarations() -> None:
-    eps = endpoints_from_record("c1", {
+    eps = endpoints_of("c1", {
         "bootstrap_servers": ["h1:9092", "h2:9092"],
-        "metrics_urls": {"1/node": "http://h1:9100/metrics", "1/jmx": "http://h1:7071/metrics",
-                         "2": "http://h2:7071/metrics", "exporter": "http://x:9308/metrics"},
+        "brokers": [{"id": 1, "metrics": [{"url": "http://h1:7071/metrics", "kind": "jmx"},
+                                          {"url": "http://h1:9100/metrics", "kind": "node"}]}],
+        "metrics_urls": {"2": "http://h2:7071/metrics", "exporter": "http://x:9308/metrics"},
         "rack_to_idc": {"regex": r"^(?P<idc>[a-z]+-[a-z])-r\d+$"},
         "hardware": [{"brokers": "*", "log_dirs": "/data*", "kind": "ssd", "max_bytes_per_s": 5e8}]})
     assert eps.bootstrap_servers == "h1:9092,h2:9092"
@@ -208,7 +210,7 @@ def test_a_registered_record_gives_several_endpoints_per_broker_and_the_declarat
     assert eps.idc_of(2, "idc-a-r3") == ("idc-a", "rack_to_idc")
     assert eps.hardware is not None and eps.hardware.lookup(7, "/data3") is not None
     with pytest.raises(EndpointsError, match="rack_to_idc"):
-        endpoints_from_record("c1", {"bootstrap_servers": ["h:1"], "rack_to_idc": {"regex": "no-group"}})
+        endpoints_of("c1", {"bootstrap_servers": ["h:1"], "rack_to_idc": {"regex": "no-group"}})
 
 
 # ---------------------------------------------------------------------- the deploy rules file

@@ -146,3 +146,30 @@ def test_apply_plan_follows_kafka_leader_rules() -> None:
     # used bytes follow the moves: broker 1 /data1 loses orders-0 (1 GiB), broker 3 /data1 gains it
     assert after.disk_by_id[(3, "/data1")].used_bytes == 2 * GIB  # orders-0 and orders-1 ("any" -> first disk)
     assert after.disk_by_id[(1, "/data1")].used_bytes == 0
+
+
+def _drained_with_broken_original() -> object:
+    """Brokers 1 and 2 share rack a-r2, so orders-0's original replicas (1, 2, 4) broke rack spread; a drain
+    of broker 1 moved its replica to broker 3 (3, 2, 4), which holds the rule."""
+    doc = mutated(small_doc(), "brokers.0.rack", "a-r2")
+    doc = mutated(doc, "topics.0.partitions.0.replicas", [3, 2, 4])
+    doc = mutated(doc, "topics.0.partitions.0.isr", [3, 2, 4])
+    return parse_snapshot(dumps(mutated(doc, "topics.0.partitions.0.leader", 3)))
+
+
+def test_a_restore_may_bring_back_a_recorded_placement_that_breaks_a_rule() -> None:
+    snap = _drained_with_broken_original()
+    recorded = {("orders", 0): (1, 2, 4)}
+    back = move("orders", 0, (1, 2, 4), (None, None, None))
+    restore = Plan(cluster="c1", kind="restore", moves=(back,))
+    assert codes(restore, snap) == ["rack-spread"]  # without the recorded state: "worse than before"
+    assert check_plan(snap, restore, recorded=recorded) == []  # type: ignore[arg-type]
+    # only a restore, only exactly the recorded set, and every absolute rule still holds
+    rebalance = Plan(cluster="c1", kind="rebalance", moves=(back,))
+    assert [v.code for v in check_plan(snap, rebalance, recorded=recorded)] == ["rack-spread"]  # type: ignore[arg-type]
+    elsewhere = Plan(cluster="c1", kind="restore", moves=(move("orders", 0, (2, 1, 4), (None, None, None)),))
+    assert [v.code for v in check_plan(snap, elsewhere, recorded=recorded)] == ["rack-spread"]  # type: ignore[arg-type]
+    doc = mutated(mutated(small_doc(), "brokers.0.rack", "a-r2"), "topics.0.partitions.0.replicas", [3, 2, 4])
+    doc = mutated(mutated(doc, "topics.0.partitions.0.isr", [3, 2, 4]), "topics.0.partitions.0.leader", 3)
+    dead = parse_snapshot(dumps(mutated(doc, "brokers.0.state", "dead")))
+    assert [v.code for v in check_plan(dead, restore, recorded=recorded)] == ["target-not-alive"]

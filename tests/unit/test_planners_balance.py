@@ -84,7 +84,7 @@ def test_skewed_multi_idc_cluster_is_balanced() -> None:
     before, after = pool_stats(snap)["shared"], pool_stats(assert_valid(snap, plan))["shared"]
     assert before.peak_to_mean > 5
     assert after.peak_to_mean <= 1.10
-    assert plan.notes == ()
+    assert [n for n in plan.notes if not n.startswith("moves ")] == []  # only the bytes/balance line
     idc = {b.id: b.idc for b in snap.brokers}
     for move in plan.moves:  # topics with a placement policy keep every replica's IDC
         old = snap.index.partition_by_id[move.id]

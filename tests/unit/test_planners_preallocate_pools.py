@@ -36,10 +36,12 @@ def test_preallocation_spreads_over_least_loaded_valid_disks() -> None:
         assert Counter(idc[b] for b in p.replicas) == {"idc-a": 2, "idc-b": 1}
         assert idc[p.replicas[0]] == "idc-a" and p.leader == p.replicas[0]
     per_broker = Counter(b for p in result.topic.partitions for b in p.replicas)
-    for name in ("idc-a", "idc-b"):  # spread over the IDC's brokers, not piled on the emptiest disk
+    for name, share in (("idc-a", 24), ("idc-b", 12)):  # by load first, but never piled on a few brokers
         counts = [per_broker[b.id] for b in snap.brokers if b.pool == "shared" and b.idc == name]
-        assert min(counts) >= 1 and max(counts) - min(counts) <= 2
-    assert len({p.replicas[0] for p in result.topic.partitions}) >= 6  # leaders spread too
+        assert sum(1 for c in counts if c) >= len(counts) // 2
+        assert max(counts) <= -(-2 * share // len(counts))  # at most twice the IDC's even share
+    leaders = Counter(p.replicas[0] for p in result.topic.partitions)  # leaders spread too: <= 2 x the even share
+    assert max(leaders.values()) <= 4 and len(leaders) >= 3
     assert [m.replicas for m in result.plan.moves] == [p.replicas for p in result.topic.partitions]
     assert any("--replica-assignment" in n for n in result.plan.notes)
     after = with_topic(snap, result.topic)

@@ -1,0 +1,40 @@
+"""The CLI's client of a running service's API: one authenticated JSON GET, its errors as one message.
+
+Goal: commands that talk to a service (``guardian throttle``, ``guardian exec watch --url``) read it
+the same way. Method: ``urllib`` GET with a bearer token, the JSON body parsed; an HTTP error becomes
+:class:`ApiUnavailable` carrying the problem's ``detail``, a connection failure one naming the URL.
+Guarantee: no retry and no exit here — the command decides (exit on the first read, keep the last
+view while watching). Cost: one HTTP round trip (10 s timeout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.error
+import urllib.request
+from typing import Annotated, Any
+
+import typer
+
+UrlOpt = Annotated[str, typer.Option("--url", envvar="GUARDIAN_URL", help="Guardian API base URL")]
+TokenOpt = Annotated[str | None, typer.Option("--token", envvar="GUARDIAN_TOKEN", help="bearer token (viewer)")]
+
+
+class ApiUnavailable(Exception):
+    """The service answered an error, or could not be reached (the message says which)."""
+
+
+def get_json(url: str, token: str | None) -> Any:
+    """GET ``url`` with ``token``; its JSON body."""
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")
+        with contextlib.suppress(ValueError, AttributeError):
+            detail = json.loads(detail).get("detail", detail)
+        raise ApiUnavailable(f"{url}: HTTP {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ApiUnavailable(f"cannot reach {url}: {exc}") from None

@@ -1,0 +1,243 @@
+"""The dashboard in a real headless Chromium (Debian's ``chromium`` driven by Playwright, no ``playwright install``)
+against a controller observing a kafkasim federation: every page renders the controller's data, the console
+stays clean, no request goes to any host but the controller, and an operator approves a plan through the page.
+
+With ``GUARDIAN_SCREENSHOTS=docs/screenshots`` the screenshots are written there (README shows them);
+otherwise under the test's temporary directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import uvicorn
+
+from controlplane.bootstrap import Service, build_service
+from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.state.commands import meta
+from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
+from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.server import SimRunner
+from raft.localcluster import free_ports
+from tests.integration.kafkasim_support import start_sim
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWER, OPERATOR = "viewer-token-0123456789", "operator-token-0123456789"
+
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+    pytest.skip("Debian's chromium is not installed (make venv installs it)", allow_module_level=True)
+
+
+@dataclass
+class Controller:
+    service: Service
+    base: str
+    sim: SimRunner
+
+
+def wait_for(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def propose_move(svc: Service, snap: ClusterSnapshot, index: int) -> int:
+    """Propose a plan moving one replica of ``orders`` partition ``index`` to a broker without one."""
+    p = snap.index.topic_by_name["orders"].partitions[index]
+    target = min(b.id for b in snap.brokers if b.id not in p.replicas)
+    plan = Plan("east", "rebalance", (PartitionMove(p.topic, p.partition, (target, *p.replicas[1:]),
+                                                    (None,) * len(p.replicas)),))
+    return int(svc.ctx.store.propose({"type": "plan.propose", "meta": meta("alice"), "cluster": "east",
+                                      "kind": plan.kind, "plan": plan_to_dict(plan),
+                                      "snapshot_taken_at": snap.taken_at.isoformat()})["plan_id"])
+
+
+@pytest.fixture(scope="module")
+def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controller]:
+    sim = start_sim()
+    raft_port, http_port = free_ports(2)
+    tokens = [TokenConf(name="viewer", role="viewer", sha256=hash_token(VIEWER)),
+              TokenConf(name="olga", role="operator", sha256=hash_token(OPERATOR))]
+    svc = build_service(Settings(data_dir=tmp_path_factory.mktemp("ui"), tokens=tokens,
+                                 raft=RaftConf(self_addr=f"127.0.0.1:{raft_port}"),
+                                 clickhouse=ClickHouseConf(mode="off"),
+                                 intervals=IntervalsConf(collect_s=1.0, throttle_s=1.0, executor_s=0.5)))
+    server = uvicorn.Server(uvicorn.Config(svc.app, host="127.0.0.1", port=http_port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    try:
+        assert svc.store.node.wait_ready(10)
+        thread.start()
+        wait_for(lambda: server.started, 10, "the HTTP server")
+        ctx = svc.ctx
+        for name in ("east", "west"):
+            c = sim.endpoints["clusters"][name]
+            ctx.store.propose({"type": "cluster.register", "meta": meta("admin"), "name": name,
+                               "bootstrap_servers": c["bootstrap_servers"].split(","),
+                               "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]}})
+        svc.scheduler.start()
+        snap = wait_for(lambda: ctx.snapshots.get("east"), 40, "a usable round of east")
+        wait_for(lambda: ctx.snapshots.get("west"), 20, "a usable round of west")
+        # an execution: approved by the API's rules, run by the service's executor
+        executed = propose_move(svc, snap, 0)
+        ctx.store.propose({"type": "plan.approve", "meta": meta("olga"), "plan_id": executed})
+        ctx.executor.start_approved(executed)
+        wait_for(lambda: ctx.store.read(lambda s: any(e.get("progress") for e in s["executions"].values())), 30,
+                 "the execution's first progress record")
+        # a throttle in force with its reason, and a plan waiting for review
+        ctx.store.propose({"type": "throttle.set", "meta": meta("olga", "noisy consumer during the copy"),
+                           "cluster": "east", "key": "broker-1-follower", "kind": "broker_follower",
+                           "target": {"broker": 1}, "rate_bytes_per_s": 20e6, "evidence": {"manual": True}})
+        propose_move(svc, snap, 1)
+        yield Controller(svc, f"http://127.0.0.1:{http_port}", sim)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        svc.close()
+        sim.stop()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = os.environ.get("GUARDIAN_SCREENSHOTS")
+    path = Path(target) if target else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass
+class Browser:
+    page: Any
+    console_errors: list[str]
+    requests: list[str]
+
+
+@pytest.fixture()
+def browser(controller: Controller) -> Iterator[Browser]:
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = chromium.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            seen = Browser(page, [], [])
+            page.on("console", lambda m: seen.console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: seen.console_errors.append(str(e)))
+            page.on("request", lambda r: seen.requests.append(r.url))
+            yield seen
+        finally:
+            chromium.close()
+    hosts = {urlsplit(u).netloc for u in seen.requests if not u.startswith(("data:", "blob:"))}
+    assert hosts == {urlsplit(controller.base).netloc}, hosts
+    assert seen.console_errors == [], seen.console_errors
+
+
+def sign_in(b: Browser, base: str, token: str) -> None:
+    b.page.goto(base + "/")  # redirects to /ui
+    assert b.page.url.endswith("/ui")
+    b.page.fill("#token", token)
+    b.page.click("#login button[type=submit]")
+    b.page.wait_for_selector("text=Federation")
+
+
+def test_every_page_renders_the_controllers_data(controller: Controller, browser: Browser, shots: Path) -> None:
+    page, base = browser.page, controller.base
+    sign_in(browser, base, VIEWER)
+    rows = page.locator("#view table").first.locator("tbody tr")  # the federation table (anomalies follow)
+    assert rows.count() == 2
+    east = rows.filter(has_text="east")
+    assert "max " in east.inner_text() and "shared" in east.inner_text()  # imbalance per pool
+    assert "disks" in east.inner_text() and "partitions" in east.inner_text()  # coverage
+    page.screenshot(path=str(shots / "overview.png"), full_page=True)
+
+    page.click("text=east")
+    page.wait_for_selector("#heatmap .cell")
+    cells = page.locator("#heatmap .cell")
+    assert cells.count() == 4 * 3  # east: 4 brokers x 3 log dirs, hottest first
+    kinds = page.locator("#heatmap .badge").all_inner_texts()
+    assert "HDD" in kinds and "NVME" in kinds
+    utils = [float(t.split("est ")[1].split("%")[0]) for t in cells.all_inner_texts()]
+    assert utils == sorted(utils, reverse=True) and utils[0] > 0
+    page.screenshot(path=str(shots / "heatmap.png"), full_page=True)
+
+    page.click("#nav >> text=Executions")
+    page.wait_for_selector("#view h1:text-is('Executions')")
+    first = page.locator("#view table tbody tr").first
+    assert "east" in first.inner_text()
+    first.locator("a").first.click()
+    page.wait_for_selector("text=copy rate")
+    assert "orders:0" in page.locator("#view").inner_text()
+    assert page.locator("#view .bar").count() >= 2  # the execution's bar and a task's
+    page.screenshot(path=str(shots / "execution.png"), full_page=True)
+
+    page.click("#nav >> text=Throttles")
+    page.wait_for_selector("text=broker-1-follower")
+    assert "noisy consumer during the copy" in page.locator("#view").inner_text()
+    assert "20.0 MB/s" in page.locator("#view").inner_text()
+    page.screenshot(path=str(shots / "throttles.png"), full_page=True)
+
+    page.click("#nav >> text=Action log")
+    page.wait_for_selector("text=plan.propose")
+    assert "throttle.set" in page.locator("#view").inner_text()
+    page.screenshot(path=str(shots / "actions.png"), full_page=True)
+
+    page.goto(base + "/docs")
+    assert "Guardian" in page.locator(".swagger-ui .info .title").inner_text()  # served offline
+    page.wait_for_selector('.opblock-summary-path[data-path="/api/v1/overview"]')
+    page.screenshot(path=str(shots / "docs.png"))
+
+
+def test_an_operator_approves_a_plan_through_the_page(controller: Controller, browser: Browser,
+                                                      shots: Path) -> None:
+    page, base = browser.page, controller.base
+    sign_in(browser, base, OPERATOR)
+    page.click("#nav >> text=Plans")
+    page.wait_for_selector("#view h1:text-is('Plans')")
+    proposed = page.locator("#view table tbody tr", has_text="proposed")
+    assert proposed.count() == 1
+    proposed.locator("a").first.click()
+    page.wait_for_selector("#approve")
+    text = page.locator("#view").inner_text()
+    assert "Before / after per pool" in text and "replicas now" in text and "orders:1" in text
+    page.screenshot(path=str(shots / "plan.png"), full_page=True)
+    page.once("dialog", lambda d: d.accept("reviewed on the dashboard"))
+    page.click("#approve")
+    page.wait_for_function("document.getElementById('plan-status')?.textContent === 'approved'")
+    plans = controller.service.ctx.store.read(lambda s: [p for p in s["plans"].values() if p["status"] == "approved"
+                                                          and p["decided_by"] == "olga"])
+    assert any(p["plan"]["reassignment"]["partitions"][0]["partition"] == 1 for p in plans)
+    approved = controller.service.ctx.store.read(
+        lambda s: [a for a in s["actions"] if a["type"] == "plan.approve" and a["who"] == "olga"])
+    assert approved[-1]["why"] == "reviewed on the dashboard"
+
+
+def test_a_1000_broker_cluster_renders_its_hottest_log_dirs(controller: Controller, browser: Browser) -> None:
+    ctx = controller.service.ctx
+    big = generate_snapshot(GeneratorSpec(cluster="big", brokers=1000, disks_per_broker=4, partitions=6000, seed=7))
+    ctx.store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "big",
+                       "bootstrap_servers": ["127.0.0.1:1"]})
+    ctx.snapshots.put(big, observed_at=datetime.now(UTC))
+    sign_in(browser, controller.base, VIEWER)
+    assert browser.page.locator("#view table tbody tr", has_text="big").count() == 1
+    start = time.monotonic()
+    browser.page.goto(controller.base + "/ui#/cluster/big")
+    browser.page.wait_for_selector("#heatmap .cell")
+    elapsed = time.monotonic() - start
+    assert browser.page.locator("#heatmap .cell").count() == 600
+    assert "3400 cooler log dirs not drawn" in browser.page.locator("#view").inner_text()
+    print(f"\nheat map of 1,000 brokers x 4 log dirs: {elapsed:.2f} s to first render")
+    assert elapsed < 10

@@ -1,0 +1,159 @@
+"""Helpers for the self-healing integration tests: an in-process service over a kafkasim federation, the
+simulator's clock and ground truth, anomalies from the replicated state."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from controlplane.bootstrap import Service, build_service
+from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings
+from controlplane.service.self_healing import SelfHealingJob
+from controlplane.state.commands import meta
+from controlplane.state.store import LocalStateStore
+from domain.lease import LEASE_TOPIC
+from raft.localcluster import free_ports
+from tests.integration.executor_support import Sim
+from tests.integration.kafkasim_support import http_json
+
+
+def make_service(tmp_path: Path, collect_s: float = 1.0) -> Service:
+    """A one-node controller (its own Raft) with fast loops; the caller closes it."""
+    (port,) = free_ports(1)
+    svc = build_service(Settings(data_dir=tmp_path / "g", raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
+                                 clickhouse=ClickHouseConf(mode="off"),
+                                 intervals=IntervalsConf(collect_s=collect_s, throttle_s=0.5, executor_s=0.5)))
+    assert svc.store.node.wait_ready(10)
+    return svc
+
+
+def sim_time(sim: Sim) -> float:
+    """The simulator's clock (simulated seconds)."""
+    return float(http_json(sim.endpoints["control_url"] + "/state")["sim_time"])
+
+
+def truth(sim: Sim) -> dict[str, Any]:
+    """kafkasim's ground truth of ``c1`` (guardian.snapshot/v1)."""
+    return dict(http_json(sim.endpoints["control_url"] + "/snapshot?cluster=c1"))
+
+
+def partitions(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every partition of a snapshot document but the executor's lease log (Guardian's own bookkeeping topic,
+    created when the first execution starts — after the plan under test was made)."""
+    return [p | {"topic": t["name"]} for t in doc["topics"] if t["name"] != LEASE_TOPIC for p in t["partitions"]]
+
+
+def wait(what: Callable[[], Any], timeout: float, why: str, every: float = 0.2) -> Any:
+    """Poll ``what`` until it returns something truthy (returned) or fail after ``timeout`` wall seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = what()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"timed out: {why}")
+
+
+def start(sim: Sim, service: Service, grace_s: float, enabled: bool = True, **healing: Any) -> None:
+    """Register ``c1``, set its self-healing, start the loops, wait for a first usable round."""
+    ctx = service.ctx
+    ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": "c1",
+                       "bootstrap_servers": sim.cluster.bootstrap_servers.split(","),
+                       "metrics_urls": {str(b.id): b.metrics_url for b in sim.cluster.brokers}})
+    ctx.store.propose({"type": "cluster.self_healing", "meta": meta("test"), "name": "c1", "enabled": enabled,
+                       "grace_s": grace_s, **healing})
+    service.scheduler.start()
+    wait(lambda: ctx.snapshots.get("c1"), 30, "a usable round")
+
+
+def anomalies(service: Service, kind: str | None = None) -> list[dict[str, Any]]:
+    """Every anomaly (of ``kind``) in the replicated state."""
+    return service.ctx.store.read(lambda s: [dict(a) for a in (s.get("anomalies") or {}).values()
+                                             if kind is None or a["kind"] == kind])
+
+
+def execution(service: Service, execution_id: int) -> dict[str, Any]:
+    """One execution record."""
+    return dict(service.ctx.store.read(lambda s: dict(s["executions"][str(execution_id)])))
+
+
+def moved_bytes(ex: dict[str, Any]) -> int:
+    """Bytes an execution's tasks copied (their sizes)."""
+    return sum(int(t.get("size_bytes") or 0) for t in ex["tasks"].values())
+
+
+def healing_job(service: Service) -> SelfHealingJob:
+    """The scheduler's self-healing job (its counters)."""
+    job = service.scheduler.jobs["self_healing"].run
+    assert isinstance(job, SelfHealingJob)
+    return job
+
+
+class SimProcess:
+    """``python -m kafkasim up`` with ``spec`` in its own process group (for tests with real controller
+    processes): its control API, ground truth and reassignment log."""
+
+    def __init__(self, spec: dict[str, Any], tmp: Path) -> None:
+        scenario_file, self.endpoints_file = tmp / "sim.json", tmp / "sim-endpoints.json"
+        scenario_file.write_text(json.dumps(spec))
+        self.log = (tmp / "sim.log").open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--scenario", str(scenario_file),
+                                      "--endpoints-file", str(self.endpoints_file)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not self.endpoints_file.exists():
+            assert self.proc.poll() is None, "kafkasim exited at start"
+            assert time.monotonic() < deadline, "kafkasim did not write its endpoints"
+            time.sleep(0.1)
+        self.endpoints = json.loads(self.endpoints_file.read_text())
+        self.control_url = self.endpoints["control_url"]
+        self.c1 = self.endpoints["clusters"]["c1"]
+
+    def control(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        return http_json(self.control_url + path, body)
+
+    def sim_time(self) -> float:
+        return float(self.control("/state")["sim_time"])
+
+    def truth(self) -> dict[str, Any]:
+        return dict(self.control("/snapshot?cluster=c1"))
+
+    def reassignments(self) -> dict[str, Any]:
+        return dict(self.control("/reassignments?cluster=c1"))
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.log.close()
+
+
+def seed_anomalies(store: LocalStateStore) -> dict[str, int]:
+    """c1 and c2; a dead broker being fixed by plan P on c1, a fail-slow disk confirmed on c1, an
+    under-replicated warning closed on c2."""
+    for name in ("c1", "c2"):
+        store.propose({"type": "cluster.register", "meta": meta("t"), "name": name,
+                       "bootstrap_servers": ["127.0.0.1:9"]})
+
+    def raise_(cluster: str, key: str, kind: str, confirmed: bool) -> int:
+        return int(store.propose({"type": "anomaly.raise", "meta": meta("self-healing", "found"), "cluster": cluster,
+                                  "key": key, "kind": kind, "subject": {"broker": 2}, "summary": f"{kind} on 2",
+                                  "evidence": {"dead_for_s": 400}, "confirmed": confirmed})["anomaly_id"])
+    dead = raise_("c1", "broker-dead:2", "broker-dead", True)
+    plan = int(store.propose({"type": "plan.propose", "meta": meta("self-healing", "heal"), "cluster": "c1",
+                              "kind": "heal-broker", "plan": {"notes": ["drain broker 2"]}})["plan_id"])
+    store.propose({"type": "anomaly.update", "meta": meta("self-healing", "fix"), "anomaly_id": dead,
+                   "status": "fixing", "expect": "confirmed", "plan_id": plan})
+    slow = raise_("c1", "disk-fail-slow:3:/data1", "disk-fail-slow", True)
+    urp = raise_("c2", "under-replicated:c2", "under-replicated", True)
+    store.propose({"type": "anomaly.update", "meta": meta("self-healing", "gone"), "anomaly_id": urp,
+                   "status": "fixed", "reason": "no longer observed"})
+    return {"dead": dead, "plan": plan, "slow": slow, "urp": urp}

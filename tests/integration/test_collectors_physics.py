@@ -1,0 +1,123 @@
+"""Rates bounded by physics and lag beyond the log start, on kafkasim over real HTTP (issue 16, item 10).
+
+* A one-off +1e15 jump of one partition's bytes-in counter (served by a proxy in front of the leader's
+  metrics endpoint) used to become 65.9 TB/s and a max estimated util of 32,955; now the sample is refused
+  (``exceeds_hardware`` in the round's coverage) and the next round measures the true rate again.
+* A consumer lagging further than the retained log (its position below the log start) used to be
+  estimated at 0 disk reads while kafkasim's disk served it at 50 MB/s.
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from collectors.collector import ClusterCollector
+from tests.integration.collectors_support import Sim, rate_truth, with_proxy
+
+pytestmark = [pytest.mark.timeout(300)]
+JUMP = 1e15
+
+
+class JumpProxy:
+    """Serves a metrics URL with ``JUMP`` added to one partition's bytes-in counter once ``armed``."""
+
+    def __init__(self, target: str, topic: str, partition: int) -> None:
+        self.armed = False
+        proxy = self
+        needle = f'topic="{topic}"'
+        part = f'partition="{partition}"'
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                text = urllib.request.urlopen(target, timeout=10).read().decode()
+                if proxy.armed:
+                    lines = []
+                    for line in text.splitlines():
+                        if (line.startswith("kafka_server_brokertopicpartitionmetrics_bytesin_total{")
+                                and needle in line and part in line):
+                            key, _, val = line.rpartition(" ")
+                            line = f"{key} {float(val) + JUMP!r}"
+                        lines.append(line)
+                    text = "\n".join(lines) + "\n"
+                body = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture()
+def sim() -> Iterator[Sim]:
+    s = Sim()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_a_counter_jump_beyond_the_nic_is_refused_and_counted(sim: Sim) -> None:
+    leader = sim.topology()[("orders", 0)]["leader"]
+    eps = sim.endpoints()
+    target = next(b.metrics_url for b in eps.brokers if b.id == leader)
+    proxy = JumpProxy(str(target), "orders", 0)
+    col = ClusterCollector(with_proxy(eps, leader, proxy.url))
+    slot = sim.topology()[("orders", 0)]["slot"]
+    try:
+        col.collect_once()
+        sim.advance(10)
+        proxy.armed = True  # the counter steps up by 1e15 bytes between two scrapes 10 s apart
+        jumped = col.collect_once()
+        parts = {(p.topic, p.partition): p for t in jumped.snapshot.topics for p in t.partitions}
+        assert parts[("orders", 0)].bytes_in_per_s < 1.25e9  # not 1e14 B/s
+        assert jumped.coverage.drops.get("partition.p_in", {}).get("exceeds_hardware") == 1
+        before = sim.counters()
+        sim.advance(10)
+        after = sim.counters()
+        again = col.collect_once()  # the jumped value became the base: the true rate is measured again
+        parts = {(p.topic, p.partition): p for t in again.snapshot.topics for p in t.partitions}
+        truth = float(rate_truth(before, after, "bytes_in")[slot])
+        assert parts[("orders", 0)].bytes_in_per_s == pytest.approx(truth, rel=0.10)
+        assert "exceeds_hardware" not in again.coverage.drops.get("partition.p_in", {})
+        load = max(d.read_bytes_per_s + d.write_bytes_per_s for b in again.snapshot.brokers for d in b.disks)
+        assert load < 1e10
+    finally:
+        col.close()
+        proxy.close()
+
+
+def test_a_consumer_lagging_beyond_the_log_start_reads_from_the_log_start(sim: Sim) -> None:
+    col = ClusterCollector(sim.endpoints())
+    slot = sim.topology()[("orders", 0)]["slot"]
+    try:
+        # 1 TB behind a partition that retains ~0.5 GB: its position is below the log start
+        sim.call(lambda: sim.runner.server.lagging_consumer("east", "orders", 0, 1e12, 50e6))
+        sim.advance(2)
+        col.collect_once()
+        sim.advance(10)
+        after = sim.counters()
+        c = col.collect_once()
+        truth = float(after["disk_read"][slot])
+        assert truth > 1e6, "kafkasim serves the laggard from disk"
+        assert c.partitions[("orders", 0)].disk_readers == ["orders-consumer"]
+        parts = {(p.topic, p.partition): p for t in c.snapshot.topics for p in t.partitions}
+        assert parts[("orders", 0)].disk_read_bytes_per_s == pytest.approx(truth, rel=0.10)  # was 0
+    finally:
+        col.close()

@@ -1,0 +1,144 @@
+"""The process's logging (:mod:`controlplane.logs`) and the shared redactor (:mod:`domain.redaction`)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from analytics_spark.clickhouse import ClickHouseUnavailable, connect
+from controlplane.api.access import redact as access_redact
+from controlplane.logs import cluster_scope, setup_logging
+from domain.redaction import mask_url, redact, register_secret
+from kafkaio.security import SecuritySettings
+
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+
+
+@pytest.fixture
+def captured() -> Iterator[io.StringIO]:
+    stream = io.StringIO()
+    handler = setup_logging("INFO", "text", stream=stream)
+    try:
+        yield stream
+    finally:
+        logging.getLogger().removeHandler(handler)
+
+
+def lines(stream: io.StringIO) -> list[str]:
+    return stream.getvalue().splitlines()
+
+
+def test_text_lines_carry_iso_time_level_logger_and_cluster(captured: io.StringIO) -> None:
+    log = logging.getLogger("guardian.test")
+    log.info("moved %d partitions", 3)
+    with cluster_scope("c1"):
+        log.warning("pass failed")
+    log.debug("not shown at INFO")
+    got = lines(captured)
+    assert len(got) == 2
+    assert re.fullmatch(ISO + r" INFO guardian\.test: moved 3 partitions", got[0]), got[0]
+    assert re.fullmatch(ISO + r" WARNING guardian\.test \[c1\]: pass failed", got[1]), got[1]
+
+
+def test_multi_line_messages_and_tracebacks_stay_on_one_line(captured: io.StringIO) -> None:
+    log = logging.getLogger("guardian.test")
+    try:
+        raise RuntimeError("boom\nsecond line")
+    except RuntimeError:
+        log.exception("job failed\nwith detail")
+    got = lines(captured)
+    assert len(got) == 1
+    assert "job failed\\nwith detail" in got[0] and "Traceback" in got[0] and "RuntimeError: boom" in got[0]
+
+
+def test_json_format_is_one_object_per_line() -> None:
+    stream = io.StringIO()
+    handler = setup_logging("INFO", "json", stream=stream)
+    try:
+        with cluster_scope("east"):
+            logging.getLogger("guardian.executor").error("task %s refused", "t-0")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    (line,) = lines(stream)
+    doc = json.loads(line)
+    assert doc["level"] == "ERROR" and doc["logger"] == "guardian.executor" and doc["cluster"] == "east"
+    assert doc["msg"] == "task t-0 refused" and re.fullmatch(ISO, doc["ts"])
+
+
+def test_setup_replaces_only_its_own_handler() -> None:
+    root = logging.getLogger()
+    other = logging.NullHandler()
+    root.addHandler(other)
+    try:
+        first = setup_logging("INFO", "text", stream=io.StringIO())
+        second = setup_logging("WARNING", "json", stream=io.StringIO())
+        assert first not in root.handlers and second in root.handlers and other in root.handlers
+        assert root.level == logging.WARNING
+        with pytest.raises(ValueError):
+            setup_logging("LOUD")
+    finally:
+        root.removeHandler(other)
+        root.removeHandler(second)
+
+
+def test_secret_shapes_are_masked(captured: io.StringIO) -> None:
+    log = logging.getLogger("guardian.test")
+    log.warning("cannot open http://default:hunter2pw@ch.example:8123/db")
+    log.warning("header Authorization: Bearer abc.def-ghi sent")
+    log.warning("config sasl_plain_password=topsecret1, token: tok-99x")
+    log.warning('{"password": "jsonsecret"}')
+    text = captured.getvalue()
+    for secret in ("hunter2pw", "abc.def-ghi", "topsecret1", "tok-99x", "jsonsecret"):
+        assert secret not in text
+    assert "http://default:***@ch.example:8123/db" in text
+
+
+def test_registered_literals_are_masked_anywhere_even_in_exceptions(captured: io.StringIO) -> None:
+    register_secret("Zq8-literal-secret-value\n")
+    log = logging.getLogger("guardian.test")
+    log.info("value %s in a sentence", "Zq8-literal-secret-value")
+    try:
+        raise ValueError("leaked Zq8-literal-secret-value here")
+    except ValueError:
+        log.exception("failed")
+    assert "Zq8-literal" not in captured.getvalue()
+    assert captured.getvalue().count("***") >= 2
+
+
+def test_short_values_are_not_registered() -> None:
+    register_secret("ab")
+    register_secret(None)
+    assert redact("ab cd") == "ab cd"
+
+
+def test_the_api_access_log_uses_the_shared_redactor() -> None:
+    register_secret("Access-Literal-42")
+    assert access_redact("oops Access-Literal-42\nand postgres://u:pw0rd@h/x") == "oops *** and postgres://u:***@h/x"
+
+
+def test_mask_url_keeps_user_and_host() -> None:
+    assert mask_url("https://reader:p%40ss@ch:8443/?db=x") == "https://reader:***@ch:8443/?db=x"
+    assert mask_url("http://ch:8123") == "http://ch:8123"
+
+
+def test_a_sasl_password_read_from_a_file_is_registered(tmp_path, captured: io.StringIO) -> None:
+    pw = tmp_path / "kafka.pw"
+    pw.write_text("SaslFromFile-7731\n")
+    settings = SecuritySettings.model_validate({"protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                                                "username": "guardian", "password_file": str(pw)})
+    kwargs = settings.client_kwargs()
+    logging.getLogger("kafka.conn").warning("auth failed with %r", dict(kwargs, raw=str.__str__(
+        kwargs["sasl_plain_password"])))
+    assert "SaslFromFile-7731" not in captured.getvalue()
+
+
+def test_clickhouse_connect_errors_do_not_carry_the_url_password(captured: io.StringIO) -> None:
+    with pytest.raises(ClickHouseUnavailable) as err:
+        connect("http://default:ChPw-31337@127.0.0.1:1/", migrate=False)
+    assert "ChPw-31337" not in str(err.value) and "default:***@127.0.0.1:1" in str(err.value)
+    assert "ChPw-31337" not in captured.getvalue()

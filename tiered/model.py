@@ -1,0 +1,263 @@
+"""Tiered-storage metadata: the pure rules of one partition's event groups (no I/O).
+
+Goal
+    Decide, for one partition, whether a batch of remote-segment events (KIP-405's copy started /
+    copy finished / delete started / delete finished) may be appended, what each touched segment's
+    state becomes, and from which offset a new follower copies the local tail.  The store
+    (:mod:`tiered.store`) does the I/O; the replicated state machine (:mod:`tiered.machine`) calls
+    these functions inside one store transaction per Raft entry.
+
+Method
+    Fencing: a partition remembers the highest leader epoch that appended to it; a batch from a lower
+    epoch is refused (a deposed leader cannot write), an equal or higher one is accepted and raises
+    the mark.  Every event must follow the segment life cycle
+    ``COPY_STARTED -> COPY_FINISHED -> DELETE_STARTED -> DELETE_FINISHED`` (``DELETE_STARTED`` is also
+    allowed straight after ``COPY_STARTED``: a failed upload is cleaned up); a copy-started event
+    gets a fresh segment id from the state machine's allocator.  A segment is *live* (part of the
+    current state a new replica starts from) until its delete finished.
+    :func:`local_start_fetch_offset` = ``max(log start, log end - ingress x threshold)``, not above
+    the end of what remote storage holds (so nothing between remote and local is skipped).
+
+Guarantee
+    :func:`plan_group` either returns the full outcome of the batch or raises
+    :class:`GroupRefused` without side effects: a group is applied whole or not at all.  The result
+    depends only on its inputs (deterministic on every Raft node).
+
+Cost
+    O(events in the batch); one lookup per touched segment, done by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import IntEnum
+from typing import Any
+
+
+class EventKind(IntEnum):
+    """A segment's life-cycle event (numbering = the protobuf enum's)."""
+
+    COPY_STARTED = 1
+    COPY_FINISHED = 2
+    DELETE_STARTED = 3
+    DELETE_FINISHED = 4
+
+
+#: For each event kind, the states a segment may be in before it (None: the segment is new).
+ALLOWED_BEFORE: dict[EventKind, frozenset[EventKind | None]] = {
+    EventKind.COPY_STARTED: frozenset({None}),
+    EventKind.COPY_FINISHED: frozenset({EventKind.COPY_STARTED}),
+    EventKind.DELETE_STARTED: frozenset({EventKind.COPY_STARTED, EventKind.COPY_FINISHED}),
+    EventKind.DELETE_FINISHED: frozenset({EventKind.DELETE_STARTED}),
+}
+MAX_EVENTS_PER_GROUP = 1000
+MAX_NAME = 255
+
+
+class GroupRefused(Exception):
+    """The batch cannot be appended (nothing was changed); ``stale_epoch`` marks a fencing refusal."""
+
+    def __init__(self, message: str, *, stale_epoch: bool = False) -> None:
+        super().__init__(message)
+        self.stale_epoch = stale_epoch
+
+
+@dataclass(frozen=True)
+class PartitionKey:
+    """(cluster, topic id, partition): the unit the metadata is kept and fenced for."""
+
+    cluster: str
+    topic_id: str
+    partition: int
+
+    def check(self) -> PartitionKey:
+        for name, text in (("cluster", self.cluster), ("topic_id", self.topic_id)):
+            if not text or len(text) > MAX_NAME or "\x00" in text:
+                raise GroupRefused(f"{name} must be 1..{MAX_NAME} characters without NUL")
+        if not 0 <= self.partition < 2**31:
+            raise GroupRefused("partition must be 0..2^31-1")
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "topic_id": self.topic_id, "partition": self.partition}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PartitionKey:
+        return cls(str(d["cluster"]), str(d["topic_id"]), int(d["partition"]))
+
+
+@dataclass(frozen=True)
+class SegmentEvent:
+    """One event of a segment; ``segment_id`` is 0 on copy-started (the allocator assigns it)."""
+
+    kind: EventKind
+    segment_id: int
+    start_offset: int
+    end_offset: int
+    leader_epoch: int
+    size_bytes: int
+    remote_path: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": int(self.kind), "segment_id": self.segment_id, "start_offset": self.start_offset,
+                "end_offset": self.end_offset, "leader_epoch": self.leader_epoch, "size_bytes": self.size_bytes,
+                "remote_path": self.remote_path}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SegmentEvent:
+        try:
+            kind = EventKind(int(d["kind"]))
+        except ValueError:
+            raise GroupRefused(f"unknown event kind {d.get('kind')!r}") from None
+        return cls(kind, int(d.get("segment_id", 0)), int(d.get("start_offset", 0)), int(d.get("end_offset", 0)),
+                   int(d.get("leader_epoch", 0)), int(d.get("size_bytes", 0)), str(d.get("remote_path", "")))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A segment's latest state (its last event)."""
+
+    segment_id: int
+    state: EventKind
+    start_offset: int
+    end_offset: int
+    leader_epoch: int
+    size_bytes: int
+    remote_path: str
+    copied: bool = False  # its bytes count in the partition's remote_bytes
+
+    @property
+    def live(self) -> bool:
+        return self.state != EventKind.DELETE_FINISHED
+
+    def to_json(self) -> dict[str, Any]:
+        return {"segment_id": self.segment_id, "state": int(self.state), "start_offset": self.start_offset,
+                "end_offset": self.end_offset, "leader_epoch": self.leader_epoch, "size_bytes": self.size_bytes,
+                "remote_path": self.remote_path, "copied": self.copied}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Segment:
+        return cls(int(d["segment_id"]), EventKind(int(d["state"])), int(d["start_offset"]), int(d["end_offset"]),
+                   int(d["leader_epoch"]), int(d["size_bytes"]), str(d["remote_path"]), bool(d.get("copied")))
+
+
+@dataclass(frozen=True)
+class PartitionMeta:
+    """Per-partition counters and the fencing mark."""
+
+    leader_epoch: int = -1
+    last_group_id: int = 0
+    groups: int = 0
+    events: int = 0
+    live_segments: int = 0
+    remote_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"leader_epoch": self.leader_epoch, "last_group_id": self.last_group_id, "groups": self.groups,
+                "events": self.events, "live_segments": self.live_segments, "remote_bytes": self.remote_bytes}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PartitionMeta:
+        return cls(**{k: int(d[k]) for k in ("leader_epoch", "last_group_id", "groups", "events",
+                                             "live_segments", "remote_bytes")})
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """What appending a batch does: the events as stored (ids filled in), new segment states, new meta."""
+
+    events: tuple[SegmentEvent, ...]
+    segments: dict[int, Segment]
+    meta: PartitionMeta
+    segment_ids: tuple[int, ...]
+
+
+def _check_event(ev: SegmentEvent, leader_epoch: int) -> None:
+    if ev.start_offset < 0 or ev.end_offset < ev.start_offset:
+        raise GroupRefused(f"segment {ev.segment_id}: offsets must satisfy 0 <= start <= end")
+    if ev.size_bytes < 0:
+        raise GroupRefused(f"segment {ev.segment_id}: size must be >= 0")
+    if ev.leader_epoch > leader_epoch:
+        raise GroupRefused(f"segment {ev.segment_id}: event epoch {ev.leader_epoch} above the caller's {leader_epoch}")
+    if len(ev.remote_path) > 4096:
+        raise GroupRefused("remote_path longer than 4096 characters")
+
+
+def plan_group(meta: PartitionMeta, leader_epoch: int, events: Sequence[SegmentEvent], group_id: int,
+               lookup: Callable[[int], Segment | None], next_segment_id: int) -> GroupOutcome:
+    """The outcome of appending ``events`` as group ``group_id``; raises :class:`GroupRefused`.
+
+    ``lookup(segment_id)`` returns a segment's stored state; ``next_segment_id`` is the first id the
+    allocator hands out to this batch's copy-started events (consecutive ids in event order).
+    """
+    if leader_epoch < 0:
+        raise GroupRefused("leader_epoch must be >= 0")
+    if leader_epoch < meta.leader_epoch:
+        raise GroupRefused(f"stale leader epoch {leader_epoch}: the partition is fenced at epoch {meta.leader_epoch}",
+                           stale_epoch=True)
+    if not events:
+        raise GroupRefused("a group needs at least one event")
+    if len(events) > MAX_EVENTS_PER_GROUP:
+        raise GroupRefused(f"a group holds at most {MAX_EVENTS_PER_GROUP} events")
+    touched: dict[int, Segment] = {}
+    stored: list[SegmentEvent] = []
+    new_ids: list[int] = []
+    live, remote = meta.live_segments, meta.remote_bytes
+    for ev in events:
+        _check_event(ev, leader_epoch)
+        if ev.kind == EventKind.COPY_STARTED:
+            if ev.segment_id != 0:
+                raise GroupRefused("copy-started events get their segment id from Guardian: send segment_id 0")
+            sid = next_segment_id + len(new_ids)
+            new_ids.append(sid)
+            ev = replace(ev, segment_id=sid)
+            before: Segment | None = None
+        else:
+            before = touched.get(ev.segment_id) or lookup(ev.segment_id)
+            if before is None:
+                raise GroupRefused(f"segment {ev.segment_id} is unknown in this partition")
+        state = None if before is None else before.state
+        if state not in ALLOWED_BEFORE[ev.kind]:
+            raise GroupRefused(f"segment {ev.segment_id}: {ev.kind.name} not allowed after "
+                               f"{'nothing' if state is None else state.name}")
+        if before is not None:  # follow-ups describe the segment registered at copy start
+            size = ev.size_bytes if ev.kind == EventKind.COPY_FINISHED and ev.size_bytes else before.size_bytes
+            ev = replace(ev, start_offset=before.start_offset, end_offset=before.end_offset, size_bytes=size,
+                         remote_path=before.remote_path, leader_epoch=before.leader_epoch)
+        copied = before is not None and before.copied
+        if ev.kind == EventKind.COPY_STARTED:
+            live += 1
+        elif ev.kind == EventKind.COPY_FINISHED:
+            remote += ev.size_bytes
+            copied = True
+        elif ev.kind == EventKind.DELETE_FINISHED:
+            live -= 1
+            remote -= ev.size_bytes if copied else 0
+            copied = False
+        touched[ev.segment_id] = Segment(ev.segment_id, ev.kind, ev.start_offset, ev.end_offset, ev.leader_epoch,
+                                         ev.size_bytes, ev.remote_path, copied)
+        stored.append(ev)
+    new_meta = PartitionMeta(leader_epoch=leader_epoch, last_group_id=group_id, groups=meta.groups + 1,
+                             events=meta.events + len(stored), live_segments=live, remote_bytes=remote)
+    return GroupOutcome(tuple(stored), touched, new_meta, tuple(new_ids))
+
+
+def local_start_fetch_offset(log_start: int, log_end: int, avg_ingress_per_s: float, threshold_s: float,
+                             remote_end: int | None) -> int:
+    """Where a new follower starts copying: ``max(log start, log end - ingress x threshold)``.
+
+    Clamped to ``[log_start, log_end]`` and to at most ``remote_end + 1`` (the first offset remote
+    storage does not hold; None when nothing is remote: the follower then copies from the log start).
+    """
+    if log_end < log_start or log_start < 0:
+        raise ValueError("need 0 <= log_start <= log_end")
+    if not (math.isfinite(avg_ingress_per_s) and math.isfinite(threshold_s)) or avg_ingress_per_s < 0 \
+            or threshold_s < 0:
+        raise ValueError("ingress and threshold must be finite and >= 0")
+    if remote_end is None:
+        return log_start
+    tail = int(log_end - avg_ingress_per_s * threshold_s)
+    start = max(log_start, min(tail, log_end))
+    return max(log_start, min(start, remote_end + 1))
