@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,9 @@ def _ingest_for(ch: ClickHouse, bs: str, seconds: float, lookup: Any) -> AuditIn
 def test_kafkasim_audit_stream_exactly_once_across_restart(sim: dict[str, Any], ch: ClickHouse) -> None:
     alpha = sim["endpoints"]["clusters"]["alpha"]
     snap: Path = sim["dir"] / "snap.json"
-    snap.write_text(json.dumps({"cluster": "alpha", "brokers": alpha["brokers"]}))
+    truth = json.loads(urllib.request.urlopen(sim["endpoints"]["control_url"] + "/state", timeout=10).read())
+    brokers = [{"id": int(b), "idc": v["idc"]} for b, v in truth["clusters"]["alpha"]["brokers"].items()]
+    snap.write_text(json.dumps({"cluster": "alpha", "brokers": brokers}))
     lookup = broker_idc_from_snapshots([snap])
     first = _ingest_for(ch, alpha["bootstrap_servers"], 4.0, lookup)
     assert first.stats.accepted > 0 and first.stats.rejected == 0

@@ -28,8 +28,8 @@ from collectors.promtext import Payload, merge_payloads, parse_fast
 from collectors.rates import VectorCounterTracker
 from collectors.scrape import authorization, scrape_all
 from controlplane.service.planning import PlanRequestError, idc_refusal, make_plan
-from domain import DiskKind, parse_snapshot
 from controlplane.state.registration import endpoints_of
+from domain import DiskKind, parse_snapshot
 from kafkaio.endpoints import EndpointsError, MetricsEndpoint, parse_endpoints
 from kafkaio.source import KafkaState
 from kafkasim.httpd import BasicAuth, http_serve
@@ -238,11 +238,12 @@ STOCK_MBEANS = [
       for n in ("ReplicationBytesIn", "ReplicationBytesOut", "ReassignmentBytesIn")],
     ("kafka.log:type=Log,name=Size,topic=orders,partition=3", "Value"),
     ("kafka.log:type=Log,name=LogEndOffset,topic=orders,partition=3", "Value"),
+    ("kafka.log:type=Log,name=LogStartOffset,topic=orders,partition=3", "Value"),
     ("kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions", "Value"),
     ("kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce", "99thPercentile"),
     ("kafka.network:type=RequestMetrics,name=TotalTimeMs,request=FetchConsumer", "50thPercentile"),
     # not read by Guardian: no rule may turn these into a series
-    ("kafka.log:type=Log,name=LogStartOffset,topic=orders,partition=3", "Value"),
+    ("kafka.log:type=Log,name=NumLogSegments,topic=orders,partition=3", "Value"),
     ("kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec,topic=orders", "Count"),
     ("kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce", "Mean"),
 ]
