@@ -3,9 +3,9 @@ API, and the tick loop that advances the physics (optionally faster than real ti
 
 Kafka listeners speak what :class:`~kafkasim.security.SecurityConfig` says (PLAINTEXT by default;
 SSL, SASL_PLAINTEXT, SASL_SSL).  Metrics follow :class:`~kafkasim.exporters.MetricsConfig`: by
-default the legacy single endpoint (:func:`kafkasim.metrics.render_broker`); realistic, a JMX
-exporter (closed while its broker is dead) and a node_exporter per broker, optionally https with
-basic auth.
+default realistic, a JMX exporter (closed while its broker is dead) and a node_exporter per broker,
+stock names only, optionally https with basic auth; on request the legacy single endpoint
+(:func:`kafkasim.metrics.render_broker`).
 
 Control API (JSON over HTTP on ``control_url``)::
 
@@ -72,6 +72,7 @@ from kafkasim.protocol import (
     minimal_error_frame,
     peek_header,
 )
+from kafkasim.realistic import hardware_profile, rack_to_idc
 from kafkasim.scenario import Federation
 from kafkasim.security import SaslGate, SecurityConfig
 from kafkasim.truth import LoadHistory, snapshot_of
@@ -192,8 +193,10 @@ class SimServer:
     def endpoints(self) -> dict[str, Any]:
         """Bootstrap servers, metrics URLs and the control URL of every cluster.
 
-        Realistic metrics: per broker only ``id`` and ``metrics`` (a list of ``{"kind", "url"}``) —
-        IDC, rack and pool are for the operator to declare (see :mod:`kafkasim.realistic`)."""
+        Realistic metrics (the default): per broker only ``id``, its listener's ``host`` and ``port`` and
+        ``metrics`` (a list of ``{"kind", "url"}``), and per cluster what an operator declares — the
+        ``rack_to_idc`` rule and the ``hardware`` profile (see :mod:`kafkasim.realistic`); IDC, rack and
+        pool are not in it."""
         out: dict[str, Any] = {"format": "kafkasim.endpoints/v1",
                                "control_url": f"http://{self.host}:{self.control_port}", "clusters": {}}
         for cl in self.fed.clusters.values():
@@ -202,8 +205,10 @@ class SimServer:
                 out["clusters"][cl.name] = {
                     "bootstrap_servers": ",".join(f"{b.host}:{b.port}" for b in bs),
                     "partition_throttle": cl.partition_throttle,
-                    "brokers": [{"id": b.id, "metrics": [{"kind": k, "url": u} for k, u in self.metrics_urls(b)]}
-                                for b in bs]}
+                    "brokers": [{"id": b.id, "host": b.host, "port": b.port,
+                                 "metrics": [{"kind": k, "url": u} for k, u in self.metrics_urls(b)]} for b in bs],
+                    "rack_to_idc": rack_to_idc(self.fed, cl.name),
+                    "hardware": hardware_profile(self.fed, cl.name)}
                 continue
             out["clusters"][cl.name] = {
                 "bootstrap_servers": ",".join(f"{b.host}:{b.port}" for b in bs),
