@@ -168,6 +168,31 @@ def assess_nearest_reads(brokers: Sequence[BrokerReadFacts], flows: Iterable[Fet
                               unattributed_fetch_bytes_per_s=unknown)
 
 
+def flows_from_audit(records: Iterable[Mapping[str, object]]) -> list[FetchFlow]:
+    """Fetch flows (bytes/s over the records' window) from audit records as brokers' audit plugins and
+    kafkasim write them (``kind``/``api`` = fetch; ``broker_idc``/``client_rack`` may be missing: "").
+    The window is the number of distinct intervals seen x ``interval_s`` (default 60 s); malformed
+    records are skipped."""
+    acc: dict[tuple[str, str, str, str, int, str], float] = {}
+    stamps: set[str] = set()
+    interval = 60.0
+    for r in records:
+        try:
+            if str(r.get("api", r.get("kind", ""))) != "fetch":
+                continue
+            key = (str(r["topic"]), str(r.get("client_id", "")), str(r.get("client_idc", "")),
+                   str(r.get("client_rack", "") or ""), int(str(r["broker"])), str(r.get("broker_idc", "") or ""))
+            nbytes = float(str(r["bytes"]))
+            interval = float(str(r.get("interval_s") or interval))
+        except (KeyError, TypeError, ValueError):
+            continue
+        stamps.add(str(r.get("ts", "")))
+        acc[key] = acc.get(key, 0.0) + nbytes
+    window = max(len(stamps), 1) * interval
+    return [FetchFlow(topic=t, client_id=c, client_idc=ci, client_rack=cr, broker=b, broker_idc=bi,
+                      bytes_per_s=v / window) for (t, c, ci, cr, b, bi), v in sorted(acc.items())]
+
+
 @dataclass(slots=True)
 class _Acc:
     client_ids: set[str] = field(default_factory=set)
