@@ -83,7 +83,8 @@ def plan_read_local(snapshot: ClusterSnapshot, demand: Mapping[str, Mapping[str,
                      + f"; copies {ws.moved_bytes:,} bytes")
     skipped = sorted(set(demand) - set(wanted))
     if skipped:
-        notes.append(f"no IDC reaches {options.threshold:,.0f} bytes/s (or topic unknown): " + ", ".join(skipped[:MAX_NAMED]))
+        notes.append(f"no IDC reaches {options.threshold:,.0f} bytes/s (or topic unknown): "
+                     + ", ".join(skipped[:MAX_NAMED]))
     if stuck:
         notes.append(f"{len(stuck)} partition(s) cannot get a local replica by a move (raise RF or the placement "
                      f"policy): " + "; ".join(stuck[:MAX_NAMED]))

@@ -9,7 +9,8 @@ plugin (or kafkasim) writes it::
      "client_idc": "idc-b", "api": "produce" | "fetch", "topic": "orders", "partition": 0,
      "bytes": 1048576, "records": 100, "latency_ms": 2.5, "client_rack": "idc-b"}
 
-``client_idc``, ``user``, ``broker_idc`` and ``client_rack`` (a fetch's ``client.rack``, KIP-392) may be missing (stored as ""; the ingestor can fill
+``client_idc``, ``user``, ``broker_idc`` and ``client_rack`` (a fetch's ``client.rack``, KIP-392) may be
+missing (stored as ""; the ingestor can fill
 ``broker_idc`` from the topology), and ``kind`` is accepted for ``api`` (kafkasim's audit stream
 uses it); unknown fields such as ``interval_s`` are ignored. Anything else missing, of the wrong
 type or impossible (negative bytes, NaN latency, bad IP, unknown api) rejects the record with a
