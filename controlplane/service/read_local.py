@@ -6,6 +6,7 @@ IDCs today?" from what Kafka and the operator say — ``broker.rack`` and ``repl
 DescribeConfigs (:meth:`kafkaio.port.KafkaCluster.describe_broker_configs`), each broker's IDC by the
 cluster's declared rack -> IDC rule and overrides (:mod:`kafkaio.endpoints`), fetch flows from the audit
 lineage (ClickHouse, :func:`analytics_spark.clickhouse.store.fetch_flows`, or audit records given).
+Without a declared rule a rack maps to an IDC only by naming it (``broker.rack`` = the IDC).
 
 Method: read, then hand plain data to the pure assessment. :func:`apply_fixes` applies only the fixes a
 broker reports as dynamic (IncrementalAlterConfigs); a read-only config (stock Kafka: both keys) is
@@ -46,7 +47,9 @@ def broker_facts(port: KafkaCluster, endpoints: ClusterEndpoints) -> list[Broker
         rack = (rack_entry.value if rack_entry is not None else None) or live.racks.get(b) or None
         declared, _ = endpoints.idc_of(b, rack)
         info = endpoints.broker(b)
-        by_rule = endpoints.rack_to_idc.idc_of(rack) if endpoints.rack_to_idc is not None else None
+        # no declared rule: a rack maps to an IDC only by naming it (broker.rack = the IDC)
+        by_rule = (endpoints.rack_to_idc.idc_of(rack) if endpoints.rack_to_idc is not None
+                   else rack if rack is not None and rack == declared else None)
         if declared is None and info is not None and info.idc:
             declared = info.idc
         sel = cfg.get(REPLICA_SELECTOR)
