@@ -24,7 +24,9 @@ Control API (JSON over HTTP on ``control_url``)::
                                       {id: {"kind": tail|lagging|real, "state", "coordinator", "members",
                                       "offsets": {"topic:partition": committed}, "lag": {... LEO - committed}}}}
     POST /fault/kill-broker           {"cluster", "broker"}
-    POST /fault/revive-broker         {"cluster", "broker"}
+    POST /fault/revive-broker         {"cluster", "broker", "configs"?}: with ``configs`` (read-only broker configs,
+                                      e.g. replica.selector.class; null unsets) the restart reads an edited
+                                      server.properties
     POST /fault/slow-disk             {"cluster", "broker", "log_dir" | "device", "factor"} (1 = heal)
     POST /fault/offline-log-dir       {"cluster", "broker", "log_dir"}: the JBOD disk fails (KIP-112): the dir's
                                       replicas go offline (DescribeLogDirs answers KAFKA_STORAGE_ERROR for it,
@@ -58,7 +60,7 @@ from kafkasim.audit import AuditSink
 from kafkasim.exporters import MetricsConfig, render_jmx, render_node
 from kafkasim.httpd import HttpError, http_serve
 from kafkasim.metrics import render_broker
-from kafkasim.model import Broker, Cluster
+from kafkasim.model import BROKER_STATIC_KEYS, Broker, Cluster
 from kafkasim.protocol import (
     REGISTRY,
     SUPPORTED,
@@ -102,7 +104,8 @@ class SimServer:
         acfg = fed.audit or {}
         if acfg.get("enabled") or audit_jsonl:
             self.audit = AuditSink(fed, float(acfg.get("interval_s", 60)), str(acfg.get("topic", "__guardian_audit")),
-                                   audit_jsonl or acfg.get("jsonl"), bool(acfg.get("synthetic", True)))
+                                   audit_jsonl or acfg.get("jsonl"), bool(acfg.get("synthetic", True)),
+                                   client_idcs={str(k): str(v) for k, v in (acfg.get("client_idcs") or {}).items()})
         self.handler = Handler(self.audit.record_real if self.audit else None)
         self.history = LoadHistory(fed.engine)
         self.kafka_servers: dict[int, asyncio.Server] = {}
@@ -434,10 +437,21 @@ class SimServer:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(s.wait_closed(), 2)
 
-    async def revive_broker(self, cluster: str, broker_id: int) -> None:
-        """Restart a broker on its previous port."""
+    async def revive_broker(self, cluster: str, broker_id: int, configs: dict[str, Any] | None = None) -> None:
+        """Restart a broker on its previous port; ``configs`` edit its server.properties first (read-only keys)."""
         cl = self.fed.cluster(cluster)
         b = self._broker(cl, broker_id)
+        if configs:
+            unknown = sorted(set(configs) - BROKER_STATIC_KEYS)
+            if unknown:
+                raise ValueError(f"unknown read-only broker config(s) {unknown}; known: {sorted(BROKER_STATIC_KEYS)}")
+            if b.alive:
+                raise ValueError(f"broker {b.id} is running: kill it first (a read-only config changes on restart)")
+            for k, v in configs.items():
+                if v is None:
+                    b.static_configs.pop(k, None)
+                else:
+                    b.static_configs[k] = str(v)
         if b.alive:
             return
         await self._open_broker(cl, b)
@@ -583,7 +597,7 @@ class SimServer:
                 if path == "/fault/kill-broker":
                     await self.kill_broker(str(args["cluster"]), args["broker"])
                 elif path == "/fault/revive-broker":
-                    await self.revive_broker(str(args["cluster"]), args["broker"])
+                    await self.revive_broker(str(args["cluster"]), args["broker"], args.get("configs"))
                 elif path == "/fault/slow-disk":
                     self.slow_disk(str(args["cluster"]), args["broker"], args.get("log_dir"),
                                    float(args.get("factor", 10.0)), args.get("device"))

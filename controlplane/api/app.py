@@ -30,6 +30,7 @@ from controlplane.api import (
     ids,
     maintenance,
     plans,
+    read_local,
     snapshots,
     throttles,
     tiered,
@@ -42,7 +43,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
 ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics,
-           anomalies, dashboard, tiered)
+           anomalies, dashboard, tiered, read_local)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

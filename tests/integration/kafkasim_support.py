@@ -15,6 +15,7 @@ SMALL: dict[str, Any] = {
     "tick_seconds": 1.0,
     "clusters": [
         {"name": "east", "partition_throttle": True,
+         "broker_configs": {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"},
          "brokers": [{"count": 4, "idcs": ["idc-a", "idc-b"], "racks_per_idc": 2, "memory_gb": 16,
                       "disks": [{"count": 2, "kind": "hdd"}, {"count": 1, "kind": "nvme"}]}],
          "topics": [{"name": "orders", "partitions": 4, "rf": 3, "bytes_in_per_s": 500_000, "size_gb": 1,
