@@ -73,11 +73,16 @@ def _reader_bytes(sim: Sim, audit: Path, skip: int) -> tuple[int, int, list[str]
     return cross, total, lines
 
 
+def _idcs(sim: Sim) -> dict[int, str]:
+    """Broker -> IDC as the simulator knows it (the endpoints document, like an operator's, names none)."""
+    return {b.id: b.idc for b in sim.runner.server.fed.clusters["c1"].brokers.values()}
+
+
 def _setup(make_sim: Any, tmp_path: Path, selector: bool) -> tuple[Sim, Path, str]:
     audit = tmp_path / "audit.jsonl"
     sim = make_sim(_spec(audit, selector))
     bs = sim.endpoints["clusters"]["c1"]["bootstrap_servers"]
-    idc = {b["id"]: b["idc"] for b in sim.endpoints["clusters"]["c1"]["brokers"]}
+    idc = _idcs(sim)
     a = sorted(b for b, i in idc.items() if i == "idc-a")
     _create(sim, a)
     _produce(bs, 300)
@@ -113,7 +118,7 @@ def test_read_local_plan_and_client_rack_bring_cross_idc_fetch_bytes_to_zero(mak
                     "--out", str(plan))
     assert made.returncode == 0, made.stdout + made.stderr
     moves = json.loads(plan.read_text())["reassignment"]["partitions"]
-    idc = {b["id"]: b["idc"] for b in sim.endpoints["clusters"]["c1"]["brokers"]}
+    idc = _idcs(sim)
     assert len(moves) == 3 and all(sorted(idc[b] for b in m["replicas"]) == ["idc-a", "idc-b"] for m in moves)
     ran = guardian("exec", "run", "-e", eps, "-c", "c1", "--plan", str(plan), "--state-file", str(tmp_path / "st.json"),
                    "--quiet", "--interval", "0.2")
@@ -139,8 +144,7 @@ def test_without_a_rack_aware_selector_client_rack_changes_nothing(make_sim: Any
     fixes = [f for f in body["fixes"] if f["key"] == "replica.selector.class"]
     assert len(fixes) == 4 and all(f["how"] == "server.properties + rolling restart" for f in fixes)
     # a follower in idc-b exists, but the leader never names it: every byte still crosses
-    admin_moves = {("orders", p): [*sorted(b["id"] for b in sim.endpoints["clusters"]["c1"]["brokers"]
-                                           if b["idc"] == "idc-a"), 2] for p in range(3)}
+    admin_moves = {("orders", p): [*sorted(b for b, i in _idcs(sim).items() if i == "idc-a"), 2] for p in range(3)}
     assert sim.admin.alter_reassignments(admin_moves) == dict.fromkeys(admin_moves)
     deadline = time.monotonic() + 60
     while not all(2 in p.isr for (t, _), p in sim.live().partitions.items() if t == "orders"):
