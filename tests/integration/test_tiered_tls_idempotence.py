@@ -13,6 +13,8 @@ killed node, restarted, converges to the same store (producer state included).
 from __future__ import annotations
 
 import contextlib
+import http.server
+import json
 import socket
 import struct
 import threading
@@ -23,7 +25,9 @@ from typing import Any
 
 import grpc
 import pytest
+from typer.testing import CliRunner
 
+from controlplane.cli.app import app
 from kafkasim.tls import TlsFiles, TlsMaterial  # test-only CA generator (Guardian never imports kafkasim)
 from raft.localcluster import free_ports
 from tests.integration.tiered_support import TOKEN, Group
@@ -39,8 +43,16 @@ def batch(n: int, base: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    return TlsMaterial().write(tmp_path_factory.mktemp("pki"))
+def material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    m = TlsMaterial()
+    m.write(tmp_path_factory.mktemp("pki"))
+    return m
+
+
+@pytest.fixture(scope="module")
+def pki(material: TlsMaterial) -> TlsFiles:
+    assert material.files is not None
+    return material.files
 
 
 @pytest.fixture()
@@ -113,6 +125,36 @@ def test_plaintext_off_loopback_is_refused_unless_allowed(node: TieredNode) -> N
         assert TieredClient([address], TOKEN, timeout=5).list_partitions() == []
     finally:
         server.stop(0)
+
+
+def test_tiered_cli_verifies_an_https_api_against_its_ca_file(material: TlsMaterial, pki: TlsFiles) -> None:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps([{"cluster": "c1", "topic_id": "t", "partition": 0, "leader_epoch": 1, "groups": 2,
+                                "events": 4, "live_segments": 2, "remote_bytes": 0}]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.socket = material.server_context().wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        runner = CliRunner()
+        ok = runner.invoke(app, ["tiered", "partitions", "--url", url, "--token", "x", "--ca-file", str(pki.ca_file),
+                                 "--json"])
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.stdout)[0]["topic_id"] == "t"
+        unknown_ca = runner.invoke(app, ["tiered", "partitions", "--url", url, "--token", "x"])
+        assert unknown_ca.exit_code == 1 and "CERTIFICATE_VERIFY_FAILED" in unknown_ca.output
+    finally:
+        httpd.shutdown()
 
 
 class DroppingProxy:
