@@ -1,18 +1,27 @@
 """Tiered-storage metadata: Guardian's Raft-held event groups vs. the topic-based design (KIP-405 TBRLMM).
 
 Measures, in one run, on 3 real ``guardian serve`` processes (tiered group enabled) and a kafkasim broker:
-  * batched appends/s (AppendGroup over gRPC from several writers; groups of ``--segs-per-partition``
-    copy-started events, then the matching copy-finished events);
+  * the store at size: ``--partitions`` partitions with ``--segments`` segments in all, two groups per
+    partition (its copy-started events, then the matching copy-finished events).  It is seeded offline
+    through the same store code the Raft state machine applies (``TieredStore.append``, one write
+    transaction per group), once, and the file copied to every node before they start: loading 200k
+    groups through Raft at ~250 groups/s would take ~15 minutes on this 2-core machine;
+  * batched appends/s on top of it (AppendGroup over gRPC from ``--writers`` writers for
+    ``--append-seconds``, idempotent clients, the same two groups per new partition);
   * fetch p99 of CurrentState and FetchGroups of a random partition;
   * **bootstrap of one partition's metadata**: Guardian (CurrentState + FetchGroups of that partition)
     vs. the topic-based design — the same events written, one record each, to a 50-partition metadata
     topic in kafkasim (partition = hash(topic-partition) % 50), replayed by a kafka-python consumer from
     the beginning of the metadata partition that holds it, keeping the one partition's records (what
-    ``TopicBasedRemoteLogMetadataManager`` does when a replica is assigned a partition);
+    ``TopicBasedRemoteLogMetadataManager`` does when a replica is assigned a partition).  A replay reads
+    only its metadata partition, so only ``--meta-written`` of the 50 are written (those the sampled
+    partitions hash to, each with all of its records; 50 = all): the replay figures are those of the
+    full topic, at a fraction of the producing time;
   * node RSS and restart-to-ready time of a follower (kill -9, restart, until its store has caught up).
 
-Run: ``python -m benchmarks.bench_tiered [--partitions 100000 --segments 1000000]`` (the full size of
-issue 21; the default is 10,000 partitions / 100,000 segments); writes out/bench/tiered.json.
+Run: ``python -m benchmarks.bench_tiered [--partitions 100000 --segments 1000000 --meta-written 3
+--bootstraps 6]`` (the full size of issue 21, ~6 minutes here; the default, for ``make bench``, is 10,000
+partitions / 100,000 segments); writes out/bench/tiered.json.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import argparse
 import json
 import multiprocessing as mp
 import random
+import shutil
 import statistics
 import tempfile
 import threading
@@ -32,6 +42,8 @@ from typing import Any
 from benchmarks.common import write_result
 from controlplane.launcher import ServiceCluster
 from tiered.client import COPY_FINISHED, COPY_STARTED, TieredClient
+from tiered.model import EventKind, PartitionKey, SegmentEvent
+from tiered.store import TieredStore
 
 META_PARTITIONS = 50
 CLUSTER = "c1"
@@ -61,11 +73,14 @@ def _sim_process(q: Any, stop: Any) -> None:
     runner.stop()
 
 
-def _rss_mib(pid: int) -> float:
+def _rss_mib(pid: int) -> dict[str, float]:
+    """VmRSS, and its anonymous (heap) and file-backed (LMDB's mapped pages: reclaimable cache) parts."""
+    out = {}
     for ln in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if ln.startswith("VmRSS:"):
-            return int(ln.split()[1]) / 1024
-    return 0.0
+        name = ln.split(":")[0]
+        if name in ("VmRSS", "RssAnon", "RssFile"):
+            out[name] = int(ln.split()[1]) / 1024
+    return out
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -98,14 +113,39 @@ def _events(p: int, segs: int, kind: int, ids: list[int] | None = None) -> list[
     return [dict(kind=kind, segment_id=s) for s in ids]
 
 
-def load(client: TieredClient, partitions: int, segs: int, writers: int) -> tuple[dict[str, Any], dict[int, list]]:
-    """Two groups per partition (copy started, then copy finished); returns figures and every event as stored."""
-    stored: dict[int, list] = {}
+def seed(path: Path, partitions: int, segs: int, keep: set[int]) -> tuple[dict[str, Any], dict[int, list[int]]]:
+    """Write the store at size (two groups per partition) with the state machine's store code; return figures
+    and the segment ids of the partitions in ``keep``."""
+    store = TieredStore(path)
+    kept: dict[int, list[int]] = {}
+    t0 = time.perf_counter()
+    for p in range(partitions):
+        key = PartitionKey(CLUSTER, f"t{p % 100}", p)
+        started = [SegmentEvent.from_json(e) for e in _events(p, segs, COPY_STARTED)]
+        ids = store.append(key, 1, started, 0)["segment_ids"]
+        store.append(key, 1, [SegmentEvent(EventKind.COPY_FINISHED, s, 0, 0, 0, 0, "") for s in ids], 0)
+        if p in keep:
+            kept[p] = ids
+    seconds = time.perf_counter() - t0
+    store.copy_to(path / "compact.mdb")  # the data file is sparse (map size): copy the compact form only
+    store.close()
+    size = (path / "compact.mdb").stat().st_size
+    return {"groups": 2 * partitions, "seconds": seconds, "groups_per_s": 2 * partitions / seconds,
+            "store_mib": size / 2**20}, kept
+
+
+def append_window(client: TieredClient, first: int, segs: int, writers: int, seconds: float) -> dict[str, Any]:
+    """Writers append two groups per new partition (from ``first`` on) for ``seconds``; figures."""
     lat: list[float] = []
     lock = threading.Lock()
+    counter = [first]
+    stop = time.perf_counter() + seconds
 
-    def work(ps: range) -> None:
-        for p in ps:
+    def work() -> None:
+        while time.perf_counter() < stop:
+            with lock:
+                p = counter[0]
+                counter[0] += 1
             t0 = time.perf_counter()
             r = client.append_group(CLUSTER, f"t{p % 100}", p, 1, _events(p, segs, COPY_STARTED))
             t1 = time.perf_counter()
@@ -113,21 +153,18 @@ def load(client: TieredClient, partitions: int, segs: int, writers: int) -> tupl
             t2 = time.perf_counter()
             with lock:
                 lat.extend((t1 - t0, t2 - t1))
-                stored[p] = list(r.segment_ids)
 
-    step = (partitions + writers - 1) // writers
-    threads = [threading.Thread(target=work, args=(range(i, min(partitions, i + step)),))
-               for i in range(0, partitions, step)]
+    threads = [threading.Thread(target=work) for _ in range(writers)]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    groups = 2 * partitions
-    return {"writers": writers, "groups": groups, "events": 2 * partitions * segs, "seconds": wall,
-            "groups_per_s": groups / wall, "events_per_s": 2 * partitions * segs / wall,
-            "append_p50_ms": 1000 * _pct(lat, 0.5), "append_p99_ms": 1000 * _pct(lat, 0.99)}, stored
+    groups = len(lat)
+    return {"writers": writers, "groups": groups, "events": groups * segs, "seconds": wall,
+            "groups_per_s": groups / wall, "events_per_s": groups * segs / wall,
+            "append_p50_ms": 1000 * _pct(lat, 0.5), "append_p99_ms": 1000 * _pct(lat, 0.99)}
 
 
 def fetch_latency(client: TieredClient, partitions: int, samples: int) -> dict[str, Any]:
@@ -149,15 +186,16 @@ def meta_partition(p: int) -> int:
     return zlib.crc32(f"{CLUSTER}/t{p % 100}-{p}".encode()) % META_PARTITIONS
 
 
-def topic_write(bootstrap: str, partitions: int, segs: int, stored: dict[int, list]) -> dict[str, Any]:
-    """The same events, one record each, to the 50-partition metadata topic (TBRLMM's layout)."""
+def topic_write(bootstrap: str, segs: int, stored: dict[int, list[int]]) -> dict[str, Any]:
+    """The same events, one record each, to the 50-partition metadata topic (TBRLMM's layout): every
+    record of the partitions in ``stored`` (those of the metadata partitions written), in partition order."""
     from kafka import KafkaProducer
 
     prod = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=256 * 1024,
                          max_request_size=8 << 20)
     t0 = time.perf_counter()
     n = 0
-    for p in range(partitions):
+    for p in sorted(stored):
         mp_ = meta_partition(p)
         for kind in (COPY_STARTED, COPY_FINISHED):
             for i, sid in enumerate(stored[p]):
@@ -227,11 +265,17 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=10_000)
     ap.add_argument("--segments", type=int, default=100_000)
     ap.add_argument("--writers", type=int, default=8)
+    ap.add_argument("--append-seconds", type=float, default=15.0)
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--bootstraps", type=int, default=10)
+    ap.add_argument("--meta-written", type=int, default=META_PARTITIONS,
+                    help="metadata partitions written to kafkasim (those the sampled partitions hash to)")
     args = ap.parse_args()
     segs = max(1, args.segments // args.partitions)
     random.seed(7)
+    written = set(random.sample(range(META_PARTITIONS), min(META_PARTITIONS, args.meta_written)))
+    candidates = [p for p in range(args.partitions) if meta_partition(p) in written]
+    picks = random.sample(candidates, min(args.bootstraps, len(candidates)))
     ctx = mp.get_context("spawn")
     q, stop = ctx.Queue(), ctx.Event()
     sim = ctx.Process(target=_sim_process, args=(q, stop), daemon=True)
@@ -248,20 +292,29 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-tiered-"))
     cluster = ServiceCluster(root, tiered=True)
     result: dict[str, Any] = {"partitions": args.partitions, "segments": args.partitions * segs,
-                              "segments_per_partition": segs}
+                              "segments_per_partition": segs, "meta_partitions_written": len(written)}
     try:
+        result["seed"], stored = seed(root / "seed", args.partitions, segs, set(candidates))
+        for n in range(1, cluster.size + 1):
+            target = root / f"node{n}" / "tiered" / "store"
+            target.mkdir(parents=True)
+            shutil.copyfile(root / "seed" / "compact.mdb", target / "data.mdb")
+        shutil.rmtree(root / "seed")
+        t0 = time.perf_counter()
         cluster.start_all()
-        cluster.wait_up(90)
-        leader = _leader(cluster)
+        cluster.wait_up(120)
+        leader = _leader(cluster, 120)
+        result["cold_start_to_ready_s"] = time.perf_counter() - t0
         client = TieredClient(cluster.grpc_addresses, cluster.token, timeout=30)
-        result["appends"], stored = load(client, args.partitions, segs, args.writers)
+        result["appends"] = append_window(client, args.partitions, segs, args.writers, args.append_seconds)
         result["fetch"] = fetch_latency(client, args.partitions, args.samples)
-        result["topic_write"] = topic_write(bootstrap, args.partitions, segs, stored)
-        picks = random.sample(range(args.partitions), args.bootstraps)
+        result["topic_write"] = topic_write(bootstrap, segs, stored)
         g = [guardian_bootstrap(client, p) for p in picks]
         t = [topic_bootstrap(bootstrap, p) for p in picks]
         assert all(k == 2 * segs for _, k, _ in t), "the topic replay must find every event of the partition"
+        assert all(k == 3 * segs for _, k in g), "Guardian's answer must hold every event and live segment"
         result["bootstrap"] = {
+            "samples": len(picks),
             "guardian_median_ms": 1000 * statistics.median(x for x, _ in g),
             "guardian_max_ms": 1000 * max(x for x, _ in g),
             "topic_median_ms": 1000 * statistics.median(x for x, _, _ in t),
@@ -273,10 +326,13 @@ def main() -> None:
         cluster.close()
         stop.set()
         sim.join(30)
+        shutil.rmtree(root, ignore_errors=True)
     path = write_result("tiered", result)
     a, f, b, n = result["appends"], result["fetch"], result["bootstrap"], result["node"]
     print(f"tiered metadata, {args.partitions:,} partitions / {result['segments']:,} segments "
-          f"({segs} per partition), 3 Raft nodes, {args.writers} gRPC writers")
+          f"({segs} per partition), 3 Raft nodes, {args.writers} gRPC writers; store {result['seed']['store_mib']:.0f} "
+          f"MiB seeded at {result['seed']['groups_per_s']:.0f} groups/s; cold start to ready "
+          f"{result['cold_start_to_ready_s']:.1f} s")
     print(f"{'measure':52s} {'Guardian':>14s} {'topic (TBRLMM)':>16s}")
     print(f"{'bootstrap one partition, median ms':52s} {b['guardian_median_ms']:14.1f} {b['topic_median_ms']:16.1f}")
     print(f"{'bootstrap one partition, max ms':52s} {b['guardian_max_ms']:14.1f} {b['topic_max_ms']:16.1f}")
@@ -287,8 +343,8 @@ def main() -> None:
     print(f"{'append p50 / p99 ms':52s} {a['append_p50_ms']:6.1f} / {a['append_p99_ms']:.1f}")
     print(f"{'CurrentState p50 / p99 ms':52s} {f['current_state_p50_ms']:6.2f} / {f['current_state_p99_ms']:.2f}")
     print(f"{'FetchGroups p50 / p99 ms':52s} {f['fetch_groups_p50_ms']:6.2f} / {f['fetch_groups_p99_ms']:.2f}")
-    print(f"{'node RSS MiB (whole guardian serve process)':52s} "
-          + " ".join(f"{v:.0f}" for v in n["rss_mib"].values()))
+    print(f"{'node RSS MiB (whole guardian serve): total (anon + file)':52s} "
+          + "  ".join(f"{v['VmRSS']:.0f} ({v['RssAnon']:.0f} + {v['RssFile']:.0f})" for v in n["rss_mib"].values()))
     print(f"{'follower restart-to-ready s (kill -9, caught up)':52s} {n['restart_to_ready_s']:6.2f} "
           f"{n.get('restart_error', '')}")
     print(f"wrote {path}")

@@ -45,7 +45,7 @@ from raft.auth import LOCAL_KEY_FILE, read_key
 from raft.errors import StartupRefused
 from tiered.metrics import TieredCollector
 from tiered.node import TieredNode
-from tiered.server import Authorizer, start_server
+from tiered.server import Authorizer, ServerTls, start_server
 
 log = logging.getLogger(__name__)
 
@@ -196,10 +196,41 @@ def token_authorizer(settings: Settings) -> Authorizer:
 def start_tiered(settings: Settings, ctx: ServiceContext) -> grpc.Server:
     """The tiered-metadata Raft member (``data_dir/tiered``), its /metrics collector and its gRPC server."""
     conf = settings.tiered
+    tls = tiered_tls(settings)  # unreadable TLS files refuse the start before anything is opened
     node = TieredNode(conf.raft_addr, conf.raft_peers, settings.data_dir / "tiered", key=raft_key(settings))
     ctx.tiered = node
     ctx.metrics.registry.register(TieredCollector(node))
-    return start_server(node, f"{conf.host}:{conf.port}", token_authorizer(settings), dict(conf.grpc_of))
+    if not conf.tls and not _loopback(conf.host):
+        log.warning("SECURITY: the tiered gRPC port listens on %s:%d WITHOUT TLS (tiered.allow_plaintext): bearer "
+                    "tokens cross the network in clear. Set [tiered] tls_cert_file and tls_key_file",
+                    conf.host, conf.port)
+    return start_server(node, f"{conf.host}:{conf.port}", token_authorizer(settings), dict(conf.grpc_of),
+                        tls=tls, allow_plaintext=conf.allow_plaintext)
+
+
+def tiered_tls(settings: Settings) -> ServerTls | None:
+    """The tiered gRPC port's TLS material (None without TLS); :class:`StartupRefused` names a bad file."""
+    conf = settings.tiered
+    if conf.tls_cert_file is None or conf.tls_key_file is None:
+        return None
+    files = {"tiered.tls_cert_file": conf.tls_cert_file, "tiered.tls_key_file": conf.tls_key_file}
+    if conf.tls_client_ca_file is not None:
+        files["tiered.tls_client_ca_file"] = conf.tls_client_ca_file
+    for setting, path in files.items():
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise StartupRefused(f"{setting} = {str(path)!r}: no readable file there")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(conf.tls_cert_file, conf.tls_key_file)
+    except (ssl.SSLError, OSError) as exc:
+        raise StartupRefused(f"tiered.tls_cert_file / tiered.tls_key_file: not a certificate and its private key "
+                             f"({exc.__class__.__name__}: {exc})") from None
+    if conf.tls_client_ca_file is not None:
+        try:
+            context.load_verify_locations(cafile=str(conf.tls_client_ca_file))
+        except (ssl.SSLError, OSError) as exc:
+            raise StartupRefused(f"tiered.tls_client_ca_file: not a CA certificate ({exc})") from None
+    return ServerTls.from_files(conf.tls_cert_file, conf.tls_key_file, conf.tls_client_ca_file)
 
 
 def serve(settings: Settings, *, http_of: dict[str, str] | None = None) -> None:

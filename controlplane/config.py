@@ -30,6 +30,8 @@ Example::
     port = 7090                              # gRPC; a token from [[tokens]] in `authorization: Bearer`
     raft_addr = "127.0.0.1:7101"             # its own Raft group
     raft_peers = ["127.0.0.1:7102", "127.0.0.1:7103"]
+    tls_cert_file = "/etc/guardian/tiered.pem"   # TLS on the gRPC port (required off loopback unless
+    tls_key_file = "/etc/guardian/tiered-key.pem"  # allow_plaintext = true); tls_client_ca_file: mutual TLS
 
 Tokens are stored hashed; a token's role is viewer (read), operator (act) or admin (configure).
 """
@@ -251,14 +253,54 @@ class TieredConf(_Conf):
 
     ``raft_addr``/``raft_peers`` are that group's Raft addresses (the transport key is ``[raft]``'s);
     ``grpc_of`` maps each node's tiered Raft address to its gRPC host:port (followers name the leader
-    with it). Calls need an API token in ``authorization: Bearer`` (viewer reads, operator writes)."""
+    with it). Calls need an API token in ``authorization: Bearer`` (viewer reads, operator writes).
+    With ``tls_cert_file`` + ``tls_key_file`` the gRPC port speaks TLS only, with ``tls_client_ca_file``
+    too it requires client certificates (mutual TLS); without TLS a non-loopback ``host`` is refused
+    unless ``allow_plaintext`` (then the node logs a loud warning)."""
 
     enabled: bool = False
+    """Run the tiered-metadata service on this node."""
     host: str = "127.0.0.1"
+    """gRPC bind address; off loopback it needs TLS (or `allow_plaintext`)."""
     port: Annotated[int, Field(ge=0, le=65535)] = 7090
+    """gRPC port."""
     raft_addr: str = "127.0.0.1:7101"
+    """This node's address in the tiered Raft group."""
     raft_peers: list[str] = Field(default_factory=list)
+    """The other nodes' tiered Raft addresses."""
     grpc_of: dict[str, str] = Field(default_factory=dict)
+    """Tiered Raft address -> gRPC host:port of every node (followers name the leader with it)."""
+    tls_cert_file: Path | None = None
+    """Server certificate (PEM) of the gRPC port; with `tls_key_file` it speaks TLS only."""
+    tls_key_file: Path | None = None
+    """Private key of `tls_cert_file` (PEM)."""
+    tls_client_ca_file: Path | None = None
+    """CA whose client certificates the gRPC port requires (mutual TLS); needs the two above."""
+    allow_plaintext: bool = False
+    """Serve plaintext gRPC on a non-loopback `host` (bearer tokens in clear: only behind a TLS proxy)."""
+
+    @model_validator(mode="after")
+    def _tls(self) -> TieredConf:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("set tiered.tls_cert_file and tiered.tls_key_file together")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError("tiered.tls_client_ca_file needs tiered.tls_cert_file and tiered.tls_key_file "
+                             "(client certificates are checked only over TLS)")
+        if self.enabled and self.tls_cert_file is None and not self.allow_plaintext and not _loopback(self.host):
+            raise ValueError(f"tiered.host = {self.host!r} is not loopback and the gRPC port has no TLS: bearer "
+                             "tokens would cross the network in clear. Set tiered.tls_cert_file and "
+                             "tiered.tls_key_file, or tiered.allow_plaintext = true behind a TLS proxy")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        """True when the gRPC port speaks TLS."""
+        return self.tls_cert_file is not None
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 class Settings(_Conf):

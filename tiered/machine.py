@@ -5,11 +5,14 @@ Goal
     the store into the Raft snapshot's JSON and without re-applying entries the store already holds.
 
 Method
-    Commands: ``tiered.append`` (partition, leader epoch, events) and ``tiered.delete``.  The node
+    Commands: ``tiered.append`` (partition, leader epoch, events; optionally ``producer_id`` and
+    ``sequence``: an idempotent append, deduplicated by the store against the producer's last applied
+    sequence on the partition) and ``tiered.delete``.  The node
     calls :meth:`TieredStateMachine.apply_at` with each entry's log index; entries at or below the
     store's watermark (already applied before a restart) are skipped, others run in one store
     transaction that also writes the watermark.  A refused batch raises ``CommandRejected`` (prefix
-    ``stale-epoch:`` for fencing) and only advances the watermark.  ``snapshot()`` is small metadata
+    ``stale-epoch:`` for fencing, ``stale-sequence:`` for an idempotent request older than its producer's
+    last applied one) and only advances the watermark.  ``snapshot()`` is small metadata
     (the watermark); the store itself travels as the snapshot's *attachment*
     (:meth:`write_attachment`: a compact LMDB copy), and :meth:`restore_attachment` installs it only
     when it is newer than the local store (a restarting node usually has a newer one already).
@@ -34,11 +37,24 @@ from tiered.store import TieredStore
 APPEND = "tiered.append"
 DELETE = "tiered.delete"
 STALE_PREFIX = "stale-epoch: "
+STALE_SEQUENCE_PREFIX = "stale-sequence: "
 
 
-def append_command(key: PartitionKey, leader_epoch: int, events: list[SegmentEvent]) -> JsonDict:
-    return {"type": APPEND, "partition": key.to_json(), "leader_epoch": int(leader_epoch),
-            "events": [e.to_json() for e in events]}
+def append_command(key: PartitionKey, leader_epoch: int, events: list[SegmentEvent], producer_id: int = 0,
+                   sequence: int = 0) -> JsonDict:
+    """The append command; with ``producer_id`` and ``sequence`` (both > 0) it is idempotent."""
+    cmd: JsonDict = {"type": APPEND, "partition": key.to_json(), "leader_epoch": int(leader_epoch),
+                     "events": [e.to_json() for e in events]}
+    if producer_id or sequence:
+        cmd.update(producer_id=int(producer_id), sequence=int(sequence))
+    return cmd
+
+
+def producer_of(command: JsonDict) -> tuple[int, int] | None:
+    """(producer id, sequence) of an idempotent append command, else None."""
+    if "producer_id" not in command:
+        return None
+    return int(command["producer_id"]), int(command["sequence"])
 
 
 def delete_command(key: PartitionKey) -> JsonDict:
@@ -52,6 +68,9 @@ def validate(command: JsonDict) -> JsonDict:
         if command["type"] == APPEND:
             [SegmentEvent.from_json(e) for e in command["events"]]
             int(command["leader_epoch"])
+            producer = producer_of(command)
+            if producer is not None and (producer[0] <= 0 or producer[1] <= 0 or max(producer) >= 2**64):
+                raise CommandRejected("producer_id and sequence must both be 1..2^64-1 for an idempotent append")
         elif command["type"] != DELETE:
             raise CommandRejected(f"unknown command type {command['type']!r}")
     except GroupRefused as exc:
@@ -74,13 +93,14 @@ class TieredStateMachine:
         try:
             if command["type"] == APPEND:
                 events = [SegmentEvent.from_json(e) for e in command["events"]]
-                return self.store.append(key, int(command["leader_epoch"]), events, index)
+                return self.store.append(key, int(command["leader_epoch"]), events, index, producer_of(command))
             if command["type"] == DELETE:
                 return self.store.delete_partition(key, index)
             raise GroupRefused(f"unknown command type {command['type']!r}")
         except GroupRefused as exc:
             self.store.note_index(index)
-            raise CommandRejected((STALE_PREFIX if exc.stale_epoch else "") + str(exc)) from None
+            prefix = STALE_PREFIX if exc.stale_epoch else STALE_SEQUENCE_PREFIX if exc.stale_sequence else ""
+            raise CommandRejected(prefix + str(exc)) from None
 
     def apply(self, command: JsonDict) -> Any:  # the protocol's form; the node calls apply_at
         raise CommandRejected("the tiered state machine needs the entry's index (apply_at)")

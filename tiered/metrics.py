@@ -1,6 +1,7 @@
 """Prometheus collector of the tiered-metadata service (registered on the node's /metrics registry).
 
-Goal: events/s (a counter to ``rate()``), groups, live segments and remote bytes per cluster.
+Goal: events/s (a counter to ``rate()``), retries answered without re-applying, groups, live segments
+and remote bytes per cluster.
 Method: read at scrape time — per-cluster totals are kept by every store write, so a scrape reads
 O(clusters) records, never the segments. Guarantee: figures of this node's applied state.
 Cost: one LMDB read transaction per scrape.
@@ -29,6 +30,10 @@ class TieredCollector:
         appended = CounterMetricFamily("guardian_tiered_appended_events", "segment events appended through this node")
         appended.add_metric([], float(self.node.appended_events))
         yield appended
+        duplicates = CounterMetricFamily("guardian_tiered_duplicate_appends",
+                                         "idempotent appends answered as retries of applied groups (not re-applied)")
+        duplicates.add_metric([], float(self.node.duplicates))
+        yield duplicates
         per = {name: GaugeMetricFamily(f"guardian_tiered_{name}", text, labels=["cluster"]) for name, text in (
             ("events", "segment events stored"), ("groups", "event groups stored"),
             ("live_segments", "segments not yet delete-finished"), ("remote_bytes", "bytes in remote storage"),

@@ -17,6 +17,12 @@ Method
     current state a new replica starts from) until its delete finished.
     :func:`local_start_fetch_offset` = ``max(log start, log end - ingress x threshold)``, not above
     the end of what remote storage holds (so nothing between remote and local is skipped).
+    Idempotence: a request may carry (producer id, sequence); per (partition, producer) the state
+    machine keeps the last applied sequence with its answer and a digest of its content
+    (:class:`ProducerState`), and :func:`check_sequence` decides: a higher sequence is new, the same one
+    is a retry (answered again, nothing written), a lower one is refused.  At most
+    :data:`MAX_PRODUCERS_PER_PARTITION` producers are kept per partition (the least recently applied
+    is forgotten: only the partition's leader writes, so a handful is plenty).
 
 Guarantee
     :func:`plan_group` either returns the full outcome of the batch or raises
@@ -29,6 +35,8 @@ Cost
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -54,14 +62,17 @@ ALLOWED_BEFORE: dict[EventKind, frozenset[EventKind | None]] = {
 }
 MAX_EVENTS_PER_GROUP = 1000
 MAX_NAME = 255
+MAX_PRODUCERS_PER_PARTITION = 16
 
 
 class GroupRefused(Exception):
-    """The batch cannot be appended (nothing was changed); ``stale_epoch`` marks a fencing refusal."""
+    """The batch cannot be appended (nothing was changed); ``stale_epoch`` marks a fencing refusal,
+    ``stale_sequence`` an idempotent request older than its producer's last applied one."""
 
-    def __init__(self, message: str, *, stale_epoch: bool = False) -> None:
+    def __init__(self, message: str, *, stale_epoch: bool = False, stale_sequence: bool = False) -> None:
         super().__init__(message)
         self.stale_epoch = stale_epoch
+        self.stale_sequence = stale_sequence
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,50 @@ class GroupOutcome:
     segments: dict[int, Segment]
     meta: PartitionMeta
     segment_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """A producer's last applied request on one partition: its sequence, content digest and answer."""
+
+    sequence: int
+    digest: str
+    group_id: int
+    segment_ids: tuple[int, ...]
+    index: int  # the Raft index that applied it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sequence": self.sequence, "digest": self.digest, "group_id": self.group_id,
+                "segment_ids": list(self.segment_ids), "index": self.index}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ProducerState:
+        return cls(int(d["sequence"]), str(d["digest"]), int(d["group_id"]), tuple(int(x) for x in d["segment_ids"]),
+                   int(d["index"]))
+
+
+def request_digest(leader_epoch: int, events: Sequence[SegmentEvent]) -> str:
+    """A digest of an append's content (epoch and events as sent): tells a retry from a reused sequence."""
+    body = json.dumps([int(leader_epoch), [e.to_json() for e in events]], separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def check_sequence(last: ProducerState | None, producer_id: int, sequence: int, digest: str) -> ProducerState | None:
+    """None when the request is new (apply it); ``last`` when it is a retry of the last applied request.
+
+    Raises :class:`GroupRefused` for a sequence below the last applied one (``stale_sequence``) and for
+    the last sequence reused with different content.
+    """
+    if producer_id <= 0 or sequence <= 0:
+        raise GroupRefused("producer_id and sequence must both be > 0 for an idempotent append")
+    if last is None or sequence > last.sequence:
+        return None
+    if sequence < last.sequence:
+        raise GroupRefused(f"sequence {sequence} of producer {producer_id} is below its last applied sequence "
+                           f"{last.sequence} on this partition", stale_sequence=True)
+    if digest != last.digest:
+        raise GroupRefused(f"sequence {sequence} of producer {producer_id} was applied with a different group")
+    return last
 
 
 def _check_event(ev: SegmentEvent, leader_epoch: int) -> None:

@@ -42,6 +42,8 @@ class Appended:
     group_id: int
     segment_ids: list[int]
     raft_index: int
+    duplicate: bool = False
+    """A retry of an applied idempotent request: the ids (and index) are those of its first application."""
 
 
 class TieredNode:
@@ -57,16 +59,24 @@ class TieredNode:
         self.appended_events = 0
         self.appended_groups = 0
         self.refused = 0
+        self.duplicates = 0
         self.started = time.monotonic()
 
     def append(self, key: PartitionKey, leader_epoch: int, events: list[SegmentEvent],
-               timeout: float = 5.0) -> Appended:
-        committed = self.raft.propose_committed(append_command(key, leader_epoch, events), timeout)
-        with self._lock:
-            self.appended_groups += 1
-            self.appended_events += len(events)
+               timeout: float = 5.0, producer_id: int = 0, sequence: int = 0) -> Appended:
+        """Propose and wait for one group; with ``producer_id``/``sequence`` a retry is answered, not re-applied."""
+        command = append_command(key, leader_epoch, events, producer_id, sequence)
+        committed = self.raft.propose_committed(command, timeout)
         r = committed.result
-        return Appended(int(r["group_id"]), [int(s) for s in r["segment_ids"]], committed.index)
+        duplicate = bool(r.get("duplicate", False))
+        with self._lock:
+            if duplicate:
+                self.duplicates += 1
+            else:
+                self.appended_groups += 1
+                self.appended_events += len(events)
+        return Appended(int(r["group_id"]), [int(s) for s in r["segment_ids"]],
+                        int(r.get("raft_index") or committed.index), duplicate)
 
     def delete_partition(self, key: PartitionKey, timeout: float = 5.0) -> bool:
         return bool(self.raft.propose(delete_command(key), timeout)["deleted"])

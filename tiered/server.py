@@ -10,12 +10,17 @@ Method
     the node has no anonymous access: secure by default).  Writes call :class:`~tiered.node.TieredNode`
     (Raft); a follower answers ``UNAVAILABLE`` with the leader's gRPC address in the trailing metadata
     ``x-tiered-leader`` (and in the details text) so the client retries there.  A stale leader epoch is
-    ``FAILED_PRECONDITION``, any other refused batch ``INVALID_ARGUMENT``, an unknown outcome
-    (commit timeout) ``DEADLINE_EXCEEDED``.  Reads go to the local store.
+    ``FAILED_PRECONDITION``, an idempotent request older than its producer's last applied one
+    ``ALREADY_EXISTS``, any other refused batch ``INVALID_ARGUMENT``, an unknown outcome (commit
+    timeout) ``DEADLINE_EXCEEDED``.  Reads go to the local store.  The port speaks TLS with
+    :class:`ServerTls` (server certificate + key; with a client CA, mutual TLS: a client without a
+    certificate signed by it fails the handshake); without TLS, :func:`start_server` refuses any
+    address but loopback unless ``allow_plaintext`` (tokens would cross the network in clear).
 
 Guarantee
     An ``AppendGroup`` answered OK is committed on a majority; an error other than
-    ``DEADLINE_EXCEEDED``/``UNKNOWN`` means it was not applied.
+    ``DEADLINE_EXCEEDED``/``UNKNOWN``/``UNAVAILABLE`` after the request was sent means it was not
+    applied; with a producer id and sequence a retry of any of those is applied at most once.
 
 Cost
     One Raft commit per AppendGroup; reads are LMDB range reads (~tens of us) plus protobuf encoding.
@@ -25,13 +30,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
 
 from raft.errors import NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
 from raft.protocol import CommandConflict, CommandRejected
-from tiered.machine import STALE_PREFIX
+from tiered.machine import STALE_PREFIX, STALE_SEQUENCE_PREFIX
 from tiered.model import EventKind, PartitionKey, PartitionMeta, Segment, SegmentEvent, local_start_fetch_offset
 from tiered.node import TieredNode
 from tiered.proto import pb, rpc
@@ -40,6 +47,34 @@ LEADER_KEY = "x-tiered-leader"
 #: authorize(token, needs_write) -> whether the token may do it.
 Authorizer = Callable[[str, bool], bool]
 MAX_LIMIT = 10000
+
+
+class PlaintextRefused(ValueError):
+    """A non-loopback address without TLS and without ``allow_plaintext``."""
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """PEM bytes of the server's certificate chain and key; ``client_ca`` set: mutual TLS."""
+
+    cert_chain: bytes
+    private_key: bytes
+    client_ca: bytes | None = None
+
+    @classmethod
+    def from_files(cls, cert_file: Path, key_file: Path, client_ca_file: Path | None = None) -> ServerTls:
+        return cls(Path(cert_file).read_bytes(), Path(key_file).read_bytes(),
+                   None if client_ca_file is None else Path(client_ca_file).read_bytes())
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials([(self.private_key, self.cert_chain)], root_certificates=self.client_ca,
+                                           require_client_auth=self.client_ca is not None)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost, 127.x.y.z and ::1 (a bind address only this machine can reach)."""
+    host = host.strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def key_of(ref: Any) -> PartitionKey:
@@ -103,6 +138,8 @@ class TieredServicer(rpc.TieredMetadataServicer):
             text = str(exc)
             if text.startswith(STALE_PREFIX):
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, text[len(STALE_PREFIX):])
+            if text.startswith(STALE_SEQUENCE_PREFIX):
+                context.abort(grpc.StatusCode.ALREADY_EXISTS, text[len(STALE_SEQUENCE_PREFIX):])
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
         except CommandRejected as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -118,9 +155,13 @@ class TieredServicer(rpc.TieredMetadataServicer):
         self._auth(context, True)
         key = key_of(request.partition)
         events = [event_from_pb(e) for e in request.events]
-        done = self._write(context, lambda: self.node.append(key, request.leader_epoch, events))
+        producer_id, sequence = request.producer_id, request.sequence
+        if bool(producer_id) != bool(sequence):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "set producer_id and sequence together (idempotence)")
+        done = self._write(context, lambda: self.node.append(key, request.leader_epoch, events,
+                                                             producer_id=producer_id, sequence=sequence))
         return pb.AppendGroupResponse(group_id=done.group_id, segment_ids=done.segment_ids,
-                                      raft_index=done.raft_index)
+                                      raft_index=done.raft_index, duplicate=done.duplicate)
 
     def DeletePartition(self, request: Any, context: Any) -> Any:
         self._auth(context, True)
@@ -165,11 +206,20 @@ class TieredServicer(rpc.TieredMetadataServicer):
 
 
 def start_server(node: TieredNode, address: str, authorize: Authorizer, grpc_of: dict[str, str],
-                 workers: int = 16) -> grpc.Server:
-    """Start serving on ``address`` (host:port); returns the running server (``stop(grace)`` to end it)."""
+                 workers: int = 16, tls: ServerTls | None = None, allow_plaintext: bool = False) -> grpc.Server:
+    """Start serving on ``address`` (host:port); returns the running server (``stop(grace)`` to end it).
+
+    Without ``tls`` only a loopback address is accepted unless ``allow_plaintext``
+    (:class:`PlaintextRefused`)."""
+    host = address.rpartition(":")[0]
+    if tls is None and not allow_plaintext and not is_loopback(host):
+        raise PlaintextRefused(f"the tiered gRPC port {address} is not on loopback and has no TLS: bearer tokens "
+                               "would cross the network in clear (set [tiered] tls_cert_file and tls_key_file, "
+                               "or allow_plaintext = true behind a TLS proxy)")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tiered-grpc"))
     rpc.add_TieredMetadataServicer_to_server(TieredServicer(node, authorize, grpc_of), server)
-    if server.add_insecure_port(address) == 0:
+    bound = server.add_insecure_port(address) if tls is None else server.add_secure_port(address, tls.credentials())
+    if bound == 0:
         raise OSError(f"cannot bind the tiered gRPC port {address}")
     server.start()
     return server

@@ -7,9 +7,11 @@ Goal
     with the applied-index watermark.
 
 Method
-    LMDB (``lmdb``), four named databases: ``groups`` (partition key + group id -> the group as JSON),
+    LMDB (``lmdb``), five named databases: ``groups`` (partition key + group id -> the group as JSON),
     ``segments`` (partition key + segment id -> the segment's latest state, removed at delete
-    finished), ``parts`` (partition key -> counters and fencing mark) and ``meta`` (watermark, id
+    finished), ``parts`` (partition key -> counters and fencing mark), ``producers`` (partition key +
+    producer id -> its last applied sequence and answer: idempotent appends, in the same transaction as
+    the group, so they survive restarts, snapshots and failovers) and ``meta`` (watermark, id
     allocators, per-cluster totals).  Partition key = ``cluster NUL topic_id NUL partition(u32 BE)``,
     ids are u64 big-endian, so byte order = (cluster, topic id, partition, id) order and a partition
     is one contiguous key range.  Each Raft entry is one write transaction: it is applied whole (with
@@ -45,14 +47,18 @@ from typing import Any
 
 import lmdb
 
+from tiered.model import MAX_PRODUCERS_PER_PARTITION as MAX_PRODUCERS
 from tiered.model import (
     GroupOutcome,
     GroupRefused,
     PartitionKey,
     PartitionMeta,
+    ProducerState,
     Segment,
     SegmentEvent,
+    check_sequence,
     plan_group,
+    request_digest,
 )
 
 _U64 = struct.Struct(">Q")
@@ -102,6 +108,7 @@ class TieredStore:
         self.segments = self.env.open_db(b"segments")
         self.parts = self.env.open_db(b"parts")
         self.meta = self.env.open_db(b"meta")
+        self.producers = self.env.open_db(b"producers")
 
     def close(self) -> None:
         with self._swap:
@@ -113,11 +120,29 @@ class TieredStore:
             raw = tx.get(_WATERMARK)
             return 0 if raw is None else int(_U64.unpack(raw)[0])
 
-    def append(self, key: PartitionKey, leader_epoch: int, events: list[SegmentEvent], index: int) -> dict[str, Any]:
-        """Apply one group at Raft index ``index``; raises GroupRefused (nothing written)."""
+    def append(self, key: PartitionKey, leader_epoch: int, events: list[SegmentEvent], index: int,
+               producer: tuple[int, int] | None = None) -> dict[str, Any]:
+        """Apply one group at Raft index ``index``; raises GroupRefused (nothing written).
+
+        ``producer`` = (producer id, sequence) makes it idempotent: a retry of the producer's last applied
+        request on this partition writes nothing but the watermark and returns the first answer with
+        ``duplicate`` and ``raft_index`` (the index that applied it)."""
         key.check()
         prefix = partition_prefix(key)
         with self._swap, self.env.begin(write=True) as tx:
+            if producer is not None:
+                digest = request_digest(leader_epoch, events)
+                raw_last = tx.get(prefix + _U64.pack(producer[0]), db=self.producers)
+                last = None if raw_last is None else ProducerState.from_json(json.loads(raw_last))
+                try:
+                    again = check_sequence(last, producer[0], producer[1], digest)
+                except GroupRefused:
+                    tx.abort()
+                    raise
+                if again is not None:
+                    tx.put(_WATERMARK, _U64.pack(index), db=self.meta)
+                    return {"group_id": again.group_id, "segment_ids": list(again.segment_ids), "duplicate": True,
+                            "raft_index": again.index}
             raw_meta = tx.get(prefix, db=self.parts)
             meta = PartitionMeta() if raw_meta is None else PartitionMeta.from_json(json.loads(raw_meta))
             group_id = _counter(tx, self.meta, _NEXT_GROUP)
@@ -136,7 +161,27 @@ class TieredStore:
             tx.put(_NEXT_GROUP, _U64.pack(group_id + 1), db=self.meta)
             tx.put(_NEXT_SEGMENT, _U64.pack(next_seg + len(out.segment_ids)), db=self.meta)
             tx.put(_WATERMARK, _U64.pack(index), db=self.meta)
-        return {"group_id": group_id, "segment_ids": list(out.segment_ids)}
+            if producer is None:
+                return {"group_id": group_id, "segment_ids": list(out.segment_ids)}
+            state = ProducerState(producer[1], digest, group_id, out.segment_ids, index)
+            self._remember(tx, prefix, producer[0], state, new=last is None)
+        return {"group_id": group_id, "segment_ids": list(out.segment_ids), "duplicate": False, "raft_index": index}
+
+    def _remember(self, tx: lmdb.Transaction, prefix: bytes, producer_id: int, state: ProducerState, *,
+                  new: bool) -> None:
+        """Keep ``state`` as the producer's last; a new producer past the cap evicts the least recent one."""
+        tx.put(prefix + _U64.pack(producer_id), _dumps(state.to_json()), db=self.producers)
+        if not new:
+            return
+        known = [(int(json.loads(v)["index"]), bytes(k)) for k, v in _range(tx.cursor(db=self.producers), prefix)]
+        if len(known) > MAX_PRODUCERS:
+            tx.delete(min(known)[1], db=self.producers)
+
+    def producer(self, key: PartitionKey, producer_id: int) -> ProducerState | None:
+        """A producer's last applied request on the partition (None when unknown or forgotten)."""
+        with self._swap, self.env.begin(db=self.producers) as tx:
+            raw = tx.get(partition_prefix(key) + _U64.pack(producer_id))
+            return None if raw is None else ProducerState.from_json(json.loads(raw))
 
     def _write_group(self, tx: lmdb.Transaction, key: PartitionKey, prefix: bytes, group_id: int, epoch: int,
                      out: GroupOutcome, *, new: bool, before: PartitionMeta) -> None:
@@ -162,7 +207,7 @@ class TieredStore:
             removed = 0
             if raw_meta is not None:
                 meta = PartitionMeta.from_json(json.loads(raw_meta))
-                for db in (self.groups, self.segments):
+                for db in (self.groups, self.segments, self.producers):
                     cur = tx.cursor(db=db)
                     if cur.set_range(prefix):
                         while cur.key()[: len(prefix)] == prefix and len(cur.key()) == len(prefix) + 8:
@@ -241,7 +286,7 @@ class TieredStore:
         """SHA-256 over every record (tests: equal on nodes that agree).  O(store size)."""
         h = hashlib.sha256()
         with self._swap, self.env.begin() as tx:
-            for db in (self.groups, self.segments, self.parts, self.meta):
+            for db in (self.groups, self.segments, self.parts, self.meta, self.producers):
                 for k, v in tx.cursor(db=db):
                     if k == _WATERMARK:
                         continue

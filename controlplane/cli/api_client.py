@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import urllib.error
 import urllib.request
 from typing import Annotated, Any
@@ -25,11 +26,12 @@ class ApiUnavailable(Exception):
     """The service answered an error, or could not be reached (the message says which)."""
 
 
-def get_json(url: str, token: str | None) -> Any:
-    """GET ``url`` with ``token``; its JSON body."""
+def get_json(url: str, token: str | None, cafile: str | None = None) -> Any:
+    """GET ``url`` with ``token``; its JSON body (``cafile``: the CA to verify an https URL against)."""
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=10, context=context) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")

@@ -1,7 +1,8 @@
 """``guardian tiered partitions|show|events``: the remote-storage metadata a running node holds.
 
 Reads ``/api/v1/tiered/...`` of ``--url`` (default ``$GUARDIAN_URL`` or http://127.0.0.1:8080) with a
-viewer token (``--token`` or ``$GUARDIAN_TOKEN``); ``--json`` prints the raw answer.
+viewer token (``--token`` or ``$GUARDIAN_TOKEN``); ``--ca-file`` (or ``$GUARDIAN_CA_FILE``) is the CA to
+verify an https API's certificate against (the nodes' own CA); ``--json`` prints the raw answer.
 """
 
 from __future__ import annotations
@@ -13,18 +14,28 @@ from urllib.parse import quote
 import typer
 from rich.table import Table
 
-from controlplane.cli.common import out
-from controlplane.cli.throttle import TokenOpt, UrlOpt, _get
+from controlplane.cli.api_client import ApiUnavailable, TokenOpt, UrlOpt, get_json
+from controlplane.cli.common import err, out
 
 tiered_app = typer.Typer(help="Remote-storage (tiered) metadata: partitions, live segments, event groups.",
                          no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+CaOpt = Annotated[str | None, typer.Option("--ca-file", envvar="GUARDIAN_CA_FILE",
+                                           help="CA (PEM) to verify an https API's certificate")]
 _STATES = {1: "copy_started", 2: "copy_finished", 3: "delete_started", 4: "delete_finished"}
 
 
 def _base(url: str, cluster: str, topic_id: str, partition: int) -> str:
     names = f"{quote(cluster, safe='')}/{quote(topic_id, safe='')}/{partition}"
     return f"{url.rstrip('/')}/api/v1/tiered/partitions/{names}"
+
+
+def _get(url: str, token: str | None, ca_file: str | None) -> Any:
+    try:
+        return get_json(url, token, ca_file)
+    except ApiUnavailable as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
 
 
 def _print_json(value: Any) -> None:
@@ -34,10 +45,11 @@ def _print_json(value: Any) -> None:
 @tiered_app.command("partitions")
 def partitions(url: UrlOpt = "http://127.0.0.1:8080", token: TokenOpt = None,
                cluster: Annotated[str | None, typer.Option(help="only this cluster")] = None,
-               limit: Annotated[int, typer.Option(min=1, max=10000)] = 1000, as_json: JsonOpt = False) -> None:
+               limit: Annotated[int, typer.Option(min=1, max=10000)] = 1000, as_json: JsonOpt = False,
+               ca_file: CaOpt = None) -> None:
     """Partitions with tiered metadata and their counters."""
     query = f"?limit={limit}" + (f"&cluster={quote(cluster, safe='')}" if cluster else "")
-    rows = _get(url.rstrip("/") + "/api/v1/tiered/partitions" + query, token)
+    rows = _get(url.rstrip("/") + "/api/v1/tiered/partitions" + query, token, ca_file)
     if as_json:
         _print_json(rows)
         return
@@ -50,9 +62,9 @@ def partitions(url: UrlOpt = "http://127.0.0.1:8080", token: TokenOpt = None,
 
 @tiered_app.command("show")
 def show(cluster: str, topic_id: str, partition: int, url: UrlOpt = "http://127.0.0.1:8080",
-         token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+         token: TokenOpt = None, as_json: JsonOpt = False, ca_file: CaOpt = None) -> None:
     """One partition's live segments (the state a new replica starts from)."""
-    body = _get(_base(url, cluster, topic_id, partition), token)
+    body = _get(_base(url, cluster, topic_id, partition), token, ca_file)
     if as_json:
         _print_json(body)
         return
@@ -69,9 +81,10 @@ def show(cluster: str, topic_id: str, partition: int, url: UrlOpt = "http://127.
 @tiered_app.command("events")
 def events(cluster: str, topic_id: str, partition: int, url: UrlOpt = "http://127.0.0.1:8080",
            token: TokenOpt = None, after: Annotated[int, typer.Option(help="groups after this id")] = 0,
-           limit: Annotated[int, typer.Option(min=1, max=10000)] = 100, as_json: JsonOpt = False) -> None:
+           limit: Annotated[int, typer.Option(min=1, max=10000)] = 100, as_json: JsonOpt = False,
+           ca_file: CaOpt = None) -> None:
     """The partition's event groups after a group id."""
-    body = _get(_base(url, cluster, topic_id, partition) + f"/events?after={after}&limit={limit}", token)
+    body = _get(_base(url, cluster, topic_id, partition) + f"/events?after={after}&limit={limit}", token, ca_file)
     if as_json:
         _print_json(body)
         return
