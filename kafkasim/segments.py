@@ -77,8 +77,10 @@ class TieredLog:
     def __init__(self, start: int, end: int, bytes_in: float, t: float) -> None:
         self.segments: list[Segment] = []  # closed, oldest first, until deleted from remote
         self.active_base = end
-        self.active_bytes0 = bytes_in
+        self.active_bytes = 0.0
         self.active_t0 = t
+        self.seen_in = bytes_in  # the engine's bytes_in_total at the last tick
+        self.real_pending = 0.0  # real bytes appended since then (already counted in active_bytes)
         self.active_batches: list[Batch] = []
         self.log_start = start
         self.attach_t, self.attach_end = t, end
@@ -111,12 +113,9 @@ class TieredLog:
                 return s.base
         return self.active_base
 
-    def active_size(self, bytes_in: float) -> float:
-        return max(bytes_in - self.active_bytes0, 0.0)
-
-    def local_bytes(self, bytes_in: float) -> float:
+    def local_bytes(self) -> float:
         """Bytes on the broker's disk: local closed segments + the active one."""
-        return sum(s.size for s in self.segments if s.local) + self.active_size(bytes_in)
+        return sum(s.size for s in self.segments if s.local) + self.active_bytes
 
     def remote_only_bytes(self) -> float:
         return sum(s.size for s in self.segments if s.state == COPIED and not s.local)
@@ -138,30 +137,43 @@ class TieredLog:
         return (end - self.attach_end) / (t - self.attach_t) if t > self.attach_t else 0.0
 
     # ------------------------------------------------------------------ changes
-    def add_batch(self, batch: Batch) -> None:
-        self.active_batches.append(batch)
+    def advance(self, bytes_in: float) -> None:
+        """A tick: the simulated traffic since the last one (``bytes_in_total`` less the real bytes) is appended."""
+        self.active_bytes += max(bytes_in - self.seen_in - self.real_pending, 0.0)
+        self.seen_in, self.real_pending = bytes_in, 0.0
 
-    def maybe_roll(self, end: int, bytes_in: float, t: float, segment_bytes: float, segment_s: float,
-                   epoch: int) -> Segment | None:
+    def add_batch(self, batch: Batch, t: float, segment_bytes: float, epoch: int) -> Segment | None:
+        """A real batch: as Kafka's log does, roll first when it would take the active segment past
+        ``segment.bytes`` (the batch then starts the new segment); returns the rolled segment."""
+        rolled = None
+        if self.active_bytes + len(batch[3]) > segment_bytes and batch[0] > self.active_base:
+            rolled = self._roll(batch[0], t, epoch)
+        self.active_batches.append(batch)
+        self.active_bytes += len(batch[3])
+        self.real_pending += len(batch[3])
+        return rolled
+
+    def maybe_roll(self, end: int, t: float, segment_bytes: float, segment_s: float, epoch: int) -> Segment | None:
         """Close the active segment at ``end`` (exclusive) when it reached ``segment.bytes`` or ``segment.ms``."""
-        if end <= self.active_base:
+        if end <= self.active_base or (self.active_bytes < segment_bytes and t - self.active_t0 < segment_s):
             return None
-        size = self.active_size(bytes_in)
-        if size < segment_bytes and t - self.active_t0 < segment_s:
-            return None
-        seg = Segment(self.active_base, end - 1, size, t, epoch, [b for b in self.active_batches if b[0] < end])
+        return self._roll(end, t, epoch)
+
+    def _roll(self, end: int, t: float, epoch: int) -> Segment:
+        seg = Segment(self.active_base, end - 1, self.active_bytes, t, epoch,
+                      [b for b in self.active_batches if b[0] < end])
         self.segments.append(seg)
         self.active_batches = [b for b in self.active_batches if b[0] >= end]
-        self.active_base, self.active_bytes0, self.active_t0 = end, bytes_in, t
+        self.active_base, self.active_bytes, self.active_t0 = end, 0.0, t
         return seg
 
     def to_copy(self) -> list[Segment]:
         return [s for s in self.segments if s.state == LOCAL]
 
-    def trim_local(self, bytes_in: float, t: float, limit_bytes: float, limit_s: float) -> list[Segment]:
+    def trim_local(self, t: float, limit_bytes: float, limit_s: float) -> list[Segment]:
         """Drop copied local segments as local retention says; returns the dropped ones."""
         dropped: list[Segment] = []
-        total = self.local_bytes(bytes_in)
+        total = self.local_bytes()
         for s in self.segments:
             if not s.local:
                 continue
@@ -176,11 +188,10 @@ class TieredLog:
                 break
         return dropped
 
-    def expire_remote(self, bytes_in: float, t: float, limit_bytes: float, limit_s: float) -> list[Segment]:
+    def expire_remote(self, t: float, limit_bytes: float, limit_s: float) -> list[Segment]:
         """Mark the oldest copied segments ``deleting`` as retention says; the log start moves past them."""
         out: list[Segment] = []
-        total = sum(s.size for s in self.segments if s.state in (COPIED, COPYING, LOCAL)) \
-            + self.active_size(bytes_in)
+        total = sum(s.size for s in self.segments if s.state in (COPIED, COPYING, LOCAL)) + self.active_bytes
         for s in self.segments:
             if s.state == DELETING:
                 continue

@@ -263,8 +263,8 @@ class TieredManager:
         """A real Produce batch stored on ``p`` (engine hook): it belongs to the active segment."""
         t = cl.topics.get(p.topic)
         lg = self.logs.get((cl.name, t.topic_id, p.index)) if t is not None else None
-        if lg is not None:
-            lg.add_batch(batch)
+        if t is not None and lg is not None:
+            lg.add_batch(batch, self.engine.t, float(max(self._int(cl, t.name, "segment.bytes"), 1)), p.leader_epoch)
 
     def on_tick(self, eng: Any, dt: float) -> None:
         self._drain()
@@ -299,11 +299,12 @@ class TieredManager:
             for seg in lg.segments:
                 if seg.state == COPYING:
                     seg.state, seg.owner = LOCAL, 0
+        lg.advance(bytes_in)
         if leader_ok:
-            lg.maybe_roll(end, bytes_in, t, seg_bytes, seg_s, p.leader_epoch)
+            lg.maybe_roll(end, t, seg_bytes, seg_s, p.leader_epoch)
             if time.monotonic() >= self._retry_at.get(key, 0.0):
-                self._plan_jobs(cl, topic, p, lg, bytes_in, t, after_change=changed)
-        f["size"][s] = lg.local_bytes(bytes_in)
+                self._plan_jobs(cl, topic, p, lg, t, after_change=changed)
+        f["size"][s] = lg.local_bytes()
         f["lso"][s] = min(lg.log_start, end)
         ra = p.reassignment
         if ra is not None and leader_ok:
@@ -315,7 +316,7 @@ class TieredManager:
                                             start=(lg.local_start, end, lg.ingress(end, t),
                                                    self.settings.follower_tail_s)))
 
-    def _plan_jobs(self, cl: Cluster, topic: Topic, p: Partition, lg: TieredLog, bytes_in: float, t: float,
+    def _plan_jobs(self, cl: Cluster, topic: Topic, p: Partition, lg: TieredLog, t: float,
                    after_change: bool) -> None:
         pending = lg.to_copy()
         if pending:
@@ -330,9 +331,9 @@ class TieredManager:
             self._enqueue(job, front=after_change)
         r_ms = self._int(cl, topic.name, "retention.ms")
         r_bytes = self._int(cl, topic.name, "retention.bytes")
-        lg.trim_local(bytes_in, t, retention_limit(self._int(cl, topic.name, "local.retention.bytes"), r_bytes),
+        lg.trim_local(t, retention_limit(self._int(cl, topic.name, "local.retention.bytes"), r_bytes),
                       retention_limit(self._int(cl, topic.name, "local.retention.ms"), r_ms) / 1000.0)
-        lg.expire_remote(bytes_in, t, retention_limit(-2, r_bytes), retention_limit(-2, r_ms) / 1000.0)
+        lg.expire_remote(t, retention_limit(-2, r_bytes), retention_limit(-2, r_ms) / 1000.0)
         doomed = [seg for seg in lg.segments if seg.state == DELETING and seg.owner == 0]
         if doomed:
             job = self._job("delete", cl, topic, p, segments=doomed)

@@ -150,7 +150,7 @@ def test_rolls_copy_trim_and_read_back_from_remote(sim: Any) -> None:
     # local retention: only copied segments left the disk, the tail stays; the engine reports local bytes
     assert lg.local_start > 0
     local = fed.engine.f["size"][p.slot]
-    assert local == pytest.approx(lg.local_bytes(float(fed.engine.f["bytes_in_total"][p.slot])))
+    assert local == pytest.approx(lg.local_bytes())
     assert 4000 <= local < 4000 + 3000 + 2000
     # reads from offset 0 come from the remote files, byte for byte what was stored
     end = fed.engine.partition_offsets(p.slot)[1]
@@ -227,5 +227,5 @@ def test_new_replica_starts_at_local_start_fetch_offset(sim: Any) -> None:
 def test_history_becomes_segments_when_enabled_later() -> None:
     lg = TieredLog.from_history(100, 1100, 10_000.0, [], 0.0, 50.0, 2500.0, 100.0, 3)
     assert [(s.base, s.end) for s in lg.segments] == [(100, 349), (350, 599), (600, 849), (850, 1099)]
-    assert lg.active_base == 1100 and lg.local_bytes(0.0) == pytest.approx(10_000.0)
+    assert lg.active_base == 1100 and lg.local_bytes() == pytest.approx(10_000.0)
     assert lg.segments[0].closed_t < lg.segments[-1].closed_t == 50.0
