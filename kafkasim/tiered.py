@@ -74,6 +74,7 @@ from tiered.client import COPY_FINISHED, COPY_STARTED, DELETE_FINISHED, DELETE_S
 
 log = logging.getLogger("kafkasim.tiered")
 PKey = tuple[str, uuid.UUID, int]
+MAX_SEGMENTS_PER_JOB = 500  # events per group (the service takes up to 1000)
 
 
 class Fenced(Exception):
@@ -289,7 +290,7 @@ class TieredManager:
         seg_s = self._int(cl, topic.name, "segment.ms") / 1000.0
         lg = self.logs.get(key)
         if lg is None:
-            rate = float(f["in_rate"][s]) or float(f["base_rate"][s])
+            rate = float(f["base_rate"][s]) or float(f["in_rate"][s])  # the mean ingress dates the history
             lg = self.logs[key] = TieredLog.from_history(start, end, float(f["size"][s]), list(p.batches), bytes_in,
                                                          t, seg_bytes, rate, p.leader_epoch)
         leader_ok = p.leader >= 0 and cl.brokers[p.leader].alive
@@ -318,7 +319,7 @@ class TieredManager:
 
     def _plan_jobs(self, cl: Cluster, topic: Topic, p: Partition, lg: TieredLog, t: float,
                    after_change: bool) -> None:
-        pending = lg.to_copy()
+        pending = lg.to_copy()[:MAX_SEGMENTS_PER_JOB]
         if pending:
             job = self._job("copy", cl, topic, p, segments=pending,
                             check_state=after_change or any(seg.tried for seg in pending))
