@@ -198,7 +198,7 @@ class TieredLog:
             if s.state != COPIED:
                 break
             if total - s.size >= limit_bytes or t - s.closed_t > limit_s:
-                s.state, s.local = DELETING, False
+                s.state, s.local, s.owner = DELETING, False, 0  # owner 0: a delete job is due
                 total -= s.size
                 out.append(s)
             else:

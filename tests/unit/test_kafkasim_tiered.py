@@ -224,6 +224,32 @@ def test_new_replica_starts_at_local_start_fetch_offset(sim: Any) -> None:
     assert p.replicas == [2] and ticks < 0.3 * local / 80_000, (ticks, ra.copied)
 
 
+def test_remote_retention_deletes_oldest_segments(sim: Any) -> None:
+    fed, mgr, md = sim
+    cl = fed.clusters["c"]
+    cl.create_topic("d", 1, 1, configs={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                        "retention.bytes": "10000", "local.retention.bytes": "3000"})
+    p = cl.partition("d", 0)
+    settle(fed, mgr, 1)
+    for k in range(40):
+        store_batches(cl, p, batch(0, [b"r%d" % k * 300]))
+        settle(fed, mgr, 1)
+    settle(fed, mgr, 3)
+    lg = mgr.log_of(cl, "d", 0)
+    assert lg is not None and mgr.stats["deleted_segments"] >= 5
+    kinds = [e.kind for g in md.groups for e in g[3]]
+    assert kinds.count(EventKind.DELETE_FINISHED) == kinds.count(EventKind.DELETE_STARTED) == \
+        mgr.stats["deleted_segments"]
+    # the log start moved past the deleted segments: fetches and ListOffsets earliest start there
+    start, end = fed.engine.partition_offsets(p.slot)
+    assert start == lg.log_start > 0 and lg.segments[0].base == start
+    assert sum(s.size for s in lg.segments) + lg.active_bytes < 10_000 + 2 * 2000
+    gone = [e.remote_path for g in md.groups for e in g[3] if e.kind == EventKind.DELETE_FINISHED]
+    assert gone and not any((mgr.settings.remote_dir / path).exists() for path in gone)
+    with pytest.raises(SimError):
+        mgr.read(cl, p, start - 1, end, 1000)
+
+
 def test_history_becomes_segments_when_enabled_later() -> None:
     lg = TieredLog.from_history(100, 1100, 10_000.0, [], 0.0, 50.0, 2500.0, 100.0, 3)
     assert [(s.base, s.end) for s in lg.segments] == [(100, 349), (350, 599), (600, 849), (850, 1099)]
