@@ -155,6 +155,7 @@ class Engine:
         self.batch_bytes = 0
         self.batch_budget = 256 * 1024 * 1024
         self.listeners: list[Any] = []
+        self.append_listeners: list[Any] = []  # (cluster, partition, stored batch) after a real Produce batch
         self.broker_replicas: list[list[Partition]] = []
         self._ct_cache: dict[str, tuple[int, list[tuple[int, str]]]] = {}
 
@@ -327,6 +328,8 @@ class Engine:
                 pt_f = parse_partition_rates(t.configs.get(PT_FETCH, "")) if cl.partition_throttle else {}
                 r_ms = _int_or(t.configs.get("retention.ms"), 604_800_000)
                 r_b = _int_or(t.configs.get("retention.bytes"), -1)
+                if cl.remote_storage and t.configs.get("remote.storage.enable") == "true":
+                    r_ms = r_b = -1  # tiered: its remote log manager (kafkasim.tiered) applies retention
                 for p in t.partitions:
                     s = p.slot
                     self.i["topic_idx"][s] = tix

@@ -275,6 +275,8 @@ class Cluster:
         self.reassignment_log: deque[dict[str, Any]] = deque(maxlen=REASSIGNMENT_LOG_MAX)
         self.reassignment_counts: dict[str, dict[str, int]] = {}
         self.reassignment_seq = 0
+        self.remote_storage = False
+        """``remote.log.storage.system.enable``: a remote log manager runs (:mod:`kafkasim.tiered`)."""
         self.preferred_dirs: dict[tuple[str, int, int], int] = {}
         """``(topic, partition, broker) -> disk``: where a replica not hosted yet will be created (KIP-113)."""
 
@@ -379,7 +381,14 @@ class Cluster:
                     raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}") from e
             if k == "message.timestamp.type" and v is not None and v not in ("CreateTime", "LogAppendTime"):
                 raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}")
-            if k in ("retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "min.insync.replicas") and v:
+            if k == "remote.storage.enable" and v is not None:
+                if v not in ("true", "false"):
+                    raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}")
+                if v == "true" and not self.remote_storage:
+                    raise SimError(INVALID_CONFIG, "Tiered Storage functionality is disabled in the broker. "
+                                                   "Topic cannot be configured with remote log storage.")
+            if k in ("retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "min.insync.replicas",
+                     "local.retention.ms", "local.retention.bytes") and v:
                 try:
                     int(v)
                 except ValueError as e:
@@ -481,6 +490,10 @@ class Cluster:
             raise SimError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
         new = self._apply_ops(dict(t.configs), ops)
         self.validate_topic_configs(dict(new.items()))
+        if t.configs.get("remote.storage.enable") == "true" and new.get("remote.storage.enable") != "true":
+            raise SimError(INVALID_CONFIG, "It is invalid to disable remote storage without deleting remote data. "
+                                           "If you want to keep the remote data and turn to read only, set "
+                                           "`remote.storage.copy.disable=true`.")
         if not validate_only:
             t.configs = new
             if self.engine is not None:

@@ -171,6 +171,8 @@ class Handler:
     def __init__(self, audit: Audit | None = None) -> None:
         self.audit = audit
         self.groups = GroupCoordinator()
+        self.remote_read: Callable[[Cluster, m.Partition, int, int, int], bytes | None] | None = None
+        """Tiered topics' reads (``kafkasim.tiered.TieredManager.read``): None = not tiered."""
 
     # -- dispatch
     def handle(self, ctx: ReqContext, key: int, version: int, req: Any) -> Any:
@@ -358,7 +360,7 @@ class Handler:
             ("log.dirs", ",".join(d.path for d in b.disks), True, 4),
         ]
         for k, val in sorted(m.BROKER_STATIC_DEFAULTS.items()):
-            out.append((k, val, True, 4))
+            out.append((k, "true" if k == "remote.log.storage.system.enable" and cl.remote_storage else val, True, 4))
         for k in sorted(m.BROKER_STATIC_KEYS):
             static = b.static_configs.get(k)
             out.append((k, static, True, 4 if static is not None else 5))
@@ -766,7 +768,11 @@ class Handler:
                     chunks: list[bytes] = []
                     size = 0
                     next_real = hw
-                    for base, last, _ts, buf in p.batches:
+                    tiered = None if self.remote_read is None else self.remote_read(
+                        cl, p, fp.fetch_offset, hw, min(fp.partition_max_bytes, budget - total))
+                    if tiered is not None:
+                        chunks, next_real = [tiered], fp.fetch_offset
+                    for base, last, _ts, buf in ([] if tiered is not None else p.batches):
                         if last < fp.fetch_offset:
                             continue
                         if not chunks and base > fp.fetch_offset:

@@ -84,6 +84,8 @@ def store_batches(cl: Cluster, p: Partition, records: bytes, log_append_ms: int 
             first = base
         buf = struct.pack(">q", base) + raw[8:]
         p.batches.append((base, base + last_delta, max_ts, buf))
+        for cb in eng.append_listeners:
+            cb(cl, p, p.batches[-1])
         p.batch_bytes += len(buf)
         eng.batch_fifo.append(p)
         eng.batch_bytes += len(buf)

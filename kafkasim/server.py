@@ -53,7 +53,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkasim import model as m
 from kafkasim.audit import AuditSink
@@ -79,6 +79,9 @@ from kafkasim.scenario import Federation
 from kafkasim.security import SaslGate, SecurityConfig
 from kafkasim.truth import LoadHistory, snapshot_of
 
+if TYPE_CHECKING:
+    from kafkasim.tiered import TieredManager
+
 FAILED_AUTH_CLOSE_DELAY_S = 0.1
 """Kafka's ``connection.failed.authentication.delay.ms`` default: the close follows a failed login by 100 ms."""
 log = logging.getLogger("kafkasim")
@@ -92,8 +95,10 @@ class SimServer:
 
     def __init__(self, fed: Federation, host: str = "127.0.0.1", control_port: int = 0,
                  speed: float | None = None, tick_real_s: float = 0.1, audit_jsonl: str | None = None,
-                 security: SecurityConfig | None = None, metrics: MetricsConfig | None = None) -> None:
+                 security: SecurityConfig | None = None, metrics: MetricsConfig | None = None,
+                 tiered: TieredManager | None = None) -> None:
         self.fed = fed
+        self.tiered = tiered  # tiered topics (KIP-405) with Guardian's metadata service; built by the caller
         self.security = security or SecurityConfig()
         self.metrics = metrics or MetricsConfig()
         self.host = host
@@ -107,6 +112,8 @@ class SimServer:
                                    audit_jsonl or acfg.get("jsonl"), bool(acfg.get("synthetic", True)),
                                    client_idcs={str(k): str(v) for k, v in (acfg.get("client_idcs") or {}).items()})
         self.handler = Handler(self.audit.record_real if self.audit else None)
+        if tiered is not None:
+            self.handler.remote_read = tiered.read
         self.history = LoadHistory(fed.engine)
         self.kafka_servers: dict[int, asyncio.Server] = {}
         # (broker gidx, endpoint kind) -> listener / port / {"requests", "unauthorized"} counts
@@ -140,6 +147,8 @@ class SimServer:
         self.control = await asyncio.start_server(self._control_conn, self.host, self.control_port)
         self.control_port = self.control.sockets[0].getsockname()[1]
         self.running = True
+        if self.tiered is not None:
+            self.tiered.start()
         self._tick_task = asyncio.create_task(self._tick_loop())
         return self.endpoints()
 
@@ -177,6 +186,8 @@ class SimServer:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick_task
+        if self.tiered is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.tiered.stop)
         for srv in [*self.kafka_servers.values(), *self.metrics_servers.values(),
                     *([self.control] if self.control else [])]:
             srv.close()

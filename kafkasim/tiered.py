@@ -1,0 +1,490 @@
+"""Tiered topics in kafkasim: the brokers' remote log manager, a real client of Guardian's tiered metadata.
+
+Goal
+    ``remote.storage.enable=true`` topics behave as under KIP-405 with Guardian holding the segment
+    metadata: leaders roll segments, copy closed ones to a remote store and record each copy and delete as
+    event groups through :class:`tiered.client.TieredClient` (gRPC) with their leader epoch; local retention
+    keeps only the tail; fetches below the local log start are served from remote; a new follower
+    (reassignment) starts at the service's ``local_start_fetch_offset``, so a move copies only the tail.
+
+Method
+    :class:`TieredManager` is an engine listener (it runs on the simulator's loop thread after every
+    tick) plus one worker thread for everything that waits on the network or the store.  Per tick and
+    tiered partition (:class:`kafkasim.segments.TieredLog`): roll by ``segment.bytes``/``segment.ms``;
+    closed segments not copied become one *copy job* per partition (epoch = the partition's leader epoch
+    now); copied segments past local retention leave the local log; copied segments past retention become
+    a *delete job*; the engine's ``size`` of the partition is set to its **local** bytes (what
+    DescribeLogDirs reports, what a move copies, what Guardian's executor estimates from) and its log
+    start offset to the first offset still readable.  The worker runs a copy job as Kafka's
+    ``RLMCopyTask`` does: one group of ``COPY_STARTED`` events (Guardian allocates the segment ids), the
+    uploads (``cluster/topic-topicid/partition/<base offset>-<epoch>.log``), one group of ``COPY_FINISHED``;
+    a delete job: ``DELETE_STARTED`` group, file deletes, ``DELETE_FINISHED`` group.  Results come back to
+    the loop thread through a queue, so the model is only changed there.  A leader change re-queues the
+    segments still being copied under the new epoch *ahead* of older jobs, with a state check first (the
+    new leader copies from the highest copied offset it reads from Guardian, as Kafka's does); a job of
+    the deposed leader that reaches Guardian afterwards is refused (``FAILED_PRECONDITION``): counted in
+    ``stats["fenced"]``, never applied.  When a reassignment adds a replica, the worker asks
+    ``LocalStartFetchOffset(local log start, log end, ingress offsets/s, follower_tail_s)``; the local bytes
+    below that offset count as already held by the new replica (its DescribeLogDirs size is the bytes it
+    holds of the leader's local log), so it copies only ``[start, log end)``.  Topics that are deleted
+    have their remote files and metadata deleted.
+
+Guarantee
+    Local bytes are dropped only after ``COPY_FINISHED`` is committed; a fenced or failed job changes
+    nothing and its segments are retried under the current epoch; reads from remote return the stored
+    batches byte for byte.  One worker: jobs of the federation run one at a time (groups batch a
+    partition's segments to amortise Raft commits).
+
+Cost
+    Per tick O(tiered partitions + their segments); per copy job 2 RPCs + one file write per segment.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from kafkasim import model as m
+from kafkasim.model import Cluster, Partition, SimError, Topic
+from kafkasim.records import split_batches, synthetic_batch
+from kafkasim.remote_store import LocalDirStore, RemoteStore
+from kafkasim.segments import (
+    COPIED,
+    COPYING,
+    DELETING,
+    LOCAL,
+    Batch,
+    Segment,
+    TieredLog,
+    retention_limit,
+    slice_batches,
+)
+from tiered.client import COPY_FINISHED, COPY_STARTED, DELETE_FINISHED, DELETE_STARTED, TieredClient
+
+log = logging.getLogger("kafkasim.tiered")
+PKey = tuple[str, uuid.UUID, int]
+MAX_SEGMENTS_PER_JOB = 500  # events per group (the service takes up to 1000)
+
+
+class Fenced(Exception):
+    """Guardian refused a group: the caller's leader epoch is below the partition's mark."""
+
+
+class TieredMetadata(Protocol):
+    """What the remote log manager needs from the metadata service (a fake implements it in unit tests)."""
+
+    def append(self, cluster: str, topic_id: str, partition: int, epoch: int,
+               events: list[dict[str, Any]]) -> tuple[int, list[int]]:
+        """Append one group; returns (group id, segment ids of its COPY_STARTED events); raises :class:`Fenced`."""
+        ...
+
+    def copied(self, cluster: str, topic_id: str, partition: int) -> dict[tuple[int, int], tuple[int, str]]:
+        """Copy-finished live segments: (start, end offset) -> (segment id, remote path)."""
+        ...
+
+    def local_start_fetch_offset(self, cluster: str, topic_id: str, partition: int, log_start: int, log_end: int,
+                                 ingress: float, threshold_s: float) -> int:
+        ...
+
+    def delete_partition(self, cluster: str, topic_id: str, partition: int) -> None:
+        ...
+
+
+class GrpcMetadata:
+    """:class:`TieredMetadata` over :class:`tiered.client.TieredClient` (leader following included)."""
+
+    def __init__(self, addresses: Sequence[str], token: str, timeout: float = 10.0) -> None:
+        self.client = TieredClient(addresses, token, timeout)
+
+    def append(self, cluster: str, topic_id: str, partition: int, epoch: int,
+               events: list[dict[str, Any]]) -> tuple[int, list[int]]:
+        try:
+            resp = self.client.append_group(cluster, topic_id, partition, epoch, events)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                raise Fenced(str(exc.details())) from None
+            raise
+        return int(resp.group_id), [int(s) for s in resp.segment_ids]
+
+    def copied(self, cluster: str, topic_id: str, partition: int) -> dict[tuple[int, int], tuple[int, str]]:
+        resp = self.client.current_state(cluster, topic_id, partition)
+        return {(s.start_offset, s.end_offset): (int(s.segment_id), str(s.remote_path))
+                for s in resp.segments if s.state == COPY_FINISHED}
+
+    def local_start_fetch_offset(self, cluster: str, topic_id: str, partition: int, log_start: int, log_end: int,
+                                 ingress: float, threshold_s: float) -> int:
+        return int(self.client.local_start_fetch_offset(cluster, topic_id, partition, log_start, log_end,
+                                                        ingress, threshold_s).offset)
+
+    def delete_partition(self, cluster: str, topic_id: str, partition: int) -> None:
+        self.client.delete_partition(cluster, topic_id, partition)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@dataclass(frozen=True)
+class TieredSettings:
+    """Where the metadata service and the remote store are; ``follower_tail_s`` is the threshold a new
+    follower's start is computed with (``log end − ingress × threshold``)."""
+
+    addresses: tuple[str, ...]
+    token: str
+    remote_dir: Path
+    follower_tail_s: float = 3600.0
+
+
+def kafka_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka's string form of a topic id (url-safe base64 of the 16 bytes, no padding)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+@dataclass
+class Job:
+    """Work for the worker thread; plain data captured on the loop thread (``segments`` only travel back)."""
+
+    id: int
+    kind: str  # copy | delete | start | drop
+    key: PKey
+    epoch: int
+    segments: list[Segment] = field(default_factory=list)
+    ranges: list[tuple[int, int, int, str]] = field(default_factory=list)  # (base, end, size, path) / (id, path)
+    payloads: list[bytes] = field(default_factory=list)
+    check_state: bool = False
+    start: tuple[int, int, float, float] = (0, 0, 0.0, 0.0)
+    broker: int = -1  # start: the new replica
+
+    @property
+    def where(self) -> tuple[str, str, int]:
+        """(cluster, topic id, partition) as the metadata service names the partition."""
+        return self.key[0], kafka_topic_id(self.key[1]), self.key[2]
+
+
+class TieredManager:
+    """See the module docstring.  Construct, hand to ``SimServer(..., tiered=manager)`` (it calls
+    :meth:`start`/:meth:`stop` and routes fetches to :meth:`read`)."""
+
+    def __init__(self, fed: Any, settings: TieredSettings, metadata: TieredMetadata | None = None,
+                 store: RemoteStore | None = None) -> None:
+        self.fed = fed
+        self.engine = fed.engine
+        self.settings = settings
+        self.metadata: TieredMetadata = metadata or GrpcMetadata(settings.addresses, settings.token)
+        self.store: RemoteStore = store or LocalDirStore(settings.remote_dir)
+        self.logs: dict[PKey, TieredLog] = {}
+        self.epochs: dict[PKey, int] = {}
+        self.starts: dict[tuple[PKey, int], int] = {}
+        """(partition, new replica) -> the offset its copy started at (from ``LocalStartFetchOffset``)."""
+        self._asked: set[tuple[PKey, int, int]] = set()
+        self._retry_at: dict[PKey, float] = {}
+        self._ids = itertools.count(1)
+        self._jobs: collections.deque[Job] = collections.deque()
+        self._results: collections.deque[tuple[str, Job, Any]] = collections.deque()
+        self._cv = threading.Condition()
+        self._stop = False
+        self._paused = False
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._cache: collections.OrderedDict[str, list[Batch]] = collections.OrderedDict()
+        self.stats: dict[str, int] = collections.defaultdict(int)
+        for cl in self.engine.clusters.values():
+            cl.remote_storage = True
+        self.engine.listeners.append(self.on_tick)
+        self.engine.append_listeners.append(self.on_append)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._work, name="kafkasim-tiered", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(15)
+        close = getattr(self.metadata, "close", None)
+        if close is not None:
+            close()
+
+    def pause(self) -> None:
+        """Hold the worker (tests: let jobs queue up, e.g. across a leader change)."""
+        with self._cv:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._cv:
+            self._paused = False
+            self._cv.notify_all()
+
+    def idle(self) -> bool:
+        """No job queued or running (results may wait for the next tick to be applied)."""
+        with self._cv:
+            return not self._jobs and not self._busy
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def tiered(cl: Cluster, topic: Topic) -> bool:
+        return cl.remote_storage and topic.configs.get("remote.storage.enable") == "true"
+
+    def log_of(self, cl: Cluster, topic: str, index: int) -> TieredLog | None:
+        t = cl.topics.get(topic)
+        return None if t is None else self.logs.get((cl.name, t.topic_id, index))
+
+    def _int(self, cl: Cluster, topic: str, key: str) -> int:
+        try:
+            return int(cl.topic_config(topic, key))
+        except ValueError:
+            return int(m.TOPIC_CONFIG_DEFAULTS[key])
+
+    def _enqueue(self, job: Job, front: bool = False) -> None:
+        with self._cv:
+            if front:
+                self._jobs.appendleft(job)
+            else:
+                self._jobs.append(job)
+            self._cv.notify_all()
+
+    def _job(self, kind: str, cl: Cluster, topic: Topic, p: Partition, **kw: Any) -> Job:
+        return Job(next(self._ids), kind, (cl.name, topic.topic_id, p.index), p.leader_epoch, **kw)
+
+    # ------------------------------------------------------------------ loop thread
+    def on_append(self, cl: Cluster, p: Partition, batch: Batch) -> None:
+        """A real Produce batch stored on ``p`` (engine hook): it belongs to the active segment."""
+        t = cl.topics.get(p.topic)
+        lg = self.logs.get((cl.name, t.topic_id, p.index)) if t is not None else None
+        if t is not None and lg is not None:
+            lg.add_batch(batch, self.engine.t, float(max(self._int(cl, t.name, "segment.bytes"), 1)), p.leader_epoch)
+
+    def on_tick(self, eng: Any, dt: float) -> None:
+        self._drain()
+        seen: set[PKey] = set()
+        for cl in eng.clusters.values():
+            for topic in cl.topics.values():
+                if not self.tiered(cl, topic):
+                    continue
+                for p in topic.partitions:
+                    key = (cl.name, topic.topic_id, p.index)
+                    seen.add(key)
+                    self._tick_partition(cl, topic, p, key, eng.t)
+        for key in [k for k in self.logs if k not in seen]:
+            self._drop(key)
+
+    def _tick_partition(self, cl: Cluster, topic: Topic, p: Partition, key: PKey, t: float) -> None:
+        eng = self.engine
+        f, s = eng.f, p.slot
+        start, end = eng.partition_offsets(s)
+        bytes_in = float(f["bytes_in_total"][s])
+        seg_bytes = float(max(self._int(cl, topic.name, "segment.bytes"), 1))
+        seg_s = self._int(cl, topic.name, "segment.ms") / 1000.0
+        lg = self.logs.get(key)
+        if lg is None:
+            rate = float(f["base_rate"][s]) or float(f["in_rate"][s])  # the mean ingress dates the history
+            lg = self.logs[key] = TieredLog.from_history(start, end, float(f["size"][s]), list(p.batches), bytes_in,
+                                                         t, seg_bytes, rate, p.leader_epoch)
+        leader_ok = p.leader >= 0 and cl.brokers[p.leader].alive
+        changed = key in self.epochs and self.epochs[key] != p.leader_epoch
+        self.epochs[key] = p.leader_epoch
+        if changed:  # the new leader takes over what the old one was copying (its jobs will be fenced)
+            for seg in lg.segments:
+                if seg.state == COPYING:
+                    seg.state, seg.owner = LOCAL, 0
+        lg.advance(bytes_in)
+        if leader_ok:
+            lg.maybe_roll(end, t, seg_bytes, seg_s, p.leader_epoch)
+            if time.monotonic() >= self._retry_at.get(key, 0.0):
+                self._plan_jobs(cl, topic, p, lg, t, after_change=changed)
+        f["size"][s] = lg.local_bytes()
+        f["lso"][s] = min(lg.log_start, end)
+        ra = p.reassignment
+        if ra is not None and leader_ok:
+            for b in ra.adding:
+                mark = (key, b, id(ra))
+                if mark not in self._asked:
+                    self._asked.add(mark)
+                    self._enqueue(self._job("start", cl, topic, p, broker=b,
+                                            start=(lg.local_start, end, lg.ingress(end, t),
+                                                   self.settings.follower_tail_s)))
+
+    def _plan_jobs(self, cl: Cluster, topic: Topic, p: Partition, lg: TieredLog, t: float,
+                   after_change: bool) -> None:
+        pending = lg.to_copy()[:MAX_SEGMENTS_PER_JOB]
+        if pending:
+            job = self._job("copy", cl, topic, p, segments=pending,
+                            check_state=after_change or any(seg.tried for seg in pending))
+            for seg in pending:
+                seg.state, seg.owner, seg.tried = COPYING, job.id, seg.tried + 1
+                path = (f"{cl.name}/{topic.name}-{kafka_topic_id(topic.topic_id)}/{p.index}/"
+                        f"{seg.base:020d}-{p.leader_epoch}.log")
+                job.ranges.append((seg.base, seg.end, int(seg.size), path))
+                job.payloads.append(seg.data())
+            self._enqueue(job, front=after_change)
+        r_ms = self._int(cl, topic.name, "retention.ms")
+        r_bytes = self._int(cl, topic.name, "retention.bytes")
+        lg.trim_local(t, retention_limit(self._int(cl, topic.name, "local.retention.bytes"), r_bytes),
+                      retention_limit(self._int(cl, topic.name, "local.retention.ms"), r_ms) / 1000.0)
+        lg.expire_remote(t, retention_limit(-2, r_bytes), retention_limit(-2, r_ms) / 1000.0)
+        doomed = [seg for seg in lg.segments if seg.state == DELETING and seg.owner == 0]
+        if doomed:
+            job = self._job("delete", cl, topic, p, segments=doomed)
+            for seg in doomed:
+                seg.owner = job.id
+                job.ranges.append((seg.segment_id, 0, 0, seg.remote_path))
+            self._enqueue(job, front=after_change)
+
+    def _drop(self, key: PKey) -> None:
+        lg = self.logs.pop(key)
+        self.epochs.pop(key, None)
+        job = Job(next(self._ids), "drop", key, -1,
+                  ranges=[(seg.segment_id, 0, 0, seg.remote_path) for seg in lg.segments if seg.remote_path])
+        self._enqueue(job)
+
+    def _drain(self) -> None:
+        while self._results:
+            outcome, job, value = self._results.popleft()
+            self.stats[f"job_{outcome}"] += 1
+            if job.kind == "copy":
+                self._copy_result(outcome, job, value)
+            elif job.kind == "delete":
+                for seg in job.segments:
+                    if outcome == "ok":
+                        lg = self.logs.get(job.key)
+                        if lg is not None:
+                            lg.forget(seg)
+                        self.stats["deleted_segments"] += 1
+                    elif seg.owner == job.id:
+                        seg.owner = 0  # retried next tick under the then current epoch
+            elif job.kind == "start" and outcome == "ok":
+                self._follower_start((job.key, job.broker), int(value))
+            if outcome != "ok":
+                self._retry_at[job.key] = time.monotonic() + 0.5
+
+    def _copy_result(self, outcome: str, job: Job, value: Any) -> None:
+        for seg, got in zip(job.segments, value if outcome == "ok" else [None] * len(job.segments), strict=True):
+            if got is not None and seg.state in (LOCAL, COPYING):
+                seg.state, seg.segment_id, seg.remote_path = COPIED, got[0], got[1]
+                self.stats["copied_segments"] += 1
+            elif got is not None:
+                self.stats["duplicate_copies"] += 1
+            elif seg.owner == job.id and seg.state == COPYING:
+                seg.state, seg.owner = LOCAL, 0
+        if outcome == "fenced":
+            self.stats["fenced"] += 1
+
+    def _follower_start(self, target: tuple[PKey, int], offset: int) -> None:
+        key, b = target
+        self.starts[target] = offset
+        lg = self.logs.get(key)
+        cl = self.engine.clusters.get(key[0])
+        if lg is None or cl is None:
+            return
+        for t in cl.topics.values():
+            if t.topic_id == key[1] and key[2] < len(t.partitions):
+                ra = t.partitions[key[2]].reassignment
+                if ra is not None and b in ra.adding:
+                    ra.copied[b] = max(ra.copied.get(b, 0.0), lg.bytes_below(offset))
+
+    # ------------------------------------------------------------------ fetch (loop thread)
+    def read(self, cl: Cluster, p: Partition, offset: int, hw: int, max_bytes: int) -> bytes | None:
+        """Records for a Fetch of a tiered partition at ``offset`` (None: not tiered, the caller serves it)."""
+        t = cl.topics.get(p.topic)
+        lg = self.logs.get((cl.name, t.topic_id, p.index)) if t is not None else None
+        if t is None or lg is None or not self.tiered(cl, t):
+            return None
+        seg, batches, stop = lg.locate(offset)
+        if seg is not None:
+            batches = self._remote_batches(seg)
+            self.stats["remote_fetches"] += 1
+        elif offset < lg.local_start:
+            raise SimError(m.OFFSET_OUT_OF_RANGE, f"offset {offset} is no longer in remote storage")
+        else:
+            stop = hw
+        chunks, next_real = slice_batches(batches, offset, stop, max_bytes)
+        if not chunks and offset < next_real:
+            chunks = [synthetic_batch(cl, p, offset, next_real, max_bytes)]
+        data = b"".join(chunks)
+        if seg is not None:
+            self.stats["remote_bytes_read"] += len(data)
+        return data
+
+    def _remote_batches(self, seg: Segment) -> list[Batch]:
+        cached = self._cache.get(seg.remote_path)
+        if cached is not None:
+            self._cache.move_to_end(seg.remote_path)
+            return cached
+        out: list[Batch] = []
+        for raw, _count, last_delta, max_ts in split_batches(self.store.get(seg.remote_path)):
+            base = int.from_bytes(raw[:8], "big", signed=True)
+            out.append((base, base + last_delta, max_ts, raw))
+        self._cache[seg.remote_path] = out
+        while len(self._cache) > 8:
+            self._cache.popitem(last=False)
+        return out
+
+    # ------------------------------------------------------------------ worker thread
+    def _work(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stop and (self._paused or not self._jobs):
+                    self._cv.wait(0.5)
+                if self._stop:
+                    return
+                job = self._jobs.popleft()
+                self._busy = True
+            try:
+                self._results.append(("ok", job, self._run(job)))
+            except Fenced as exc:
+                log.info("tiered job %s (%s %s epoch %s) fenced: %s", job.id, job.kind, job.where, job.epoch, exc)
+                self._results.append(("fenced", job, str(exc)))
+            except Exception as exc:  # the service is down, a file cannot be written: retried later
+                log.warning("tiered job %s (%s) failed: %r", job.id, job.kind, exc)
+                self._results.append(("error", job, repr(exc)))
+                time.sleep(0.2)
+            finally:
+                with self._cv:
+                    self._busy = False
+
+    def _run(self, job: Job) -> Any:
+        md, where = self.metadata, job.where
+        if job.kind == "start":
+            log_start, log_end, ingress, threshold = job.start
+            return md.local_start_fetch_offset(*where, log_start, log_end, ingress, threshold)
+        if job.kind == "drop":
+            for _sid, _, _, path in job.ranges:
+                self.store.delete(path)
+            md.delete_partition(*where)
+            return None
+        if job.kind == "delete":
+            ids = [r[0] for r in job.ranges]
+            md.append(*where, job.epoch, [dict(kind=DELETE_STARTED, segment_id=i) for i in ids])
+            for _sid, _, _, path in job.ranges:
+                self.store.delete(path)
+            md.append(*where, job.epoch, [dict(kind=DELETE_FINISHED, segment_id=i) for i in ids])
+            return None
+        done: dict[tuple[int, int], tuple[int, str]] = md.copied(*where) if job.check_state else {}
+        todo = [k for k, r in enumerate(job.ranges) if (r[0], r[1]) not in done]
+        got: list[tuple[int, str] | None] = [done.get((r[0], r[1])) for r in job.ranges]
+        if todo:
+            _, ids = md.append(*where, job.epoch, [
+                dict(kind=COPY_STARTED, start_offset=job.ranges[k][0], end_offset=job.ranges[k][1],
+                     leader_epoch=job.epoch, size_bytes=job.ranges[k][2], remote_path=job.ranges[k][3])
+                for k in todo])
+            for k in todo:
+                self.store.put(job.ranges[k][3], job.payloads[k])
+            md.append(*where, job.epoch, [
+                dict(kind=COPY_FINISHED, segment_id=sid, size_bytes=job.ranges[k][2])
+                for k, sid in zip(todo, ids, strict=True)])
+            for k, sid in zip(todo, ids, strict=True):
+                got[k] = (sid, job.ranges[k][3])
+        return got
