@@ -1,6 +1,6 @@
 """Planner benchmark: Guardian's disk-aware rebalance beside Kafka's default count-based assignment.
 
-``python -m benchmarks.bench_planners [--sizes 10,100,1000] [--seed 1]``
+``python -m benchmarks.bench_planners [--sizes 100,1000] [--large] [--seed 1]``  (``--large`` adds 3,000 brokers)
 
 For each size (brokers x 12 disks, 100 partitions per broker, RF 3, heavy-tailed traffic, 25% NVMe
 brokers, two IDCs with placement policies on half the topics) it generates a snapshot and measures,
@@ -8,16 +8,18 @@ in the same run:
 
 * Guardian (:func:`planners.plan_rebalance`, the shared invariant check included): plan time, peak /
   mean estimated disk utilisation per pool after, the single-replica floor, bytes moved against the
-  forced minimum (fractional-knapsack lower bound), replicas moved;
+  forced minimum (fractional-knapsack lower bound) both at the 1.10 target and at the balance the
+  plan reaches (its own worst peak/mean), replicas moved;
 * Kafka's default (what ``kafka-reassign-partitions --generate`` proposes): a rack-alternated
   round-robin over the alive brokers of each topic's pool, ignoring load; each new replica on the log
   dir with the fewest partitions (the broker's own choice). Same figures, plus how many hard
   constraints the proposal breaks.
 
 Also, in the same run: ``plan leaders`` time on each size; the budget curve (peak/mean reached against
-byte budgets, :mod:`planners.budget_curve`) at the largest size; the large-replica case (two 150 MB/s
-replicas on one NVMe disk, only an exchange places them; target <= 1.10); and pool-grow moving nothing
-outside the growing pool nor onto any broker but the new ones. Peak RSS is the process's after each size.
+byte budgets, :mod:`planners.budget_curve`) at 1,000 brokers (else the largest size); the large-replica
+case (two 150 MB/s replicas on one NVMe disk, only an exchange places them; target <= 1.10); and
+pool-grow moving nothing outside the growing pool nor onto any broker but the new ones. Peak RSS is the
+process's after each size (one snapshot is alive at a time, sizes ascending, so it is that size's).
 
 Prints a table and writes ``out/bench/planners.json``. Plan time is given as wall and CPU seconds
 (the planner is single-threaded; CPU time is the honest figure when other work shares the cores).
@@ -130,13 +132,18 @@ def kafka_default_plan(snapshot: ClusterSnapshot, seed: int) -> Plan:
     return Plan(cluster=snapshot.cluster, kind="kafka-default", moves=tuple(moves))
 
 
-def _figures(snapshot: ClusterSnapshot, plan: Plan, seconds: float, cpu: float, forced: float) -> dict[str, Any]:
+def _figures(snapshot: ClusterSnapshot, plan: Plan, seconds: float, cpu: float, forced: float,
+             at_reached: bool = False) -> dict[str, Any]:
     after = apply_plan(snapshot, plan)
     summary = plan.summary or summarize_plan(snapshot, after, plan)
     pools = pool_figures(after)
     violations = Counter(v.code for v in check_plan(snapshot, plan))
     worst = max(pools.values(), key=lambda f: f["peak_to_mean"])
     allowed = max(TARGET_PEAK, 1.05 * worst["floor_to_mean"])
+    extra: dict[str, Any] = {}
+    if at_reached:  # the least any plan must move to bring every disk to the balance this one reaches
+        reached = max(forced_min_bytes(snapshot, max(worst["peak_to_mean"], 1.0)), 1.0)
+        extra = {"forced_min_at_reached": reached, "bytes_vs_forced_at_reached": summary.bytes_to_move / reached}
     return {
         "plan_seconds": round(seconds, 3),
         "plan_cpu_seconds": round(cpu, 3),
@@ -151,6 +158,7 @@ def _figures(snapshot: ClusterSnapshot, plan: Plan, seconds: float, cpu: float, 
         "intra_broker_moves": summary.intra_broker_moves,
         "violations": dict(sorted(violations.items())),
         "notes": list(plan.notes)[:5],
+        **extra,
     }
 
 
@@ -165,7 +173,7 @@ def run(brokers: int, seed: int) -> dict[str, Any]:
 
     t0, c0 = time.perf_counter(), time.process_time()
     plan = plan_rebalance(snapshot)  # includes building the summary and the shared invariant check
-    guardian = _figures(snapshot, plan, time.perf_counter() - t0, time.process_time() - c0, forced)
+    guardian = _figures(snapshot, plan, time.perf_counter() - t0, time.process_time() - c0, forced, at_reached=True)
 
     c0 = time.process_time()
     leaders = plan_leaders(snapshot)
@@ -266,6 +274,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                   f"{f['replicas_moved']:>9} {sum(f['violations'].values()):>10}")
     for r in rows:
         g = r["guardian"]
+        print(f"{r['brokers']:>7} brokers: bytes moved {g['bytes_vs_forced_at_reached']:.2f} x the fractional-knapsack "
+              f"bound at the balance reached ({g['peak_to_mean_after']:.3f}: {_tib(g['forced_min_at_reached'])})")
+    for r in rows:
+        g = r["guardian"]
         print(f"{r['brokers']:>7} brokers: plan leaders {g['leaders_cpu_seconds']:.2f} cpu s ({g['leader_changes']} "
               f"changes); peak RSS {g['peak_rss_mib']:.0f} MiB")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -275,22 +287,29 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--sizes", default="10,100,1000", help="comma-separated broker counts")
+    parser.add_argument("--sizes", default="100,1000", help="comma-separated broker counts")
+    parser.add_argument("--large", action="store_true", help="add the 3,000-broker x 300k-partition run (~5 min)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=None, help="JSON result file (default out/bench/planners.json)")
     args = parser.parse_args(argv)
     rows = []
-    for n in (int(x) for x in args.sizes.split(",")):
+    sizes = [int(x) for x in args.sizes.split(",")] + ([3000] if args.large else [])
+    at: dict[str, Any] | None = None  # the row the budget curve is drawn at: 1,000 brokers, else the largest
+    curve: list[dict[str, Any]] = []
+    curve_cpu = 0.0
+    for k, n in enumerate(sizes):
         print(f"... {n} brokers", flush=True)
-        rows.append(run(n, args.seed))
+        row = run(n, args.seed)
+        snap = row.pop("_snapshot")
+        if at is None and (n == 1000 or k == len(sizes) - 1):
+            c0 = time.process_time()
+            curve = [vars_of(p) for p in budget_curve(snap)]
+            curve_cpu, at = time.process_time() - c0, row
+        del snap  # only one snapshot alive at a time: each size's RSS is its own
+        rows.append(row)
     print_table(rows)
-    largest = rows[-1]
-    snap = largest.pop("_snapshot")
-    for r in rows:
-        r.pop("_snapshot", None)
-    c0 = time.process_time()
-    curve = [vars_of(p) for p in budget_curve(snap)]
-    print(f"budget curve at {largest['brokers']} brokers ({time.process_time() - c0:.1f} cpu s): "
+    assert at is not None
+    print(f"budget curve at {at['brokers']} brokers ({curve_cpu:.1f} cpu s): "
           "max bytes -> bytes moved (share of replica bytes), worst pool peak/mean")
     for p in curve:
         print(f"  {_tib(p['max_bytes']):>13} -> {_tib(p['bytes_moved']):>13} ({p['share_of_replica_bytes']:6.1%})  "
@@ -304,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{grow['moved_outside_pool']} outside the pool, {grow['moved_to_other_brokers']} onto other than the new "
           f"brokers; peak/mean after {grow['peak_to_mean_after']}; {grow['plan_cpu_seconds']} cpu s; "
           f"{grow['violations']} violations")
-    g = largest["guardian"]
+    g = at["guardian"]
     verdict = {
         "plan_time_ok": min(g["plan_seconds"], g["plan_cpu_seconds"]) <= TARGET_SECONDS,
         "peak_ok": g["peak_ok"],
@@ -313,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         "large_replica_ok": large["ok"],
         "pool_grow_contained": grow["moved_outside_pool"] == 0 and grow["moved_to_other_brokers"] == 0,
     }
-    print("largest run:", ", ".join(f"{k}={v}" for k, v in verdict.items()))
+    print(f"{at['brokers']}-broker run:", ", ".join(f"{k}={v}" for k, v in verdict.items()))
     result = {"rows": rows, "budget_curve": curve, "large_replica": large, "pool_grow": grow, "verdict": verdict,
               "peak_rss_mib": round(peak_rss_mib(), 1)}
     if args.out:

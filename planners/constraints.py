@@ -39,8 +39,12 @@ class Topology:
         """Replicas missing from the IDCs the policy requires (0: the policy is met)."""
         if not placement:
             return 0
-        counts = Counter(self.idc[b] for b in replicas)
-        return sum(max(0, need - counts.get(idc, 0)) for idc, need in placement.items())
+        idc = self.idc
+        counts: dict[str, int] = {}
+        for b in replicas:
+            key = idc[b]
+            counts[key] = counts.get(key, 0) + 1
+        return sum(max(0, need - counts.get(name, 0)) for name, need in placement.items())
 
     def rack_duplicates(self, replicas: Sequence[int]) -> int:
         """Replicas that share a rack with another replica of the same IDC."""

@@ -34,6 +34,7 @@ Cost: O(moves x (disks of the group + replicas of the source disk)), numpy scann
 from __future__ import annotations
 
 import heapq
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -44,6 +45,7 @@ from planners.workspace import Bounds, Workspace
 
 KIND = "rebalance"
 MAX_NOTES = 12
+_LOAD = operator.attrgetter("load")
 EXCHANGE_TRIES = 4  # heaviest replicas of a stuck disk, and coolest receivers each, an exchange tries
 
 
@@ -277,11 +279,11 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
     while cands:
         excess = ws.load[i] - goal * ws.max_bps[i]
         pick = 0
-        finishers = [k for k, c in enumerate(cands) if c.load >= excess]
-        if finishers:
-            smallest = min(finishers, key=lambda k: (cands[k].size, k))
-            if cands[smallest].size <= cands[0].size:
-                pick = smallest
+        if excess <= max(map(_LOAD, cands)):  # some replica alone covers the excess: smallest such
+            first = cands[0].size
+            smallest = min(((c.size, k) for k, c in enumerate(cands) if c.load >= excess and c.size <= first),
+                           default=(0, 0))
+            pick = smallest[1]
         c = cands[pick]
         p = ws.partition(c.pid)
         if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:

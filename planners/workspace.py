@@ -179,23 +179,31 @@ class Workspace:
     # ---------------------------------------------------------------- writes
     def assign(self, p: Partition, replicas: tuple[int, ...], dirs: tuple[str, ...]) -> None:
         """Give ``p`` a new planned assignment; loads, usage and move costs follow. O(RF)."""
-        old_r, old_d = self.replicas(p)
+        pid = p.id
+        pos = self.pos
+        size_bytes = p.size_bytes
+        write, read = p.bytes_in_per_s, p.disk_read_bytes_per_s
+        old_r, old_d = self.current.get(pid, (p.replicas, p.log_dirs))
+        leader = self.leader(p)
         delta: dict[int, float] = {}
-        for i, load in self.contributions(p, old_r, old_d, self.leader(p)):
-            delta[i] = delta.get(i, 0.0) - load
         size: dict[int, int] = {}
-        for pair in zip(old_r, old_d, strict=True):
-            if pair in self.pos:
-                size[self.pos[pair]] = size.get(self.pos[pair], 0) - p.size_bytes
-        was_moved = self._moved(p)
-        self.current[p.id] = (replicas, dirs)
-        override = self.leader_override.get(p.id)
+        for b, d in zip(old_r, old_d, strict=True):
+            i = pos.get((b, d))
+            if i is not None:
+                delta[i] = delta.get(i, 0.0) - (write + (read if b == leader else 0.0))
+                size[i] = size.get(i, 0) - size_bytes
+        was_moved = self.copied.get(pid, 0) > 0
+        self.current[pid] = (replicas, dirs)
+        override = self.leader_override.get(pid)
         if override is not None and override not in replicas:
-            del self.leader_override[p.id]
-        for i, load in self.contributions(p, replicas, dirs, self.leader(p)):
-            delta[i] = delta.get(i, 0.0) + load
-        for pair in zip(replicas, dirs, strict=True):
-            size[self.pos[pair]] = size.get(self.pos[pair], 0) + p.size_bytes
+            del self.leader_override[pid]
+        leader = self.leader(p)
+        for b, d in zip(replicas, dirs, strict=True):
+            i = pos.get((b, d))
+            if i is not None:
+                delta[i] = delta.get(i, 0.0) + (write + (read if b == leader else 0.0))
+            i = pos[(b, d)]
+            size[i] = size.get(i, 0) + size_bytes
         for i, change in delta.items():  # only disks whose load really changes are touched
             if change:
                 self.add_load(i, change)
@@ -203,12 +211,13 @@ class Workspace:
             if bytes_:
                 self.used[i] += bytes_
                 self.room[i] -= bytes_
-        copies = self.copies(p, replicas, dirs)
-        self.copied[p.id] = copies
-        new_cost = copies * p.size_bytes
-        self.moved_bytes += new_cost - self.cost.get(p.id, 0)
-        self.cost[p.id] = new_cost
-        self.moved_partitions += int(self._moved(p)) - int(was_moved)
+        old = set(zip(p.replicas, p.log_dirs, strict=True))
+        copies = sum(1 for pair in zip(replicas, dirs, strict=True) if pair not in old)
+        self.copied[pid] = copies
+        new_cost = copies * size_bytes
+        self.moved_bytes += new_cost - self.cost.get(pid, 0)
+        self.cost[pid] = new_cost
+        self.moved_partitions += int(copies > 0) - int(was_moved)
 
     def set_leader(self, p: Partition, broker: int, *, explicit: bool = False) -> None:
         """Make ``broker`` (a planned replica of ``p``) its leader; disk loads follow. O(RF).
