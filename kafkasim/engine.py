@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kafkasim.network import FETCH, MIGRATION, PRODUCE, REPLICATION, Network
 from kafkasim.model import (
     PT_FETCH,
     PT_PRODUCE,
@@ -47,6 +46,7 @@ from kafkasim.model import (
     parse_partition_rates,
     parse_throttled_replicas,
 )
+from kafkasim.network import FETCH, MIGRATION, PRODUCE, REPLICATION, Network
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -693,7 +693,7 @@ class Engine:
             s, b = int(rs[k]), int(rb[k])
             bytes_behind = float(new_lag[k])
             if bytes_behind > max(float(in_rate[s]) * REPLICA_LAG_MAX_S, REPLICA_LAG_MIN_BYTES) and s in self.slot_ref:
-                cl, p = self.slot_ref[s]
+                _, p = self.slot_ref[s]
                 bid = self.brokers[b].id
                 if bid in p.isr and bid != p.leader:
                     p.isr = [r for r in p.isr if r != bid]

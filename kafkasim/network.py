@@ -207,7 +207,8 @@ def render_gateway(net: Network, idc: str, t_seconds: float) -> str:
         rows["receive"].append(f'node_network_receive_bytes_total{{device="{dev}"}} '
                                f"{_num(int(net.bytes_total[rx].sum()))}")
         cap = float(net.capacity[tx])
-        rows["speed"].append(f'node_network_speed_bytes{{device="{dev}"}} {_num(int(cap) if math.isfinite(cap) else 0)}')
+        speed = int(cap) if math.isfinite(cap) else 0
+        rows["speed"].append(f'node_network_speed_bytes{{device="{dev}"}} {speed}')
         rows["up"].append(f'node_network_up{{device="{dev}"}} 1')
     for name, typ, help_, key in (
             ("node_network_transmit_bytes_total", "counter", "Network device statistic transmit_bytes.", "transmit"),

@@ -62,8 +62,8 @@ from kafkasim.audit import AuditSink
 from kafkasim.exporters import MetricsConfig, render_jmx, render_node
 from kafkasim.httpd import HttpError, http_serve
 from kafkasim.metrics import render_broker
-from kafkasim.network import render_gateway
 from kafkasim.model import Broker, Cluster
+from kafkasim.network import render_gateway
 from kafkasim.protocol import (
     REGISTRY,
     SUPPORTED,
