@@ -151,8 +151,8 @@ class Network:
             granted = demand[m] * factor[m]
             key = ln * len(KINDS) + kind[m]
             g = np.bincount(key, weights=granted, minlength=n_lines * len(KINDS)).reshape(n_lines, len(KINDS))
-            self.demand = load
-            self.granted = g
+            self.demand = load.astype(np.float64)
+            self.granted = g.astype(np.float64)
             self.bytes_total += g * dt
         util = np.where(np.isfinite(self.capacity), self.demand / np.maximum(self.capacity, 1e-9), 0.0)
         self.latency_ms = self.base_latency / (1.0 - np.minimum(util, MAX_UTIL_FOR_LATENCY))
