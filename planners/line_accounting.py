@@ -186,8 +186,11 @@ def line_flows(snapshot: ClusterSnapshot, transfers: Sequence[Transfer] = (),
             else:
                 out.append(LineFlow("client_produce", a.client_idc, idc[broker], topic, part, broker, rate,
                                     client_id=a.client_id))
-    out.sort(key=lambda f: (f.src_idc, f.dst_idc, f.kind, f.topic, f.partition, f.broker, f.client_id))
-    return out
+    return sorted(out, key=_flow_key)
+
+
+def _flow_key(f: LineFlow) -> tuple[str, str, str, str, int, int, str, str, float]:
+    return (f.src_idc, f.dst_idc, f.kind, f.topic, f.partition, f.broker, f.client_id, f.transfer, f.bytes_per_s)
 
 
 def client_fetch_rates(snapshot: ClusterSnapshot, audit: Iterable[AuditFlow]) -> dict[str, dict[int, float]]:
@@ -219,10 +222,11 @@ def account_lines(flows: Sequence[LineFlow], capacities: Mapping[Pair, float] | 
     sums: dict[Pair, dict[str, float]] = defaultdict(lambda: {k: 0.0 for k in LINE_KINDS})
     for pair in caps:
         sums[pair]  # an idle configured line is listed too
-    for f in flows:
+    ordered = tuple(sorted(flows, key=_flow_key))  # summed in one order: equal inputs give equal floats
+    for f in ordered:
         sums[f.pair][f.kind] += f.bytes_per_s
     lines = tuple(LineUsage(src, dst, dict(v), caps.get((src, dst))) for (src, dst), v in sorted(sums.items()))
-    return LineAccount(lines, tuple(flows), clients_known)
+    return LineAccount(lines, ordered, clients_known)
 
 
 @dataclass(frozen=True, slots=True)
