@@ -32,7 +32,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from domain.model import ClusterSnapshot
 from planners.throttle import Transfer
@@ -119,7 +119,7 @@ class LineAccount:
                 return u
         return None
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> dict[str, Any]:
         """A JSON-able view (API, dashboard)."""
         return {"clients_known": self.clients_known,
                 "lines": [{"src_idc": u.src_idc, "dst_idc": u.dst_idc, "capacity_bytes_per_s": u.capacity_bytes_per_s,

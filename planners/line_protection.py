@@ -274,21 +274,29 @@ def _fetch_cuts(flows: Sequence[LineFlow], line: Pair, need: float,
 def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], health: Mapping[Pair, LineHealth],
                         config: LineProtectionConfig,
                         bytes_in: Mapping[tuple[str, int], float] | None = None,
-                        client_rates: Mapping[str, Mapping[int, float]] | None = None) -> LinePlan:
+                        client_rates: Mapping[str, Mapping[int, float]] | None = None,
+                        other_bytes: Mapping[Pair, float] | None = None) -> LinePlan:
     """One evaluation over every configured line (see the module docstring).
+
+    ``other_bytes``: what other clusters put on each line (their latest accounting): the line's health
+    is judged on the whole line, and this cluster cuts its share of the excess (proportional to its
+    share of the line), so clusters crossing one line do not each cut the whole excess.
 
     ``bytes_in``: each partition's live ingress (the catch-up floor); ``client_rates``: per client, the
     bytes/s it fetches from each broker (all of its traffic, inside IDCs too) — what a consumer quota
     would also slow."""
     bytes_in = bytes_in or {}
     client_rates = client_rates or {}
+    other_bytes = other_bytes or {}
     by_key = {a.key: a for a in active}
     new_health: dict[Pair, LineHealth] = dict(health)
     decisions: dict[str, LineDecision] = {}
     reports = []
     for pair, limit in sorted(config.limits.items()):
         usage = account.usage(pair)
-        total = usage.total if usage is not None else 0.0
+        mine = usage.total if usage is not None else 0.0
+        others = max(float(other_bytes.get(pair, 0.0)), 0.0) if math.isfinite(other_bytes.get(pair, 0.0)) else 0.0
+        total = mine + others
         util = total / limit.capacity_bytes_per_s
         state = step_line(health.get(pair, LineHealth()), util, limit, config.enter_samples, config.leave_samples)
         new_health[pair] = state
@@ -296,7 +304,7 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
         predicted = util
         queue: list[str] = []
         if state.hot and util > limit.target:
-            need = total - limit.target * limit.capacity_bytes_per_s
+            need = (total - limit.target * limit.capacity_bytes_per_s) * (mine / total if total > 0 else 0.0)
             cuts = _migration_cuts(flows, account.flows, need, config)
             need -= sum(c.relieved for c in cuts)
             if need > 0:

@@ -29,7 +29,7 @@ partitions = st.lists(st.tuples(replica_sets, st.floats(0, 50), st.floats(0, 100
 def test_accounting_counts_only_crossings_and_sums_by_kind(parts: list, audit_rows: list, copies: list) -> None:
     ps = [part("t", i, reps, bin_ * MB, bout * MB) for i, (reps, bin_, bout) in enumerate(parts)]
     snap = two_idc(ps, idc=IDCS)
-    audit = [AuditFlow(kind, "t", i % len(ps), f"c{i}", cidc, r * MB)  # type: ignore[arg-type]
+    audit = [AuditFlow(kind, "t", i % len(ps), f"c{i}", cidc, r * MB)
              for i, (_, cidc, r, kind) in enumerate((i, *row[1:]) for i, row in enumerate(audit_rows))]
     transfers = [Transfer("reassign", "t", i % len(ps), (ps[i % len(ps)].replicas[0], "/d"), (dest, "/d"), r * MB)
                  for i, dest, r in copies]
@@ -59,7 +59,7 @@ def to_flows(rows: list) -> list[LineFlow]:
     out = []
     for k, mb, p, broker, client in rows:
         kind = "replication" if k == "replication_catch_up" else k
-        out.append(LineFlow(kind, "idc-a", "idc-b", "pay" if client == "pay-x" else "t", p, broker, mb * MB,
+        out.append(LineFlow(kind, "idc-a", "idc-b", "pay" if client == "pay-x" else "t", p, broker, mb * MB,  # type: ignore[arg-type]
                             client_id=client if kind.startswith("client") else "",
                             transfer="catch_up" if k == "replication_catch_up" else "",
                             in_sync=k != "replication_catch_up"))
