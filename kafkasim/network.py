@@ -9,10 +9,11 @@ Method (:meth:`Network.share`, called once per physics tick with every cross-IDC
 * a line is one *direction* of an IDC pair (leased lines are full duplex: ``between: [a, b]`` gives
   ``a→b`` and ``b→a`` the same capacity); pairs with no configured line get an unlimited one, so every
   cross-IDC byte is still counted;
-* **proportional sharing**: a line's demand is the sum of the rates its flows request this tick; when
-  it exceeds the capacity every flow on the line gets ``capacity / demand`` of its request (flows in
-  one IDC are never touched). A flow that asks for less (a throttled migration) frees capacity for the
-  others the same tick;
+* **max-min fair sharing** (as TCP flows share a bottleneck): a line's demand is the sum of the rates its
+  flows request this tick; when it exceeds the capacity, flows asking less than an equal share get all
+  they ask and the others split what is left equally (water-filling; flows in one IDC are never touched).
+  So a bulk copy takes all the headroom and squeezes every flow bigger than the fair share; a flow that
+  asks for less (a throttled migration) frees capacity for the others the same tick;
 * **latency**: ``base_latency_ms / (1 − min(demand / capacity, 0.98))`` — the queueing delay rises
   steeply as the line fills (≤ 50 × base when saturated);
 * **counters** per line: bytes carried in total and by kind (replication, migration, fetch, produce).
@@ -144,11 +145,10 @@ class Network:
         m = (line >= 0) & (demand > 0)
         if n_lines and m.any():
             ln = line[m]
-            load = np.bincount(ln, weights=demand[m], minlength=n_lines)
-            cap = self.capacity
-            per_line = np.where(load > cap, cap / np.maximum(load, 1e-9), 1.0)
-            factor[m] = per_line[ln]
-            granted = demand[m] * factor[m]
+            dm = demand[m]
+            load = np.bincount(ln, weights=dm, minlength=n_lines)
+            granted = _max_min_fair(ln, dm, self.capacity, load > self.capacity, n_lines)
+            factor[m] = granted / dm
             key = ln * len(KINDS) + kind[m]
             g = np.bincount(key, weights=granted, minlength=n_lines * len(KINDS)).reshape(n_lines, len(KINDS))
             self.demand = load.astype(np.float64)
@@ -181,6 +181,25 @@ class Network:
                           "latency_ms": float(self.latency_ms[k]),
                           "bytes_total": {name: float(self.bytes_total[k, j]) for j, name in enumerate(KINDS)}})
         return {"idcs": list(self.idcs), "lines": lines}
+
+
+def _max_min_fair(line: I64, demand: F64, capacity: F64, saturated: npt.NDArray[np.bool_], n_lines: int) -> F64:
+    """Water-filling per saturated line: flows asking less than an equal share get what they ask, the rest
+    split what is left equally (TCP-like max-min fairness). O(flows x rounds), rounds <= distinct demands."""
+    granted = demand.copy()
+    active = saturated[line]
+    left = np.where(saturated, capacity, 0.0)
+    share = np.zeros(n_lines)
+    while active.any():
+        n_act = np.bincount(line[active], minlength=n_lines)
+        share = left / np.maximum(n_act, 1)
+        fits = active & (demand <= share[line])
+        if not fits.any():
+            break
+        left = left - np.bincount(line[fits], weights=demand[fits], minlength=n_lines)
+        active &= ~fits
+    granted[active] = share[line[active]]
+    return granted
 
 
 def device(peer_idc: str) -> str:

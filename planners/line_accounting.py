@@ -167,13 +167,14 @@ def line_flows(snapshot: ClusterSnapshot, transfers: Sequence[Transfer] = (),
     for a in audit:
         if _rate(a.bytes_per_s):
             audited[(a.kind, a.topic, a.partition)].append(a)
-    for (akind, topic, part), rows in sorted(audited.items()):
+    for (akind, topic, part), unsorted in sorted(audited.items()):
         ap = parts.get((topic, part))
         if ap is None or ap.leader is None:
             continue
+        rows = sorted(unsorted, key=_audit_key)  # summed in one order: equal inputs give equal floats
         whole = sum(a.bytes_per_s for a in rows)
         live = _rate(ap.bytes_out_per_s if akind == "fetch" else ap.bytes_in_per_s)
-        for a in sorted(rows, key=lambda a: (a.client_id, a.broker or -1)):
+        for a in rows:
             broker = a.broker if a.broker is not None and a.broker in idc else ap.leader
             if broker not in idc or not a.client_idc or a.client_idc == idc[broker]:
                 continue
@@ -187,6 +188,10 @@ def line_flows(snapshot: ClusterSnapshot, transfers: Sequence[Transfer] = (),
                 out.append(LineFlow("client_produce", a.client_idc, idc[broker], topic, part, broker, rate,
                                     client_id=a.client_id))
     return sorted(out, key=_flow_key)
+
+
+def _audit_key(a: AuditFlow) -> tuple[str, int, str, float]:
+    return (a.client_id, -1 if a.broker is None else a.broker, a.client_idc, a.bytes_per_s)
 
 
 def _flow_key(f: LineFlow) -> tuple[str, str, str, str, int, int, str, str, float]:
@@ -203,10 +208,11 @@ def client_fetch_rates(snapshot: ClusterSnapshot, audit: Iterable[AuditFlow]) ->
         if a.kind == "fetch" and _rate(a.bytes_per_s):
             rows[(a.topic, a.partition)].append(a)
     out: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    for pid, rs in sorted(rows.items()):
+    for pid, unsorted in sorted(rows.items()):
         p = parts.get(pid)
         if p is None or p.leader is None:
             continue
+        rs = sorted(unsorted, key=_audit_key)
         whole = sum(a.bytes_per_s for a in rs)
         live = _rate(p.bytes_out_per_s)
         for a in rs:

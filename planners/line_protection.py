@@ -21,7 +21,7 @@ Method, per configured line (one direction of an IDC pair), once per collection 
       whose traffic does not cross this line, so its traffic inside an IDC (and on other lines) is untouched.
 
    Producers are never throttled for a line (a producer slowed loses data or blocks a service).
-3. **Relaxation** on a calm line: each of its throttles (``set_by == WHO`` and ``evidence.line`` = the line)
+3. **Relaxation** on a calm line (a throttle whose traffic left the line is released on a hot one too): each of its throttles (``set_by == WHO`` and ``evidence.line`` = the line)
    is released when its flow has gone, else raised by ``relax_factor`` per round while the predicted util
    stays under ``low``, and released when back at its original rate.
 
@@ -78,6 +78,9 @@ class LineProtectionConfig:
     min_rate_bytes_per_s: float = 512 * 1024
     catch_up_margin: float = 0.2
     relax_factor: float = 2.0
+    deadband: float = 0.02
+    """A hot line within ``target + deadband`` is left as it is, and a lever in force is only tightened by more
+    than this fraction (no churn of tiny config changes)."""
 
     def critical(self, topic: str) -> bool:
         """Whether ``topic`` is marked critical."""
@@ -172,7 +175,8 @@ def _line_of(a: ActiveThrottle) -> Pair | None:
 
 def _migration_cuts(flows: Sequence[LineFlow], all_flows: Sequence[LineFlow], need: float,
                     config: LineProtectionConfig) -> list[_Cut]:
-    """Per destination broker, largest line share first."""
+    """Per destination broker, each cut in proportion to its share of the line's migration (a broker's rate
+    governs all its copies, so the cut is taken off its whole copy rate)."""
     on_line: dict[int, list[LineFlow]] = defaultdict(list)
     for f in flows:
         if f.kind == "migration":
@@ -181,19 +185,20 @@ def _migration_cuts(flows: Sequence[LineFlow], all_flows: Sequence[LineFlow], ne
     for f in all_flows:
         if f.kind == "migration":
             total_to[f.broker] += f.bytes_per_s
+    line_total = sum(f.bytes_per_s for fl in on_line.values() for f in fl)
+    if need <= 0 or line_total <= 0:
+        return []
     cuts = []
-    for broker, fl in sorted(on_line.items(), key=lambda kv: (-sum(f.bytes_per_s for f in kv[1]), kv[0])):
-        if need <= 0:
-            break
+    for broker, fl in sorted(on_line.items()):
         line_part = sum(f.bytes_per_s for f in fl)
         total = max(total_to[broker], line_part)
-        rate = max(config.min_rate_bytes_per_s, total - need)
+        want = need * line_part / line_total
+        rate = max(config.min_rate_bytes_per_s, total - want)
         relieved = min(max(total - rate, 0.0), line_part)
         if relieved <= 0:
             continue
         cuts.append(_Cut(f"migration:broker:{broker}", MIGRATION, {"broker": broker, "source_broker": None},
                          rate, total, relieved, f"migration to broker {broker}", fl))
-        need -= relieved
     return cuts
 
 
@@ -303,7 +308,9 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
         flows = [f for f in account.flows if f.pair == pair]
         predicted = util
         queue: list[str] = []
-        if state.hot and util > limit.target:
+        if state.hot:
+            _release_gone(pair, flows, by_key, decisions, config)
+        if state.hot and util > limit.target + config.deadband:
             need = (total - limit.target * limit.capacity_bytes_per_s) * (mine / total if total > 0 else 0.0)
             cuts = _migration_cuts(flows, account.flows, need, config)
             need -= sum(c.relieved for c in cuts)
@@ -316,7 +323,7 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
             predicted = (total - sum(c.relieved for c in cuts)) / limit.capacity_bytes_per_s
             queue = [c.what for c in cuts]
             for c in cuts:
-                _set(c, pair, limit, state, util, predicted, by_key, decisions)
+                _set(c, pair, limit, state, util, predicted, by_key, decisions, config.deadband)
         elif not state.hot:
             _relax(pair, limit, util, flows, by_key, decisions, config)
         reports.append(LineReport(pair, state, util, predicted,
@@ -326,10 +333,10 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
 
 
 def _set(c: _Cut, pair: Pair, limit: LineLimit, state: LineHealth, util: float, predicted: float,
-         active: Mapping[str, ActiveThrottle], decisions: dict[str, LineDecision]) -> None:
+         active: Mapping[str, ActiveThrottle], decisions: dict[str, LineDecision], deadband: float) -> None:
     current = active.get(c.key)
-    if current is not None and current.rate_bytes_per_s <= c.rate * 1.0001:
-        return  # already at least this tight
+    if current is not None and current.rate_bytes_per_s <= c.rate * (1 + deadband):
+        return  # already (about) this tight
     original = c.original
     if current is not None:
         original = float(current.evidence.get("original_rate_bytes_per_s", original) or original)
@@ -359,6 +366,20 @@ def _line_load(a: ActiveThrottle, flows: Sequence[LineFlow]) -> float:
     if a.kind == CONSUMER_QUOTA:
         return sum(f.bytes_per_s for f in flows if f.kind == "client_fetch" and f.client_id == t.get("client_id"))
     return 0.0
+
+
+def _release_gone(pair: Pair, flows: Sequence[LineFlow], active: Mapping[str, ActiveThrottle],
+                  decisions: dict[str, LineDecision], config: LineProtectionConfig) -> None:
+    """On a hot line, release this line's throttles whose traffic has left it (a finished migration)."""
+    for a in sorted(active.values(), key=lambda x: x.key):
+        if a.set_by != WHO or _line_of(a) != pair or a.key in decisions:
+            continue
+        load = _line_load(a, flows)
+        if load < config.min_rate_bytes_per_s * 0.1:
+            decisions[a.key] = LineDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
+                                            f"the throttled traffic left leased line {pair[0]}->{pair[1]} "
+                                            f"({load / 1e6:.2f} MB/s): released",
+                                            {**dict(a.evidence), "line": list(pair), "line_bytes_per_s": load})
 
 
 def _relax(pair: Pair, limit: LineLimit, util: float, flows: Sequence[LineFlow], active: Mapping[str, ActiveThrottle],

@@ -56,8 +56,10 @@ def test_a_line_under_its_high_mark_is_left_alone() -> None:
 def test_migration_is_slowed_first_and_only_as_much_as_needed() -> None:
     ds = hot([flow("migration", 40, broker=3), flow("migration", 10, broker=4), flow("replication", 20),
               flow("client_fetch", 30, client="batch-1")])
-    assert [(d.action, d.kind, d.key) for d in ds] == [("set", MIGRATION, "migration:broker:3")]
-    assert ds[0].rate_bytes_per_s == pytest.approx(15 * MB)  # 100 -> 75 MB/s: 25 off broker 3's 40
+    assert [(d.action, d.kind, d.key) for d in ds] == [("set", MIGRATION, "migration:broker:3"),
+                                                       ("set", MIGRATION, "migration:broker:4")]
+    # 100 -> 75 MB/s: 25 off the 50 MB/s of migration, in proportion (nothing else is touched)
+    assert [d.rate_bytes_per_s for d in ds] == pytest.approx([20 * MB, 5 * MB])
     assert ds[0].evidence["line"] == list(AB) and "leased line idc-a->idc-b hot" in ds[0].why
 
 
@@ -121,3 +123,9 @@ def test_a_throttle_whose_traffic_left_the_line_is_released_and_others_are_not_t
 def test_deterministic() -> None:
     flows = [flow("client_fetch", 20 + i, client=f"c{i}", broker=1 + i % 2) for i in range(8)]
     assert hot(flows) == hot(list(reversed(flows)))
+
+
+def test_a_finished_migration_is_released_even_while_the_line_stays_hot() -> None:
+    done = mine("migration:broker:3", MIGRATION, 2 * MB, 40 * MB, {"broker": 3})
+    ds = hot([flow("replication", 80)], active=[done])
+    assert [(d.action, d.key) for d in ds] == [("release", "migration:broker:3")]
