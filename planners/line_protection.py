@@ -10,8 +10,8 @@ Method, per configured line (one direction of an IDC pair), once per collection 
    ``leave_samples`` rounds below ``low``; rounds between the marks change nothing.
 2. **Priority queue** on a hot line, cut from the top until the predicted util is at ``target``:
 
-   a. **migration** — reassignment copies crossing the line, per destination broker: the broker's
-      migration rate (the executor's ceiling while it runs) down to ``min_rate``;
+   a. **migration** — reassignment copies crossing the line, per destination broker in proportion to its
+      share: the broker's migration rate (the executor's ceiling while it runs), never below ``min_rate``;
    b. **replication of topics not marked critical** — *catching-up* followers across the line (KIP-73
       slows only out-of-sync replicas; in-sync replication is never throttled): the follower throttle
       never goes below ``bytes_in × (1 + catch_up_margin)``, so the replica still gains on its leader;
@@ -21,9 +21,11 @@ Method, per configured line (one direction of an IDC pair), once per collection 
       whose traffic does not cross this line, so its traffic inside an IDC (and on other lines) is untouched.
 
    Producers are never throttled for a line (a producer slowed loses data or blocks a service).
-3. **Relaxation** on a calm line (a throttle whose traffic left the line is released on a hot one too): each of its throttles (``set_by == WHO`` and ``evidence.line`` = the line)
-   is released when its flow has gone, else raised by ``relax_factor`` per round while the predicted util
-   stays under ``low``, and released when back at its original rate.
+3. **Relaxation** on a calm line: each of its throttles (``set_by == WHO`` and ``evidence.line`` = the
+   line) is released when its flow has gone, else raised by ``relax_factor`` per round while the predicted
+   util stays under ``low``, and released when back at its original rate. On a hot line, a throttle whose
+   traffic has left the line (a finished migration) is released too. Within ``target + deadband`` a hot
+   line is left alone (no churn of tiny changes).
 
 Each decision says why: the line, its util against the marks, the kind and flow it slows, the rate.
 Guarantee: deterministic for equal inputs; a lever in force is only tightened by a set; levers of the
