@@ -508,8 +508,9 @@ class Engine:
         n_lag = len(lag_idx)
         self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref, residence)
         if self.network is not None:  # leased lines: cross-IDC flows share their line's capacity
-            f_prod, f_fetch, f_copy = self._share_network(dt, n, demand, in_rate, tail_act + lag_req_act, fl_req,
-                                                          fl_ref)
+            caught_up = np.where((f["lag_rate"][:n] > 0) & (lag <= 0), in_rate * scale_f, 0.0)  # a lagger at the tail
+            f_prod, f_fetch, f_copy = self._share_network(dt, n, demand, in_rate, tail_act + lag_req_act + caught_up,
+                                                          fl_req, fl_ref)
             if (f_prod < 1.0).any():
                 demand = demand * f_prod
                 in_rate = demand + real_in

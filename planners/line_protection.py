@@ -48,6 +48,10 @@ from planners.throttle import ActiveThrottle
 
 WHO = "line-protection"
 DEFAULT_FETCH_PRIORITY = 5
+EPSILON = 0.005
+"""Fraction of a line's capacity below which a remaining excess is rounding, not a reason to act."""
+RELEASE_UNBOUND_RATIO = 0.8
+"""A consumer quota is released once the client's busiest broker carries less than this fraction of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,20 +318,21 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
             _release_gone(pair, flows, by_key, decisions, config)
         if state.hot and util > limit.target + config.deadband:
             need = (total - limit.target * limit.capacity_bytes_per_s) * (mine / total if total > 0 else 0.0)
+            eps = limit.capacity_bytes_per_s * EPSILON  # a rounding remainder is no reason for the next tier
             cuts = _migration_cuts(flows, account.flows, need, config)
             need -= sum(c.relieved for c in cuts)
-            if need > 0:
+            if need > eps:
                 rep = _replication_cuts(flows, bytes_in, need, config)
                 cuts += rep
                 need -= sum(c.relieved for c in rep)
-            if need > 0:
+            if need > eps:
                 cuts += _fetch_cuts(flows, pair, need, client_rates, config)
             predicted = (total - sum(c.relieved for c in cuts)) / limit.capacity_bytes_per_s
             queue = [c.what for c in cuts]
             for c in cuts:
                 _set(c, pair, limit, state, util, predicted, by_key, decisions, config.deadband)
         elif not state.hot:
-            _relax(pair, limit, util, flows, by_key, decisions, config)
+            _relax(pair, limit, util, flows, by_key, decisions, config, client_rates)
         reports.append(LineReport(pair, state, util, predicted,
                                   dict(usage.bytes_per_s) if usage is not None else {}, tuple(queue)))
     ordered = tuple(sorted(decisions.values(), key=lambda d: (d.line, d.action, d.key)))
@@ -385,7 +390,8 @@ def _release_gone(pair: Pair, flows: Sequence[LineFlow], active: Mapping[str, Ac
 
 
 def _relax(pair: Pair, limit: LineLimit, util: float, flows: Sequence[LineFlow], active: Mapping[str, ActiveThrottle],
-           decisions: dict[str, LineDecision], config: LineProtectionConfig) -> None:
+           decisions: dict[str, LineDecision], config: LineProtectionConfig,
+           client_rates: Mapping[str, Mapping[int, float]]) -> None:
     mine = [a for a in active.values() if a.set_by == WHO and _line_of(a) == pair and a.key not in decisions]
     budget = util
     for a in sorted(mine, key=lambda x: x.key):
@@ -397,6 +403,14 @@ def _relax(pair: Pair, limit: LineLimit, util: float, flows: Sequence[LineFlow],
             decisions[a.key] = LineDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
                                             f"leased line {pair[0]}->{pair[1]} calm and the throttled traffic left "
                                             f"it ({load / 1e6:.2f} MB/s): released", {**base, "line_bytes_per_s": load})
+            continue
+        per_broker = client_rates.get(str(a.target.get("client_id")), {}) if a.kind == CONSUMER_QUOTA else {}
+        busiest = max(per_broker.values(), default=None)
+        if busiest is not None and busiest < RELEASE_UNBOUND_RATIO * a.rate_bytes_per_s:
+            decisions[a.key] = LineDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
+                                            f"leased line {pair[0]}->{pair[1]} calm and the quota no longer binds "
+                                            f"(busiest broker {busiest / 1e6:.2f} of {a.rate_bytes_per_s / 1e6:.2f} "
+                                            f"MB/s): released", {**base, "carried_bytes_per_s": busiest})
             continue
         new_rate = a.rate_bytes_per_s * config.relax_factor
         extra = min(new_rate - a.rate_bytes_per_s, load) / limit.capacity_bytes_per_s

@@ -52,8 +52,8 @@ def spec(seed: int = 3) -> dict[str, Any]:
                 {"name": "orders", "partitions": 8, "rf": 2, "bytes_in_per_s": 1.5e6, "size_gb": 2,
                  "tail_groups": 1, "producer": {"client_id": "orders-svc", "idc": "idc-a"},
                  "consumer": {"client_id": "billing", "idc": "idc-a"}},
-                {"name": "replay", "partitions": 4, "rf": 2, "bytes_in_per_s": 2e6, "size_gb": 6,
-                 "tail_groups": 2, "producer": {"client_id": "replay-svc", "idc": "idc-a"},
+                {"name": "replay", "partitions": 4, "rf": 2, "bytes_in_per_s": 1e6, "size_gb": 0.2,
+                 "tail_groups": 4, "producer": {"client_id": "replay-svc", "idc": "idc-a"},
                  "consumer": {"client_id": "analytics", "idc": "idc-b"}},
             ]}],
     }

@@ -129,3 +129,16 @@ def test_a_finished_migration_is_released_even_while_the_line_stays_hot() -> Non
     done = mine("migration:broker:3", MIGRATION, 2 * MB, 40 * MB, {"broker": 3})
     ds = hot([flow("replication", 80)], active=[done])
     assert [(d.action, d.key) for d in ds] == [("release", "migration:broker:3")]
+
+
+def test_a_quota_that_no_longer_binds_is_released_on_a_calm_line() -> None:
+    a = mine("consumer-quota:x", CONSUMER_QUOTA, 10 * MB, 35 * MB, {"client_id": "x"})
+    acc = account_lines([flow("client_fetch", 12, client="x", broker=1), flow("replication", 55)])
+    rates = {"x": {1: 6 * MB, 2: 6 * MB}}  # the client reads 6 MB/s per broker: a 10 MB/s quota does nothing
+    (d,) = plan_line_throttles(acc, [a], {AB: LineHealth(hot=False)}, CONFIG, client_rates=rates).decisions
+    assert d.action == "release" and "no longer binds" in d.why
+
+
+def test_a_rounding_remainder_does_not_reach_the_next_tier() -> None:
+    ds = hot([flow("migration", 50, broker=3), flow("client_fetch", 50, client="batch-1")])
+    assert {d.kind for d in ds} == {MIGRATION}
