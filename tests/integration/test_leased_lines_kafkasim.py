@@ -49,12 +49,11 @@ def in_idc(base: Truth, now: Truth, client_idc: str = "idc-a") -> list[tuple[str
     """Partitions whose produce and fetch stay in ``client_idc`` and whose rates moved more than 2%."""
     moved = []
     for key, rate in base.produce.items():
-        if key[0] == "orders" and base.leader_idc[key] == client_idc or key[0] == "replay":
-            if abs(now.produce[key] - rate) > 0.02 * rate:
-                moved.append(key)
-        if key[0] == "orders" and base.leader_idc[key] == client_idc:
-            if abs(now.fetch[key] - base.fetch[key]) > 0.02 * base.fetch[key]:
-                moved.append(key)
+        local = key[0] == "orders" and base.leader_idc[key] == client_idc
+        if (local or key[0] == "replay") and abs(now.produce[key] - rate) > 0.02 * rate:
+            moved.append(key)
+        if local and abs(now.fetch[key] - base.fetch[key]) > 0.02 * base.fetch[key]:
+            moved.append(key)
     return moved
 
 
