@@ -157,3 +157,22 @@ def test_gateway_counters_and_the_api_view(lines: LineScenario) -> None:
     explain = lines.service.explain(CLUSTER)
     assert explain["leased_lines"]["evaluated"] is True
     assert {(x["src_idc"], x["dst_idc"]) for x in explain["leased_lines"]["lines"]} >= {AB}
+
+
+def test_baseline_without_protection_the_migration_keeps_the_line_full() -> None:
+    """The same migration with ``protect = false`` (accounting only): the line stays saturated, queues stay long."""
+    s = LineScenario(protect=False)
+    try:
+        warm_up(s)
+        s.reassign({("replay", 0): [1, 4], ("replay", 1): [3, 2]})
+        full = []
+        for i in range(4):  # the copies take ~20 s unthrottled: the line is full all along
+            s.step()
+            now = row(s, f"base{i}")
+            full.append(util(now) >= 1.0 and now.lines[AB]["latency_ms"] > 50)
+        assert all(full) and not s.throttles()
+        rep = s.lines.report(CLUSTER)
+        g = next(x for x in rep["lines"] if (x["src_idc"], x["dst_idc"]) == AB)
+        assert rep["protect"] is False and g["hot"] is True and g["util"] == pytest.approx(1.0, abs=0.01)
+    finally:
+        s.close()
