@@ -487,7 +487,8 @@ class Engine:
         self.b_residence = residence
         # ---- consumers
         lag = f["lag"][:n]
-        lag_req = np.where(online & (lag > 0), f["lag_rate"][:n], 0.0)
+        # a lagging consumer asks for its catch-up rate, but never more than is there to read this tick
+        lag_req = np.where(online & (lag > 0), np.minimum(f["lag_rate"][:n], lag / dt + in_rate), 0.0)
         tail = in_rate * f["tail_groups"][:n]
         fetch_demand = np.where(online, tail + lag_req, 0.0)
         cap_f = np.minimum(1.0, self.thr_fetch[:n] / np.maximum(fetch_demand, 1e-9))

@@ -413,7 +413,13 @@ def _relax(pair: Pair, limit: LineLimit, util: float, flows: Sequence[LineFlow],
                                             f"MB/s): released", {**base, "carried_bytes_per_s": busiest})
             continue
         new_rate = a.rate_bytes_per_s * config.relax_factor
-        extra = min(new_rate - a.rate_bytes_per_s, load) / limit.capacity_bytes_per_s
+        if per_broker:  # a quota adds traffic only where it binds now: on the line's brokers read at the quota
+            client = a.target.get("client_id")
+            line_brokers = {f.broker for f in flows if f.kind == "client_fetch" and f.client_id == client}
+            binding = sum(1 for b, r in per_broker.items() if b in line_brokers and r >= 0.95 * a.rate_bytes_per_s)
+            extra = binding * (new_rate - a.rate_bytes_per_s) / limit.capacity_bytes_per_s
+        else:
+            extra = min(new_rate - a.rate_bytes_per_s, load) / limit.capacity_bytes_per_s
         if budget + extra >= limit.low:
             continue  # hold: more now would push the line back over its low mark
         budget += extra

@@ -70,6 +70,8 @@ class Truth:
     leader_idc: dict[tuple[str, int], str]
     isr: dict[tuple[str, int], list[int]]
     replicas: dict[tuple[str, int], list[int]]
+    lag: dict[tuple[str, int], float]
+    """Bytes each partition's lagging consumer is behind."""
     repl_behind_s: float
     """The worst in-sync follower's lag behind its leader, in seconds of that partition's ingress."""
     reassigning: int
@@ -173,7 +175,7 @@ class LineScenario:
             report = eng.network.report()
             lines = {(x["src_idc"], x["dst_idc"]): x for x in report["lines"]}
             f = eng.f
-            fetch, produce, lidc, isr, reps = {}, {}, {}, {}, {}
+            fetch, produce, lidc, isr, reps, lag = {}, {}, {}, {}, {}, {}
             worst = 0.0
             gidx = {b.id: b.gidx for b in cl.brokers.values()}
             for t in cl.topics.values():
@@ -181,6 +183,7 @@ class LineScenario:
                     key = (t.name, p.index)
                     fetch[key] = float(f["syn_out"][p.slot])
                     produce[key] = float(f["syn_in"][p.slot])
+                    lag[key] = float(f["lag"][p.slot])
                     lidc[key] = cl.brokers[p.leader].idc if p.leader >= 0 else ""
                     isr[key], reps[key] = list(p.isr), list(p.replicas)
                     rate = max(float(f["in_rate"][p.slot]), 1.0)
@@ -188,7 +191,7 @@ class LineScenario:
                         worst = max(worst, eng.net_lag.get((p.slot, gidx[b]), 0.0) / rate)
             quotas = {",".join(f"{k}={v}" for k, v in e): dict(v) for e, v in cl.quotas.items()}
             return Truth(t=eng.t, lines=lines, fetch=fetch, produce=produce, leader_idc=lidc, isr=isr, replicas=reps,
-                         repl_behind_s=worst,
+                         lag=lag, repl_behind_s=worst,
                          reassigning=sum(1 for t in cl.topics.values() for p in t.partitions if p.reassignment),
                          broker_configs={b.id: dict(b.configs or {}) for b in cl.brokers.values()}, quotas=quotas)
 

@@ -119,7 +119,7 @@ def test_a_cross_idc_replay_is_held_by_the_tenant_quota_and_released_after(lines
     http_json(lines.control + "/fault/lagging-consumer", {"cluster": CLUSTER, "topic": "replay", "lag_bytes": 0.25e9,
                                                           "rate_bytes_per_s": 20e6})
     t0 = lines.truth().t
-    held_at = released_at = None
+    held_at = released_at = caught_up_at = None
     kinds: set[str] = set()
     worst_behind = 0.0
     for i in range(80):
@@ -132,18 +132,29 @@ def test_a_cross_idc_replay_is_held_by_the_tenant_quota_and_released_after(lines
             assert not in_idc(base, now), "in-IDC traffic must be untouched"
             quota = now.quotas.get("client-id=analytics", {}).get("consumer_byte_rate")
             assert quota is not None and quota >= lines.lines.config.min_rate_bytes_per_s
+        if held_at is not None and caught_up_at is None and all(
+                lag < 1e6 for (topic, _), lag in now.lag.items() if topic == "replay"):
+            caught_up_at = now.t  # the replay job is done: its consumer leaves
+            http_json(lines.control + "/fault/lagging-consumer", {"cluster": CLUSTER, "topic": "replay",
+                                                                  "lag_bytes": 0, "rate_bytes_per_s": 0})
         if held_at is not None and not lines.throttles():
             released_at = now.t
             break
     assert held_at is not None and held_at - t0 <= 4 * lines.step_s
     assert kinds == {CONSUMER_QUOTA}
-    assert released_at is not None, "released once the replay caught up and the line calmed"
+    assert caught_up_at is not None and released_at is not None, "released once the replay is over and the line calm"
+    for i in range(3):  # the accounting follows the line again once the replay is over
+        lines.step()
+        after = row(lines, f"after{i}")
+    g = next(x for x in lines.lines.report(CLUSTER)["lines"] if (x["src_idc"], x["dst_idc"]) == AB)
+    assert g["total_bytes_per_s"] == pytest.approx(after.lines[AB]["total_bytes_per_s"], rel=0.03)
     final = lines.truth()
     assert final.quotas == {} and worst_behind < 1.0
     assert all(len(final.isr[k]) == len(final.replicas[k]) for k in final.isr)
     sets = [a for a in lines.actions() if a["type"] == "throttle.set"]
     assert sets[0]["subject"]["key"] == "consumer-quota:analytics" and "priority 1" in sets[0]["why"]
-    print(f"held under {HIGH} {held_at - t0:.0f} s after the replay began; released after {released_at - t0:.0f} s")
+    print(f"held under {HIGH} {held_at - t0:.0f} s after the replay began; caught up after {caught_up_at - t0:.0f} s, "
+          f"released after {released_at - t0:.0f} s")
 
 
 def test_gateway_counters_and_the_api_view(lines: LineScenario) -> None:

@@ -26,7 +26,7 @@ def two_idc_net(cap: float = 10e6) -> Network:
     return Network([LineSpec("idc-a", "idc-b", cap, 2.0), LineSpec("idc-b", "idc-a", cap, 2.0)])
 
 
-def test_proportional_share_caps_the_line_and_leaves_other_flows_alone() -> None:
+def test_max_min_fair_share_caps_the_line_and_leaves_other_flows_alone() -> None:
     net = two_idc_net(10e6)
     net.idc("idc-c")  # a third IDC: its lines are unlimited
     ab, ba, ac = net.line("idc-a", "idc-b"), net.line("idc-b", "idc-a"), net.line("idc-a", "idc-c")
@@ -34,10 +34,10 @@ def test_proportional_share_caps_the_line_and_leaves_other_flows_alone() -> None
     demand = np.array([6e6, 3e6, 11e6, 4e6, 50e6, 80e6])
     kinds = np.array([REPLICATION, MIGRATION, FETCH, PRODUCE, FETCH, FETCH], dtype=np.int64)
     f = net.share(lines, demand, kinds, dt=2.0)
-    assert f[:3] == pytest.approx([0.5, 0.5, 0.5])  # 20 MB/s asked on a 10 MB/s line: everyone gets half
+    # 20 MB/s asked on a 10 MB/s line: the 3 MB/s flow gets all it asks, the two bigger ones split the other 7
+    assert (demand * f)[:3] == pytest.approx([3.5e6, 3e6, 3.5e6])
     assert f[3:] == pytest.approx([1.0, 1.0, 1.0])  # not saturated, unlimited, same IDC
-    assert (demand * f)[:3].sum() == pytest.approx(10e6)
-    assert net.granted[ab] == pytest.approx([3e6, 1.5e6, 5.5e6, 0.0])
+    assert net.granted[ab] == pytest.approx([3.5e6, 3e6, 3.5e6, 0.0])
     assert net.bytes_total[ab].sum() == pytest.approx(20e6)  # 10 MB/s for 2 s
     assert net.latency_ms[ab] == pytest.approx(100.0)  # saturated: 2 ms / (1 - 0.98)
     assert net.latency_ms[ba] == pytest.approx(2.0 / (1 - 0.4))
@@ -49,9 +49,9 @@ def test_a_flow_that_asks_less_frees_capacity_for_the_others() -> None:
     ab = net.line("idc-a", "idc-b")
     lines = np.array([ab, ab], dtype=np.int64)
     kinds = np.array([MIGRATION, FETCH], dtype=np.int64)
-    before = net.share(lines, np.array([15e6, 5e6]), kinds, 1.0) * np.array([15e6, 5e6])
-    after = net.share(lines, np.array([4e6, 5e6]), kinds, 1.0) * np.array([4e6, 5e6])
-    assert before[1] == pytest.approx(2.5e6) and after[1] == pytest.approx(5e6)
+    before = net.share(lines, np.array([15e6, 6e6]), kinds, 1.0) * np.array([15e6, 6e6])
+    after = net.share(lines, np.array([4e6, 6e6]), kinds, 1.0) * np.array([4e6, 6e6])
+    assert before == pytest.approx([5e6, 5e6]) and after == pytest.approx([4e6, 6e6])
 
 
 def test_parse_lines_and_cli_lines() -> None:
