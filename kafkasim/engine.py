@@ -19,6 +19,11 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   throttled.rate`` shared among throttled replicas listed in the topic's
   ``*.replication.throttled.replicas``), then the replica set switches; intra-broker (KIP-113)
   future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second``.
+* **Leased lines** (when the federation has a :class:`~kafkasim.network.Network`): produce, consumer
+  fetches, in-sync follower fetches and copies that cross IDCs share their line max-min fairly; a cut
+  produce lowers the partition's ingress, a cut fetch or copy its rate; the line's latency is added to
+  cross-IDC produce (acks=all) and fetch latency; an in-sync follower more than ``REPLICA_LAG_MAX_S`` of
+  ingress behind leaves the ISR and catches up.
 * **Disks**: lagging reads and copies are *elastic* and are scaled down to the headroom the
   writes leave; ``util`` = busy fraction (demand / max throughput, ≤ 1) and
   ``await = base / (1 - util)`` (capped) plus the backlog when writes alone exceed the disk.
