@@ -126,7 +126,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("ingest")
     def ingest_cmd(
-        bootstrap: str = typer.Option(..., help="Kafka bootstrap servers host:port[,...]"),
+        bootstrap: str | None = typer.Option(None, help="Kafka bootstrap servers host:port[,...]"),
+        endpoints_file: Path | None = typer.Option(None, help="endpoints document: the --cluster's bootstrap "
+                                                               "servers and `security` object"),
+        cluster: str | None = typer.Option(None, help="cluster of --endpoints-file"),
+        security_protocol: str | None = typer.Option(None, help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+        sasl_mechanism: str | None = typer.Option(None, help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+        sasl_username: str | None = typer.Option(None),
+        sasl_password_file: str | None = typer.Option(None, help="file holding the SASL password"),
+        ssl_cafile: str | None = typer.Option(None, help="CA certificate file (PEM)"),
         topic: str = typer.Option("__guardian_audit", help="audit topic"),
         batch_size: int = typer.Option(5000, min=1),
         idle_polls: int = typer.Option(0, min=0, help="exit after N empty polls (0: never)"),
@@ -149,8 +157,26 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        from kafkaio.endpoints import EndpointsError, load_endpoints_file
+        from kafkaio.security import SecurityError, security_from_options
+
+        try:
+            if endpoints_file is not None:
+                if bootstrap or not cluster:
+                    raise EndpointsError("--endpoints-file needs --cluster and no --bootstrap")
+                eps = load_endpoints_file(endpoints_file, cluster)
+                bootstrap, security = eps.bootstrap_servers, eps.security
+            elif not bootstrap:
+                raise EndpointsError("give --bootstrap (with the security flags your cluster needs) or "
+                                     "--endpoints-file and --cluster")
+            else:
+                security = security_from_options(security_protocol, sasl_mechanism, sasl_username,
+                                                 sasl_password_file, ssl_cafile=ssl_cafile)
+        except (EndpointsError, SecurityError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         ch = _open(clickhouse_url, chdb_path, database)
-        src = KafkaAuditSource(bootstrap, topic)
+        src = KafkaAuditSource(bootstrap, topic, **security.client_kwargs())
         ing = AuditIngestor(src, ClickHouseIngestStore(ch), batch_size=batch_size, broker_idc=lookup)
         import signal
         import time

@@ -37,7 +37,7 @@ from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.admin import KafkaAdmin
-from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
+from kafkaio.endpoints import parse_endpoints
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 
@@ -71,8 +71,8 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
     endpoints = runner.start()
     try:
         ep = endpoints["clusters"]["bench"]
-        eps = ClusterEndpoints("bench", ep["bootstrap_servers"],
-                               tuple(BrokerInfo(b["id"], metrics_url=b["metrics_url"]) for b in ep["brokers"]))
+        eps = parse_endpoints(endpoints, "bench")
+        urls = {b.id: [m.url for m in b.metrics_endpoints] for b in eps.brokers}  # JMX exporter + node_exporter
         admin = KafkaAdmin(ep["bootstrap_servers"])
         live = admin.live()
         moves = []
@@ -84,7 +84,7 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
         plan = Plan("bench", "rebalance", tuple(moves))
         executor = Executor(LocalStateStore(), admin, ExecutorConfig("bench", throttle=policy,
                                                                      ordering=ORDERING),
-                            DiskScraper(eps.metrics_url_by_broker), eps)
+                            DiskScraper(urls, eps.hardware), eps)
         executor.ensure_cluster(ep["bootstrap_servers"])
         eng = runner.server.fed.engine
 
@@ -95,7 +95,7 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
             utils.append(float(np.max(engine.d_util)))
             lat.append(float(np.max(engine.b_produce_lat)))
 
-        first = DiskScraper(eps.metrics_url_by_broker)
+        first = DiskScraper(urls, eps.hardware)
         runner.call(lambda: eng.advance(30.0))
         first.scrape()
         runner.call(lambda: eng.advance(60.0))

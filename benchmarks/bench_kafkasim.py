@@ -83,7 +83,7 @@ def served(spec: dict[str, Any], seconds: float, speed: float, scrape_every: flo
         ep = json.loads(proc.stdout.readline())
         startup_s = time.perf_counter() - t_start
         ctl = ep["control_url"]
-        urls = [u for c in ep["clusters"].values() for u in c["metrics_urls"]]
+        urls = [m["url"] for c in ep["clusters"].values() for b in c["brokers"] for m in b["metrics"]]
 
         def state() -> dict[str, Any]:
             with urllib.request.urlopen(ctl + "/state", timeout=60) as r:

@@ -32,7 +32,7 @@ from collectors.build import assemble, behaviours, disks, methods, partition_rat
 from collectors.build.names import PLACEHOLDER_DIR, WANTED_METRICS
 from collectors.build.records import Collected, CopyInFlight, ModelConfig, PartitionDetail, PartitionDetails
 from collectors.build.series import SeriesIndex
-from collectors.build.state import BrokerBook, DiskBook, Holds, PartHold
+from collectors.build.state import BrokerBook, DiskBook, GroupBook, Holds, PartHold
 from collectors.completeness import Coverage
 from collectors.history import RingWindow
 from collectors.rates import DropLog, VectorCounterTracker
@@ -59,6 +59,7 @@ class LoadModel:
         self.series = SeriesIndex(self.phold)
         self.brokers = BrokerBook(endpoints)
         self.disks = DiskBook()
+        self.groups = GroupBook()
         self.disk_window = RingWindow(self.cfg.history_capacity)
         p_cap = max(1, self.cfg.history_capacity // self.cfg.partition_history_every)
         self.partition_windows = {name: RingWindow(p_cap, 1024, every=self.cfg.partition_history_every)
@@ -100,25 +101,26 @@ class LoadModel:
         cov.kafka_errors = dict(state.errors)
         cov.offline_log_dirs, cov.offline_replicas = state.offline_log_dirs(), state.offline_replicas()
 
-        src = topology.map_payloads(scrape, self.brokers, self.endpoints.exporter_urls, cfg.use_sim_clock, cov)
+        src = topology.map_payloads(scrape, self.brokers, self.endpoints.exporter_urls, cfg.use_sample_timestamps,
+                                    cov)
         alive, known = topology.known_brokers(state, self.brokers, cov)
-        disks.refresh_log_dirs(state, self.disks, cfg)
+        disks.refresh_log_dirs(state, self.disks, cfg, self.endpoints.hardware)
         disk_round = disks.disk_rates(src.brokers, tracker, self.disks, cfg, drops)
         ix = partition_rates.index_partitions(state, phold)
-        pc = partition_rates.partition_counters(ix, src.brokers, tracker, series, phold, cfg.use_partition_counters,
-                                                drops, cfg.limits)
+        pc = partition_rates.partition_counters(ix, src.brokers, tracker, series, phold, drops, cfg.limits)
         tc = partition_rates.topic_counters(src.brokers, tracker, series, holds, now, drops, cfg.limits)
-        pos = reads.consumer_positions(src, ix, pc.leo_lead_val, tracker, series, cfg.limits)
+        pos = reads.consumer_positions(src, ix, pc.leo_lead_val, tracker, series, state, self.groups, now, cfg.hold_s,
+                                       cov, cfg.limits)
         residence_b = reads.residence_times(disk_round, alive, holds, now)
         fin = methods.bytes_in(ix, pc, tc, phold, now, cfg.hold_s)
-        b_out, m_out = methods.bytes_out(ix, pc, tc, fin, pos.group_rate, series.topic_reg, phold, now, cfg.hold_s)
+        b_out, m_out = methods.bytes_out(ix, tc, fin, pos.group_rate, series.topic_reg, phold, now, cfg.hold_s)
         rd = reads.disk_reads(ix, fin.leo, fin.msgs, b_out, fin.bpm, pos, residence_b, phold, now, cfg.hold_s,
                               pc.lso_lead_val)
         lay = behaviours.replica_layout(ix, state, alive, self.disks, cfg, cov)
         beh = behaviours.split_behaviours(ix, lay, pc, fin, rd, state, src.brokers, tracker, self.disks.dirs,
                                           cfg.limits.ceiling("disk"))
         br = assemble.assemble_brokers(known, alive, state, src.brokers, disk_round, beh.behaviours, self.brokers,
-                                       self.disks, holds, cfg, now, cov)
+                                       self.disks, holds, cfg, now, cov, self.endpoints)
         windows.record_round(self.disk_window, self.partition_windows, br.disk_util, ix.keys,
                              {"bytes_in": fin.b_in, "disk_read": rd.dr, "bytes_out": b_out})
         final_brokers = windows.with_load_history(br.brokers, self.disk_window, cfg.history_points)

@@ -51,6 +51,7 @@ class ClusterCollector:
         self.last_state: KafkaState | None = None
         self.full_admin_every = max(1, full_admin_every)
         self._slice = 0
+        self._targets = endpoints.metrics_endpoint_by_url()
 
     def _fetch(self) -> KafkaState:
         """The admin round.  The first round reads everything; later rounds read metadata,
@@ -79,8 +80,11 @@ class ClusterCollector:
         return state
 
     def scrape(self) -> RoundResult:
-        """One concurrent scrape of every metrics endpoint of the cluster."""
-        return scrape_all(self.endpoints.metrics_urls, self.scrape_timeout_s, self.concurrency, _parser)
+        """One concurrent scrape of every metrics endpoint of the cluster (each broker's endpoints with
+        their CA and credential references)."""
+        by_url = self._targets
+        return scrape_all([by_url.get(u, u) for u in self.endpoints.metrics_urls], self.scrape_timeout_s,
+                          self.concurrency, _parser)
 
     def collect_once(self) -> Collected:
         """One round. Raises :class:`CollectionError` when cluster metadata cannot be read.

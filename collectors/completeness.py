@@ -30,6 +30,9 @@ class Coverage:
     brokers_with_metrics: list[int] = field(default_factory=list)
     metrics_failed: dict[int, str] = field(default_factory=dict)
     metrics_failed_urls: dict[str, str] = field(default_factory=dict)
+    """Endpoints no broker declares (not used), url -> why."""
+    endpoints_failed: dict[str, str] = field(default_factory=dict)
+    """Declared broker endpoints that gave no usable payload this round, url -> error."""
     exporters_failed: dict[str, str] = field(default_factory=dict)
     kafka_errors: dict[str, str] = field(default_factory=dict)
     offline_log_dirs: dict[int, list[str]] = field(default_factory=dict)
@@ -54,6 +57,16 @@ class Coverage:
     admin_details_age_s: float = 0.0
     parse_seconds: float = 0.0
     memory: dict[str, int] = field(default_factory=dict)
+    facts: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Where the static facts came from, per fact and source, counted: ``idc`` (brokers: ``declared`` by
+    the broker's own entry, ``rack`` through the cluster's rack→IDC rule, ``unknown``), ``disk_kind`` and
+    ``max_bytes_per_s`` (disks: ``declared`` by a hardware rule, ``default`` of the profile, ``measured``,
+    ``assumed`` = Guardian's built-in default when nothing was declared)."""
+    brokers_without_idc: list[int] = field(default_factory=list)
+    """Brokers whose IDC is unknown (no per-broker IDC, no rack the rule maps)."""
+    consumer_offsets: dict[str, Any] = field(default_factory=dict)
+    """Where consumer positions came from: ``{"source": "admin" | "exporter" | "none", "groups": n,
+    "partitions": n, "age_s": s, "error": ...}``."""
 
     @property
     def broker_fraction(self) -> float:

@@ -9,12 +9,14 @@ Goal: the executor's throttle needs, per (broker, log dir), how busy the disk wa
 interval (util, bytes per second, its max throughput), each broker's Kafka network traffic and
 produce p99 — nothing of the full load model (:mod:`collectors.builder`).
 
-Method: one GET per broker per :meth:`DiskScraper.scrape` (8 at a time); the text is parsed by the
-collectors' parser (:func:`collectors.promtext.parse_fast`, keeping only the families named here)
-into a :class:`HostSample` keyed by log dir (device -> log dir via ``kafkasim_log_dir_info``, else
-the filesystem mountpoint). Rates come from the collectors' rate guard
-(:class:`collectors.rates.CounterTracker`) over *measured* time — the host's own clock when it
-exports one (``kafkasim_sim_time_seconds``), else the scraper's monotonic clock. util = rate of
+Method: one GET per endpoint of each broker per :meth:`DiskScraper.scrape` (8 brokers at a time;
+their texts are parsed together) by the collectors' parser (:func:`collectors.promtext.parse_fast`,
+keeping only the families named here) into a :class:`HostSample` keyed by filesystem mountpoint (a
+device's ``node_filesystem_*{device,mountpoint}``, device-mapper volumes resolved through
+``node_disk_device_mapper_info`` as the collector does); a disk's ceiling is the cluster's declared
+hardware profile's. Rates come from the collectors' rate guard
+(:class:`collectors.rates.CounterTracker`) over *measured* time — the samples' own timestamps when
+they carry them (a simulator's clock), else the scraper's monotonic clock. util = rate of
 ``node_disk_io_time_seconds_total`` (at most 1); bytes = rate of read + rate of written bytes.
 
 Guarantee: a counter that went backwards (the new value becomes the base), a non-finite or
@@ -28,16 +30,18 @@ from __future__ import annotations
 import math
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from collectors.build.names import M_DISK_MAX, M_FS_SIZE, M_IO_TIME, M_LOG_DIR_INFO, M_READ_B, M_SIM_TIME, M_WRITE_B
+from collectors.build.disks import map_devices
+from collectors.build.names import M_DM_INFO, M_FS_SIZE, M_IO_TIME, M_READ_B, M_WRITE_B
 from collectors.builder import PLACEHOLDER_DIR, Collected
 from collectors.promtext import parse_fast
 from collectors.rates import CounterTracker
 from domain import BrokerState, DiskId
+from kafkaio.endpoints import HardwareProfile
 
 M_REQUEST_TIME = "kafka_network_requestmetrics_totaltimems"
 M_URP = "kafka_server_replicamanager_underreplicatedpartitions"
@@ -46,8 +50,8 @@ _NET_NAMES = {"kafka_server_brokertopicmetrics_bytesin_total": "in",
               "kafka_server_brokertopicmetrics_reassignmentbytesin_total": "reassign_in",
               "kafka_server_brokertopicmetrics_bytesout_total": "out",
               "kafka_server_brokertopicmetrics_replicationbytesout_total": "out"}
-_DISK_SERIES = {M_IO_TIME: "io", M_READ_B: "rd", M_WRITE_B: "wr", M_DISK_MAX: "max"}
-HOST_METRICS = frozenset({*_DISK_SERIES, *_NET_NAMES, M_LOG_DIR_INFO, M_FS_SIZE, M_SIM_TIME, M_REQUEST_TIME, M_URP})
+_DISK_SERIES = {M_IO_TIME: "io", M_READ_B: "rd", M_WRITE_B: "wr"}
+HOST_METRICS = frozenset({*_DISK_SERIES, *_NET_NAMES, M_DM_INFO, M_FS_SIZE, M_REQUEST_TIME, M_URP})
 """The families :func:`parse_host` reads (the parser keeps only these)."""
 
 
@@ -133,9 +137,11 @@ def round_network(collected: Collected) -> dict[int, tuple[float, float, float]]
 
 @dataclass
 class DiskScraper:
-    """Scrapes ``metrics_urls`` (broker id -> URL) and keeps each counter's last good sample."""
+    """Scrapes ``metrics_urls`` (broker id -> its URL or URLs) and keeps each counter's last good sample;
+    disk ceilings come from ``hardware`` (a disk of undeclared speed gets no rate)."""
 
-    metrics_urls: Mapping[int, str]
+    metrics_urls: Mapping[int, str | Sequence[str]]
+    hardware: HardwareProfile | None = None
     timeout_s: float = 3.0
     min_elapsed_s: float = 0.5
     """Rates over a shorter measured interval are not taken (the older base is kept)."""
@@ -192,19 +198,22 @@ class DiskScraper:
             self.rates[(bid, d)] = DiskRate(min(util, 1.0), rd + wr, s.max_bytes_per_s[d])
 
     def _fetch(self, broker: int) -> HostSample | str:
-        try:
-            with urllib.request.urlopen(self.metrics_urls[broker], timeout=self.timeout_s) as resp:
-                text = resp.read().decode("utf-8", "replace")
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-        return parse_host(text, time.monotonic())
+        urls = self.metrics_urls[broker]
+        texts = []
+        for url in [urls] if isinstance(urls, str) else urls:
+            try:
+                with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
+                    texts.append(resp.read().decode("utf-8", "replace"))
+            except Exception as exc:
+                return f"{type(exc).__name__}: {exc}"
+        return parse_host("\n".join(texts), time.monotonic(), self.hardware, broker)
 
 
-def parse_host(text: str, now: float) -> HostSample:
-    """Parse node_exporter / kafkasim text into a :class:`HostSample` (devices mapped to log dirs).
+def parse_host(text: str, now: float, hardware: HardwareProfile | None = None, broker: int = -1) -> HostSample:
+    """Parse a host's node_exporter (and JMX exporter) text into a :class:`HostSample` keyed by mountpoint.
 
     Non-finite values and malformed lines are skipped; ``now`` is the sample's time unless the
-    payload carries ``kafkasim_sim_time_seconds``.
+    samples carry timestamps (the newest is taken). Ceilings: ``hardware``'s for ``broker``'s mountpoints.
     """
     p = parse_fast(text, HOST_METRICS)
     fams = p.raw
@@ -212,23 +221,19 @@ def parse_host(text: str, now: float) -> HostSample:
     def finite(name: str) -> list[tuple[dict[str, str], float]]:
         return [(lab, v) for lab, v in p.get(name) if math.isfinite(v)] if name in fams else []
 
-    series: dict[str, dict[str, float]] = {"io": {}, "rd": {}, "wr": {}, "max": {}}
+    series: dict[str, dict[str, float]] = {"io": {}, "rd": {}, "wr": {}}
     for name, kind in _DISK_SERIES.items():
         for labels, v in finite(name):
             if "device" in labels:
                 series[kind][labels["device"]] = v
-    dev_dir: dict[str, str] = {}
-    for labels, _ in finite(M_LOG_DIR_INFO):
-        dev_dir[labels.get("device", "")] = labels.get("log_dir", "")
-    mounts: dict[str, str] = {}
-    for labels, _ in finite(M_FS_SIZE):
-        if "mountpoint" in labels:
-            mounts[labels.get("device", "").removeprefix("/dev/")] = labels["mountpoint"]
-    for dev, mount in mounts.items():
-        dev_dir.setdefault(dev, mount)
-    sim_time: float | None = None
-    for _, v in finite(M_SIM_TIME):
-        sim_time = v
+    mounts = sorted({lab["mountpoint"] for lab, _ in finite(M_FS_SIZE) if lab.get("mountpoint", "/") != "/"})
+    dir_dev, _ = map_devices(p, mounts)
+    dev_dir = {dev: path for path, dev in sorted(dir_dev.items())}
+    ceilings: dict[str, float] = {}
+    for path in dir_dev:
+        got = hardware.lookup(broker, path) if hardware is not None else None
+        if got is not None and got[0].max_bytes_per_s is not None:
+            ceilings[path] = got[0].max_bytes_per_s
     p99: float | None = None
     for labels, v in finite(M_REQUEST_TIME):
         if labels.get("request") == "Produce" and labels.get("quantile") == "0.99":
@@ -249,7 +254,7 @@ def parse_host(text: str, now: float) -> HostSample:
                 net["in"] = net.get("in", 0.0) + v
 
     def by_dir(kind: str) -> dict[str, float]:
-        return {dev_dir.get(dev, dev): v for dev, v in series[kind].items()}
+        return {dev_dir[dev]: v for dev, v in series[kind].items() if dev in dev_dir}
 
-    return HostSample(sim_time if sim_time is not None else now, by_dir("io"), by_dir("rd"), by_dir("wr"),
-                      by_dir("max"), p99, urp, net or None)
+    at = p.newest_ms / 1000.0 if p.newest_ms is not None else now
+    return HostSample(at, by_dir("io"), by_dir("rd"), by_dir("wr"), ceilings, p99, urp, net or None)

@@ -9,7 +9,11 @@ Two interchangeable parsers return the same :class:`Payload`:
 
 Both tolerate garbage lines: a line that is not a valid sample is counted in
 :attr:`Payload.bad_lines` and skipped; :func:`check_payload` decides when a payload is too broken
-to trust at all.
+to trust at all. Sample timestamps (the optional third field, milliseconds) are not kept per
+sample; :attr:`Payload.newest_ms` is the newest one in the payload (the sample clock of a source
+that stamps its samples, such as a simulator running faster than the wall clock).
+:func:`merge_payloads` joins the payloads of one broker's endpoints (JMX exporter, node_exporter,
+...) into one, each family remembering the clock of the endpoint it came from.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -60,6 +65,11 @@ class Payload:
     samples: int = 0
     bad_lines: int = 0
     first_bad: str = ""
+    newest_ms: int | None = None
+    """The newest sample timestamp (ms since the epoch) of any sample line, None when none carries one."""
+    clocks: dict[str, tuple[float, str]] = field(default_factory=dict, repr=False)
+    """family -> (clock, clock kind) of the endpoint it came from (set by :func:`merge_payloads`; empty
+    for a single endpoint's payload: every family has the payload's clock)."""
 
     @property
     def families(self) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -102,31 +112,73 @@ def _unescape(value: str) -> str:
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"[^"\\\n\x00]*(?:\\[^\n\x00][^"\\\n\x00]*)*"'
 _LABELS = rf"{_LABEL}(?:[ \t]*,[ \t]*{_LABEL})*(?:[ \t]*,)?"
-_TAIL = r"[ \t]+([^ \t\r\n]+)(?:[ \t]+-?[0-9]+)?[ \t\r]*"
-# one sample line: name, optional {labels}, value, optional timestamp (groups: labels, value)
+_TAIL = r"[ \t]+([^ \t\r\n]+)(?:[ \t]+(-?[0-9]+))?[ \t\r]*"
+# one sample line: name, optional {labels}, value, optional timestamp (groups: labels, value, timestamp)
 _SAMPLE_RE = re.compile(rf"^[ \t]*{_NAME}[ \t]*(?:\{{[ \t]*({_LABELS})?[ \t]*\}})?{_TAIL}$", re.M)
 _BODY_RE = re.compile(_LABELS)
 # a run of consecutive lines that start with the same metric name (the exposition format keeps a
 # family's samples together, so a payload is a few dozen runs); group 1 is the name
 _RUN_RE = re.compile(rf"^[ \t]*({_NAME})(?=[ \t{{])[^\n]*(?:\n[ \t]*\1(?=[ \t{{])[^\n]*)*", re.M)
 _CONTENT_RE = re.compile(r"^[ \t]*[^#\s]", re.M)
+_TIMESTAMPS_RE = re.compile(r"-?[0-9]+(?:\n-?[0-9]+)*")
 _LINE_RE = _SAMPLE_RE  # backwards-compatible name
 
 _VALID_BODIES: set[str] = {""}
 """Label strings already proven well-formed by :data:`_BODY_RE` (bounded; payloads repeat them)."""
 
 
-def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[float]] | None:
-    """The (label strings, values) of a run of ``name{labels} value`` lines, or None when any line
-    is not exactly in that form (the caller then parses the run line by line with the full regex).
+_TS_RE = re.compile(r"-?[0-9]+")
+
+
+def _with_timestamps(vals: list[str]) -> tuple[list[float], int] | None:
+    """(values, newest timestamp) of ``value timestamp`` strings, None unless every one is exactly that."""
+    sp = list(map(str.split, vals))
+    if set(map(len, sp)) != {2}:
+        return None
+    stamps = list(map(itemgetter(1), sp))
+    if _TIMESTAMPS_RE.fullmatch("\n".join(stamps)) is None:
+        return None
+    try:
+        return list(map(float, map(itemgetter(0), sp))), max(map(int, stamps))
+    except ValueError:
+        return None
+
+
+def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[float], int | None] | None:
+    """The (label strings, values, newest timestamp) of a run of ``name{labels} value [timestamp]``
+    lines, or None when any line is not exactly in that form (the caller then parses the run line by
+    line with the full regex).
 
     All in C: the run is cut at ``\nname{`` and ``} `` into label strings and values; the cut is
     accepted only when it yields pairs, every label string is well-formed (:data:`_BODY_RE`,
     memoised in :data:`_VALID_BODIES`) and every value is a float.  A line of another shape
-    (timestamp, no braces, leading blanks, ``} `` inside a label value, stray bytes) leaves a
-    label string or a value that fails these checks, so the run goes to the exact path.
+    (no braces, leading blanks, ``} `` inside a label value, stray bytes) leaves a label string or a
+    value that fails these checks, so the run goes to the exact path.  Timestamps: when the last line
+    ends in `` <integer>`` the run is first cut at ``<that suffix>\nname{`` (one scrape stamps every
+    line alike); otherwise, or when that cut fails, each value is split from its own timestamp.
     """
+    last = text[text.rfind("\n", s, e) + 1:e]
+    tail = last[last.rfind("} ") + 2:] if "} " in last else ""
+    gap = tail.find(" ")
+    if gap > 0 and _TS_RE.fullmatch(tail, gap + 1) is not None:
+        got = _cut_run(text, name, s, e, tail[gap:])
+        if got is not None:
+            return got
+    return _cut_run(text, name, s, e, None)
+
+
+def _cut_run(text: str, name: str, s: int, e: int,
+             suffix: str | None) -> tuple[list[str], list[float], int | None] | None:
+    """:func:`_split_run` with every line ending in ``suffix`` (`` <timestamp>``), or with each line's own."""
     head = name + "{"
+    sep = "\n" + head
+    ts: int | None = None
+    if suffix is not None:
+        if not text.endswith(suffix, s, e):
+            return None
+        sep = suffix + sep
+        e -= len(suffix)
+        ts = int(suffix)
     first: tuple[str, float] | None = None
     if not text.startswith(head, s):
         # an unlabelled sample may lead a labelled run (``x_total 5`` then ``x_total{topic="a"} 2``)
@@ -140,8 +192,11 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
             first = (m.group(1) or "", float(m.group(2)))
         except ValueError:
             return None
+        if m.group(3):
+            lead = int(m.group(3))
+            ts = lead if ts is None else max(ts, lead)
         s = nl + 1
-    parts = text[s + len(head):e].replace("\n" + head, "\x00").replace("} ", "\x00").split("\x00")
+    parts = text[s + len(head):e].replace(sep, "\x00").replace("} ", "\x00").split("\x00")
     if len(parts) % 2:
         return None
     bodies = parts[0::2]
@@ -154,31 +209,46 @@ def _split_run(text: str, name: str, s: int, e: int) -> tuple[list[str], list[fl
             _VALID_BODIES.clear()
             _VALID_BODIES.add("")
         _VALID_BODIES.update(bodies)
+    vals = parts[1::2]
     try:
-        values = list(map(float, parts[1::2]))
+        values = list(map(float, vals))
     except ValueError:
-        return None
+        if suffix is not None:
+            return None
+        got = _with_timestamps(vals)  # every sample stamped, not all alike
+        if got is None:
+            return None
+        values, newest = got
+        if first is not None and ts is None:  # stamped lines after an unstamped lead line: the exact path
+            return None
+        ts = newest if ts is None else max(ts, newest)
+    else:
+        if suffix is None and ts is not None:  # a stamped lead line before unstamped lines: the exact path
+            return None
     if first is not None:
         bodies.insert(0, first[0])
         values.insert(0, first[1])
-    return bodies, values
+    return bodies, values, ts
 
 
 def _exact_run(text: str, s: int, e: int, nlines: int,
-               cols: tuple[list[str], list[float]] | None) -> tuple[int, int]:
-    """Parse one run with the full sample regex; returns (samples, bad lines). ``cols`` None: only count."""
-    pairs = _SAMPLE_RE.findall(text, s, e)
-    if len(pairs) == nlines:
+               cols: tuple[list[str], list[float]] | None) -> tuple[int, int, int | None]:
+    """Parse one run with the full sample regex; returns (samples, bad lines, newest timestamp).
+    ``cols`` None: only count."""
+    triples = _SAMPLE_RE.findall(text, s, e)
+    if len(triples) == nlines:
         try:
-            floats = list(map(float, (v for _, v in pairs)))
+            floats = list(map(float, (v for _, v, _ in triples)))
         except ValueError:
             pass
         else:
             if cols is not None:
-                cols[0].extend(b for b, _ in pairs)
+                cols[0].extend(b for b, _, _ in triples)
                 cols[1].extend(floats)
-            return nlines, 0
+            stamps = [int(t) for _, _, t in triples if t]
+            return nlines, 0, max(stamps) if stamps else None
     kept = bad = 0
+    newest: int | None = None
     for line in text[s:e].split("\n"):
         m = _SAMPLE_RE.match(line)
         if m is None:
@@ -192,8 +262,10 @@ def _exact_run(text: str, s: int, e: int, nlines: int,
         if cols is not None:
             cols[0].append(m.group(1) or "")
             cols[1].append(v)
+        if m.group(3):
+            newest = int(m.group(3)) if newest is None else max(newest, int(m.group(3)))
         kept += 1
-    return kept, bad
+    return kept, bad, newest
 
 
 def _garbage_lines(text: str, s: int, e: int) -> int:
@@ -224,6 +296,7 @@ def parse_fast(text: str, wanted: Iterable[str] | None = None) -> Payload:
     samples = 0
     gap_from = 0
     garbage = 0
+    newest: int | None = None
     for m in _RUN_RE.finditer(text):
         name = m.group(1)
         s, e = m.span()
@@ -233,15 +306,18 @@ def parse_fast(text: str, wanted: Iterable[str] | None = None) -> Payload:
         keep = want is None or name in want
         got = _split_run(text, name, s, e)
         if got is not None:
-            nlines = len(got[0])
+            bodies, values, ts = got
+            if ts is not None and (newest is None or ts > newest):
+                newest = ts
+            nlines = len(bodies)
             in_runs += nlines
             if keep:
                 cols = fams.get(name)
                 if cols is None:
-                    fams[name] = got
+                    fams[name] = (bodies, values)
                 else:
-                    cols[0].extend(got[0])
-                    cols[1].extend(got[1])
+                    cols[0].extend(bodies)
+                    cols[1].extend(values)
                 samples += nlines
             continue
         nlines = text.count("\n", s, e) + 1
@@ -251,7 +327,9 @@ def parse_fast(text: str, wanted: Iterable[str] | None = None) -> Payload:
             cols = fams.get(name)
             if cols is None:
                 cols = fams[name] = ([], [])
-        kept, b = _exact_run(text, s, e, nlines, cols)
+        kept, b, ts = _exact_run(text, s, e, nlines, cols)
+        if ts is not None and (newest is None or ts > newest):
+            newest = ts
         bad += b
         if keep:
             samples += kept
@@ -260,6 +338,7 @@ def parse_fast(text: str, wanted: Iterable[str] | None = None) -> Payload:
     for name in [k for k, v in fams.items() if not v[0]]:
         del fams[name]
     out.samples = samples
+    out.newest_ms = newest
     out.lines = in_runs + garbage
     out.bad_lines = bad + garbage
     if out.bad_lines:
@@ -317,3 +396,29 @@ def check_payload(p: Payload, max_bad_fraction: float = 0.05) -> None:
 def finite(x: float) -> bool:
     """True for a finite float."""
     return not (math.isnan(x) or math.isinf(x))
+
+
+def merge_payloads(parts: list[tuple[Payload, float, str]]) -> tuple[Payload, float, str]:
+    """One broker's endpoint payloads (each with its clock and clock kind) as one payload.
+
+    A family is taken from the first endpoint that has it (declared order) and remembers that
+    endpoint's clock in :attr:`Payload.clocks`; the merged clock is the newest stamped clock
+    (kind ``ts``) when any endpoint stamps its samples, else the newest receive time. O(families).
+    """
+    if len(parts) == 1:
+        return parts[0]
+    out = Payload()
+    for p, clock, kind in parts:
+        for name, cols in p.raw.items():
+            if name not in out.raw:
+                out.raw[name] = cols
+                out.clocks[name] = p.clocks.get(name, (clock, kind))
+        out.lines += p.lines
+        out.samples += p.samples
+        out.bad_lines += p.bad_lines
+        out.first_bad = out.first_bad or p.first_bad
+        if p.newest_ms is not None and (out.newest_ms is None or p.newest_ms > out.newest_ms):
+            out.newest_ms = p.newest_ms
+    stamped = [(c, k) for _, c, k in parts if k == "ts"]
+    clock, kind = max(stamped or [(c, k) for _, c, k in parts])
+    return out, clock, kind

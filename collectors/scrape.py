@@ -1,21 +1,36 @@
 """Concurrent scrapes of Prometheus endpoints: one HTTP GET per endpoint per round, with timeouts.
 
-A tiny HTTP/1.1 client on asyncio streams (``Connection: close``; identity or chunked bodies).
-Every endpoint gets its own deadline; a stalled, refusing, erroring or garbage-serving endpoint
-yields a :class:`ScrapeResult` with ``error`` set and never delays the others beyond its timeout.
-Payloads are parsed as they arrive (parse time is measured per endpoint).
+Goal: every metrics endpoint of a cluster (any number per broker: a JMX exporter, a node_exporter,
+...) read once per round, over http or https, with basic or bearer auth, as fast as the endpoints
+answer. Method: a tiny HTTP/1.1 client on asyncio streams (``Connection: close``; identity or
+chunked bodies); https verifies the server against the endpoint's CA file (else the system's CAs;
+one SSL context per CA file, rebuilt when the file changes). Credentials are references
+(:class:`~kafkaio.endpoints.MetricsEndpoint`: ``password_file``, ``bearer_token_file``) read at
+the start of every round — each file once per round, so a rotated secret is used from the next
+round on — and only ever placed in the request's ``Authorization`` header. Payloads are parsed as
+they arrive (parse time is measured per endpoint).
+
+Guarantee: every endpoint gets its own deadline; a stalled, refusing, erroring, unauthorised or
+garbage-serving endpoint (or one whose secret file is unreadable) yields a :class:`ScrapeResult`
+with ``error`` set for that endpoint only and never delays the others beyond its timeout. No error
+message, result or log line carries a secret (a file's path at most). Cost: one request per
+endpoint per round, at most ``concurrency`` in flight; one read per distinct secret file per round.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import os
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from collectors.promtext import Payload, PayloadError, check_payload, parse_fast
+from kafkaio.endpoints import MetricsEndpoint
 
 MAX_BODY = 64 * 1024 * 1024
 
@@ -78,17 +93,69 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         await reader.readexactly(2)
 
 
-async def http_get(url: str) -> tuple[int, bytes]:
-    """GET ``url`` (http only) and return ``(status, body)``; raises on protocol errors."""
+_SSL_CONTEXTS: dict[str | None, tuple[int, ssl.SSLContext]] = {}
+
+
+def ssl_context(ca_file: str | None) -> ssl.SSLContext:
+    """A client context verifying against ``ca_file`` (None: the system's CAs); cached while the file is unchanged."""
+    stamp = os.stat(ca_file).st_mtime_ns if ca_file else 0
+    got = _SSL_CONTEXTS.get(ca_file)
+    if got is not None and got[0] == stamp:
+        return got[1]
+    ctx = ssl.create_default_context(cafile=ca_file)
+    _SSL_CONTEXTS[ca_file] = (stamp, ctx)
+    return ctx
+
+
+class SecretError(Exception):
+    """A credential file of an endpoint cannot be read (the message names the file, never its content)."""
+
+
+def _read_secret(path: str, cache: dict[str, str]) -> str:
+    got = cache.get(path)
+    if got is None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                got = f.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SecretError(f"cannot read {path}: {getattr(exc, 'strerror', None) or type(exc).__name__}") from None
+        if not got:
+            raise SecretError(f"{path} is empty")
+        cache[path] = got
+    return got
+
+
+def authorization(ep: MetricsEndpoint, cache: dict[str, str] | None = None) -> str | None:
+    """The ``Authorization`` header value of ``ep`` (basic or bearer, from its files), None without auth;
+    :class:`SecretError` when a file cannot be read. ``cache`` shares each file's content within a round."""
+    cache = {} if cache is None else cache
+    if ep.username is not None and ep.password_file is not None:
+        pw = _read_secret(ep.password_file, cache)
+        return "Basic " + base64.b64encode(f"{ep.username}:{pw}".encode()).decode("ascii")
+    if ep.bearer_token_file is not None:
+        return "Bearer " + _read_secret(ep.bearer_token_file, cache)
+    return None
+
+
+async def http_get(url: str, auth: str | None = None, ca_file: str | None = None) -> tuple[int, bytes]:
+    """GET ``url`` (http or https) and return ``(status, body)``; raises on protocol errors.
+
+    ``auth`` is the ``Authorization`` header value; https verifies against ``ca_file`` (else the system CAs)."""
     u = urlsplit(url)
-    if u.scheme != "http" or not u.hostname:
-        raise HttpFetchError(f"unsupported URL {url!r} (http://host:port/path expected)")
-    port = u.port or 80
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise HttpFetchError(f"unsupported URL {url!r} (http(s)://host:port/path expected)")
+    tls = u.scheme == "https"
+    port = u.port or (443 if tls else 80)
     path = (u.path or "/") + (f"?{u.query}" if u.query else "")
-    reader, writer = await asyncio.open_connection(u.hostname, port, limit=1 << 20)
+    ctx = ssl_context(ca_file) if tls else None
+    reader, writer = await asyncio.open_connection(u.hostname, port, limit=1 << 20, ssl=ctx,
+                                                   server_hostname=u.hostname if tls else None)
     try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {u.hostname}:{port}\r\nAccept: text/plain\r\n"
-                     f"User-Agent: guardian-collector\r\nConnection: close\r\n\r\n".encode())
+        request = (f"GET {path} HTTP/1.1\r\nHost: {u.hostname}:{port}\r\nAccept: text/plain\r\n"
+                   f"User-Agent: guardian-collector\r\nConnection: close\r\n")
+        if auth is not None:
+            request += f"Authorization: {auth}\r\n"
+        writer.write((request + "\r\n").encode())
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
@@ -121,12 +188,20 @@ async def http_get(url: str) -> tuple[int, bytes]:
 Parser = Callable[[str], Payload]
 
 
-async def _scrape_one(url: str, timeout_s: float, sem: asyncio.Semaphore, parser: Parser) -> ScrapeResult:
+async def _scrape_one(ep: MetricsEndpoint, timeout_s: float, sem: asyncio.Semaphore, parser: Parser,
+                      secrets: dict[str, str]) -> ScrapeResult:
+    url = ep.url
     res = ScrapeResult(url)
     async with sem:
         res.started = time.monotonic()
         try:
-            status, body = await asyncio.wait_for(http_get(url), timeout_s)
+            auth = authorization(ep, secrets)
+        except SecretError as exc:
+            res.received = res.started
+            res.error = f"credentials: {exc}"
+            return res
+        try:
+            status, body = await asyncio.wait_for(http_get(url, auth, ep.ca_file), timeout_s)
             res.received = time.monotonic()
             res.status = status
             res.nbytes = len(body)
@@ -136,7 +211,8 @@ async def _scrape_one(url: str, timeout_s: float, sem: asyncio.Semaphore, parser
             res.received = time.monotonic()
             res.error = f"timed out after {timeout_s:g} s"
             return res
-        except (OSError, HttpFetchError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+        except (OSError, HttpFetchError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
+                ssl.SSLError) as exc:
             res.received = time.monotonic()
             res.error = f"{type(exc).__name__}: {exc}"
             return res
@@ -156,18 +232,29 @@ async def _scrape_one(url: str, timeout_s: float, sem: asyncio.Semaphore, parser
     return res
 
 
-async def scrape_all_async(urls: Iterable[str], timeout_s: float = 5.0, concurrency: int = 256,
+Target = str | MetricsEndpoint
+"""A URL, or an endpoint record with its CA and credential references."""
+
+
+async def scrape_all_async(urls: Iterable[Target], timeout_s: float = 5.0, concurrency: int = 256,
                            parser: Parser | None = None) -> RoundResult:
-    """Scrape every URL once, concurrently (at most ``concurrency`` in flight)."""
+    """Scrape every endpoint once, concurrently (at most ``concurrency`` in flight); one result per URL."""
     sem = asyncio.Semaphore(max(1, concurrency))
     use = parser or parse_fast
     t0 = time.perf_counter()
-    uniq = list(dict.fromkeys(urls))
-    results = await asyncio.gather(*(_scrape_one(u, timeout_s, sem, use) for u in uniq))
+    uniq: dict[str, MetricsEndpoint] = {}
+    for t in urls:
+        ep = MetricsEndpoint(t) if isinstance(t, str) else t
+        uniq.setdefault(ep.url, ep)
+    secrets: dict[str, str] = {}  # each credential file read once this round, dropped with the round
+    try:
+        results = await asyncio.gather(*(_scrape_one(ep, timeout_s, sem, use, secrets) for ep in uniq.values()))
+    finally:
+        secrets.clear()
     return RoundResult({r.url: r for r in results}, time.perf_counter() - t0)
 
 
-def scrape_all(urls: Iterable[str], timeout_s: float = 5.0, concurrency: int = 256,
+def scrape_all(urls: Iterable[Target], timeout_s: float = 5.0, concurrency: int = 256,
                parser: Parser | None = None) -> RoundResult:
     """Blocking wrapper around :func:`scrape_all_async` (runs its own event loop).
 

@@ -37,11 +37,12 @@ Tokens are stored hashed; a token's role is viewer (read), operator (act) or adm
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from domain.errors import ContractError, Problem, json_path
 
@@ -262,6 +263,20 @@ class AnalyticsConf(_Conf):
     ingest_max_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     spark_master: str = "local[2]"
     """Spark master with `engine = "spark"`: `local[N]` or a standalone cluster `spark://host:7077`."""
+    tenant_pattern: str = r"^(?P<tenant>[A-Za-z0-9]+)[-._]"
+    """Regex with a named group `tenant` taken from a topic's name for the topic inventory (cost per tenant);
+    topics it does not match are tenant `unknown`."""
+
+    @field_validator("tenant_pattern")
+    @classmethod
+    def _tenant_rule(cls, value: str) -> str:
+        try:
+            groups = re.compile(value).groupindex
+        except re.error as exc:
+            raise ValueError(f"not a regex: {exc}") from None
+        if "tenant" not in groups:
+            raise ValueError("needs a named group (?P<tenant>...)")
+        return value
 
 
 class NotificationConf(_Conf):

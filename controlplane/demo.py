@@ -2,9 +2,13 @@
 
 1. kafkasim: a simulated cluster seeded from a generated skewed snapshot (mixed HDD/NVMe disks, two
    IDCs, heavy-tailed traffic, hot disks, consumers lagging far enough to read from disk), running
-   faster than real time on 127.0.0.1.
+   faster than real time on 127.0.0.1, laid out like a real deployment (``sim up --realistic``): SASL_SSL
+   listeners (SCRAM-SHA-512, a CA it generates), a JMX exporter and a node_exporter per broker over https
+   with basic auth, stock names only, some log dirs on LVM volumes; secrets in 0600 files.
 2. A one-node Guardian controller (Raft journal + chdb under ``out/demo/state``) with its REST API on
-   a free loopback port; the cluster is registered and opted into auto-rebalance through the API.
+   a free loopback port; the cluster is registered the way an operator registers one (both endpoints
+   of every broker, the Kafka client security settings by file reference, the rack→IDC rule, the hardware
+   profile) and opted into auto-rebalance through the API.
 3. The leader's loops act on their own: collection (rollups into chdb), auto-rebalance (plan, approve,
    execute with an adaptive migration throttle) and throttle protection.
 4. The before/after of disk load is printed and drawn to ``out/demo/disk-load.png``; the figures go to
@@ -39,6 +43,7 @@ from controlplane.report import snapshot_table
 from controlplane.state.state import ACTIVE_EXECUTION
 from domain import ClusterSnapshot, DiskKind, pool_stats, snapshot_to_dict
 from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.realistic import operator_endpoints, prepare
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 
@@ -213,6 +218,13 @@ def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> Table:
     return table
 
 
+def registration(cluster: dict[str, Any]) -> dict[str, Any]:
+    """What an operator registers for the simulated cluster: one cluster of ``sim up --realistic``'s endpoints
+    document (bootstrap servers, security settings by file reference, both metrics endpoints of every broker,
+    the rack→IDC rule and the hardware profile)."""
+    return {"name": CLUSTER, **cluster, "bootstrap_servers": cluster["bootstrap_servers"].split(",")}
+
+
 def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int:
     """Run the demo; returns the exit code: 0 when auto-rebalance brought every pool's peak/mean disk load
     within the threshold before ``timeout_s`` and the throttle protection acted on the replay."""
@@ -227,12 +239,16 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
 
         shutil.rmtree(state)
     console.rule("Guardian demo")
-    sim = SimRunner(build_federation({"seed": 11, "speed": SPEED, "tick_seconds": 1.0,
-                                      "clusters": [{"snapshot": seed_snapshot(), "partition_throttle": True,
-                                                    "topic_configs": {"retention.bytes": str(MAX_PARTITION_BYTES)}}]}))
-    endpoints = sim.start()["clusters"][CLUSTER]
+    fed = build_federation({"seed": 11, "speed": SPEED, "tick_seconds": 1.0,
+                            "clusters": [{"snapshot": seed_snapshot(), "partition_throttle": True,
+                                          "topic_configs": {"retention.bytes": str(MAX_PARTITION_BYTES)}}]})
+    setup = prepare(out_dir / "sim", "demo")
+    sim = SimRunner(fed, security=setup.security, metrics=setup.metrics)
+    endpoints = operator_endpoints(sim.start(), fed, setup)["clusters"][CLUSTER]
+    sec = endpoints["security"]
     console.print(f"kafkasim: cluster {CLUSTER!r} on {endpoints['bootstrap_servers'].split(',')[0]} ... "
-                  f"({len(endpoints['brokers'])} brokers, {SPEED:.0f}x real time)", markup=False)
+                  f"({len(endpoints['brokers'])} brokers, {SPEED:.0f}x real time; {sec['protocol']} "
+                  f"{sec.get('sasl_mechanism', '')}, metrics over https with basic auth)", markup=False)
     service: Service | None = None
     server: uvicorn.Server | None = None
     try:
@@ -245,10 +261,7 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
                                                                          "X-Guardian-Reason": "make demo"})
         wait_for("the API", lambda: _up(api), 20, console)
         console.print(f"controller: http://127.0.0.1:{port}/docs  (token {TOKEN!r})", markup=False)
-        api.post("/api/v1/clusters", json={
-            "name": CLUSTER, "bootstrap_servers": endpoints["bootstrap_servers"].split(","),
-            "metrics_urls": {str(b["id"]): b["metrics_url"] for b in endpoints["brokers"]},
-            "control_url": sim.endpoints.get("control_url")}).raise_for_status()
+        api.post("/api/v1/clusters", json=registration(endpoints)).raise_for_status()
         service.scheduler.start()
         before = wait_for("the first usable snapshot", lambda: service.ctx.snapshots.get(CLUSTER), 60, console)
         console.print(snapshot_table(before))

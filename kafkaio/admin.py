@@ -37,7 +37,7 @@ from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import AdminError
 from kafkaio.security import PLAINTEXT, SecuritySettings
-from kafkaio.types import TP, LiveCluster, LogRead, PartitionMeta, Reassignment, ReplicaDir
+from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, PartitionMeta, Reassignment, ReplicaDir
 
 T = TypeVar("T")
 
@@ -181,6 +181,23 @@ class KafkaAdmin:
             return out
 
         return self._call("describing broker configs", read) if ids else {}
+
+    def describe_broker_configs(self, brokers: Iterable[int], keys: Iterable[str]
+                                ) -> dict[int, dict[str, ConfigEntry]]:
+        """``keys`` of each broker whatever their source (DescribeConfigs with every source), read-only flags."""
+        ids = sorted(set(brokers))
+        wanted = sorted(set(keys))
+
+        def read(a: Any) -> dict[int, dict[str, ConfigEntry]]:
+            res = a.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b), configs=dict.fromkeys(wanted))
+                                      for b in ids], config_filter="all")
+            return {int(name): {k: ConfigEntry(value=None if v.get("value") is None else str(v["value"]),
+                                               source=str(v.get("config_source", "UNKNOWN")),
+                                               read_only=bool(v.get("read_only", False)))
+                                for k, v in cfg.items() if k in wanted}
+                    for name, cfg in res.get("broker", {}).items()}
+
+        return self._call("describing broker configs", read) if ids and wanted else {}
 
     def topic_configs(self, topics: Iterable[str], keys: Iterable[str] = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
                       ) -> dict[str, dict[str, str]]:

@@ -19,7 +19,9 @@ reassignments, dynamic broker configs and topic configs. The port's calls act on
 * ``alter_log_dirs``: a dir other than the replica's starts a future replica (completes like a move);
   its current dir cancels the future; an unknown dir gives ``LogDirNotFoundError``.
 * ``elect_preferred``: error code 0, 84 (not needed) or 80 (preferred replica dead or out of sync).
-* configs: incremental SET / DELETE on brokers, APPEND / SUBTRACT on topic list configs.
+* configs: incremental SET / DELETE on brokers, APPEND / SUBTRACT on topic list configs; read-only broker
+  configs (``static_cfg``: server.properties, e.g. ``broker.rack``, ``replica.selector.class``) are
+  described with ``read_only`` and refused by ``set_broker_configs`` as Kafka refuses them.
 
 Fault injection (attributes a test sets): ``stale_reads`` (the next N metadata reads return the
 previous read), ``fail_next`` (the next N calls of a named port method raise :class:`AdminError` and
@@ -41,10 +43,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.nearest_reads import READ_ONLY_KEYS as READ_ONLY_BROKER_KEYS
 from domain.throttles import BROKER_THROTTLE_KEYS, FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
-from kafkaio.types import TP, LiveCluster, LogRead, LogRecord, PartitionMeta, Reassignment, ReplicaDir
+from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, LogRecord, PartitionMeta, Reassignment, ReplicaDir
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 0, 3, 80, 84
 DEFAULT_CAPACITY = 4_000_000_000_000
@@ -101,6 +104,8 @@ class FakeKafkaCluster:
         self.alive: set[int] = set(self.log_dir_paths)
         self.topics: dict[str, list[_Partition]] = {}
         self.broker_cfg: dict[int, dict[str, str]] = {b: {} for b in self.log_dir_paths}
+        self.static_cfg: dict[int, dict[str, str]] = {b: {"broker.rack": self.racks[b]} for b in self.log_dir_paths}
+        """Read-only configs per broker (server.properties); a test sets e.g. ``replica.selector.class``."""
         self.topic_cfg: dict[str, dict[str, str]] = {}
         self.quotas: dict[str, dict[str, float]] = {}
         """client id -> quota key -> bytes/s (set_client_quotas)."""
@@ -319,6 +324,29 @@ class FakeKafkaCluster:
         wanted = set(keys)
         return {b: {k: v for k, v in self.broker_cfg.get(b, {}).items() if k in wanted} for b in ids}
 
+    def describe_broker_configs(self, brokers: Iterable[int], keys: Iterable[str]
+                                ) -> dict[int, dict[str, ConfigEntry]]:
+        """Every named config per broker: read-only ones (set or not), dynamic ones, else the default."""
+        ids = sorted(set(brokers))
+        wanted = sorted(set(keys))
+        if not ids or not wanted:
+            return {}
+        self._enter("describe_broker_configs", ids)
+        out: dict[int, dict[str, ConfigEntry]] = {}
+        for b in ids:
+            entries: dict[str, ConfigEntry] = {}
+            for k in wanted:
+                if k in READ_ONLY_BROKER_KEYS:
+                    value = self.static_cfg.get(b, {}).get(k)
+                    entries[k] = ConfigEntry(value, "STATIC_BROKER_CONFIG" if value is not None else "DEFAULT_CONFIG",
+                                             True)
+                elif k in self.broker_cfg.get(b, {}):
+                    entries[k] = ConfigEntry(self.broker_cfg[b][k], "DYNAMIC_BROKER_CONFIG", False)
+                else:
+                    entries[k] = ConfigEntry(None, "DEFAULT_CONFIG", False)
+            out[b] = entries
+        return out
+
     def topic_configs(self, topics: Iterable[str], keys: Iterable[str] = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
                       ) -> dict[str, dict[str, str]]:
         """Explicitly set values of ``keys`` per existing topic."""
@@ -448,6 +476,10 @@ class FakeKafkaCluster:
         if not todo:
             return
         self._enter("set_broker_configs", todo)
+        frozen = sorted({k for cfg in todo.values() for k in cfg} & READ_ONLY_BROKER_KEYS)
+        if frozen:
+            raise AdminError(f"setting broker configs failed: InvalidConfigurationError: "
+                             f"Cannot update these configs dynamically: {frozen}")
         self.calls.append(("set_broker_configs", todo))
         for b, cfg in todo.items():
             current = self.broker_cfg.setdefault(b, {})

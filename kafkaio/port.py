@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from kafkaio.types import TP, LiveCluster, LogRead, ReplicaDir
+from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, ReplicaDir
 
 
 class KafkaCluster(Protocol):
@@ -47,6 +47,12 @@ class KafkaCluster(Protocol):
 
     def broker_configs(self, brokers: Iterable[int], keys: Iterable[str] = ...) -> dict[int, dict[str, str]]:
         """The named dynamic configs of each broker (unset keys absent)."""
+        ...
+
+    def describe_broker_configs(self, brokers: Iterable[int], keys: Iterable[str]
+                                ) -> dict[int, dict[str, ConfigEntry]]:
+        """Every named config of each broker, whatever its source, with its source and read-only flag
+        (a key the broker does not know is absent)."""
         ...
 
     def topic_configs(self, topics: Iterable[str], keys: Iterable[str] = ...) -> dict[str, dict[str, str]]:

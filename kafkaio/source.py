@@ -1,4 +1,5 @@
-"""Bulk reads of one cluster for the collectors: topology, log dirs, reassignments, throttles, quotas.
+"""Bulk reads of one cluster for the collectors: topology, log dirs, reassignments, throttles, quotas,
+consumer groups' committed offsets.
 
 Goal: everything a collection round needs from Kafka in one call per round, at a cost that stays
 flat as the cluster grows (100,000 partitions, 1,000 brokers).
@@ -10,14 +11,21 @@ changed). Per-broker requests (DescribeLogDirs, broker DescribeConfigs) are sent
 at once on the client's network loop and awaited with a deadline, so one slow or dead broker costs
 at most the timeout. Client quotas go through the protocol layer (``DescribeClientQuotasRequest``):
 ``KafkaAdminClient`` has no quota methods. A partial round (``full=False``) re-reads only what
-changed or is due and carries the rest over.
+changed or is due and carries the rest over. Consumer positions come from Kafka itself, as
+``kafka-consumer-groups.sh --describe`` gets them, every ``groups_every`` rounds (carried over in
+between): ListGroups on every alive broker (every ``groups_list_every`` reads; consumer-protocol
+groups, at most ``groups_max``, sorted by name), FindCoordinator for groups without a known
+coordinator (batched, v4+), then one OffsetFetch per coordinator (all its groups in one v8+ request,
+else one per group), all in flight at once.
 
 Guarantee: every failure is recorded in :attr:`KafkaState.errors` (``what -> message``); a round
 only fails as a whole (:class:`KafkaSourceError`) when cluster metadata itself cannot be read, and
 then the connection's client is dropped so the next round reconnects. A refused login is a
 :class:`~kafkaio.errors.KafkaAuthError` (a :class:`KafkaSourceError` too).
 Cost: one Metadata request, one ListPartitionReassignments, one DescribeClientQuotas, and
-DescribeLogDirs + DescribeConfigs of the brokers due this round (all brokers when ``full``).
+DescribeLogDirs + DescribeConfigs of the brokers due this round (all brokers when ``full``); every
+``groups_every`` rounds one OffsetFetch per group coordinator (and, every ``groups_list_every`` reads,
+one ListGroups per broker).
 """
 
 from __future__ import annotations
@@ -28,7 +36,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.admin import DescribeClientQuotasRequest, DescribeConfigsRequest, DescribeLogDirsRequest
+from kafka.protocol.admin import (
+    DescribeClientQuotasRequest,
+    DescribeConfigsRequest,
+    DescribeLogDirsRequest,
+    ListGroupsRequest,
+)
+from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from domain.throttles import BROKER_THROTTLE_KEYS, CAPABILITY_KEYS, TOPIC_THROTTLE_KEYS
 from kafkaio.connection import KafkaConnection
@@ -68,6 +83,11 @@ class KafkaState:
     log_dirs_fresh: set[int] = field(default_factory=set)
     """Brokers whose log dirs were read in this round."""
     futures_by_broker: dict[int, list[tuple[int, str, tuple[str, int], int]]] = field(default_factory=dict)
+    group_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    """Consumer group -> committed offset per partition (read this round when :attr:`group_offsets_fresh`)."""
+    group_offsets_fresh: bool = False
+    groups_listed: int = 0
+    """Consumer groups the last ListGroups found (before the ``groups_max`` cap)."""
 
     @property
     def futures(self) -> list[tuple[int, str, tuple[str, int], int]]:
@@ -121,6 +141,20 @@ class KafkaSourceOptions:
     describe_configs: bool = True
     describe_quotas: bool = True
     client_id: str = "guardian-collector"
+    consumer_offsets: bool = True
+    """Read consumer groups' committed offsets (the page-cache estimate needs positions)."""
+    groups_every: int = 1
+    """Rounds between reads of the committed offsets after the first two. 1 (every round) by default: a
+    consumer that starts replaying must be seen within one round (the throttle protection acts on it);
+    above 1 the offsets are carried over in between, marked not fresh, and the collector moves them on
+    at their last rates (cheaper for thousands of groups, blind to a rate change until the next read)."""
+    groups_list_every: int = 6
+    """Reads of the committed offsets between ListGroups (a new group is seen within this many reads)."""
+    groups_max: int = 2000
+    """At most this many groups' offsets are read (the first by name)."""
+
+
+_COORDINATOR_MOVED = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
 def _unset(value: str | None) -> bool:
@@ -147,6 +181,10 @@ class KafkaSource:
         self.owns = bool(owns)
         self.bootstrap_servers = connection.bootstrap_servers
         self._meta_parts: tuple[Any, dict[tuple[str, int], PartitionMeta], set[str], dict[str, str]] | None = None
+        self._groups: list[str] = []
+        self._coordinators: dict[str, int] = {}
+        self._rounds = 0
+        self._reads = 0
 
     @classmethod
     def for_endpoints(cls, endpoints: ClusterEndpoints, options: KafkaSourceOptions | None = None) -> KafkaSource:
@@ -279,6 +317,13 @@ class KafkaSource:
             self._configs(state, list(cfg_brokers), list(topics), fallback_node=alive[0] if alive else None)
         if self.options.describe_quotas:
             self._quotas(state)
+        if self.options.consumer_offsets and alive:
+            # the first two rounds read (a rate needs two), then every ``groups_every``-th round
+            if previous is None or self._rounds < 2 or self._rounds % max(self.options.groups_every, 1) == 0:
+                self._group_offsets(state, alive)
+            else:
+                state.group_offsets, state.groups_listed = previous.group_offsets, previous.groups_listed
+        self._rounds += 1
         ages = [state.log_dirs_at[b] for b in alive if b in state.log_dirs_at]
         state.details_age_s = max(state.fetched_at - min(ages), 0.0) if ages and not state.full else 0.0
         state.duration_s = time.perf_counter() - t0
@@ -376,3 +421,108 @@ class KafkaSource:
                     "values": {v.key: float(v.value) for v in e.values}})
         except Exception as exc:
             state.errors["describe_client_quotas"] = f"{type(exc).__name__}: {exc}"
+
+    # ------------------------------------------------------------------ consumer groups
+    def _group_offsets(self, state: KafkaState, alive: list[int]) -> None:
+        """Committed offsets of every consumer group (up to ``groups_max``) into ``state``."""
+        opts = self.options
+        timeout = opts.request_timeout_ms
+        relist = self._reads % max(opts.groups_list_every, 1) == 0 or not self._groups
+        self._reads += 1
+
+        async def go(client: Any) -> tuple[dict[str, dict[tuple[str, int], int]], dict[str, str], int | None]:
+            mgr = client._manager
+            errors: dict[str, str] = {}
+            listed: int | None = None
+            if relist:
+                futs = {b: mgr.send(ListGroupsRequest(min_version=0), node_id=b, request_timeout_ms=timeout)
+                        for b in alive}
+                names: set[str] = set()
+                for b, fut in futs.items():
+                    try:
+                        resp = await mgr.wait_for(fut, timeout)
+                    except Exception as exc:
+                        errors[f"list_groups broker {b}"] = f"{type(exc).__name__}: {exc}"
+                        continue
+                    if resp.error_code:
+                        errors[f"list_groups broker {b}"] = f"error code {resp.error_code}"
+                        continue
+                    names.update(g.group_id for g in resp.groups if g.protocol_type in ("consumer", ""))
+                listed = len(names)
+                self._groups = sorted(names)[: max(opts.groups_max, 0)]
+                self._coordinators = {g: c for g, c in self._coordinators.items() if g in names}
+            unknown = [g for g in self._groups if g not in self._coordinators]
+            if unknown:
+                await self._find_coordinators(mgr, unknown, timeout, errors)
+            by_coord: dict[int, list[str]] = {}
+            for g in self._groups:
+                c = self._coordinators.get(g)
+                if c is not None:
+                    by_coord.setdefault(c, []).append(g)
+            batched = mgr.broker_version_data.api_version(OffsetFetchRequest) >= 8
+            sends: list[tuple[int, str | None, Any]] = []
+            for c, groups in by_coord.items():
+                if batched:
+                    grp = OffsetFetchRequest.OffsetFetchRequestGroup
+                    req = OffsetFetchRequest(groups=[grp(group_id=g, topics=None) for g in groups],
+                                             min_version=8, max_version=8)
+                    sends.append((c, None, mgr.send(req, node_id=c, request_timeout_ms=timeout)))
+                else:
+                    for g in groups:
+                        req = OffsetFetchRequest(group_id=g, topics=None, min_version=2, max_version=7)
+                        sends.append((c, g, mgr.send(req, node_id=c, request_timeout_ms=timeout)))
+            out: dict[str, dict[tuple[str, int], int]] = {}
+            for c, single, fut in sends:
+                try:
+                    resp = await mgr.wait_for(fut, timeout)
+                except Exception as exc:
+                    errors[f"offset_fetch coordinator {c}"] = f"{type(exc).__name__}: {exc}"
+                    for g in by_coord.get(c, []) if single is None else [single]:
+                        self._coordinators.pop(g, None)
+                    continue
+                groups_resp = resp.groups if single is None else [resp]
+                for gr in groups_resp:
+                    gid = single if single is not None else gr.group_id
+                    if gr.error_code:
+                        if gr.error_code in _COORDINATOR_MOVED:
+                            self._coordinators.pop(gid, None)
+                        errors[f"offset_fetch group {gid}"] = f"error code {gr.error_code}"
+                        continue
+                    offs: dict[tuple[str, int], int] = {}
+                    for t in gr.topics:
+                        for p in t.partitions:
+                            if not p.error_code and p.committed_offset >= 0:
+                                offs[(str(t.name), int(p.partition_index))] = int(p.committed_offset)
+                    out[gid] = offs
+            return out, errors, listed
+
+        try:
+            offsets, errors, listed = self.connection.run(go)
+        except Exception as exc:
+            state.errors["consumer_offsets"] = f"{type(exc).__name__}: {exc}"
+            return
+        state.group_offsets = offsets
+        state.group_offsets_fresh = True
+        state.groups_listed = listed if listed is not None else len(self._groups)
+        state.errors.update(errors)
+
+    async def _find_coordinators(self, mgr: Any, groups: list[str], timeout: int, errors: dict[str, str]) -> None:
+        """Learn the coordinators of ``groups`` (one batched FindCoordinator v4+, else one request per group)."""
+        reqs: list[tuple[str | None, Any]]
+        if mgr.broker_version_data.api_version(FindCoordinatorRequest) >= 4:
+            reqs = [(None, FindCoordinatorRequest(key_type=0, coordinator_keys=groups, min_version=4))]
+        else:
+            reqs = [(g, FindCoordinatorRequest(key=g, key_type=0, max_version=3)) for g in groups]
+        futs = [(g, mgr.send(r, request_timeout_ms=timeout)) for g, r in reqs]
+        for g, fut in futs:
+            try:
+                resp = await mgr.wait_for(fut, timeout)
+            except Exception as exc:
+                errors["find_coordinator"] = f"{type(exc).__name__}: {exc}"
+                continue
+            rows = [(c.key, c) for c in resp.coordinators] if g is None else [(g, resp)]
+            for key, row in rows:
+                if row.error_code:
+                    errors[f"find_coordinator group {key}"] = f"error code {row.error_code}"
+                elif row.node_id >= 0:
+                    self._coordinators[key] = int(row.node_id)

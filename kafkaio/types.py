@@ -78,6 +78,19 @@ class LogDirMeta:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One broker config as DescribeConfigs reports it: its value (``None`` when unset), where the value
+    comes from (``STATIC_BROKER_CONFIG`` = server.properties, ``DYNAMIC_BROKER_CONFIG``,
+    ``DYNAMIC_DEFAULT_BROKER_CONFIG``, ``DEFAULT_CONFIG``) and whether the broker refuses to change it at
+    run time (``read_only``: Kafka's "Update Mode: read-only", e.g. ``broker.rack``,
+    ``replica.selector.class``)."""
+
+    value: str | None
+    source: str
+    read_only: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Reassignment:
     """An in-flight KIP-455 reassignment (ListPartitionReassignments)."""
 

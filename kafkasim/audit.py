@@ -1,15 +1,21 @@
 """Produce/fetch audit records, the way a broker-side audit plugin delivers them.
 
 Every ``interval_s`` simulated seconds one JSON record is emitted per
-(kind, cluster, client id, user, client IP, client IDC, topic, partition, broker) that moved bytes
-in the interval — synthetic traffic (per partition producer/consumer clients) and real wire
+(kind, cluster, client id, user, client IP, client IDC, client rack, topic, partition, broker) that moved
+bytes in the interval — synthetic traffic (per partition producer/consumer clients) and real wire
 traffic alike.  Records are appended as Kafka record batches to ``topic`` (default
 ``__guardian_audit``, created on demand with 3 partitions) on the same simulated cluster, and
 optionally to a JSON-lines file.  Record fields::
 
     {"ts": "2026-11-21T10:00:00Z", "interval_s": 60, "kind": "produce"|"fetch", "cluster": "east",
      "client_id": "orders-svc", "user": "orders", "client_ip": "10.1.2.3", "client_idc": "idc-a",
-     "topic": "orders", "partition": 0, "broker": 1, "bytes": 123, "records": 4, "latency_ms": 1.5}
+     "topic": "orders", "partition": 0, "broker": 1, "broker_idc": "idc-a", "client_rack": "",
+     "bytes": 123, "records": 4, "latency_ms": 1.5}
+
+``broker`` is the broker that served the bytes (a follower for a KIP-392 nearest-replica fetch),
+``broker_idc`` its IDC, ``client_rack`` the ``rack_id`` a Fetch carried (``client.rack``; "" when unset
+and for produce). A wire client's IDC is what ``client_idcs`` (client id -> IDC, the sim's ground truth
+of where it runs, as an IP-subnet table would tell a real plugin) says, else ``real_client_idc``.
 """
 
 from __future__ import annotations
@@ -31,14 +37,15 @@ if TYPE_CHECKING:
     from kafkasim.engine import Engine
     from kafkasim.scenario import Federation
 
-Key = tuple[str, str, str, str, str, str, str, int, int]
+Key = tuple[str, str, str, str, str, str, str, str, int, int]
 
 
 class AuditSink:
     """Aggregates traffic per interval and publishes audit records."""
 
     def __init__(self, fed: Federation, interval_s: float = 60.0, topic: str = "__guardian_audit",
-                 jsonl: str | None = None, synthetic: bool = True, real_client_idc: str = "local") -> None:
+                 jsonl: str | None = None, synthetic: bool = True, real_client_idc: str = "local",
+                 client_idcs: dict[str, str] | None = None) -> None:
         if interval_s <= 0:
             raise ValueError("audit interval must be positive")
         self.fed = fed
@@ -47,6 +54,7 @@ class AuditSink:
         self.jsonl = Path(jsonl) if jsonl else None
         self.synthetic = synthetic
         self.real_client_idc = real_client_idc
+        self.client_idcs = dict(client_idcs or {})
         self.acc: dict[Key, list[float]] = {}
         self.next_emit = fed.engine.t + self.interval_s
         n = fed.engine.cap
@@ -63,8 +71,9 @@ class AuditSink:
         """Account one real produce/fetch of a wire client."""
         if self._publishing or topic == self.topic:
             return
-        key: Key = (kind, ctx.cluster.name, ctx.client_id or "", "ANONYMOUS", ctx.host,
-                    self.real_client_idc, topic, partition, broker)
+        idc = self.client_idcs.get(ctx.client_id or "", self.real_client_idc)
+        key: Key = (kind, ctx.cluster.name, ctx.client_id or "", "ANONYMOUS", ctx.host, idc,
+                    ctx.client_rack if kind == "fetch" else "", topic, partition, broker)
         a = self.acc.setdefault(key, [0.0, 0.0, 0.0, 0.0])
         a[0] += nbytes
         a[1] += nrecords
@@ -108,7 +117,8 @@ class AuditSink:
                         c = eng.clients[int(cidx)]
                         out.append({"kind": kind, "cluster": cl.name, "client_id": c.client_id, "user": c.user,
                                     "client_ip": c.ip, "client_idc": c.idc, "topic": t.name,
-                                    "partition": p.index, "broker": p.leader, "bytes": int(b),
+                                    "partition": p.index, "broker": p.leader,
+                                    "broker_idc": self._broker_idc(cl, p.leader), "client_rack": "", "bytes": int(b),
                                     "records": int(b / max(float(eng.f["msg_size"][s]), 1.0)),
                                     "latency_ms": round(float(lat[s]) / b, 3)})
         self.syn_in[:] = 0
@@ -117,14 +127,20 @@ class AuditSink:
         self.lat_out[:] = 0
         return out
 
+    @staticmethod
+    def _broker_idc(cl: Cluster, broker: int) -> str:
+        b = cl.brokers.get(broker)
+        return b.idc if b is not None else ""
+
     def emit(self) -> int:
         """Publish the interval's records; returns how many were written."""
         eng = self.fed.engine
         ts = dt_.datetime.fromtimestamp(eng.t, tz=dt_.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         recs: list[dict[str, Any]] = self._synthetic_records() if self.synthetic else []
-        for (kind, cluster, cid, user, ip, idc, topic, part, broker), a in sorted(self.acc.items()):
+        for (kind, cluster, cid, user, ip, idc, rack, topic, part, broker), a in sorted(self.acc.items()):
             recs.append({"kind": kind, "cluster": cluster, "client_id": cid, "user": user, "client_ip": ip,
-                         "client_idc": idc, "topic": topic, "partition": part, "broker": broker,
+                         "client_idc": idc, "client_rack": rack, "topic": topic, "partition": part, "broker": broker,
+                         "broker_idc": self._broker_idc(self.fed.clusters[cluster], broker),
                          "bytes": int(a[0]), "records": int(a[1]), "latency_ms": round(a[2] / max(a[3], 1), 3)})
         self.acc.clear()
         for r in recs:

@@ -3,8 +3,12 @@
 
 The lead mounts :func:`register` under the ``sim`` group of ``guardian``; standalone use:
 ``python -m kafkasim up [--realistic]`` / ``python -m kafkasim fault kill-broker --cluster east --broker 2``.
-``up --realistic`` starts SASL_SSL (SCRAM-SHA-512) listeners and two https exporters with basic
-auth per broker, and writes secrets next to the endpoints file (see :mod:`kafkasim.realistic`).
+Every ``up`` serves two exporters per broker (a JMX exporter and a node_exporter, stock names only;
+``--sim-series`` adds the ``kafkasim_*`` series for tests of the simulator, ``--legacy-metrics``
+serves the old single endpoint instead) and writes an endpoints document with the rack→IDC rule and
+the hardware profile. ``up --realistic`` also starts SASL_SSL (SCRAM-SHA-512) listeners, serves the
+exporters over https with basic auth, and writes secrets next to the endpoints file (see
+:mod:`kafkasim.realistic`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
 
 def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | None, control_port: int,
             audit_jsonl: Path | None, duration: float, snapshots: list[Path] | None = None,
-            realistic: bool = False, sim_series: bool = False, lines: list[str] | None = None) -> None:
+            realistic: bool = False, sim_series: bool = False, legacy_metrics: bool = False,
+            lines: list[str] | None = None) -> None:
+    from kafkasim.exporters import MetricsConfig
     from kafkasim.network import parse_cli_line
     from kafkasim.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
     from kafkasim.server import SimServer
@@ -61,7 +67,11 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
         typer.echo("error: --speed must be in (0, 1e6]", err=True)
         raise typer.Exit(2)
 
+    if realistic and legacy_metrics:
+        typer.echo("error: --legacy-metrics and --realistic exclude each other", err=True)
+        raise typer.Exit(2)
     setup = None
+    metrics = MetricsConfig(realistic=not legacy_metrics, sim_series=sim_series)
     if realistic:
         where = endpoints_file.resolve().parent if endpoints_file else Path(tempfile.mkdtemp(prefix="kafkasim-"))
         setup = prepare(where, endpoints_file.stem if endpoints_file else "kafkasim", sim_series=sim_series)
@@ -69,7 +79,7 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
     async def main() -> None:
         server = SimServer(fed, control_port=control_port, speed=speed,
                            audit_jsonl=str(audit_jsonl) if audit_jsonl else None,
-                           security=setup.security if setup else None, metrics=setup.metrics if setup else None)
+                           security=setup.security if setup else None, metrics=setup.metrics if setup else metrics)
         endpoints = await server.start()
         if setup is not None:
             endpoints = operator_endpoints(endpoints, fed, setup)
@@ -160,14 +170,16 @@ def register(app: typer.Typer) -> None:
                                        help="SASL_SSL/SCRAM-SHA-512 listeners, JMX + node exporters per broker "
                                             "over https with basic auth, an operator's endpoints file"),
         sim_series: bool = typer.Option(False, "--sim-series",
-                                        help="with --realistic: also serve the kafkasim_* series (simulator tests)"),
+                                        help="also serve the kafkasim_* series (tests of the simulator itself)"),
+        legacy_metrics: bool = typer.Option(False, "--legacy-metrics",
+                                            help="one endpoint per broker with kafkasim's own series (old layout)"),
         line: list[str] | None = typer.Option(None, "--line",
                                               help="leased line IDC:IDC=MB_PER_S (both directions) or IDC>IDC=MB_PER_S "
                                                    "(one direction); repeat; adds to the scenario's network"),
     ) -> None:
         """Start a simulated federation; first stdout line is the endpoints JSON."""
         _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration, snapshot, realistic, sim_series,
-                line)
+                legacy_metrics, line)
 
     @app.command("truth")
     def truth(cluster: str = typer.Option(..., "--cluster"),

@@ -50,13 +50,14 @@ HDD_RPM = 7200
 class MetricsConfig:
     """How brokers expose metrics.
 
-    ``realistic`` False: the legacy single ``/metrics`` endpoint per broker (Kafka + node series and the
-    ``kafkasim_*`` facts, see :mod:`kafkasim.metrics`); True: a JMX exporter and a node_exporter per
-    broker on two ports, stock names only (``sim_series`` adds the ``kafkasim_*`` series to the JMX
-    endpoint).  ``tls`` serves https with the CA's server certificate; ``auth`` requires basic auth.
+    ``realistic`` True (the default): a JMX exporter and a node_exporter per broker on two ports, stock
+    names only (``sim_series`` adds the ``kafkasim_*`` series, for tests of the simulator itself);
+    False: the legacy single ``/metrics`` endpoint per broker (Kafka + node series and the
+    ``kafkasim_*`` facts, see :mod:`kafkasim.metrics`).  ``tls`` serves https with the CA's server
+    certificate; ``auth`` requires basic auth.
     """
 
-    realistic: bool = False
+    realistic: bool = True
     sim_series: bool = False
     tls: TlsMaterial | None = None
     auth: BasicAuth | None = None

@@ -101,10 +101,16 @@ BROKER_DYNAMIC_KEYS = {
 BROKER_STATIC_DEFAULTS: dict[str, str] = {
     "num.network.threads": "3",
     "num.io.threads": "8",
-    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
     "remote.log.storage.system.enable": "false",
     "auto.create.topics.enable": "false",
 }
+REPLICA_SELECTOR = "replica.selector.class"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+BROKER_STATIC_KEYS = {REPLICA_SELECTOR}
+"""Read-only broker configs a scenario may set per cluster (``broker_configs``: its brokers' server.properties)
+or a restart may change (``POST /fault/revive-broker`` with ``configs``); Kafka's default for each is unset.
+``replica.selector.class`` is read-only in Kafka too (AlterConfigs answers INVALID_CONFIG): with it unset the
+leader never names a preferred read replica (KIP-392), whatever ``client.rack`` a consumer sends."""
 
 
 class SimError(Exception):
@@ -148,6 +154,13 @@ class Broker:
     metrics_port: int = 0
     alive: bool = True
     configs: dict[str, str] = field(default_factory=dict)
+    static_configs: dict[str, str] = field(default_factory=dict)
+    """Read-only configs from the broker's server.properties (:data:`BROKER_STATIC_KEYS`)."""
+
+    @property
+    def rack_aware_reads(self) -> bool:
+        """True when this broker, as a leader, names same-rack preferred read replicas (KIP-392)."""
+        return self.static_configs.get(REPLICA_SELECTOR) == RACK_AWARE_SELECTOR
 
     def disk_by_path(self, path: str) -> Disk | None:
         """Return the log dir with this path, or None."""

@@ -17,7 +17,7 @@ import pkgutil
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kafka.protocol as kp
@@ -111,6 +111,7 @@ class ReqContext:
     broker: Broker
     sasl: bool = False  # the listener speaks SASL (ApiVersions advertises SaslHandshake/SaslAuthenticate)
     principal: str = "ANONYMOUS"
+    client_rack: str = ""  # a Fetch's rack_id (client.rack, v11+), as a broker-side audit plugin sees it
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:
@@ -358,6 +359,9 @@ class Handler:
         ]
         for k, val in sorted(m.BROKER_STATIC_DEFAULTS.items()):
             out.append((k, val, True, 4))
+        for k in sorted(m.BROKER_STATIC_KEYS):
+            static = b.static_configs.get(k)
+            out.append((k, static, True, 4 if static is not None else 5))
         for k in sorted(m.BROKER_DYNAMIC_KEYS):
             if k in b.configs:
                 out.append((k, b.configs[k], False, 2))
@@ -752,7 +756,7 @@ class Handler:
                     if p.leader != b.id and not (rack and b.id in p.isr):
                         raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
                     start, hw = cl.engine.partition_offsets(p.slot)
-                    if rack and p.leader == b.id and b.rack != rack:
+                    if rack and p.leader == b.id and b.rack != rack and b.rack_aware_reads:
                         near = [r for r in p.isr if r != b.id and cl.brokers[r].alive and cl.brokers[r].rack == rack]
                         if near:  # KIP-392: RackAwareReplicaSelector points the consumer at a same-rack replica
                             preferred = near[0]
@@ -799,6 +803,9 @@ def fetch_audit(handler: Handler, ctx: ReqContext, req: Any, resp: Any, latency_
     """Report the bytes a Fetch returned per partition to the audit callback."""
     if handler.audit is None:
         return
+    rack = getattr(req, "rack_id", "") or ""
+    if rack:
+        ctx = replace(ctx, client_rack=str(rack))
     for t in resp.responses:
         for p in t.partitions:
             if p.records:

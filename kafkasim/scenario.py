@@ -6,17 +6,20 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
     speed: 1.0                    # simulated seconds per real second (``sim up --speed`` overrides)
     tick_seconds: 1.0             # simulated seconds per physics tick (max)
     start_time: 1795000000        # simulated epoch seconds at start
-    audit: {enabled: false, interval_s: 60, topic: __guardian_audit, jsonl: null, synthetic: true}
+    audit: {enabled: false, interval_s: 60, topic: __guardian_audit, jsonl: null, synthetic: true,
+            client_idcs: {reader-b: idc-b}}   # where wire clients run, by client id (default: "local")
     network:                      # leased lines between IDCs (kafkasim.network); absent = no network model
       lines:
         - {between: [idc-a, idc-b], capacity_mb_s: 40, latency_ms: 2}   # each direction; unlisted pairs unlimited
     clusters:                     # required
       - name: east                # required
         partition_throttle: true  # capability flag (see kafkasim.model docstring)
+        broker_configs: {replica.selector.class: org.apache.kafka.common.replica.RackAwareReplicaSelector}
+                                  # read-only broker configs (server.properties) of every broker; unset by default
         brokers:                  # list of broker groups
           - count: 6
             idcs: [idc-a, idc-b]  # brokers are spread round-robin over IDCs
-            racks_per_idc: 2      # rack = "<idc>-r<k>"
+            racks_per_idc: 2      # rack = "<idc>-r<k>"; 0: rack = "<idc>" (one rack per IDC, for KIP-392 reads)
             pool: shared
             memory_gb: 64
             disks:                # per broker; each group expands to `count` log dirs
@@ -56,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from kafkasim.engine import Client, Engine
-from kafkasim.model import Cluster, SimError
+from kafkasim.model import BROKER_STATIC_KEYS, Cluster, SimError
 from kafkasim.network import Network, parse_lines
 
 DISK_KINDS: dict[str, dict[str, float]] = {
@@ -182,6 +185,7 @@ def build_federation(spec: dict[str, Any]) -> Federation:
         if name in fed.clusters:
             raise ScenarioError(f"{path}.name: duplicate cluster {name!r}")
         cl = Cluster(name, partition_throttle=bool(cs.get("partition_throttle", False)))
+        static = _broker_configs(cs.get("broker_configs"), f"{path}.broker_configs")
         eng.add_cluster(cl)
         fed.clusters[name] = cl
         bid = int(_num(cs, "first_broker_id", 1, path))
@@ -190,12 +194,12 @@ def build_federation(spec: dict[str, Any]) -> Federation:
             if not isinstance(bs, dict):
                 raise ScenarioError(f"{bpath}: must be a mapping")
             idcs = list(bs.get("idcs") or ["idc-a"])
-            racks = int(_num(bs, "racks_per_idc", 1, bpath, 1))
+            racks = int(_num(bs, "racks_per_idc", 1, bpath, 0))
             mem = _num(bs, "memory_gb", 64, bpath, 0.001) * 1e9
             dspecs = bs.get("disks") or [{"count": 1, "kind": "ssd"}]
             for k in range(int(_num(bs, "count", 1, bpath, 1))):
                 idc = idcs[k % len(idcs)]
-                rack = f"{idc}-r{(k // len(idcs)) % racks + 1}"
+                rack = f"{idc}-r{(k // len(idcs)) % racks + 1}" if racks else idc
                 disks: list[dict[str, Any]] = []
                 for di, ds in enumerate(dspecs):
                     dpath = f"{bpath}.disks[{di}]"
@@ -211,6 +215,7 @@ def build_federation(spec: dict[str, Any]) -> Federation:
                             "max_bytes_per_s": _num(ds, "max_mb_s", dflt["max_mb_s"], dpath, 0.001) * 1e6,
                             "base_latency_ms": _num(ds, "latency_ms", dflt["latency_ms"], dpath, 0.0)})
                 eng.add_broker(cl, bid, idc, rack, str(bs.get("pool", "shared")), mem, disks)
+                cl.brokers[bid].static_configs = dict(static)
                 bid += 1
         if not cl.brokers:
             raise ScenarioError(f"{path}.brokers: at least one broker is required")
@@ -232,6 +237,18 @@ def build_federation(spec: dict[str, Any]) -> Federation:
         for b in eng.brokers:  # every IDC gets its gateway, even before traffic crosses
             eng.network.idc(b.idc)
     return fed
+
+
+def _broker_configs(value: Any, path: str) -> dict[str, str]:
+    """A cluster's read-only broker configs (its server.properties); only :data:`BROKER_STATIC_KEYS`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{path}: must be a mapping of config name to value")
+    unknown = sorted(set(value) - BROKER_STATIC_KEYS)
+    if unknown:
+        raise ScenarioError(f"{path}: unknown key(s) {unknown}; known: {sorted(BROKER_STATIC_KEYS)}")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _device(n: int) -> str:

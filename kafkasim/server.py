@@ -3,9 +3,9 @@ API, and the tick loop that advances the physics (optionally faster than real ti
 
 Kafka listeners speak what :class:`~kafkasim.security.SecurityConfig` says (PLAINTEXT by default;
 SSL, SASL_PLAINTEXT, SASL_SSL).  Metrics follow :class:`~kafkasim.exporters.MetricsConfig`: by
-default the legacy single endpoint (:func:`kafkasim.metrics.render_broker`); realistic, a JMX
-exporter (closed while its broker is dead) and a node_exporter per broker, optionally https with
-basic auth.
+default realistic, a JMX exporter (closed while its broker is dead) and a node_exporter per broker,
+stock names only, optionally https with basic auth; on request the legacy single endpoint
+(:func:`kafkasim.metrics.render_broker`).
 
 Control API (JSON over HTTP on ``control_url``)::
 
@@ -28,7 +28,9 @@ Control API (JSON over HTTP on ``control_url``)::
     GET  /gateway/IDC/metrics         node_exporter text of IDC's gateway host: node_network_{transmit,receive}_
                                       bytes_total, node_network_speed_bytes, node_network_up per device ll-<peer>
     POST /fault/kill-broker           {"cluster", "broker"}
-    POST /fault/revive-broker         {"cluster", "broker"}
+    POST /fault/revive-broker         {"cluster", "broker", "configs"?}: with ``configs`` (read-only broker configs,
+                                      e.g. replica.selector.class; null unsets) the restart reads an edited
+                                      server.properties
     POST /fault/slow-disk             {"cluster", "broker", "log_dir" | "device", "factor"} (1 = heal)
     POST /fault/offline-log-dir       {"cluster", "broker", "log_dir"}: the JBOD disk fails (KIP-112): the dir's
                                       replicas go offline (DescribeLogDirs answers KAFKA_STORAGE_ERROR for it,
@@ -62,7 +64,7 @@ from kafkasim.audit import AuditSink
 from kafkasim.exporters import MetricsConfig, render_jmx, render_node
 from kafkasim.httpd import HttpError, http_serve
 from kafkasim.metrics import render_broker
-from kafkasim.model import Broker, Cluster
+from kafkasim.model import BROKER_STATIC_KEYS, Broker, Cluster
 from kafkasim.network import render_gateway
 from kafkasim.protocol import (
     REGISTRY,
@@ -77,6 +79,7 @@ from kafkasim.protocol import (
     minimal_error_frame,
     peek_header,
 )
+from kafkasim.realistic import hardware_profile, rack_to_idc
 from kafkasim.scenario import Federation
 from kafkasim.security import SaslGate, SecurityConfig
 from kafkasim.truth import LoadHistory, snapshot_of
@@ -106,7 +109,8 @@ class SimServer:
         acfg = fed.audit or {}
         if acfg.get("enabled") or audit_jsonl:
             self.audit = AuditSink(fed, float(acfg.get("interval_s", 60)), str(acfg.get("topic", "__guardian_audit")),
-                                   audit_jsonl or acfg.get("jsonl"), bool(acfg.get("synthetic", True)))
+                                   audit_jsonl or acfg.get("jsonl"), bool(acfg.get("synthetic", True)),
+                                   client_idcs={str(k): str(v) for k, v in (acfg.get("client_idcs") or {}).items()})
         self.handler = Handler(self.audit.record_real if self.audit else None)
         self.history = LoadHistory(fed.engine)
         self.kafka_servers: dict[int, asyncio.Server] = {}
@@ -197,8 +201,10 @@ class SimServer:
     def endpoints(self) -> dict[str, Any]:
         """Bootstrap servers, metrics URLs and the control URL of every cluster.
 
-        Realistic metrics: per broker only ``id`` and ``metrics`` (a list of ``{"kind", "url"}``) —
-        IDC, rack and pool are for the operator to declare (see :mod:`kafkasim.realistic`)."""
+        Realistic metrics (the default): per broker only ``id``, its listener's ``host`` and ``port`` and
+        ``metrics`` (a list of ``{"kind", "url"}``), and per cluster what an operator declares — the
+        ``rack_to_idc`` rule and the ``hardware`` profile (see :mod:`kafkasim.realistic`); IDC, rack and
+        pool are not in it."""
         out: dict[str, Any] = {"format": "kafkasim.endpoints/v1",
                                "control_url": f"http://{self.host}:{self.control_port}", "clusters": {}}
         if self.fed.engine.network is not None:  # each IDC's gateway host (the leased lines' counters)
@@ -211,8 +217,10 @@ class SimServer:
                 out["clusters"][cl.name] = {
                     "bootstrap_servers": ",".join(f"{b.host}:{b.port}" for b in bs),
                     "partition_throttle": cl.partition_throttle,
-                    "brokers": [{"id": b.id, "metrics": [{"kind": k, "url": u} for k, u in self.metrics_urls(b)]}
-                                for b in bs]}
+                    "brokers": [{"id": b.id, "host": b.host, "port": b.port,
+                                 "metrics": [{"kind": k, "url": u} for k, u in self.metrics_urls(b)]} for b in bs],
+                    "rack_to_idc": rack_to_idc(self.fed, cl.name),
+                    "hardware": hardware_profile(self.fed, cl.name)}
                 continue
             out["clusters"][cl.name] = {
                 "bootstrap_servers": ",".join(f"{b.host}:{b.port}" for b in bs),
@@ -438,10 +446,21 @@ class SimServer:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(s.wait_closed(), 2)
 
-    async def revive_broker(self, cluster: str, broker_id: int) -> None:
-        """Restart a broker on its previous port."""
+    async def revive_broker(self, cluster: str, broker_id: int, configs: dict[str, Any] | None = None) -> None:
+        """Restart a broker on its previous port; ``configs`` edit its server.properties first (read-only keys)."""
         cl = self.fed.cluster(cluster)
         b = self._broker(cl, broker_id)
+        if configs:
+            unknown = sorted(set(configs) - BROKER_STATIC_KEYS)
+            if unknown:
+                raise ValueError(f"unknown read-only broker config(s) {unknown}; known: {sorted(BROKER_STATIC_KEYS)}")
+            if b.alive:
+                raise ValueError(f"broker {b.id} is running: kill it first (a read-only config changes on restart)")
+            for k, v in configs.items():
+                if v is None:
+                    b.static_configs.pop(k, None)
+                else:
+                    b.static_configs[k] = str(v)
         if b.alive:
             return
         await self._open_broker(cl, b)
@@ -595,7 +614,7 @@ class SimServer:
                 if path == "/fault/kill-broker":
                     await self.kill_broker(str(args["cluster"]), args["broker"])
                 elif path == "/fault/revive-broker":
-                    await self.revive_broker(str(args["cluster"]), args["broker"])
+                    await self.revive_broker(str(args["cluster"]), args["broker"], args.get("configs"))
                 elif path == "/fault/slow-disk":
                     self.slow_disk(str(args["cluster"]), args["broker"], args.get("log_dir"),
                                    float(args.get("factor", 10.0)), args.get("device"))

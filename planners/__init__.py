@@ -9,6 +9,7 @@ preallocate       assignment of a new topic                   :func:`plan_preall
 drain             decommission / recommission brokers         :func:`plan_drain`, :func:`plan_restore`
 idc_migration     move topics to a new IDC placement          :func:`plan_idc_migration`
 pool_resize       grow / shrink a resource pool               :func:`plan_pool_grow`, :func:`plan_pool_shrink`
+read_local        a replica in each heavily reading IDC       :func:`plan_read_local`
 constraints       the hard goals (veto only)                  :class:`Topology`
 workspace         shared working state, plan building         :class:`Workspace`, :class:`Bounds`
 registry          kind -> ``(snapshot, params) -> Plan``      ``registry.PLANNERS``
@@ -24,6 +25,7 @@ from planners.idc_migration import MigrationOptions, plan_idc_migration
 from planners.leaders import LeaderOptions, plan_leaders
 from planners.pool_resize import PoolGrowth, ResizeOptions, plan_pool_grow, plan_pool_shrink
 from planners.preallocate import NewTopic, PreallocateOptions, Preallocation, plan_preallocation
+from planners.read_local import ReadLocalOptions, plan_read_local
 from planners.workspace import Bounds, InvalidPlanError, PlannerError
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "PoolGrowth",
     "PreallocateOptions",
     "Preallocation",
+    "ReadLocalOptions",
     "ResizeOptions",
     "plan_drain",
     "plan_idc_migration",
@@ -45,6 +48,7 @@ __all__ = [
     "plan_pool_grow",
     "plan_pool_shrink",
     "plan_preallocation",
+    "plan_read_local",
     "plan_rebalance",
     "plan_restore",
 ]

@@ -16,6 +16,7 @@ from planners.drain import DrainOptions, plan_drain
 from planners.leaders import LeaderOptions, plan_leaders
 from planners.pool_resize import ResizeOptions, plan_pool_shrink
 from planners.preallocate import NewTopic, PreallocateOptions, plan_preallocation
+from planners.read_local import ReadLocalOptions, plan_read_local
 from planners.workspace import Bounds
 
 Planner = Callable[[ClusterSnapshot, Mapping[str, Any]], Plan]
@@ -120,12 +121,28 @@ def preallocate(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
     return plan_preallocation(snapshot, request, PreallocateOptions(bounds=bounds, traffic_model=model)).plan
 
 
+def read_local(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
+    """Read-local placement (KIP-392): ``demand`` (topic -> {IDC: fetch bytes/s}, as
+    ``GET /clusters/{name}/read-local`` reports it) and ``threshold`` (bytes/s, default 1 MiB/s)."""
+    p = dict(params)
+    bounds = _bounds(p)
+    demand = _take(p, "demand", dict)
+    threshold = float(_take(p, "threshold", (int, float), 1_048_576.0))
+    _done(p)
+    if demand is None or not all(isinstance(t, str) and isinstance(d, dict)
+                                 and all(isinstance(i, str) and isinstance(r, int | float) and not isinstance(r, bool)
+                                         for i, r in d.items()) for t, d in demand.items()):
+        raise TypeError("parameter 'demand' must map topic -> {IDC: bytes/s}")
+    return plan_read_local(snapshot, demand, ReadLocalOptions(bounds=bounds, threshold=threshold))
+
+
 PLANNERS: dict[str, Planner] = {
     "rebalance": rebalance,
     "leaders": leaders,
     "drain": drain,
     "pool-shrink": pool_shrink,
     "preallocate": preallocate,
+    "read-local": read_local,
 }
 """Planner kind -> planner. (Restore needs a recorded snapshot and IDC migration yields several
 steps: call :func:`planners.plan_restore` / :func:`planners.plan_idc_migration` directly.)"""

@@ -31,7 +31,7 @@ from controlplane.state.store import LocalStateStore
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 from planners.throttle import ThrottleConfig
-from tests.integration.kafkasim_support import http_json
+from tests.integration.kafkasim_support import http_json, register_fields
 
 CLUSTER = "east"
 LINE_MB_S = 55.0
@@ -103,14 +103,9 @@ class LineScenario:
             c = ep["clusters"][CLUSTER]
             self.bootstrap = c["bootstrap_servers"]
             self.store = LocalStateStore()
+            # what the operator registers: bootstrap, metrics endpoints, security, the rack->IDC rule, hardware
             self.store.propose({"type": "cluster.register", "meta": meta("test"), "name": CLUSTER,
-                                "bootstrap_servers": self.bootstrap.split(","),
-                                "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]},
-                                "control_url": self.control,
-                                # what the operator declares: racks are "<idc>-r<k>" (kafkasim's broker.rack),
-                                # and each broker's IDC
-                                "rack_to_idc": {"regex": r"^(?P<idc>.+)-r\d+$"},
-                                "idc_overrides": {str(b["id"]): b["idc"] for b in c["brokers"]}})
+                                **register_fields(c), "control_url": self.control})
             self.ctx = ServiceContext(settings=Settings(), store=self.store)
             self.observer = CollectionJob(bindings=ClusterBindings())
             conf = LeasedLinesConf(protect=protect, lines=[LeasedLineConf(src_idc=AB[0], dst_idc=AB[1],

@@ -25,7 +25,7 @@ from controlplane.state.store import LocalStateStore
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 from planners.throttle import ThrottleConfig
-from tests.integration.kafkasim_support import http_json
+from tests.integration.kafkasim_support import http_json, register_fields
 
 CLUSTER = "east"
 HOT_PARTITION = ("orders", 0)
@@ -89,9 +89,7 @@ class ThrottleScenario:
             self.bootstrap = c["bootstrap_servers"]
             self.store = LocalStateStore()
             self.store.propose({"type": "cluster.register", "meta": meta("test"), "name": CLUSTER,
-                                "bootstrap_servers": self.bootstrap.split(","),
-                                "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]},
-                                "control_url": self.control})
+                                **register_fields(c), "control_url": self.control})
             self.ctx = ServiceContext(settings=Settings(), store=self.store)
             self.observer = CollectionJob(bindings=ClusterBindings())
             self.service = ThrottleService(self.store, config or ThrottleConfig(), max_snapshot_age_s=60,

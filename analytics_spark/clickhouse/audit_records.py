@@ -7,9 +7,10 @@ plugin (or kafkasim) writes it::
      "cluster": "c1", "broker": 1, "broker_idc": "idc-a",
      "client_id": "orders-writer", "user": "svc-orders", "client_ip": "10.1.2.3",
      "client_idc": "idc-b", "api": "produce" | "fetch", "topic": "orders", "partition": 0,
-     "bytes": 1048576, "records": 100, "latency_ms": 2.5}
+     "bytes": 1048576, "records": 100, "latency_ms": 2.5, "client_rack": "idc-b"}
 
-``client_idc``, ``user`` and ``broker_idc`` may be missing (stored as ""; the ingestor can fill
+``client_idc``, ``user``, ``broker_idc`` and ``client_rack`` (a fetch's ``client.rack``, KIP-392) may be
+missing (stored as ""; the ingestor can fill
 ``broker_idc`` from the topology), and ``kind`` is accepted for ``api`` (kafkasim's audit stream
 uses it); unknown fields such as ``interval_s`` are ignored. Anything else missing, of the wrong
 type or impossible (negative bytes, NaN latency, bad IP, unknown api) rejects the record with a
@@ -29,7 +30,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 AUDIT_COLUMNS: tuple[str, ...] = (
     "ts", "cluster", "broker", "broker_idc", "client_id", "user", "client_ip", "client_idc",
-    "api", "topic", "partition", "bytes", "records", "latency_ms",
+    "api", "topic", "partition", "bytes", "records", "latency_ms", "client_rack",
 )
 PROVENANCE_COLUMNS: tuple[str, ...] = ("src_topic", "src_partition", "src_offset")
 
@@ -57,6 +58,7 @@ class AuditRecord(BaseModel):
     bytes: int = Field(ge=0, le=2**63 - 1)
     records: int = Field(ge=0, le=2**63 - 1)
     latency_ms: float = Field(ge=0.0, le=1e9)
+    client_rack: str = Field(default="", max_length=255)
 
     @field_validator("ts", mode="before")
     @classmethod

@@ -306,6 +306,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             """ALTER TABLE {db}.analytics_runs ADD COLUMN IF NOT EXISTS engine LowCardinality(String) DEFAULT ''""",
         ),
     ),
+    Migration(
+        6,
+        "the client.rack a fetch carried (KIP-392 nearest-replica reads)",
+        (
+            """ALTER TABLE {db}.audit_records ADD COLUMN IF NOT EXISTS client_rack LowCardinality(String) DEFAULT ''""",
+        ),
+    ),
 )
 
 

@@ -258,3 +258,17 @@ def cross_idc(ch: ClickHouse) -> dict[str, list[dict[str, Any]]]:
         "clients": _dicts(ch, f"SELECT * EXCEPT run_id FROM {ch.table('cross_idc_clients')} "
                               "WHERE run_id = {r:String} ORDER BY cluster, src_idc, dst_idc, rank", p),
     }
+
+
+def fetch_flows(ch: ClickHouse, cluster: str, window_s: float = 3600.0) -> list[dict[str, Any]]:
+    """Fetch bytes/s per (topic, client, client IDC, client rack, broker, broker IDC) over the ``window_s``
+    seconds that end at the cluster's newest audit record (the KIP-392 read-local check's input)."""
+    return _dicts(ch, f"""SELECT topic, client_id, client_idc, client_rack, broker, broker_idc,
+                             sum(bytes) / {{w:Float64}} AS bytes_per_s
+                          FROM {ch.table('audit_records')}
+                          WHERE cluster = {{c:String}} AND api = 'fetch'
+                            AND ts > (SELECT max(ts) FROM {ch.table('audit_records')} WHERE cluster = {{c:String}})
+                                     - toIntervalSecond({{s:UInt32}})
+                          GROUP BY topic, client_id, client_idc, client_rack, broker, broker_idc
+                          ORDER BY topic, client_id, broker""",
+                  {"c": cluster, "w": float(window_s), "s": int(window_s)})

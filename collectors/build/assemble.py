@@ -3,6 +3,10 @@
 Goal: the records of a ``guardian.snapshot/v1`` snapshot from the stages' arrays, and the
 coverage that says how much of it was measured this round. Method: a broker is described from the
 metadata when alive, else from what was last known of it (the endpoints file, earlier metadata);
+its IDC is the one declared for it, else its ``broker.rack`` (Kafka metadata) through the cluster's
+rack→IDC rule, else ``unknown`` (counted per source in ``coverage.facts["idc"]``, as are the disks'
+kind and ceiling sources); its pool is the declared one, else ``shared`` (the service overlays the
+replicated pool assignments);
 a disk's util/read/write/await are this round's figures, else the last good value up to
 ``hold_s``; used bytes come from the filesystem gauges, else the listing's total − usable, else
 the sum of its replicas' sizes; a partition's size is its leader's ``kafka_log_log_size``, else
@@ -32,7 +36,7 @@ from collectors.completeness import Coverage
 from collectors.pagecache import Behaviours
 from collectors.rates import DropLog
 from domain import Broker, BrokerState, Partition, Topic
-from kafkaio.endpoints import BrokerInfo
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from kafkaio.source import KafkaState
 from kafkaio.types import PartitionMeta
 
@@ -48,24 +52,37 @@ class BrokerRound:
     disk_util: dict[Hashable, float | None]
 
 
+_IDC_SOURCE = {"broker": "declared", "rack_to_idc": "rack", "unknown": "unknown"}
+
+
 def assemble_brokers(known: set[int], alive: set[int], state: KafkaState, payloads: BrokerPayloads,
                      disks: DiskRound, behaviours: dict[DiskKey, Behaviours], brokers_book: BrokerBook,
-                     disk_book: DiskBook, holds: Holds, cfg: ModelConfig, now: float, cov: Coverage) -> BrokerRound:
+                     disk_book: DiskBook, holds: Holds, cfg: ModelConfig, now: float, cov: Coverage,
+                     endpoints: ClusterEndpoints) -> BrokerRound:
     """Broker and disk fields of every known broker; completes ``behaviours`` with each alive disk's
-    measured read/write and the disk counts of ``cov``."""
+    measured read/write and the disk counts and fact sources of ``cov``."""
     brokers: list[BrokerRecord] = []
     disk_util_round: dict[Hashable, float | None] = {}
     disks_total = 0
     disks_fresh = 0
     hold = holds.hold
+    idc_src: dict[str, int] = defaultdict(int)
+    kind_src: dict[str, int] = defaultdict(int)
+    max_src: dict[str, int] = defaultdict(int)
+    no_idc: list[int] = []
     for bid in sorted(known):
         info = brokers_book.brokers.get(bid, BrokerInfo(bid))
         meta = state.brokers.get(bid)
         host, port, rack = brokers_book.meta.get(bid, (info.host or "unknown", info.port or 1, info.rack))
         if meta is not None:
             host, port, rack = meta.host, meta.port, meta.rack
-        rack = rack or info.rack or cfg.default_idc
-        idc = info.idc or cfg.default_idc
+        rack = rack or info.rack
+        idc_found, how = endpoints.idc_of(bid, rack)
+        idc_src[_IDC_SOURCE.get(how, how)] += 1
+        if idc_found is None:
+            no_idc.append(bid)
+        idc = idc_found or cfg.default_idc
+        rack = rack or cfg.default_idc
         pool = info.pool or cfg.default_pool
         is_alive = bid in alive
         mem, _ = hold(("mem", bid), disks.memory.get(bid, (None, None))[0], now)
@@ -75,6 +92,9 @@ def assemble_brokers(known: set[int], alive: set[int], state: KafkaState, payloa
         for path in sorted(facts):
             f = facts[path]
             disks_total += 1
+            if path != PLACEHOLDER_DIR:
+                kind_src[f.kind_source] += 1
+                max_src[f.max_source] += 1
             dk = (bid, path)
             rr = disks.rates.get(dk, {}) if is_alive else {}
             if is_alive:
@@ -115,6 +135,8 @@ def assemble_brokers(known: set[int], alive: set[int], state: KafkaState, payloa
                          "state": BrokerState.ALIVE if is_alive else BrokerState.DEAD,
                          "memory_bytes": int(mem or 0)}, disk_fields))
     cov.brokers_dead = sorted(known - alive)
+    cov.facts = {"idc": dict(idc_src), "disk_kind": dict(kind_src), "max_bytes_per_s": dict(max_src)}
+    cov.brokers_without_idc = no_idc
     cov.disks_total = disks_total
     cov.disks_with_metrics = disks_fresh
     return BrokerRound(brokers, disk_util_round)

@@ -4,12 +4,13 @@ Goal: one figure per partition and the method behind it (counted in the coverage
 available wins:
 
 * messages-in: the leader's log-end-offset rate, else any replica's (held up to ``hold_s``);
-* bytes-in: the per-partition counter (``partition_counter``), else messages-in × the topic's
-  bytes/message (``leo_x_topic_ratio``), else the leader's size delta (``size_delta``), else the
-  last good value (``held``);
-* bytes-out: the per-partition counter, else the leader's topic-level bytes-out split over its
-  partitions of that topic (``topic_split``) by consumer activity (group offset deltas × bytes per
-  message) or, where no consumer is seen, by bytes-in; else ``held``.
+* bytes-in: messages-in × the topic's bytes/message (``leo_x_topic_ratio``: a stock broker has no
+  per-partition byte counter, only its log-end offset and topic-level BrokerTopicMetrics; a partition
+  whose log end did not move has 0 even when its topic has no ratio yet), else the
+  leader's size delta (``size_delta``), else the last good value (``held``);
+* bytes-out: the leader's topic-level bytes-out split over its partitions of that topic
+  (``topic_split``) by consumer activity (committed-offset deltas × bytes per message) or, where no
+  consumer is seen, by bytes-in; else ``held``.
 
 Method: whole-array numpy selections over the partition index; the split groups partitions by
 (leader, topic) with ``np.unique`` + ``np.bincount`` and finds each group's topic-level rate by
@@ -65,11 +66,8 @@ def bytes_in(ix: PartitionIndex, pc: PartitionCounters, tc: TopicCounters, phold
     leo = np.where(np.isnan(pc.leo_lead_val), pc.leo_any_val, pc.leo_lead_val)
     m_in = np.zeros(n, dtype=np.int8)
     b_in = nan_array(n)
-    sel = ~np.isnan(pc.ext_in)
-    b_in[sel] = pc.ext_in[sel]
-    m_in[sel] = M_CODES["partition_counter"]
-    sel2 = np.isnan(b_in) & ~np.isnan(msgs_fresh) & ~np.isnan(ratio)
-    b_in[sel2] = msgs_fresh[sel2] * ratio[sel2]
+    sel2 = ~np.isnan(msgs_fresh) & (~np.isnan(ratio) | (msgs_fresh == 0))  # an idle partition: 0 without a ratio
+    b_in[sel2] = msgs_fresh[sel2] * np.nan_to_num(ratio[sel2])
     m_in[sel2] = M_CODES["leo_x_topic_ratio"]
     sel3 = np.isnan(b_in) & ~np.isnan(pc.size_lead_rate)
     b_in[sel3] = pc.size_lead_rate[sel3]
@@ -80,7 +78,7 @@ def bytes_in(ix: PartitionIndex, pc: PartitionCounters, tc: TopicCounters, phold
     return InFigures(tid, topic_ids, ratio, msgs, leo, b_in, m_in, in_fresh, bpm)
 
 
-def bytes_out(ix: PartitionIndex, pc: PartitionCounters, tc: TopicCounters, fin: InFigures,
+def bytes_out(ix: PartitionIndex, tc: TopicCounters, fin: InFigures,
               group_rate: dict[tuple[int, str], float], topic_reg: dict[str, int], phold: PartHold, now: float,
               hold_s: float) -> tuple[F64, npt.NDArray[np.int8]]:
     """(bytes-out, method codes) per partition, held up to ``hold_s``."""
@@ -94,9 +92,6 @@ def bytes_out(ix: PartitionIndex, pc: PartitionCounters, tc: TopicCounters, fin:
     weight = np.where(act > 0, act, np.nan_to_num(fin.b_in))
     m_out = np.zeros(n, dtype=np.int8)
     b_out = nan_array(n)
-    sel = ~np.isnan(pc.ext_out)
-    b_out[sel] = pc.ext_out[sel]
-    m_out[sel] = M_CODES["partition_counter"]
     if len(out_key_sorted):
         nt = max(len(topic_ids), 1)
         lead_ok = leader >= 0
@@ -109,7 +104,7 @@ def bytes_out(ix: PartitionIndex, pc: PartitionCounters, tc: TopicCounters, fin:
         pos = np.minimum(np.searchsorted(out_key_sorted, want_key), len(out_key_sorted) - 1)
         tot_for = np.where((want_key >= 0) & (out_key_sorted[pos] == want_key), out_rate_sorted[pos], np.nan)
         share = np.where(wsum[inv] > 0, weight / np.where(wsum[inv] > 0, wsum[inv], 1.0), 0.0)
-        sel = np.isnan(b_out) & ~np.isnan(tot_for)
+        sel = ~np.isnan(tot_for)
         b_out[sel] = tot_for[sel] * share[sel]
         m_out[sel] = M_CODES["topic_split"]
     b_out, out_fresh = phold.hold("out", g=ix.g, fresh=b_out, now=now, hold_s=hold_s)

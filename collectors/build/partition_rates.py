@@ -3,7 +3,7 @@
 Goal: the round's partitions in one sorted order (the index every later array uses), their
 leaders, and from the scraped families the arrays the bytes-in/out methods choose from: leader's
 and any replica's log-end-offset rate and value, leader's size and size rate, any replica's size,
-the per-partition byte counters (when exported), the own LEO / size rates of out-of-sync followers
+the own LEO / size rates of out-of-sync followers
 and reassignment targets; per topic, the bytes/message ratio and the per-(broker, topic)
 bytes-out. Method: each family of every broker is one :func:`~collectors.build.series.family_rates`
 pass; label strings become partition registry ids (memoised per broker while unchanged), then
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from collectors.build.names import M_LEO, M_LSO, M_P_IN, M_P_OUT, M_SIZE, M_T_IN, M_T_MSGS, M_T_OUT
+from collectors.build.names import M_LEO, M_LSO, M_SIZE, M_T_IN, M_T_MSGS, M_T_OUT
 from collectors.build.records import BrokerPayloads
 from collectors.build.series import SeriesIndex, family_rates
 from collectors.build.state import Holds, PartHold
@@ -89,10 +89,6 @@ class PartitionCounters:
     size_lead_rate: F64
     size_lead_val: F64
     size_any_val: F64
-    ext_in: F64
-    """Per-partition bytes-in counter rate (leader's)."""
-    ext_out: F64
-    """Per-partition bytes-out counter rate (leader's)."""
     sp_leo_rate: dict[tuple[int, str, int], float]
     """(broker, topic, partition) -> LEO rate of a special replica."""
     sp_leo_val: dict[tuple[int, str, int], float]
@@ -102,9 +98,9 @@ class PartitionCounters:
 
 
 def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: VectorCounterTracker,
-                       series: SeriesIndex, phold: PartHold, use_partition_counters: bool,
-                       drops: DropLog, limits: PhysicalLimits | None = None) -> PartitionCounters:
-    """Rates of the LEO, size and (when used) per-partition byte families of every broker."""
+                       series: SeriesIndex, phold: PartHold, drops: DropLog,
+                       limits: PhysicalLimits | None = None) -> PartitionCounters:
+    """Rates of the LEO, size and log-start-offset families of every broker."""
     n, g, leader, special = ix.n, ix.g, ix.leader, ix.special
     sp_leo_rate: dict[tuple[int, str, int], float] = {}
     sp_leo_val: dict[tuple[int, str, int], float] = {}
@@ -113,13 +109,9 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
     leo_lead_rate, leo_lead_val = nan_array(n), nan_array(n)
     leo_any_rate, leo_any_val = nan_array(n), nan_array(n)
     size_lead_val, size_lead_rate, size_any_val = nan_array(n), nan_array(n), nan_array(n)
-    ext_in, ext_out = nan_array(n), nan_array(n)
     tp_of = series.tp
     lso_lead_val = nan_array(n)
-    fams: list[tuple[str, str]] = [(M_LEO, "leo"), (M_SIZE, "size"), (M_LSO, "lso")]
-    if use_partition_counters:
-        fams += [(M_P_IN, "p_in"), (M_P_OUT, "p_out")]
-    for name, short in fams:
+    for name, short in ((M_LEO, "leo"), (M_SIZE, "size"), (M_LSO, "lso")):
         fr = family_rates(tracker, "partition." + short, name, payloads, drops, limits, "nic")
         if not fr.bids:
             continue
@@ -143,13 +135,9 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
             size_lead_rate[ix_[lm]] = rates[lm]
             size_lead_val[ix_[lm & okv]] = vals[lm & okv]
             np.fmax.at(size_any_val, ix_[known_ix & okv], vals[known_ix & okv])
-        elif short == "lso":
-            lso_lead_val[ix_[lm & okv]] = vals[lm & okv]
-        elif short == "p_in":
-            ext_in[ix_[lm]] = rates[lm]
         else:
-            ext_out[ix_[lm]] = rates[lm]
-        if short not in ("leo", "size") or not special:
+            lso_lead_val[ix_[lm & okv]] = vals[lm & okv]
+        if short == "lso" or not special:
             continue
         for k_seg, bid in enumerate(fr.bids):
             want = special.get(bid)
@@ -167,7 +155,7 @@ def partition_counters(ix: PartitionIndex, payloads: BrokerPayloads, tracker: Ve
                     elif r == r:
                         sp_size_rate[(bid, *tp)] = r
     return PartitionCounters(leo_lead_rate, leo_lead_val, leo_any_rate, leo_any_val, size_lead_rate, size_lead_val,
-                             size_any_val, ext_in, ext_out, sp_leo_rate, sp_leo_val, sp_size_rate, lso_lead_val)
+                             size_any_val, sp_leo_rate, sp_leo_val, sp_size_rate, lso_lead_val)
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,16 @@ which fetches read the disk.
 
 Goal: per partition, the bytes per second its consumers read from the leader's disk (the
 ``disk_read`` figure) and which groups read from disk or from the page cache. Method
-(:mod:`collectors.pagecache`): consumer positions come from
-``kafka_consumergroup_current_offset`` (a position) or ``kafka_consumergroup_lag`` reported by the
-leader with its log-end offset (position = LEO − lag) on any scraped endpoint or exporter; their
-rates over measured time go through :class:`~collectors.rates.VectorCounterTracker`. A broker's
+(:mod:`collectors.pagecache`): consumer positions are the groups' committed offsets read from
+Kafka's admin API this round (:attr:`~kafkaio.source.KafkaState.group_offsets`, clocked by the
+round's sample clock, the newest broker payload's), and, when an operator registers a
+kafka_exporter as an exporter URL, its ``kafka_consumergroup_current_offset`` (a position) or
+``kafka_consumergroup_lag`` reported with the leader's log-end offset (position = LEO − lag); the
+admin API's offsets win for a group both report. Their rates over measured time go through
+:class:`~collectors.rates.VectorCounterTracker`. A broker's
 residence time T = MemAvailable / Σ its disks' read + write bytes per second (held up to
-``hold_s``); a group at offset O reads the disk when LEO − R·T > O. A disk-reading group
+``hold_s``); a group at offset O reads the disk when LEO − R·T > O (a position at or below the log
+start reads from the log start). A disk-reading group
 contributes its offset rate × bytes/message, else an equal share of the partition's bytes-out.
 Guarantee: no residence time (no memory gauge or disk counters) means no disk-read verdict, never
 a guessed one; a lag without the leader's LEO of the same moment is skipped. Cost: O(consumer
@@ -28,10 +32,12 @@ from collectors.build.disks import DiskRound
 from collectors.build.names import M_GROUP_LAG, M_GROUP_OFFSET
 from collectors.build.partition_rates import F64, PartitionIndex
 from collectors.build.series import SeriesIndex
-from collectors.build.state import Holds, PartHold
+from collectors.build.state import GroupBook, Holds, PartHold
 from collectors.build.topology import Sources
+from collectors.completeness import Coverage
 from collectors.pagecache import position_disk_reads, residence_seconds
 from collectors.rates import PhysicalLimits, VectorCounterTracker
+from kafkaio.source import KafkaState
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,10 @@ class Positions:
 
 
 def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, tracker: VectorCounterTracker,
-                       series: SeriesIndex, limits: PhysicalLimits | None = None) -> Positions:
-    """Positions and offset rates of every consumer group (kafka_exporter conventions)."""
+                       series: SeriesIndex, state: KafkaState, groups: GroupBook, now: float, hold_s: float,
+                       cov: Coverage, limits: PhysicalLimits | None = None) -> Positions:
+    """Positions and offset rates of every consumer group: committed offsets from the admin API, and the
+    kafka_exporter conventions on exporters (and broker endpoints, for exporters co-hosted there)."""
     pidx, leader = ix.pidx, ix.leader
     positions: dict[int, dict[str, float]] = defaultdict(dict)
     group_rate: dict[tuple[int, str], float] = {}
@@ -78,7 +86,59 @@ def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, 
                 positions[i][group] = v
                 if r == r:
                     group_rate[(i, group)] = r
+    from_exporters = sum(len(g) for g in positions.values())
+    n_admin = admin_positions(state, ix, leo_lead_val, sources, tracker, groups, now, hold_s, positions, group_rate)
+    cov.consumer_offsets = {
+        "source": "admin" if n_admin else ("exporter" if from_exporters else "none"),
+        "groups": len({g for gs in positions.values() for g in gs}), "partitions": len(positions),
+        "groups_listed": state.groups_listed, "fresh": state.group_offsets_fresh}
     return Positions(positions, group_rate)
+
+
+def admin_positions(state: KafkaState, ix: PartitionIndex, leo: F64, sources: Sources, tracker: VectorCounterTracker,
+                    groups: GroupBook, now: float, hold_s: float, positions: dict[int, dict[str, float]],
+                    group_rate: dict[tuple[int, str], float]) -> int:
+    """Fold the committed offsets read through the admin API into ``positions`` / ``group_rate``; the count.
+
+    A fresh read is rated against the previous one at the round's sample clock (the newest broker
+    payload's). Between reads (``state.group_offsets_fresh`` False) a group's position is its last
+    committed offset moved on at its last rate to this round's clock, never past the leader's log end;
+    the rates stand for at most ``hold_s`` (``groups``)."""
+    if not state.group_offsets:
+        return 0
+    fresh = state.group_offsets_fresh
+    if not fresh and now - groups.at > hold_s:
+        groups.rates.clear()
+    clocks = [(c, k) for _, c, k in sources.brokers.values()]
+    stamped = [x for x in clocks if x[1] == "ts"]
+    clock, kind = max(stamped or clocks) if clocks else (None, "mono")
+    pidx = ix.pidx
+    keys: list[tuple[str, str, int]] = []
+    vals: list[float] = []
+    where: list[tuple[int, str]] = []
+    for group, offs in state.group_offsets.items():
+        for tp, off in offs.items():
+            i = pidx.get(tp)
+            if i is None:
+                continue
+            keys.append((group, tp[0], tp[1]))
+            vals.append(float(off))
+            where.append((i, group))
+    if fresh and clock is not None and keys:
+        rates, _codes = tracker.update((kind, "admin", "committed_offsets"), keys, clock, vals)
+        groups.rates = {k: r for k, r in zip(keys, rates.tolist(), strict=True) if r == r}
+        groups.at, groups.clock = now, clock
+    held = groups.rates
+    since = clock - groups.clock if not fresh and clock is not None and groups.clock is not None else 0.0
+    for k, (i, group), v in zip(keys, where, vals, strict=True):
+        r = held.get(k)
+        if r is not None:
+            group_rate[(i, group)] = r
+            if since > 0:
+                end = float(leo[i])
+                v = v + r * since if end != end else min(v + r * since, max(end, v))
+        positions[i][group] = v
+    return len(keys)
 
 
 def residence_times(disks: DiskRound, alive: Iterable[int], holds: Holds, now: float) -> dict[int, float]:

@@ -26,7 +26,8 @@ from collectors.rates import PhysicalLimits
 from domain import ClusterSnapshot, DiskKind, settle_moves, snapshot_to_dict
 
 BrokerPayloads = dict[int, tuple[Payload, float, str]]
-"""broker id -> (its payload this round, the sample clock, the clock's kind: ``sim`` or ``mono``)."""
+"""broker id -> (its endpoints' payloads merged, the sample clock, the clock's kind: ``ts`` = sample
+timestamps or ``mono`` = receive time); a family's own endpoint clock is in ``Payload.clocks``."""
 
 
 @dataclass
@@ -53,23 +54,25 @@ class ModelConfig:
         "hdd": 200e6, "ssd": 500e6, "nvme": 2000e6})
     default_idc: str = "unknown"
     default_pool: str = "shared"
-    use_partition_counters: bool = True
-    """Use per-partition byte counters when a broker exports them (else LEO × topic ratio)."""
-    use_sim_clock: bool = True
-    """Use ``kafkasim_sim_time_seconds`` as the sample clock when exposed (simulated counters)."""
+    use_sample_timestamps: bool = True
+    """An endpoint whose samples carry exposition-format timestamps is clocked by the newest of them
+    (counters that advance in another time base, e.g. a simulator's); else by the receive time."""
     limits: PhysicalLimits = field(default_factory=PhysicalLimits)
     """Hardware ceilings of counter rates (NIC per broker, disk device); faster samples are refused."""
 
 
 @dataclass
 class DiskFacts:
-    """Cached static facts about a log dir."""
+    """Cached static facts about a log dir, and where its kind and ceiling came from (``declared`` by a
+    hardware rule, ``default`` of the cluster's profile, ``measured`` from the host, ``assumed``)."""
 
     path: str
     kind: DiskKind
     capacity_bytes: int
     max_bytes_per_s: float
     device: str | None = None
+    kind_source: str = "assumed"
+    max_source: str = "assumed"
 
 
 @dataclass
@@ -131,8 +134,8 @@ class Collected:
     broker_configs: dict[int, dict[str, str]] = field(default_factory=dict)
     """Throttle and capability configs per broker as last read (see :mod:`kafkaio.source`)."""
     sample_clock: float | None = None
-    """The round's sample clock: the newest broker payload's (the simulated time when exported, else the
-    scrape's monotonic receive time) — the time base of the round's rates."""
+    """The round's sample clock: the newest broker payload's (its samples' timestamps when they carry
+    them, else the scrape's monotonic receive time) — the time base of the round's rates."""
     removing: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     """Replicas each in-flight reassignment removes (the snapshot shows Kafka's in-flight lists; planners
     read :meth:`planning_snapshot`)."""

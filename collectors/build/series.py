@@ -36,6 +36,8 @@ def family_rates(tracker: VectorCounterTracker, kind: str, name: str,
         fam = p.raw.get(name)
         if fam is None or not fam[0]:
             continue
+        if p.clocks:  # merged endpoints: the family's own endpoint clock
+            clock, ck = p.clocks.get(name, (clock, ck))
         segs.append(((ck, bid), fam[0], clock, fam[1]))
         bids.append(bid)
     ceilings = limits.ceilings(limit, bids) if limits is not None and limit is not None else None

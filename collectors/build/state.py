@@ -4,7 +4,8 @@ Goal: split the model's long-lived state by concern so a stage's signature shows
 :class:`Holds` (last good scalar figures), :class:`PartHold` (last good per-partition figures, in
 arrays over a stable partition registry), :class:`BrokerBook` (who each endpoint is, broker facts
 kept for dead brokers), :class:`DiskBook` (log-dir facts, replica -> log dir, the replica layout
-cache). Method: dicts and numpy arrays; every "hold" returns a value at most ``hold_s`` old.
+cache), :class:`GroupBook` (consumer groups' offset rates between reads). Method: dicts and numpy
+arrays; every "hold" returns a value at most ``hold_s`` old.
 Guarantee: no I/O; a held value is returned only while younger than ``hold_s``. Cost: O(1) per
 scalar hold, O(partitions) vectorised per partition hold; arrays grow by doubling.
 """
@@ -18,9 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from collectors.build.names import M_BROKER_INFO
 from collectors.build.records import DiskFacts, Held, ReplicaLayout
-from collectors.promtext import Payload
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 
 
@@ -121,21 +120,19 @@ class BrokerBook:
         """broker -> (host, port, rack) as the cluster metadata last gave them."""
         self.url_broker: dict[str, int] = endpoints.url_to_broker()
 
-    def broker_of(self, url: str, payload: Payload) -> int | None:
-        """The broker an endpoint belongs to: the endpoints file, else its ``kafkasim_broker_info``
-        sample (whose idc/rack/pool labels then complete the broker's facts)."""
-        if url in self.url_broker:
-            return self.url_broker[url]
-        for labels, _ in payload.get(M_BROKER_INFO):
-            bid = labels.get("broker_id")
-            if bid is not None and bid.isdigit():
-                self.url_broker[url] = int(bid)
-                info = self.brokers.get(int(bid), BrokerInfo(int(bid)))
-                self.brokers[int(bid)] = BrokerInfo(
-                    int(bid), url, info.host, info.port, labels.get("idc") or info.idc,
-                    labels.get("rack") or info.rack, labels.get("pool") or info.pool)
-                return int(bid)
-        return None
+
+
+@dataclass
+class GroupBook:
+    """The committed-offset rates of the last fresh read of consumer groups (reads come every few rounds;
+    in between the carried-over offsets are positions and these rates stand, for at most ``hold_s``)."""
+
+    rates: dict[tuple[str, str, int], float] = field(default_factory=dict)
+    """(group, topic, partition) -> committed offsets per second."""
+    at: float = 0.0
+    """When (wall, seconds) they were measured."""
+    clock: float | None = None
+    """The sample clock of that read (positions in between are extrapolated from it)."""
 
 
 @dataclass
@@ -150,5 +147,7 @@ class DiskBook:
     unknown_dirs_last_round: int = 0
     unknown_dir_brokers: set[int] = field(default_factory=set)
     """Brokers with replicas in no listing yet (the collector re-reads their log dirs next round)."""
+    device_maps: dict[int, tuple[Any, dict[str, str], dict[str, str]]] = field(default_factory=dict)
+    """broker -> (label lists the map was made from, log dir -> node_disk device, log dir -> filesystem device)."""
     layout_cache: tuple[Any, ReplicaLayout] | None = None
     topic_pool_cache: tuple[Any, dict[str, str]] | None = None

@@ -1,70 +1,82 @@
 """Stages 1-2 of a build: whose payload is whose, and which brokers exist.
 
-Goal: attach every scraped payload to its broker (or to a consumer-offset exporter) with the clock
-its samples were taken at, and name the brokers the snapshot must describe. Method: an endpoint is
-a broker's when the endpoints file says so, else when its ``kafkasim_broker_info`` sample does; a
-sample's clock is ``kafkasim_sim_time_seconds`` when exposed and finite (simulated counters advance
-in simulated time), else the moment its response arrived. Known brokers = alive in the metadata ∪
-ever configured ∪ ever seen alive ∪ named as a replica. Guarantee: a failed or unattributable
-endpoint is recorded in the coverage (``metrics_failed``, ``exporters_failed``,
-``metrics_failed_urls``) and never guessed. Cost: O(endpoints + replicas).
+Goal: one payload per broker — every endpoint of the broker (a JMX exporter, a node_exporter, any
+number) merged — and the consumer-offset exporters' payloads, each with the clock its samples were
+taken at; and the brokers the snapshot must describe. Method: an endpoint is a broker's when the
+endpoints document lists it under that broker; the payloads of a broker's endpoints that answered
+are merged (:func:`~collectors.promtext.merge_payloads`: a family comes from the first endpoint that
+has it and keeps that endpoint's clock). An endpoint's clock is the newest sample timestamp of its
+payload when its samples carry one (the exposition format's optional timestamp: a source whose clock
+is not the wall clock, such as a simulator running faster), else the moment its response arrived.
+Known brokers = alive in the metadata ∪ ever declared ∪ ever seen alive ∪ named as a replica.
+Guarantee: a failed endpoint is recorded for that endpoint only (``endpoints_failed``; the broker is
+named in ``metrics_failed`` with the failed URLs, and its other endpoints are still used); an
+endpoint no broker declares is never attributed by guessing (``metrics_failed_urls``).
+Cost: O(endpoints + families + replicas).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collectors.build.names import M_SIM_TIME
 from collectors.build.records import BrokerPayloads
 from collectors.build.state import BrokerBook
 from collectors.completeness import Coverage
-from collectors.promtext import Payload
-from collectors.scrape import RoundResult
+from collectors.promtext import Payload, merge_payloads
+from collectors.scrape import RoundResult, ScrapeResult
 from kafkaio.source import KafkaState
 
 
 @dataclass(frozen=True)
 class Sources:
-    """The round's usable payloads: per broker, and of consumer-offset exporters."""
+    """The round's usable payloads: per broker (merged), and of consumer-offset exporters."""
 
     brokers: BrokerPayloads
     exporters: list[tuple[Payload, float, str, str]]
     """(payload, clock, clock kind, url) of every exporter endpoint that answered."""
 
 
-def map_payloads(scrape: RoundResult, book: BrokerBook, exporter_urls: Iterable[str], use_sim_clock: bool,
+def clock_of(res: ScrapeResult, use_timestamps: bool) -> tuple[float, str]:
+    """(clock, kind) of one endpoint's samples: the newest sample timestamp (``ts``) or the receive time (``mono``)."""
+    p = res.payload
+    if use_timestamps and p is not None and p.newest_ms is not None:
+        return p.newest_ms / 1000.0, "ts"
+    return res.received, "mono"
+
+
+def map_payloads(scrape: RoundResult, book: BrokerBook, exporter_urls: Iterable[str], use_timestamps: bool,
                  cov: Coverage) -> Sources:
-    """Attach each payload to its broker or exporter; failures go to ``cov``."""
-    payloads: BrokerPayloads = {}
+    """Merge each broker's endpoint payloads; attach exporters; failures go to ``cov``."""
+    per_broker: dict[int, list[tuple[Payload, float, str]]] = {}
+    failed: dict[int, list[str]] = {}
     exporter_payloads: list[tuple[Payload, float, str, str]] = []
     exporters = set(exporter_urls)
     for url, res in scrape.results.items():
+        bid = book.url_broker.get(url)
         if not res.ok or res.payload is None:
-            bid = book.url_broker.get(url)
+            err = res.error or "no payload"
             if bid is not None:
-                cov.metrics_failed[bid] = res.error or "no payload"
+                cov.endpoints_failed[url] = err
+                failed.setdefault(bid, []).append(f"{url}: {err}")
             elif url in exporters:
-                cov.exporters_failed[url] = res.error or "no payload"
+                cov.exporters_failed[url] = err
             else:
-                cov.metrics_failed_urls[url] = res.error or "no payload"
+                cov.metrics_failed_urls[url] = err
             continue
-        p = res.payload
-        sim = p.scalar(M_SIM_TIME) if use_sim_clock else None
-        if sim is not None and math.isfinite(sim):
-            clock, kind = sim, "sim"
-        else:
-            clock, kind = res.received, "mono"
+        clock, kind = clock_of(res, use_timestamps)
         if url in exporters:
-            exporter_payloads.append((p, clock, kind, url))
+            exporter_payloads.append((res.payload, clock, kind, url))
             continue
-        bid = book.broker_of(url, p)
         if bid is None:
-            cov.metrics_failed_urls[url] = "cannot tell which broker this endpoint belongs to"
+            cov.metrics_failed_urls[url] = "no broker declares this endpoint"
             continue
-        payloads[bid] = (p, clock, kind)
+        per_broker.setdefault(bid, []).append((res.payload, clock, kind))
         cov.parse_seconds += res.parse_s
+    for bid, msgs in failed.items():
+        cov.metrics_failed[bid] = "; ".join(msgs)
+    # results are in declared order (the scrape keeps it): the first endpoint of a broker wins a family
+    payloads: BrokerPayloads = {bid: merge_payloads(parts) for bid, parts in per_broker.items()}
     return Sources(payloads, exporter_payloads)
 
 

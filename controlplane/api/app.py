@@ -31,6 +31,7 @@ from controlplane.api import (
     leased_lines,
     maintenance,
     plans,
+    read_local,
     snapshots,
     throttles,
     tiered,
@@ -43,7 +44,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
 ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, leased_lines, ids, actions, alerts,
-           analytics, anomalies, dashboard, tiered)
+           analytics, anomalies, dashboard, tiered, read_local)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

@@ -19,6 +19,7 @@ from controlplane.cli.anomalies import anomalies_app
 from controlplane.cli.clusters import clusters_app
 from controlplane.cli.exec import exec_app
 from controlplane.cli.plan import plan_app
+from controlplane.cli.read_local import clusters_app as _read_local_registered  # noqa: F401  (adds commands)
 from controlplane.cli.schema import schema_app
 from controlplane.cli.serve import cluster_cmd, serve_cmd, token_hash
 from controlplane.cli.sim import sim_app

@@ -2,11 +2,14 @@
 
 One pass (``[analytics] interval_s``, leader-only through :class:`~controlplane.service.scheduler.LeaderScheduler`):
 
-1. **ingest** — for every registered cluster, consume its audit topic into ClickHouse from the committed
-   offsets until it is drained (two empty polls) or ``ingest_max_s`` passes; offsets are kept per
-   cluster (``cluster/topic``), so a restart or a new leader neither loses nor duplicates records. Broker
-   IDCs missing from records are filled from the cluster's latest snapshot. A cluster whose audit topic
-   cannot be read is recorded and skipped; the models still run;
+0. **inventory** — one ``topic_inventory`` row per topic of every cluster's latest snapshot (pool, tenant
+   from ``tenant_pattern``, partitions, replication factor, storage bytes), so cost and idle-topic models
+   work on a real cluster (:mod:`analytics_spark.clickhouse.inventory`);
+1. **ingest** — for every registered cluster, with the cluster's Kafka security settings, consume its audit
+   topic into ClickHouse from the committed offsets until it is drained (two empty polls) or ``ingest_max_s``
+   passes; offsets are kept per cluster (``cluster/topic``), so a restart or a new leader neither loses nor
+   duplicates records. Broker IDCs missing from records are filled from the cluster's latest snapshot. A
+   cluster whose audit topic cannot be read is recorded and skipped; the models still run;
 2. **models** — the configured jobs over the ``days``-day window ending at the newest ingested audit
    minute (capped at one day past this node's clock; the current time when nothing was ingested yet:
    audit time is the brokers' clock, and kafkasim's runs ahead of the wall clock), with the ClickHouse
@@ -22,6 +25,7 @@ scheduler counts it as a loop error too.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -29,18 +33,23 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from analytics_spark.clickhouse.ingest import AuditIngestor, ClickHouseIngestStore, KafkaAuditSource
+from analytics_spark.clickhouse.inventory import write_inventory
 from controlplane.config import AnalyticsConf
 from controlplane.service.context import ServiceContext
+from controlplane.state.registration import endpoints_of
+from kafkaio.endpoints import ClusterEndpoints
 
 log = logging.getLogger(__name__)
 MAX_CLOCK_AHEAD = timedelta(days=1)
 
-SourceFactory = Callable[[str, str], Any]
-"""(bootstrap servers, audit topic) -> an ``AuditSource`` (default: kafka-python's consumer)."""
+SourceFactory = Callable[[ClusterEndpoints, str], Any]
+"""(the cluster's endpoints, audit topic) -> an ``AuditSource`` (default: kafka-python's consumer connecting
+with the cluster's security settings)."""
 
 
-def _kafka_source(bootstrap: str, topic: str) -> Any:
-    return KafkaAuditSource(bootstrap, topic, client_id="guardian-analytics-ingest", metadata_timeout_s=2.0)
+def _kafka_source(endpoints: ClusterEndpoints, topic: str) -> Any:
+    return KafkaAuditSource(endpoints.bootstrap_servers, topic, client_id="guardian-analytics-ingest",
+                            metadata_timeout_s=2.0, **endpoints.security.client_kwargs())
 
 
 class AnalyticsJob:
@@ -65,6 +74,7 @@ class AnalyticsJob:
             record: dict[str, Any] = {"started_at": started.isoformat(), "engine": self.conf.engine,
                                       "ingest": {}, "jobs": [], "error": ""}
             try:
+                record["inventory_rows"] = self._inventory(ctx)
                 if self.conf.ingest:
                     record["ingest"] = self._ingest_all(ctx)
                 record["ingest_seconds"] = round(time.perf_counter() - t0, 3)
@@ -85,15 +95,21 @@ class AnalyticsJob:
                      record["seconds"])
             return record
 
+    # ------------------------------------------------------------------ inventory
+    def _inventory(self, ctx: ServiceContext) -> int:
+        """Topic inventory rows of every cluster's latest snapshot (:mod:`analytics_spark.clickhouse.inventory`)."""
+        names = ctx.store.read(lambda s: sorted(s["clusters"]))
+        snapshots = [s for s in (ctx.snapshots.get(n) for n in names) if s is not None]
+        return write_inventory(self.ch, snapshots, re.compile(self.conf.tenant_pattern))
+
     # ------------------------------------------------------------------ ingest
     def _ingest_all(self, ctx: ServiceContext) -> dict[str, dict[str, Any]]:
-        clusters = ctx.store.read(lambda s: {n: list(c.get("bootstrap_servers") or [])
-                                             for n, c in s["clusters"].items()})
+        clusters = ctx.store.read(lambda s: {n: dict(c) for n, c in s["clusters"].items()})
         out: dict[str, dict[str, Any]] = {}
-        for name, servers in sorted(clusters.items()):
+        for name, record in sorted(clusters.items()):
             t0 = time.perf_counter()
             try:
-                src = self.source(",".join(servers), self.conf.audit_topic)
+                src = self.source(endpoints_of(name, record), self.conf.audit_topic)
             except Exception as exc:
                 out[name] = {"error": f"cannot open the audit topic: {exc}"}
                 continue

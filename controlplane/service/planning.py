@@ -5,6 +5,11 @@ its rate in the snapshot (the last collection window, the default), ``"modelled_
 model's next-day peak forecast (from ClickHouse, through the ``load_model`` port). The snapshot is
 rewritten before planning (:mod:`planners.load_basis`) and the plan records the basis, the model run
 and every overridden rate, so it can be reproduced and audited.
+
+IDC placement needs every broker's IDC: a plan under an IDC placement policy (the cluster's default,
+a topic's, or a ``placement`` parameter) on a snapshot with brokers of unknown IDC (no per-broker IDC
+declared, no ``broker.rack`` the cluster's rack→IDC rule maps) is refused with the brokers named —
+it could neither check nor enforce the policy.
 """
 
 from __future__ import annotations
@@ -40,16 +45,39 @@ def load_snapshot(snapshot: ClusterSnapshot, basis: str, load_model: LoadModel |
     return with_modelled_peaks(snapshot, model)
 
 
+UNKNOWN_IDC = "unknown"
+"""The IDC a collected snapshot gives a broker whose IDC nothing declares."""
+
+
+def idc_refusal(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> str | None:
+    """Why an IDC placement cannot be planned on ``snapshot`` (brokers without an IDC), None when it can
+    or when no placement policy is in force."""
+    wanted = bool(params.get("placement")) or bool(snapshot.default_placement) \
+        or any(t.placement for t in snapshot.topics)
+    if not wanted:
+        return None
+    missing = sorted(b.id for b in snapshot.brokers if not b.idc or b.idc == UNKNOWN_IDC)
+    if not missing:
+        return None
+    shown = ", ".join(map(str, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+    return (f"cluster {snapshot.cluster!r} has an IDC placement policy but the IDC of broker(s) {shown} is unknown: "
+            "declare broker.rack on the brokers and the cluster's rack_to_idc rule (or an idc per broker)")
+
+
 def make_plan(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any], *,
               load_model: LoadModel | None = None) -> Plan:
     """Run planner ``kind`` over ``snapshot``; :class:`PlanRequestError` for an unknown kind, bad params
-    or an impossible request (unknown broker or topic, unsatisfiable placement).
+    or an impossible request (unknown broker or topic, unsatisfiable placement, an IDC placement on brokers
+    of unknown IDC: :func:`idc_refusal`).
 
     With a ``load_basis`` parameter the plan is made on that basis and records it (see the module doc).
     """
     planner = PLANNERS.get(kind)
     if planner is None:
         raise PlanRequestError(f"unknown planner kind {kind!r}; known: {', '.join(sorted(PLANNERS))}")
+    refused = idc_refusal(snapshot, params)
+    if refused is not None:
+        raise PlanRequestError(refused)
     rest = dict(params)
     basis = rest.pop("load_basis", None)
     record: LoadBasis | None = None

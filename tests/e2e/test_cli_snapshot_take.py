@@ -12,6 +12,7 @@ import pytest
 
 from domain import parse_snapshot
 from tests.integration.collectors_support import SCENARIO, Sim
+from tests.integration.kafkasim_support import http_json
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,7 +36,8 @@ def test_snapshot_take_against_a_kafkasim_process(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         snap = parse_snapshot(out.read_text())
         doc = json.loads(out.read_text())
-        truth = json.loads(eps.read_text())["clusters"]["east"]
+        doc_eps = json.loads(eps.read_text())
+        truth = http_json(doc_eps["control_url"] + "/snapshot?cluster=east")  # what `guardian sim truth` prints
         assert {b.id for b in snap.brokers} == {b["id"] for b in truth["brokers"]}
         assert {(b.id, b.idc, b.rack) for b in snap.brokers} == {(b["id"], b["idc"], b["rack"])
                                                                  for b in truth["brokers"]}
@@ -78,12 +80,17 @@ def test_snapshot_take_real_cluster_options_and_bad_input(tmp_path: Path) -> Non
         args = [*GUARDIAN, "snapshot", "take", "--cluster", "east", "--out", str(out),
                 "--bootstrap-servers", c["bootstrap_servers"], "--rounds", "1"]
         for b in c["brokers"]:
-            args += ["--metrics-url", b["metrics_url"]]  # broker ids learned from the payloads
+            for m in b["metrics"]:  # both exporters of each broker, as ID=URL
+                args += ["--metrics-url", f"{b['id']}={m['url']}"]
         r = subprocess.run(args, capture_output=True, text=True, timeout=90)
         assert r.returncode == 0, r.stderr
         snap = parse_snapshot(out.read_text())
         assert {b.id for b in snap.brokers} == {1, 2, 3, 4}
-        assert {b.idc for b in snap.brokers} == {"idc-a", "idc-b"}
+        # no rack->IDC rule given: the IDC is not guessed, and the coverage says so
+        assert {b.idc for b in snap.brokers} == {"unknown"}
+        doc = json.loads(out.read_text())
+        assert doc["coverage"]["facts"]["idc"] == {"unknown": 4}
+        assert doc["coverage"]["brokers_without_idc"] == [1, 2, 3, 4]
         # --strict refuses a snapshot whose metrics are missing
         r = subprocess.run([*GUARDIAN, "snapshot", "take", "--cluster", "east", "--out", str(tmp_path / "x.json"),
                             "--bootstrap-servers", c["bootstrap_servers"], "--metrics-url", "1=http://127.0.0.1:9/m",

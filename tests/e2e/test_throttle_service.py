@@ -14,7 +14,7 @@ import pytest
 from controlplane.config import hash_token
 from controlplane.launcher import ServiceCluster
 from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, start_sim
+from tests.integration.kafkasim_support import http_json, register_fields, start_sim
 from tests.throttle_scenario import CLUSTER, spec
 
 
@@ -54,8 +54,7 @@ def wait_for(fn, timeout: float, what: str):
 def test_serve_throttles_a_lagging_consumer_and_releases_it(sim: SimRunner, service: ServiceCluster) -> None:
     ep = sim.endpoints["clusters"][CLUSTER]
     code, body = service.request(1, "POST", "/api/v1/clusters", {
-        "name": CLUSTER, "bootstrap_servers": ep["bootstrap_servers"].split(","),
-        "metrics_urls": {str(b["id"]): b["metrics_url"] for b in ep["brokers"]}})
+        "name": CLUSTER, **register_fields(ep)})
     assert code == 201, body
     time.sleep(2.0)  # a few calm evaluations: nothing to do
     assert service.request(1, "GET", "/api/v1/throttles")[1] == []

@@ -129,12 +129,19 @@ class FaultProxy:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    @staticmethod
+    def _split(line: str) -> tuple[str, str, str]:
+        """(series, value, " timestamp" or "") of a sample line."""
+        cut = line.rfind("}") + 1 or line.find(" ")
+        value, _, stamp = line[cut:].strip().partition(" ")
+        return line[:cut], value, f" {stamp}" if stamp else ""
+
     def arm_reset(self) -> None:
         text = urllib.request.urlopen(self.target, timeout=10).read().decode()
         self.base = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
-                key, _, val = line.rpartition(" ")
+                key, val, _ = self._split(line)
                 if key.split("{")[0].endswith("_total"):
                     self.base[key] = float(val)
         self.mode = "reset"
@@ -143,9 +150,9 @@ class FaultProxy:
         out = []
         for line in text.splitlines():
             if line and not line.startswith("#"):
-                key, _, val = line.rpartition(" ")
+                key, val, stamp = self._split(line)
                 if key in self.base:
-                    line = f"{key} {max(float(val) - self.base[key], 0.0)!r}"
+                    line = f"{key} {max(float(val) - self.base[key], 0.0)!r}{stamp}"
             out.append(line)
         return "\n".join(out) + "\n"
 
@@ -154,16 +161,23 @@ class FaultProxy:
         self.server.server_close()
 
 
-def with_proxy(eps: ClusterEndpoints, broker: int, url: str) -> ClusterEndpoints:
-    """The same endpoints with broker ``broker``'s metrics served from ``url``."""
-    brokers = tuple(replace(b, metrics_url=url) if b.id == broker else b for b in eps.brokers)
-    return replace(eps, brokers=brokers)
+def endpoint_url(eps: ClusterEndpoints, broker: int, kind: str = "jmx") -> str:
+    """The URL of broker ``broker``'s endpoint of ``kind`` (``jmx`` or ``node``)."""
+    info = next(b for b in eps.brokers if b.id == broker)
+    return next(m.url for m in info.metrics_endpoints if m.kind == kind)
+
+
+def with_proxy(eps: ClusterEndpoints, broker: int, url: str, kind: str = "jmx") -> ClusterEndpoints:
+    """The same endpoints with broker ``broker``'s endpoint of ``kind`` served from ``url``."""
+    def swap(b: BrokerInfo) -> BrokerInfo:
+        return replace(b, metrics=tuple(replace(m, url=url) if m.kind == kind else m for m in b.metrics))
+    return replace(eps, brokers=tuple(swap(b) if b.id == broker else b for b in eps.brokers))
 
 
 class OffsetExporter:
-    """A kafka_exporter stand-in for the consumers kafkasim does not list (it reports only lagging ones,
-    as ``kafka_consumergroup_lag``): serves ``kafka_consumergroup_current_offset`` of a tailing group
-    ``tail`` at the log end of every partition of ``topic``."""
+    """A kafka_exporter stand-in (an operator's optional exporter URL): serves
+    ``kafka_consumergroup_current_offset`` of a tailing group ``tail`` (a group Kafka does not know)
+    at the log end of every partition of ``topic``, stamped with the simulated time."""
 
     def __init__(self, sim: Sim, topic: str, cluster: str = "east") -> None:
         self.sim = sim
@@ -173,12 +187,12 @@ class OffsetExporter:
             eng = sim.eng
             cl = sim.fed.clusters[cluster]
             lines = ["# TYPE kafka_consumergroup_current_offset gauge"]
+            stamp = int(eng.t * 1000)
             for p in cl.topics[topic].partitions:
                 s = p.slot
                 leo = float(eng.f["leo"][s])
                 lab = f'topic="{topic}",partition="{p.index}"'
-                lines.append(f'kafka_consumergroup_current_offset{{consumergroup="tail",{lab}}} {int(leo)}')
-            lines.append(f"kafkasim_sim_time_seconds {eng.t!r}")
+                lines.append(f'kafka_consumergroup_current_offset{{consumergroup="tail",{lab}}} {int(leo)} {stamp}')
             return "\n".join(lines) + "\n"
 
         class H(BaseHTTPRequestHandler):
@@ -202,4 +216,4 @@ class OffsetExporter:
         self.server.server_close()
 
 
-__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "rate_truth", "with_proxy"]
+__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "endpoint_url", "rate_truth", "with_proxy"]

@@ -19,7 +19,7 @@ from domain import PartitionMove, Plan, dump_plan
 from domain.lease import LEASE_TOPIC
 from domain.throttles import BROKER_THROTTLE_KEYS
 from kafkaio.admin import KafkaAdmin
-from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
+from kafkaio.endpoints import ClusterEndpoints, parse_endpoints
 from kafkaio.errors import AdminError
 from kafkaio.types import LiveCluster
 from kafkasim.scenario import build_federation
@@ -48,9 +48,7 @@ class Sim:
         self.endpoints_file = tmp / "endpoints.json"
         self.endpoints_file.write_text(json.dumps(self.endpoints))
         ep = self.endpoints["clusters"]["c1"]
-        self.cluster = ClusterEndpoints("c1", ep["bootstrap_servers"], tuple(
-            BrokerInfo(b["id"], b["metrics_url"], b["host"], b["port"], b["idc"], b["rack"], b["pool"])
-            for b in ep["brokers"]))
+        self.cluster: ClusterEndpoints = parse_endpoints(self.endpoints, "c1")
         self.admin = KafkaAdmin(ep["bootstrap_servers"], client_id="test-checker")
         self.submissions: Counter[tuple[str, int]] = Counter()
         self.cancels: Counter[tuple[str, int]] = Counter()

@@ -15,6 +15,7 @@ SMALL: dict[str, Any] = {
     "tick_seconds": 1.0,
     "clusters": [
         {"name": "east", "partition_throttle": True,
+         "broker_configs": {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"},
          "brokers": [{"count": 4, "idcs": ["idc-a", "idc-b"], "racks_per_idc": 2, "memory_gb": 16,
                       "disks": [{"count": 2, "kind": "hdd"}, {"count": 1, "kind": "nvme"}]}],
          "topics": [{"name": "orders", "partitions": 4, "rf": 3, "bytes_in_per_s": 500_000, "size_gb": 1,
@@ -47,3 +48,18 @@ def http_text(url: str, timeout: float = 10) -> str:
     """GET a text endpoint."""
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return str(resp.read().decode())
+
+
+BROKER_KEYS = ("id", "metrics", "metrics_url", "idc", "rack")
+
+
+def register_fields(cluster: dict[str, Any]) -> dict[str, Any]:
+    """What an operator registers for a cluster of kafkasim's endpoints document (``POST /api/v1/clusters``
+    fields): bootstrap servers, every broker's metrics endpoints, the security object, the rack→IDC rule and
+    the hardware profile."""
+    brokers = [{k: b[k] for k in BROKER_KEYS if b.get(k) is not None} for b in cluster["brokers"]]
+    out: dict[str, Any] = {"bootstrap_servers": cluster["bootstrap_servers"].split(","), "brokers": brokers}
+    for key in ("security", "rack_to_idc", "hardware"):
+        if cluster.get(key):
+            out[key] = cluster[key]
+    return out

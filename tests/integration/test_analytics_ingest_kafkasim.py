@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from analytics_spark.clickhouse.ingest import (
     broker_idc_from_snapshots,
     ingest_status,
 )
+from kafkaio.endpoints import ClusterEndpoints, load_endpoints_file
 from tests.integration.chdb_session import chdb_path, fresh_database
 
 SIM_PYTHON = os.environ.get("KAFKASIM_PYTHON", sys.executable)
@@ -56,7 +59,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     d = tmp_path_factory.mktemp("sim")
     (d / "scenario.yaml").write_text(SCENARIO)
     proc = subprocess.Popen(
-        [SIM_PYTHON, "-m", "kafkasim", "up", "--scenario", str(d / "scenario.yaml"),
+        [SIM_PYTHON, "-m", "kafkasim", "up", "--realistic", "--scenario", str(d / "scenario.yaml"),
          "--endpoints-file", str(d / "endpoints.json")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -81,8 +84,8 @@ def ch() -> Iterator[ClickHouse]:
     c.close()
 
 
-def _ingest_for(ch: ClickHouse, bs: str, seconds: float, lookup: Any) -> AuditIngestor:
-    src = KafkaAuditSource(bs, "__guardian_audit")
+def _ingest_for(ch: ClickHouse, eps: ClusterEndpoints, seconds: float, lookup: Any) -> AuditIngestor:
+    src = KafkaAuditSource(eps.bootstrap_servers, "__guardian_audit", **eps.security.client_kwargs())
     ing = AuditIngestor(src, ClickHouseIngestStore(ch), batch_size=50, poll_timeout_s=0.2, broker_idc=lookup)
     deadline = time.monotonic() + seconds
     try:
@@ -93,13 +96,16 @@ def _ingest_for(ch: ClickHouse, bs: str, seconds: float, lookup: Any) -> AuditIn
 
 
 def test_kafkasim_audit_stream_exactly_once_across_restart(sim: dict[str, Any], ch: ClickHouse) -> None:
-    alpha = sim["endpoints"]["clusters"]["alpha"]
     snap: Path = sim["dir"] / "snap.json"
-    snap.write_text(json.dumps({"cluster": "alpha", "brokers": alpha["brokers"]}))
+    truth = json.loads(urllib.request.urlopen(sim["endpoints"]["control_url"] + "/state", timeout=10).read())
+    brokers = [{"id": int(b), "idc": v["idc"]} for b, v in truth["clusters"]["alpha"]["brokers"].items()]
+    snap.write_text(json.dumps({"cluster": "alpha", "brokers": brokers}))
     lookup = broker_idc_from_snapshots([snap])
-    first = _ingest_for(ch, alpha["bootstrap_servers"], 4.0, lookup)
+    eps = load_endpoints_file(sim["dir"] / "endpoints.json", "alpha")
+    assert eps.security.protocol == "SASL_SSL"
+    first = _ingest_for(ch, eps, 4.0, lookup)
     assert first.stats.accepted > 0 and first.stats.rejected == 0
-    second = _ingest_for(ch, alpha["bootstrap_servers"], 3.0, lookup)
+    second = _ingest_for(ch, eps, 3.0, lookup)
     assert second.stats.accepted > 0 and second.stats.duplicates_skipped == 0
     t = ch.table("audit_records")
     status = ingest_status(ch, "__guardian_audit")
@@ -116,3 +122,16 @@ def test_kafkasim_audit_stream_exactly_once_across_restart(sim: dict[str, Any], 
     # the minute rollup follows the ingested rows
     assert ch.scalar(f"SELECT sum(bytes) FROM {ch.table('audit_partition_minute')}") == ch.scalar(
         f"SELECT sum(bytes) FROM {t}")
+
+
+def test_the_ingest_cli_reads_a_secured_cluster_from_its_endpoints_file(sim: dict[str, Any], tmp_path: Path) -> None:
+    exe = shutil.which("guardian", path=str(Path(sys.executable).parent)) or "guardian"
+    base = [exe, "analytics", "ingest", "--chdb-path", str(tmp_path / "chdb"), "--duration", "4"]
+    ok = subprocess.run([*base, "--endpoints-file", str(sim["dir"] / "endpoints.json"), "--cluster", "alpha"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    accepted = int(ok.stdout.split("accepted ")[1].split(",")[0])
+    assert accepted > 0
+    both = subprocess.run([*base, "--endpoints-file", str(sim["dir"] / "endpoints.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert both.returncode == 2 and "--cluster" in both.stderr

@@ -18,7 +18,7 @@ from domain import ContractError
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
 from tests.integration.chdb_session import chdb_path, fresh_database
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import register_fields, start_sim
 
 SPEC: dict[str, Any] = {
     "seed": 4, "speed": 30.0, "tick_seconds": 1.0,
@@ -48,7 +48,8 @@ def service(tmp_path: Path) -> Iterator[Service]:
     svc = build_service(Settings(
         data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
         clickhouse=ClickHouseConf(path=chdb_path(), database=fresh_database("sched")),
-        analytics=AnalyticsConf(enabled=True, interval_s=3600, days=1, ingest_max_s=2)))
+        analytics=AnalyticsConf(enabled=True, interval_s=3600, days=1, ingest_max_s=2,
+                                tenant_pattern=r"^(?P<tenant>[a-z]+)")))
     try:
         assert svc.store.node.wait_ready(10)
         yield svc
@@ -59,8 +60,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
 def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, service: Service) -> None:
     east = sim.endpoints["clusters"]["east"]
     service.ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": "east",
-                               "bootstrap_servers": east["bootstrap_servers"].split(","),
-                               "metrics_urls": {str(b["id"]): b["metrics_url"] for b in east["brokers"]}})
+                               **register_fields(east)})
     for _ in range(4):  # a snapshot (rates need two scrapes): the broker IDCs the audit records lack
         service.collection(service.ctx)
         if service.ctx.snapshots.get("east") is not None:
@@ -96,6 +96,15 @@ def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, serv
         assert set(model) == {"orders"}  # its peak is 0 until a week of history fills the next day's slots
         ch = service.ctx.clickhouse
         assert ch.scalar(f"SELECT max(max_bps) FROM {ch.table('traffic_profile')} WHERE topic = 'orders'") > 0
+        # the inventory comes from the live cluster: cost per tenant has its partitions, replicas and bytes
+        inv = ch.rows(f"SELECT pool, tenant, partitions, replication_factor, size_bytes FROM "
+                      f"{ch.table('topic_inventory')} FINAL WHERE cluster = 'east' AND topic = 'orders'")
+        assert last["inventory_rows"] >= 1 and len(inv) == 1
+        pool, tenant, parts, rf, size = inv[0]
+        assert (tenant, parts, rf) == ("orders", 2, 2) and size > 0 and pool
+        cost = ch.rows(f"SELECT tenant, partitions, replicas, storage_bytes FROM {ch.table('tenant_cost')} "
+                       "WHERE cluster = 'east' AND tenant = 'orders'")
+        assert cost and cost[0][1:3] == (2, 4) and cost[0][3] == size * rf
         metrics = client.get("/metrics").text
         assert 'guardian_analytics_runs_total{status="ok"} 1.0' in metrics
         accepted = last["ingest"]["east"]["accepted"]

@@ -16,7 +16,7 @@ from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Setting
 from controlplane.service.auto_rebalance import run_auto_rebalance
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import register_fields, start_sim
 
 TOKEN = "exec-operator"
 H = {"Authorization": f"Bearer {TOKEN}"}
@@ -75,8 +75,7 @@ def run_until(service: Service, client: TestClient, execution_id: int, statuses:
 def register(client: TestClient, sim: SimRunner) -> None:
     east = sim.endpoints["clusters"]["east"]
     r = client.post("/api/v1/clusters", headers=H, json={
-        "name": "east", "bootstrap_servers": east["bootstrap_servers"].split(","),
-        "metrics_urls": {str(b["id"]): b["metrics_url"] for b in east["brokers"]}})
+        "name": "east", **register_fields(east)})
     assert r.status_code == 201, r.text
 
 

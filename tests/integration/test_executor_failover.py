@@ -42,6 +42,7 @@ from domain import PartitionMove, Plan, dump_plan
 from domain.lease import LEASE_TOPIC
 from domain.throttles import BROKER_THROTTLE_KEYS
 from kafkaio.admin import KafkaAdmin
+from tests.integration.kafkasim_support import register_fields
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -143,8 +144,7 @@ def test_leader_kill_mid_execution_resumes_without_duplicate_submission(
     cluster.wait_up()
     leader = cluster.leader()
     code, body = cluster.request(leader, "POST", "/api/v1/clusters", {
-        "name": "c1", "bootstrap_servers": sim.c1["bootstrap_servers"].split(","),
-        "metrics_urls": {str(b["id"]): b["metrics_url"] for b in sim.c1["brokers"]}})
+        "name": "c1", **register_fields(sim.c1)})
     assert code == 201, body
     wait_for("a collected snapshot",
              lambda: cluster.request(leader, "GET", "/api/v1/clusters/c1/snapshot")[0] == 200, 30)

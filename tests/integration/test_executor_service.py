@@ -15,6 +15,7 @@ from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import plan_to_dict
 from tests.integration.executor_support import Sim, one_replica_plan, scenario
+from tests.integration.kafkasim_support import register_fields
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,9 +37,8 @@ def test_approved_plan_executes_on_the_leader_and_not_on_a_follower(tmp_path: Pa
     service = ExecutorService(store, ThrottlePolicy(initial=50e6), interval_s=0.1)
     follower = ExecutorService(FollowerView(store), interval_s=0.1)
     try:
-        urls = {str(b.id): b.metrics_url for b in sim.cluster.brokers if b.metrics_url}
         store.propose({"type": "cluster.register", "meta": meta("op"), "name": "c1",
-                       "bootstrap_servers": sim.cluster.bootstrap_servers.split(","), "metrics_urls": urls})
+                       **register_fields(sim.endpoints["clusters"]["c1"])})
         plan = one_replica_plan(sim.live())
         plan_id = store.propose({"type": "plan.propose", "meta": meta("planner"), "cluster": "c1",
                                  "kind": "rebalance", "plan": plan_to_dict(plan)})["plan_id"]

@@ -65,7 +65,8 @@ def test_up_prints_endpoints_and_writes_file(up: tuple[dict[str, Any], Path]) ->
     assert json.loads((d / "endpoints.json").read_text()) == ep
     alpha = ep["clusters"]["alpha"]
     assert len(alpha["bootstrap_servers"].split(",")) == 3
-    assert len(alpha["metrics_urls"]) == 3 and alpha["partition_throttle"] is True
+    assert len(alpha["brokers"]) == 3 and alpha["partition_throttle"] is True
+    assert all([m["kind"] for m in b["metrics"]] == ["jmx", "node"] for b in alpha["brokers"])
     assert http_json(ep["control_url"] + "/health") == {"ok": True}
 
 
@@ -173,6 +174,8 @@ def _first_line_then_exit(args: list[str]) -> dict[str, Any]:
 def test_default_federation_and_snapshot_seed() -> None:
     ep = _first_line_then_exit([])
     assert set(ep["clusters"]) == {"east", "west"}
+    assert all("rack_to_idc" in c and c["hardware"] for c in ep["clusters"].values())
+    ep = _first_line_then_exit(["--legacy-metrics"])  # the old document names each broker's IDC
     idcs = {b["idc"] for c in ep["clusters"].values() for b in c["brokers"]}
     assert idcs == {"idc-a", "idc-b", "idc-c"}
     assert ep["control_url"].startswith("http://127.0.0.1:")

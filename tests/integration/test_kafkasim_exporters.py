@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from kafkasim.exporters import MetricsConfig
 from kafkasim.realistic import METRICS_USER, Realistic, prepare
 from kafkasim.server import SimRunner
 from tests.integration.kafkasim_support import http_json, start_sim
@@ -194,10 +195,22 @@ def test_sim_series_only_on_request(tmp_path: Path) -> None:
         r.stop()
 
 
-def test_legacy_layout_stays_the_default() -> None:
+def test_two_exporters_are_the_default_and_the_legacy_layout_is_on_request() -> None:
     r = start_sim()
     try:
-        b: dict[str, Any] = r.endpoints["clusters"]["east"]["brokers"][0]
+        c: dict[str, Any] = r.endpoints["clusters"]["east"]
+        b = c["brokers"][0]
+        assert [m["kind"] for m in b["metrics"]] == ["jmx", "node"] and "metrics_url" not in b
+        assert set(c) >= {"rack_to_idc", "hardware"} and "idc" not in b
+        for m in b["metrics"]:
+            assert m["url"].startswith("http://")
+            with urllib.request.urlopen(m["url"], timeout=10) as resp:
+                assert "kafkasim_" not in resp.read().decode()
+    finally:
+        r.stop()
+    r = start_sim(metrics=MetricsConfig(realistic=False))
+    try:
+        b = r.endpoints["clusters"]["east"]["brokers"][0]
         assert b["metrics_url"].startswith("http://") and "metrics" not in b
         with urllib.request.urlopen(b["metrics_url"], timeout=10) as resp:
             assert "kafkasim_broker_info" in resp.read().decode()

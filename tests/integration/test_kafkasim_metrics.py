@@ -1,4 +1,5 @@
-"""Per-broker /metrics over HTTP: names, monotonic counters, device → log dir mapping."""
+"""The legacy single /metrics endpoint per broker (on request: ``MetricsConfig(realistic=False)``) over HTTP:
+names, monotonic counters, device → log dir mapping."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
+from kafkasim.exporters import MetricsConfig
 from kafkasim.server import SimRunner
 from tests.integration.kafkasim_support import http_json, http_text, start_sim
 
@@ -39,7 +41,7 @@ def pick(series: dict, name: str, **labels: str) -> float:
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim(speed=20.0)
+    runner = start_sim(speed=20.0, metrics=MetricsConfig(realistic=False))
     yield runner
     runner.stop()
 

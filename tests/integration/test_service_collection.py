@@ -17,7 +17,7 @@ from domain import BrokerState
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
 from tests.integration.chdb_session import chdb_path, fresh_database
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import register_fields, start_sim
 
 
 @pytest.fixture()
@@ -44,9 +44,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
 
 def register(service: Service, name: str, cluster: dict[str, Any]) -> None:
     service.ctx.store.propose({
-        "type": "cluster.register", "meta": meta("test"), "name": name,
-        "bootstrap_servers": cluster["bootstrap_servers"].split(","),
-        "metrics_urls": {str(b["id"]): b["metrics_url"] for b in cluster["brokers"]}})
+        "type": "cluster.register", "meta": meta("test"), "name": name, **register_fields(cluster)})
 
 
 def test_collection_job_fills_the_cache_with_policies_applied(sim: SimRunner, service: Service) -> None:

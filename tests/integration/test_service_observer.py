@@ -19,7 +19,7 @@ from controlplane.state.commands import meta
 from domain import PartitionMove, Plan, plan_to_dict
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import http_json, start_sim
+from tests.integration.kafkasim_support import http_json, register_fields, start_sim
 
 pytestmark = pytest.mark.timeout(120)
 ADMIN_CLIENTS_PER_CLUSTER = 1
@@ -75,9 +75,7 @@ def test_each_endpoint_is_scraped_once_per_round_with_every_loop_reading_the_rou
     ctx = service.ctx
     for name in ("east", "west"):
         c = sim.endpoints["clusters"][name]
-        ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": name,
-                           "bootstrap_servers": c["bootstrap_servers"].split(","),
-                           "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]}})
+        ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": name, **register_fields(c)})
     board = service.collection.board
     service.scheduler.start()
     deadline = time.monotonic() + 30

@@ -25,6 +25,7 @@ import pytest
 
 from controlplane.launcher import ServiceCluster
 from domain import PartitionMove, Plan, dump_plan
+from tests.integration.kafkasim_support import register_fields
 from tests.integration.test_executor_failover import SimProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -108,8 +109,7 @@ def test_loops_survive_sigstop_of_leader_and_follower_and_plans_still_execute(
     cluster.wait_up()
     leader = cluster.leader()
     code, body = cluster.request(leader, "POST", "/api/v1/clusters", {
-        "name": "c1", "bootstrap_servers": sim.c1["bootstrap_servers"].split(","),
-        "metrics_urls": {str(b["id"]): b["metrics_url"] for b in sim.c1["brokers"]}})
+        "name": "c1", **register_fields(sim.c1)})
     assert code == 201, body
     leader = assert_loops_advance(cluster, "start")
 

@@ -20,6 +20,7 @@ from controlplane.executor.throttle import (
     resources,
 )
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
+from kafkaio.endpoints import parse_endpoints
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 
 NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC).timestamp()
@@ -96,23 +97,28 @@ def test_flows_share_a_broker_rate_and_unknown_disks_keep_the_previous_rate() ->
 
 
 PROM = """# HELP x
-kafkasim_sim_time_seconds 1795000100
-node_disk_io_time_seconds_total{device="sda"} 50
-node_disk_read_bytes_total{device="sda"} 1000
-node_disk_written_bytes_total{device="sda"} 9000
-node_disk_io_time_seconds_total{device="sdb"} NaN
-kafkasim_log_dir_info{device="sda",log_dir="/data1",kind="hdd"} 1
-kafkasim_disk_max_bytes_per_second{device="sda"} 2e8
-kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"} 12.5
+node_disk_io_time_seconds_total{device="dm-0"} 50 1795000100000
+node_disk_read_bytes_total{device="dm-0"} 1000 1795000100000
+node_disk_written_bytes_total{device="dm-0"} 9000 1795000100000
+node_disk_io_time_seconds_total{device="sdb"} NaN 1795000100000
+node_disk_io_time_seconds_total{device="sdc"} 7 1795000100000
+node_disk_device_mapper_info{device="dm-0",name="vg_data1-kafka",lv_name="kafka",vg_name="vg_data1"} 1 1795000100000
+node_filesystem_size_bytes{device="/dev/mapper/vg_data1-kafka",fstype="xfs",mountpoint="/data1"} 1e12 1795000100000
+node_filesystem_size_bytes{device="/dev/sdc",fstype="xfs",mountpoint="/data2"} 1e12 1795000100000
+node_filesystem_size_bytes{device="/dev/sda1",fstype="ext4",mountpoint="/"} 1e11 1795000100000
+kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"} 12.5 1795000100000
 garbage line
 """
 
 
 def test_parse_host_maps_devices_to_log_dirs_and_skips_bad_values() -> None:
-    s = parse_host(PROM, now=5.0)
-    assert s.at == 1795000100 and s.io_time == {"/data1": 50.0}
+    hardware = parse_endpoints({"clusters": {"c": {"bootstrap_servers": "h:1", "hardware": [
+        {"brokers": [1], "log_dirs": "/data1", "kind": "hdd", "max_bytes_per_s": 2e8}]}}}, "c").hardware
+    s = parse_host(PROM, now=5.0, hardware=hardware, broker=1)
+    assert s.at == 1795000100 and s.io_time == {"/data1": 50.0, "/data2": 7.0}
     assert s.read_bytes == {"/data1": 1000.0} and s.max_bytes_per_s == {"/data1": 2e8}
     assert s.produce_p99_ms == 12.5
+    assert parse_host(PROM, now=5.0).max_bytes_per_s == {}  # nothing declared: no ceiling assumed
 
 
 def test_scraper_rates_use_measured_time_and_ignore_counter_resets() -> None:
