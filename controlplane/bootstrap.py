@@ -33,6 +33,7 @@ from controlplane.service.auto_rebalance import run_auto_rebalance
 from controlplane.service.clusters import ClusterBindings
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
+from controlplane.service.leased_lines import LineCollector, LineService
 from controlplane.service.observation import RoundBoard, executor_binding
 from controlplane.service.scheduler import Job, LeaderScheduler
 from controlplane.service.self_healing import SelfHealingJob
@@ -153,9 +154,11 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     # one binding of each cluster to its clients and one observer per cluster, shared by every loop
     bindings = ClusterBindings(audit_topic=settings.analytics.audit_topic)
     rounds = RoundBoard()
+    lines = LineService(settings.leased_lines)
+    ctx.metrics.registry.register(LineCollector(lines))
     ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=round_binding(rounds, bindings),
                                    max_snapshot_age_s=settings.max_snapshot_age_s,
-                                   lineage=LineageReader(ch) if ch is not None else None)
+                                   lineage=LineageReader(ch) if ch is not None else None, lines=lines)
     if ch is not None:
         ctx.load_model = partial(partition_peaks, ch)
     rollups = RollupWriter(ctx.clickhouse) if ctx.clickhouse is not None else None

@@ -179,6 +179,51 @@ class ThrottleConf(_Conf):
     relax_factor: Annotated[float, Field(gt=1, le=10)] = 2.0
 
 
+class LeasedLineConf(_Conf):
+    """One protected leased line (``[[leased_lines.lines]]``): an IDC pair, its capacity and marks (fractions of
+    the capacity). With ``both_directions`` (default) the same figures apply to ``dst_idc -> src_idc`` too."""
+
+    src_idc: Annotated[str, Field(min_length=1)]
+    dst_idc: Annotated[str, Field(min_length=1)]
+    capacity_bytes_per_s: Annotated[float, Field(gt=0)]
+    """What the line carries per direction (bytes/s)."""
+    both_directions: bool = True
+    high: Annotated[float, Field(gt=0, le=1.5)] = 0.85
+    """Util above which the line counts as hot (after `enter_samples` rounds)."""
+    low: Annotated[float, Field(gt=0, le=1.5)] = 0.70
+    """Util below which it counts as calm again (after `leave_samples` rounds): throttles relax then."""
+    target: Annotated[float, Field(gt=0, le=1.5)] = 0.75
+    """Util the protection's throttles aim for on a hot line."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeasedLineConf:
+        if self.src_idc == self.dst_idc:
+            raise ValueError("a leased line joins two different IDCs")
+        if not (self.low <= self.target < self.high):
+            raise ValueError("need low <= target < high")
+        return self
+
+
+class LeasedLinesConf(_Conf):
+    """``[leased_lines]``: cross-IDC traffic accounting (always on) and line protection: capacities and marks
+    per IDC pair (``[[leased_lines.lines]]``); on a hot line Guardian slows migration first, then catching-up
+    replication of topics not in ``critical_topics`` (never below their ingress), then cross-IDC consumer
+    fetches by ``fetch_priority`` (client quotas), and relaxes with hysteresis."""
+
+    protect: bool = True
+    """Throttle when a configured line is hot (false: account and report only)."""
+    lines: list[LeasedLineConf] = Field(default_factory=list)
+    enter_samples: Annotated[int, Field(ge=1, le=100)] = 2
+    leave_samples: Annotated[int, Field(ge=1, le=100)] = 2
+    critical_topics: list[str] = Field(default_factory=list)
+    """Topic globs whose replication is never slowed for a line."""
+    fetch_priority: dict[str, int] = Field(default_factory=dict)
+    """Client-id glob -> tenant priority (higher is throttled later; unmatched clients: 5)."""
+    min_rate_bytes_per_s: Annotated[float, Field(gt=0)] = 512 * 1024
+    catch_up_margin: Annotated[float, Field(ge=0, le=10)] = 0.2
+    relax_factor: Annotated[float, Field(gt=1, le=10)] = 2.0
+
+
 class ClickHouseConf(_Conf):
     """Where metric rollups and audit analytics live: embedded chdb under ``data_dir/chdb`` (default),
     a server by ``url``, or ``off``. chdb allows one data path per process."""
@@ -317,6 +362,7 @@ class Settings(_Conf):
     """Nothing plans or acts on a cluster whose latest snapshot is older than this."""
     clickhouse: ClickHouseConf = Field(default_factory=ClickHouseConf)
     throttle: ThrottleConf = Field(default_factory=ThrottleConf)
+    leased_lines: LeasedLinesConf = Field(default_factory=LeasedLinesConf)
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
     notifications: list[NotificationConf] = Field(default_factory=list)
     logging: LoggingConf = Field(default_factory=LoggingConf)

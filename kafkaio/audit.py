@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 AUDIT_TOPIC = "__guardian_audit"
 ShareKey = tuple[str, str, int]
 """``(kind, topic, partition)``; kind is ``fetch`` or ``produce``."""
+PlacedKey = tuple[str, str, int]
+"""``(client_id, client_idc, broker)`` of one audited flow (broker -1 when the record names none)."""
 
 
 class AuditShares:
@@ -42,6 +44,7 @@ class AuditShares:
         self.client_id = client_id
         self._consumer: Any = None
         self._latest: dict[ShareKey, tuple[str, dict[str, float]]] = {}
+        self._placed: dict[ShareKey, tuple[str, dict[PlacedKey, float]]] = {}
 
     def close(self) -> None:
         """Close the consumer (the next poll reconnects and re-reads from the earliest offset)."""
@@ -86,3 +89,18 @@ class AuditShares:
         if old[0] == ts:
             client = str(a.get("client_id", ""))
             old[1][client] = old[1].get(client, 0.0) + rate
+        placed = self._placed.get(key)
+        if placed is None or placed[0] < ts:
+            placed = self._placed[key] = (ts, {})
+        if placed[0] == ts:
+            try:
+                broker = int(a.get("broker", -1))
+            except (TypeError, ValueError):
+                broker = -1
+            where = (str(a.get("client_id", "")), str(a.get("client_idc") or ""), broker)
+            placed[1][where] = placed[1].get(where, 0.0) + rate
+
+    def placed(self) -> dict[ShareKey, dict[PlacedKey, float]]:
+        """The newest interval of every audited partition by client, client IDC and serving broker (bytes/s),
+        as of the last :meth:`poll` (leased-line accounting: where each client's bytes go)."""
+        return {key: dict(rows) for key, (_, rows) in self._placed.items()}

@@ -37,8 +37,10 @@ CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
 
 def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | None, control_port: int,
             audit_jsonl: Path | None, duration: float, snapshots: list[Path] | None = None,
-            realistic: bool = False, sim_series: bool = False, legacy_metrics: bool = False) -> None:
+            realistic: bool = False, sim_series: bool = False, legacy_metrics: bool = False,
+            lines: list[str] | None = None) -> None:
     from kafkasim.exporters import MetricsConfig
+    from kafkasim.network import parse_cli_line
     from kafkasim.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
     from kafkasim.server import SimServer
 
@@ -51,8 +53,14 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
             spec = json.loads(json.dumps(DEFAULT_SCENARIO))
         spec.setdefault("clusters", [])
         spec["clusters"] = list(spec["clusters"] or []) + [{"snapshot": str(p)} for p in snapshots or []]
+        if lines:  # --line overrides or adds to the scenario's leased lines
+            extra = [s for text in lines for s in parse_cli_line(text)]
+            net = dict(spec.get("network") or {})
+            net["lines"] = list(net.get("lines") or []) + [
+                {"from": s.src, "to": s.dst, "capacity_bytes_per_s": s.capacity_bps} for s in extra]
+            spec["network"] = net
         fed = build_federation(spec)
-    except (ScenarioError, OSError) as e:
+    except (ScenarioError, OSError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
     if speed is not None and not 0 < speed <= 1e6:
@@ -165,10 +173,13 @@ def register(app: typer.Typer) -> None:
                                         help="also serve the kafkasim_* series (tests of the simulator itself)"),
         legacy_metrics: bool = typer.Option(False, "--legacy-metrics",
                                             help="one endpoint per broker with kafkasim's own series (old layout)"),
+        line: list[str] | None = typer.Option(None, "--line",
+                                              help="leased line IDC:IDC=MB_PER_S (both directions) or IDC>IDC=MB_PER_S "
+                                                   "(one direction); repeat; adds to the scenario's network"),
     ) -> None:
         """Start a simulated federation; first stdout line is the endpoints JSON."""
         _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration, snapshot, realistic, sim_series,
-                legacy_metrics)
+                legacy_metrics, line)
 
     @app.command("truth")
     def truth(cluster: str = typer.Option(..., "--cluster"),

@@ -19,6 +19,11 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   throttled.rate`` shared among throttled replicas listed in the topic's
   ``*.replication.throttled.replicas``), then the replica set switches; intra-broker (KIP-113)
   future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second``.
+* **Leased lines** (when the federation has a :class:`~kafkasim.network.Network`): produce, consumer
+  fetches, in-sync follower fetches and copies that cross IDCs share their line max-min fairly; a cut
+  produce lowers the partition's ingress, a cut fetch or copy its rate; the line's latency is added to
+  cross-IDC produce (acks=all) and fetch latency; an in-sync follower more than ``REPLICA_LAG_MAX_S`` of
+  ingress behind leaves the ISR and catches up.
 * **Disks**: lagging reads and copies are *elastic* and are scaled down to the headroom the
   writes leave; ``util`` = busy fraction (demand / max throughput, ≤ 1) and
   ``await = base / (1 - util)`` (capped) plus the backlog when writes alone exceed the disk.
@@ -46,11 +51,14 @@ from kafkasim.model import (
     parse_partition_rates,
     parse_throttled_replicas,
 )
+from kafkasim.network import FETCH, MIGRATION, PRODUCE, REPLICATION, Network
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 MAX_FETCHER_BPS = 400e6  # one replica fetcher's ceiling
+REPLICA_LAG_MAX_S = 30.0  # replica.lag.time.max.ms: a follower further behind leaves the ISR
+REPLICA_LAG_MIN_BYTES = 1e6
 OP_BYTES = 128 * 1024  # average I/O size used to turn bytes into ops
 
 
@@ -158,6 +166,15 @@ class Engine:
         self.append_listeners: list[Any] = []  # (cluster, partition, stored batch) after a real Produce batch
         self.broker_replicas: list[list[Partition]] = []
         self._ct_cache: dict[str, tuple[int, list[tuple[int, str]]]] = {}
+        self.network: Network | None = None
+        """Leased lines between IDCs (:mod:`kafkasim.network`); None: no network model (IDCs are free)."""
+        self.net_lag: dict[tuple[int, int], float] = {}
+        """(slot, follower broker gidx) -> bytes an in-sync follower is behind because its line is full."""
+        self.slot_ref: dict[int, tuple[Cluster, Partition]] = {}
+        self.net_produce_lat = np.zeros(0)
+        self.net_fetch_lat = np.zeros(0)
+        self._net_rows: tuple[I64, I64, F64, F64] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                                                     np.zeros(0), np.zeros(0))
 
     # ------------------------------------------------------------------ storage
     def _grow(self, new_cap: int) -> None:
@@ -320,6 +337,7 @@ class Engine:
         self.catchups = []
         self.b_alive = np.array([b.alive for b in self.brokers], dtype=bool)
         self.broker_replicas = [[] for _ in self.brokers]
+        self.slot_ref = {}
         for cl in self.clusters.values():
             bg = {bid: b.gidx for bid, b in cl.brokers.items()}
             for t in cl.topics.values():
@@ -332,6 +350,7 @@ class Engine:
                     r_ms = r_b = -1  # tiered: its remote log manager (kafkasim.tiered) applies retention
                 for p in t.partitions:
                     s = p.slot
+                    self.slot_ref[s] = (cl, p)
                     self.i["topic_idx"][s] = tix
                     if r_ms > 0:
                         ret_s[s] = r_ms / 1000.0
@@ -476,7 +495,8 @@ class Engine:
         self.b_residence = residence
         # ---- consumers
         lag = f["lag"][:n]
-        lag_req = np.where(online & (lag > 0), f["lag_rate"][:n], 0.0)
+        # a lagging consumer asks for its catch-up rate, but never more than is there to read this tick
+        lag_req = np.where(online & (lag > 0), np.minimum(f["lag_rate"][:n], lag / dt + in_rate), 0.0)
         tail = in_rate * f["tail_groups"][:n]
         fetch_demand = np.where(online, tail + lag_req, 0.0)
         cap_f = np.minimum(1.0, self.thr_fetch[:n] / np.maximum(fetch_demand, 1e-9))
@@ -496,6 +516,24 @@ class Engine:
         lag_idx = np.nonzero(from_disk)[0]
         n_lag = len(lag_idx)
         self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref, residence)
+        if self.network is not None:  # leased lines: cross-IDC flows share their line's capacity
+            caught_up = np.where((f["lag_rate"][:n] > 0) & (lag <= 0), in_rate * scale_f, 0.0)  # a lagger at the tail
+            f_prod, f_fetch, f_copy = self._share_network(dt, n, demand, in_rate, tail_act + lag_req_act + caught_up,
+                                                          fl_req, fl_ref)
+            if (f_prod < 1.0).any():
+                demand = demand * f_prod
+                in_rate = demand + real_in
+                f["in_rate"][:n] = in_rate
+                msgs = demand / np.maximum(f["msg_size"][:n], 1.0) + f["real_msgs"][:n] / dt
+                w_rows = in_rate[self.r_slot] if len(self.r_slot) else np.zeros(0)
+                d_write = np.bincount(self.r_disk, weights=w_rows, minlength=nd) if nd else np.zeros(0)
+                b_write = np.bincount(self.r_broker, weights=w_rows, minlength=nb)
+                tail = in_rate * f["tail_groups"][:n]
+            scale_f = scale_f * f_fetch
+            tail_act = tail * scale_f
+            lag_req_act = lag_req * scale_f
+            fl_req = [r * float(c) for r, c in zip(fl_req, f_copy, strict=True)]
+            self._replication_lag(dt, n, in_rate)
         req = np.concatenate([lag_req_act[lag_idx], np.array(fl_req)])
         rdd = np.concatenate([self.leader_d[lag_idx], np.array(fl_rd, dtype=np.int64)])
         wrd = np.concatenate([np.full(n_lag, -1, dtype=np.int64), np.array(fl_wr, dtype=np.int64)])
@@ -573,6 +611,9 @@ class Engine:
             if nd else np.zeros(n)
         f["produce_latency_ms"][:n] = np.where(online, 0.5 + lat_d, 0.0)
         f["fetch_latency_ms"][:n] = np.where(from_disk, 0.3 + lat_d, np.where(online, 0.3, 0.0))
+        if self.network is not None and len(self.net_produce_lat) == n:
+            f["produce_latency_ms"][:n] += np.where(online, self.net_produce_lat, 0.0)
+            f["fetch_latency_ms"][:n] += np.where(online, self.net_fetch_lat, 0.0)
         # per (broker, topic) counters on the leader
         self._ensure_bt()
         on = np.nonzero(online)[0]
@@ -602,6 +643,74 @@ class Engine:
         self.ticks += 1
         for cb in self.listeners:
             cb(self, dt)
+
+    # ------------------------------------------------------------------ leased lines
+    def _idc_arrays(self) -> tuple[I64, I64]:
+        """IDC index (in the network) of every broker and every client (-1: unknown, e.g. a real wire client)."""
+        net = self.network
+        assert net is not None
+        b_idc = np.array([net.idc(b.idc) for b in self.brokers], dtype=np.int64)
+        c_idc = np.array([net.idc(c.idc) if c.idc else -1 for c in self.clients], dtype=np.int64)
+        return b_idc, c_idc
+
+    def _share_network(self, dt: float, n: int, demand: F64, in_rate: F64, fetch: F64, fl_req: list[float],
+                       fl_ref: list[tuple[str, Cluster, Partition, int]]) -> tuple[F64, F64, F64]:
+        """Put this tick's cross-IDC flows on their leased lines; returns the factor (granted / requested) of
+        each slot's synthetic produce, of each slot's consumer fetches and of each planned copy. In-sync
+        follower fetches ask for the leader's ingress plus what they are behind (:meth:`_replication_lag`)."""
+        net = self.network
+        assert net is not None
+        ii = self.i
+        b_idc, c_idc = self._idc_arrays()
+        lb = self.leader_b[:n]
+        lead_idc = np.where(lb >= 0, b_idc[np.maximum(lb, 0)] if len(b_idc) else -1, -1)
+        p_line = net.lines_of(c_idc[ii["prod_client"][:n]], lead_idc)
+        f_line = net.lines_of(lead_idc, c_idc[ii["cons_client"][:n]])
+        fol = np.nonzero(~self.r_leader)[0] if len(self.r_slot) else np.zeros(0, dtype=np.int64)
+        rs, rb = self.r_slot[fol], self.r_broker[fol]
+        r_line = net.lines_of(lead_idc[rs], b_idc[rb])
+        lag = np.zeros(len(fol))
+        if self.net_lag:
+            for k, (s, b) in enumerate(zip(rs.tolist(), rb.tolist(), strict=True)):
+                lag[k] = self.net_lag.get((s, b), 0.0)
+        r_dem = np.minimum(in_rate[rs] + lag / dt, MAX_FETCHER_BPS)
+        c_line = np.array([net.line(cl.brokers[p.leader].idc, cl.brokers[b].idc) if kind != "future" and p.leader >= 0
+                           else -1 for kind, cl, p, b in fl_ref], dtype=np.int64)
+        c_kind = np.array([REPLICATION if kind == "catchup" else MIGRATION for kind, *_ in fl_ref], dtype=np.int64)
+        lines = np.concatenate([p_line, f_line, r_line, c_line])
+        dem = np.concatenate([demand, fetch, r_dem, np.array(fl_req, dtype=np.float64)])
+        kinds = np.concatenate([np.full(n, PRODUCE), np.full(n, FETCH), np.full(len(fol), REPLICATION), c_kind])
+        factor = net.share(lines, dem, kinds.astype(np.int64), dt)
+        f_prod, f_fetch = factor[:n], factor[n:2 * n]
+        f_rep, f_copy = factor[2 * n:2 * n + len(fol)], factor[2 * n + len(fol):]
+        self._net_rows = (rs, rb, r_dem * f_rep, lag)
+        lat = net.flow_latency(r_line)
+        worst_repl = np.zeros(n)
+        if len(lat):
+            np.maximum.at(worst_repl, rs, lat)
+        self.net_produce_lat = net.flow_latency(p_line) + worst_repl
+        self.net_fetch_lat = net.flow_latency(f_line)
+        return f_prod, f_fetch, f_copy
+
+    def _replication_lag(self, dt: float, n: int, in_rate: F64) -> None:
+        """In-sync followers whose line granted less than the leader's ingress fall behind; one more than
+        ``replica.lag.time.max.ms`` of ingress behind leaves the ISR and catches up like a revived follower."""
+        rs, rb, granted, lag = self._net_rows
+        new_lag = np.maximum(lag + (in_rate[rs] - granted) * dt, 0.0)
+        self.net_lag = {}
+        behind = np.nonzero(new_lag > 1.0)[0]
+        for k in behind.tolist():
+            s, b = int(rs[k]), int(rb[k])
+            bytes_behind = float(new_lag[k])
+            if bytes_behind > max(float(in_rate[s]) * REPLICA_LAG_MAX_S, REPLICA_LAG_MIN_BYTES) and s in self.slot_ref:
+                _, p = self.slot_ref[s]
+                bid = self.brokers[b].id
+                if bid in p.isr and bid != p.leader:
+                    p.isr = [r for r in p.isr if r != bid]
+                    p.catchup[bid] = bytes_behind
+                    self.mark_dirty()
+                continue
+            self.net_lag[(s, b)] = bytes_behind
 
     # ------------------------------------------------------------------ copies
     def _plan_copies(self, dt: float, fl_req: list[float], fl_rd: list[int], fl_wr: list[int],

@@ -8,6 +8,9 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
     start_time: 1795000000        # simulated epoch seconds at start
     audit: {enabled: false, interval_s: 60, topic: __guardian_audit, jsonl: null, synthetic: true,
             client_idcs: {reader-b: idc-b}}   # where wire clients run, by client id (default: "local")
+    network:                      # leased lines between IDCs (kafkasim.network); absent = no network model
+      lines:
+        - {between: [idc-a, idc-b], capacity_mb_s: 40, latency_ms: 2}   # each direction; unlisted pairs unlimited
     clusters:                     # required
       - name: east                # required
         partition_throttle: true  # capability flag (see kafkasim.model docstring)
@@ -57,6 +60,7 @@ import numpy as np
 
 from kafkasim.engine import Client, Engine
 from kafkasim.model import BROKER_STATIC_KEYS, Cluster, SimError
+from kafkasim.network import Network, parse_lines
 
 DISK_KINDS: dict[str, dict[str, float]] = {
     "hdd": {"max_mb_s": 200, "latency_ms": 8.0, "capacity_gb": 4000},
@@ -156,6 +160,11 @@ def build_federation(spec: dict[str, Any]) -> Federation:
     fed = Federation(eng, {}, speed=_num(spec, "speed", 1.0, "$", 1e-6),
                      tick_seconds=_num(spec, "tick_seconds", 1.0, "$", 1e-3),
                      audit=dict(spec.get("audit") or {}))
+    if spec.get("network") is not None:
+        try:
+            eng.network = Network(parse_lines(spec["network"]))
+        except ValueError as e:
+            raise ScenarioError(str(e)) from e
     for ci, cs in enumerate(clusters_spec):
         path = f"$.clusters[{ci}]"
         if isinstance(cs, dict) and cs.get("snapshot"):
@@ -224,6 +233,9 @@ def build_federation(spec: dict[str, Any]) -> Federation:
             for tname in names:
                 add_topic(fed, cl, tname, ts, tpath, rng)
         eng.rebuild()
+    if eng.network is not None:
+        for b in eng.brokers:  # every IDC gets its gateway, even before traffic crosses
+            eng.network.idc(b.idc)
     return fed
 
 

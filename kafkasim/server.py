@@ -23,6 +23,10 @@ Control API (JSON over HTTP on ``control_url``)::
     GET  /groups?cluster=NAME         consumer groups (kafkasim.groups): {"cluster", "sim_time", "groups":
                                       {id: {"kind": tail|lagging|real, "state", "coordinator", "members",
                                       "offsets": {"topic:partition": committed}, "lag": {... LEO - committed}}}}
+    GET  /network                     leased lines (kafkasim.network): capacity, demand, bytes/s by kind, util,
+                                      latency, byte totals per line ({"idcs": [], "lines": []}; 404 without a network)
+    GET  /gateway/IDC/metrics         node_exporter text of IDC's gateway host: node_network_{transmit,receive}_
+                                      bytes_total, node_network_speed_bytes, node_network_up per device ll-<peer>
     POST /fault/kill-broker           {"cluster", "broker"}
     POST /fault/revive-broker         {"cluster", "broker", "configs"?}: with ``configs`` (read-only broker configs,
                                       e.g. replica.selector.class; null unsets) the restart reads an edited
@@ -61,6 +65,7 @@ from kafkasim.exporters import MetricsConfig, render_jmx, render_node
 from kafkasim.httpd import HttpError, http_serve
 from kafkasim.metrics import render_broker
 from kafkasim.model import BROKER_STATIC_KEYS, Broker, Cluster
+from kafkasim.network import render_gateway
 from kafkasim.protocol import (
     REGISTRY,
     SUPPORTED,
@@ -213,6 +218,10 @@ class SimServer:
         pool are not in it."""
         out: dict[str, Any] = {"format": "kafkasim.endpoints/v1",
                                "control_url": f"http://{self.host}:{self.control_port}", "clusters": {}}
+        if self.fed.engine.network is not None:  # each IDC's gateway host (the leased lines' counters)
+            out["gateways"] = {idc: f"http://{self.host}:{self.control_port}/gateway/"
+                                    f"{urllib.parse.quote(idc, safe='')}/metrics"
+                               for idc in self.fed.engine.network.idcs}
         for cl in self.fed.clusters.values():
             bs = sorted(cl.brokers.values(), key=lambda b: b.id)
             if self.metrics.realistic:
@@ -598,6 +607,14 @@ class SimServer:
                     return ok(self.state())
                 if path == "/scrapes":
                     return ok(self.scrape_counts())
+                net = self.fed.engine.network
+                if path == "/network" and net is not None:
+                    return ok(net.report())
+                if path.startswith("/gateway/") and path.endswith("/metrics") and net is not None:
+                    idc = urllib.parse.unquote(path[len("/gateway/"):-len("/metrics")])
+                    if idc not in net.idcs:
+                        raise HttpError(404, f"unknown IDC {idc!r}; known: {net.idcs}")
+                    return 200, "text/plain; version=0.0.4", render_gateway(net, idc, self.fed.engine.t).encode()
                 raise HttpError(404, f"unknown path {path}")
             if method != "POST":
                 raise HttpError(405, "use GET or POST")

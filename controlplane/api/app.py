@@ -28,6 +28,7 @@ from controlplane.api import (
     executions,
     health,
     ids,
+    leased_lines,
     maintenance,
     plans,
     read_local,
@@ -42,8 +43,8 @@ from controlplane.api.openapi import install_openapi
 from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
-ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics,
-           anomalies, dashboard, tiered, read_local)
+ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, leased_lines, ids, actions, alerts,
+           analytics, anomalies, dashboard, tiered, read_local)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

@@ -102,10 +102,12 @@ def overview(ctx: Ctx, _: Viewer) -> dict[str, Any]:
     util, coverage), snapshot age, throttles in force and active execution."""
     registered: dict[str, Any] = read(ctx, _state_overview)
     figures = ctx.metrics.federation.clusters(ctx.snapshots.entries)
+    lines = ctx.throttle.lines if ctx.throttle is not None else None
     now = time.time()
     clusters = []
     for name in sorted(registered):
-        entry: dict[str, Any] = {"name": name, **registered[name], "snapshot": None, "snapshot_age_s": None}
+        entry: dict[str, Any] = {"name": name, **registered[name], "snapshot": None, "snapshot_age_s": None,
+                                 "leased_lines": lines.summary(name) if lines is not None else []}
         held = figures.get(name)
         if held is not None:
             entry["snapshot"] = held.summary

@@ -38,15 +38,20 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from controlplane.config import ThrottleConf
+from controlplane.service.leased_lines import LineService
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
 from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
 from domain.throttles import LEVER_KINDS
+from planners.line_accounting import AuditFlow
+from planners.line_protection import WHO as LINE_WHO
+from planners.line_protection import LineDecision
 from planners.throttle import (
     DEFAULT_THRESHOLDS,
     INTRA_BROKER,
     MIGRATION,
     WHO,
+    ActiveThrottle,
     DiskHealth,
     HealthThresholds,
     Lineage,
@@ -74,6 +79,8 @@ class Observation:
     partition_throttle: bool = False
     round_seq: int | None = None
     """The published round it was read from (None: a source of its own, every observation is new)."""
+    audit_flows: tuple[AuditFlow, ...] = ()
+    """The audit topic's latest intervals with client IDC and serving broker (leased-line accounting)."""
 
 
 class ThrottleSource(Protocol):
@@ -135,8 +142,11 @@ class ThrottleService:
     def __init__(self, store: StateStore, config: ThrottleConfig | None = None,
                  bind: Callable[[str, Mapping[str, Any]], ClusterBinding | None] | None = None,
                  max_snapshot_age_s: float = 120.0, clock: Callable[[], datetime] | None = None,
-                 lineage: Callable[[str], Lineage | None] | None = None) -> None:
+                 lineage: Callable[[str], Lineage | None] | None = None,
+                 lines: LineService | None = None) -> None:
         self.store = store
+        self.lines = lines
+        """Leased-line accounting and protection (None: neither)."""
         self.lineage = lineage
         """Port: cluster -> topic-level client shares of the latest lineage run (None/empty: no rows)."""
         self.config = config or ThrottleConfig()
@@ -222,11 +232,35 @@ class ThrottleService:
                 done = self._act(cluster, binding, decision)
                 if done is not None:
                     applied.append(done)
+            if only is None:
+                applied += self._lines(cluster, binding, obs, active, plan, at)
             self._reconcile(cluster, binding)
             self._learn(cluster, obs.snapshot, plan)
             self.last[cluster] = Evaluation(at, trigger, plan, applied, lineage=lineage_info)
             unhealthy = sorted(f"{d[0]}:{d[1]}" for d, h in plan.health.items() if h.unhealthy)
             return {"trigger": trigger, "unhealthy": unhealthy, "decisions": applied, "lineage": lineage_info}
+
+    def _lines(self, cluster: str, binding: ClusterBinding, obs: Observation, active: tuple[ActiveThrottle, ...],
+               plan: ThrottlePlan, at: str) -> list[dict[str, Any]]:
+        """Leased-line accounting and protection of the round; a line decision on a lever the disk protection
+        set tighter this pass is dropped (the tightest wins)."""
+        if self.lines is None:
+            return []
+        try:
+            line_plan = self.lines.evaluate(cluster, at, obs.snapshot, obs.transfers, obs.audit_flows, active)
+        except Exception as exc:  # accounting must never stop the disk protection
+            log.warning("throttle %s: leased-line evaluation failed: %s", cluster, exc)
+            return []
+        disk = {d.key: d for d in plan.decisions}
+        out = []
+        for d in line_plan.decisions:
+            other = disk.get(d.key)
+            if other is not None and other.action == "set" and other.rate_bytes_per_s <= d.rate_bytes_per_s:
+                continue
+            done = self._act(cluster, binding, d, who=LINE_WHO)
+            if done is not None:
+                out.append(done)
+        return out
 
     def _note_spared(self, cluster: str, plan: ThrottlePlan) -> None:
         """Once per fail-slow anomaly, when its disk crossed its thresholds and protection throttled nobody for
@@ -294,7 +328,8 @@ class ThrottleService:
         return bool(self.store.read(lambda s: any(e["cluster"] == cluster and e["status"] in ("running", "stopping")
                                                   for e in s["executions"].values())))
 
-    def _act(self, cluster: str, binding: ClusterBinding, d: ThrottleDecision) -> dict[str, Any] | None:
+    def _act(self, cluster: str, binding: ClusterBinding, d: ThrottleDecision | LineDecision,
+             who: str = WHO) -> dict[str, Any] | None:
         summary = {"action": d.action, "key": d.key, "kind": d.kind, "target": dict(d.target),
                    "rate_bytes_per_s": d.rate_bytes_per_s, "why": d.why}
         deferred = self._executor_owns(cluster, d.kind)
@@ -303,13 +338,13 @@ class ThrottleService:
                 if not deferred:  # else the reconcile removes it once the execution is over
                     binding.actuator.remove(d.kind, d.target)
                     self.applied[cluster].pop(d.key, None)
-                self.store.propose({"type": "throttle.clear", "meta": meta(WHO, d.why), "cluster": cluster,
+                self.store.propose({"type": "throttle.clear", "meta": meta(who, d.why), "cluster": cluster,
                                     "key": d.key})
             else:
                 evidence = _jsonable(dict(d.evidence))
                 if deferred:
                     evidence["enforced_by"] = "executor (ceiling for its migration rate while it runs)"
-                self.store.propose({"type": "throttle.set", "meta": meta(WHO, d.why), "cluster": cluster,
+                self.store.propose({"type": "throttle.set", "meta": meta(who, d.why), "cluster": cluster,
                                     "key": d.key, "kind": d.kind, "target": _jsonable(dict(d.target)),
                                     "rate_bytes_per_s": d.rate_bytes_per_s, "evidence": evidence})
                 if not deferred:
@@ -420,6 +455,8 @@ class ThrottleService:
                         "queue": [{"behaviour": e.flow.behaviour, "topic": e.flow.topic,
                                    "partition": e.flow.partition, "bytes_per_s": round(e.flow.bytes_per_s, 1),
                                    "why": e.why} for e in r.queue[:20]]})
+            if self.lines is not None:
+                out["leased_lines"] = self.lines.report(cluster)
             out["alerts"] = [{"fingerprint": a.fingerprint, "status": a.status, "disk": list(a.disk),
                               "received_at": a.received_at} for a in self.alerts.values() if a.cluster == cluster]
             return _jsonable(out)

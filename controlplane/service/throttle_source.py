@@ -15,7 +15,8 @@ Method (:func:`observation_of`, pure):
 * capability: ``guardian.partition.throttle.enable`` among the broker configs of the round (read once,
   from the lowest alive broker id);
 * lineage: per-partition client shares from the live audit topic (:class:`~kafkaio.audit.AuditShares`),
-  read only when the round shows the audit topic.
+  read only when the round shows the audit topic; with them, each client's IDC and serving broker
+  (leased-line accounting).
 
 The source refuses (raises :class:`ObserveError`) when there is no round yet or the round fails the
 protection usability policy (no broker metrics at all); the throttle service then skips the cluster.
@@ -35,11 +36,13 @@ from typing import Any
 from collectors.builder import PLACEHOLDER_DIR
 from collectors.completeness import UsabilityPolicy
 from controlplane.service.clusters import ClusterBindings, has_broker_metrics
+from controlplane.service.leased_lines import audit_flows_of
 from controlplane.service.observation import PROTECTION_POLICY, LatestRound, Round
 from controlplane.service.throttle_loop import ClusterBinding, Observation
 from domain import ClusterSnapshot, Partition, PartitionId, Topic
 from domain.throttles import PT_ENABLE
 from kafkaio.audit import AuditShares, ShareKey
+from planners.line_accounting import AuditFlow
 from planners.throttle import ClientShare, Lineage, Transfer
 
 log = logging.getLogger(__name__)
@@ -65,7 +68,8 @@ def partition_throttle_capable(r: Round) -> bool:
     return str(r.broker_configs.get(min(alive), {}).get(PT_ENABLE, "")).lower() == "true"
 
 
-def observation_of(r: Round, lineage: Lineage | None = None, partition_throttle: bool = False) -> Observation:
+def observation_of(r: Round, lineage: Lineage | None = None, partition_throttle: bool = False,
+                   audit_flows: tuple[AuditFlow, ...] = ()) -> Observation:
     """The throttle planner's input from one round (see the module docstring)."""
     reads = r.attributed_disk_reads
     by_topic: dict[str, list[Partition]] = defaultdict(list)
@@ -75,7 +79,7 @@ def observation_of(r: Round, lineage: Lineage | None = None, partition_throttle:
     snapshot = ClusterSnapshot(cluster=r.cluster, taken_at=r.collected.snapshot.taken_at, brokers=r.observed_brokers,
                                topics=tuple(Topic(name=n, partitions=tuple(ps)) for n, ps in by_topic.items()))
     return Observation(snapshot=snapshot, transfers=transfers_of(r), lineage=lineage or Lineage(),
-                       partition_throttle=partition_throttle, round_seq=r.seq)
+                       partition_throttle=partition_throttle, round_seq=r.seq, audit_flows=audit_flows)
 
 
 def lineage_of(shares: Mapping[ShareKey, Mapping[str, float]]) -> Lineage:
@@ -127,13 +131,15 @@ class RoundThrottleSource:
             if self._capable is None and r.observed_brokers:
                 self._capable = partition_throttle_capable(r)
             lineage = Lineage()
+            placed: tuple[AuditFlow, ...] = ()
             if self.audit is not None and any(t.name == self.audit.topic for t in r.collected.snapshot.topics):
                 try:
                     lineage = lineage_of(self.audit.poll())
+                    placed = audit_flows_of(self.audit.placed())
                 except Exception as exc:  # the audit topic is optional evidence: protect without it
                     log.warning("throttle %s: reading the audit topic failed: %s", self.cluster, exc)
                     self.audit.close()
-            return observation_of(r, lineage, bool(self._capable))
+            return observation_of(r, lineage, bool(self._capable), placed)
 
 
 def round_binding(rounds: LatestRound, bindings: ClusterBindings) -> Callable[[str, Mapping[str, Any]],
