@@ -29,10 +29,12 @@ from controlplane.api import (
     health,
     ids,
     maintenance,
+    migrations,
     plans,
     snapshots,
     throttles,
     tiered,
+    topics,
 )
 from controlplane.api.access import AccessRecorder
 from controlplane.api.errors import install_error_handlers
@@ -41,8 +43,8 @@ from controlplane.api.openapi import install_openapi
 from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
-ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, ids, actions, alerts, analytics,
-           anomalies, dashboard, tiered)
+ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, migrations, topics, throttles, ids, actions,
+           alerts, analytics, anomalies, dashboard, tiered)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from controlplane.executor.release import ReleaseError, recorded_replicas, restore_plan
 from domain import ClusterSnapshot, LoadBasis, Plan
 from planners.load_basis import LOAD_BASES, MODELLED_PEAK, WINDOW, ModelledLoad, describe, with_modelled_peaks
-from planners.registry import PLANNERS
+from planners.registry import PLANNERS, PROPOSERS, Proposal
 
 LoadModel = Callable[[str], ModelledLoad | None]
 """Port: cluster -> the latest traffic model's per-partition peak write rates (None: no model yet)."""
@@ -38,6 +39,44 @@ def load_snapshot(snapshot: ClusterSnapshot, basis: str, load_model: LoadModel |
         raise PlanRequestError(f"load_basis {MODELLED_PEAK!r}: no traffic model for cluster {snapshot.cluster!r} "
                                "(no ClickHouse on this node, or the traffic job has not run)")
     return with_modelled_peaks(snapshot, model)
+
+
+def make_proposal(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any], *,
+                  load_model: LoadModel | None = None) -> Proposal:
+    """Run proposer ``kind`` (:data:`planners.registry.PROPOSERS`: every planner kind, plus ``pool-grow`` and
+    ``migrate-idc``); errors and ``load_basis`` as :func:`make_plan`."""
+    proposer = PROPOSERS.get(kind)
+    if proposer is None:
+        raise PlanRequestError(f"unknown planner kind {kind!r}; known: {', '.join(sorted([*PROPOSERS, 'restore']))}")
+    rest = dict(params)
+    basis = rest.pop("load_basis", None)
+    record: LoadBasis | None = None
+    if basis is not None:
+        if not isinstance(basis, str):
+            raise PlanRequestError(f"parameter 'load_basis' must be a string, got {basis!r}")
+        snapshot, record = load_snapshot(snapshot, basis, load_model)
+    try:
+        proposal = proposer(snapshot, rest)
+    except (TypeError, ValueError) as exc:
+        raise PlanRequestError(f"{kind}: {exc}") from None
+    if record is None:
+        return proposal
+    return replace(proposal, plans=tuple(replace(p, load_basis=record, notes=(*p.notes, describe(record)))
+                                         for p in proposal.plans))
+
+
+def make_restore(snapshot: ClusterSnapshot, drain_execution: Mapping[str, Any]) -> tuple[
+        Plan, dict[tuple[str, int], tuple[int, ...]]]:
+    """The plan putting back what ``drain_execution`` (a finished drain's record) moved — replicas, log dirs
+    and leadership, as ``guardian exec restore`` does — and the replica sets it recorded, which the plan is
+    judged against (:func:`domain.check_plan`'s ``recorded``); :class:`PlanRequestError` when nothing can be
+    restored."""
+    existing = {(p.topic, p.partition) for t in snapshot.topics for p in t.partitions}
+    try:
+        plan, _, _ = restore_plan(snapshot.cluster, drain_execution, existing)
+    except ReleaseError as exc:
+        raise PlanRequestError(f"restore: {exc}") from None
+    return plan, recorded_replicas(drain_execution)
 
 
 def make_plan(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any], *,
