@@ -236,9 +236,9 @@ def execute_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator,
         raise ApiError(409, f"plan {plan_id} is {record['status']}; approve it before executing")
     if not read(ctx, lambda s: record["cluster"] in s["clusters"]):
         raise ApiError(409, f"plan {plan_id} is for cluster {record['cluster']!r}, which is no longer registered")
+    caps, options = execution_settings(body, ctx.executor.policy if ctx.executor is not None else None)
     if ctx.executor is None:
         raise ApiError(503, "no executor on this node")
-    caps, options = execution_settings(body, ctx.executor.policy)
     if record["status"] == "approved":
         apply_prerequisites(ctx, request, who, record)
     return start_execution(ctx, record, request, who, caps, options)
