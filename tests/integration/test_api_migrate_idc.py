@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from typer.testing import CliRunner
 
 from controlplane.bootstrap import Service, build_service
+from controlplane.cli.app import app as cli
 from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
@@ -220,4 +223,61 @@ def test_topic_create_uses_the_planned_assignment(sim: SimRunner, service: Servi
         assert sum(x in idcs["idc-a"] for x in replicas) == 2 and sum(x in idcs["idc-b"] for x in replicas) == 1
         assert replicas[0] in idcs["idc-a"]  # leaders in the IDC with the most replicas
     assert len({r[0] for r in planned.values()}) == 3  # leaders spread over idc-a's brokers
+    admin.close()
+
+
+@pytest.fixture()
+def served(service: Service) -> Iterator[str]:
+    """The service's app on a real port, its executor passing every 0.3 s (as ``guardian serve`` runs it)."""
+    (port,) = free_ports(1)
+    server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=port, log_level="warning"))
+    stop = threading.Event()
+
+    def passes() -> None:
+        while not stop.is_set():
+            service.ctx.executor.run_once()
+            stop.wait(0.3)
+
+    threads = [threading.Thread(target=server.run, daemon=True), threading.Thread(target=passes, daemon=True)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop.set()
+        server.should_exit = True
+        for t in threads:
+            t.join(10)
+
+
+def test_the_cli_creates_and_migrates_through_the_controller(sim: SimRunner, service: Service, served: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(sim), request_timeout_ms=20000)
+    idcs = idc_brokers(admin)
+    with TestClient(service.app) as client:
+        register_and_collect(client, service, sim)
+    runner = CliRunner()
+    created = runner.invoke(cli, ["topic", "create", "ledger", "-c", "east", "--partitions", "3", "--rf", "3",
+                                  "--expected-bytes-in-per-s", "3000000", "--placement", "idc-a=3",
+                                  "--url", served, "--token", TOKEN])
+    assert created.exit_code == 0, created.output
+    ledger = replicas_of(admin, "ledger")
+    assert all(set(r) <= set(idcs["idc-a"]) for r in ledger.values())
+    assignment = ",".join(":".join(map(str, ledger[p])) for p in sorted(ledger))
+    assert f"replica assignment: {assignment}" in created.stdout  # what the CLI printed is what the cluster has
+    for _ in range(2):  # the controller's snapshot knows the new topic
+        service.collection(service.ctx)
+        time.sleep(0.5)
+    moved = runner.invoke(cli, ["migrate-idc", "ledger", "--to", "idc-b=3", "-c", "east", "--url", served,
+                                "--token", TOKEN, "--interval", "0.3", "--throttle", "fixed:30MB"])
+    assert moved.exit_code == 0, moved.output
+    lines = moved.stdout.strip().splitlines()
+    assert lines[0].startswith("migration ") and "3 step(s)" in lines[0]
+    assert any("step 2/3" in line for line in lines) and lines[-1].endswith("completed")
+    assert all(set(r) <= set(idcs["idc-b"]) for r in replicas_of(admin, "ledger").values())
+    (m,) = [x for x in TestClient(service.app).get("/api/v1/migrations", headers=H).json() if "ledger" in x["topics"]]
+    assert m["options"]["throttle"] == {"mode": "fixed", "fixed_rate": 30e6}  # the CLI's flag, nothing else
     admin.close()
