@@ -73,10 +73,9 @@ def start_migration(ctx: Ctx, body: MigrationIn, request: Request, who: Operator
     if ctx.settings.approval.four_eyes:
         raise ApiError(409, "four-eyes rule: a one-command migration approves its own steps; propose them with "
                             "POST /api/v1/plans (kind migrate-idc) so another operator approves each")
-    if ctx.executor is None:
-        raise ApiError(503, "no executor on this node")
     snap = snapshot_or_409(ctx, body.cluster)
-    caps, options = execution_settings(ExecuteIn(caps=body.caps, throttle=body.throttle), ctx.executor.policy)
+    caps, options = execution_settings(ExecuteIn(caps=body.caps, throttle=body.throttle),
+                                       getattr(ctx.executor, "policy", None))
     params = body.model_dump(include={"placement", "topics", "pool", "min_insync", "max_bytes", "max_partitions",
                                       "capacity_headroom"}, exclude_none=True)
     try:
@@ -86,6 +85,8 @@ def start_migration(ctx: Ctx, body: MigrationIn, request: Request, who: Operator
     if not proposal.plans:
         raise ApiError(409, f"nothing to migrate: {sorted(proposal.placements)} already meet {body.placement}")
     checked_steps(proposal.snapshot, proposal.plans)
+    if ctx.executor is None:
+        raise ApiError(503, "no executor on this node")
     topics = sorted(proposal.placements)
     previous = read(ctx, lambda s: {t: s["clusters"][body.cluster]["placement"]["topics"].get(t) for t in topics})
     steps = propose_all(ctx, request, who, body.cluster, snap, proposal.plans, params, {})

@@ -236,7 +236,7 @@ def execute_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator,
         raise ApiError(409, f"plan {plan_id} is {record['status']}; approve it before executing")
     if not read(ctx, lambda s: record["cluster"] in s["clusters"]):
         raise ApiError(409, f"plan {plan_id} is for cluster {record['cluster']!r}, which is no longer registered")
-    caps, options = execution_settings(body, ctx.executor.policy if ctx.executor is not None else None)
+    caps, options = execution_settings(body, getattr(ctx.executor, "policy", None))
     if ctx.executor is None:
         raise ApiError(503, "no executor on this node")
     if record["status"] == "approved":

@@ -55,8 +55,6 @@ def create_topic(ctx: Ctx, body: TopicIn, request: Request, who: Operator) -> An
     snap = snapshot_or_409(ctx, body.cluster)
     if body.name in snap.index.topic_by_name:
         raise ApiError(409, f"topic {body.name!r} already exists on cluster {body.cluster!r}")
-    if ctx.executor is None:
-        raise ApiError(503, "no executor on this node (it holds the cluster's Kafka client)")
     placement = body.placement if body.placement is not None else read(
         ctx, lambda s: s["clusters"][body.cluster]["placement"]["topics"].get(body.name))
     request_ = NewTopic(name=body.name, partitions=body.partitions, replication_factor=body.replication_factor,
@@ -68,6 +66,8 @@ def create_topic(ctx: Ctx, body: TopicIn, request: Request, who: Operator) -> An
     except PlannerError as exc:
         raise ApiError(409, f"cannot place topic {body.name!r}: {exc}") from None
     assignment = {p.partition: list(p.replicas) for p in result.topic.partitions}
+    if ctx.executor is None:
+        raise ApiError(503, "no executor on this node (it holds the cluster's Kafka client)")
     try:
         admin = ctx.executor.executor(body.cluster).admin
         admin.create_topic(body.name, assignment, body.configs)

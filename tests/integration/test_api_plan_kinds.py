@@ -152,9 +152,14 @@ def test_openapi_documents_the_typed_kinds_and_the_new_routes(client: TestClient
     assert "400" in post["responses"] and "422" not in post["responses"]
 
 
-def test_a_migration_needs_an_executor_and_four_eyes_refuses_it(client: TestClient, ctx: ServiceContext) -> None:
-    body = {"cluster": "c1", "topics": ["t0"], "placement": {"idc-b": 3}}
-    assert client.post("/api/v1/migrations", headers=OP, json=body).status_code == 503
+def test_a_migration_needs_an_executor_and_four_eyes_refuses_it(client: TestClient, ctx: ServiceContext,
+                                                                snap: ClusterSnapshot) -> None:
+    topic = next(t for t in snap.topics if len(t.partitions[0].replicas) == 3 and t.pool == "shared")
+    body = {"cluster": "c1", "topics": [topic.name], "placement": {sorted({b.idc for b in snap.brokers})[-1]: 3}}
+    assert client.post("/api/v1/migrations", headers=OP, json={**body, "topics": ["nope"]}).status_code == 400
+    r = client.post("/api/v1/migrations", headers=OP, json=body)
+    assert r.status_code == 503 and "no executor" in r.json()["detail"]  # checked and planned; nothing recorded
+    assert client.get("/api/v1/plans", headers=OP).json() == []
     assert client.post("/api/v1/migrations", headers=OP, json={**body, "placement": {}}).status_code == 400
     ctx.settings.approval.four_eyes = True
     r = client.post("/api/v1/migrations", headers=OP, json=body)
