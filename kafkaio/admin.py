@@ -19,12 +19,12 @@ Cost: one admin request per call (per-broker requests go out concurrently inside
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kafka import TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType
-from kafka.errors import BrokerResponseError, NotControllerError, NotLeaderForPartitionError
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.errors import BrokerResponseError, NotControllerError, NotLeaderForPartitionError, TopicAlreadyExistsError
 from kafka.structs import TopicPartitionReplica
 
 from domain.throttles import (
@@ -35,7 +35,7 @@ from domain.throttles import (
 from kafkaio import topiclog
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import ClusterEndpoints
-from kafkaio.errors import AdminError
+from kafkaio.errors import AdminError, TopicExists
 from kafkaio.security import PLAINTEXT, SecuritySettings
 from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, PartitionMeta, Reassignment, ReplicaDir
 
@@ -314,6 +314,22 @@ class KafkaAdmin:
         errors = [(e.error_code, e.error_message) for e in resp.entries if e.error_code]
         if errors:
             raise AdminError(f"alter client quota {client_id}/{sorted(quotas)}: {errors}")
+
+    def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]],
+                     configs: Mapping[str, str] | None = None) -> None:
+        """CreateTopics with an explicit replica assignment (``kafka-topics --create --replica-assignment``)."""
+        spec = NewTopic(topic, -1, -1, replica_assignments={int(p): [int(b) for b in r] for p, r in assignment.items()},
+                        topic_configs=dict(configs or {}))
+
+        def write(a: Any) -> bool:
+            try:
+                a.create_topics([spec])
+            except TopicAlreadyExistsError:
+                return False
+            return True
+
+        if not self._call(f"creating topic {topic}", write):
+            raise TopicExists(f"topic {topic!r} already exists")
 
     # ------------------------------------------------------------------ a small log on the cluster
     def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:

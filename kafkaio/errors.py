@@ -19,6 +19,10 @@ class AdminError(RuntimeError):
     """A cluster call failed (unreachable, timed out, or a top-level Kafka error)."""
 
 
+class TopicExists(AdminError):
+    """CreateTopics answered TOPIC_ALREADY_EXISTS: nothing was created."""
+
+
 class KafkaSourceError(Exception):
     """Cluster metadata could not be read (the round has no topology)."""
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from domain.nearest_reads import READ_ONLY_KEYS as READ_ONLY_BROKER_KEYS
 from domain.throttles import BROKER_THROTTLE_KEYS, FOLLOWER_REPLICAS, LEADER_REPLICAS
-from kafkaio.errors import AdminError
+from kafkaio.errors import AdminError, TopicExists
 from kafkaio.port import KafkaCluster
 from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, LogRecord, PartitionMeta, Reassignment, ReplicaDir
 
@@ -547,6 +547,24 @@ class FakeKafkaCluster:
     @clock_ms.setter
     def clock_ms(self, value: int) -> None:
         self._clock[0] = int(value)
+
+    def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]],
+                     configs: Mapping[str, str] | None = None) -> None:
+        """A new topic with exactly ``assignment`` (partition -> replicas); ``TopicExists`` if it exists, an
+        ``AdminError`` (nothing created) for partitions not numbered 0..n-1 or an unknown or dead broker."""
+        self._enter("create_topic")
+        if topic in self.topics:
+            raise TopicExists(f"topic {topic!r} already exists")
+        parts = sorted(assignment)
+        if parts != list(range(len(parts))) or not parts:
+            raise AdminError(f"creating topic {topic} failed: InvalidReplicaAssignmentError (partitions {parts})")
+        bad = sorted({b for r in assignment.values() for b in r if b not in self.alive})
+        if bad or any(len(set(r)) != len(r) or not r for r in assignment.values()):
+            raise AdminError(f"creating topic {topic} failed: InvalidReplicaAssignmentError (brokers {bad})")
+        self.add_topic(topic, [list(assignment[p]) for p in parts])
+        if configs:
+            self.topic_cfg[topic] = dict(configs)
+        self.calls.append(("create_topic", (topic, {p: list(r) for p, r in assignment.items()})))
 
     def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:
         """Create the one-partition ``topic`` unless it exists (not a partition the executor sees)."""

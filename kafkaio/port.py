@@ -17,7 +17,7 @@ Cost: one request per call (per-broker requests go out concurrently in the real 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, ReplicaDir
@@ -84,6 +84,11 @@ class KafkaCluster(Protocol):
 
     def set_client_quotas(self, client_id: str, quotas: Mapping[str, float | None]) -> None:
         """Set (a rate) / remove (``None``) client-id quotas (``consumer_byte_rate``, ``producer_byte_rate``)."""
+
+    def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]],
+                     configs: Mapping[str, str] | None = None) -> None:
+        """CreateTopics with an explicit replica assignment (partition -> replicas, first = preferred leader);
+        :class:`~kafkaio.errors.TopicExists` when the topic exists, :class:`AdminError` on any other refusal."""
 
     # a small log kept on the cluster (the execution lease) ------------------------------------
     def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:

@@ -1,4 +1,6 @@
-"""Every single-plan planner behind one signature: ``(snapshot, params) -> Plan``, for the service layer.
+"""Every planner behind one signature: ``(snapshot, params) -> Plan`` (``PLANNERS``), and the kinds that
+need metadata changes or several plans behind ``(snapshot, params) -> Proposal`` (``PROPOSERS``: every
+kind of ``PLANNERS`` too), for the service layer.
 
 ``params`` is a plain JSON-like mapping (what an API request carries). Common bounds: ``max_bytes``,
 ``max_partitions`` (alias ``max_moves``), ``capacity_headroom``. Unknown or ill-typed parameters raise
@@ -8,13 +10,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from domain import ClusterSnapshot, Plan
 from planners.disk_balance import BalanceOptions, plan_rebalance
 from planners.drain import DrainOptions, plan_drain
+from planners.idc_migration import MigrationOptions, plan_idc_migration, select_topics, with_placement
 from planners.leaders import LeaderOptions, plan_leaders
-from planners.pool_resize import ResizeOptions, plan_pool_shrink
+from planners.pool_resize import ResizeOptions, plan_pool_grow, plan_pool_shrink
 from planners.preallocate import NewTopic, PreallocateOptions, plan_preallocation
 from planners.read_local import ReadLocalOptions, plan_read_local
 from planners.workspace import Bounds
@@ -136,6 +140,61 @@ def read_local(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
     return plan_read_local(snapshot, demand, ReadLocalOptions(bounds=bounds, threshold=threshold))
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """What a planner kind proposes: ``plans`` to run in order (each valid against the snapshot the previous
+    ones leave, the first against ``snapshot``) and the metadata changes that must be in force before the
+    first runs: ``pools`` (pool -> brokers moved into it) and ``placements`` (topic -> IDC policy).
+    ``snapshot`` is the input with those changes applied."""
+
+    plans: tuple[Plan, ...]
+    snapshot: ClusterSnapshot
+    pools: dict[str, list[int]] = field(default_factory=dict)
+    placements: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def prerequisites(self) -> dict[str, Any]:
+        """The metadata changes as recorded with a plan (empty members left out)."""
+        return {k: v for k, v in (("pools", self.pools), ("placements", self.placements)) if v}
+
+
+def pool_grow(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Proposal:
+    """Grow ``pool`` by ``count`` brokers of ``free_pool`` (default ``free``) and fill them; the brokers move
+    into the pool before the plan runs."""
+    p = dict(params)
+    bounds = _bounds(p)
+    pool = _take(p, "pool", str)
+    count = _take(p, "count", int)
+    free_pool = _take(p, "free_pool", str, "free")
+    _done(p)
+    if pool is None or count is None:
+        raise TypeError("parameters 'pool' and 'count' are required")
+    growth = plan_pool_grow(snapshot, pool, count, ResizeOptions(bounds=bounds, free_pool=free_pool))
+    return Proposal(plans=(growth.plan,), snapshot=growth.snapshot, pools={pool: list(growth.brokers)})
+
+
+def migrate_idc(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Proposal:
+    """Move ``topics`` (or every topic of ``pool``) to the IDC ``placement`` (IDC -> replicas) in steps that
+    keep ``min_insync`` (default 2) replicas in sync; the policy is set before step 1 runs."""
+    p = dict(params)
+    bounds = _bounds(p)
+    placement = _take(p, "placement", dict)
+    topics = _take(p, "topics", list, [])
+    pool = _take(p, "pool", str)
+    min_insync = _take(p, "min_insync", int, 2)
+    _done(p)
+    if not placement or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                for k, v in placement.items()):
+        raise TypeError("parameter 'placement' must be a non-empty object of IDC -> replica count")
+    if not all(isinstance(t, str) for t in topics):
+        raise TypeError("parameter 'topics' must be a list of topic names")
+    names = select_topics(snapshot, topics, pool)
+    steps = plan_idc_migration(snapshot, placement, names, None, MigrationOptions(bounds=bounds,
+                                                                                    min_insync=min_insync))
+    return Proposal(plans=tuple(steps), snapshot=with_placement(snapshot, names, placement),
+                    placements={name: dict(placement) for name in names})
+
+
 PLANNERS: dict[str, Planner] = {
     "rebalance": rebalance,
     "leaders": leaders,
@@ -144,5 +203,19 @@ PLANNERS: dict[str, Planner] = {
     "preallocate": preallocate,
     "read-local": read_local,
 }
-"""Planner kind -> planner. (Restore needs a recorded snapshot and IDC migration yields several
-steps: call :func:`planners.plan_restore` / :func:`planners.plan_idc_migration` directly.)"""
+"""Planner kind -> planner of one plan valid against the snapshot as it is. (Restore needs the drain's
+recorded placement: the service builds it from the drain's execution record,
+:func:`controlplane.service.planning.make_restore`.)"""
+
+
+def _single(planner: Planner) -> Callable[[ClusterSnapshot, Mapping[str, Any]], Proposal]:
+    return lambda snapshot, params: Proposal(plans=(planner(snapshot, params),), snapshot=snapshot)
+
+
+PROPOSERS: dict[str, Callable[[ClusterSnapshot, Mapping[str, Any]], Proposal]] = {
+    **{kind: _single(planner) for kind, planner in PLANNERS.items()},
+    "pool-grow": pool_grow,
+    "migrate-idc": migrate_idc,
+}
+"""Planner kind -> proposer: every kind of :data:`PLANNERS` plus those needing metadata changes first
+(``pool-grow``) or several plans (``migrate-idc``, one per step)."""

@@ -30,11 +30,13 @@ from controlplane.api import (
     ids,
     leased_lines,
     maintenance,
+    migrations,
     plans,
     read_local,
     snapshots,
     throttles,
     tiered,
+    topics,
 )
 from controlplane.api.access import AccessRecorder
 from controlplane.api.errors import install_error_handlers
@@ -43,8 +45,8 @@ from controlplane.api.openapi import install_openapi
 from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
-ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, throttles, leased_lines, ids, actions, alerts,
-           analytics, anomalies, dashboard, tiered, read_local)
+ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, migrations, topics, throttles, leased_lines,
+           ids, actions, alerts, analytics, anomalies, dashboard, tiered, read_local)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

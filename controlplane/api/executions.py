@@ -4,7 +4,8 @@ Goal: follow and control what the executor does on a cluster. Method: reads sele
 replicated state (task counts per state; bytes moved of bytes to move counted from the tasks by the one
 :func:`domain.execution.progress_json`, so list, detail and dashboard agree and never pass 100%);
 ``stop`` is one replicated ``execution.stop`` command that the leader's executor acts on in its next
-pass. Guarantee: 404 for an unknown execution before anything is proposed; stopping a finished
+pass; ``caps`` changes a running execution's concurrency caps (``execution.caps``, read by the executor every
+pass). Guarantee: 404 for an unknown execution before anything is proposed; stopping a finished
 execution changes nothing and says so (``changed: false``). Cost: O(tasks) per read; one Raft round trip per stop.
 """
 
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Body, Request
 
 from controlplane.api.deps import Ctx, Operator, Viewer, propose, read
 from controlplane.api.errors import ApiError
+from controlplane.api.plan_params import CapsIn
 from controlplane.api.schemas import StrictIn
 from controlplane.service.context import ServiceContext
 from domain.execution import progress_json
@@ -66,3 +68,13 @@ def stop_execution(ctx: Ctx, execution_id: int, request: Request, who: Operator,
     execution_or_404(ctx, execution_id)
     return propose(ctx, request, who, {"type": "execution.stop", "execution_id": execution_id,
                                        "rollback": bool(body and body.rollback)})
+
+
+@router.put("/api/v1/executions/{execution_id}/caps")
+def set_caps(ctx: Ctx, execution_id: int, body: CapsIn, request: Request, who: Operator) -> Any:
+    """Change the concurrency caps of an execution (``guardian exec caps`` for a service execution)."""
+    execution_or_404(ctx, execution_id)
+    caps = body.given()
+    if not caps:
+        raise ApiError(400, "$: give at least one of per_broker, per_disk, per_cluster")
+    return propose(ctx, request, who, {"type": "execution.caps", "execution_id": execution_id, "caps": caps})

@@ -1,7 +1,8 @@
-"""The CLI's client of a running service's API: one authenticated JSON GET, its errors as one message.
+"""The CLI's client of a running service's API: one authenticated JSON GET or POST, its errors as one message.
 
-Goal: commands that talk to a service (``guardian throttle``, ``guardian exec watch --url``) read it
-the same way. Method: ``urllib`` GET with a bearer token, the JSON body parsed; an HTTP error becomes
+Goal: commands that talk to a service (``guardian throttle``, ``guardian exec watch --url``,
+``guardian migrate-idc --url``, ``guardian topic create --url``) reach it the same way. Method: ``urllib``
+GET or POST (JSON body) with a bearer token, the JSON answer parsed; an HTTP error becomes
 :class:`ApiUnavailable` carrying the problem's ``detail``, a connection failure one naming the URL.
 Guarantee: no retry and no exit here — the command decides (exit on the first read, keep the last
 view while watching). Cost: one HTTP round trip (10 s timeout).
@@ -28,7 +29,19 @@ class ApiUnavailable(Exception):
 
 def get_json(url: str, token: str | None, cafile: str | None = None) -> Any:
     """GET ``url`` with ``token``; its JSON body (``cafile``: the CA to verify an https URL against)."""
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    return _send(urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {}), url,
+                 cafile)
+
+
+def post_json(url: str, token: str | None, body: Any, why: str = "", cafile: str | None = None) -> Any:
+    """POST ``body`` as JSON to ``url`` with ``token`` (``why``: the X-Guardian-Reason recorded); the answer."""
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {}),
+               **({"X-Guardian-Reason": why} if why else {})}
+    return _send(urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST"), url,
+                 cafile)
+
+
+def _send(req: urllib.request.Request, url: str, cafile: str | None = None) -> Any:
     context = ssl.create_default_context(cafile=cafile) if cafile else None
     try:
         with urllib.request.urlopen(req, timeout=10, context=context) as resp:

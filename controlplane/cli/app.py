@@ -1,7 +1,8 @@
 """``guardian``: the operator's command line, one module per command group. Every command has ``--help``.
 
 Goal: one root Typer app that mounts the groups (``plan``, ``schema``, ``sim``, ``snapshot``,
-``analytics``, ``throttle``, ``exec``, ``clusters``) and the top-level ``serve``/``cluster``/``token-hash`` commands.
+``analytics``, ``throttle``, ``exec``, ``clusters``, ``topic``) and the top-level ``serve``/``cluster``/``token-hash``/
+``migrate-idc`` commands.
 Method: each group lives in its own module of this package and exports its Typer app; the shared consoles,
 exit codes and rejected-input reporting are in :mod:`controlplane.cli.common`. The analytics commands
 (ClickHouse, PySpark) are mounted by a function so that heavy package is imported in one place only.
@@ -18,6 +19,7 @@ import typer
 from controlplane.cli.anomalies import anomalies_app
 from controlplane.cli.clusters import clusters_app
 from controlplane.cli.exec import exec_app
+from controlplane.cli.migrate import migrate_idc_cmd
 from controlplane.cli.plan import plan_app
 from controlplane.cli.read_local import clusters_app as _read_local_registered  # noqa: F401  (adds commands)
 from controlplane.cli.schema import schema_app
@@ -26,6 +28,7 @@ from controlplane.cli.sim import sim_app
 from controlplane.cli.snapshot import snapshot_app
 from controlplane.cli.throttle import throttle_app
 from controlplane.cli.tiered import tiered_app
+from controlplane.cli.topic import topic_app
 from controlplane.logs import LEVELS, setup_logging
 from domain.redaction import register_secret
 
@@ -42,6 +45,8 @@ app.add_typer(tiered_app, name="tiered")
 app.add_typer(exec_app, name="exec")
 app.add_typer(anomalies_app, name="anomalies")
 app.add_typer(clusters_app, name="clusters")
+app.add_typer(topic_app, name="topic")
+app.command("migrate-idc")(migrate_idc_cmd)
 app.command("serve")(serve_cmd)
 app.command("cluster")(cluster_cmd)
 app.command("token-hash")(token_hash)

@@ -69,6 +69,7 @@ from controlplane.executor.live import (
     main_dir,
 )
 from controlplane.executor.placement import Placement
+from controlplane.executor.settings import policy_for
 from controlplane.executor.submit import Submission, send
 from controlplane.executor.tasks import (
     DEFAULT_CAPS,
@@ -289,19 +290,23 @@ class Executor:
         return self._leased_start(begin)
 
     def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
-                       why: str = "approved plan executed", by: str | None = None) -> int:
+                       why: str = "approved plan executed", by: str | None = None,
+                       options: Mapping[str, Any] | None = None,
+                       batches: Mapping[tuple[str, int], int] | None = None,
+                       recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> int:
         """Start an execution of a plan already proposed and approved in the store (the service's path);
         ``by``: the human (token) who started it, recorded as the execution's ``started_by`` and in the
-        action log (default: this executor)."""
+        action log (default: this executor). ``options`` are recorded on the execution (e.g. ``throttle``
+        settings, :mod:`.settings`); ``batches`` and ``recorded`` as for :meth:`start` (a restore)."""
         digest = plan_digest(plan_to_dict(plan))
         active = self._check_idle(digest)
         if active is not None:
             return active
 
         def begin() -> int:
-            tasks, counts = self._prepare(plan, None)
-            options = {"keep_dead_sources": True} if plan.kind.startswith(HEALING_PREFIX) else None
-            return self._start_execution(plan_id, tasks, counts, digest, caps, options, why, by)
+            tasks, counts = self._prepare(plan, batches, recorded)
+            opts = {**({"keep_dead_sources": True} if plan.kind.startswith(HEALING_PREFIX) else {}), **(options or {})}
+            return self._start_execution(plan_id, tasks, counts, digest, caps, opts or None, why, by)
 
         return self._leased_start(begin)
 
@@ -414,6 +419,7 @@ class Executor:
             return None
         self.guard.take()  # another executor's lease: this pass does nothing (LeaseHeld)
         ex = Execution.from_json(doc)
+        self._use_policy(policy_for(self.config.throttle, ex.options))
         live = self.admin.live()
         working = ex.in_states(RUNNING_STATES)
         dir_brokers = set().union(*(involved_brokers(t) for t in working)) & set(live.alive) if working else set()
@@ -425,6 +431,12 @@ class Executor:
         self.placement.begin_pass(self.last_disks)
         self.copies.begin_pass(now)  # a fresh clock: interval rates are refilled by this pass's observations
         return _Pass(ex, live, dirs, now, TaskChanges(ex.tasks))
+
+    def _use_policy(self, policy: ThrottlePolicy) -> None:
+        """This pass's throttle policy: the executor's, with the execution's recorded settings over it
+        (:mod:`.settings`; read from the replicated record every pass, so they survive a failover)."""
+        self.throttles.policy = policy
+        self.placement.policy = policy
 
     def _clean_idle(self) -> None:
         """No active execution: remove this executor's leftover throttles of an earlier run (under the lease)
@@ -524,7 +536,7 @@ class Executor:
         the policy has one) and the throttled-replica entries they need per topic."""
         p.flows, lists = self.copies.flows(p.tasks, p.live, p.dirs, p.submit, self.ingress)
         network = None
-        if self.scraper is not None and self.config.throttle.nic_bytes_per_s:
+        if self.scraper is not None and self.throttles.policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
         return (self.throttles.rates(p.flows, p.now, self.last_disks, network) if p.flows else {}), lists
 

@@ -11,7 +11,7 @@ no "same IDC" and takes the least loaded target.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from controlplane.executor.live import ClusterFacts, declared_facts
@@ -94,12 +94,31 @@ def recorded_replicas(drain_execution: Mapping[str, Any]) -> dict[tuple[str, int
             if t["action"] == "reassign" and t["state"] == "COMPLETED"}
 
 
-def restore_plan(cluster: str, drain_execution: Mapping[str, Any], live: LiveCluster
+def drained_brokers(drain_execution: Mapping[str, Any]) -> list[int]:
+    """The brokers a drain emptied: recorded by ``exec drain``, else every broker its reassignments removed."""
+    recorded = drain_execution.get("options", {}).get("brokers")
+    if recorded:
+        return [int(b) for b in recorded]
+    removed: set[int] = set()
+    for t in drain_execution.get("tasks", {}).values():
+        if t["action"] == "reassign":
+            removed |= set(t["source_replicas"]) - set(t["target_replicas"])
+    return sorted(removed)
+
+
+def restore_plan(cluster: str, drain_execution: Mapping[str, Any],
+                 live: LiveCluster | Collection[tuple[str, int]]
                  ) -> tuple[Plan, dict[tuple[str, int], int], dict[str, Any]]:
-    """(plan, batch per partition, options) putting back replicas, log dirs and leaders a drain moved."""
+    """(plan, batch per partition, options) putting back replicas, log dirs and leaders a drain moved.
+
+    ``live``: the live cluster, or the partitions it has now (from a snapshot). A drain is an execution
+    ``exec drain`` started (``options.release``) or the execution of a ``drain`` plan (``options.kind``,
+    recorded by the service); without recorded leaders, the first recorded replica (the preferred
+    leader) leads again."""
     opts = drain_execution.get("options", {})
-    if opts.get("release") != KIND_DRAIN:
+    if opts.get("release") != KIND_DRAIN and opts.get("kind") != KIND_DRAIN:
         raise ReleaseError(f"execution {drain_execution.get('id')} is not a drain")
+    existing = live.partitions if isinstance(live, LiveCluster) else live
     original_leaders: Mapping[str, int] = opts.get("original_leaders", {})
     moves: list[PartitionMove] = []
     leaders: list[LeaderChange] = []
@@ -108,17 +127,17 @@ def restore_plan(cluster: str, drain_execution: Mapping[str, Any], live: LiveClu
         if t["action"] != "reassign" or t["state"] != "COMPLETED":
             continue
         tp = (t["topic"], t["partition"])
-        if tp not in live.partitions:
+        if tp not in existing:
             continue
         dirs = tuple(t["source_log_dirs"]) if t["source_log_dirs"] else (None,) * len(t["source_replicas"])
         moves.append(PartitionMove(tp[0], tp[1], tuple(t["source_replicas"]), dirs))
         batches[tp] = int(t["batch"])
-        lead = original_leaders.get(t["key"])
+        lead = original_leaders.get(t["key"], None if original_leaders else t["source_replicas"][0])
         if lead is not None and lead >= 0:
             leaders.append(LeaderChange(tp[0], tp[1], int(lead)))
     if not moves:
         raise ReleaseError(f"drain execution {drain_execution.get('id')} moved nothing that can be restored")
+    brokers = drained_brokers(drain_execution)
     plan = Plan(cluster=cluster, kind=KIND_RESTORE, moves=tuple(moves), leaders=tuple(leaders),
-                notes=(f"restore brokers {opts.get('brokers')} drained by execution {drain_execution.get('id')}",))
-    return plan, batches, {"release": KIND_RESTORE, "brokers": opts.get("brokers", []),
-                           "drain_execution": drain_execution.get("id")}
+                notes=(f"restore brokers {brokers} drained by execution {drain_execution.get('id')}",))
+    return plan, batches, {"release": KIND_RESTORE, "brokers": brokers, "drain_execution": drain_execution.get("id")}

@@ -1,7 +1,8 @@
 """The executor inside the service: one :class:`Executor` per registered cluster, on the Raft leader only.
 
 ``ExecutorService.start_approved(plan_id)`` is what an API endpoint calls to execute an approved plan;
-``run_once`` (or the background thread from ``start``) runs a reconcile pass for every cluster that has
+``run_once`` (or the background thread from ``start``) starts the next step of every multi-step migration
+whose previous step completed (:mod:`.migrations`), then runs a reconcile pass for every cluster that has
 an active execution or migration throttles left to clean. Followers do nothing: after a failover the
 new leader's passes pick every execution up from the replicated state (write-ahead task states make
 that safe).
@@ -27,8 +28,10 @@ from collectors.disk_rates import DiskLoad
 from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.lease import ExecutionLease, LeaseOwner, client_id, leftovers
 from controlplane.executor.live import FactsSource
+from controlplane.executor.migrations import MigrationDriver
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
+from controlplane.executor.release import KIND_RESTORE, ReleaseError, recorded_replicas, restore_plan
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.logs import cluster_scope
 from controlplane.state.commands import meta
@@ -79,6 +82,8 @@ class ExecutorService:
         self._thread: threading.Thread | None = None
         self.last: dict[str, PassReport] = {}
         self._leading = False
+        self.migrations = MigrationDriver(store, self.start_approved)
+        """Chains the steps of multi-step migrations (:mod:`.migrations`), once per loop, before the passes."""
 
     def executor(self, cluster: str) -> Executor:
         """The executor of ``cluster`` (created on first use). Raises KeyError for an unknown cluster."""
@@ -100,18 +105,34 @@ class ExecutorService:
         return self._executors[cluster]
 
     def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "",
-                       by: str | None = None) -> int:
+                       by: str | None = None, options: Mapping[str, Any] | None = None) -> int:
         """Execute an approved plan of the store; returns the execution id (idempotent while it runs).
-        ``by``: the human (token name) who started it, recorded on the execution and in the action log."""
+        ``by``: the human (token name) who started it, recorded on the execution and in the action log;
+        ``options``: recorded on the execution (e.g. ``throttle`` settings, :mod:`.settings`, or the
+        ``migration`` it is a step of). A ``restore`` plan (``params.drain_execution``) runs in the drain's
+        batches and is judged against the placement the drain recorded, as ``guardian exec restore`` is."""
         plan_rec = self.store.read(lambda s: json.loads(json.dumps(s["plans"].get(str(plan_id)))))
         if plan_rec is None:
             raise KeyError(f"unknown plan {plan_id}")
         if plan_rec["status"] == "executing" and plan_rec.get("execution_id"):
             return int(plan_rec["execution_id"])
         plan = parse_plan(json.dumps(plan_rec["plan"]))
+        opts: dict[str, Any] = {"kind": plan.kind, **(options or {})}
+        batches = recorded = None
+        drain_id = plan_rec.get("params", {}).get("drain_execution")
+        if plan.kind == KIND_RESTORE and drain_id is not None:
+            drain = self.store.read(lambda s: json.loads(json.dumps(s["executions"].get(str(drain_id)))))
+            if drain is None:
+                raise ReleaseError(f"drain execution {drain_id} is no longer recorded")
+            _, batches, release = restore_plan(plan_rec["cluster"], drain, {(m.topic, m.partition)
+                                                                            for m in plan.moves})
+            recorded = recorded_replicas(drain)
+            opts.update(release)
         try:
             return self.executor(plan_rec["cluster"]).start_approved(plan_id, plan, caps=caps,
-                                                                     why=why or f"execute plan {plan_id}", by=by)
+                                                                     why=why or f"execute plan {plan_id}", by=by,
+                                                                     options=opts, batches=batches,
+                                                                     recorded=recorded)
         except ExecutionConflict as exc:  # recorded: who asked, and why nothing started
             self.store.propose({"type": "execution.refused",
                                 "meta": meta(by or "executor", why or f"execute plan {plan_id}"),
@@ -140,6 +161,7 @@ class ExecutorService:
         self._passes += 1
         if self.sweep_every and self._passes % self.sweep_every == 1:
             self._sweep()
+        self.migrations.run_once()
         for cluster in self._clusters_needing_passes():
             with cluster_scope(cluster):
                 try:

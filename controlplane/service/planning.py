@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from controlplane.executor.release import ReleaseError, recorded_replicas, restore_plan
 from domain import ClusterSnapshot, LoadBasis, Plan
 from planners.load_basis import LOAD_BASES, MODELLED_PEAK, WINDOW, ModelledLoad, describe, with_modelled_peaks
-from planners.registry import PLANNERS
+from planners.registry import PLANNERS, PROPOSERS, Proposal
 
 LoadModel = Callable[[str], ModelledLoad | None]
 """Port: cluster -> the latest traffic model's per-partition peak write rates (None: no model yet)."""
@@ -64,17 +65,16 @@ def idc_refusal(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> str | N
             "declare broker.rack on the brokers and the cluster's rack_to_idc rule (or an idc per broker)")
 
 
-def make_plan(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any], *,
-              load_model: LoadModel | None = None) -> Plan:
-    """Run planner ``kind`` over ``snapshot``; :class:`PlanRequestError` for an unknown kind, bad params
-    or an impossible request (unknown broker or topic, unsatisfiable placement, an IDC placement on brokers
-    of unknown IDC: :func:`idc_refusal`).
-
-    With a ``load_basis`` parameter the plan is made on that basis and records it (see the module doc).
-    """
-    planner = PLANNERS.get(kind)
-    if planner is None:
-        raise PlanRequestError(f"unknown planner kind {kind!r}; known: {', '.join(sorted(PLANNERS))}")
+def make_proposal(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any], *,
+                  load_model: LoadModel | None = None) -> Proposal:
+    """Run proposer ``kind`` (:data:`planners.registry.PROPOSERS`: every planner kind, plus ``pool-grow`` and
+    ``migrate-idc``); :class:`PlanRequestError` for an unknown kind, bad params or an impossible request
+    (unknown broker or topic, unsatisfiable placement, an IDC placement on brokers of unknown IDC:
+    :func:`idc_refusal`). With a ``load_basis`` parameter the plans are made on that basis and record it
+    (see the module doc)."""
+    proposer = PROPOSERS.get(kind)
+    if proposer is None:
+        raise PlanRequestError(f"unknown planner kind {kind!r}; known: {', '.join(sorted([*PROPOSERS, 'restore']))}")
     refused = idc_refusal(snapshot, params)
     if refused is not None:
         raise PlanRequestError(refused)
@@ -86,9 +86,33 @@ def make_plan(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any], *
             raise PlanRequestError(f"parameter 'load_basis' must be a string, got {basis!r}")
         snapshot, record = load_snapshot(snapshot, basis, load_model)
     try:
-        plan = planner(snapshot, rest)
+        proposal = proposer(snapshot, rest)
     except (TypeError, ValueError) as exc:
         raise PlanRequestError(f"{kind}: {exc}") from None
     if record is None:
-        return plan
-    return replace(plan, load_basis=record, notes=(*plan.notes, describe(record)))
+        return proposal
+    return replace(proposal, plans=tuple(replace(p, load_basis=record, notes=(*p.notes, describe(record)))
+                                         for p in proposal.plans))
+
+
+def make_restore(snapshot: ClusterSnapshot, drain_execution: Mapping[str, Any]) -> tuple[
+        Plan, dict[tuple[str, int], tuple[int, ...]]]:
+    """The plan putting back what ``drain_execution`` (a finished drain's record) moved — replicas, log dirs
+    and leadership, as ``guardian exec restore`` does — and the replica sets it recorded, which the plan is
+    judged against (:func:`domain.check_plan`'s ``recorded``); :class:`PlanRequestError` when nothing can be
+    restored."""
+    existing = {(p.topic, p.partition) for t in snapshot.topics for p in t.partitions}
+    try:
+        plan, _, _ = restore_plan(snapshot.cluster, drain_execution, existing)
+    except ReleaseError as exc:
+        raise PlanRequestError(f"restore: {exc}") from None
+    return plan, recorded_replicas(drain_execution)
+
+
+def make_plan(snapshot: ClusterSnapshot, kind: str, params: Mapping[str, Any], *,
+              load_model: LoadModel | None = None) -> Plan:
+    """The one plan of planner ``kind`` (:data:`planners.registry.PLANNERS`) over ``snapshot``, as
+    :func:`make_proposal` makes it."""
+    if kind not in PLANNERS:
+        raise PlanRequestError(f"unknown planner kind {kind!r}; known: {', '.join(sorted(PLANNERS))}")
+    return make_proposal(snapshot, kind, params, load_model=load_model).plans[0]

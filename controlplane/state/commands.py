@@ -124,6 +124,12 @@ class PlanPropose(_Cmd):
     kind: Name
     plan: dict[str, Any]
     snapshot_taken_at: AwareDatetime | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The planner parameters the plan was made with (recorded for audit and for execution: a drain's
+    brokers, a restore's drain execution)."""
+    prerequisites: dict[str, Any] = Field(default_factory=dict)
+    """Metadata changes the plan needs in force before it runs (``pools``: pool -> brokers moved into it,
+    ``placements``: topic -> IDC placement policy); applied when it is executed."""
 
 
 class PlanDecide(_Cmd):
@@ -201,6 +207,48 @@ class ExecutionRefused(_Cmd):
     reason: Annotated[str, Field(max_length=4000)]
 
 
+class MigrationStart(_Cmd):
+    """A multi-step migration (a parent record): its step plans (approved) run one after another, each as
+    an ordinary execution started by the leader's executor once the previous step completed."""
+
+    type: Literal["migration.start"]
+    meta: Meta
+    cluster: Name
+    kind: Name = "migrate-idc"
+    topics: Annotated[list[Name], Field(min_length=1)]
+    placement: dict[Name, Annotated[int, Field(ge=1, le=16)]]
+    previous_placement: dict[Name, dict[Name, Annotated[int, Field(ge=1, le=16)]] | None] = Field(
+        default_factory=dict)
+    steps: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
+    caps: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class MigrationUpdate(_Cmd):
+    """``migration.step``: the current step (and the execution running it); ``migration.finish``: the end
+    (``status``); ``migration.stop``: the operator stops it (no further step starts)."""
+
+    type: Literal["migration.step", "migration.finish", "migration.stop"]
+    meta: Meta
+    migration_id: Annotated[int, Field(ge=1)]
+    step: Annotated[int, Field(ge=0)] | None = None
+    execution_id: Annotated[int, Field(ge=1)] | None = None
+    status: Literal["completed", "failed", "stopped"] | None = None
+
+
+class TopicCreated(_Cmd):
+    """A topic Guardian created with a pre-allocated assignment: nothing changes but the action log."""
+
+    type: Literal["topic.created"]
+    meta: Meta
+    cluster: Name
+    topic: Name
+    partitions: Annotated[int, Field(ge=1)]
+    replication_factor: Annotated[int, Field(ge=1)]
+    assignment: dict[str, list[BrokerId]]
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
 class ThrottleSet(_Cmd):
     type: Literal["throttle.set"]
     meta: Meta
@@ -236,7 +284,7 @@ class AllocateIds(_Cmd):
 COMMANDS: dict[str, type[_Cmd]] = {}
 for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
                ExecutionStart, ExecutionTasks, ExecutionControl, ExecutionProgress, ThrottleSet, ThrottleClear,
-               MaintenanceSet, AllocateIds, ExecutionRefused):
+               MaintenanceSet, AllocateIds, ExecutionRefused, MigrationStart, MigrationUpdate, TopicCreated):
     for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]
         COMMANDS[_literal] = _model
 COMMANDS["cluster.topology"] = ClusterTopology

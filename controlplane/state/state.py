@@ -30,6 +30,8 @@ from controlplane.state.commands import (
     ExecutionStart,
     ExecutionTasks,
     MaintenanceSet,
+    MigrationStart,
+    MigrationUpdate,
     PlacementSet,
     PlanDecide,
     PlanExpire,
@@ -38,6 +40,7 @@ from controlplane.state.commands import (
     SelfHealingSet,
     ThrottleClear,
     ThrottleSet,
+    TopicCreated,
     parse_command,
 )
 from controlplane.state.registration import TOPOLOGY_KEYS
@@ -94,7 +97,7 @@ class GuardianState:
         self.state["log_seq"] += 1
         meta = command["meta"]
         subject = {k: command[k] for k in ("name", "cluster", "plan_id", "execution_id", "key", "broker", "topic",
-                                           "anomaly_id") if k in command}
+                                           "anomaly_id", "migration_id") if k in command}
         self.state["actions"].append({"seq": self.state["log_seq"], "at": meta["at"], "who": meta["who"],
                                       "why": meta.get("why", ""), "type": command["type"], "subject": subject,
                                       "result": result if isinstance(result, dict) else {"value": result}})
@@ -221,6 +224,8 @@ class GuardianState:
             "proposed_by": cmd.meta.who, "proposed_at": cmd.meta.at.isoformat(), "why": cmd.meta.why,
             "snapshot_taken_at": cmd.snapshot_taken_at.isoformat() if cmd.snapshot_taken_at else None,
             "decided_by": None, "execution_id": None,
+            **({"params": dict(cmd.params)} if cmd.params else {}),
+            **({"prerequisites": dict(cmd.prerequisites)} if cmd.prerequisites else {}),
         }
         return {"plan_id": plan_id, "status": "proposed"}
 
@@ -345,6 +350,68 @@ class GuardianState:
         return {"refused": True, "plan_id": cmd.plan_id, "reason": cmd.reason}
 
     # ------------------------------------------------------------------ throttles
+    # ------------------------------------------------------------------ migrations (chained executions)
+    def _migration(self, migration_id: int) -> JsonDict:
+        migration = self.state.setdefault("migrations", {}).get(str(migration_id))
+        if migration is None:
+            raise CommandRejected(f"unknown migration {migration_id}")
+        return dict(migration)
+
+    def _migration_start(self, cmd: MigrationStart) -> JsonDict:
+        self._cluster(cmd.cluster)
+        migrations = self.state.setdefault("migrations", {})
+        busy = [m["id"] for m in migrations.values() if m["cluster"] == cmd.cluster and m["status"] == "running"]
+        if busy:
+            raise CommandRejected(f"cluster {cmd.cluster!r} already runs migration {busy[0]}; stop it first")
+        for plan_id in cmd.steps:
+            plan = self._plan(plan_id)
+            if plan["cluster"] != cmd.cluster or plan["status"] != "approved":
+                raise CommandRejected(f"step plan {plan_id} is {plan['status']} on cluster {plan['cluster']!r}; "
+                                      f"every step must be an approved plan of {cmd.cluster!r}")
+        migration_id = self._allocate()
+        migrations[str(migration_id)] = {
+            "id": migration_id, "cluster": cmd.cluster, "kind": cmd.kind, "topics": list(cmd.topics),
+            "placement": dict(cmd.placement), "previous_placement": copy.deepcopy(cmd.previous_placement),
+            "steps": list(cmd.steps), "step": 0, "executions": [], "status": "running",
+            "started_by": cmd.meta.who, "started_at": cmd.meta.at.isoformat(), "finished_at": None, "reason": "",
+            "caps": dict(cmd.caps), "options": copy.deepcopy(cmd.options)}
+        return {"migration_id": migration_id, "steps": len(cmd.steps), "status": "running"}
+
+    def _migration_step(self, cmd: MigrationUpdate) -> JsonDict:
+        migration = self._migration(cmd.migration_id)
+        if migration["status"] != "running":
+            return {"migration_id": cmd.migration_id, "status": migration["status"], "changed": False}
+        step = migration["step"] if cmd.step is None else cmd.step
+        if step >= len(migration["steps"]):
+            raise CommandRejected(f"migration {cmd.migration_id} has {len(migration['steps'])} steps, no step {step}")
+        executions = list(migration["executions"])
+        if cmd.execution_id is not None:
+            executions = executions[:step] + [None] * (step - len(executions)) + [cmd.execution_id]
+        migration.update(step=step, executions=executions)
+        self.state["migrations"][str(cmd.migration_id)] = migration
+        return {"migration_id": cmd.migration_id, "step": step, "execution_id": cmd.execution_id, "changed": True}
+
+    def _migration_stop(self, cmd: MigrationUpdate) -> JsonDict:
+        return self._migration_end(cmd, "stopped")
+
+    def _migration_finish(self, cmd: MigrationUpdate) -> JsonDict:
+        if cmd.status is None:
+            raise CommandRejected("$.status: required to finish a migration")
+        return self._migration_end(cmd, cmd.status)
+
+    def _migration_end(self, cmd: MigrationUpdate, status: str) -> JsonDict:
+        migration = self._migration(cmd.migration_id)
+        if migration["status"] != "running":
+            return {"migration_id": cmd.migration_id, "status": migration["status"], "changed": False}
+        migration.update(status=status, finished_at=cmd.meta.at.isoformat(), reason=cmd.meta.why)
+        self.state["migrations"][str(cmd.migration_id)] = migration
+        return {"migration_id": cmd.migration_id, "status": status, "changed": True}
+
+    def _topic_created(self, cmd: TopicCreated) -> JsonDict:
+        self._cluster(cmd.cluster)
+        return {"cluster": cmd.cluster, "topic": cmd.topic, "partitions": cmd.partitions,
+                "replication_factor": cmd.replication_factor}
+
     def _throttle_set(self, cmd: ThrottleSet) -> JsonDict:
         self._cluster(cmd.cluster)
         throttles = self.state["throttles"].setdefault(cmd.cluster, {})

@@ -6,6 +6,7 @@ import pytest
 
 from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE
 from kafkaio.admin import AdminError
+from kafkaio.errors import TopicExists
 from kafkaio.fake import ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, FakeKafkaCluster
 
 GB = 1_000_000_000
@@ -149,3 +150,17 @@ def test_a_broker_that_times_out_fails_every_call_that_needs_it() -> None:
         with pytest.raises(AdminError, match="did not answer"):
             call()
     assert fake.log_dirs([1, 2])  # the others still answer
+
+
+def test_create_topic_takes_the_assignment_exactly_and_refuses_what_kafka_refuses() -> None:
+    fake = FakeKafkaCluster({b: ("/d1",) for b in (1, 2, 3)})
+    fake.create_topic("new", {0: [2, 3], 1: [3, 1]}, {"retention.ms": "1000"})
+    live = fake.live()
+    assert [live.partitions[("new", p)].replicas for p in (0, 1)] == [(2, 3), (3, 1)]
+    assert live.partitions[("new", 0)].leader == 2 and fake.topic_cfg["new"] == {"retention.ms": "1000"}
+    with pytest.raises(TopicExists):
+        fake.create_topic("new", {0: [1]})
+    for bad in ({1: [1]}, {0: [1, 9]}, {0: [1, 1]}):
+        with pytest.raises(AdminError):
+            fake.create_topic("bad", bad)
+    assert "bad" not in fake.live().topic_sizes

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from domain import check_plan
+from domain import apply_plan, check_plan
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import PlannerError
-from planners.registry import PLANNERS
+from planners.registry import PLANNERS, PROPOSERS
 
 SNAP = generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=3, partitions=200, seed=2,
                                        pools={"shared": 0.75, "free": 0.25}))
@@ -52,3 +52,27 @@ def test_bad_parameters_are_type_errors(kind: str, params: dict[str, object]) ->
 def test_impossible_requests_are_planner_errors() -> None:
     with pytest.raises(PlannerError):
         PLANNERS["drain"](SNAP, {"brokers": [999]})
+
+
+def test_every_planner_kind_is_a_proposer_and_pool_grow_needs_its_brokers_moved_first() -> None:
+    assert set(PLANNERS) < set(PROPOSERS) and {"pool-grow", "migrate-idc"} <= set(PROPOSERS)
+    grown = PROPOSERS["pool-grow"](SNAP, {"pool": "shared", "count": 2})
+    (plan,) = grown.plans
+    moved = grown.pools["shared"]
+    assert len(moved) == 2 and all(SNAP.index.broker_by_id[b].pool == "free" for b in moved)
+    assert check_plan(grown.snapshot, plan) == []  # valid once the brokers are in the pool ...
+    assert check_plan(SNAP, plan) != []  # ... and not before, which is why they are a prerequisite
+    assert grown.prerequisites == {"pools": {"shared": moved}}
+
+
+def test_migrate_idc_proposes_steps_each_valid_after_the_previous() -> None:
+    topic = next(t for t in SNAP.topics if len(t.partitions[0].replicas) == 3)
+    target = sorted({b.idc for b in SNAP.brokers})[-1]
+    proposal = PROPOSERS["migrate-idc"](SNAP, {"topics": [topic.name], "placement": {target: 3}})
+    assert proposal.placements == {topic.name: {target: 3}} and len(proposal.plans) == 3
+    current = proposal.snapshot
+    for step in proposal.plans:
+        assert step.kind == "migrate-idc" and check_plan(current, step) == []
+        current = apply_plan(current, step)
+    with pytest.raises(TypeError, match="placement"):
+        PROPOSERS["migrate-idc"](SNAP, {"topics": [topic.name], "placement": {target: "3"}})

@@ -1,0 +1,131 @@
+"""Typed request members shared by the plan, migration and execution routes.
+
+Goal: every planner kind's parameters and every execution setting checked before anything is planned
+or proposed, with a 400 naming the bad field. Method: pydantic models on :class:`StrictIn` —
+``params`` of the kinds ``restore``, ``pool-grow`` and ``migrate-idc`` (:data:`PARAMS_BY_KIND`; the older
+kinds keep the registry's own checks), the concurrency caps and the migration throttle an execution runs
+under (the options of ``guardian exec run``: :class:`CapsIn`, :class:`ThrottleIn`). :func:`checked`
+validates a plain object against a model and turns each error into a problem at its JSON path under a
+prefix (``$.params.count``); :func:`execution_settings` normalises the settings as the executor records
+them (:mod:`controlplane.executor.settings`). Guarantee: what passes here builds a valid plan request or
+throttle policy. Cost: pydantic-core validation, linear in the body.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from controlplane.api.errors import ApiError
+from controlplane.api.schemas import Name, StrictIn, int_in
+from controlplane.executor.settings import SettingsError, throttle_settings
+from controlplane.executor.throttle import ThrottlePolicy
+from domain.errors import json_path
+
+Rate = Annotated[float | str, Field(description="bytes/s: a number, or text such as '50MB', '1.5G', '800k'")]
+
+
+class BoundsParams(StrictIn):
+    """Bounds every planner kind takes."""
+
+    max_bytes: int_in(0, 2**62, "most bytes one plan (step) copies") | None = None  # type: ignore[valid-type]
+    max_partitions: int_in(0, 10**7, "most partitions one plan (step) moves") | None = None  # type: ignore[valid-type]
+    max_moves: int_in(0, 10**7, "alias of max_partitions") | None = None  # type: ignore[valid-type]
+    capacity_headroom: Annotated[float, Field(ge=0, lt=1, description="fraction of each disk kept free")] = 0.10
+    load_basis: Literal["window", "modelled_peak"] | None = None
+
+
+class RestoreParams(StrictIn):
+    """``restore``: put back what a drain moved, judged against the placement the drain recorded."""
+
+    drain_execution: int_in(1, 2**62, "the drain execution to undo (default: the cluster's latest finished "  # type: ignore[valid-type]
+                                      "drain)") | None = None
+
+
+class PoolGrowParams(BoundsParams):
+    """``pool-grow``: take ``count`` brokers of ``free_pool`` into ``pool`` and fill them."""
+
+    pool: Name
+    count: int_in(1, 10_000, "brokers to take from the free pool")  # type: ignore[valid-type]
+    free_pool: Name = "free"
+
+
+class MigrateIdcParams(BoundsParams):
+    """``migrate-idc``: move ``topics`` (or every topic of ``pool``) to the IDC ``placement`` in steps."""
+
+    placement: Annotated[dict[Name, int_in(1, 16)], Field(min_length=1,  # type: ignore[valid-type]
+                                                          description="IDC -> replicas required there")]
+    topics: list[Name] = Field(default_factory=list)
+    pool: Name | None = None
+    min_insync: int_in(1, 16, "in-sync replicas every partition keeps at every instant") = 2  # type: ignore[valid-type]
+
+
+PARAMS_BY_KIND: dict[str, type[StrictIn]] = {"restore": RestoreParams, "pool-grow": PoolGrowParams,
+                                              "migrate-idc": MigrateIdcParams}
+"""Kinds whose ``params`` are checked here (400 naming ``$.params.<field>``)."""
+
+
+class CapsIn(StrictIn):
+    """Concurrency caps (``exec run --per-broker/--per-disk/--per-cluster``)."""
+
+    per_broker: int_in(1, 10_000, "concurrent moves per broker") | None = None  # type: ignore[valid-type]
+    per_disk: int_in(1, 10_000, "concurrent moves per disk") | None = None  # type: ignore[valid-type]
+    per_cluster: int_in(1, 1_000_000, "concurrent moves in the cluster") | None = None  # type: ignore[valid-type]
+
+    def given(self) -> dict[str, int]:
+        """The caps set (an unset one keeps the executor's default)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class ThrottleIn(StrictIn):
+    """The migration throttle (``exec run --throttle/--util-threshold/--floor/--ceiling/--initial/--schedule/
+    --nic``); unset members keep the controller's configured policy."""
+
+    mode: Literal["adaptive", "fixed"] | None = None
+    fixed_rate: Rate | None = None
+    util_threshold: Annotated[float, Field(ge=0.05, le=1.0, description="adaptive: keep disks under this util")] | \
+        None = None
+    floor: Rate | None = None
+    ceiling: Rate | None = None
+    initial: Rate | None = None
+    schedule: Annotated[str, Field(max_length=2000, description="time-of-day ceilings (UTC), e.g. "
+                                                                  "'22:00-06:00=200MB,06:00-22:00=40MB'")] | None = None
+    nic_bytes_per_s: Rate | None = None
+
+
+class ExecuteIn(StrictIn):
+    """How to execute: caps and throttle, recorded on the execution (they survive a failover)."""
+
+    caps: CapsIn | None = None
+    throttle: ThrottleIn | None = None
+
+
+def checked(model: type[BaseModel], data: Any, prefix: tuple[str, ...]) -> Any:
+    """``data`` validated by ``model``; a 400 problem naming each bad field under ``prefix``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [{"path": json_path([*prefix, *e["loc"]]), "message": e["msg"]}
+                    for e in exc.errors(include_url=False)]
+        raise ApiError(400, "; ".join(f"{p['path']}: {p['message']}" for p in problems), problems=problems) from None
+
+
+def execution_settings(body: ExecuteIn | None, base: ThrottlePolicy | None, prefix: tuple[str, ...] = ()
+                       ) -> tuple[dict[str, int], dict[str, Any]]:
+    """(caps, execution options) from ``body``; the throttle checked against the executor's policy ``base``
+    (400 naming ``$.throttle.<key>`` when, e.g., the floor would exceed the ceiling)."""
+    if body is None:
+        return {}, {}
+    caps = body.caps.given() if body.caps is not None else {}
+    if body.throttle is None:
+        return caps, {}
+    given = {k: v for k, v in body.throttle.model_dump().items() if v is not None}
+    try:
+        settings = throttle_settings(given, base)
+    except SettingsError as exc:
+        key = str(exc).split(":", 1)[0]
+        path = json_path([*prefix, "throttle", *([key] if key in given else [])])
+        raise ApiError(400, f"{path}: {str(exc).split(': ', 1)[-1]}",
+                       problems=[{"path": path, "message": str(exc)}]) from None
+    return caps, ({"throttle": settings} if settings else {})
