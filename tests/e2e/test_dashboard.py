@@ -28,7 +28,7 @@ from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import register_fields, start_sim
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
@@ -89,8 +89,7 @@ def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controller]
         for name in ("east", "west"):
             c = sim.endpoints["clusters"][name]
             ctx.store.propose({"type": "cluster.register", "meta": meta("admin"), "name": name,
-                               "bootstrap_servers": c["bootstrap_servers"].split(","),
-                               "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]}})
+                               **register_fields(c)})
         svc.scheduler.start()
         snap = wait_for(lambda: ctx.snapshots.get("east"), 40, "a usable round of east")
         wait_for(lambda: ctx.snapshots.get("west"), 20, "a usable round of west")

@@ -37,7 +37,7 @@ from controlplane.state.commands import meta
 from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import register_fields, start_sim
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,9 +176,9 @@ def api_post(base: str, path: str, body: dict[str, Any] | None = None) -> Any:
 
 
 def prometheus_config(controller: str, sim: SimRunner) -> dict[str, Any]:
-    brokers = [{"targets": [urllib.parse.urlsplit(b["metrics_url"]).netloc],
-                "labels": {"cluster": name, "broker": str(b["id"])}}
-               for name, c in sim.endpoints["clusters"].items() for b in c["brokers"]]
+    brokers = [{"targets": [urllib.parse.urlsplit(m["url"]).netloc],
+                "labels": {"cluster": name, "broker": str(b["id"]), "exporter": m["kind"]}}
+               for name, c in sim.endpoints["clusters"].items() for b in c["brokers"] for m in b["metrics"]]
     return {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
             "rule_files": [str(RULES)],
             "scrape_configs": [{"job_name": "guardian", "static_configs": [{"targets": [controller]}]},
@@ -219,8 +219,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         for name in ("east", "west"):
             c = sim.endpoints["clusters"][name]
             ctx.store.propose({"type": "cluster.register", "meta": meta("admin"), "name": name,
-                               "bootstrap_servers": c["bootstrap_servers"].split(","),
-                               "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]}})
+                               **register_fields(c)})
         svc.scheduler.start()
         snap = wait_for(lambda: ctx.snapshots.get("east"), 40, "a usable round of east")
         wait_for(lambda: ctx.snapshots.get("west"), 20, "a usable round of west")

@@ -22,7 +22,7 @@ from controlplane.state.store import LocalStateStore
 from domain.lease import LEASE_TOPIC
 from raft.localcluster import free_ports
 from tests.integration.executor_support import Sim
-from tests.integration.kafkasim_support import http_json
+from tests.integration.kafkasim_support import http_json, register_fields
 
 
 def make_service(tmp_path: Path, collect_s: float = 1.0) -> Service:
@@ -66,8 +66,7 @@ def start(sim: Sim, service: Service, grace_s: float, enabled: bool = True, **he
     """Register ``c1``, set its self-healing, start the loops, wait for a first usable round."""
     ctx = service.ctx
     ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": "c1",
-                       "bootstrap_servers": sim.cluster.bootstrap_servers.split(","),
-                       "metrics_urls": {str(b.id): b.metrics_url for b in sim.cluster.brokers}})
+                       **register_fields(sim.endpoints["clusters"]["c1"])})
     ctx.store.propose({"type": "cluster.self_healing", "meta": meta("test"), "name": "c1", "enabled": enabled,
                        "grace_s": grace_s, **healing})
     service.scheduler.start()

@@ -26,7 +26,7 @@ from controlplane.cli.app import app as cli
 from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import register_fields, start_sim
 
 TOKEN = "idc-operator"
 H = {"Authorization": f"Bearer {TOKEN}", "X-Guardian-Reason": "move payments to idc-b"}
@@ -83,8 +83,7 @@ def replicas_of(admin: KafkaAdminClient, topic: str) -> dict[int, list[int]]:
 def register_and_collect(client: TestClient, service: Service, sim: SimRunner) -> None:
     east = sim.endpoints["clusters"]["east"]
     r = client.post("/api/v1/clusters", headers=H, json={
-        "name": "east", "bootstrap_servers": east["bootstrap_servers"].split(","),
-        "brokers": [{"id": b["id"], "idc": b["idc"], "metrics": [b["metrics_url"]]} for b in east["brokers"]]})
+        "name": "east", **register_fields(east)})
     assert r.status_code == 201, r.text
     for _ in range(3):
         service.collection(service.ctx)

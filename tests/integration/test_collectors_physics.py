@@ -1,7 +1,7 @@
 """Rates bounded by physics and lag beyond the log start, on kafkasim over real HTTP (issue 16, item 10).
 
-* A one-off +1e15 jump of one partition's bytes-in counter (served by a proxy in front of the leader's
-  metrics endpoint) used to become 65.9 TB/s and a max estimated util of 32,955; now the sample is refused
+* A one-off +1e15 jump of a topic's bytes-in counter (served by a proxy in front of the leader's JMX
+  exporter) used to become 65.9 TB/s and a max estimated util of 32,955; now the sample is refused
   (``exceeds_hardware`` in the round's coverage) and the next round measures the true rate again.
 * A consumer lagging further than the retained log (its position below the log start) used to be
   estimated at 0 disk reads while kafkasim's disk served it at 50 MB/s.
@@ -25,13 +25,12 @@ JUMP = 1e15
 
 
 class JumpProxy:
-    """Serves a metrics URL with ``JUMP`` added to one partition's bytes-in counter once ``armed``."""
+    """Serves a JMX exporter URL with ``JUMP`` added to one topic's bytes-in counter once ``armed``."""
 
-    def __init__(self, target: str, topic: str, partition: int) -> None:
+    def __init__(self, target: str, topic: str) -> None:
         self.armed = False
         proxy = self
-        needle = f'topic="{topic}"'
-        part = f'partition="{partition}"'
+        needle = f'kafka_server_brokertopicmetrics_bytesin_total{{topic="{topic}"}} '
 
         class H(BaseHTTPRequestHandler):
             def log_message(self, *a: Any) -> None:
@@ -42,10 +41,9 @@ class JumpProxy:
                 if proxy.armed:
                     lines = []
                     for line in text.splitlines():
-                        if (line.startswith("kafka_server_brokertopicpartitionmetrics_bytesin_total{")
-                                and needle in line and part in line):
-                            key, _, val = line.rpartition(" ")
-                            line = f"{key} {float(val) + JUMP!r}"
+                        if line.startswith(needle):  # name{labels} value [timestamp]
+                            fields = line[len(needle):].split()
+                            line = needle + " ".join([repr(float(fields[0]) + JUMP), *fields[1:]])
                         lines.append(line)
                     text = "\n".join(lines) + "\n"
                 body = text.encode()
@@ -76,8 +74,8 @@ def sim() -> Iterator[Sim]:
 def test_a_counter_jump_beyond_the_nic_is_refused_and_counted(sim: Sim) -> None:
     leader = sim.topology()[("orders", 0)]["leader"]
     eps = sim.endpoints()
-    target = next(b.metrics_url for b in eps.brokers if b.id == leader)
-    proxy = JumpProxy(str(target), "orders", 0)
+    target = next(m.url for b in eps.brokers if b.id == leader for m in b.metrics if m.kind == "jmx")
+    proxy = JumpProxy(target, "orders")
     col = ClusterCollector(with_proxy(eps, leader, proxy.url))
     slot = sim.topology()[("orders", 0)]["slot"]
     try:
@@ -87,7 +85,7 @@ def test_a_counter_jump_beyond_the_nic_is_refused_and_counted(sim: Sim) -> None:
         jumped = col.collect_once()
         parts = {(p.topic, p.partition): p for t in jumped.snapshot.topics for p in t.partitions}
         assert parts[("orders", 0)].bytes_in_per_s < 1.25e9  # not 1e14 B/s
-        assert jumped.coverage.drops.get("partition.p_in", {}).get("exceeds_hardware") == 1
+        assert jumped.coverage.drops.get("topic.t_in", {}).get("exceeds_hardware") == 1
         before = sim.counters()
         sim.advance(10)
         after = sim.counters()
@@ -95,7 +93,7 @@ def test_a_counter_jump_beyond_the_nic_is_refused_and_counted(sim: Sim) -> None:
         parts = {(p.topic, p.partition): p for t in again.snapshot.topics for p in t.partitions}
         truth = float(rate_truth(before, after, "bytes_in")[slot])
         assert parts[("orders", 0)].bytes_in_per_s == pytest.approx(truth, rel=0.10)
-        assert "exceeds_hardware" not in again.coverage.drops.get("partition.p_in", {})
+        assert "exceeds_hardware" not in again.coverage.drops.get("topic.t_in", {})
         load = max(d.read_bytes_per_s + d.write_bytes_per_s for b in again.snapshot.brokers for d in b.disks)
         assert load < 1e10
     finally:

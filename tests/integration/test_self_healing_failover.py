@@ -21,6 +21,7 @@ import pytest
 from controlplane.launcher import ServiceCluster
 from tests.integration.executor_support import scenario
 from tests.integration.healing_support import SimProcess, partitions, wait
+from tests.integration.kafkasim_support import register_fields
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 DEAD = 3
@@ -54,8 +55,7 @@ def test_leader_killed_mid_fix_the_fix_completes_once(sim: SimProcess, cluster: 
     cluster.wait_up()
     leader = cluster.leader()
     code, body = cluster.request(leader, "POST", "/api/v1/clusters", {
-        "name": "c1", "bootstrap_servers": sim.c1["bootstrap_servers"].split(","),
-        "metrics_urls": {str(b["id"]): b["metrics_url"] for b in sim.c1["brokers"]}})
+        "name": "c1", **register_fields(sim.c1)})
     assert code == 201, body
     code, body = cluster.request(leader, "PUT", "/api/v1/clusters/c1/self-healing",
                                  {"enabled": True, "grace_s": 30.0})

@@ -18,7 +18,7 @@ from controlplane.state.commands import meta
 from domain import PartitionMove, Plan, plan_to_dict
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import start_sim
+from tests.integration.kafkasim_support import register_fields, start_sim
 
 pytestmark = pytest.mark.timeout(150)
 TOKEN = "olga-operator-token-0123"
@@ -51,8 +51,7 @@ def test_a_service_execution_on_kafkasim_reports_a_rate_and_a_moving_eta(sim: Si
     ctx = service.ctx
     c = sim.endpoints["clusters"]["east"]
     ctx.store.propose({"type": "cluster.register", "meta": meta("test"), "name": "east",
-                       "bootstrap_servers": c["bootstrap_servers"].split(","),
-                       "metrics_urls": {str(b["id"]): b["metrics_url"] for b in c["brokers"]}})
+                       **register_fields(c)})
     service.scheduler.start()
     deadline = time.monotonic() + 40
     while (snap := ctx.snapshots.get("east")) is None:
