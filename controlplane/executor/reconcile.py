@@ -286,7 +286,7 @@ class Executor:
             self._propose("plan.approve", why, plan_id=plan_id)
             return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
 
-        return self._leased_start(begin)
+        return self.guard.start(begin)
 
     def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
                        why: str = "approved plan executed", by: str | None = None) -> int:
@@ -303,23 +303,9 @@ class Executor:
             options = {"keep_dead_sources": True} if plan.kind.startswith(HEALING_PREFIX) else None
             return self._start_execution(plan_id, tasks, counts, digest, caps, options, why, by)
 
-        return self._leased_start(begin)
+        return self.guard.start(begin)
 
-    # ------------------------------------------------------------------ the lease
-    def _leased_start(self, begin: Callable[[], int]) -> int:
-        """Start an execution under the cluster's lease: take it (cleaning what a dead holder left), refuse
-        while reassignments this executor does not own are in flight, then ``begin``. A refusal hands the
-        lease back."""
-        self.guard.take()
-        try:
-            self.guard.refuse_foreign()
-            execution_id = begin()
-        except BaseException:
-            self.guard.release()
-            raise
-        self.guard.keep(execution=execution_id)
-        return execution_id
-
+    # ------------------------------------------------------------------ the lease (:class:`~.lease.LeaseGuard`)
     def hold_lease(self) -> None:
         """Take (or renew) the cluster's lease before planning from the live cluster (a drain must also move
         the lease log's replicas); :meth:`start` then goes on under it. Raises :class:`~.lease.LeaseHeld`."""
@@ -429,15 +415,7 @@ class Executor:
     def _clean_idle(self) -> None:
         """No active execution: remove this executor's leftover throttles of an earlier run (under the lease)
         and hand the lease back."""
-        if self.throttles.owned():
-            try:
-                self.guard.take()
-            except ExecutionConflict as exc:  # another executor acts now; clean once it is gone
-                log.info("leftover throttles of %s wait: %s", self.config.cluster, exc)
-                return
-            self.throttles.sync({}, {}, self.admin.live())
-            self.guard.announce_throttles()
-        self.guard.release()
+        self.guard.clean_idle(bool(self.throttles.owned()), lambda: self.throttles.sync({}, {}, self.admin.live()))
 
     def _cancel(self, p: _Pass) -> None:
         """Phase 2: cancel the open tasks the cluster's changes (dead brokers, deleted or grown topics) or a
@@ -561,9 +539,7 @@ class Executor:
         self._propose("execution.finish", why, execution_id=p.ex.id, status=status.value)
         p.report.status = status.value
         self.forget()  # one execution per cluster at a time
-        if not self.throttles.owned():
-            self.guard.keep(moves=[], throttles={})
-            self.guard.release()
+        self.guard.finished(bool(self.throttles.owned()))
 
     def forget(self) -> None:
         """Drop this process's per-task memory (copy rates, passes a task went unseen). Called when an
