@@ -68,7 +68,7 @@ from controlplane.executor.live import (
     live_snapshot,
     main_dir,
 )
-from controlplane.executor.placement import Placement
+from controlplane.executor.placement import Placement, pending_work
 from controlplane.executor.submit import Submission, send
 from controlplane.executor.tasks import (
     DEFAULT_CAPS,
@@ -504,7 +504,10 @@ class Executor:
         network = None
         if self.scraper is not None and self.config.throttle.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
-        return (self.throttles.rates(p.flows, p.now, self.last_disks, network) if p.flows else {}), lists
+        if not p.flows:
+            return {}, lists
+        pending = pending_work(p.tasks, p.live, p.dirs, self.last_disks)
+        return self.throttles.rates(p.flows, p.now, self.last_disks, network, lists, pending)
 
     def _throttles(self, p: _Pass, rates: Mapping[tuple[int, str], float],
                    lists: Mapping[str, Mapping[str, set[str]]]) -> set[Any]:
