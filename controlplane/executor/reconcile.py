@@ -23,7 +23,8 @@ named phases (:meth:`Executor.run_pass` reads like this list):
 6. **write ahead** — every state change and attempt count is committed (:mod:`.changes`), and the moves in
    flight recorded in the lease, *before* the cluster is touched; cancels are sent first;
 7. **rates** — KIP-73 / KIP-113 rates from live disk headroom, the migration each disk carried
-   (:mod:`.copy_meter`) and the schedule (:mod:`.throttle`);
+   (:mod:`.copy_meter`), the work left per disk and the schedule, with the side each copy is throttled on
+   (:mod:`.joint_throttle`, :mod:`.throttle`);
 8. **throttles** — the cluster's migration throttles made equal to them, recorded before set
    (:mod:`.throttle_sync`); then **submit** — copies whose throttle failed are held, the rest sent, and a
    rate that rises is raised only after its new copies started;
