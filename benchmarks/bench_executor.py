@@ -15,7 +15,10 @@ every run. Also printed: two lower bounds for any rate that keeps util under the
 busiest source disk must read, over the headroom it has before the move (``bound_sim_s``); and the bytes
 the busiest disk must read as a copy source plus write as a destination (the log dir each new replica ended
 on, read from the cluster after the run), over the same headroom (``disk_bound_sim_s``; it still ignores
-that KIP-73 rates are shared equally by a broker's copies). Writes ``out/bench/executor.json``.
+that KIP-73 rates are shared equally by a broker's copies). The adaptive rate runs with the joint choice of
+each copy's throttled side (:mod:`controlplane.executor.joint_throttle`) and, as its baseline in the same run,
+with the old choice (both sides, max-min fair); printed for each: completion over that floor per seed (median,
+range) and the worst tick's util. Writes ``out/bench/executor.json``.
 """
 
 from __future__ import annotations
@@ -61,7 +64,12 @@ the sweep between them finds the fastest fixed rate that keeps util under the th
 MODES = [*((f"fixed {r} MB/s", ThrottlePolicy(mode="fixed", fixed_rate=r * 1e6)) for r in FIXED_RATES_MB),
          (f"adaptive (util < {THRESHOLD})", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
                                                             ceiling=300e6)),
-         ("adaptive (util < 0.9)", ThrottlePolicy(mode="adaptive", util_threshold=0.9, initial=20e6, ceiling=300e6))]
+         ("adaptive (util < 0.9)", ThrottlePolicy(mode="adaptive", util_threshold=0.9, initial=20e6, ceiling=300e6)),
+         (f"fair sides (util < {THRESHOLD})", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
+                                                              ceiling=300e6, choice="fair"))]
+"""The last mode is the baseline of the joint choice: the same adaptive policy with the old choice (every copy
+throttled on both KIP-73 sides, max-min fair shares). ``BENCH_MODES=adaptive`` runs only these two (the floor
+ratios; the fixed sweep takes ~10 minutes on 2 cores)."""
 
 
 def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any]:
@@ -196,6 +204,16 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def floor_ratios(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One mode's completion over the reads + writes floor of the same run, per seed: median, spread, and the
+    worst tick's util."""
+    ratios = [r["completion_sim_s"] / r["disk_bound_sim_s"] for r in runs if r.get("disk_bound_sim_s")]
+    return {"ratios": [round(x, 3) for x in ratios],
+            "median": round(statistics.median(ratios), 3) if ratios else None,
+            "min": round(min(ratios), 3) if ratios else None, "max": round(max(ratios), 3) if ratios else None,
+            "worst_tick_util": max((r["worst_disk_util"] for r in runs), default=None)}
+
+
 def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The adaptive rate (``util < THRESHOLD``) against the fixed sweep: the fastest fixed rate whose p95 disk util
     stays under the threshold, the fixed rate closest in completion time, and the high rate."""
@@ -216,7 +234,21 @@ def main() -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     n = max(int(os.environ.get("BENCH_RUNS", "5")), 1)
     seeds = [SCENARIO["seed"] + i for i in range(n)]  # every mode sees the same traffic for a given seed
-    runs = {name: [run_mode(name, policy, seed) | {"seed": seed} for seed in seeds] for name, policy in MODES}
+    only_adaptive = os.environ.get("BENCH_MODES") == "adaptive"
+    joint, fair = MODES[len(FIXED_RATES_MB)][0], MODES[-1][0]
+    modes = [(name, policy) for name, policy in MODES if not only_adaptive or name in (joint, fair)]
+    runs = {name: [run_mode(name, policy, seed) | {"seed": seed} for seed in seeds] for name, policy in modes}
+    floors = {"joint": floor_ratios(runs[joint]), "fair": floor_ratios(runs[fair])}
+    print(f"adaptive vs the reads + writes floor over {n} seed(s): joint choice median {floors['joint']['median']}x "
+          f"(range {floors['joint']['min']}–{floors['joint']['max']}, worst tick util "
+          f"{floors['joint']['worst_tick_util']}); old choice (both sides, fair) median {floors['fair']['median']}x "
+          f"(range {floors['fair']['min']}–{floors['fair']['max']}, worst tick util "
+          f"{floors['fair']['worst_tick_util']})")
+    if only_adaptive:
+        path = write_result("executor", {"pass_s": PASS_S, "threshold": THRESHOLD, "runs": runs, "floor": floors})
+        print(f"wrote {path}")
+        clean = all(r["status"] == "completed" and r["throttles_left"] == 0 for rs in runs.values() for r in rs)
+        return 0 if clean else 1
     rows = [median_row(runs[name]) for name, _ in MODES]
     header = f"{'mode':<26}{'done (sim s)':>14}{'worst util':>12}{'p95 util':>10}{'worst lat ms':>14}" \
              f"{'p95 lat ms':>12}{'left':>6}"
@@ -236,7 +268,7 @@ def main() -> int:
           f"beat {adaptive['bound_sim_s']} s (busiest source disk's reads) / {adaptive['disk_bound_sim_s']} s (busiest "
           f"disk's reads + writes, {adaptive['bound_disk']} {adaptive['bound_disk_gb']} GB)")
     path = write_result("executor", {"pass_s": PASS_S, "threshold": THRESHOLD, "scenario": SCENARIO, "rows": rows,
-                                     "runs": runs, "verdict": verdict})
+                                     "runs": runs, "verdict": verdict, "floor": floors})
     print(f"wrote {path}")
     return 0 if all(r["status"] == "completed" and r["throttles_left"] == 0 for rs in runs.values() for r in rs) else 1
 

@@ -149,7 +149,7 @@ class CopyMeter:
                     flows.append(Flow(f"{t.key}>{b}", "move", lead, b,
                                       src_disk, (b, dst.log_dir) if dst else ((b, want) if want else None),
                                       rate / len(adding), ingress(tp[0], tp[1]),
-                                      self._remaining.get(t.key, t.size_bytes) / len(adding)))
+                                      self._remaining.get(t.key, t.size_bytes) / len(adding), tp))
             else:
                 for b in set(t.target_replicas):
                     cur = main_dir(dirs, tp[0], tp[1], b)
@@ -160,7 +160,7 @@ class CopyMeter:
                     dst_dir = fut.log_dir if fut else submit.log_dirs[key3]
                     left = max(cur.size - (fut.size if fut else 0), 0) if cur else None
                     flows.append(Flow(f"{t.key}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
-                                      (b, dst_dir), rate, ingress(tp[0], tp[1]), left))
+                                      (b, dst_dir), rate, ingress(tp[0], tp[1]), left, tp))
         return flows, lists
 
     def remember(self, flows: list[Flow]) -> None:

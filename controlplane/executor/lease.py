@@ -287,6 +287,40 @@ class LeaseGuard:
         if self.lease is not None:
             self.lease.release()
 
+    def start(self, begin: Callable[[], int]) -> int:
+        """Start an execution under the lease: take it (cleaning what a dead holder left), refuse while
+        reassignments this executor does not own are in flight, then ``begin`` (returns the execution id,
+        recorded in the lease). A refusal hands the lease back."""
+        self.take()
+        try:
+            self.refuse_foreign()
+            execution_id = begin()
+        except BaseException:
+            self.release()
+            raise
+        self.keep(execution=execution_id)
+        return execution_id
+
+    def clean_idle(self, owns_throttles: bool, remove_throttles: Callable[[], Any]) -> None:
+        """No active execution: remove the executor's leftover throttles of an earlier run under the lease
+        (``remove_throttles``; waits while another executor holds it), then hand the lease back."""
+        if owns_throttles:
+            try:
+                self.take()
+            except ExecutionConflict as exc:  # another executor acts now; clean once it is gone
+                log.info("leftover throttles of %s wait: %s", self.cluster, exc)
+                return
+            remove_throttles()
+            self.announce_throttles()
+        self.release()
+
+    def finished(self, owns_throttles: bool) -> None:
+        """The execution finished: with no throttle of its own left, record nothing in flight and hand the
+        lease back (else the next pass cleans them first, :meth:`clean_idle`)."""
+        if not owns_throttles:
+            self.keep(moves=[], throttles={})
+            self.release()
+
 
 def leftovers(record: LeaseRecord) -> dict[str, Any]:
     """What the writer of ``record`` (and holders before it) left: in-flight moves and throttles."""

@@ -182,3 +182,40 @@ class Placement:
                     if dst is not None:
                         out[(b, dst.log_dir)] = out.get((b, dst.log_dir), 0.0) + left / len(adding)
         self._backlog = out
+
+
+def pending_work(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
+                 disks: Mapping[tuple[int, str], DiskRate]) -> dict[tuple[int, str], float]:
+    """Bytes every disk will read or write for the data tasks not started yet: a reassignment reads its
+    leader's disk and writes each new replica's planned dir (left to the executor: spread over the
+    broker's disks with live data, as the placement may pick any); a log-dir move reads and writes its
+    broker's two dirs. What the migration throttle weighs to put first the disks that bound the execution."""
+    out: dict[tuple[int, str], float] = {}
+    for t in tasks.values():
+        if t.state != TaskState.PENDING or t.action == "elect_leader":
+            continue
+        p = live.partitions.get(t.tp)
+        if p is None:
+            continue
+        size = float(t.size_bytes)
+        wanted = list(t.target_log_dirs) or [None] * len(t.target_replicas)
+        if t.action == "reassign":
+            adding = [(b, d) for b, d in zip(t.target_replicas, wanted, strict=True) if b not in p.replicas]
+            if not adding:
+                continue
+            src = main_dir(dirs, t.topic, t.partition, p.leader) if p.leader >= 0 else None
+            src_disk = (p.leader, src.log_dir) if src else recorded_dir(t, p.leader)
+            if src_disk is not None:
+                out[src_disk] = out.get(src_disk, 0.0) + size
+            for b, d in adding:
+                dsts = [(b, d)] if d else [k for k in disks if k[0] == b]
+                for k in dsts:
+                    out[k] = out.get(k, 0.0) + size / len(adding) / len(dsts)
+        else:
+            for b, d in zip(t.target_replicas, wanted, strict=True):
+                cur = main_dir(dirs, t.topic, t.partition, b)
+                old = cur.log_dir if cur is not None else (recorded_dir(t, b) or (b, ""))[1]
+                if d and old and d != old:
+                    out[(b, old)] = out.get((b, old), 0.0) + size
+                    out[(b, d)] = out.get((b, d), 0.0) + size
+    return out

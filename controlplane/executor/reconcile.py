@@ -23,7 +23,8 @@ named phases (:meth:`Executor.run_pass` reads like this list):
 6. **write ahead** — every state change and attempt count is committed (:mod:`.changes`), and the moves in
    flight recorded in the lease, *before* the cluster is touched; cancels are sent first;
 7. **rates** — KIP-73 / KIP-113 rates from live disk headroom, the migration each disk carried
-   (:mod:`.copy_meter`) and the schedule (:mod:`.throttle`);
+   (:mod:`.copy_meter`), the work left per disk and the schedule, with the side each copy is throttled on
+   (:mod:`.joint_throttle`, :mod:`.throttle`);
 8. **throttles** — the cluster's migration throttles made equal to them, recorded before set
    (:mod:`.throttle_sync`); then **submit** — copies whose throttle failed are held, the rest sent, and a
    rate that rises is raised only after its new copies started;
@@ -68,7 +69,7 @@ from controlplane.executor.live import (
     live_snapshot,
     main_dir,
 )
-from controlplane.executor.placement import Placement
+from controlplane.executor.placement import Placement, pending_work
 from controlplane.executor.settings import policy_for
 from controlplane.executor.submit import Submission, send
 from controlplane.executor.tasks import (
@@ -287,7 +288,7 @@ class Executor:
             self._propose("plan.approve", why, plan_id=plan_id)
             return self._start_execution(plan_id, tasks, counts, digest, caps, options, why)
 
-        return self._leased_start(begin)
+        return self.guard.start(begin)
 
     def start_approved(self, plan_id: int, plan: Plan, *, caps: Mapping[str, int] | None = None,
                        why: str = "approved plan executed", by: str | None = None,
@@ -308,23 +309,9 @@ class Executor:
             opts = {**({"keep_dead_sources": True} if plan.kind.startswith(HEALING_PREFIX) else {}), **(options or {})}
             return self._start_execution(plan_id, tasks, counts, digest, caps, opts or None, why, by)
 
-        return self._leased_start(begin)
+        return self.guard.start(begin)
 
-    # ------------------------------------------------------------------ the lease
-    def _leased_start(self, begin: Callable[[], int]) -> int:
-        """Start an execution under the cluster's lease: take it (cleaning what a dead holder left), refuse
-        while reassignments this executor does not own are in flight, then ``begin``. A refusal hands the
-        lease back."""
-        self.guard.take()
-        try:
-            self.guard.refuse_foreign()
-            execution_id = begin()
-        except BaseException:
-            self.guard.release()
-            raise
-        self.guard.keep(execution=execution_id)
-        return execution_id
-
+    # ------------------------------------------------------------------ the lease (:class:`~.lease.LeaseGuard`)
     def hold_lease(self) -> None:
         """Take (or renew) the cluster's lease before planning from the live cluster (a drain must also move
         the lease log's replicas); :meth:`start` then goes on under it. Raises :class:`~.lease.LeaseHeld`."""
@@ -441,15 +428,7 @@ class Executor:
     def _clean_idle(self) -> None:
         """No active execution: remove this executor's leftover throttles of an earlier run (under the lease)
         and hand the lease back."""
-        if self.throttles.owned():
-            try:
-                self.guard.take()
-            except ExecutionConflict as exc:  # another executor acts now; clean once it is gone
-                log.info("leftover throttles of %s wait: %s", self.config.cluster, exc)
-                return
-            self.throttles.sync({}, {}, self.admin.live())
-            self.guard.announce_throttles()
-        self.guard.release()
+        self.guard.clean_idle(bool(self.throttles.owned()), lambda: self.throttles.sync({}, {}, self.admin.live()))
 
     def _cancel(self, p: _Pass) -> None:
         """Phase 2: cancel the open tasks the cluster's changes (dead brokers, deleted or grown topics) or a
@@ -538,7 +517,10 @@ class Executor:
         network = None
         if self.scraper is not None and self.throttles.policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
-        return (self.throttles.rates(p.flows, p.now, self.last_disks, network) if p.flows else {}), lists
+        if not p.flows:
+            return {}, lists
+        pending = pending_work(p.tasks, p.live, p.dirs, self.last_disks)
+        return self.throttles.rates(p.flows, p.now, self.last_disks, network, lists, pending)
 
     def _throttles(self, p: _Pass, rates: Mapping[tuple[int, str], float],
                    lists: Mapping[str, Mapping[str, set[str]]]) -> set[Any]:
@@ -573,9 +555,7 @@ class Executor:
         self._propose("execution.finish", why, execution_id=p.ex.id, status=status.value)
         p.report.status = status.value
         self.forget()  # one execution per cluster at a time
-        if not self.throttles.owned():
-            self.guard.keep(moves=[], throttles={})
-            self.guard.release()
+        self.guard.finished(bool(self.throttles.owned()))
 
     def forget(self) -> None:
         """Drop this process's per-task memory (copy rates, passes a task went unseen). Called when an

@@ -108,10 +108,15 @@ class ThrottlePolicy:
     schedule: Schedule = field(default_factory=Schedule)
     nic_bytes_per_s: float | None = None
     """Network capacity of each broker (each direction); ``None``: network headroom is not considered."""
+    choice: str = "joint"
+    """Adaptive only: ``joint`` chooses per copy the KIP-73 side it is throttled on and the rates for makespan
+    (:mod:`.joint_throttle`); ``fair`` throttles every copy on both sides, max-min fair (:func:`fair_shares`)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "fixed"):
             raise ValueError(f"throttle mode must be adaptive or fixed, got {self.mode!r}")
+        if self.choice not in ("joint", "fair"):
+            raise ValueError(f"throttle choice must be joint or fair, got {self.choice!r}")
         if not (0 < self.util_threshold <= 1.0):
             raise ValueError("util threshold must be in (0, 1]")
         if not (0 < self.floor <= self.ceiling) or not math.isfinite(self.floor):
@@ -137,6 +142,8 @@ class Flow:
     """What producers write to the partition: a throttled copy slower than this never catches up."""
     remaining_bytes: float | None = None
     """Bytes still to copy (``None``: unknown)."""
+    tp: tuple[str, int] | None = None
+    """The partition copied (its throttled-replica list entries name it)."""
 
 
 CATCH_UP_MARGIN = 1.2
@@ -185,6 +192,8 @@ class Resource:
     after_finish: bool = False
     """The same resource once the copies that finish before the next pass are gone: the others of their
     broker rates then get a bigger equal share (``gain``), and must still fit."""
+    disk: DiskKey | None = None
+    """The disk this resource is (``None``: a NIC direction)."""
 
 
 def bytes_per_util(rate: DiskRate) -> float:
@@ -248,7 +257,7 @@ def resources(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], threshol
         for d, role in used.items():
             if d in budgets:
                 members.setdefault(d, []).append((i, role))
-    out = [Resource(f"disk {d[0]}:{d[1]}", budgets[d], tuple(m)) for d, m in sorted(members.items())]
+    out = [Resource(f"disk {d[0]}:{d[1]}", budgets[d], tuple(m), disk=d) for d, m in sorted(members.items())]
     if nic_bytes_per_s and network:
         cap = threshold * nic_bytes_per_s
         mig_out: dict[int, float] = {}
@@ -407,7 +416,7 @@ def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], polic
         # copies end one after another: one whose rate another finishing copy shares may outlive it and
         # run at the bigger share meanwhile, so only a copy that finishes alone on its rates is left out
         gone = frozenset(i for i in finishing if all(left[r] == 1 for r in flow_roles(flows[i])))
-        after = [Resource(r_.name + " after", r_.budget, r_.members, True) for r_ in res
+        after = [Resource(r_.name + " after", r_.budget, r_.members, True, r_.disk) for r_ in res
                  if any(i not in gone and any(gain.get(r, 1.0) > 1.0 for r in flow_roles(flows[i]))
                         for i, _ in r_.members)]
         if after:

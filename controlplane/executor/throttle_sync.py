@@ -33,16 +33,18 @@ from typing import Any
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.joint_throttle import BOTH, DIRS, FOLLOWER, LEADER, choose, realized, roles_on, task_of
 from controlplane.executor.throttle import (
+    CATCH_UP_MARGIN,
     Flow,
     NetRate,
+    Role,
     ThrottlePolicy,
     broker_rates,
-    catch_up_floors,
-    flow_roles,
+    resources,
 )
 from controlplane.state.store import StateStore
-from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_REPLICAS
+from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kafkaio.admin import AdminError, LiveCluster
 from kafkaio.port import KafkaCluster
 from raft.protocol import JsonDict
@@ -51,6 +53,18 @@ log = logging.getLogger("guardian.executor")
 THROTTLE_PREFIX = "migration."
 """Kind prefix of the throttles the executor records (``migration.broker``, ``migration.topic``)."""
 PROTECTION_KINDS = {"migration_rate": FOLLOWER_RATE, "intra_broker_rate": ALTER_DIRS_RATE}
+Lists = dict[str, dict[str, set[str]]]
+"""topic -> throttled-replica list key -> entries (``partition:broker``)."""
+
+
+def side_floors(flows: list[Flow], sides: Mapping[str, str]) -> dict[Role, float]:
+    """Per rate: the rate below which the copies listed for it can never finish (KIP-73 throttles the follower's
+    whole fetch, new writes included) — Σ their ingress x :data:`~.throttle.CATCH_UP_MARGIN`."""
+    out: dict[Role, float] = {}
+    for f in flows:
+        for r in roles_on(f, sides[f.key]):
+            out[r] = out.get(r, 0.0) + f.ingress_bytes_per_s * CATCH_UP_MARGIN
+    return out
 
 
 def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
@@ -159,13 +173,19 @@ class MigrationThrottles:
                                           if str(v.get("kind", "")).startswith(THROTTLE_PREFIX)})
 
     def rates(self, flows: list[Flow], now: float | None, disks: Mapping[tuple[int, str], DiskRate],
-              network: Mapping[int, NetRate] | None) -> dict[tuple[int, str], float]:
-        """KIP-73 / KIP-113 rates per ``(broker, config)`` for this pass's ``flows``: the policy's rates
-        from live disk headroom and the migration each disk carried, capped by the throttle protection's
-        ceilings (never below what the copies need to ever finish). A pass with a fresh clock (``now``)
-        also remembers the rate each flow was commanded and the flows themselves (for the next pass)."""
+              network: Mapping[int, NetRate] | None, lists: Lists | None = None,
+              pending: Mapping[tuple[int, str], float] | None = None) -> tuple[dict[Role, float], Lists]:
+        """KIP-73 / KIP-113 rates per ``(broker, config)`` for this pass's ``flows``, and the throttled-replica
+        ``lists`` they need: the policy's rates from live disk headroom and the migration each disk carried,
+        capped by the throttle protection's ceilings (never below what the copies need to ever finish). The
+        adaptive ``joint`` choice (:mod:`.joint_throttle`) also chooses the side each copy is listed on (the
+        lists are cut to it), weighing each disk by the work left on it (``pending``: bytes the tasks not
+        started yet will read or write per disk); otherwise every copy is listed on both sides. A pass with
+        a fresh clock (``now``) also remembers the rate each flow was commanded and the flows themselves
+        (for the next pass)."""
+        lists = dict(lists or {})
         if not flows:
-            return {}
+            return {}, lists
         policy = self.policy
         epoch = now if now is not None and now > 1e9 else time.time()
         previous = {}
@@ -179,18 +199,93 @@ class MigrationThrottles:
         last, latest = self._pass_clock
         horizon = 1.25 * (latest - last) if last is not None and latest is not None and latest > last else None
         self.in_force = previous
-        rates = broker_rates(flows, disks, policy, previous, epoch, network, migration, horizon)
-        floors = catch_up_floors(flows)
-        for (b, key), ceiling in self.protection_ceilings().items():  # disk protection wins over migration ...
+        ceilings = self.protection_ceilings()
+        if policy.mode == "adaptive" and policy.choice == "joint":
+            rates, sides, lists = self._joint(flows, disks, network, previous, epoch, migration, horizon, lists,
+                                              pending or {}, ceilings)
+        else:
+            rates = broker_rates(flows, disks, policy, previous, epoch, network, migration, horizon)
+            sides = {f.key: BOTH if f.kind == "move" else DIRS for f in flows}
+        floors = side_floors(flows, sides)
+        for (b, key), ceiling in ceilings.items():  # disk protection wins over migration ...
             if (b, key) in rates:  # ... down to the rate the copies need to ever finish
                 rates[(b, key)] = max(min(rates[(b, key)], ceiling), floors.get((b, key), 0.0))
         if now is not None:
-            count: dict[tuple[int, str], int] = {}
-            for f in flows:
-                for r in flow_roles(f):
-                    count[r] = count.get(r, 0) + 1
-            self.commanded = {f.key: min(rates[r] / count[r] for r in flow_roles(f)) for f in flows}
-        return rates
+            allowed = realized(flows, sides, rates)
+            self.commanded = {f.key: allowed[f.key] for f in flows}
+        return rates, lists
+
+    def _joint(self, flows: list[Flow], disks: Mapping[tuple[int, str], DiskRate],
+               network: Mapping[int, NetRate] | None, previous: Mapping[Role, float], epoch: float,
+               migration: Mapping[tuple[int, str], float], horizon: float | None, lists: Lists,
+               pending: Mapping[tuple[int, str], float], ceilings: Mapping[Role, float]
+               ) -> tuple[dict[Role, float], dict[str, str], Lists]:
+        """The joint choice (:func:`~.joint_throttle.choose`) turned into rates within the policy's limits, and
+        the lists cut to the chosen sides. A copy touching a disk without live data stays on both sides at
+        its rates in force (no data, no headroom); a copy into a broker whose follower rate the protection
+        caps stays on the follower side. A copy listed on the leader side is listed for every replica that
+        may lead it, and a replica that has no leader rate gets one (a leader change never unthrottles)."""
+        policy = self.policy
+        ceiling = max(min(policy.ceiling, policy.schedule.ceiling(epoch)), policy.floor)
+        res = resources(flows, disks, policy.util_threshold - policy.headroom, migration,
+                        network if policy.nic_bytes_per_s else None, policy.nic_bytes_per_s)
+        seen = {i for r_ in res for i, _ in r_.members}
+        with_data = {d[0] for d in disks}
+        forced_task: dict[str, str] = {}
+        for i, f in enumerate(flows):
+            if f.kind != "move":
+                continue
+            t = task_of(f)
+            blind = (i not in seen or (f.src_disk is not None and f.src_disk not in disks)
+                     or (f.dst_disk is not None and f.dst_disk not in disks)
+                     or (f.dst_disk is None and f.dst_broker not in with_data))
+            if blind:
+                forced_task[t] = BOTH
+            elif (f.dst_broker, FOLLOWER_RATE) in ceilings and forced_task.get(t) != BOTH:
+                forced_task[t] = FOLLOWER
+        forced = {f.key: forced_task[task_of(f)] for f in flows if f.kind == "move" and task_of(f) in forced_task}
+        caps: dict[Role, float] = dict(ceilings)
+        blind_roles = {r for f in flows if forced.get(f.key) == BOTH for r in roles_on(f, BOTH)}
+        blind_roles |= {r for i, f in enumerate(flows) if f.kind != "move" and i not in seen for r in roles_on(f, DIRS)}
+        for r in blind_roles:
+            caps[r] = min(caps.get(r, math.inf), previous.get(r, policy.initial))
+        work = dict(pending)
+        for f in flows:
+            left = float(f.remaining_bytes or 0.0)
+            if f.src_disk is not None:
+                work[f.src_disk] = work.get(f.src_disk, 0.0) + left
+            dsts = [f.dst_disk] if f.dst_disk is not None else [d for d in disks if d[0] == f.dst_broker]
+            for d in dsts:
+                work[d] = work.get(d, 0.0) + left / len(dsts)
+        choice = choose(flows, res, work, ceiling, caps, forced, horizon)
+        floors = side_floors(flows, choice.sides)
+        rates: dict[Role, float] = {}
+        for key, target in choice.rates.items():
+            prev = previous.get(key, policy.initial)
+            if key not in blind_roles and target > prev:
+                target = prev + policy.gain * (target - prev)
+            rates[key] = float(max(min(max(target, policy.floor), ceiling), floors.get(key, 0.0)))
+        out: Lists = {}
+        backstop: dict[Role, float] = {}
+        for f in flows:
+            if f.kind != "move" or f.tp is None or f.tp[0] not in lists:
+                continue
+            side, (topic, part) = choice.sides[f.key], f.tp
+            entry = out.setdefault(topic, {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()})
+            if side in (LEADER, BOTH):
+                mine = {e for e in lists[topic].get(LEADER_REPLICAS, set()) if e.split(":")[0] == str(part)}
+                entry[LEADER_REPLICAS] |= mine
+                for e in mine:
+                    role = (int(e.split(":")[1]), LEADER_RATE)
+                    if role not in rates:  # a replica that may lead this copy: throttled should it take over
+                        backstop[role] = backstop.get(role, 0.0) + max(choice.planned[f.key],
+                                                                       f.ingress_bytes_per_s * CATCH_UP_MARGIN)
+            if side in (FOLLOWER, BOTH):
+                entry[FOLLOWER_REPLICAS] |= {e for e in lists[topic].get(FOLLOWER_REPLICAS, set())
+                                             if e == f"{part}:{f.dst_broker}"}
+        for role, want in backstop.items():
+            rates[role] = float(min(max(want, policy.floor), ceiling))
+        return rates, choice.sides, out
 
     def safe(self, rates: Mapping[tuple[int, str], float]) -> dict[tuple[int, str], float]:
         """``rates`` with every rise held at the rate in force: a rate that rises waits until the pass's new

@@ -1,0 +1,359 @@
+"""Joint throttle choice: on which KIP-73 side each copy is throttled, and the broker rates, for makespan.
+
+Goal: finish the copies in flight (and the ones still waiting) as early as the disks allow, every disk
+within its migration budget. KIP-73 gives one leader and one follower rate per broker, each shared
+equally by the replicas listed for it; throttling every copy on both sides (:func:`~.throttle.
+fair_shares`) couples every copy to every other copy of both its brokers, so a copy through the busiest
+disk is held back by a quiet disk's neighbours. Each copy only needs one side: listed on the leader side
+it shares its *source* broker's leader rate, on the follower side its *destination* broker's follower
+rate. Choosing the side per copy puts the copies that must run fast into groups of their own.
+
+Method, per pass:
+
+1. **Criticality**: every disk's remaining work (bytes its copies in flight and the tasks still pending
+   must read or write, ``work``) over its budget is the time it needs at the least, ``T_d``; the largest
+   bounds the execution. A disk is weighted ``(T_d / T_max)^K`` (:data:`SHARPNESS`).
+2. **Rates for a side choice** (an LP): every group ``(broker, rate)`` gives each of its ``n_g`` copies
+   ``y_g`` bytes/s. Maximise ``Σ_d weight_d x load_d / budget_d`` (+ a small total-throughput term so
+   nothing idles for nothing) subject to every resource (disk, NIC direction) within its budget and each
+   rate within the ceiling. Solved exactly by a dense simplex (:func:`maximize`): a few dozen variables
+   and rows, all constraints ``<=`` with non-negative right-hand sides, so the slack basis starts it.
+3. **Sides**: a task's copies start on the side of its most critical disk; then a local search flips one
+   task at a time and keeps a flip that raises the objective (bounded by :data:`MAX_SOLVES`). A task's
+   copies share one side (its leader entry lists all its copies at once). Copies touching a disk without
+   live data, or whose destination broker carries a protection ceiling on its follower rate, keep
+   their fixed sides (both, resp. follower) and are not searched.
+4. **Finishing copies**: a copy expected to end before the next pass (``horizon_s``) leaves its group's
+   rate to fewer; the rates are solved again so that the copies left behind, at their bigger share, fit
+   too (as in :func:`~.throttle.broker_rates`).
+
+Guarantee: with the copies' rates as Kafka derives them — equal shares of every rate a copy is listed for,
+the minimum over its sides (:func:`realized`) — no resource of the model exceeds its budget, before and
+after the expected finishes (up to the fixed rates of copies without live data, which are kept as they
+were). Every copy is throttled on at least one side. The choice is deterministic.
+
+Cost: O(MAX_SOLVES) LPs of (groups) x (resources) per pass; a pass of 12 copies on 12 disks takes ~10 ms.
+Why not scipy: it is not a dependency, and LPs this small need nothing it offers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from controlplane.executor.throttle import DiskKey, Flow, Resource, Role
+from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
+
+LEADER = "leader"
+FOLLOWER = "follower"
+BOTH = "both"
+DIRS = "dirs"
+"""The sides a copy can be throttled on: a move on its source's leader rate, its destination's follower
+rate, or both; an intra-broker copy on the alter-log-dirs rate."""
+SHARPNESS = 4.0
+"""``K`` in a disk's weight ``(T_d / T_max)^K``: how strongly the disks that bound the execution come first."""
+THROUGHPUT_WEIGHT = 1e-3
+"""Weight of the total copy rate in the objective, against 1 for the most critical disk run at its budget."""
+MAX_SOLVES = 48
+"""LPs one choice may solve in its side search."""
+BLOCKED_BPS = 2e6
+"""A disk with less budget than this is blocked for now; it does not set the scale of criticality."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the solver chose: per ``(broker, config)`` rate, per flow its side and planned rate."""
+
+    rates: dict[Role, float]
+    sides: dict[str, str]
+    planned: dict[str, float]
+    objective: float = 0.0
+    solves: int = 0
+
+
+def task_of(f: Flow) -> str:
+    """The task a flow belongs to (flow keys are ``task key>broker``)."""
+    return f.key.rsplit(">", 1)[0]
+
+
+def roles_on(f: Flow, side: str) -> tuple[Role, ...]:
+    """The rates a flow is listed for on ``side``."""
+    if side == DIRS:
+        return ((f.dst_broker, ALTER_DIRS_RATE),)
+    if side == LEADER:
+        return ((f.src_broker, LEADER_RATE),)
+    if side == FOLLOWER:
+        return ((f.dst_broker, FOLLOWER_RATE),)
+    return (f.dst_broker, FOLLOWER_RATE), (f.src_broker, LEADER_RATE)
+
+
+def realized(flows: Sequence[Flow], sides: Mapping[str, str], rates: Mapping[Role, float]) -> dict[str, float]:
+    """Each flow's rate as Kafka (and kafkasim) derive it: every rate a flow is listed for is shared equally by
+    the flows listed for it; a flow moves at the least of its shares (``inf``: listed nowhere, unthrottled)."""
+    count: dict[Role, int] = {}
+    for f in flows:
+        for r in roles_on(f, sides[f.key]):
+            count[r] = count.get(r, 0) + 1
+    return {f.key: min((rates.get(r, math.inf) / count[r] for r in roles_on(f, sides[f.key])), default=math.inf)
+            for f in flows}
+
+
+def maximize(c: npt.NDArray[np.float64], a: npt.NDArray[np.float64], b: npt.NDArray[np.float64],
+             max_pivots: int = 5000) -> npt.NDArray[np.float64]:
+    """``argmax c.y`` subject to ``a y <= b``, ``y >= 0``, for ``b >= 0`` (the slack basis is feasible).
+
+    Dense tableau simplex: Dantzig's entering rule, Bland's once a pivot leaves the objective where it was
+    (no cycling). The problem must be bounded (every variable in some row with a positive coefficient).
+    """
+    m, n = a.shape
+    t = np.zeros((m + 1, n + m + 1))
+    t[:m, :n] = a
+    t[:m, n:n + m] = np.eye(m)
+    t[:m, -1] = np.maximum(b, 0.0)
+    t[m, :n] = -c
+    basis = np.arange(n, n + m)
+    tol = 1e-10
+    bland = False
+    for _ in range(max_pivots):
+        reduced = t[m, :-1]
+        entering = np.nonzero(reduced < -tol)[0]
+        if entering.size == 0:
+            break
+        j = int(entering[0]) if bland else int(np.argmin(reduced))
+        col = t[:m, j]
+        rows = np.nonzero(col > tol)[0]
+        if rows.size == 0:
+            raise ValueError("unbounded LP")
+        ratios = t[rows, -1] / col[rows]
+        best = ratios.min()
+        ties = rows[ratios <= best + tol * max(1.0, abs(best))]
+        i = int(ties[np.argmin(basis[ties])])
+        before = t[m, -1]
+        t[i] /= t[i, j]
+        others = np.nonzero(np.abs(t[:, j]) > 0)[0]
+        for k in others:
+            if k != i:
+                t[k] -= t[k, j] * t[i]
+        basis[i] = j
+        bland = bland or t[m, -1] <= before + tol
+    y = np.zeros(n)
+    for i, v in enumerate(basis):
+        if v < n:
+            y[v] = max(t[i, -1], 0.0)
+    return y
+
+
+@dataclass
+class _Model:
+    """The fixed part of one choice: flows, resources, weights, caps."""
+
+    flows: Sequence[Flow]
+    res: Sequence[Resource]
+    weight: list[float]
+    """Per resource: objective weight per byte/s of load (criticality / budget)."""
+    ceiling: float
+    cap: Mapping[Role, float]
+    """Rates (whole, not per copy) some roles may not exceed: their previous or initial rate when a copy of
+    theirs touches a disk without live data, a protection ceiling."""
+
+
+def _groups(flows: Sequence[Flow], sides: Mapping[str, str]) -> tuple[list[Role], list[list[int]]]:
+    """The groups a side choice makes (sorted) and, per flow, the indices of the groups it is listed in."""
+    roles = sorted({r for f in flows for r in roles_on(f, sides[f.key])})
+    index = {r: i for i, r in enumerate(roles)}
+    return roles, [[index[r] for r in roles_on(f, sides[f.key])] for f in flows]
+
+
+def _solve(model: _Model, sides: Mapping[str, str], after: tuple[frozenset[int], Mapping[Role, float]] | None = None
+           ) -> tuple[float, list[Role], npt.NDArray[np.float64]]:
+    """The best per-copy rate of every group for one side choice: (objective, groups, rates in bytes/s)."""
+    flows, res = model.flows, model.res
+    roles, member = _groups(flows, sides)
+    count = np.zeros(len(roles))
+    for gs in member:
+        for g in gs:
+            count[g] += 1
+    scale = 1e6
+    rows: list[npt.NDArray[np.float64]] = []
+    rhs: list[float] = []
+    c = np.zeros(len(roles))
+    blocks = [(r_, False) for r_ in res] + ([(r_, True) for r_ in res] if after is not None else [])
+    for k, (r_, post) in enumerate(blocks):
+        row = np.zeros(len(roles))
+        for i, _ in r_.members:
+            if post and after is not None and i in after[0]:
+                continue
+            g = member[i][0]  # a flow listed on both sides moves at most at its first share
+            gain = after[1].get(roles[g], 1.0) if post and after is not None else 1.0
+            row[g] += gain
+        if not row.any():
+            continue
+        rows.append(row)
+        rhs.append(r_.budget / scale)
+        if not post:
+            c += row * model.weight[k]
+    c += THROUGHPUT_WEIGHT * count
+    for g, role in enumerate(roles):
+        cap = min(model.ceiling, model.cap.get(role, math.inf)) / max(count[g], 1.0)
+        row = np.zeros(len(roles))
+        row[g] = 1.0
+        rows.append(row)
+        rhs.append(cap / scale)
+    a = np.array(rows)
+    b = np.array(rhs)
+    y = maximize(c, a, b)
+    y = _repair(a, b, y)
+    return float(c @ y), roles, y * scale
+
+
+def _repair(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
+            ) -> npt.NDArray[np.float64]:
+    """Scale down the rates of any row the simplex left over its bound by rounding (guarantees feasibility)."""
+    y = np.maximum(y, 0.0)
+    for _ in range(len(b) + 1):
+        load = a @ y
+        over = np.nonzero(load > b * (1 + 1e-12) + 1e-15)[0]
+        if over.size == 0:
+            break
+        for i in over:
+            load_i = float(a[i] @ y)
+            if load_i > b[i]:
+                y = np.where(a[i] > 0, y * (max(b[i], 0.0) / load_i) * (1 - 1e-12), y)
+    return y
+
+
+def criticality(res: Sequence[Resource], flows: Sequence[Flow], work: Mapping[DiskKey, float]) -> list[float]:
+    """Per resource, the objective weight of one byte/s of load: ``(T_d / T_max)^K / budget_d`` for a disk with
+    ``T_d`` = its work over its budget; 0 for the others (NIC directions only constrain)."""
+    times: list[float | None] = []
+    for r_ in res:
+        if r_.disk is None:
+            times.append(None)
+            continue
+        w = work.get(r_.disk)
+        if w is None:  # only the flows in flight: what they still copy
+            w = sum(flows[i].remaining_bytes or 0.0 for i, _ in r_.members)
+        times.append(w / max(r_.budget, 1.0))
+    top = max((t for t, r_ in zip(times, res, strict=True) if t is not None and r_.budget >= BLOCKED_BPS),
+              default=0.0)
+    out = []
+    for t, r_ in zip(times, res, strict=True):
+        if t is None or top <= 0:
+            out.append(0.0)
+            continue
+        out.append(min(t / top, 1.0) ** SHARPNESS / max(r_.budget / 1e6, BLOCKED_BPS / 1e6))
+    return out
+
+
+def initial_sides(flows: Sequence[Flow], res: Sequence[Resource], weight: Sequence[float],
+                  forced: Mapping[str, str]) -> dict[str, str]:
+    """Each task on the side of its most critical disk (ties: follower, which no leader change affects)."""
+    src_w: dict[str, float] = {}
+    dst_w: dict[str, float] = {}
+    for r_, w in zip(res, weight, strict=True):
+        if r_.disk is None:
+            continue
+        for i, _ in r_.members:
+            f = flows[i]
+            t = task_of(f)
+            if f.src_disk == r_.disk:
+                src_w[t] = max(src_w.get(t, 0.0), w * max(r_.budget, 1.0))
+            else:
+                dst_w[t] = max(dst_w.get(t, 0.0), w * max(r_.budget, 1.0))
+    out = {}
+    for f in flows:
+        t = task_of(f)
+        if f.key in forced:
+            out[f.key] = forced[f.key]
+        elif f.kind != "move":
+            out[f.key] = DIRS
+        else:
+            out[f.key] = LEADER if src_w.get(t, 0.0) > dst_w.get(t, 0.0) else FOLLOWER
+    return out
+
+
+def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey, float], ceiling: float,
+           cap: Mapping[Role, float] | None = None, forced: Mapping[str, str] | None = None,
+           horizon_s: float | None = None, max_solves: int = MAX_SOLVES) -> Choice:
+    """The joint choice for ``flows`` (see the module docstring).
+
+    ``res``: the resources with their migration budgets (:func:`~.throttle.resources`); ``work``: bytes each
+    disk must still read or write for the execution (pending tasks included; a disk left out counts only its
+    flows' ``remaining_bytes``); ``ceiling``: the largest rate of any broker; ``cap``: smaller ceilings of
+    some roles (whole rates); ``forced``: flow key -> side for the flows not searched (a task's flows share
+    one side: force all of them or none).
+    """
+    if not flows:
+        return Choice({}, {}, {})
+    weight = criticality(res, flows, work)
+    model = _Model(flows, res, weight, ceiling, dict(cap or {}))
+    forced = dict(forced or {})
+    sides = initial_sides(flows, res, weight, forced)
+    best, roles, y = _solve(model, sides)
+    solves = 1
+    tasks: dict[str, list[Flow]] = {}
+    for f in flows:
+        if f.kind == "move" and f.key not in forced:
+            tasks.setdefault(task_of(f), []).append(f)
+    order = sorted(tasks, key=lambda t: -max(_task_weight(tasks[t], res, weight, flows)))
+    improved = True
+    while improved and solves < max_solves:
+        improved = False
+        for t in order:
+            if solves >= max_solves:
+                break
+            trial = dict(sides)
+            flip = FOLLOWER if sides[tasks[t][0].key] == LEADER else LEADER
+            for f in tasks[t]:
+                trial[f.key] = flip
+            value, r2, y2 = _solve(model, trial)
+            solves += 1
+            if value > best * (1 + 1e-9) + 1e-12:
+                best, roles, y, sides, improved = value, r2, y2, trial, True
+    per_copy = dict(zip(roles, y.tolist(), strict=True))
+    if horizon_s is not None and horizon_s > 0:
+        after = _after_finish(flows, sides, per_copy, horizon_s)
+        if after is not None:
+            best, roles, y = _solve(model, sides, after)
+            solves += 1
+            per_copy = dict(zip(roles, y.tolist(), strict=True))
+    count: dict[Role, int] = {}
+    for f in flows:
+        for r in roles_on(f, sides[f.key]):
+            count[r] = count.get(r, 0) + 1
+    rates = {r: per_copy[r] * count[r] for r in roles}
+    planned = {f.key: min(per_copy[r] for r in roles_on(f, sides[f.key])) for f in flows}
+    return Choice(rates, sides, planned, best, solves)
+
+
+def _task_weight(task: Iterable[Flow], res: Sequence[Resource], weight: Sequence[float],
+                 flows: Sequence[Flow]) -> list[float]:
+    keys = {f.key for f in task}
+    return [weight[k] * max(r_.budget, 1.0) for k, r_ in enumerate(res)
+            if any(flows[i].key in keys for i, _ in r_.members)] or [0.0]
+
+
+def _after_finish(flows: Sequence[Flow], sides: Mapping[str, str], per_copy: Mapping[Role, float],
+                  horizon_s: float) -> tuple[frozenset[int], dict[Role, float]] | None:
+    """The copies expected to end before the next pass and the gain of their groups' shares afterwards; a
+    copy whose group loses another finishing copy too may outlive it and stays counted (see
+    :func:`~.throttle.broker_rates`). ``None`` when no share grows."""
+    count: dict[Role, int] = {}
+    for f in flows:
+        for r in roles_on(f, sides[f.key]):
+            count[r] = count.get(r, 0) + 1
+    finishing = [i for i, f in enumerate(flows) if f.remaining_bytes is not None
+                 and f.remaining_bytes <= horizon_s * min(per_copy[r] for r in roles_on(f, sides[f.key]))]
+    left: dict[Role, int] = {}
+    for i in finishing:
+        for r in roles_on(flows[i], sides[flows[i].key]):
+            left[r] = left.get(r, 0) + 1
+    gain = {r: count[r] / max(count[r] - k, 1) for r, k in left.items()}
+    if not any(g > 1.0 for g in gain.values()):
+        return None
+    gone = frozenset(i for i in finishing if all(left[r] == 1 for r in roles_on(flows[i], sides[flows[i].key])))
+    return gone, gain

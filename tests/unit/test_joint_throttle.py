@@ -1,0 +1,122 @@
+"""The joint throttle choice: the LP, the side a copy is throttled on, the rates, and their wiring into the sync."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collectors.disk_rates import DiskRate
+from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.joint_throttle import (
+    BOTH,
+    DIRS,
+    FOLLOWER,
+    choose,
+    maximize,
+    realized,
+    roles_on,
+)
+from controlplane.executor.throttle import Flow, ThrottlePolicy, broker_rates, resources
+from controlplane.executor.throttle_sync import MigrationThrottles
+from controlplane.state.store import LocalStateStore
+from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+
+
+def disk(util: float) -> DiskRate:
+    return DiskRate(util=util, bytes_per_s=util * 200e6, max_bytes_per_s=200e6)
+
+
+def loads(flows: list[Flow], rates: dict[str, float], disks: dict[tuple[int, str], DiskRate]
+          ) -> dict[tuple[int, str], float]:
+    out = {d: 0.0 for d in disks}
+    for f in flows:
+        for d in {f.src_disk, f.dst_disk}:
+            if d is not None:
+                out[d] += rates[f.key]
+    return out
+
+
+def test_the_simplex_finds_the_optimum_of_a_small_lp() -> None:
+    y = maximize(np.array([3.0, 2.0]), np.array([[1.0, 1.0], [1.0, 3.0], [1.0, 0.0]]), np.array([4.0, 6.0, 3.0]))
+    assert y == pytest.approx([3.0, 1.0])
+    degenerate = maximize(np.array([1.0, 1.0]), np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+                          np.array([0.0, 2.0, 2.0]))
+    assert degenerate == pytest.approx([0.0, 2.0])
+
+
+# broker 2 takes two copies: one onto a nearly full disk, one onto an idle disk. On both sides they share
+# broker 2's follower rate equally, so the idle disk's copy is held to the full disk's share.
+DISKS = {(1, "/a"): disk(0.30), (3, "/c"): disk(0.30), (2, "/full"): disk(0.60), (2, "/idle"): disk(0.10)}
+FLOWS = [Flow("t:0>2", "move", 1, 2, (1, "/a"), (2, "/full"), remaining_bytes=5e9, tp=("t", 0)),
+         Flow("t:1>2", "move", 3, 2, (3, "/c"), (2, "/idle"), remaining_bytes=5e9, tp=("t", 1))]
+
+
+def test_a_copy_on_its_own_side_escapes_the_share_of_a_neighbour_held_back_by_a_full_disk() -> None:
+    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, choice="fair")
+    fair = broker_rates(FLOWS, DISKS, policy, {}, 0.0)
+    both = realized(FLOWS, {f.key: BOTH for f in FLOWS}, fair)
+    assert both["t:0>2"] == pytest.approx(20e6) and both["t:1>2"] == pytest.approx(20e6)  # coupled
+    res = resources(FLOWS, DISKS, 0.7)
+    c = choose(FLOWS, res, {}, 400e6)
+    got = realized(FLOWS, c.sides, c.rates)
+    assert c.sides["t:0>2"] != c.sides["t:1>2"]
+    assert got["t:0>2"] == pytest.approx(20e6, rel=1e-6)
+    assert got["t:1>2"] == pytest.approx(80e6, rel=1e-6)  # (0.7 - 0.3) x 200 MB/s of its source
+    for d, load in loads(FLOWS, got, DISKS).items():
+        assert load <= (0.7 - DISKS[d].util) * 200e6 * (1 + 1e-9)
+
+
+def test_the_copies_of_the_disk_that_bounds_the_execution_come_first() -> None:
+    # two copies read one source disk with 60 MB/s to spare; the first also writes the disk with the most work
+    disks = {(1, "/s"): disk(0.40), (2, "/hot"): disk(0.40), (3, "/cold"): disk(0.40)}
+    flows = [Flow("t:0>2", "move", 1, 2, (1, "/s"), (2, "/hot"), remaining_bytes=1e9, tp=("t", 0)),
+             Flow("t:1>3", "move", 1, 3, (1, "/s"), (3, "/cold"), remaining_bytes=1e9, tp=("t", 1))]
+    work = {(1, "/s"): 2e9, (2, "/hot"): 20e9, (3, "/cold"): 1e9}
+    c = choose(flows, resources(flows, disks, 0.7), work, 400e6)
+    got = realized(flows, c.sides, c.rates)
+    assert got["t:0>2"] == pytest.approx(60e6, rel=1e-6) and got["t:1>3"] < 1e6
+
+
+def test_every_copy_is_throttled_forced_sides_hold_and_intra_broker_copies_use_the_dirs_rate() -> None:
+    flows = [*FLOWS, Flow("t:2>2", "future", 2, 2, (2, "/full"), (2, "/idle"), remaining_bytes=1e9, tp=("t", 2))]
+    c = choose(flows, resources(flows, DISKS, 0.7), {}, 400e6, forced={"t:0>2": BOTH})
+    assert c.sides["t:0>2"] == BOTH and c.sides["t:2>2"] == DIRS
+    got = realized(flows, c.sides, c.rates)
+    assert all(np.isfinite(list(got.values())))
+    assert all(r in c.rates for f in flows for r in roles_on(f, c.sides[f.key]))
+
+
+def test_a_copy_left_alone_when_its_neighbour_finishes_still_fits() -> None:
+    # both copies on broker 2's follower side (their sources are forced to it); one ends before the next pass
+    disks = {(1, "/a"): disk(0.1), (3, "/c"): disk(0.1), (2, "/x"): disk(0.1), (2, "/y"): disk(0.6)}
+    flows = [Flow("t:0>2", "move", 1, 2, (1, "/a"), (2, "/x"), remaining_bytes=10e6, tp=("t", 0)),
+             Flow("t:1>2", "move", 3, 2, (3, "/c"), (2, "/y"), remaining_bytes=5e9, tp=("t", 1))]
+    forced = {f.key: FOLLOWER for f in flows}
+    res = resources(flows, disks, 0.7)
+    blind = choose(flows, res, {}, 400e6, forced=forced)
+    assert blind.rates[(2, FOLLOWER_RATE)] == pytest.approx(40e6)  # 20 MB/s each: /y's budget
+    c = choose(flows, res, {}, 400e6, forced=forced, horizon_s=5.0)
+    alone = c.rates[(2, FOLLOWER_RATE)]  # what t:1>2 gets once t:0>2 is done
+    assert alone <= 20e6 * (1 + 1e-9)
+
+
+def test_the_sync_cuts_the_lists_to_the_chosen_sides_and_backs_up_every_replica_that_may_lead() -> None:
+    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, floor=1e6)
+    throttles = MigrationThrottles(LocalStateStore(), None, "c1", policy, CopyMeter(), lambda *a, **k: None)  # type: ignore[arg-type]
+    lists = {"t": {LEADER_REPLICAS: {"0:1", "0:4", "1:3"}, FOLLOWER_REPLICAS: {"0:2", "1:2"}}}
+    rates, cut = throttles.rates(FLOWS, None, DISKS, None, lists, {})
+    # the idle disk's copy leaves broker 2's follower rate to the other one: listed on its leader's side only
+    assert cut["t"][FOLLOWER_REPLICAS] == {"0:2"} and cut["t"][LEADER_REPLICAS] == {"1:3"}
+    assert set(rates) == {(2, FOLLOWER_RATE), (3, LEADER_RATE)}
+    lists = {"t": {LEADER_REPLICAS: {"0:1", "1:3", "1:4"}, FOLLOWER_REPLICAS: {"0:2", "1:2"}}}
+    rates, cut = throttles.rates(FLOWS, None, DISKS, None, lists, {})
+    assert cut["t"][LEADER_REPLICAS] == {"1:3", "1:4"}  # broker 4 may take over leadership of t-1 ...
+    assert rates[(4, LEADER_RATE)] >= 1e6  # ... and then throttles it too
+    fair = MigrationThrottles(LocalStateStore(), None, "c1", ThrottlePolicy(choice="fair"), CopyMeter(),  # type: ignore[arg-type]
+                              lambda *a, **k: None)
+    assert fair.rates(FLOWS, None, DISKS, None, lists, {})[1] == lists  # the old choice: both sides
+
+
+def test_policy_rejects_an_unknown_choice() -> None:
+    with pytest.raises(ValueError, match="joint or fair"):
+        ThrottlePolicy(choice="greedy")
