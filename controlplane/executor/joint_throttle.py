@@ -16,8 +16,8 @@ Method, per pass:
 2. **Rates for a side choice** (an LP): every group ``(broker, rate)`` gives each of its ``n_g`` copies
    ``y_g`` bytes/s. Maximise ``Σ_d weight_d x load_d / budget_d`` (+ a small total-throughput term so
    nothing idles for nothing) subject to every resource (disk, NIC direction) within its budget and each
-   rate within the ceiling. Solved exactly by a dense simplex (:func:`maximize`): a few dozen variables
-   and rows, all constraints ``<=`` with non-negative right-hand sides, so the slack basis starts it.
+   rate within the ceiling. Solved by SciPy's HiGHS LP solver (:func:`maximize`): a few dozen variables
+   and rows, all constraints ``<=`` with non-negative right-hand sides.
 3. **Sides**: a task's copies start on the side of its most critical disk; then a local search flips one
    task at a time and keeps a flip that raises the objective (bounded by :data:`MAX_SOLVES`). A task's
    copies share one side (its leader entry lists all its copies at once). Copies touching a disk without
@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy.optimize import linprog
 
 from controlplane.executor.throttle import DiskKey, Flow, Resource, Role
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
@@ -102,49 +103,14 @@ def realized(flows: Sequence[Flow], sides: Mapping[str, str], rates: Mapping[Rol
             for f in flows}
 
 
-def maximize(c: npt.NDArray[np.float64], a: npt.NDArray[np.float64], b: npt.NDArray[np.float64],
-             max_pivots: int = 5000) -> npt.NDArray[np.float64]:
-    """``argmax c.y`` subject to ``a y <= b``, ``y >= 0``, for ``b >= 0`` (the slack basis is feasible).
-
-    Dense tableau simplex: Dantzig's entering rule, Bland's once a pivot leaves the objective where it was
-    (no cycling). The problem must be bounded (every variable in some row with a positive coefficient).
-    """
-    m, n = a.shape
-    t = np.zeros((m + 1, n + m + 1))
-    t[:m, :n] = a
-    t[:m, n:n + m] = np.eye(m)
-    t[:m, -1] = np.maximum(b, 0.0)
-    t[m, :n] = -c
-    basis = np.arange(n, n + m)
-    tol = 1e-10
-    bland = False
-    for _ in range(max_pivots):
-        reduced = t[m, :-1]
-        entering = np.nonzero(reduced < -tol)[0]
-        if entering.size == 0:
-            break
-        j = int(entering[0]) if bland else int(np.argmin(reduced))
-        col = t[:m, j]
-        rows = np.nonzero(col > tol)[0]
-        if rows.size == 0:
-            raise ValueError("unbounded LP")
-        ratios = t[rows, -1] / col[rows]
-        best = ratios.min()
-        ties = rows[ratios <= best + tol * max(1.0, abs(best))]
-        i = int(ties[np.argmin(basis[ties])])
-        before = t[m, -1]
-        t[i] /= t[i, j]
-        others = np.nonzero(np.abs(t[:, j]) > 0)[0]
-        for k in others:
-            if k != i:
-                t[k] -= t[k, j] * t[i]
-        basis[i] = j
-        bland = bland or t[m, -1] <= before + tol
-    y = np.zeros(n)
-    for i, v in enumerate(basis):
-        if v < n:
-            y[v] = max(t[i, -1], 0.0)
-    return y
+def maximize(c: npt.NDArray[np.float64], a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]
+             ) -> npt.NDArray[np.float64]:
+    """``argmax c.y`` subject to ``a y <= b``, ``y >= 0`` (``b >= 0``: the origin is feasible), by SciPy's
+    HiGHS; the problem must be bounded (every variable in some row with a positive coefficient)."""
+    res = linprog(-c, A_ub=a, b_ub=np.maximum(b, 0.0), bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise ValueError(f"LP not solved: {res.message}")
+    return np.maximum(np.asarray(res.x, dtype=np.float64), 0.0)
 
 
 @dataclass
