@@ -31,6 +31,7 @@ import typer
 from domain.errors import ContractError
 from domain.snapshot_file import parse_snapshot
 from kafkasim.realistic import operator_endpoints, prepare
+from kafkasim.tiered import TieredManager, TieredSettings
 
 CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
 
@@ -38,7 +39,7 @@ CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
 def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | None, control_port: int,
             audit_jsonl: Path | None, duration: float, snapshots: list[Path] | None = None,
             realistic: bool = False, sim_series: bool = False, legacy_metrics: bool = False,
-            lines: list[str] | None = None) -> None:
+            lines: list[str] | None = None, tiered: TieredSettings | None = None) -> None:
     from kafkasim.exporters import MetricsConfig
     from kafkasim.network import parse_cli_line
     from kafkasim.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
@@ -79,7 +80,8 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
     async def main() -> None:
         server = SimServer(fed, control_port=control_port, speed=speed,
                            audit_jsonl=str(audit_jsonl) if audit_jsonl else None,
-                           security=setup.security if setup else None, metrics=setup.metrics if setup else metrics)
+                           security=setup.security if setup else None, metrics=setup.metrics if setup else metrics,
+                           tiered=TieredManager(fed, tiered) if tiered is not None else None)
         endpoints = await server.start()
         if setup is not None:
             endpoints = operator_endpoints(endpoints, fed, setup)
@@ -176,10 +178,34 @@ def register(app: typer.Typer) -> None:
         line: list[str] | None = typer.Option(None, "--line",
                                               help="leased line IDC:IDC=MB_PER_S (both directions) or IDC>IDC=MB_PER_S "
                                                    "(one direction); repeat; adds to the scenario's network"),
+        tiered_address: list[str] | None = typer.Option(
+            None, "--tiered-address", help="Guardian tiered-metadata gRPC host:port (repeat for every node): topics "
+                                           "with remote.storage.enable=true tier their segments through it"),
+        tiered_token_file: Path | None = typer.Option(None, "--tiered-token-file",
+                                                      help="file holding the API token the tiered service accepts"),
+        tiered_ca_file: Path | None = typer.Option(None, "--tiered-ca-file",
+                                                   help="CA of the service's TLS certificate"),
+        remote_dir: Path | None = typer.Option(None, "--remote-dir",
+                                               help="remote store directory (stand-in for HDFS; default: a temp dir)"),
+        follower_tail_s: float = typer.Option(3600.0, "--follower-tail-s", min=0.0,
+                                              help="a new follower of a tiered partition copies this much of its tail"),
     ) -> None:
         """Start a simulated federation; first stdout line is the endpoints JSON."""
+        tiered = None
+        if tiered_address:
+            if tiered_token_file is None:
+                typer.echo("error: --tiered-address needs --tiered-token-file", err=True)
+                raise typer.Exit(2)
+            try:
+                token = tiered_token_file.read_text().strip()
+            except OSError as e:
+                typer.echo(f"error: cannot read --tiered-token-file {tiered_token_file}: {e}", err=True)
+                raise typer.Exit(2) from e
+            tiered = TieredSettings(tuple(tiered_address), token,
+                                    remote_dir or Path(tempfile.mkdtemp(prefix="kafkasim-remote-")),
+                                    follower_tail_s, tiered_ca_file)
         _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration, snapshot, realistic, sim_series,
-                legacy_metrics, line)
+                legacy_metrics, line, tiered)
 
     @app.command("truth")
     def truth(cluster: str = typer.Option(..., "--cluster"),

@@ -104,8 +104,9 @@ class TieredMetadata(Protocol):
 class GrpcMetadata:
     """:class:`TieredMetadata` over :class:`tiered.client.TieredClient` (leader following included)."""
 
-    def __init__(self, addresses: Sequence[str], token: str, timeout: float = 10.0) -> None:
-        self.client = TieredClient(addresses, token, timeout)
+    def __init__(self, addresses: Sequence[str], token: str, timeout: float = 10.0,
+                 ca_file: Path | None = None) -> None:
+        self.client = TieredClient(addresses, token, timeout, ca_file=ca_file)
 
     def append(self, cluster: str, topic_id: str, partition: int, epoch: int,
                events: list[dict[str, Any]]) -> tuple[int, list[int]]:
@@ -143,6 +144,8 @@ class TieredSettings:
     token: str
     remote_dir: Path
     follower_tail_s: float = 3600.0
+    ca_file: Path | None = None
+    """CA of the service's gRPC certificate (TLS); None: plaintext (a loopback service)."""
 
 
 def kafka_topic_id(topic_id: uuid.UUID) -> str:
@@ -180,7 +183,8 @@ class TieredManager:
         self.fed = fed
         self.engine = fed.engine
         self.settings = settings
-        self.metadata: TieredMetadata = metadata or GrpcMetadata(settings.addresses, settings.token)
+        self.metadata: TieredMetadata = metadata or GrpcMetadata(settings.addresses, settings.token,
+                                                                        ca_file=settings.ca_file)
         self.store: RemoteStore = store or LocalDirStore(settings.remote_dir)
         self.logs: dict[PKey, TieredLog] = {}
         self.epochs: dict[PKey, int] = {}

@@ -6,6 +6,9 @@ local tail (and DescribeLogDirs reporting the local size, which Guardian's execu
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -224,3 +227,39 @@ def test_move_copies_only_the_local_tail(env: Env) -> None:
     assert local < 10_000_000 and total0 > 3 * local
     assert copied <= local + 2_000_000 * (t1 - t0) * 1.5 + 1_000_000
     assert copied < 0.5 * total0
+
+
+def test_kafkasim_up_tiers_through_a_service_named_on_the_command_line(env: Env, tmp_path: Path) -> None:
+    token = tmp_path / "tiered.token"
+    token.write_text(env.service.token + "\n")
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"seed": 3, "speed": 1.0, "tick_seconds": 1.0, "clusters": [
+        {"name": "cli", "brokers": [{"count": 3, "idcs": ["a"], "racks_per_idc": 1, "memory_gb": 4,
+                                     "disks": [{"count": 1, "kind": "ssd"}]}], "topics": []}]}))
+    eps = tmp_path / "endpoints.json"
+    args = [sys.executable, "-m", "kafkasim", "up", "--scenario", str(scenario), "--endpoints-file", str(eps),
+            "--remote-dir", str(tmp_path / "remote"), "--tiered-token-file", str(token), "--duration", "60"]
+    for a in env.service.grpc_addresses:
+        args += ["--tiered-address", a]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        bootstrap = json.loads(proc.stdout.readline())["clusters"]["cli"]["bootstrap_servers"]
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+        admin.create_topics([NewTopic("logs-t", 1, 2, topic_configs={"remote.storage.enable": "true",
+                                                                       "segment.bytes": "100000"})])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        for i in range(200):
+            producer.send("logs-t", value=b"v" * 1000 + b"%d" % i)
+        producer.flush(30)
+        producer.close()
+        parts = wait_for(lambda: [p for p in env.client.list_partitions("cli") if p.groups > 0], 60,
+                         "the CLI-started simulator's partition in the service")
+        assert parts and (tmp_path / "remote").exists()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    missing = subprocess.run([sys.executable, "-m", "kafkasim", "up", "--tiered-address", "127.0.0.1:1"],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "--tiered-token-file" in missing.stderr
