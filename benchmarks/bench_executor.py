@@ -63,7 +63,7 @@ FIXED_RATES_MB = (20, 30, 40, 50, 60, 300)
 the sweep between them finds the fastest fixed rate that keeps util under the threshold."""
 MODES = [*((f"fixed {r} MB/s", ThrottlePolicy(mode="fixed", fixed_rate=r * 1e6)) for r in FIXED_RATES_MB),
          (f"adaptive (util < {THRESHOLD})", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
-                                                            ceiling=300e6)),
+                                                            ceiling=300e6, choice="joint")),
          ("adaptive (util < 0.9)", ThrottlePolicy(mode="adaptive", util_threshold=0.9, initial=20e6, ceiling=300e6)),
          (f"fair sides (util < {THRESHOLD})", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
                                                               ceiling=300e6, choice="fair"))]

@@ -101,7 +101,7 @@ def test_a_copy_left_alone_when_its_neighbour_finishes_still_fits() -> None:
 
 
 def test_the_sync_cuts_the_lists_to_the_chosen_sides_and_backs_up_every_replica_that_may_lead() -> None:
-    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, floor=1e6)
+    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, floor=1e6, choice="joint")
     throttles = MigrationThrottles(LocalStateStore(), None, "c1", policy, CopyMeter(), lambda *a, **k: None)  # type: ignore[arg-type]
     lists = {"t": {LEADER_REPLICAS: {"0:1", "0:4", "1:3"}, FOLLOWER_REPLICAS: {"0:2", "1:2"}}}
     rates, cut = throttles.rates(FLOWS, None, DISKS, None, lists, {})
