@@ -9,10 +9,11 @@ Method: :class:`RawOffsetFetchRequest` is kafka-python's ``OffsetFetchRequest`` 
 back undecoded (the response hook of :mod:`kafkaio.connection`, as its ``MetadataReader`` does).
 :func:`decode_offset_fetch` reads a v8/v9 body (flexible versions: compact arrays and strings, unsigned
 varints, tagged fields; the schema of ``OffsetFetchResponse.json``) with one pass over groups and
-topics; a topic's partitions are one ``numpy.frombuffer`` of 20-byte rows (partition int32, committed
+topics; a topic's partitions are taken as one slice of 20-byte rows (partition int32, committed
 offset int64, leader epoch int32, metadata, error int16, tagged fields) when every row's metadata is
-empty or null and carries no tagged field — checked on the bytes, which proves the rows have that
-size — else a per-row ``struct`` loop. Any other version, and bytes the fast decoder refuses, go
+empty or null and carries no tagged field — checked on the bytes (two strided slices counted in C), which
+proves the rows have that size — else read by a per-row ``struct`` loop; all rows become one
+``numpy.frombuffer``. Any other version, and bytes the fast decoder refuses, go
 through kafka-python's decoder (:func:`offsets_of_response`). The result is a :class:`GroupOffsets`:
 group names, topic names and four arrays (group index, topic index, partition, offset).
 
@@ -20,7 +21,8 @@ Guarantee: for every well-formed v8/v9 body, :func:`decode_offset_fetch` returns
 :func:`offsets_of_response` returns for kafka-python's decoding of it (property-tested on random
 responses, metadata and tagged fields included): each group's error code, and the partitions answered
 without error with a committed offset ≥ 0 of the groups answered without error.
-Cost: O(groups + topics) Python plus O(partitions) numpy; 40,000 partitions in 2,000 groups ≈ 10 ms.
+Cost: O(groups + topics) Python plus O(partitions) C/numpy: 40,000 partitions in 2,000 groups (886 kB)
+≈ 7 ms, kafka-python's decoder ≈ 80 ms and its objects into rows ≈ 40 ms more.
 """
 
 from __future__ import annotations
@@ -212,7 +214,7 @@ def _decode_v8(buf: bytes) -> tuple[list[tuple[str, int]], GroupOffsets]:
     n_groups, pos = _count(buf, pos)
     errors: list[tuple[str, int]] = []
     topics: dict[str, int] = {}
-    chunks: list[npt.NDArray[Any]] = []
+    chunks: list[bytes] = []
     blk_group: list[int] = []
     blk_topic: list[int] = []
     blk_n: list[int] = []
@@ -224,12 +226,14 @@ def _decode_v8(buf: bytes) -> tuple[list[tuple[str, int]], GroupOffsets]:
             n, pos = _count(buf, pos)
             if n:
                 end = pos + n * size
-                rows = np.frombuffer(buf, dtype=ROW, count=n, offset=pos) if end <= total else None
-                if rows is not None and bool((rows["m"] <= 1).all()) and bool((rows["tags"] == 0).all()):
-                    pos = end  # every row is 20 bytes: no metadata, no tagged field
+                meta = buf[pos + 16:end:size]  # each row's metadata length byte, if every row is 20 bytes
+                if end <= total and buf[pos + 19:end:size].count(0) == n \
+                        and meta.count(0) + meta.count(1) == n:
+                    chunks.append(buf[pos:end])  # every row is 20 bytes: no metadata, no tagged field
+                    pos = end
                 else:
                     rows, pos = _rows_slow(buf, pos, n)
-                chunks.append(rows)
+                    chunks.append(rows.tobytes())
                 blk_group.append(gi)
                 blk_topic.append(topics.setdefault(name, len(topics)))
                 blk_n.append(n)
@@ -246,7 +250,7 @@ def _decode_v8(buf: bytes) -> tuple[list[tuple[str, int]], GroupOffsets]:
     if not chunks:
         z = np.zeros(0, dtype=np.int32)
         return errors, GroupOffsets(list(names), [], z, z, z, np.zeros(0, dtype=np.int64))
-    rows = np.concatenate(chunks)
+    rows = np.frombuffer(b"".join(chunks), dtype=ROW)
     counts = np.asarray(blk_n, dtype=np.int64)
     group = np.repeat(renum[np.asarray(blk_group, dtype=np.int64)], counts)
     topic = np.repeat(np.asarray(blk_topic, dtype=np.int32), counts)
