@@ -5,14 +5,20 @@ The simulator runs in its own process (its renderer and the collector would othe
 GIL); the collector runs here exactly as the service runs it (``ClusterCollector.collect_once``).
 
     python -m benchmarks.bench_collectors [--configs 1000x100000,1000x20000] [--rounds 7]
-                                          [--previous benchmarks/data/collectors_previous.json]
+                                          [--previous benchmarks/data/collectors_previous.json] [--rounds-only]
+
+``--groups-every N`` reads the consumer groups' committed offsets every N rounds (after the first two), as
+``KafkaSourceOptions(groups_every=N)`` does: each round says whether it read them or carried them over, so a run
+with a large N measures what the per-round read costs.
 
 Every figure of a round is the median over the rounds after the first (the first round is cold:
 it reads every broker's log dirs and configs, and has no rates yet; it is reported on its own).
 Collector CPU (this process) and kafkasim CPU (the child) are reported apart: the two share the
 machine's cores, and a real federation's brokers render their metrics on their own machines.
 ``--previous`` is a JSON this benchmark wrote for an earlier implementation (measured the same way);
-its figures are printed beside the current ones with the ratio.  Writes ``out/bench/collectors.json``.
+its figures are printed beside the current ones with the ratio.  ``--rounds-only`` measures the rounds and
+the parse cost per broker only (no scrape-only rounds with prometheus_client, ~2 minutes at 1,000 brokers; no
+window micro-benchmarks), for runs alternated with another implementation.  Writes ``out/bench/collectors.json``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from collectors.history import RingWindow
 from collectors.promtext import parse_fast, parse_reference
 from collectors.scrape import scrape_all
 from kafkaio.endpoints import parse_endpoints
+from kafkaio.source import KafkaSourceOptions
 
 
 def serve(brokers: int, partitions: int, out: Path) -> None:
@@ -139,7 +146,8 @@ def _proc_cpu(pid: int) -> float:
         return float("nan")
 
 
-def run_config(brokers: int, partitions: int, rounds_n: int, interval: float, compare: bool) -> dict[str, Any]:
+def run_config(brokers: int, partitions: int, rounds_n: int, interval: float, compare: bool,
+               groups_every: int = 1) -> dict[str, Any]:
     """Start a federation, run ``rounds_n`` collection rounds, measure wall and CPU per round."""
     tmpdir = Path(tempfile.mkdtemp(prefix="bench-collectors-"))
     epf = tmpdir / "endpoints.json"
@@ -158,7 +166,8 @@ def run_config(brokers: int, partitions: int, rounds_n: int, interval: float, co
         eps = parse_endpoints(doc, "c1")
         print(f"kafkasim up in {doc.get('build_seconds', 0):.1f} s", flush=True)
         rounds: list[dict[str, Any]] = []
-        col = ClusterCollector(eps, ModelConfig(), scrape_timeout_s=60.0, concurrency=256)
+        col = ClusterCollector(eps, ModelConfig(), scrape_timeout_s=60.0, concurrency=256,
+                               source_options=KafkaSourceOptions(groups_every=groups_every))
         try:
             for k in range(rounds_n):
                 t0 = time.monotonic()
@@ -169,6 +178,7 @@ def run_config(brokers: int, partitions: int, rounds_n: int, interval: float, co
                 rs["kafkasim_cpu_s"] = _proc_cpu(child.pid) - sim0
                 cov = c.coverage
                 rs.update({"round": k + 1, "admin_full": not cov.admin_details_age_s,
+                           "offsets_read": bool(cov.consumer_offsets.get("fresh")),
                            "brokers_scraped": len(cov.brokers_with_metrics),
                            "partitions": cov.partitions_total, "partitions_with_rates": cov.partitions_with_rates,
                            "parse_ms_per_broker": cov.parse_seconds / max(len(cov.brokers_with_metrics), 1) * 1000,
@@ -178,7 +188,8 @@ def run_config(brokers: int, partitions: int, rounds_n: int, interval: float, co
                 print(f"round {k + 1}: wall {rs['total']:.2f} s (admin {rs['admin']:.2f}{full}, "
                       f"scrape+parse {rs['scrape']:.2f}, parse {rs['parse']:.2f}, build {rs['build']:.2f}); "
                       f"CPU collector {rs['collector_cpu_s']:.2f} s, kafkasim {rs['kafkasim_cpu_s']:.2f} s; "
-                      f"{rs['partitions_with_rates']}/{rs['partitions']} partitions with rates", flush=True)
+                      f"{rs['partitions_with_rates']}/{rs['partitions']} partitions with rates"
+                      f"{'' if rs['offsets_read'] else '; offsets carried'}", flush=True)
                 if k + 1 < rounds_n:
                     time.sleep(max(interval - (time.monotonic() - t0), 0.0))
             out["model_memory_bytes"] = col.model.memory_bytes()
@@ -226,6 +237,10 @@ def main() -> int:
                     help="comma-separated BROKERSxPARTITIONS federations to measure")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--interval", type=float, default=5.0)
+    ap.add_argument("--groups-every", type=int, default=1,
+                    help="rounds between reads of the committed offsets (KafkaSourceOptions.groups_every)")
+    ap.add_argument("--rounds-only", action="store_true",
+                    help="only the collection rounds and the parse cost per broker (alternated runs)")
     ap.add_argument("--previous", type=Path,
                     default=Path(__file__).resolve().parent / "data" / "collectors_previous.json",
                     help="JSON of an earlier implementation's run, printed beside this one")
@@ -238,12 +253,14 @@ def main() -> int:
     for item in args.configs.split(","):
         b, _, p = item.partition("x")
         configs.append((int(b), int(p)))
-    results = [run_config(b, p, args.rounds, args.interval, compare=(i == 0)) for i, (b, p) in enumerate(configs)]
-    windows = {
+    results = [run_config(b, p, args.rounds, args.interval, compare=(i == 0 and not args.rounds_only),
+                          groups_every=args.groups_every)
+               for i, (b, p) in enumerate(configs)]
+    windows = {} if args.rounds_only else {
         "1h_at_10s_2_series": window_memory(100_000, 360, 1, 2),
         "1h_at_1min_2_series_default": window_memory(100_000, 60, 6, 2),
     }
-    disk_hist = full_disk_window()
+    disk_hist = None if args.rounds_only else full_disk_window()
     result = {"configs": results, "target_round_seconds": 5.0, "window_memory_100k_partitions": windows,
               "load_history_full_window": disk_hist,
               "peak_rss_mib": peak_rss_mib(), "cpus": os.cpu_count(), "loadavg_at_start": load0,
@@ -318,9 +335,10 @@ def print_table(result: dict[str, Any], prev: dict[str, Any] | None) -> None:
     for name, w in result["window_memory_100k_partitions"].items():
         print(f"{'  append one round to ' + name + ', ms':66} {w['append_seconds_per_round'] * 1000:>9.1f}")
     h = result["load_history_full_window"]
-    print(f"{'load_history of ' + str(h['disks']) + ' disks from a full 1 h window, vectorised, ms':66} "
-          f"{h['vectorised_s'] * 1000:>9.1f}")
-    print(f"{'  the same one disk at a time (baseline), ms':66} {h['one_disk_at_a_time_s'] * 1000:>9.1f}")
+    if h is not None:
+        print(f"{'load_history of ' + str(h['disks']) + ' disks from a full 1 h window, vectorised, ms':66} "
+              f"{h['vectorised_s'] * 1000:>9.1f}")
+        print(f"{'  the same one disk at a time (baseline), ms':66} {h['one_disk_at_a_time_s'] * 1000:>9.1f}")
     print(f"{'collector process peak RSS, MiB':66} {result['peak_rss_mib']:>9.0f}")
     la0, la1 = result["loadavg_at_start"], result["loadavg_at_end"]
     print(f"load average at start {la0[0]:.2f} {la0[1]:.2f} {la0[2]:.2f}, at end {la1[0]:.2f} {la1[1]:.2f} "

@@ -16,7 +16,8 @@ changed or is due and carries the rest over. Consumer positions come from Kafka 
 between): ListGroups on every alive broker (every ``groups_list_every`` reads; consumer-protocol
 groups, at most ``groups_max``, sorted by name), FindCoordinator for groups without a known
 coordinator (batched, v4+), then one OffsetFetch per coordinator (all its groups in one v8+ request,
-else one per group), all in flight at once.
+else one per group), all in flight at once; a v8 answer comes back undecoded and is read into columns
+by :mod:`kafkaio.offset_fetch` (no object per partition), in the caller's thread.
 
 Guarantee: every failure is recorded in :attr:`KafkaState.errors` (``what -> message``); a round
 only fails as a whole (:class:`KafkaSourceError`) when cluster metadata itself cannot be read, and
@@ -46,9 +47,10 @@ from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from domain.throttles import BROKER_THROTTLE_KEYS, CAPABILITY_KEYS, TOPIC_THROTTLE_KEYS
-from kafkaio.connection import KafkaConnection
+from kafkaio.connection import KafkaConnection, _RawBody
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import KafkaAuthError, KafkaSourceError
+from kafkaio.offset_fetch import GroupOffsets, RawOffsetFetchRequest, decode_offset_fetch, offsets_of_response
 from kafkaio.types import NO_LEADER, BrokerMeta, LogDirMeta, PartitionMeta, Reassignment, ReplicaDir
 
 log = logging.getLogger("guardian.collectors.kafka")
@@ -83,8 +85,8 @@ class KafkaState:
     log_dirs_fresh: set[int] = field(default_factory=set)
     """Brokers whose log dirs were read in this round."""
     futures_by_broker: dict[int, list[tuple[int, str, tuple[str, int], int]]] = field(default_factory=dict)
-    group_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
-    """Consumer group -> committed offset per partition (read this round when :attr:`group_offsets_fresh`)."""
+    group_offsets: GroupOffsets = field(default_factory=GroupOffsets.empty)
+    """Consumer groups' committed offsets, as columns (read this round when :attr:`group_offsets_fresh`)."""
     group_offsets_fresh: bool = False
     groups_listed: int = 0
     """Consumer groups the last ListGroups found (before the ``groups_max`` cap)."""
@@ -430,7 +432,7 @@ class KafkaSource:
         relist = self._reads % max(opts.groups_list_every, 1) == 0 or not self._groups
         self._reads += 1
 
-        async def go(client: Any) -> tuple[dict[str, dict[tuple[str, int], int]], dict[str, str], int | None]:
+        async def go(client: Any) -> tuple[list[tuple[int, str | None, Any]], dict[str, str], int | None]:
             mgr = client._manager
             errors: dict[str, str] = {}
             listed: int | None = None
@@ -464,44 +466,54 @@ class KafkaSource:
             for c, groups in by_coord.items():
                 if batched:
                     grp = OffsetFetchRequest.OffsetFetchRequestGroup
-                    req = OffsetFetchRequest(groups=[grp(group_id=g, topics=None) for g in groups],
-                                             min_version=8, max_version=8)
+                    req = RawOffsetFetchRequest(groups=[grp(group_id=g, topics=None) for g in groups],
+                                                min_version=8, max_version=8)
                     sends.append((c, None, mgr.send(req, node_id=c, request_timeout_ms=timeout)))
                 else:
                     for g in groups:
                         req = OffsetFetchRequest(group_id=g, topics=None, min_version=2, max_version=7)
                         sends.append((c, g, mgr.send(req, node_id=c, request_timeout_ms=timeout)))
-            out: dict[str, dict[tuple[str, int], int]] = {}
+            answers: list[tuple[int, str | None, Any]] = []
             for c, single, fut in sends:
                 try:
-                    resp = await mgr.wait_for(fut, timeout)
+                    answers.append((c, single, await mgr.wait_for(fut, timeout)))
                 except Exception as exc:
                     errors[f"offset_fetch coordinator {c}"] = f"{type(exc).__name__}: {exc}"
                     for g in by_coord.get(c, []) if single is None else [single]:
                         self._coordinators.pop(g, None)
-                    continue
-                groups_resp = resp.groups if single is None else [resp]
-                for gr in groups_resp:
-                    gid = single if single is not None else gr.group_id
-                    if gr.error_code:
-                        if gr.error_code in _COORDINATOR_MOVED:
-                            self._coordinators.pop(gid, None)
-                        errors[f"offset_fetch group {gid}"] = f"error code {gr.error_code}"
-                        continue
-                    offs: dict[tuple[str, int], int] = {}
-                    for t in gr.topics:
-                        for p in t.partitions:
-                            if not p.error_code and p.committed_offset >= 0:
-                                offs[(str(t.name), int(p.partition_index))] = int(p.committed_offset)
-                    out[gid] = offs
-            return out, errors, listed
+            return answers, errors, listed
 
         try:
-            offsets, errors, listed = self.connection.run(go)
+            answers, errors, listed = self.connection.run(go)
         except Exception as exc:
             state.errors["consumer_offsets"] = f"{type(exc).__name__}: {exc}"
             return
-        state.group_offsets = offsets
+        tables: list[GroupOffsets] = []
+        singles: dict[str, dict[tuple[str, int], int]] = {}
+        for c, single, resp in answers:
+            if single is None:  # batched (v8+): raw bytes unless the hook was bypassed
+                try:
+                    group_errors, table = (decode_offset_fetch(resp.body, resp.version) if isinstance(resp, _RawBody)
+                                           else offsets_of_response(resp))
+                except Exception as exc:
+                    errors[f"offset_fetch coordinator {c}"] = f"{type(exc).__name__}: {exc}"
+                    self._coordinators = {g: cc for g, cc in self._coordinators.items() if cc != c}
+                    continue
+                tables.append(table)
+            else:
+                group_errors = [(single, int(resp.error_code))]
+                if not resp.error_code:
+                    singles[single] = {(str(t.name), int(p.partition_index)): int(p.committed_offset)
+                                       for t in resp.topics for p in t.partitions
+                                       if not p.error_code and p.committed_offset >= 0}
+            for gid, code in group_errors:
+                if code:
+                    if code in _COORDINATOR_MOVED:
+                        self._coordinators.pop(gid, None)
+                    errors[f"offset_fetch group {gid}"] = f"error code {code}"
+        if singles:
+            tables.append(GroupOffsets.from_mapping(singles))
+        state.group_offsets = GroupOffsets.concat(tables)
         state.group_offsets_fresh = True
         state.groups_listed = listed if listed is not None else len(self._groups)
         state.errors.update(errors)

@@ -22,11 +22,15 @@ samples + partitions with consumers) Python, O(partitions) numpy.
 from __future__ import annotations
 
 import math
+import sys
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
+import numpy.typing as npt
 
 from collectors.build.disks import DiskRound
 from collectors.build.names import M_GROUP_LAG, M_GROUP_OFFSET
@@ -37,6 +41,7 @@ from collectors.build.topology import Sources
 from collectors.completeness import Coverage
 from collectors.pagecache import position_disk_reads, residence_seconds
 from collectors.rates import PhysicalLimits, VectorCounterTracker
+from kafkaio.offset_fetch import GroupOffsets
 from kafkaio.source import KafkaState
 
 
@@ -103,8 +108,12 @@ def admin_positions(state: KafkaState, ix: PartitionIndex, leo: F64, sources: So
     A fresh read is rated against the previous one at the round's sample clock (the newest broker
     payload's). Between reads (``state.group_offsets_fresh`` False) a group's position is its last
     committed offset moved on at its last rate to this round's clock, never past the leader's log end;
-    the rates stand for at most ``hold_s`` (``groups``)."""
-    if not state.group_offsets:
+    the rates stand for at most ``hold_s`` (``groups``). The offsets arrive as columns
+    (:class:`~kafkaio.offset_fetch.GroupOffsets`): partition indexes, rates and moves are numpy over the
+    rows; the rate tracker sees one segment per (group, topic); Python touches each row only to fill
+    the two dictionaries."""
+    tab = state.group_offsets
+    if not len(tab):
         return 0
     fresh = state.group_offsets_fresh
     if not fresh and now - groups.at > hold_s:
@@ -112,33 +121,80 @@ def admin_positions(state: KafkaState, ix: PartitionIndex, leo: F64, sources: So
     clocks = [(c, k) for _, c, k in sources.brokers.values()]
     stamped = [x for x in clocks if x[1] == "ts"]
     clock, kind = max(stamped or clocks) if clocks else (None, "mono")
-    pidx = ix.pidx
-    keys: list[tuple[str, str, int]] = []
-    vals: list[float] = []
-    where: list[tuple[int, str]] = []
-    for group, offs in state.group_offsets.items():
-        for tp, off in offs.items():
-            i = pidx.get(tp)
-            if i is None:
-                continue
-            keys.append((group, tp[0], tp[1]))
-            vals.append(float(off))
-            where.append((i, group))
-    if fresh and clock is not None and keys:
-        rates, _codes = tracker.update((kind, "admin", "committed_offsets"), keys, clock, vals)
-        groups.rates = {k: r for k, r in zip(keys, rates.tolist(), strict=True) if r == r}
+    rows_i = _rows_partition_index(ix, tab)
+    sel = np.flatnonzero(rows_i >= 0)
+    n = len(sel)
+    if n == 0:
+        return 0
+    at = rows_i[sel]
+    g_of, t_of, part = tab.group[sel], tab.topic[sel], tab.partition[sel]
+    vals = tab.offset[sel].astype(np.float64)
+    names = np.asarray(tab.groups, dtype=object)[g_of]
+    tnames = np.asarray(tab.topics, dtype=object)[t_of]
+    if fresh and clock is not None:
+        cut = np.flatnonzero((g_of[1:] != g_of[:-1]) | (t_of[1:] != t_of[:-1])) + 1
+        bounds = [0, *cut.tolist(), n]
+        plist = part.tolist()
+        segments = [((tab.groups[int(g_of[lo])], tab.topics[int(t_of[lo])]), plist[lo:hi], clock, vals[lo:hi])
+                    for lo, hi in pairwise(bounds)]
+        rates, _codes, _v, _off = tracker.update_segments((kind, "admin", "committed_offsets"), segments)
+        ok = ~np.isnan(rates)
+        groups.rates = dict(zip(zip(names[ok].tolist(), tnames[ok].tolist(), part[ok].tolist(), strict=True),
+                                rates[ok].tolist(), strict=True))
         groups.at, groups.clock = now, clock
-    held = groups.rates
+        row_rate = rates
+    else:
+        held = groups.rates
+        row_rate = np.fromiter((held.get(k, math.nan) for k in zip(names.tolist(), tnames.tolist(), part.tolist(),
+                                                                  strict=True)), dtype=np.float64, count=n)
     since = clock - groups.clock if not fresh and clock is not None and groups.clock is not None else 0.0
-    for k, (i, group), v in zip(keys, where, vals, strict=True):
-        r = held.get(k)
-        if r is not None:
-            group_rate[(i, group)] = r
-            if since > 0:
-                end = float(leo[i])
-                v = v + r * since if end != end else min(v + r * since, max(end, v))
+    has = ~np.isnan(row_rate)
+    if since > 0 and has.any():
+        end = leo[at]
+        moved = vals + row_rate * since
+        moved = np.where(np.isnan(end), moved, np.minimum(moved, np.maximum(end, vals)))
+        vals = np.where(has, moved, vals)
+    name_list = names.tolist()
+    for i, group, v in zip(at.tolist(), name_list, vals.tolist(), strict=True):
         positions[i][group] = v
-    return len(keys)
+    group_rate.update(zip(zip(at[has].tolist(), names[has].tolist(), strict=True), row_rate[has].tolist(),
+                          strict=True))
+    return n
+
+
+def _rows_partition_index(ix: PartitionIndex, tab: GroupOffsets) -> npt.NDArray[np.int64]:
+    """The partition index of every row of ``tab`` (-1 for partitions the metadata does not list): one
+    lookup table per topic named (``ix.keys`` is sorted, a topic's partitions are one run of it)."""
+    keys = ix.keys
+    nt = len(tab.topics)
+    base = np.zeros(nt, dtype=np.int64)
+    size = np.zeros(nt, dtype=np.int64)
+    luts: list[npt.NDArray[np.int64]] = []
+    off = 0
+    for k, name in enumerate(tab.topics):
+        lo = bisect_left(keys, (name, -1))
+        hi = bisect_right(keys, (name, sys.maxsize))
+        count = hi - lo
+        if count and keys[lo][1] == 0 and keys[hi - 1][1] == count - 1:
+            lut = np.arange(lo, hi, dtype=np.int64)  # partitions 0..count-1, as Kafka numbers them
+        elif count:
+            nums = [p for _, p in keys[lo:hi]]
+            lut = np.full(max(max(nums) + 1, 0), -1, dtype=np.int64)
+            for j, p in enumerate(nums):
+                if p >= 0:
+                    lut[p] = lo + j
+        else:
+            lut = np.zeros(0, dtype=np.int64)
+        luts.append(lut)
+        base[k], size[k] = off, len(lut)
+        off += len(lut)
+    out = np.full(len(tab), -1, dtype=np.int64)
+    if off:
+        tops = tab.topic.astype(np.int64)
+        nums_p = tab.partition.astype(np.int64)
+        ok = (nums_p >= 0) & (nums_p < size[tops])
+        out[ok] = np.concatenate(luts)[base[tops[ok]] + nums_p[ok]]
+    return out
 
 
 def residence_times(disks: DiskRound, alive: Iterable[int], holds: Holds, now: float) -> dict[int, float]:

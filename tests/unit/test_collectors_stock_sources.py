@@ -31,6 +31,7 @@ from controlplane.service.planning import PlanRequestError, idc_refusal, make_pl
 from controlplane.state.registration import endpoints_of
 from domain import DiskKind, parse_snapshot
 from kafkaio.endpoints import EndpointsError, MetricsEndpoint, parse_endpoints
+from kafkaio.offset_fetch import GroupOffsets
 from kafkaio.source import KafkaState
 from kafkasim.httpd import BasicAuth, http_serve
 from kafkasim.tls import TlsMaterial
@@ -298,7 +299,8 @@ def test_committed_offsets_between_reads_move_on_at_their_last_rate_up_to_the_lo
     tracker, book = VectorCounterTracker(0.5), GroupBook()
 
     def round_(clock: float, off: int, fresh: bool, leo: float, now: float) -> tuple[float, float | None]:
-        state = KafkaState(None, None, {}, {}, group_offsets={"g": {("t", 0): off}}, group_offsets_fresh=fresh)
+        state = KafkaState(None, None, {}, {}, group_offsets=GroupOffsets.from_mapping({"g": {("t", 0): off}}),
+                           group_offsets_fresh=fresh)
         positions: dict[int, dict[str, float]] = {0: {}}
         rates: dict[tuple[int, str], float] = {}
         assert admin_positions(state, ix, np.array([leo]), Sources({1: (Payload(), clock, "ts")}, []), tracker, book,

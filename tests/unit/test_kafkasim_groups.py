@@ -5,10 +5,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kafka.protocol.consumer.group import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+)
 
 from kafkasim import model as m
-from kafkasim.groups import GroupCoordinator, coordinator, offsets_partition, simulated_groups
+from kafkasim.groups import (
+    GroupCoordinator,
+    RealGroup,
+    coordinator,
+    offset_fetch_body_v8,
+    offset_fetch_group_v8,
+    offsets_partition,
+    simulated_groups,
+)
 from kafkasim.model import Cluster
 from kafkasim.protocol import ReqContext
 from kafkasim.scenario import Federation, build_federation
@@ -134,3 +151,101 @@ def test_join_sync_and_session_expiry() -> None:
     assert _beat(co, ctx, b.member_id, 2) == m.UNKNOWN_MEMBER_ID
     other = next(x for x in cl.alive_brokers() if x is not ctx.broker)
     assert _beat(co, ReqContext("a", "127.0.0.1", cl, other), a.member_id, 3) == m.NOT_COORDINATOR
+
+
+# ---------------------------------------------------------------------- OffsetFetch v8 encoded without objects
+_names = st.text(st.characters(codec="utf-8"), max_size=12)
+_parts = st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1),
+                            st.integers(-2**31, 2**31 - 1), st.none() | _names, st.integers(-2**15, 2**15 - 1)),
+                  max_size=4)
+_groups = st.lists(st.tuples(_names, st.integers(-2**15, 2**15 - 1),
+                             st.lists(st.tuples(_names, _parts), max_size=3)), max_size=4)
+
+
+def _reference_v8(groups: list[tuple[str, int, list[tuple[str, list[Any]]]]]) -> bytes:
+    """kafka-python's encoding of the same response object (the body, no header)."""
+    R = OffsetFetchResponse
+    G = R.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    return bytes(R(version=8, throttle_time_ms=0, groups=[G(group_id=gid, error_code=err, topics=[T(name=t, partitions=[
+        T.OffsetFetchResponsePartitions(partition_index=i, committed_offset=o, committed_leader_epoch=e, metadata=md,
+                                        error_code=pe) for i, o, e, md, pe in ps]) for t, ps in topics])
+        for gid, err, topics in groups]).encode())
+
+
+@settings(deadline=None, max_examples=200)
+@given(_groups)
+def test_offset_fetch_v8_encoding_is_kafka_pythons(groups: list[tuple[str, int, list[tuple[str, list[Any]]]]]) -> None:
+    body = offset_fetch_body_v8([offset_fetch_group_v8(gid, err, topics) for gid, err, topics in groups])
+    assert body == _reference_v8(groups)
+
+
+def test_offset_fetch_v8_answers_every_kind_of_group_as_the_objects_did() -> None:
+    """Simulated groups (numpy path), a stored group, a group of another coordinator and a named-partitions
+    request, after the engine moved: the encoded answer is byte-identical to kafka-python's encoding of the
+    expected rows, and the committed offsets are :meth:`GroupCoordinator.committed`'s."""
+    f = fed()
+    cl = f.clusters["east"]
+    parts = cl.topics["orders"].partitions
+    f.engine.f["tail_groups"][parts[0].slot] = 2.0
+    f.engine.f["lag"][parts[1].slot] = 10 * 1024.0
+    f.engine.f["lag_rate"][parts[1].slot] = 1e6
+    co = GroupCoordinator(Clock())
+    co.groups[("east", "real")] = RealGroup("real", offsets={("orders", 2): (77, 3, None, 0.0),
+                                                              ("orders", 0): (5, -1, "md", 0.0)})
+    sims = sorted(co.sim_groups(cl))
+    assert len(sims) == 3
+    Q = OffsetFetchRequest.OffsetFetchRequestGroup
+    QT = Q.OffsetFetchRequestTopics
+    for _ in range(3):
+        f.engine.step(5.0)
+        for b in cl.alive_brokers():
+            ctx = ReqContext("x", "127.0.0.1", cl, b)
+            req = OffsetFetchRequest(version=8, require_stable=False, groups=[
+                *(Q(group_id=g, topics=None) for g in [*sims, "real"]),
+                Q(group_id=sims[0], topics=[QT(name="orders", partition_indexes=[3, 9])])])
+            got = co.api_9(ctx, 8, req)
+            expect: list[tuple[str, int, list[tuple[str, list[Any]]]]] = []
+            for g in [*sims, "real", sims[0]]:
+                if coordinator(cl, g) is not b:
+                    expect.append((g, m.NOT_COORDINATOR, []))
+                    continue
+                if g == "real":
+                    expect.append((g, 0, [("orders", [(0, 5, -1, "md", 0), (2, 77, 3, None, 0)])]))
+                    continue
+                have = co.committed(cl, g)
+                if len(expect) == len(sims) + 1:  # the named-partitions request: 9 has no commit
+                    expect.append((g, 0, [("orders", [(3, have.get(("orders", 3), -1),
+                                                       parts[3].leader_epoch if ("orders", 3) in have else -1,
+                                                       "", 0), (9, -1, -1, "", 0)])]))
+                    continue
+                expect.append((g, 0, [("orders", [(i, o, parts[i].leader_epoch, "", 0)
+                                                  for (_, i), o in sorted(have.items())])]))
+            assert got.body == _reference_v8(expect)
+            decoded = OffsetFetchResponse[8].decode(got.encode(header=False, framed=False))
+            assert [x.group_id for x in decoded.groups] == [*sims, "real", sims[0]]
+
+
+def test_list_groups_on_every_broker_lists_each_group_once_at_its_coordinator() -> None:
+    f = fed()
+    cl = f.clusters["east"]
+    f.engine.f["tail_groups"][cl.topics["orders"].partitions[0].slot] = 3.0
+    co = GroupCoordinator(Clock())
+    co.groups[("east", "real")] = RealGroup("real", offsets={("orders", 2): (77, 3, None, 0.0)})
+    req = ListGroupsRequest(version=4, states_filter=[])
+    seen: dict[str, int] = {}
+    for b in cl.alive_brokers():
+        for g in co.api_16(ReqContext("x", "127.0.0.1", cl, b), 4, req).groups:
+            assert g.group_id not in seen
+            seen[g.group_id] = b.id
+            c = coordinator(cl, g.group_id)
+            assert c is not None and c.id == b.id
+    assert set(seen) == {gid for gid, _, _ in co.listing(cl)} == {*co.sim_groups(cl), "real"}
+    cl.set_broker_alive(next(iter(seen.values())), False)  # coordinators move: the cached listing follows
+    moved = {g.group_id: b.id for b in cl.alive_brokers()
+             for g in co.api_16(ReqContext("x", "127.0.0.1", cl, b), 4, req).groups}
+    assert set(moved) == set(seen)
+    assert all(moved[g] == coordinator(cl, g).id for g in moved)  # type: ignore[union-attr]
+    stable = ListGroupsRequest(version=4, states_filter=["Empty"])
+    assert [g.group_id for b in cl.alive_brokers()
+            for g in co.api_16(ReqContext("x", "127.0.0.1", cl, b), 4, stable).groups] == ["real"]
