@@ -20,7 +20,8 @@ GUARDIAN = [sys.executable, "-c", "from controlplane.cli import main; main()"]
 
 
 def test_snapshot_take_against_a_kafkasim_process(tmp_path: Path) -> None:
-    """`python -m kafkasim up --endpoints-file E` (a real process), then `guardian snapshot take -e E`."""
+    """`python -m kafkasim up --endpoints-file E` (a real process), then `guardian snapshot take -e E` (three
+    rounds: the audit topic kafkasim creates in its first seconds has rates from its second round on)."""
     eps = tmp_path / "endpoints.json"
     sim = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--endpoints-file", str(eps), "--speed", "20"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -32,7 +33,7 @@ def test_snapshot_take_against_a_kafkasim_process(tmp_path: Path) -> None:
             time.sleep(0.2)
         out = tmp_path / "s.json"
         r = subprocess.run([*GUARDIAN, "snapshot", "take", "-e", str(eps), "-c", "east", "-o", str(out),
-                            "--rounds", "2", "--interval", "1"], capture_output=True, text=True, timeout=90)
+                            "--rounds", "3", "--interval", "1"], capture_output=True, text=True, timeout=90)
         assert r.returncode == 0, r.stderr
         snap = parse_snapshot(out.read_text())
         doc = json.loads(out.read_text())
