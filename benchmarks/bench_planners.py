@@ -9,7 +9,8 @@ in the same run:
 * Guardian (:func:`planners.plan_rebalance`, the shared invariant check included): plan time, peak /
   mean estimated disk utilisation per pool after, the single-replica floor, bytes moved against the
   forced minimum (fractional-knapsack lower bound) both at the 1.10 target and at the balance the
-  plan reaches (its own worst peak/mean), replicas moved;
+  plan reaches (its own worst peak/mean), replicas moved, bytes over the network apart from intra-broker
+  (log-dir) bytes;
 * Kafka's default (what ``kafka-reassign-partitions --generate`` proposes): a rack-alternated
   round-robin over the alive brokers of each topic's pool, ignoring load; each new replica on the log
   dir with the fewest partitions (the broker's own choice). Same figures, plus how many hard
@@ -156,6 +157,8 @@ def _figures(snapshot: ClusterSnapshot, plan: Plan, seconds: float, cpu: float, 
         "partitions_moved": summary.partitions_moved,
         "replicas_moved": summary.replicas_moved,
         "intra_broker_moves": summary.intra_broker_moves,
+        "network_bytes": summary.network_bytes,
+        "intra_broker_bytes": summary.intra_broker_bytes,
         "violations": dict(sorted(violations.items())),
         "notes": list(plan.notes)[:5],
         **extra,
@@ -276,6 +279,11 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         g = r["guardian"]
         print(f"{r['brokers']:>7} brokers: bytes moved {g['bytes_vs_forced_at_reached']:.2f} x the fractional-knapsack "
               f"bound at the balance reached ({g['peak_to_mean_after']:.3f}: {_tib(g['forced_min_at_reached'])})")
+    for r in rows:
+        g, k = r["guardian"], r["kafka_default"]
+        print(f"{r['brokers']:>7} brokers: over the network {_tib(g['network_bytes'])} + between log dirs of a broker "
+              f"{_tib(g['intra_broker_bytes'])} ({g['intra_broker_moves']} intra-broker moves); kafka default "
+              f"{_tib(k['network_bytes'])} over the network")
     for r in rows:
         g = r["guardian"]
         print(f"{r['brokers']:>7} brokers: plan leaders {g['leaders_cpu_seconds']:.2f} cpu s ({g['leader_changes']} "

@@ -1,6 +1,6 @@
 """Pure domain kernel: frozen snapshot model, plans, file contracts, invariants. No I/O, no imports of ours."""
 
-from domain.apply import apply_plan
+from domain.apply import PlanEffect, apply_plan, plan_effect
 from domain.errors import ContractError, Problem
 from domain.inflight import settle_moves
 from domain.invariants import CheckLimits, Violation, check_new_topic, check_plan
@@ -32,14 +32,15 @@ from domain.snapshot_file import (
     snapshot_json_schema,
     snapshot_to_dict,
 )
-from domain.summary import balance_disks, pool_stats, summarize_plan, util_stats
+from domain.summary import balance_disks, pool_stats, summarize_effect, summarize_plan, util_stats
 
 __all__ = [
     "Broker", "BrokerState", "CheckLimits", "ClusterSnapshot", "ContractError", "Disk", "DiskId", "DiskKind",
-    "LeaderChange", "LoadBasis", "LoadOverride", "Partition", "PartitionId", "PartitionMove", "Plan", "PlanSummary",
+    "LeaderChange", "LoadBasis", "LoadOverride", "Partition", "PartitionId", "PartitionMove", "Plan", "PlanEffect",
+    "PlanSummary",
     "Problem", "Topic", "UtilStats", "Violation", "apply_plan", "apply_policies", "balance_disks", "check_new_topic",
     "check_plan", "dump_plan", "dump_snapshot", "has_policies",
-    "parse_plan", "parse_snapshot", "plan_json_schema", "plan_to_dict", "pool_stats", "settle_moves",
+    "parse_plan", "parse_snapshot", "plan_effect", "plan_json_schema", "plan_to_dict", "pool_stats", "settle_moves",
     "snapshot_json_schema",
-    "snapshot_to_dict", "summarize_plan", "util_stats",
+    "snapshot_to_dict", "summarize_effect", "summarize_plan", "util_stats",
 ]

@@ -39,8 +39,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from domain.apply import apply_plan
-from domain.model import ClusterSnapshot, Partition, Topic
+from domain.apply import PlanEffect, plan_effect
+from domain.model import ClusterSnapshot, DiskId, Partition, Topic
 from domain.plan import Plan
 
 RESTORE = "restore"
@@ -71,11 +71,15 @@ class CheckLimits:
 
 
 def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None = None, *,
-               recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> list[Violation]:
+               recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None,
+               effect: PlanEffect | None = None) -> list[Violation]:
     """Every violation of ``plan`` against ``snapshot``; an empty list means the plan is valid.
 
     ``recorded`` (only for a plan of kind ``restore``): partition -> the replica set recorded before a
     drain moved it; a move back to exactly that set is judged against it (see the module docstring).
+    ``effect``: :func:`domain.apply.plan_effect` of this very plan when the caller already has it (the
+    checks are the same; it is computed here otherwise). The final replica sets and disk usage are read
+    from the effect, never from a rebuilt after-snapshot.
     Deterministic order (plan order, then disks in snapshot order). O(moves x RF + disks).
     """
     restoring = recorded if recorded is not None and plan.kind == RESTORE else {}
@@ -106,10 +110,10 @@ def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None
         violations += _move_violations(snapshot, current, move.replicas, move.log_dirs,
                                        restoring=back is not None and tuple(back) == tuple(move.replicas))
 
-    after = apply_plan(snapshot, plan)
+    effect = effect if effect is not None else plan_effect(snapshot, plan)
     leader_seen: set[tuple[str, int]] = set()
     for change in plan.leaders:
-        final = after.index.partition_by_id.get(change.id)
+        final = effect.final(snapshot, change.id)
         if final is None:
             violations.append(Violation("unknown-partition", "no such partition in the snapshot", *change.id))
             continue
@@ -126,7 +130,7 @@ def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None
                 state = broker.state.value if broker else "unknown"
                 violations.append(Violation("leader-not-alive", f"broker {change.leader} is {state}", *change.id))
 
-    violations += _capacity_violations(snapshot, after, limits.capacity_headroom)
+    violations += _capacity_violations(snapshot, effect.used_delta, limits.capacity_headroom)
     if limits.max_bytes_to_move is not None and moved_bytes > limits.max_bytes_to_move:
         violations.append(Violation("plan-limit", f"moves {moved_bytes} bytes, limit {limits.max_bytes_to_move}"))
     if limits.max_partitions_to_move is not None and moved_partitions > limits.max_partitions_to_move:
@@ -212,14 +216,21 @@ def _unavoidable_rack_duplicates(snapshot: ClusterSnapshot, replicas: tuple[int,
     return sum(max(0, n - len(racks_in_idc.get(idc, ()))) for idc, n in by_idc.items())
 
 
-def _capacity_violations(before: ClusterSnapshot, after: ClusterSnapshot, headroom: float) -> list[Violation]:
+def _capacity_violations(before: ClusterSnapshot, used_delta: Mapping[DiskId, int],
+                         headroom: float) -> list[Violation]:
+    """Disks that gain bytes and end above ``1 - headroom`` of capacity (usage after = max(0, before + delta),
+    as :func:`domain.apply.apply_plan` sets it)."""
     out = []
-    for b_before, b_after in zip(before.brokers, after.brokers, strict=True):
-        for d_before, d_after in zip(b_before.disks, b_after.disks, strict=True):
-            limit = d_after.capacity_bytes * (1.0 - headroom)
-            if d_after.used_bytes > d_before.used_bytes and d_after.used_bytes > limit:
+    for b in before.brokers:
+        for d in b.disks:
+            delta = used_delta.get((b.id, d.path), 0)
+            if not delta:
+                continue
+            used_after = max(0, d.used_bytes + delta)
+            limit = d.capacity_bytes * (1.0 - headroom)
+            if used_after > d.used_bytes and used_after > limit:
                 out.append(Violation("capacity-headroom",
-                                     f"disk {b_after.id}:{d_after.path} would hold {d_after.used_bytes} bytes, "
+                                     f"disk {b.id}:{d.path} would hold {used_after} bytes, "
                                      f"limit {int(limit)} ({headroom:.0%} headroom)"))
     return out
 

@@ -57,7 +57,11 @@ class UtilStats:
 
 @dataclass(frozen=True, slots=True)
 class PlanSummary:
-    """Before/after figures of a plan. ``pools`` maps pool -> (before, after)."""
+    """Before/after figures of a plan. ``pools`` maps pool -> (before, after).
+
+    ``bytes_to_move`` counts every replica copy; ``intra_broker_bytes`` the part of it that moves between
+    log dirs of one broker (no network); :attr:`network_bytes` the rest.
+    """
 
     before: UtilStats
     after: UtilStats
@@ -67,6 +71,12 @@ class PlanSummary:
     replicas_moved: int
     intra_broker_moves: int
     leader_changes: int
+    intra_broker_bytes: int = 0
+
+    @property
+    def network_bytes(self) -> int:
+        """Bytes copied between brokers (over the network)."""
+        return self.bytes_to_move - self.intra_broker_bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,7 @@ class SummaryDoc(_Doc):
     replicas_moved: NonNegInt = 0
     intra_broker_moves: NonNegInt = 0
     leader_changes: NonNegInt = 0
+    intra_broker_bytes: NonNegInt = 0
 
 
 class LoadOverrideDoc(_Doc):
@@ -159,7 +160,7 @@ def _summary_from_doc(doc: SummaryDoc) -> PlanSummary:
         pools={name: (_stats_from_doc(p.before), _stats_from_doc(p.after)) for name, p in doc.pools.items()},
         bytes_to_move=doc.bytes_to_move, partitions_moved=doc.partitions_moved,
         replicas_moved=doc.replicas_moved, intra_broker_moves=doc.intra_broker_moves,
-        leader_changes=doc.leader_changes,
+        leader_changes=doc.leader_changes, intra_broker_bytes=doc.intra_broker_bytes,
     )
 
 
@@ -197,7 +198,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
                       for name, (b, a) in s.pools.items()},
             "bytes_to_move": s.bytes_to_move, "partitions_moved": s.partitions_moved,
             "replicas_moved": s.replicas_moved, "intra_broker_moves": s.intra_broker_moves,
-            "leader_changes": s.leader_changes,
+            "leader_changes": s.leader_changes, "intra_broker_bytes": s.intra_broker_bytes,
         }
     if plan.notes:
         doc["notes"] = list(plan.notes)

@@ -1,22 +1,33 @@
-"""Before/after figures of a plan: estimated disk utilisation per pool, bytes and replicas moved."""
+"""Before/after figures of a plan: estimated disk utilisation per pool, bytes and replicas moved.
+
+Bytes to move are split into network bytes (a replica copied to a broker that did not hold the
+partition) and intra-broker bytes (a replica moved to another log dir of its own broker, KIP-113's
+AlterReplicaLogDirs: a local copy, no network traffic).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from domain.model import ClusterSnapshot, DiskId
+from domain.apply import PlanEffect
+from domain.model import ClusterSnapshot, DiskId, Partition, PartitionId
 from domain.plan import Plan, PlanSummary, UtilStats
 
 
-def util_stats(snapshot: ClusterSnapshot, disk_ids: Iterable[DiskId]) -> UtilStats:
-    """Max and throughput-weighted mean estimated utilisation over ``disk_ids``. O(disks)."""
+def util_stats(snapshot: ClusterSnapshot, disk_ids: Iterable[DiskId],
+               loads: Mapping[DiskId, float] | None = None) -> UtilStats:
+    """Max and throughput-weighted mean estimated utilisation over ``disk_ids``. O(disks).
+
+    ``loads``: disk loads to use instead of the snapshot's own (same disks, another assignment).
+    """
     index = snapshot.index
+    loads = index.disk_load if loads is None else loads
     total_load = total_max = 0.0
     max_util = 0.0
     count = 0
     for disk_id in disk_ids:
         disk = index.disk_by_id[disk_id]
-        load = index.disk_load.get(disk_id, 0.0)
+        load = loads.get(disk_id, 0.0)
         total_load += load
         total_max += disk.max_bytes_per_s
         max_util = max(max_util, load / disk.max_bytes_per_s)
@@ -34,43 +45,93 @@ def balance_disks(snapshot: ClusterSnapshot, pool: str | None = None) -> tuple[D
     )
 
 
-def pool_stats(snapshot: ClusterSnapshot) -> dict[str, UtilStats]:
+def pool_stats(snapshot: ClusterSnapshot, loads: Mapping[DiskId, float] | None = None) -> dict[str, UtilStats]:
     """:func:`util_stats` over the balanced disks of each pool, sorted by pool name."""
     pools = sorted({b.pool for b in snapshot.brokers})
-    return {pool: util_stats(snapshot, balance_disks(snapshot, pool)) for pool in pools}
+    return {pool: util_stats(snapshot, balance_disks(snapshot, pool), loads) for pool in pools}
 
 
 def summarize_plan(before: ClusterSnapshot, after: ClusterSnapshot, plan: Plan) -> PlanSummary:
     """Figures of ``plan`` taking ``before`` to ``after`` (``after = apply_plan(before, plan)``).
 
-    Bytes to move count each replica that lands on a broker or log dir it was not on. O(disks + moves).
+    Bytes to move count each replica that lands on a broker or log dir it was not on. O(disks + moves),
+    plus building ``after``'s index if it is not built yet (:func:`summarize_effect` avoids that).
     """
-    b_index, a_index = before.index, after.index
-    bytes_to_move = replicas_moved = intra = partitions_moved = 0
+    a_index = after.index
+    return _summary(before, plan, a_index.partition_by_id, util_stats(after, balance_disks(after)),
+                    pool_stats(after))
+
+
+def summarize_effect(before: ClusterSnapshot, plan: Plan, effect: PlanEffect) -> PlanSummary:
+    """:func:`summarize_plan` of ``plan`` from its :func:`domain.apply.plan_effect` on ``before``: the same
+    figures, without building the after-snapshot or its index.
+
+    Only disks the plan touches get their load recomputed, over their final replicas in snapshot
+    partition order (the order :func:`domain.views.disk_loads` sums in, so the figures are identical).
+    O(disks + moves x RF + replicas of the touched disks).
+    """
+    loads = after_disk_loads(before, effect.partitions)
+    return _summary(before, plan, effect.partitions, util_stats(before, balance_disks(before), loads),
+                    pool_stats(before, loads))
+
+
+def after_disk_loads(before: ClusterSnapshot, changed: Mapping[PartitionId, Partition]) -> dict[DiskId, float]:
+    """Disk loads once every partition of ``changed`` has its new state (others as in ``before``)."""
+    index = before.index
+    loads = dict(index.disk_load)
+    if not changed:
+        return loads
+    touched: dict[DiskId, list[Partition]] = {}
+    for pid, new in changed.items():
+        old = index.partition_by_id[pid]
+        for pair in zip(old.replicas, old.log_dirs, strict=True):
+            touched.setdefault(pair, [])
+        for pair in zip(new.replicas, new.log_dirs, strict=True):
+            touched.setdefault(pair, []).append(new)
+    order = {p.id: k for k, p in enumerate(index.partitions)}
+    for disk_id, arrived in touched.items():
+        members = [(order[pid], index.partition_by_id[pid]) for pid in index.replicas_on_disk.get(disk_id, ())
+                   if pid not in changed]
+        members += [(order[p.id], p) for p in arrived]
+        members.sort(key=lambda m: m[0])
+        load = 0.0
+        for _, p in members:
+            load = load + p.replica_load(disk_id[0])
+        loads[disk_id] = load
+    return loads
+
+
+def _summary(before: ClusterSnapshot, plan: Plan, final: Mapping[PartitionId, Partition], after_all: UtilStats,
+             pools_after: dict[str, UtilStats]) -> PlanSummary:
+    b_index = before.index
+    bytes_to_move = replicas_moved = intra = intra_bytes = partitions_moved = 0
     for move in plan.moves:
         old = b_index.partition_by_id.get(move.id)
-        new = a_index.partition_by_id.get(move.id)
+        new = final.get(move.id)
         if old is None or new is None:
             continue
         old_dirs = dict(zip(old.replicas, old.log_dirs, strict=True))
-        moved_here = 0
+        moved_here = intra_here = 0
         for broker_id, path in zip(new.replicas, new.log_dirs, strict=True):
             if broker_id not in old_dirs:
                 moved_here += 1
             elif old_dirs[broker_id] != path:
                 moved_here += 1
-                intra += 1
+                intra_here += 1
         replicas_moved += moved_here
+        intra += intra_here
         bytes_to_move += moved_here * old.size_bytes
+        intra_bytes += intra_here * old.size_bytes
         partitions_moved += moved_here > 0
-    pools_before, pools_after = pool_stats(before), pool_stats(after)
+    pools_before = pool_stats(before)
     return PlanSummary(
         before=util_stats(before, balance_disks(before)),
-        after=util_stats(after, balance_disks(after)),
+        after=after_all,
         pools={p: (pools_before[p], pools_after[p]) for p in pools_before if p in pools_after},
         bytes_to_move=bytes_to_move,
         partitions_moved=partitions_moved,
         replicas_moved=replicas_moved,
         intra_broker_moves=intra,
         leader_changes=len(plan.leaders),
+        intra_broker_bytes=intra_bytes,
     )

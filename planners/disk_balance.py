@@ -10,8 +10,9 @@ taken hottest first; each sheds replicas until it is at or below ``target`` x me
   plan's bounds, and the target staying ≤ ``target`` x mean (when no disk can: ≤ ``threshold`` x mean,
   or below the source's own level after the move) — the disk with the lowest *median historical* load
   (projected with what the plan already added). A disk of the same broker is an intra-broker log-dir
-  move. Where no single move helps (each would leave its receiver above the source — large replicas),
-  an *exchange* (swap): the disk's heaviest replica goes to a cool disk that then sheds smaller
+  move (KIP-113 AlterReplicaLogDirs: no network bytes), preferred whenever one stays ≤ the goal
+  (``prefer_intra_broker``). Where no single move helps (each would leave its receiver above the source —
+  large replicas), an *exchange* (swap): the disk's heaviest replica goes to a cool disk that then sheds smaller
   replicas (back to the source or anywhere) under the goal; undone unless it lowers the source and
   leaves every disk it touched at or under the hot line. Topics with an IDC placement policy move
   within their IDC, so a second pass balances each IDC against its own mean where the policies keep
@@ -51,12 +52,15 @@ EXCHANGE_TRIES = 4  # heaviest replicas of a stuck disk, and coolest receivers e
 
 @dataclass(frozen=True, slots=True)
 class BalanceOptions:
-    """``threshold``: a disk above this x pool mean is hot; ``target``: hot disks shed to this x mean."""
+    """``threshold``: a disk above this x pool mean is hot; ``target``: hot disks shed to this x mean;
+    ``prefer_intra_broker``: a replica goes to another disk of its own broker (no network bytes) whenever
+    one stays ≤ ``target`` x mean."""
 
     bounds: Bounds = field(default_factory=Bounds)
     threshold: float = 1.10
     target: float = 1.07
     evacuate_dead: bool = False
+    prefer_intra_broker: bool = True
 
 
 @dataclass(slots=True)
@@ -100,7 +104,9 @@ def movement_note(ws: Workspace, before: float) -> str:
     share = ws.moved_bytes / total if total else 0.0
     budget = (f" within a budget of {ws.bounds.max_bytes:,} bytes ({ws.bounds.max_bytes / total:.1%})"
               if ws.bounds.max_bytes is not None and total else "")
-    return (f"moves {ws.moved_bytes:,} bytes = {share:.1%} of all replica bytes ({total:,}){budget}; worst pool "
+    intra = ws.intra_broker_bytes()
+    split = f" ({ws.moved_bytes - intra:,} over the network, {intra:,} between log dirs of one broker)"
+    return (f"moves {ws.moved_bytes:,} bytes{split} = {share:.1%} of all replica bytes ({total:,}){budget}; worst pool "
             f"peak/mean {before:.3f} -> {pool_peak_to_mean(ws):.3f} (`plan budget-curve`: what other budgets reach)")
 
 
@@ -230,7 +236,8 @@ class _Shedder:
                 continue
             if cands.get(i) is None:
                 cands[i] = _candidates(ws, i, self.pool, self.arrived.get(i, ()))
-            target, why, moved = _shed_one(ws, i, cands[i], goal, hot, self.receivers)
+            target, why, moved = _shed_one(ws, i, cands[i], goal, hot, self.receivers,
+                                           intra=options.prefer_intra_broker and self.receivers is None)
             if target is None and self.receivers is None:
                 exchanged = _exchange(ws, i, self.pool, goal, hot)
                 if exchanged:
@@ -273,8 +280,12 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
 
 
 def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: float,
-              receivers: np.ndarray | None = None) -> tuple[int | None, str, tuple[str, int]]:
-    """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason; the partition)."""
+              receivers: np.ndarray | None = None, *, intra: bool = False) -> tuple[int | None, str, tuple[str, int]]:
+    """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason; the partition).
+
+    ``intra``: first try the other disks of ``i``'s broker (an intra-broker log-dir move copies no bytes
+    over the network) under the goal; the whole group only when none of them qualifies.
+    """
     why = "no-target"
     while cands:
         excess = ws.load[i] - goal * ws.max_bps[i]
@@ -293,7 +304,9 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
         targets = _targets(ws, p, c.position)
         if receivers is not None:
             targets = np.intersect1d(targets, receivers, assume_unique=True)
-        target = ws.best_target(p, c.position, targets, max_util=goal)
+        target = ws.best_target(p, c.position, ws.own_disks(i), max_util=goal) if intra else None
+        if target is None:
+            target = ws.best_target(p, c.position, targets, max_util=goal)
         if target is None:  # no disk stays under the goal: accept one that stays under the hot line
             ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move
             target = ws.best_target(p, c.position, targets, max_util=ceiling)

@@ -117,3 +117,32 @@ def test_balanced_cluster_gives_an_empty_plan() -> None:
     snap = snapshot_of(brokers, [topic("t", parts)])
     plan = plan_rebalance(snap)
     assert plan.moves == () and plan.notes == ()
+
+
+def test_intra_broker_move_is_preferred_when_it_gets_under_the_goal() -> None:
+    """Broker 1's other disk ranks last on history (0.6 vs 0.3) but can take a replica under the goal: with
+    ``prefer_intra_broker`` the first replica stays on broker 1 (a log-dir move, no network bytes); the
+    plan stays valid, moves as many bytes and reaches the same balance with one replica less on the wire."""
+    def with_history(path: str, median: float) -> dict[str, object]:
+        d = disk(path)
+        d["load_history"] = [median, median]
+        return d
+
+    brokers = [broker(1, "a", "r1", disks=[with_history("/data1", 0.9), with_history("/data2", 0.6)])]
+    brokers += [broker(b, "a", f"r{b}", disks=[with_history("/data1", 0.3), with_history("/data2", 0.3)])
+                for b in range(2, 7)]
+    base = [partition(k, [b], [d], bytes_in=50 * MB)
+            for k, (b, d) in enumerate((b, d) for b in range(1, 7) for d in ("/data1", "/data2"))]
+    hot = [partition(k, [1], ["/data1"], bytes_in=5 * MB) for k in range(8)]
+    snap = snapshot_of(brokers, [topic("base", base), topic("hot", hot)])
+    prefer = plan_rebalance(snap)
+    plain = plan_rebalance(snap, BalanceOptions(prefer_intra_broker=False))
+    after_prefer, after_plain = assert_valid(snap, prefer), assert_valid(snap, plain)
+    assert prefer.moves[0].replicas == (1,) and prefer.moves[0].log_dirs == ("/data2",)
+    assert plain.moves[0].replicas == (2,)
+    assert prefer.summary is not None and plain.summary is not None
+    assert prefer.summary.intra_broker_bytes == GIB and plain.summary.intra_broker_bytes == 0
+    assert prefer.summary.bytes_to_move == plain.summary.bytes_to_move == 7 * GIB
+    assert prefer.summary.network_bytes == plain.summary.network_bytes - GIB
+    assert peaks(after_prefer) == pytest.approx(peaks(after_plain))
+    assert "between log dirs of one broker" in prefer.notes[0]
