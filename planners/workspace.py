@@ -36,38 +36,6 @@ from planners.constraints import Topology, median
 
 EPS = 1e-12
 _BIG = 1e18  # score of a disk ruled out (projected utilisation is far below)
-WINDOW = 128  # coolest disks of a group a target search looks at before it scans the whole group
-_RESORT_AFTER = 256  # disks whose projection dropped since a group's last sort before it is sorted again
-_DEEP_CALLS = 32  # searches before a window that had to look past its head is sorted again
-_ASKS_BEFORE_WINDOW = 3  # searches of one (group, ceiling) before it gets a window
-
-
-@dataclass(slots=True)
-class _Window:
-    """The disks of one contiguous group ``[lo, hi)`` under a util ceiling, sorted by (projected
-    utilisation, index) at one instant.
-
-    ``order``: the disks then at or under the ceiling in that order, ``keys`` their projections then,
-    ``rank`` each group disk's position in ``order`` (``len(order)`` when over the ceiling). A disk whose
-    load has not dropped since (it is not in ``extra``) is still over the ceiling if it was (utilisation
-    only falls with load), and its (projection, index) key has not fallen either: so every such disk past
-    position ``m`` of ``order`` ranks after ``order[m]``'s key at the sort. Loads only fall by
-    :meth:`Workspace.add_load` with a negative delta, which logs the disk.
-    """
-
-    order: np.ndarray
-    keys: np.ndarray
-    rank: np.ndarray
-    log_pos: int  # position in the drop log at the sort
-    seen: int  # drop log read up to here into ``extra``
-    version: int  # workspace version at the sort
-    extra_set: set[int]  # disks of the group outside the head whose load dropped since the sort
-    cand: np.ndarray | None = None  # the head and ``extra_set``, sorted by index
-    deep: bool = False  # a search went past the head: sort again after a few more searches
-    calls: int = 0  # searches since the sort
-
-
-_MISS = object()  # a windowed target search that cannot decide: scan the whole group
 
 
 class PlannerError(ValueError):
@@ -136,10 +104,6 @@ class Workspace:
         self.moved_partitions = 0
         self._groups: dict[tuple[str, str | None], np.ndarray] = {}
         self._own: dict[int, np.ndarray] = {}
-        self._windows: dict[tuple[int, int, float], _Window] = {}
-        self._window_asks: dict[tuple[int, int, float], int] = {}
-        self._dropped: list[int] = []  # every disk whose projection fell, in order (see _Window)
-        self._version = 0  # counts load changes
 
     # ------------------------------------------------------------------ reads
     def partition(self, pid: PartitionId) -> Partition:
@@ -171,9 +135,6 @@ class Workspace:
         self.load[i] += delta
         self.util_arr[i] = self.load[i] * self.inv_max[i]
         self.proj[i] = self.base[i] + (self.load[i] - self.load0[i]) * self.inv_max[i]
-        self._version += 1
-        if delta < 0:
-            self._dropped.append(i)
 
     def own_disks(self, i: int) -> np.ndarray:
         """The disks of disk ``i``'s broker (with ``i``; :meth:`best_target` never picks a replica's own
@@ -304,108 +265,12 @@ class Workspace:
         goal (:meth:`Topology.replica_set_ok`), the plan stays within its bounds, and (with
         ``max_util``) the disk's estimated utilisation after the move stays ≤ ``max_util``. A disk of
         the replica's own broker is an intra-broker (log dir) move. Ties break on (IDC, snapshot order).
-
-        Exact and windowed: when the candidates are a contiguous run of disks (a pool or IDC group),
-        only the group's :data:`WINDOW` coolest disks at its last sort and the disks whose projection
-        dropped since are scored; the answer is taken from them when it is provably the full scan's
-        (every disk left out ranks after them), else the whole group is scanned. So O(WINDOW + dropped)
-        array work per call instead of O(group), and the same disk as the full scan, always.
+        (A windowed search over the coolest disks was measured: no gain at 12k disks, a full numpy scan
+        costs ~40 µs; see README's planner row.)
         """
         if len(candidates) == 0:
             return None
-        excluded = set(exclude)
-        lo, hi = int(candidates[0]), int(candidates[-1]) + 1
-        if hi - lo == len(candidates) and hi - lo > 2 * WINDOW:
-            found = self._scan_window(p, position, lo, hi, max_util, excluded, tries)
-            if found is not _MISS:
-                return found if isinstance(found, int) else None
-        return self._scan(p, position, candidates, max_util, excluded, tries)
-
-    def _window(self, lo: int, hi: int, ceiling: float) -> _Window | None:
-        """The window of group ``[lo, hi)`` for searches with util ceiling ``ceiling`` (``None`` until the
-        same search has been asked for a few times: a sort costs what ~10 full scans do)."""
-        key = (lo, hi, ceiling)
-        w = self._windows.get(key)
-        if w is None or (w.version != self._version
-                         and ((w.deep and w.calls >= _DEEP_CALLS) or len(self._dropped) - w.log_pos > _RESORT_AFTER)):
-            if w is None:
-                self._window_asks[key] = asked = self._window_asks.get(key, 0) + 1
-                if asked < _ASKS_BEFORE_WINDOW:
-                    return None
-            eligible = lo + np.flatnonzero(~(self.util_arr[lo:hi] > ceiling))
-            order = eligible[np.argsort(self.proj[eligible], kind="stable")]  # ties: lower index first
-            rank = np.full(hi - lo, len(order), dtype=np.int64)
-            rank[order - lo] = np.arange(len(order))
-            w = _Window(order=order, keys=self.proj[order], rank=rank, log_pos=len(self._dropped),
-                        seen=len(self._dropped), version=self._version, extra_set=set())
-            self._windows[key] = w
-        w.calls += 1
-        return w
-
-    def _scan_window(self, p: Partition, position: int, lo: int, hi: int, max_util: float | None,
-                     excluded: set[int], tries: int) -> int | object | None:
-        """:meth:`_scan` over the coolest disks of the group's window (the first :data:`WINDOW`, then 4x
-        as many, ...) and the disks whose load dropped since its sort; :data:`_MISS` when that would
-        take a quarter of the group (the full scan is then cheaper)."""
-        src, add = self._added_load(p, position)
-        ceiling = max_util + EPS if max_util is not None else float("inf")
-        w = self._window(lo, hi, ceiling) if add >= 0 else None
-        if w is None:
-            return _MISS
-        dropped = self._dropped
-        n = len(w.order)
-        m = min(WINDOW, n)
-        if w.seen < len(dropped):  # disks whose load fell since: they may now rank anywhere
-            util, rank = self.util_arr, w.rank
-            for i in dropped[w.seen:]:  # one over the ceiling is logged again if it ever drops under it
-                if lo <= i < hi and i not in w.extra_set and rank[i - lo] >= m and not util[i] > ceiling:
-                    w.extra_set.add(i)
-                    w.cand = None
-            w.seen = len(dropped)
-        if w.cand is None:
-            w.cand = np.sort(np.concatenate((w.order[:m], np.fromiter(w.extra_set, dtype=np.int64))))
-        cand = w.cand
-        while True:
-            found = self._pick(p, position, cand, src, add, max_util, ceiling, excluded, tries,
-                               float(w.keys[m]) if m < n else None)
-            if found is not _MISS or m == n:
-                return None if found is _MISS else found
-            w.deep = True
-            m *= 4
-            if m > n // 4:
-                return _MISS  # the full scan is cheaper
-            extra = np.fromiter(w.extra_set, dtype=np.int64)
-            cand = np.sort(np.concatenate((w.order[:m], extra[w.rank[extra - lo] >= m])))
-
-    def _pick(self, p: Partition, position: int, cand: np.ndarray, src: int, add: float,
-              max_util: float | None, ceiling: float, excluded: set[int], tries: int,
-              bound: float | None) -> int | object | None:
-        """The full scan's answer when it is among ``cand`` (sorted by index) below projection ``bound``;
-        :data:`_MISS` when the disks at or above ``bound`` (some outside ``cand``) would have to be tried."""
-        proj = self.proj[cand]
-        bad = self.room[cand] < p.size_bytes
-        if max_util is not None:
-            bad |= self.util_arr[cand] + add * self.inv_max[cand] > ceiling
-        if excluded:
-            bad |= np.isin(self.disk_broker[cand], np.fromiter(excluded, dtype=np.int64))
-        cut = _BIG
-        if bound is not None:  # every disk left out has a projection >= bound
-            cut = _BIG * 0.5
-            bad |= proj >= bound
-        score = np.where(bad, _BIG, proj)
-        left = tries
-        while left:
-            k = int(np.argmin(score))  # ties: lower index first, as cand is sorted by index
-            if score[k] >= cut:
-                return _MISS if bound is not None else None
-            score[k] = _BIG
-            j = int(cand[k])
-            if j == src:
-                continue  # never the replica's own disk (not a try)
-            if self._valid(p, position, j):
-                return j
-            left -= 1
-        return None  # as the full scan: its first ``tries`` disks were these
+        return self._scan(p, position, candidates, max_util, set(exclude), tries)
 
     def _valid(self, p: Partition, position: int, i: int) -> bool:
         """Hard goals and plan bounds for putting replica ``position`` of ``p`` on disk ``i``."""
