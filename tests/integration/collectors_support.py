@@ -1,20 +1,18 @@
 """Helpers for the collectors' integration tests: a kafkasim federation on real 127.0.0.1 ports whose
-clock only moves when the test advances it, ground truth read from the simulator, and a small
+clock only moves when the test advances it (laid out as ``sim up --realistic``: SASL_SSL + SCRAM, two
+https exporters per broker with basic auth), ground truth read from the simulator, and a small
 fault-injecting HTTP proxy in front of a broker's metrics endpoint."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.request
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from kafkaio.endpoints import BrokerInfo, ClusterEndpoints, parse_endpoints
-from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints, MetricsEndpoint, parse_endpoints
+from tests.integration.kafkasim_support import client_kwargs, scrape_text, start_sim
 
 SCENARIO: dict[str, Any] = {
     "seed": 11,
@@ -33,17 +31,31 @@ SCENARIO: dict[str, Any] = {
 
 
 class Sim:
-    """A started kafkasim federation plus ground-truth accessors."""
+    """A started kafkasim federation plus ground-truth accessors (``realistic=False``: PLAINTEXT, http)."""
 
-    def __init__(self, spec: dict[str, Any] | None = None) -> None:
-        self.runner = SimRunner(build_federation(json.loads(json.dumps(spec or SCENARIO))))
-        self.endpoints_doc = self.runner.start()
+    def __init__(self, spec: dict[str, Any] | None = None, realistic: bool = True) -> None:
+        self.runner = start_sim(spec or SCENARIO, realistic=realistic)
+        self.endpoints_doc = self.runner.endpoints
         self.fed = self.runner.server.fed
         self.eng = self.fed.engine
         self._marks: dict[str, Any] = {}
 
     def endpoints(self, cluster: str = "east") -> ClusterEndpoints:
         return parse_endpoints(self.endpoints_doc, cluster)
+
+    def endpoint(self, broker: int, kind: str = "jmx", cluster: str = "east") -> MetricsEndpoint:
+        """Broker ``broker``'s endpoint of ``kind`` (``jmx`` or ``node``) as registered: URL, CA and credentials
+        (the operator's document does not label endpoints; the simulator knows which port serves what)."""
+        def url() -> str:
+            b = next(x for x in self.fed.clusters[cluster].brokers.values() if x.id == broker)
+            return dict(self.runner.server.metrics_urls(b))[kind]
+        wanted = self.call(url)
+        info = next(b for b in self.endpoints(cluster).brokers if b.id == broker)
+        return next(m for m in info.metrics_endpoints if m.url == wanted)
+
+    def client_kwargs(self, cluster: str = "east") -> dict[str, Any]:
+        """kafka-python keyword arguments (bootstrap servers and security) to reach ``cluster``."""
+        return client_kwargs(self.endpoints_doc["clusters"][cluster])
 
     def advance(self, seconds: float) -> None:
         self.runner.call(lambda: self.eng.advance(seconds, 1.0))
@@ -89,13 +101,14 @@ def rate_truth(before: dict[str, Any], after: dict[str, Any], what: str) -> Any:
 
 
 class FaultProxy:
-    """HTTP proxy in front of one metrics URL: mode ``pass``, ``garbage``, ``stall`` or ``reset``.
+    """Plain-http proxy in front of one metrics endpoint (scraped with its CA and credentials): mode
+    ``pass``, ``garbage``, ``stall`` or ``reset``.
 
     ``reset`` serves every counter (``*_total``) minus its value at the moment reset was armed,
     as a restarted exporter would (counters start again from zero).
     """
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: MetricsEndpoint) -> None:
         self.target = target
         self.mode = "pass"
         self.base: dict[str, float] = {}
@@ -113,7 +126,7 @@ class FaultProxy:
                 if proxy.mode == "garbage":
                     body = b"<html><body>502 Bad Gateway \x00\x01 {{{ not prometheus</body></html>\n" * 20
                 else:
-                    text = urllib.request.urlopen(proxy.target, timeout=10).read().decode()
+                    text = scrape_text(proxy.target)
                     if proxy.mode == "reset":
                         text = proxy._rebase(text)
                     body = text.encode()
@@ -137,7 +150,7 @@ class FaultProxy:
         return line[:cut], value, f" {stamp}" if stamp else ""
 
     def arm_reset(self) -> None:
-        text = urllib.request.urlopen(self.target, timeout=10).read().decode()
+        text = scrape_text(self.target)
         self.base = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
@@ -161,17 +174,11 @@ class FaultProxy:
         self.server.server_close()
 
 
-def endpoint_url(eps: ClusterEndpoints, broker: int, kind: str = "jmx") -> str:
-    """The URL of broker ``broker``'s endpoint of ``kind`` (``jmx`` or ``node``)."""
-    info = next(b for b in eps.brokers if b.id == broker)
-    return next(m.url for m in info.metrics_endpoints if m.kind == kind)
-
-
-def with_proxy(eps: ClusterEndpoints, broker: int, url: str, kind: str = "jmx") -> ClusterEndpoints:
-    """The same endpoints with broker ``broker``'s endpoint of ``kind`` served from ``url``."""
+def with_proxy(eps: ClusterEndpoints, target: MetricsEndpoint, url: str) -> ClusterEndpoints:
+    """The same endpoints with ``target`` served from ``url`` (a test's plain-http proxy: no CA, no credentials)."""
     def swap(b: BrokerInfo) -> BrokerInfo:
-        return replace(b, metrics=tuple(replace(m, url=url) if m.kind == kind else m for m in b.metrics))
-    return replace(eps, brokers=tuple(swap(b) if b.id == broker else b for b in eps.brokers))
+        return replace(b, metrics=tuple(MetricsEndpoint(url, kind=m.kind) if m == target else m for m in b.metrics))
+    return replace(eps, brokers=tuple(swap(b) for b in eps.brokers))
 
 
 class OffsetExporter:
@@ -216,4 +223,4 @@ class OffsetExporter:
         self.server.server_close()
 
 
-__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "endpoint_url", "rate_truth", "with_proxy"]
+__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "rate_truth", "with_proxy"]

@@ -1,11 +1,23 @@
-"""Shared helpers for kafkasim integration tests: a small federation on real 127.0.0.1 ports."""
+"""Shared helpers for kafkasim integration tests: a federation on real 127.0.0.1 ports, laid out by default
+the way ``sim up --realistic`` lays it out (SASL_SSL listeners with SCRAM-SHA-512, a JMX exporter and a
+node_exporter per broker over https with basic auth, stock names only, secrets in 0600 files), and what a
+test needs to talk to it as an operator's client would: the operator's endpoints document, kafka-python
+client keyword arguments from its ``security`` object, an authenticated scrape of one metrics endpoint."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
+import tempfile
 import urllib.request
+from pathlib import Path
 from typing import Any
 
+from collectors.scrape import authorization, http_get
+from kafkaio.endpoints import MetricsEndpoint
+from kafkaio.security import parse_security
+from kafkasim.realistic import Realistic, operator_endpoints, prepare
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
 
@@ -28,11 +40,94 @@ SMALL: dict[str, Any] = {
 }
 
 
-def start_sim(spec: dict[str, Any] | None = None, **kw: Any) -> SimRunner:
-    """Build and start a federation; the caller must ``stop()`` it."""
-    runner = SimRunner(build_federation(json.loads(json.dumps(spec or SMALL))), **kw)
-    runner.start()
-    return runner
+class Sim(SimRunner):
+    """A :class:`SimRunner` whose ``endpoints`` are what an operator registers: with ``setup`` (see
+    :func:`kafkasim.realistic.prepare`) the server runs SASL_SSL + https metrics with basic auth and
+    ``endpoints`` is the operator's document (:func:`kafkasim.realistic.operator_endpoints`); without, the
+    server's own (PLAINTEXT, http). A context manager that stops it (and removes the secrets it made)."""
+
+    def __init__(self, spec: dict[str, Any], setup: Realistic | None = None, owned_dir: Path | None = None,
+                 **kw: Any) -> None:
+        if setup is not None:
+            kw.setdefault("security", setup.security)
+            kw.setdefault("metrics", setup.metrics)
+        super().__init__(build_federation(json.loads(json.dumps(spec))), **kw)
+        self.setup = setup
+        self._owned_dir = owned_dir
+
+    def start(self) -> dict[str, Any]:
+        doc = super().start()
+        if self.setup is not None:
+            self.endpoints = operator_endpoints(doc, self.server.fed, self.setup)
+        return self.endpoints
+
+    def cluster(self, name: str) -> dict[str, Any]:
+        """The endpoints document's entry of cluster ``name``."""
+        out: dict[str, Any] = self.endpoints["clusters"][name]
+        return out
+
+    def bootstrap(self, name: str) -> str:
+        """Cluster ``name``'s bootstrap servers (``h:p,...``)."""
+        return str(self.cluster(name)["bootstrap_servers"])
+
+    def client_kwargs(self, name: str) -> dict[str, Any]:
+        """kafka-python keyword arguments to reach cluster ``name`` (see :func:`client_kwargs`)."""
+        return client_kwargs(self.cluster(name))
+
+    def stop(self) -> None:
+        super().stop()
+        if self._owned_dir is not None:
+            shutil.rmtree(self._owned_dir, ignore_errors=True)
+
+    def __enter__(self) -> Sim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_sim(spec: dict[str, Any] | None = None, realistic: bool = True, directory: Path | None = None,
+              **kw: Any) -> Sim:
+    """Build and start a federation (default :data:`SMALL`); the caller must ``stop()`` it (or use ``with``).
+
+    ``realistic`` (the default): as ``sim up --realistic`` — certificates and credentials are generated
+    into ``directory`` (a fresh temporary one, removed on stop, when None) and ``endpoints`` is the
+    operator's document. ``realistic=False``: PLAINTEXT listeners and plain-http metrics, or whatever
+    ``security=`` / ``metrics=`` the caller passes to the server."""
+    setup, owned = None, None
+    if realistic:
+        if directory is None:
+            directory = owned = Path(tempfile.mkdtemp(prefix="kafkasim-"))
+        setup = prepare(directory)
+    sim = Sim(spec or SMALL, setup, owned, **kw)
+    try:
+        sim.start()
+    except BaseException:
+        sim.stop()
+        raise
+    return sim
+
+
+def client_kwargs(cluster: dict[str, Any]) -> dict[str, Any]:
+    """kafka-python client keyword arguments (``bootstrap_servers`` and the ``security`` object's settings,
+    secrets resolved now through :mod:`kafkaio.security`) for a cluster entry of an endpoints document."""
+    return {"bootstrap_servers": cluster["bootstrap_servers"],
+            **parse_security(cluster.get("security")).client_kwargs()}
+
+
+def metrics_endpoint(doc: dict[str, Any] | MetricsEndpoint) -> MetricsEndpoint:
+    """A metrics endpoint record of an endpoints document (``{"url", "ca_file", ...}``) as the collector's."""
+    if isinstance(doc, MetricsEndpoint):
+        return doc
+    return MetricsEndpoint(**{k: v for k, v in doc.items() if k in MetricsEndpoint.__dataclass_fields__})
+
+
+def scrape_text(endpoint: dict[str, Any] | MetricsEndpoint | str, timeout: float = 10) -> str:
+    """GET one metrics endpoint as Prometheus scrapes it (its CA, its basic auth); fails unless HTTP 200."""
+    ep = MetricsEndpoint(endpoint) if isinstance(endpoint, str) else metrics_endpoint(endpoint)
+    status, body = asyncio.run(asyncio.wait_for(http_get(ep.url, authorization(ep), ep.ca_file), timeout))
+    assert status == 200, f"{ep.url}: HTTP {status}"
+    return body.decode()
 
 
 def http_json(url: str, body: dict[str, Any] | None = None, timeout: float = 10) -> Any:

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import threading
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,7 +17,9 @@ from typing import Any
 import pytest
 
 from collectors.collector import ClusterCollector
+from kafkaio.endpoints import MetricsEndpoint
 from tests.integration.collectors_support import Sim, rate_truth, with_proxy
+from tests.integration.kafkasim_support import scrape_text
 
 pytestmark = [pytest.mark.timeout(300)]
 JUMP = 1e15
@@ -27,7 +28,7 @@ JUMP = 1e15
 class JumpProxy:
     """Serves a JMX exporter URL with ``JUMP`` added to one topic's bytes-in counter once ``armed``."""
 
-    def __init__(self, target: str, topic: str) -> None:
+    def __init__(self, target: MetricsEndpoint, topic: str) -> None:
         self.armed = False
         proxy = self
         needle = f'kafka_server_brokertopicmetrics_bytesin_total{{topic="{topic}"}} '
@@ -37,7 +38,7 @@ class JumpProxy:
                 pass
 
             def do_GET(self) -> None:
-                text = urllib.request.urlopen(target, timeout=10).read().decode()
+                text = scrape_text(target)
                 if proxy.armed:
                     lines = []
                     for line in text.splitlines():
@@ -74,9 +75,9 @@ def sim() -> Iterator[Sim]:
 def test_a_counter_jump_beyond_the_nic_is_refused_and_counted(sim: Sim) -> None:
     leader = sim.topology()[("orders", 0)]["leader"]
     eps = sim.endpoints()
-    target = next(m.url for b in eps.brokers if b.id == leader for m in b.metrics if m.kind == "jmx")
+    target = sim.endpoint(leader, "jmx")
     proxy = JumpProxy(target, "orders")
-    col = ClusterCollector(with_proxy(eps, leader, proxy.url))
+    col = ClusterCollector(with_proxy(eps, target, proxy.url))
     slot = sim.topology()[("orders", 0)]["slot"]
     try:
         col.collect_once()
