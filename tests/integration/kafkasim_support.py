@@ -7,14 +7,22 @@ client keyword arguments from its ``security`` object, an authenticated scrape o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from collectors.scrape import authorization, http_get
+from domain.lease import LEASE_TOPIC
 from kafkaio.endpoints import MetricsEndpoint
 from kafkaio.security import parse_security
 from kafkasim.realistic import Realistic, operator_endpoints, prepare
@@ -106,6 +114,69 @@ def start_sim(spec: dict[str, Any] | None = None, realistic: bool = True, direct
         sim.stop()
         raise
     return sim
+
+
+class SimProcess:
+    """``python -m kafkasim up --realistic`` with ``spec`` in its own process group (for tests with real
+    controller processes): the operator's endpoints document it wrote, its control API, ground truth and
+    reassignment log. Secrets and logs go to ``tmp``."""
+
+    def __init__(self, spec: dict[str, Any], tmp: Path, cluster: str = "c1") -> None:
+        scenario_file, self.endpoints_file = tmp / "sim.json", tmp / "sim-endpoints.json"
+        scenario_file.write_text(json.dumps(spec))
+        self.cluster = cluster
+        self.log = (tmp / "sim.log").open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--realistic",
+                                      "--scenario", str(scenario_file), "--endpoints-file", str(self.endpoints_file)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not self.endpoints_file.exists():
+                assert self.proc.poll() is None, "kafkasim exited at start"
+                assert time.monotonic() < deadline, "kafkasim did not write its endpoints"
+                time.sleep(0.1)
+            self.endpoints = json.loads(self.endpoints_file.read_text())
+        except BaseException:
+            self.stop()
+            raise
+        self.control_url = self.endpoints["control_url"]
+        self.c1: dict[str, Any] = self.endpoints["clusters"][cluster]
+
+    def control(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        return http_json(self.control_url + path, body)
+
+    def sim_time(self) -> float:
+        return float(self.control("/state")["sim_time"])
+
+    def truth(self) -> dict[str, Any]:
+        """The simulator's ground truth of the cluster (``guardian.snapshot/v1``)."""
+        return dict(self.control(f"/snapshot?cluster={self.cluster}"))
+
+    def replicas(self) -> dict[tuple[str, int], list[int]]:
+        """Replica lists per partition, as the simulated brokers hold them now (without Guardian's own lease
+        log, created by the first execution)."""
+        snap = self.truth()
+        return {(t["name"], p["partition"]): list(p["replicas"]) for t in snap["topics"] for p in t["partitions"]
+                if t["name"] != LEASE_TOPIC}
+
+    def reassignments(self) -> dict[str, Any]:
+        return dict(self.control(f"/reassignments?cluster={self.cluster}"))
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.log.close()
+
+
+@contextlib.contextmanager
+def sim_process(spec: dict[str, Any], tmp: Path) -> Iterator[SimProcess]:
+    """A :class:`SimProcess` for the ``with`` block (a fixture body: ``with sim_process(...) as s: yield s``)."""
+    s = SimProcess(spec, tmp)
+    try:
+        yield s
+    finally:
+        s.stop()
 
 
 def client_kwargs(cluster: dict[str, Any]) -> dict[str, Any]:

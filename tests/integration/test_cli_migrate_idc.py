@@ -23,8 +23,8 @@ TWO_IDCS: dict[str, Any] = {
 
 def by_idc(sim: Any) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
-    for b in sim.endpoints["clusters"]["c1"]["brokers"]:
-        out.setdefault(b["idc"], []).append(int(b["id"]))
+    for b in sim.runner.server.fed.clusters["c1"].brokers.values():  # the operator's document names no IDC
+        out.setdefault(b.idc, []).append(int(b.id))
     return {k: sorted(v) for k, v in out.items()}
 
 

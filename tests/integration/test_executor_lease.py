@@ -124,7 +124,7 @@ def test_a_service_execution_is_refused_while_a_cli_executor_holds_the_cluster(m
             time.sleep(0.1)
         meta = {"who": "test", "why": "", "at": "2026-01-01T00:00:00Z"}
         store.propose({"type": "cluster.register", "meta": meta, "name": "c1",
-                       "bootstrap_servers": sim.cluster.bootstrap_servers.split(",")})
+                       "bootstrap_servers": sim.cluster.bootstrap_servers.split(","), "security": sim.c1["security"]})
         doc = plan_to_dict(one_replica_plan(live, select=lambda tp, p: tp[0] == "t-1"))
         pid = store.propose({"type": "plan.propose", "meta": meta, "cluster": "c1", "kind": "rebalance",
                              "plan": doc})["plan_id"]
