@@ -26,7 +26,7 @@ from domain.lease import LEASE_TOPIC
 from kafkaio.endpoints import MetricsEndpoint
 from kafkaio.security import parse_security
 from kafkasim.realistic import Realistic, operator_endpoints, prepare
-from kafkasim.scenario import build_federation
+from kafkasim.scenario import Federation, build_federation
 from kafkasim.server import SimRunner
 
 SMALL: dict[str, Any] = {
@@ -54,12 +54,12 @@ class Sim(SimRunner):
     ``endpoints`` is the operator's document (:func:`kafkasim.realistic.operator_endpoints`); without, the
     server's own (PLAINTEXT, http). A context manager that stops it (and removes the secrets it made)."""
 
-    def __init__(self, spec: dict[str, Any], setup: Realistic | None = None, owned_dir: Path | None = None,
+    def __init__(self, fed: Federation, setup: Realistic | None = None, owned_dir: Path | None = None,
                  **kw: Any) -> None:
         if setup is not None:
             kw.setdefault("security", setup.security)
             kw.setdefault("metrics", setup.metrics)
-        super().__init__(build_federation(json.loads(json.dumps(spec))), **kw)
+        super().__init__(fed, **kw)
         self.setup = setup
         self._owned_dir = owned_dir
 
@@ -96,7 +96,12 @@ class Sim(SimRunner):
 
 def start_sim(spec: dict[str, Any] | None = None, realistic: bool = True, directory: Path | None = None,
               **kw: Any) -> Sim:
-    """Build and start a federation (default :data:`SMALL`); the caller must ``stop()`` it (or use ``with``).
+    """Build and start a federation of ``spec`` (default :data:`SMALL`); see :func:`start_federation`."""
+    return start_federation(build_federation(json.loads(json.dumps(spec or SMALL))), realistic, directory, **kw)
+
+
+def start_federation(fed: Federation, realistic: bool = True, directory: Path | None = None, **kw: Any) -> Sim:
+    """Start ``fed`` on 127.0.0.1; the caller must ``stop()`` it (or use ``with``); ``kw`` go to the server.
 
     ``realistic`` (the default): as ``sim up --realistic`` — certificates and credentials are generated
     into ``directory`` (a fresh temporary one, removed on stop, when None) and ``endpoints`` is the
@@ -107,7 +112,7 @@ def start_sim(spec: dict[str, Any] | None = None, realistic: bool = True, direct
         if directory is None:
             directory = owned = Path(tempfile.mkdtemp(prefix="kafkasim-"))
         setup = prepare(directory)
-    sim = Sim(spec or SMALL, setup, owned, **kw)
+    sim = Sim(fed, setup, owned, **kw)
     try:
         sim.start()
     except BaseException:
