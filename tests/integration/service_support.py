@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings
+from controlplane.config import ClickHouseConf, RaftConf, Settings
 from controlplane.launcher import ServiceCluster
 from raft.localcluster import free_ports
 
 
 def service_settings(data_dir: Path, **overrides: Any) -> Settings:
-    """One node on a free loopback Raft port, ClickHouse off, 1 s collection; ``overrides`` are Settings fields."""
+    """One node on a free loopback Raft port, ClickHouse off; ``overrides`` are other Settings fields."""
     (port,) = free_ports(1)
-    fields: dict[str, Any] = {"clickhouse": ClickHouseConf(mode="off"), "intervals": IntervalsConf(collect_s=1.0)}
+    fields: dict[str, Any] = {"clickhouse": ClickHouseConf(mode="off")}
     return Settings(data_dir=data_dir, raft=RaftConf(self_addr=f"127.0.0.1:{port}"), **{**fields, **overrides})
 
 
