@@ -45,13 +45,10 @@ class Sim:
 
     def endpoint(self, broker: int, kind: str = "jmx", cluster: str = "east") -> MetricsEndpoint:
         """Broker ``broker``'s endpoint of ``kind`` (``jmx`` or ``node``) as registered: URL, CA and credentials
-        (the operator's document does not label endpoints; the simulator knows which port serves what)."""
-        def url() -> str:
-            b = next(x for x in self.fed.clusters[cluster].brokers.values() if x.id == broker)
-            return dict(self.runner.server.metrics_urls(b))[kind]
-        wanted = self.call(url)
+        (see :meth:`~tests.integration.kafkasim_support.Sim.metrics_kinds`)."""
+        kinds = self.runner.metrics_kinds()
         info = next(b for b in self.endpoints(cluster).brokers if b.id == broker)
-        return next(m for m in info.metrics_endpoints if m.url == wanted)
+        return next(m for m in info.metrics_endpoints if kinds[m.url] == kind)
 
     def client_kwargs(self, cluster: str = "east") -> dict[str, Any]:
         """kafka-python keyword arguments (bootstrap servers and security) to reach ``cluster``."""

@@ -78,6 +78,15 @@ class Sim(SimRunner):
         """Cluster ``name``'s bootstrap servers (``h:p,...``)."""
         return str(self.cluster(name)["bootstrap_servers"])
 
+    def metrics_kinds(self) -> dict[str, str]:
+        """URL -> what serves it (``jmx`` or ``node``) of every metrics endpoint: the operator's document does
+        not label its endpoints; the simulator knows which port serves what."""
+        def grab() -> dict[str, str]:
+            return {url: kind for cl in self.server.fed.clusters.values() for b in cl.brokers.values()
+                    for kind, url in self.server.metrics_urls(b)}
+        out: dict[str, str] = self.call(grab)
+        return out
+
     def client_kwargs(self, name: str) -> dict[str, Any]:
         """kafka-python keyword arguments to reach cluster ``name`` (see :func:`client_kwargs`)."""
         return client_kwargs(self.cluster(name))
