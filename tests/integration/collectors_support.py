@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -97,9 +98,38 @@ def rate_truth(before: dict[str, Any], after: dict[str, Any], what: str) -> Any:
     return (after[what] - before[what]) / (after["t"] - before["t"])
 
 
-class FaultProxy:
+class TextServer:
+    """A plain-http server on a free loopback port answering every GET with ``render()`` (None: no answer,
+    the connection is dropped); ``url`` is its ``/metrics`` URL; ``close()`` when done."""
+
+    def __init__(self, render: Callable[[], bytes | None]) -> None:
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = render()
+                if body is None:
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FaultProxy(TextServer):
     """Plain-http proxy in front of one metrics endpoint (scraped with its CA and credentials): mode
-    ``pass``, ``garbage``, ``stall`` or ``reset``.
+    ``pass``, ``garbage``, ``stall`` or ``reset``; ``rewrite`` (when set) edits what ``pass`` and ``reset`` serve.
 
     ``reset`` serves every counter (``*_total``) minus its value at the moment reset was armed,
     as a restarted exporter would (counters start again from zero).
@@ -110,34 +140,21 @@ class FaultProxy:
         self.mode = "pass"
         self.base: dict[str, float] = {}
         self.stall_s = 5.0
-        proxy = self
+        self.rewrite: Callable[[str], str] | None = None
+        super().__init__(self._render)
 
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                if proxy.mode == "stall":
-                    time.sleep(proxy.stall_s)
-                    return
-                if proxy.mode == "garbage":
-                    body = b"<html><body>502 Bad Gateway \x00\x01 {{{ not prometheus</body></html>\n" * 20
-                else:
-                    text = scrape_text(proxy.target)
-                    if proxy.mode == "reset":
-                        text = proxy._rebase(text)
-                    body = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    def _render(self) -> bytes | None:
+        if self.mode == "stall":
+            time.sleep(self.stall_s)
+            return None
+        if self.mode == "garbage":
+            return b"<html><body>502 Bad Gateway \x00\x01 {{{ not prometheus</body></html>\n" * 20
+        text = scrape_text(self.target)
+        if self.mode == "reset":
+            text = self._rebase(text)
+        if self.rewrite is not None:
+            text = self.rewrite(text)
+        return text.encode()
 
     @staticmethod
     def _split(line: str) -> tuple[str, str, str]:
@@ -166,10 +183,6 @@ class FaultProxy:
             out.append(line)
         return "\n".join(out) + "\n"
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
 
 def with_proxy(eps: ClusterEndpoints, target: MetricsEndpoint, url: str) -> ClusterEndpoints:
     """The same endpoints with ``target`` served from ``url`` (a test's plain-http proxy: no CA, no credentials)."""
@@ -178,15 +191,12 @@ def with_proxy(eps: ClusterEndpoints, target: MetricsEndpoint, url: str) -> Clus
     return replace(eps, brokers=tuple(swap(b) for b in eps.brokers))
 
 
-class OffsetExporter:
+class OffsetExporter(TextServer):
     """A kafka_exporter stand-in (an operator's optional exporter URL): serves
     ``kafka_consumergroup_current_offset`` of a tailing group ``tail`` (a group Kafka does not know)
     at the log end of every partition of ``topic``, stamped with the simulated time."""
 
     def __init__(self, sim: Sim, topic: str, cluster: str = "east") -> None:
-        self.sim = sim
-        exp = self
-
         def render() -> str:
             eng = sim.eng
             cl = sim.fed.clusters[cluster]
@@ -199,25 +209,7 @@ class OffsetExporter:
                 lines.append(f'kafka_consumergroup_current_offset{{consumergroup="tail",{lab}}} {int(leo)} {stamp}')
             return "\n".join(lines) + "\n"
 
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                body = exp.sim.call(render).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(lambda: sim.call(render).encode())
 
 
-__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "rate_truth", "with_proxy"]
+__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "TextServer", "rate_truth", "with_proxy"]

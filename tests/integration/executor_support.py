@@ -158,3 +158,16 @@ def read_state(path: Path) -> dict[str, Any]:
         except (FileNotFoundError, json.JSONDecodeError):
             time.sleep(0.05)
     raise AssertionError(f"state file {path} unreadable")
+
+
+def wait_state(path: Path, cond: Any, timeout: float = 40.0) -> dict[str, Any]:
+    """The CLI executor's state file once ``cond`` holds for its latest execution (polled every 0.1 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            state = read_state(path)
+            execs = list(state.get("executions", {}).values())
+            if execs and cond(max(execs, key=lambda e: e["id"])):
+                return state
+        time.sleep(0.1)
+    raise AssertionError(f"state condition not reached within {timeout}s")

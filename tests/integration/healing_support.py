@@ -4,7 +4,6 @@ simulator's clock and ground truth, anomalies from the replicated state."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from controlplane.state.store import LocalStateStore
 from domain.lease import LEASE_TOPIC
 from tests.integration.executor_support import Sim
 from tests.integration.kafkasim_support import http_json, register_fields
-from tests.integration.service_support import local_service
+from tests.integration.service_support import local_service, wait_for
 
 
 @contextlib.contextmanager
@@ -46,13 +45,7 @@ def partitions(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def wait(what: Callable[[], Any], timeout: float, why: str, every: float = 0.2) -> Any:
     """Poll ``what`` until it returns something truthy (returned) or fail after ``timeout`` wall seconds."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = what()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError(f"timed out: {why}")
+    return wait_for(why, what, timeout, every)
 
 
 def start(sim: Sim, service: Service, grace_s: float, enabled: bool = True, **healing: Any) -> None:

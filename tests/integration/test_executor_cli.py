@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,22 +17,11 @@ from tests.integration.executor_support import (
     one_replica_plan,
     read_state,
     scenario,
+    wait_state,
     write_plan,
 )
 
 pytestmark = pytest.mark.timeout(150)
-
-
-def wait_state(path: Path, cond: Any, timeout: float = 40.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            state = read_state(path)
-            execs = list(state.get("executions", {}).values())
-            if execs and cond(max(execs, key=lambda e: e["id"])):
-                return state
-        time.sleep(0.1)
-    raise AssertionError(f"state condition not reached within {timeout}s")
 
 
 def counts(execution: dict[str, Any]) -> Counter[str]:
