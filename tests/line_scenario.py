@@ -1,7 +1,8 @@
 """Two IDCs joined by one leased line, driven step by step: kafkasim over TCP + Guardian's throttle service
 with leased-line protection (tests and figures).
 
-kafkasim runs on 127.0.0.1 with its clock frozen; :meth:`LineScenario.step` advances simulated time,
+kafkasim runs on 127.0.0.1 (as ``sim up --realistic`` lays it out) with its clock frozen;
+:meth:`LineScenario.step` advances simulated time,
 runs one collection round (Prometheus text + the Kafka protocol + the audit topic) and one evaluation,
 which acts through Kafka configs and client quotas. Ground truth (line demand and carried bytes, ISR,
 per-partition rates) is read from the simulator, independent of what Guardian measured.
@@ -15,23 +16,14 @@ Layout: brokers 1, 3 in idc-a and 2, 4 in idc-b; the line carries ``LINE_MB_S`` 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.config import LeasedLineConf, LeasedLinesConf, Settings
-from controlplane.service.clusters import ClusterBindings
-from controlplane.service.collection import CollectionJob
-from controlplane.service.context import ServiceContext
+from controlplane.config import LeasedLineConf, LeasedLinesConf
 from controlplane.service.leased_lines import LineService
-from controlplane.service.throttle_loop import ThrottleService
-from controlplane.service.throttle_source import round_binding
-from controlplane.state.commands import meta
-from controlplane.state.store import LocalStateStore
 from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
-from planners.throttle import ThrottleConfig
-from tests.integration.kafkasim_support import http_json, register_fields
+from tests.integration.kafkasim_support import http_json
+from tests.throttle_scenario import DrivenScenario
 
 CLUSTER = "east"
 LINE_MB_S = 55.0
@@ -79,7 +71,7 @@ class Truth:
     quotas: dict[str, dict[str, float]]
 
 
-class LineScenario:
+class LineScenario(DrivenScenario):
     """kafkasim + the throttle service with line protection on one local state store; ``close()`` when done."""
 
     def __init__(self, protect: bool = True, step_s: float = 5.0) -> None:
@@ -92,68 +84,15 @@ class LineScenario:
             p.replicas, p.isr, p.leader = list(reps), list(reps), reps[0]
             p.log_dirs = {b: cl.brokers[b].disks[p.index % 2].gidx for b in reps}
         fed.engine.mark_dirty()
-        self.fed = fed
-        self.runner = SimRunner(fed, speed=1e-12)
-        self.step_s = step_s
-        self.observer: CollectionJob | None = None
-        try:
-            ep = self.runner.start()
-            self.control = ep["control_url"]
-            self.endpoints = ep
-            c = ep["clusters"][CLUSTER]
-            self.bootstrap = c["bootstrap_servers"]
-            self.store = LocalStateStore()
-            # what the operator registers: bootstrap, metrics endpoints, security, the rack->IDC rule, hardware
-            self.store.propose({"type": "cluster.register", "meta": meta("test"), "name": CLUSTER,
-                                **register_fields(c), "control_url": self.control})
-            self.ctx = ServiceContext(settings=Settings(), store=self.store)
-            self.observer = CollectionJob(bindings=ClusterBindings())
-            conf = LeasedLinesConf(protect=protect, lines=[LeasedLineConf(src_idc=AB[0], dst_idc=AB[1],
-                                                                          capacity_bytes_per_s=LINE_MB_S * 1e6)],
-                                   fetch_priority={"analytics": 1, "billing": 9})
-            self.lines = LineService(conf)
-            self.service = ThrottleService(self.store, ThrottleConfig(), max_snapshot_age_s=60,
-                                           bind=round_binding(self.observer.board, self.observer.bindings),
-                                           lines=self.lines)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        """Close the observer and the cluster's clients, then stop the simulator."""
-        if self.observer is not None:
-            self.observer.close()
-        self.runner.stop()
-
-    def advance(self, seconds: float) -> None:
-        """Advance simulated time (1 s physics ticks)."""
-        http_json(self.control + "/advance", {"seconds": seconds, "dt": 1.0})
-
-    def step(self) -> dict[str, Any]:
-        """Advance one interval, run one observer round, evaluate it."""
-        self.advance(self.step_s)
-        assert self.observer is not None
-        self.observer.collect(self.ctx, CLUSTER)
-        return self.service.evaluate(CLUSTER)
+        conf = LeasedLinesConf(protect=protect, lines=[LeasedLineConf(src_idc=AB[0], dst_idc=AB[1],
+                                                                      capacity_bytes_per_s=LINE_MB_S * 1e6)],
+                               fetch_priority={"analytics": 1, "billing": 9})
+        self.lines = LineService(conf)
+        super().__init__(fed, step_s, lines=self.lines)
 
     def reassign(self, moves: dict[tuple[str, int], list[int]]) -> None:
         """Start reassignments over the Kafka protocol (what the executor would do)."""
-        from kafka import KafkaAdminClient, TopicPartition
-
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-        try:
-            admin.alter_partition_reassignments({TopicPartition(t, p): r for (t, p), r in moves.items()})
-        finally:
-            admin.close()
-
-    def throttles(self) -> dict[str, Any]:
-        """Throttles in the replicated state for the cluster."""
-        return dict(self.store.read(lambda s: json.loads(json.dumps(s["throttles"].get(CLUSTER, {})))))
-
-    def actions(self) -> list[dict[str, Any]]:
-        """The action log entries of throttle commands."""
-        return list(self.store.read(lambda s: json.loads(json.dumps(
-            [a for a in s["actions"] if a["type"].startswith("throttle.")]))))
+        self.reassign_partitions(moves)
 
     def network(self) -> dict[str, Any]:
         """kafkasim's line report over its control API."""

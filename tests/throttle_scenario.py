@@ -1,7 +1,8 @@
 """A seeded kafkasim scenario driven step by step for throttle protection (tests and the benchmark).
 
-kafkasim runs on real 127.0.0.1 ports with its clock frozen (speed ~0); :meth:`ThrottleScenario.step`
-advances simulated time through the control API, runs one round of the service's observer (the
+kafkasim runs on real 127.0.0.1 ports as ``sim up --realistic`` lays it out (SASL_SSL + SCRAM, https
+exporters with basic auth), with its clock frozen (speed ~0): :meth:`ThrottleScenario.step` advances
+simulated time through the control API, runs one round of the service's observer (the
 collection job: Prometheus text + the Kafka protocol) and one throttle evaluation of the round it
 published, which acts through Kafka configs / client quotas on the cluster's shared client.
 Ground truth for assertions (per-partition throughput, lag, latencies, disk util) is read from the
@@ -14,18 +15,20 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kafka import KafkaAdminClient, TopicPartition
+
 from controlplane.config import Settings
 from controlplane.service.clusters import ClusterBindings
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
+from controlplane.service.leased_lines import LineService
 from controlplane.service.throttle_loop import ThrottleService
 from controlplane.service.throttle_source import round_binding
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
-from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
+from kafkasim.scenario import Federation, build_federation
 from planners.throttle import ThrottleConfig
-from tests.integration.kafkasim_support import http_json, register_fields
+from tests.integration.kafkasim_support import http_json, register_fields, start_federation
 
 CLUSTER = "east"
 HOT_PARTITION = ("orders", 0)
@@ -68,32 +71,34 @@ class Truth:
     reassigning: int
 
 
-class ThrottleScenario:
-    """kafkasim + Guardian's throttle service on one local state store; ``close()`` when done."""
+class DrivenScenario:
+    """kafkasim laid out as ``sim up --realistic`` (SASL_SSL + SCRAM, https exporters with basic auth) with its
+    clock frozen, registered as an operator registers it, plus the service's observer and a throttle service
+    on one local state store; ``close()`` when done."""
 
-    def __init__(self, partition_throttle: bool = True, protection: bool = True, seed: int = 5,
-                 step_s: float = 5.0, config: ThrottleConfig | None = None) -> None:
-        fed = build_federation(spec(partition_throttle, seed))
-        fed.engine.burst_rate_per_hour = 0.0  # no random bursts: "unaffected" is measurable to +-5%
+    def __init__(self, fed: Federation, step_s: float, protection: bool = True,
+                 config: ThrottleConfig | None = None, lines: LineService | None = None) -> None:
         self.fed = fed
-        # the clock is frozen (speed ~0: the tick loop never takes a micro-step whose real-traffic rates would
-        # be bytes / 1e-6 s); time moves only through advance()
-        self.runner = SimRunner(fed, speed=1e-12)
         self.protection = protection
         self.step_s = step_s
         self.observer: CollectionJob | None = None
+        # the clock is frozen (speed ~0: the tick loop never takes a micro-step whose real-traffic rates would
+        # be bytes / 1e-6 s); time moves only through advance()
+        self.runner = start_federation(fed, speed=1e-12)
         try:
-            ep = self.runner.start()
+            self.endpoints = ep = self.runner.endpoints
             self.control = ep["control_url"]
-            c = ep["clusters"][CLUSTER]
+            c = self.runner.cluster(CLUSTER)
             self.bootstrap = c["bootstrap_servers"]
             self.store = LocalStateStore()
+            # what the operator registers: bootstrap, metrics endpoints, security, the rack->IDC rule, hardware
             self.store.propose({"type": "cluster.register", "meta": meta("test"), "name": CLUSTER,
                                 **register_fields(c), "control_url": self.control})
             self.ctx = ServiceContext(settings=Settings(), store=self.store)
             self.observer = CollectionJob(bindings=ClusterBindings())
             self.service = ThrottleService(self.store, config or ThrottleConfig(), max_snapshot_age_s=60,
-                                           bind=round_binding(self.observer.board, self.observer.bindings))
+                                           bind=round_binding(self.observer.board, self.observer.bindings),
+                                           lines=lines)
         except BaseException:
             self.close()
             raise
@@ -118,19 +123,11 @@ class ThrottleScenario:
             return self.service.evaluate(CLUSTER)
         return {"decisions": []}
 
-    def lagging_consumer(self, lag_bytes: float = 10e9, rate: float = 160e6) -> None:
-        """A consumer of orders-0 a long way behind, catching up at ``rate`` (reads the leader's disk)."""
-        http_json(self.control + "/fault/lagging-consumer", {"cluster": CLUSTER, "topic": HOT_PARTITION[0],
-                                                             "partition": HOT_PARTITION[1], "lag_bytes": lag_bytes,
-                                                             "rate_bytes_per_s": rate})
-
-    def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
-        """Start a reassignment over the Kafka protocol (what the executor would do)."""
-        from kafka import KafkaAdminClient, TopicPartition
-
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+    def reassign_partitions(self, moves: dict[tuple[str, int], list[int]]) -> None:
+        """Start reassignments over the Kafka protocol (what the executor would do), as the operator's client."""
+        admin = KafkaAdminClient(**self.runner.client_kwargs(CLUSTER))
         try:
-            admin.alter_partition_reassignments({TopicPartition(topic, partition): replicas})
+            admin.alter_partition_reassignments({TopicPartition(t, p): r for (t, p), r in moves.items()})
         finally:
             admin.close()
 
@@ -142,6 +139,26 @@ class ThrottleScenario:
         """The action log entries of throttle commands."""
         return list(self.store.read(lambda s: json.loads(json.dumps(
             [a for a in s["actions"] if a["type"].startswith("throttle.")]))))
+
+
+class ThrottleScenario(DrivenScenario):
+    """The :func:`spec` scenario with throttle protection on (or off, to measure the unprotected)."""
+
+    def __init__(self, partition_throttle: bool = True, protection: bool = True, seed: int = 5,
+                 step_s: float = 5.0, config: ThrottleConfig | None = None) -> None:
+        fed = build_federation(spec(partition_throttle, seed))
+        fed.engine.burst_rate_per_hour = 0.0  # no random bursts: "unaffected" is measurable to +-5%
+        super().__init__(fed, step_s, protection, config)
+
+    def lagging_consumer(self, lag_bytes: float = 10e9, rate: float = 160e6) -> None:
+        """A consumer of orders-0 a long way behind, catching up at ``rate`` (reads the leader's disk)."""
+        http_json(self.control + "/fault/lagging-consumer", {"cluster": CLUSTER, "topic": HOT_PARTITION[0],
+                                                             "partition": HOT_PARTITION[1], "lag_bytes": lag_bytes,
+                                                             "rate_bytes_per_s": rate})
+
+    def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
+        """Start one reassignment over the Kafka protocol (what the executor would do)."""
+        self.reassign_partitions({(topic, partition): replicas})
 
     def truth(self) -> Truth:
         """Ground truth from the simulator (on its loop thread)."""

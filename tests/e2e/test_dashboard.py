@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,16 +18,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import uvicorn
 
-from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.bootstrap import Service
+from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.state.commands import meta
 from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from kafkasim.server import SimRunner
-from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import register_fields, start_sim
+from tests.integration.kafkasim_support import start_sim
+from tests.integration.service_support import register_and_observe, served_service, wait_for
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
@@ -48,16 +46,6 @@ class Controller:
     sim: SimRunner
 
 
-def wait_for(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def propose_move(svc: Service, snap: ClusterSnapshot, index: int) -> int:
     """Propose a plan moving one replica of ``orders`` partition ``index`` to a broker without one."""
     p = snap.index.topic_by_name["orders"].partitions[index]
@@ -71,45 +59,24 @@ def propose_move(svc: Service, snap: ClusterSnapshot, index: int) -> int:
 
 @pytest.fixture(scope="module")
 def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controller]:
-    sim = start_sim()
-    raft_port, http_port = free_ports(2)
     tokens = [TokenConf(name="viewer", role="viewer", sha256=hash_token(VIEWER)),
               TokenConf(name="olga", role="operator", sha256=hash_token(OPERATOR))]
-    svc = build_service(Settings(data_dir=tmp_path_factory.mktemp("ui"), tokens=tokens,
-                                 raft=RaftConf(self_addr=f"127.0.0.1:{raft_port}"),
-                                 clickhouse=ClickHouseConf(mode="off"),
-                                 intervals=IntervalsConf(collect_s=1.0, throttle_s=1.0, executor_s=0.5)))
-    server = uvicorn.Server(uvicorn.Config(svc.app, host="127.0.0.1", port=http_port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    try:
-        assert svc.store.node.wait_ready(10)
-        thread.start()
-        wait_for(lambda: server.started, 10, "the HTTP server")
+    with start_sim() as sim, served_service(tmp_path_factory.mktemp("ui"), tokens=tokens, intervals=IntervalsConf(
+            collect_s=1.0, throttle_s=1.0, executor_s=0.5)) as (svc, base):
+        snap = register_and_observe(svc, sim.endpoints, ("east", "west"))["east"]
         ctx = svc.ctx
-        for name in ("east", "west"):
-            c = sim.endpoints["clusters"][name]
-            ctx.store.propose({"type": "cluster.register", "meta": meta("admin"), "name": name,
-                               **register_fields(c)})
-        svc.scheduler.start()
-        snap = wait_for(lambda: ctx.snapshots.get("east"), 40, "a usable round of east")
-        wait_for(lambda: ctx.snapshots.get("west"), 20, "a usable round of west")
         # an execution: approved by the API's rules, run by the service's executor
         executed = propose_move(svc, snap, 0)
         ctx.store.propose({"type": "plan.approve", "meta": meta("olga"), "plan_id": executed})
         ctx.executor.start_approved(executed)
-        wait_for(lambda: ctx.store.read(lambda s: any(e.get("progress") for e in s["executions"].values())), 30,
-                 "the execution's first progress record")
+        wait_for("the execution's first progress record",
+                 lambda: ctx.store.read(lambda s: any(e.get("progress") for e in s["executions"].values())), 30)
         # a throttle in force with its reason, and a plan waiting for review
         ctx.store.propose({"type": "throttle.set", "meta": meta("olga", "noisy consumer during the copy"),
                            "cluster": "east", "key": "broker-1-follower", "kind": "broker_follower",
                            "target": {"broker": 1}, "rate_bytes_per_s": 20e6, "evidence": {"manual": True}})
         propose_move(svc, snap, 1)
-        yield Controller(svc, f"http://127.0.0.1:{http_port}", sim)
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        svc.close()
-        sim.stop()
+        yield Controller(svc, base, sim)
 
 
 @pytest.fixture(scope="module")

@@ -14,30 +14,29 @@ rule Prometheus cannot evaluate fails here. Cost: ~30-60 s (Prometheus start, a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 import yaml
 
-from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.bootstrap import Service
+from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.state.commands import meta
 from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
-from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import register_fields, start_sim
+from tests.integration.kafkasim_support import Sim, start_sim
+from tests.integration.service_support import register_and_observe, served_service, wait_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,16 +59,6 @@ needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool
 
 def run(*cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
-
-
-def wait_for(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def panel_targets() -> list[tuple[str, str]]:
@@ -150,7 +139,7 @@ def test_dashboard_is_well_formed() -> None:
 class Live:
     service: Service
     base: str
-    sim: SimRunner
+    sim: Sim
     prom: str
     started: float
 
@@ -175,17 +164,26 @@ def api_post(base: str, path: str, body: dict[str, Any] | None = None) -> Any:
         return json.loads(resp.read())
 
 
-def prometheus_config(controller: str, sim: SimRunner) -> dict[str, Any]:
+def prometheus_config(controller: str, sim: Sim) -> dict[str, Any]:
+    """Prometheus scraping the controller and both exporters of every broker the way the operator's endpoints
+    document declares them (https against its CA, basic auth with the password file)."""
+    kinds = sim.metrics_kinds()
+    endpoints = [(name, b["id"], m) for name, c in sim.endpoints["clusters"].items() for b in c["brokers"]
+                 for m in b["metrics"]]
     brokers = [{"targets": [urllib.parse.urlsplit(m["url"]).netloc],
-                "labels": {"cluster": name, "broker": str(b["id"]), "exporter": m["kind"]}}
-               for name, c in sim.endpoints["clusters"].items() for b in c["brokers"] for m in b["metrics"]]
+                "labels": {"cluster": name, "broker": str(broker), "exporter": kinds[m["url"]]}}
+               for name, broker, m in endpoints]
+    # kafkasim stamps samples with its simulated clock (it runs ahead of the wall clock); stock exporters
+    # send no timestamps, so ignoring them changes nothing real
+    kafka: dict[str, Any] = {"job_name": "kafka", "static_configs": brokers, "honor_timestamps": False}
+    first = endpoints[0][2]  # every exporter has the same CA and credentials
+    if first["url"].startswith("https://"):
+        kafka |= {"scheme": "https", "tls_config": {"ca_file": first["ca_file"]}}
+    if first.get("username"):
+        kafka["basic_auth"] = {"username": first["username"], "password_file": first["password_file"]}
     return {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
             "rule_files": [str(RULES)],
-            "scrape_configs": [{"job_name": "guardian", "static_configs": [{"targets": [controller]}]},
-                               {"job_name": "kafka", "static_configs": brokers,
-                                # kafkasim stamps samples with its simulated clock (it runs ahead of the
-                                # wall clock); stock exporters send no timestamps, so this changes nothing real
-                                "honor_timestamps": False}]}
+            "scrape_configs": [{"job_name": "guardian", "static_configs": [{"targets": [controller]}]}, kafka]}
 
 
 def prom_get(prom: str, path: str, **params: Any) -> Any:
@@ -199,73 +197,58 @@ def prom_get(prom: str, path: str, **params: Any) -> Any:
     return body["data"]
 
 
+@contextlib.contextmanager
+def prometheus(tmp: Path, config: dict[str, Any]) -> Iterator[str]:
+    """A Prometheus process with ``config`` for the ``with`` block; yields its base URL."""
+    (port,) = free_ports(1)
+    path = tmp / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.Popen(["prometheus", f"--config.file={path}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("wb"))
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def targets_up(prom: str) -> bool:
+    try:
+        active = prom_get(prom, "/api/v1/targets")["activeTargets"]
+    except OSError:
+        return False
+    return bool(active) and all(t["health"] == "up" for t in active)
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     if shutil.which("prometheus") is None:
         pytest.skip("prometheus not installed (make venv)")
     tmp = tmp_path_factory.mktemp("prom")
-    sim = start_sim()
-    raft_port, http_port, prom_port = free_ports(3)
-    svc = build_service(Settings(data_dir=tmp / "guardian",
-                                 tokens=[TokenConf(name="olga", role="operator", sha256=hash_token(OPERATOR))],
-                                 raft=RaftConf(self_addr=f"127.0.0.1:{raft_port}"),
-                                 clickhouse=ClickHouseConf(mode="off"),
-                                 intervals=IntervalsConf(collect_s=1.0, throttle_s=1.0, executor_s=0.5)))
-    server = uvicorn.Server(uvicorn.Config(svc.app, host="127.0.0.1", port=http_port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    proc: subprocess.Popen[bytes] | None = None
-    try:
-        assert svc.store.node.wait_ready(10)
-        thread.start()
-        wait_for(lambda: server.started, 10, "the HTTP server")
+    tokens = [TokenConf(name="olga", role="operator", sha256=hash_token(OPERATOR))]
+    with start_sim() as sim, served_service(tmp / "guardian", tokens=tokens, intervals=IntervalsConf(
+            collect_s=1.0, throttle_s=1.0, executor_s=0.5)) as (svc, base):
+        snap = register_and_observe(svc, sim.endpoints, ("east", "west"))["east"]
         ctx = svc.ctx
-        for name in ("east", "west"):
-            c = sim.endpoints["clusters"][name]
-            ctx.store.propose({"type": "cluster.register", "meta": meta("admin"), "name": name,
-                               **register_fields(c)})
-        svc.scheduler.start()
-        snap = wait_for(lambda: ctx.snapshots.get("east"), 40, "a usable round of east")
-        wait_for(lambda: ctx.snapshots.get("west"), 20, "a usable round of west")
         ctx.store.propose({"type": "throttle.set", "meta": meta("olga", "noisy consumer"), "cluster": "east",
                            "key": "broker-1-follower", "kind": "broker_follower", "target": {"broker": 1},
                            "rate_bytes_per_s": 20e6, "evidence": {"manual": True}})
-        config = tmp / "prometheus.yml"
-        config.write_text(yaml.safe_dump(prometheus_config(f"127.0.0.1:{http_port}", sim)))
         started = time.time()
-        proc = subprocess.Popen(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{prom_port}"],
-                                stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("wb"))
-        prom = f"http://127.0.0.1:{prom_port}"
-
-        def targets_up() -> bool:
-            try:
-                active = prom_get(prom, "/api/v1/targets")["activeTargets"]
-            except OSError:
-                return False
-            return bool(active) and all(t["health"] == "up" for t in active)
-
-        wait_for(targets_up, 60, "Prometheus to scrape every target")
-        # an execution while Prometheus scrapes, approved and started through the API
-        base = f"http://127.0.0.1:{http_port}"
-        executed = propose_moves(svc, snap, (0, 1, 2))
-        api_post(base, f"/api/v1/plans/{executed}/approve")
-        api_post(base, f"/api/v1/plans/{executed}/execute")
-        wait_for(lambda: ctx.store.read(lambda s: any((e.get("progress") or {}).get("bytes_done")
-                                                      for e in s["executions"].values())), 60,
-                 "the execution's first progress record with bytes copied")
-        time.sleep(12)  # rate windows of 10 s filled, the execution scraped a few times
-        yield Live(svc, base, sim, prom, started)
-    finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        server.should_exit = True
-        thread.join(10)
-        svc.close()
-        sim.stop()
+        with prometheus(tmp, prometheus_config(urllib.parse.urlsplit(base).netloc, sim)) as prom:
+            wait_for("Prometheus to scrape every target", lambda: targets_up(prom), 60)
+            # an execution while Prometheus scrapes, approved and started through the API
+            executed = propose_moves(svc, snap, (0, 1, 2))
+            api_post(base, f"/api/v1/plans/{executed}/approve")
+            api_post(base, f"/api/v1/plans/{executed}/execute")
+            wait_for("the execution's first progress record with bytes copied",
+                     lambda: ctx.store.read(lambda s: any((e.get("progress") or {}).get("bytes_done")
+                                                          for e in s["executions"].values())), 60)
+            time.sleep(12)  # rate windows of 10 s filled, the execution scraped a few times
+            yield Live(svc, base, sim, prom, started)
 
 
 def query_range(live: Live, expr: str) -> list[dict[str, Any]]:
@@ -301,7 +284,7 @@ def test_prometheus_evaluates_every_alert_rule_without_error(live: Live) -> None
         loaded = [r for g in prom_get(live.prom, "/api/v1/rules")["groups"] for r in g["rules"]]
         return loaded if loaded and all(r.get("lastEvaluation", "").startswith("20") for r in loaded) else []
 
-    loaded = wait_for(evaluated, 20, "every rule evaluated once")
+    loaded = wait_for("every rule evaluated once", evaluated, 20)
     assert {r["name"] for r in loaded} == {r["alert"] for r in rules()}
     assert all(r["health"] == "ok" for r in loaded), [(r["name"], r.get("lastError")) for r in loaded]
     # the inputs of the alerts that watch the federation have data (thresholds aside)

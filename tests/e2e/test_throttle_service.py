@@ -15,6 +15,7 @@ from controlplane.config import hash_token
 from controlplane.launcher import ServiceCluster
 from kafkasim.server import SimRunner
 from tests.integration.kafkasim_support import http_json, register_fields, start_sim
+from tests.integration.service_support import wait_for
 from tests.throttle_scenario import CLUSTER, spec
 
 
@@ -22,10 +23,9 @@ from tests.throttle_scenario import CLUSTER, spec
 def sim() -> Iterator[SimRunner]:
     s = spec(partition_throttle=True)
     s["speed"] = 10.0
-    runner = start_sim(s)
-    runner.call(lambda: setattr(runner.server.fed.engine, "burst_rate_per_hour", 0.0))
-    yield runner
-    runner.stop()
+    with start_sim(s) as runner:  # SASL_SSL + https exporters with basic auth, as ``sim up --realistic``
+        runner.call(lambda: setattr(runner.server.fed.engine, "burst_rate_per_hour", 0.0))
+        yield runner
 
 
 @pytest.fixture()
@@ -41,16 +41,6 @@ def service(tmp_path: Path) -> Iterator[ServiceCluster]:
         cluster.close()
 
 
-def wait_for(fn, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_serve_throttles_a_lagging_consumer_and_releases_it(sim: SimRunner, service: ServiceCluster) -> None:
     ep = sim.endpoints["clusters"][CLUSTER]
     code, body = service.request(1, "POST", "/api/v1/clusters", {
@@ -60,14 +50,14 @@ def test_serve_throttles_a_lagging_consumer_and_releases_it(sim: SimRunner, serv
     assert service.request(1, "GET", "/api/v1/throttles")[1] == []
     http_json(sim.endpoints["control_url"] + "/fault/lagging-consumer",
               {"cluster": CLUSTER, "topic": "orders", "partition": 0, "lag_bytes": 6e9, "rate_bytes_per_s": 160e6})
-    rows = wait_for(lambda: service.request(1, "GET", "/api/v1/throttles")[1], 20, "a throttle")
+    rows = wait_for("a throttle", lambda: service.request(1, "GET", "/api/v1/throttles")[1], 20)
     assert rows[0]["key"] == "fetch:orders:0" and rows[0]["set_by"] == "throttle-protection"
     # the lever is recorded first, then applied (throttle_loop): give the AlterConfigs a moment
-    wait_for(lambda: "guardian.partition.throttle.fetch.bytes.per.second" in sim.call(
-        lambda: dict(sim.server.fed.clusters[CLUSTER].topics["orders"].configs)), 5, "the throttle config")
+    wait_for("the throttle config", lambda: "guardian.partition.throttle.fetch.bytes.per.second" in sim.call(
+        lambda: dict(sim.server.fed.clusters[CLUSTER].topics["orders"].configs)), 5)
     code, explain = service.request(1, "GET", f"/api/v1/throttle/explain/{CLUSTER}")
     assert code == 200 and explain["history"][0]["type"] == "throttle.set", json.dumps(explain)[:500]
     # the consumer catches up (6 GB at ~100 MB/s simulated = ~6 s real), then the throttle is released
-    wait_for(lambda: service.request(1, "GET", "/api/v1/throttles")[1] == [], 40, "the release")
+    wait_for("the release", lambda: service.request(1, "GET", "/api/v1/throttles")[1] == [], 40)
     cfg = sim.call(lambda: dict(sim.server.fed.clusters[CLUSTER].topics["orders"].configs))
     assert "guardian.partition.throttle.fetch.bytes.per.second" not in cfg

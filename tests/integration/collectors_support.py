@@ -1,20 +1,19 @@
 """Helpers for the collectors' integration tests: a kafkasim federation on real 127.0.0.1 ports whose
-clock only moves when the test advances it, ground truth read from the simulator, and a small
+clock only moves when the test advances it (laid out as ``sim up --realistic``: SASL_SSL + SCRAM, two
+https exporters per broker with basic auth), ground truth read from the simulator, and a small
 fault-injecting HTTP proxy in front of a broker's metrics endpoint."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.request
+from collections.abc import Callable
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from kafkaio.endpoints import BrokerInfo, ClusterEndpoints, parse_endpoints
-from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
+from kafkaio.endpoints import BrokerInfo, ClusterEndpoints, MetricsEndpoint, parse_endpoints
+from tests.integration.kafkasim_support import client_kwargs, scrape_text, start_sim
 
 SCENARIO: dict[str, Any] = {
     "seed": 11,
@@ -33,17 +32,28 @@ SCENARIO: dict[str, Any] = {
 
 
 class Sim:
-    """A started kafkasim federation plus ground-truth accessors."""
+    """A started kafkasim federation plus ground-truth accessors (``realistic=False``: PLAINTEXT, http)."""
 
-    def __init__(self, spec: dict[str, Any] | None = None) -> None:
-        self.runner = SimRunner(build_federation(json.loads(json.dumps(spec or SCENARIO))))
-        self.endpoints_doc = self.runner.start()
+    def __init__(self, spec: dict[str, Any] | None = None, realistic: bool = True) -> None:
+        self.runner = start_sim(spec or SCENARIO, realistic=realistic)
+        self.endpoints_doc = self.runner.endpoints
         self.fed = self.runner.server.fed
         self.eng = self.fed.engine
         self._marks: dict[str, Any] = {}
 
     def endpoints(self, cluster: str = "east") -> ClusterEndpoints:
         return parse_endpoints(self.endpoints_doc, cluster)
+
+    def endpoint(self, broker: int, kind: str = "jmx", cluster: str = "east") -> MetricsEndpoint:
+        """Broker ``broker``'s endpoint of ``kind`` (``jmx`` or ``node``) as registered: URL, CA and credentials
+        (see :meth:`~tests.integration.kafkasim_support.Sim.metrics_kinds`)."""
+        kinds = self.runner.metrics_kinds()
+        info = next(b for b in self.endpoints(cluster).brokers if b.id == broker)
+        return next(m for m in info.metrics_endpoints if kinds[m.url] == kind)
+
+    def client_kwargs(self, cluster: str = "east") -> dict[str, Any]:
+        """kafka-python keyword arguments (bootstrap servers and security) to reach ``cluster``."""
+        return client_kwargs(self.endpoints_doc["clusters"][cluster])
 
     def advance(self, seconds: float) -> None:
         self.runner.call(lambda: self.eng.advance(seconds, 1.0))
@@ -88,35 +98,19 @@ def rate_truth(before: dict[str, Any], after: dict[str, Any], what: str) -> Any:
     return (after[what] - before[what]) / (after["t"] - before["t"])
 
 
-class FaultProxy:
-    """HTTP proxy in front of one metrics URL: mode ``pass``, ``garbage``, ``stall`` or ``reset``.
+class TextServer:
+    """A plain-http server on a free loopback port answering every GET with ``render()`` (None: no answer,
+    the connection is dropped); ``url`` is its ``/metrics`` URL; ``close()`` when done."""
 
-    ``reset`` serves every counter (``*_total``) minus its value at the moment reset was armed,
-    as a restarted exporter would (counters start again from zero).
-    """
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self.mode = "pass"
-        self.base: dict[str, float] = {}
-        self.stall_s = 5.0
-        proxy = self
-
+    def __init__(self, render: Callable[[], bytes | None]) -> None:
         class H(BaseHTTPRequestHandler):
             def log_message(self, *a: Any) -> None:
                 pass
 
             def do_GET(self) -> None:
-                if proxy.mode == "stall":
-                    time.sleep(proxy.stall_s)
+                body = render()
+                if body is None:
                     return
-                if proxy.mode == "garbage":
-                    body = b"<html><body>502 Bad Gateway \x00\x01 {{{ not prometheus</body></html>\n" * 20
-                else:
-                    text = urllib.request.urlopen(proxy.target, timeout=10).read().decode()
-                    if proxy.mode == "reset":
-                        text = proxy._rebase(text)
-                    body = text.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
@@ -126,8 +120,41 @@ class FaultProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FaultProxy(TextServer):
+    """Plain-http proxy in front of one metrics endpoint (scraped with its CA and credentials): mode
+    ``pass``, ``garbage``, ``stall`` or ``reset``; ``rewrite`` (when set) edits what ``pass`` and ``reset`` serve.
+
+    ``reset`` serves every counter (``*_total``) minus its value at the moment reset was armed,
+    as a restarted exporter would (counters start again from zero).
+    """
+
+    def __init__(self, target: MetricsEndpoint) -> None:
+        self.target = target
+        self.mode = "pass"
+        self.base: dict[str, float] = {}
+        self.stall_s = 5.0
+        self.rewrite: Callable[[str], str] | None = None
+        super().__init__(self._render)
+
+    def _render(self) -> bytes | None:
+        if self.mode == "stall":
+            time.sleep(self.stall_s)
+            return None
+        if self.mode == "garbage":
+            return b"<html><body>502 Bad Gateway \x00\x01 {{{ not prometheus</body></html>\n" * 20
+        text = scrape_text(self.target)
+        if self.mode == "reset":
+            text = self._rebase(text)
+        if self.rewrite is not None:
+            text = self.rewrite(text)
+        return text.encode()
 
     @staticmethod
     def _split(line: str) -> tuple[str, str, str]:
@@ -137,7 +164,7 @@ class FaultProxy:
         return line[:cut], value, f" {stamp}" if stamp else ""
 
     def arm_reset(self) -> None:
-        text = urllib.request.urlopen(self.target, timeout=10).read().decode()
+        text = scrape_text(self.target)
         self.base = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
@@ -156,33 +183,20 @@ class FaultProxy:
             out.append(line)
         return "\n".join(out) + "\n"
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
-
-def endpoint_url(eps: ClusterEndpoints, broker: int, kind: str = "jmx") -> str:
-    """The URL of broker ``broker``'s endpoint of ``kind`` (``jmx`` or ``node``)."""
-    info = next(b for b in eps.brokers if b.id == broker)
-    return next(m.url for m in info.metrics_endpoints if m.kind == kind)
-
-
-def with_proxy(eps: ClusterEndpoints, broker: int, url: str, kind: str = "jmx") -> ClusterEndpoints:
-    """The same endpoints with broker ``broker``'s endpoint of ``kind`` served from ``url``."""
+def with_proxy(eps: ClusterEndpoints, target: MetricsEndpoint, url: str) -> ClusterEndpoints:
+    """The same endpoints with ``target`` served from ``url`` (a test's plain-http proxy: no CA, no credentials)."""
     def swap(b: BrokerInfo) -> BrokerInfo:
-        return replace(b, metrics=tuple(replace(m, url=url) if m.kind == kind else m for m in b.metrics))
-    return replace(eps, brokers=tuple(swap(b) if b.id == broker else b for b in eps.brokers))
+        return replace(b, metrics=tuple(MetricsEndpoint(url, kind=m.kind) if m == target else m for m in b.metrics))
+    return replace(eps, brokers=tuple(swap(b) for b in eps.brokers))
 
 
-class OffsetExporter:
+class OffsetExporter(TextServer):
     """A kafka_exporter stand-in (an operator's optional exporter URL): serves
     ``kafka_consumergroup_current_offset`` of a tailing group ``tail`` (a group Kafka does not know)
     at the log end of every partition of ``topic``, stamped with the simulated time."""
 
     def __init__(self, sim: Sim, topic: str, cluster: str = "east") -> None:
-        self.sim = sim
-        exp = self
-
         def render() -> str:
             eng = sim.eng
             cl = sim.fed.clusters[cluster]
@@ -195,25 +209,7 @@ class OffsetExporter:
                 lines.append(f'kafka_consumergroup_current_offset{{consumergroup="tail",{lab}}} {int(leo)} {stamp}')
             return "\n".join(lines) + "\n"
 
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                body = exp.sim.call(render).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(lambda: sim.call(render).encode())
 
 
-__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "endpoint_url", "rate_truth", "with_proxy"]
+__all__ = ["BrokerInfo", "FaultProxy", "OffsetExporter", "Sim", "TextServer", "rate_truth", "with_proxy"]

@@ -1,4 +1,5 @@
-"""Helpers for executor integration tests: a kafkasim federation on real 127.0.0.1 ports, plans, checks."""
+"""Helpers for executor integration tests: a kafkasim federation on real 127.0.0.1 ports (as ``sim up --realistic``
+lays it out: SASL_SSL + SCRAM, https exporters with basic auth), plans, checks."""
 
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import ClusterEndpoints, parse_endpoints
 from kafkaio.errors import AdminError
 from kafkaio.types import LiveCluster
-from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
+from tests.integration.kafkasim_support import client_kwargs, start_sim
 
 ROOT = Path(__file__).resolve().parents[2]
 logging.getLogger("kafka").setLevel(logging.CRITICAL)
@@ -43,13 +43,13 @@ class Sim:
     """A running kafkasim with its endpoints file; records every AlterPartitionReassignments entry."""
 
     def __init__(self, spec: dict[str, Any], tmp: Path) -> None:
-        self.runner = SimRunner(build_federation(json.loads(json.dumps(spec))))
-        self.endpoints = self.runner.start()
+        self.runner = start_sim(spec, directory=tmp / "sim-secrets")
+        self.endpoints = self.runner.endpoints
         self.endpoints_file = tmp / "endpoints.json"
         self.endpoints_file.write_text(json.dumps(self.endpoints))
-        ep = self.endpoints["clusters"]["c1"]
+        self.c1: dict[str, Any] = self.endpoints["clusters"]["c1"]
         self.cluster: ClusterEndpoints = parse_endpoints(self.endpoints, "c1")
-        self.admin = KafkaAdmin(ep["bootstrap_servers"], client_id="test-checker")
+        self.admin = self.kafka_admin("test-checker")
         self.submissions: Counter[tuple[str, int]] = Counter()
         self.cancels: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()
@@ -64,6 +64,14 @@ class Sim:
             return original(ctx, v, req)
 
         handler.api_45 = recording  # type: ignore[method-assign]
+
+    def kafka_admin(self, client_id: str = "guardian-executor") -> KafkaAdmin:
+        """A Kafka admin port on ``c1`` owning its own connection (bootstrap servers and security); close it."""
+        return KafkaAdmin.for_endpoints(self.cluster, client_id=client_id)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """kafka-python keyword arguments (bootstrap servers and security) to reach ``c1``."""
+        return client_kwargs(self.c1)
 
     def control(self, path: str, body: dict[str, Any]) -> Any:
         req = urllib.request.Request(self.endpoints["control_url"] + path, data=json.dumps(body).encode(),
@@ -107,6 +115,12 @@ class Sim:
         self.admin.close()
         self.runner.stop()
 
+    def __enter__(self) -> Sim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def one_replica_plan(live: LiveCluster, select: Any = None, dest: Any = None, cluster: str = "c1") -> Plan:
     """Move the first replica of every selected partition to another alive broker (round robin)."""
@@ -144,3 +158,16 @@ def read_state(path: Path) -> dict[str, Any]:
         except (FileNotFoundError, json.JSONDecodeError):
             time.sleep(0.05)
     raise AssertionError(f"state file {path} unreadable")
+
+
+def wait_state(path: Path, cond: Any, timeout: float = 40.0) -> dict[str, Any]:
+    """The CLI executor's state file once ``cond`` holds for its latest execution (polled every 0.1 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            state = read_state(path)
+            execs = list(state.get("executions", {}).values())
+            if execs and cond(max(execs, key=lambda e: e["id"])):
+                return state
+        time.sleep(0.1)
+    raise AssertionError(f"state condition not reached within {timeout}s")

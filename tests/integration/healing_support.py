@@ -4,35 +4,27 @@ simulator's clock and ground truth, anomalies from the replicated state."""
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings
+from controlplane.bootstrap import Service
+from controlplane.config import IntervalsConf
 from controlplane.service.self_healing import SelfHealingJob
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain.lease import LEASE_TOPIC
-from raft.localcluster import free_ports
 from tests.integration.executor_support import Sim
 from tests.integration.kafkasim_support import http_json, register_fields
+from tests.integration.service_support import local_service, wait_for
 
 
-def make_service(tmp_path: Path, collect_s: float = 1.0) -> Service:
-    """A one-node controller (its own Raft) with fast loops; the caller closes it."""
-    (port,) = free_ports(1)
-    svc = build_service(Settings(data_dir=tmp_path / "g", raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-                                 clickhouse=ClickHouseConf(mode="off"),
-                                 intervals=IntervalsConf(collect_s=collect_s, throttle_s=0.5, executor_s=0.5)))
-    assert svc.store.node.wait_ready(10)
-    return svc
+@contextlib.contextmanager
+def healing_service(tmp_path: Path, collect_s: float = 1.0) -> Iterator[Service]:
+    """A one-node controller (its own Raft) with fast loops for the ``with`` block."""
+    with local_service(tmp_path / "g", intervals=IntervalsConf(collect_s=collect_s, throttle_s=0.5,
+                                                               executor_s=0.5)) as svc:
+        yield svc
 
 
 def sim_time(sim: Sim) -> float:
@@ -53,13 +45,7 @@ def partitions(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def wait(what: Callable[[], Any], timeout: float, why: str, every: float = 0.2) -> Any:
     """Poll ``what`` until it returns something truthy (returned) or fail after ``timeout`` wall seconds."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = what()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError(f"timed out: {why}")
+    return wait_for(why, what, timeout, every)
 
 
 def start(sim: Sim, service: Service, grace_s: float, enabled: bool = True, **healing: Any) -> None:
@@ -94,45 +80,6 @@ def healing_job(service: Service) -> SelfHealingJob:
     job = service.scheduler.jobs["self_healing"].run
     assert isinstance(job, SelfHealingJob)
     return job
-
-
-class SimProcess:
-    """``python -m kafkasim up`` with ``spec`` in its own process group (for tests with real controller
-    processes): its control API, ground truth and reassignment log."""
-
-    def __init__(self, spec: dict[str, Any], tmp: Path) -> None:
-        scenario_file, self.endpoints_file = tmp / "sim.json", tmp / "sim-endpoints.json"
-        scenario_file.write_text(json.dumps(spec))
-        self.log = (tmp / "sim.log").open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--scenario", str(scenario_file),
-                                      "--endpoints-file", str(self.endpoints_file)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not self.endpoints_file.exists():
-            assert self.proc.poll() is None, "kafkasim exited at start"
-            assert time.monotonic() < deadline, "kafkasim did not write its endpoints"
-            time.sleep(0.1)
-        self.endpoints = json.loads(self.endpoints_file.read_text())
-        self.control_url = self.endpoints["control_url"]
-        self.c1 = self.endpoints["clusters"]["c1"]
-
-    def control(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        return http_json(self.control_url + path, body)
-
-    def sim_time(self) -> float:
-        return float(self.control("/state")["sim_time"])
-
-    def truth(self) -> dict[str, Any]:
-        return dict(self.control("/snapshot?cluster=c1"))
-
-    def reassignments(self) -> dict[str, Any]:
-        return dict(self.control("/reassignments?cluster=c1"))
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        self.log.close()
 
 
 def seed_anomalies(store: LocalStateStore) -> dict[str, int]:

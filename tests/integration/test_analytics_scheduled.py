@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from controlplane.bootstrap import Service, build_service, token_path
-from controlplane.config import AnalyticsConf, ClickHouseConf, RaftConf, Settings, load_settings
+from controlplane.bootstrap import Service, token_path
+from controlplane.config import AnalyticsConf, ClickHouseConf, Settings, load_settings
 from controlplane.state.commands import meta
 from domain import ContractError
 from kafkasim.server import SimRunner
-from raft.localcluster import free_ports
 from tests.integration.chdb_session import chdb_path, fresh_database
 from tests.integration.kafkasim_support import register_fields, start_sim
+from tests.integration.service_support import local_service
 
 SPEC: dict[str, Any] = {
     "seed": 4, "speed": 30.0, "tick_seconds": 1.0,
@@ -35,26 +35,16 @@ SPEC: dict[str, Any] = {
 
 @pytest.fixture()
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim(SPEC)
-    try:
+    with start_sim(SPEC) as runner:
         yield runner
-    finally:
-        runner.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    (port,) = free_ports(1)
-    svc = build_service(Settings(
-        data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-        clickhouse=ClickHouseConf(path=chdb_path(), database=fresh_database("sched")),
-        analytics=AnalyticsConf(enabled=True, interval_s=3600, days=1, ingest_max_s=2,
-                                tenant_pattern=r"^(?P<tenant>[a-z]+)")))
-    try:
-        assert svc.store.node.wait_ready(10)
+    with local_service(tmp_path, clickhouse=ClickHouseConf(path=chdb_path(), database=fresh_database("sched")),
+                       analytics=AnalyticsConf(enabled=True, interval_s=3600, days=1, ingest_max_s=2,
+                                               tenant_pattern=r"^(?P<tenant>[a-z]+)")) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
 def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, service: Service) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.bootstrap import Service
+from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.service.auto_rebalance import run_auto_rebalance
 from kafkasim.server import SimRunner
-from raft.localcluster import free_ports
 from tests.integration.kafkasim_support import register_fields, start_sim
+from tests.integration.service_support import local_service
 
 TOKEN = "exec-operator"
 H = {"Authorization": f"Bearer {TOKEN}"}
@@ -34,24 +34,15 @@ SKEWED: dict[str, Any] = {
 
 @pytest.fixture()
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim(SKEWED)
-    try:
+    with start_sim(SKEWED) as runner:
         yield runner
-    finally:
-        runner.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    (port,) = free_ports(1)
-    svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-                                 clickhouse=ClickHouseConf(mode="off"), intervals=IntervalsConf(collect_s=1.0),
-                                 tokens=[TokenConf(name="op", role="admin", sha256=hash_token(TOKEN))]))
-    try:
-        assert svc.store.node.wait_ready(10)
+    with local_service(tmp_path, intervals=IntervalsConf(collect_s=1.0),
+                       tokens=[TokenConf(name="op", role="admin", sha256=hash_token(TOKEN))]) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
 def collect(service: Service, rounds: int = 3) -> None:

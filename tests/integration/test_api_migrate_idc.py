@@ -21,12 +21,13 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from typer.testing import CliRunner
 
-from controlplane.bootstrap import Service, build_service
+from controlplane.bootstrap import Service
 from controlplane.cli.app import app as cli
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.config import IntervalsConf, TokenConf, hash_token
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import register_fields, start_sim
+from tests.integration.kafkasim_support import client_kwargs, register_fields, start_sim
+from tests.integration.service_support import local_service
 
 TOKEN = "idc-operator"
 H = {"Authorization": f"Bearer {TOKEN}", "X-Guardian-Reason": "move payments to idc-b"}
@@ -43,28 +44,20 @@ PARTITIONS, RECORDS = 4, 300
 
 @pytest.fixture()
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim(TWO_IDCS)
-    try:
+    with start_sim(TWO_IDCS) as runner:
         yield runner
-    finally:
-        runner.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    (port,) = free_ports(1)
-    svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-                                 clickhouse=ClickHouseConf(mode="off"), intervals=IntervalsConf(collect_s=1.0),
-                                 tokens=[TokenConf(name="op", role="admin", sha256=hash_token(TOKEN))]))
-    try:
-        assert svc.store.node.wait_ready(10)
+    with local_service(tmp_path, intervals=IntervalsConf(collect_s=1.0),
+                       tokens=[TokenConf(name="op", role="admin", sha256=hash_token(TOKEN))]) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
-def bootstrap(sim: SimRunner) -> str:
-    return str(sim.endpoints["clusters"]["east"]["bootstrap_servers"])
+def kafka_kwargs(sim: SimRunner) -> dict[str, Any]:
+    """kafka-python keyword arguments for ``east``: bootstrap servers and its SASL_SSL settings."""
+    return client_kwargs(sim.endpoints["clusters"]["east"])
 
 
 def idc_brokers(admin: KafkaAdminClient) -> dict[str, list[int]]:
@@ -93,9 +86,9 @@ def register_and_collect(client: TestClient, service: Service, sim: SimRunner) -
 class Reader(threading.Thread):
     """A consumer of the group ``payments-reader`` that polls and commits until told to stop."""
 
-    def __init__(self, servers: str) -> None:
+    def __init__(self, kafka: dict[str, Any]) -> None:
         super().__init__(daemon=True)
-        self.consumer = KafkaConsumer(bootstrap_servers=servers, group_id="payments-reader",
+        self.consumer = KafkaConsumer(**kafka, group_id="payments-reader",
                                       enable_auto_commit=False, auto_offset_reset="earliest",
                                       client_id="payments-reader", request_timeout_ms=20000, max_poll_records=7)
         self.consumer.assign([TopicPartition("payments", p) for p in range(PARTITIONS)])
@@ -119,17 +112,17 @@ class Reader(threading.Thread):
 
 
 def test_one_command_migration_moves_every_replica_and_keeps_offsets(sim: SimRunner, service: Service) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap(sim), request_timeout_ms=20000)
+    admin = KafkaAdminClient(**kafka_kwargs(sim), request_timeout_ms=20000)
     idcs = idc_brokers(admin)
     a, b = idcs["idc-a"], idcs["idc-b"]
     assert len(a) == len(b) == 3
     admin.create_topics([NewTopic("payments", -1, -1, replica_assignments={
         p: [a[(p + k) % 3] for k in range(3)] for p in range(PARTITIONS)})])
-    producer = KafkaProducer(bootstrap_servers=bootstrap(sim), acks="all")
+    producer = KafkaProducer(**kafka_kwargs(sim), acks="all")
     for i in range(RECORDS):
         producer.send("payments", value=f"payment-{i}".encode() * 20, partition=i % PARTITIONS)
     producer.flush()
-    reader = Reader(bootstrap(sim))
+    reader = Reader(kafka_kwargs(sim))
     deadline = time.monotonic() + 30
     while min(len(v) for v in reader.seen.values()) < 10 and time.monotonic() < deadline:
         reader.step()
@@ -198,7 +191,7 @@ def test_one_command_migration_moves_every_replica_and_keeps_offsets(sim: SimRun
 
 
 def test_topic_create_uses_the_planned_assignment(sim: SimRunner, service: Service) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap(sim), request_timeout_ms=20000)
+    admin = KafkaAdminClient(**kafka_kwargs(sim), request_timeout_ms=20000)
     idcs = idc_brokers(admin)
     with TestClient(service.app) as client:
         register_and_collect(client, service, sim)
@@ -254,7 +247,7 @@ def served(service: Service) -> Iterator[str]:
 
 
 def test_the_cli_creates_and_migrates_through_the_controller(sim: SimRunner, service: Service, served: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap(sim), request_timeout_ms=20000)
+    admin = KafkaAdminClient(**kafka_kwargs(sim), request_timeout_ms=20000)
     idcs = idc_brokers(admin)
     with TestClient(service.app) as client:
         register_and_collect(client, service, sim)

@@ -23,7 +23,7 @@ TWO_IDCS: dict[str, Any] = {
 
 def by_idc(sim: Any) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
-    for b in sim.runner.server.fed.clusters["c1"].brokers.values():  # the simulator's truth: no IDC in endpoints
+    for b in sim.runner.server.fed.clusters["c1"].brokers.values():  # the operator's document names no IDC
         out.setdefault(b.idc, []).append(int(b.id))
     return {k: sorted(v) for k, v in out.items()}
 

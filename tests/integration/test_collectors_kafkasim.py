@@ -21,7 +21,6 @@ from tests.integration.collectors_support import (
     FaultProxy,
     OffsetExporter,
     Sim,
-    endpoint_url,
     rate_truth,
     with_proxy,
 )
@@ -137,7 +136,7 @@ def test_partition_rates_come_from_log_end_offsets(sim: Sim) -> None:
 def test_reassignment_in_flight_and_completed(sim: Sim) -> None:
     eps = sim.endpoints()
     col = ClusterCollector(eps)
-    admin = KafkaAdminClient(bootstrap_servers=eps.bootstrap_servers, client_id="test")
+    admin = KafkaAdminClient(client_id="test", **sim.client_kwargs())
     try:
         col.collect_once()
         sim.advance(5)
@@ -166,7 +165,7 @@ def test_migration_io_is_attributed_while_a_copy_runs() -> None:
     s = Sim(spec)
     eps = s.endpoints()
     col = ClusterCollector(eps)
-    admin = KafkaAdminClient(bootstrap_servers=eps.bootstrap_servers, client_id="test")
+    admin = KafkaAdminClient(client_id="test", **s.client_kwargs())
     try:
         old = s.topology()[("events-0", 0)]["replicas"]
         target = next(b for b in (1, 2, 3, 4) if b not in old)
@@ -215,9 +214,9 @@ def test_dead_broker_is_marked_dead_and_rates_survive(sim: Sim) -> None:
 def test_metrics_endpoint_faults(sim: Sim, fault: str) -> None:
     """A fault of one broker's JMX exporter: recorded for that endpoint; its node_exporter is still read."""
     eps = sim.endpoints()
-    proxy = FaultProxy(endpoint_url(eps, 2, "jmx"))
+    proxy = FaultProxy(sim.endpoint(2, "jmx"))
     proxy.stall_s = 3.0
-    col = ClusterCollector(with_proxy(eps, 2, proxy.url, "jmx"), ModelConfig(hold_s=60.0), scrape_timeout_s=1.0)
+    col = ClusterCollector(with_proxy(eps, proxy.target, proxy.url), ModelConfig(hold_s=60.0), scrape_timeout_s=1.0)
     try:
         col.collect_once()
         sim.advance(60)  # counters grow well above what one interval adds (so a restart shows as a drop)

@@ -9,57 +9,30 @@
 
 from __future__ import annotations
 
-import threading
-import urllib.request
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from collectors.collector import ClusterCollector
-from tests.integration.collectors_support import Sim, rate_truth, with_proxy
+from tests.integration.collectors_support import FaultProxy, Sim, rate_truth, with_proxy
 
 pytestmark = [pytest.mark.timeout(300)]
 JUMP = 1e15
 
 
-class JumpProxy:
-    """Serves a JMX exporter URL with ``JUMP`` added to one topic's bytes-in counter once ``armed``."""
+def jump(topic: str) -> Callable[[str], str]:
+    """A rewrite of JMX exporter text adding ``JUMP`` to ``topic``'s bytes-in counter."""
+    needle = f'kafka_server_brokertopicmetrics_bytesin_total{{topic="{topic}"}} '
 
-    def __init__(self, target: str, topic: str) -> None:
-        self.armed = False
-        proxy = self
-        needle = f'kafka_server_brokertopicmetrics_bytesin_total{{topic="{topic}"}} '
-
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                text = urllib.request.urlopen(target, timeout=10).read().decode()
-                if proxy.armed:
-                    lines = []
-                    for line in text.splitlines():
-                        if line.startswith(needle):  # name{labels} value [timestamp]
-                            fields = line[len(needle):].split()
-                            line = needle + " ".join([repr(float(fields[0]) + JUMP), *fields[1:]])
-                        lines.append(line)
-                    text = "\n".join(lines) + "\n"
-                body = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def rewrite(text: str) -> str:
+        lines = []
+        for line in text.splitlines():
+            if line.startswith(needle):  # name{labels} value [timestamp]
+                fields = line[len(needle):].split()
+                line = needle + " ".join([repr(float(fields[0]) + JUMP), *fields[1:]])
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+    return rewrite
 
 
 @pytest.fixture()
@@ -74,14 +47,14 @@ def sim() -> Iterator[Sim]:
 def test_a_counter_jump_beyond_the_nic_is_refused_and_counted(sim: Sim) -> None:
     leader = sim.topology()[("orders", 0)]["leader"]
     eps = sim.endpoints()
-    target = next(m.url for b in eps.brokers if b.id == leader for m in b.metrics if m.kind == "jmx")
-    proxy = JumpProxy(target, "orders")
-    col = ClusterCollector(with_proxy(eps, leader, proxy.url))
+    target = sim.endpoint(leader, "jmx")
+    proxy = FaultProxy(target)
+    col = ClusterCollector(with_proxy(eps, target, proxy.url))
     slot = sim.topology()[("orders", 0)]["slot"]
     try:
         col.collect_once()
         sim.advance(10)
-        proxy.armed = True  # the counter steps up by 1e15 bytes between two scrapes 10 s apart
+        proxy.rewrite = jump("orders")  # the counter steps up by 1e15 bytes between two scrapes 10 s apart
         jumped = col.collect_once()
         parts = {(p.topic, p.partition): p for t in jumped.snapshot.topics for p in t.partitions}
         assert parts[("orders", 0)].bytes_in_per_s < 1.25e9  # not 1e14 B/s

@@ -1,7 +1,7 @@
 """The executor survives a kill -9 of the Raft leader in a three-node ``guardian serve`` group.
 
-Real processes throughout: a kafkasim federation (``python -m kafkasim up``), three controller nodes
-(:class:`controlplane.launcher.ServiceCluster`), the plan imported, approved and executed through the
+Real processes throughout: a kafkasim federation (``python -m kafkasim up --realistic``: SASL_SSL), three
+controller nodes (:class:`controlplane.launcher.ServiceCluster`), the plan imported, approved and executed through the
 REST API. The leader is killed with SIGKILL while some of the plan's moves are IN_PROGRESS (copying
 under the executor's throttles) and some PENDING (held back by the per-broker cap). Asserted:
 
@@ -22,14 +22,9 @@ under the executor's throttles) and some PENDING (held back by the per-broker ca
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,10 +34,11 @@ import pytest
 
 from controlplane.launcher import ServiceCluster
 from domain import PartitionMove, Plan, dump_plan
-from domain.lease import LEASE_TOPIC
 from domain.throttles import BROKER_THROTTLE_KEYS
 from kafkaio.admin import KafkaAdmin
-from tests.integration.kafkasim_support import register_fields
+from kafkaio.endpoints import parse_endpoints
+from tests.integration.kafkasim_support import SimProcess, register_fields, sim_process
+from tests.integration.service_support import service_cluster, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -57,63 +53,16 @@ SPEC: dict[str, Any] = {
 }
 
 
-def http_json(url: str, timeout: float = 10) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return json.loads(resp.read())
-
-
-class SimProcess:
-    """``python -m kafkasim up`` in its own process group."""
-
-    def __init__(self, tmp: Path) -> None:
-        scenario, self.endpoints_file = tmp / "sim.json", tmp / "sim-endpoints.json"
-        scenario.write_text(json.dumps(SPEC))
-        self.log = (tmp / "sim.log").open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--scenario", str(scenario),
-                                      "--endpoints-file", str(self.endpoints_file)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not self.endpoints_file.exists():
-            assert self.proc.poll() is None, "kafkasim exited at start"
-            assert time.monotonic() < deadline, "kafkasim did not write its endpoints"
-            time.sleep(0.1)
-        self.endpoints = json.loads(self.endpoints_file.read_text())
-        self.control = self.endpoints["control_url"]
-        self.c1 = self.endpoints["clusters"]["c1"]
-
-    def truth(self) -> dict[tuple[str, int], list[int]]:
-        """Replica lists per partition, as the simulated brokers hold them now."""
-        snap = http_json(self.control + "/snapshot?cluster=c1")
-        return {(t["name"], p["partition"]): list(p["replicas"]) for t in snap["topics"] for p in t["partitions"]
-                if t["name"] != LEASE_TOPIC}  # Guardian's own lease log (created by the first execution)
-
-    def reassignments(self) -> dict[str, Any]:
-        return dict(http_json(self.control + "/reassignments?cluster=c1"))
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        self.log.close()
-
-
 @pytest.fixture()
 def sim(tmp_path: Path) -> Iterator[SimProcess]:
-    s = SimProcess(tmp_path)
-    try:
+    with sim_process(SPEC, tmp_path) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[ServiceCluster]:
-    c = ServiceCluster(tmp_path, intervals={"executor_s": 1.0, "collect_s": 2.0, "throttle_s": 30.0})
-    c.start_all()
-    try:
+    with service_cluster(tmp_path, executor_s=1.0, collect_s=2.0, throttle_s=30.0) as c:
         yield c
-    finally:
-        c.close()
 
 
 def cluster_throttles(admin: KafkaAdmin) -> dict[str, Any]:
@@ -122,16 +71,6 @@ def cluster_throttles(admin: KafkaAdmin) -> dict[str, Any]:
     out = {f"broker {b}": cfg for b, cfg in admin.broker_configs(live.alive, BROKER_THROTTLE_KEYS).items() if cfg}
     out |= {f"topic {t}": cfg for t, cfg in admin.topic_configs(live.topic_sizes).items() if cfg}
     return out
-
-
-def wait_for(what: str, probe: Any, timeout: float, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.mark.parametrize("moment", ["submitting", "copying"])
@@ -149,7 +88,7 @@ def test_leader_kill_mid_execution_resumes_without_duplicate_submission(
     wait_for("a collected snapshot",
              lambda: cluster.request(leader, "GET", "/api/v1/clusters/c1/snapshot")[0] == 200, 30)
 
-    before = sim.truth()
+    before = sim.replicas()
     chosen = sorted(tp for tp, reps in before.items() if TARGET not in reps)[:MOVES]
     assert len(chosen) == MOVES
     targets = {tp: [TARGET, *before[tp][1:]] for tp in chosen}
@@ -168,7 +107,7 @@ def test_leader_kill_mid_execution_resumes_without_duplicate_submission(
         code, ex = cluster.request(node, "GET", f"/api/v1/executions/{eid}")
         return Counter(t["state"] for t in ex["tasks"].values()) if code == 200 else Counter()
 
-    admin = KafkaAdmin(sim.c1["bootstrap_servers"], client_id="failover-test-checker")
+    admin = KafkaAdmin.for_endpoints(parse_endpoints(sim.endpoints, "c1"), client_id="failover-test-checker")
     try:
         if moment == "submitting":
             mid = wait_for("write-ahead IN_PROGRESS tasks", lambda: (
@@ -195,7 +134,7 @@ def test_leader_kill_mid_execution_resumes_without_duplicate_submission(
         assert final["status"] == "completed", final
         assert Counter(t["state"] for t in final["tasks"].values()) == {"COMPLETED": MOVES}
 
-        after = sim.truth()
+        after = sim.replicas()
         assert {tp: after[tp] for tp in chosen} == targets, "every moved partition is at its target"
         assert {tp: r for tp, r in after.items() if tp not in targets} == \
             {tp: r for tp, r in before.items() if tp not in targets}, "nothing else moved"

@@ -24,24 +24,12 @@ from tests.integration.executor_support import (
     guardian,
     guardian_popen,
     one_replica_plan,
-    read_state,
     scenario,
+    wait_state,
     write_plan,
 )
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def wait_for(path: Path, cond: Any, timeout: float = 60.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            state = read_state(path)
-            execs = list(state.get("executions", {}).values())
-            if execs and cond(max(execs, key=lambda e: e["id"])):
-                return state
-        time.sleep(0.1)
-    raise AssertionError(f"state condition not reached within {timeout}s")
 
 
 def in_progress(execution: dict[str, Any]) -> int:
@@ -65,7 +53,7 @@ def test_a_killed_cli_executor_blocks_others_until_its_lease_expires_then_its_le
     first = guardian_popen("exec", "run", "--plan", str(first_plan), "--state-file", str(first_state),
                            "--throttle", "fixed:1MB", *common, "--lease-intervals", "75")  # TTL 15 s
     try:
-        wait_for(first_state, lambda e: in_progress(e) >= 3 and (e.get("progress") or {}).get("throttles"))
+        wait_state(first_state, lambda e: in_progress(e) >= 3 and (e.get("progress") or {}).get("throttles"), 60.0)
         assert topic_lists(sim, "t-0"), "the first executor set no throttled-replica list"
     finally:
         first.send_signal(signal.SIGKILL)
@@ -86,7 +74,7 @@ def test_a_killed_cli_executor_blocks_others_until_its_lease_expires_then_its_le
     second = guardian_popen("exec", "run", "--plan", str(second_file), "--state-file", str(second_state),
                             "--throttle", "fixed:50MB", *common)
     try:
-        wait_for(second_state, lambda e: e["status"] == "running")
+        wait_state(second_state, lambda e: e["status"] == "running", 60.0)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (topic_lists(sim, "t-0") or set(sim.live().reassignments) & moving):
             time.sleep(0.2)
@@ -118,13 +106,13 @@ def test_a_service_execution_is_refused_while_a_cli_executor_holds_the_cluster(m
     store = LocalStateStore()
     service = ExecutorService(store, bind=bind_cluster, group="node-a:1,node-b:1")
     try:
-        wait_for(state, lambda e: in_progress(e) >= 1)
+        wait_state(state, lambda e: in_progress(e) >= 1, 60.0)
         deadline = time.monotonic() + 30
         while not sim.submissions and time.monotonic() < deadline:
             time.sleep(0.1)
         meta = {"who": "test", "why": "", "at": "2026-01-01T00:00:00Z"}
         store.propose({"type": "cluster.register", "meta": meta, "name": "c1",
-                       "bootstrap_servers": sim.cluster.bootstrap_servers.split(",")})
+                       "bootstrap_servers": sim.cluster.bootstrap_servers.split(","), "security": sim.c1["security"]})
         doc = plan_to_dict(one_replica_plan(live, select=lambda tp, p: tp[0] == "t-1"))
         pid = store.propose({"type": "plan.propose", "meta": meta, "cluster": "c1", "kind": "rebalance",
                              "plan": doc})["plan_id"]

@@ -12,7 +12,6 @@ from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.raft_store import RaftStateStore
-from kafkaio.admin import KafkaAdmin
 from raft.localcluster import free_ports
 from tests.integration.executor_support import Sim, one_replica_plan, scenario
 
@@ -30,7 +29,7 @@ def leader_store(addr: str, data: Path) -> RaftStateStore:
 
 def executor(store: RaftStateStore, sim: Sim) -> Executor:
     view = standalone(sim.cluster)  # what guardian exec runs: one collector round per pass
-    return Executor(store, KafkaAdmin(sim.cluster.bootstrap_servers),
+    return Executor(store, sim.kafka_admin(),
                     ExecutorConfig("c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=10e6)), view, view)
 
 

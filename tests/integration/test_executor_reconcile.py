@@ -16,7 +16,6 @@ from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
-from kafkaio.admin import KafkaAdmin
 from tests.integration.executor_support import Sim, one_replica_plan, scenario
 
 pytestmark = pytest.mark.timeout(120)
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def make_executor(sim: Sim, policy: ThrottlePolicy, store: LocalStateStore | None = None) -> Executor:
     view = standalone(sim.cluster)  # what guardian exec runs: one collector round per pass
-    ex = Executor(store or LocalStateStore(), KafkaAdmin(sim.cluster.bootstrap_servers),
+    ex = Executor(store or LocalStateStore(), sim.kafka_admin(),
                   ExecutorConfig("c1", throttle=policy), view, view)
     ex.ensure_cluster(sim.cluster.bootstrap_servers)
     return ex
@@ -129,7 +128,7 @@ def test_partition_expansion_cancels_only_that_topics_tasks(make_sim: Any) -> No
     assert any(k.startswith("t-0:") for k in started)
     from kafka.admin import KafkaAdminClient
 
-    client = KafkaAdminClient(bootstrap_servers=sim.cluster.bootstrap_servers)
+    client = KafkaAdminClient(**sim.client_kwargs())
     try:
         client.create_partitions({"t-0": NewPartitions(total_count=12)})
     finally:

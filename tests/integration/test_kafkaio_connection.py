@@ -21,7 +21,7 @@ logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimRunner]:
-    r = start_sim()
+    r = start_sim(realistic=False)  # PLAINTEXT: connection sharing, not security, is under test
     yield r
     r.stop()
 

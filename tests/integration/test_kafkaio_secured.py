@@ -38,7 +38,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[TlsMaterial, Any]:
 def sim(tls: tuple[TlsMaterial, Any]) -> Iterator[SimRunner]:
     sec = SecurityConfig(protocol="SASL_SSL", tls=tls[0])
     sec.users.add(USER, PASSWORD)
-    r = start_sim(security=sec)
+    r = start_sim(realistic=False, security=sec)
     yield r
     r.stop()
 
@@ -119,7 +119,7 @@ def test_the_realistic_operator_document_reads_and_connects(tmp_path: Path) -> N
     """What ``sim up --realistic`` registers (SASL_SSL/SCRAM-SHA-512, two https exporters per broker with
     basic auth, rack->IDC rule, hardware profile) parses, connects, and declares the simulator's truth."""
     setup = prepare(tmp_path)
-    runner = start_sim(security=setup.security, metrics=setup.metrics)
+    runner = start_sim(realistic=False, security=setup.security, metrics=setup.metrics)
     try:
         doc = operator_endpoints(runner.endpoints, runner.server.fed, setup)
         eps = parse_endpoints(json.loads(json.dumps(doc)), "east")

@@ -24,7 +24,7 @@ from tests.integration.kafkasim_support import http_json, start_sim
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim()
+    runner = start_sim(realistic=False)
     yield runner
     runner.stop()
 

@@ -21,7 +21,7 @@ needs_kcat = pytest.mark.skipif(KCAT is None and not os.environ.get("CI"),
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim()
+    runner = start_sim(realistic=False)
     yield runner
     runner.stop()
 

@@ -31,7 +31,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Realistic:
 
 @pytest.fixture(scope="module")
 def sim(setup: Realistic) -> Iterator[SimRunner]:
-    r = start_sim(security=setup.security, metrics=setup.metrics)
+    r = start_sim(realistic=False, security=setup.security, metrics=setup.metrics)
     yield r
     r.stop()
 
@@ -186,7 +186,7 @@ def test_jmx_exporter_dies_with_its_broker_node_exporter_does_not(sim: SimRunner
 
 def test_sim_series_only_on_request(tmp_path: Path) -> None:
     setup = prepare(tmp_path, "opt", protocol="PLAINTEXT", sim_series=True)
-    r = start_sim(security=setup.security, metrics=setup.metrics)
+    r = start_sim(realistic=False, security=setup.security, metrics=setup.metrics)
     try:
         url = r.endpoints["clusters"]["west"]["brokers"][0]["metrics"][0]["url"]
         names = {n for n, *_ in samples(scrape(setup, url))}
@@ -196,7 +196,7 @@ def test_sim_series_only_on_request(tmp_path: Path) -> None:
 
 
 def test_two_exporters_are_the_default_and_the_legacy_layout_is_on_request() -> None:
-    r = start_sim()
+    r = start_sim(realistic=False)
     try:
         c: dict[str, Any] = r.endpoints["clusters"]["east"]
         b = c["brokers"][0]
@@ -208,7 +208,7 @@ def test_two_exporters_are_the_default_and_the_legacy_layout_is_on_request() -> 
                 assert "kafkasim_" not in resp.read().decode()
     finally:
         r.stop()
-    r = start_sim(metrics=MetricsConfig(realistic=False))
+    r = start_sim(realistic=False, metrics=MetricsConfig(realistic=False))
     try:
         b = r.endpoints["clusters"]["east"]["brokers"][0]
         assert b["metrics_url"].startswith("http://") and "metrics" not in b

@@ -50,7 +50,7 @@ EAST_GROUPS = {"billing-tail-1", "billing-tail-2", "clicks-consumer"}
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimRunner]:
     # frozen clock: simulated time moves only with advance(); the legacy endpoint (its consumer lag series)
-    runner = start_sim(SPEC, speed=0.0, metrics=MetricsConfig(realistic=False))
+    runner = start_sim(SPEC, realistic=False, speed=0.0, metrics=MetricsConfig(realistic=False))
     advance(runner, 10)  # retention moves the log start of "clicks" past 0
     yield runner
     runner.stop()

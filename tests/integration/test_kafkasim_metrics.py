@@ -41,7 +41,7 @@ def pick(series: dict, name: str, **labels: str) -> float:
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim(speed=20.0, metrics=MetricsConfig(realistic=False))
+    runner = start_sim(realistic=False, speed=20.0, metrics=MetricsConfig(realistic=False))
     yield runner
     runner.stop()
 

@@ -36,7 +36,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[TlsMaterial, TlsFiles
 def _sim(tls: tuple[TlsMaterial, TlsFiles], protocol: str, **kw: Any) -> SimRunner:
     sec = SecurityConfig(protocol=protocol, tls=tls[0], **kw)
     sec.users.add(USER, PASSWORD)
-    return start_sim(security=sec)
+    return start_sim(realistic=False, security=sec)
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +194,7 @@ def test_api_versions_advertises_the_sasl_apis_only_on_sasl_listeners(sasl_plain
         return {k.api_key for k in resp.api_keys}
 
     assert {17, 36} <= keys(sasl_plain)
-    plain = start_sim()
+    plain = start_sim(realistic=False)
     try:
         assert not {17, 36} & keys(plain)
     finally:

@@ -38,8 +38,8 @@ def _spec(audit: Path, selector: bool) -> dict[str, Any]:
                       "client_idcs": {READER: "idc-b"}}}
 
 
-def _produce(bs: str, n: int) -> None:
-    prod = KafkaProducer(bootstrap_servers=bs, client_id="orders-svc", linger_ms=5)
+def _produce(client: dict[str, Any], n: int) -> None:
+    prod = KafkaProducer(client_id="orders-svc", linger_ms=5, **client)
     try:
         for i in range(n):
             prod.send("orders", value=b"x" * 1000 + str(i).encode(), partition=i % 3)
@@ -48,9 +48,9 @@ def _produce(bs: str, n: int) -> None:
         prod.close()
 
 
-def _consume(bs: str, rack: str | None, expect: int) -> int:
-    kw: dict[str, Any] = {"client_rack": rack} if rack else {}
-    cons = KafkaConsumer("orders", bootstrap_servers=bs, client_id=READER, group_id=f"billing-{rack or 'none'}",
+def _consume(client: dict[str, Any], rack: str | None, expect: int) -> int:
+    kw: dict[str, Any] = {**client, **({"client_rack": rack} if rack else {})}
+    cons = KafkaConsumer("orders", client_id=READER, group_id=f"billing-{rack or 'none'}",
                          auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=4000, **kw)
     try:
         return sum(1 for _ in cons)
@@ -78,10 +78,10 @@ def _idcs(sim: Sim) -> dict[int, str]:
     return {b.id: b.idc for b in sim.runner.server.fed.clusters["c1"].brokers.values()}
 
 
-def _setup(make_sim: Any, tmp_path: Path, selector: bool) -> tuple[Sim, Path, str]:
+def _setup(make_sim: Any, tmp_path: Path, selector: bool) -> tuple[Sim, Path, dict[str, Any]]:
     audit = tmp_path / "audit.jsonl"
     sim = make_sim(_spec(audit, selector))
-    bs = sim.endpoints["clusters"]["c1"]["bootstrap_servers"]
+    bs = sim.client_kwargs()  # bootstrap servers and SASL_SSL settings
     idc = _idcs(sim)
     a = sorted(b for b, i in idc.items() if i == "idc-a")
     _create(sim, a)
@@ -90,7 +90,7 @@ def _setup(make_sim: Any, tmp_path: Path, selector: bool) -> tuple[Sim, Path, st
 
 
 def _create(sim: Sim, a: list[int]) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=sim.endpoints["clusters"]["c1"]["bootstrap_servers"])
+    admin = KafkaAdminClient(**sim.client_kwargs())
     try:
         admin.create_topics([NewTopic("orders", -1, -1, replica_assignments={0: a, 1: a[::-1], 2: a})])
     finally:

@@ -98,7 +98,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     setup = prepare(secrets_dir)
     wrong = secrets_dir / "wrong.password"
     wrong.write_text("not-the-password-4711\n")
-    sim = start_sim(SPEC, security=setup.security, metrics=setup.metrics)
+    sim = start_sim(SPEC, realistic=False, security=setup.security, metrics=setup.metrics)
     operator_file = work / "operator-endpoints.json"
     operator_file.write_text(json.dumps(operator_endpoints(sim.endpoints, sim.server.fed, setup)))
     handler = logging.FileHandler(work / "service-debug.log")

@@ -17,7 +17,7 @@ from tests.integration.executor_support import Sim, scenario
 from tests.integration.healing_support import (
     anomalies,
     execution,
-    make_service,
+    healing_service,
     moved_bytes,
     partitions,
     sim_time,
@@ -31,20 +31,14 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture()
 def sim(tmp_path: Path) -> Iterator[Sim]:
-    s = Sim(scenario(brokers=6, topics=2, partitions=12, rf=3, size_gb=0.02, speed=20.0), tmp_path)
-    try:
+    with Sim(scenario(brokers=6, topics=2, partitions=12, rf=3, size_gb=0.02, speed=20.0), tmp_path) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    svc = make_service(tmp_path)
-    try:
+    with healing_service(tmp_path) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
 def test_dead_broker_is_healed_once(sim: Sim, service: Service) -> None:

@@ -25,7 +25,7 @@ from tests.integration.executor_support import Sim, scenario
 from tests.integration.healing_support import (
     anomalies,
     execution,
-    make_service,
+    healing_service,
     moved_bytes,
     partitions,
     sim_time,
@@ -47,20 +47,14 @@ def spec() -> dict[str, Any]:
 
 @pytest.fixture()
 def sim(tmp_path: Path) -> Iterator[Sim]:
-    s = Sim(spec(), tmp_path)
-    try:
+    with Sim(spec(), tmp_path) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    svc = make_service(tmp_path)
-    try:
+    with healing_service(tmp_path) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
 def busiest_disk(doc: dict[str, Any], broker: int) -> tuple[str, int]:

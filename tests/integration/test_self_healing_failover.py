@@ -1,6 +1,6 @@
 """A self-healing fix survives a kill -9 of the leader controller and completes once.
 
-Real processes: kafkasim (``python -m kafkasim up``) and three ``guardian serve`` nodes
+Real processes: kafkasim (``python -m kafkasim up --realistic``: SASL_SSL) and three ``guardian serve`` nodes
 (:class:`controlplane.launcher.ServiceCluster`). Self-healing is switched on through the API
 (``PUT /api/v1/clusters/c1/self-healing``), a broker is killed, and once the fix's execution has started
 (the anomaly names its execution, copies are in flight) the leader is killed with SIGKILL. Asserted: the new
@@ -20,8 +20,9 @@ import pytest
 
 from controlplane.launcher import ServiceCluster
 from tests.integration.executor_support import scenario
-from tests.integration.healing_support import SimProcess, partitions, wait
-from tests.integration.kafkasim_support import register_fields
+from tests.integration.healing_support import partitions, wait
+from tests.integration.kafkasim_support import SimProcess, register_fields, sim_process
+from tests.integration.service_support import service_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 DEAD = 3
@@ -29,21 +30,14 @@ DEAD = 3
 
 @pytest.fixture()
 def sim(tmp_path: Path) -> Iterator[SimProcess]:
-    s = SimProcess(scenario(brokers=6, topics=2, partitions=12, rf=3, size_gb=0.1, speed=10.0), tmp_path)
-    try:
+    with sim_process(scenario(brokers=6, topics=2, partitions=12, rf=3, size_gb=0.1, speed=10.0), tmp_path) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[ServiceCluster]:
-    c = ServiceCluster(tmp_path, intervals={"executor_s": 0.5, "collect_s": 1.0, "throttle_s": 30.0})
-    c.start_all()
-    try:
+    with service_cluster(tmp_path, executor_s=0.5, collect_s=1.0, throttle_s=30.0) as c:
         yield c
-    finally:
-        c.close()
 
 
 def anomalies(cluster: ServiceCluster, node: int, kind: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import pytest
 
 from controlplane.bootstrap import Service
 from tests.integration.executor_support import Sim, scenario
-from tests.integration.healing_support import anomalies, healing_job, make_service, sim_time, start, truth
+from tests.integration.healing_support import anomalies, healing_job, healing_service, sim_time, start, truth
 
 pytestmark = pytest.mark.timeout(150)
 SOAK_S = 1800.0
@@ -27,20 +27,14 @@ SPEED = 40.0
 @pytest.fixture()
 def sim(tmp_path: Path) -> Iterator[Sim]:
     spec = scenario(brokers=6, topics=3, partitions=8, rf=3, size_gb=40.0, bytes_in=1_500_000, speed=SPEED)
-    s = Sim(spec, tmp_path)
-    try:
+    with Sim(spec, tmp_path) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    svc = make_service(tmp_path)
-    try:
+    with healing_service(tmp_path) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
 def test_a_30_minute_soak_with_noise_and_lagging_consumers_raises_no_anomaly(sim: Sim, service: Service) -> None:

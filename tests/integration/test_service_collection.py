@@ -10,36 +10,28 @@ from typing import Any
 
 import pytest
 
-from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, RaftConf, Settings
+from controlplane.bootstrap import Service
+from controlplane.config import ClickHouseConf
 from controlplane.state.commands import meta
 from domain import BrokerState
 from kafkasim.server import SimRunner
 from raft.localcluster import free_ports
 from tests.integration.chdb_session import chdb_path, fresh_database
 from tests.integration.kafkasim_support import register_fields, start_sim
+from tests.integration.service_support import local_service
 
 
 @pytest.fixture()
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim()
-    try:
+    with start_sim() as runner:
         yield runner
-    finally:
-        runner.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    (port,) = free_ports(1)
     clickhouse = ClickHouseConf(path=chdb_path(), database=fresh_database("collect"))
-    svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-                                 clickhouse=clickhouse))
-    try:
-        assert svc.store.node.wait_ready(10)
+    with local_service(tmp_path, clickhouse=clickhouse) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
 def register(service: Service, name: str, cluster: dict[str, Any]) -> None:

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings, TokenConf, hash_token
+from controlplane.bootstrap import Service
+from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.state.commands import meta
 from domain import PartitionMove, Plan, plan_to_dict
 from kafkasim.server import SimRunner
-from raft.localcluster import free_ports
 from tests.integration.kafkasim_support import register_fields, start_sim
+from tests.integration.service_support import local_service
 
 pytestmark = pytest.mark.timeout(150)
 TOKEN = "olga-operator-token-0123"
@@ -26,25 +26,15 @@ TOKEN = "olga-operator-token-0123"
 
 @pytest.fixture()
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim()
-    try:
+    with start_sim() as runner:
         yield runner
-    finally:
-        runner.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    (port,) = free_ports(1)
-    svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-                                 clickhouse=ClickHouseConf(mode="off"),
-                                 tokens=[TokenConf(name="olga", role="operator", sha256=hash_token(TOKEN))],
-                                 intervals=IntervalsConf(collect_s=1.0, throttle_s=1.0, executor_s=0.5)))
-    try:
-        assert svc.store.node.wait_ready(10)
+    with local_service(tmp_path, tokens=[TokenConf(name="olga", role="operator", sha256=hash_token(TOKEN))],
+                       intervals=IntervalsConf(collect_s=1.0, throttle_s=1.0, executor_s=0.5)) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
 def test_a_service_execution_on_kafkasim_reports_a_rate_and_a_moving_eta(sim: SimRunner, service: Service) -> None:

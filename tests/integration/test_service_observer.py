@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from kafka.admin.client import KafkaAdminClient
 
-from controlplane.bootstrap import Service, build_service
-from controlplane.config import ClickHouseConf, IntervalsConf, RaftConf, Settings
+from controlplane.bootstrap import Service
+from controlplane.config import IntervalsConf
 from controlplane.state.commands import meta
 from domain import PartitionMove, Plan, plan_to_dict
 from kafkasim.server import SimRunner
-from raft.localcluster import free_ports
 from tests.integration.kafkasim_support import http_json, register_fields, start_sim
+from tests.integration.service_support import local_service
 
 pytestmark = pytest.mark.timeout(120)
 ADMIN_CLIENTS_PER_CLUSTER = 1
@@ -43,24 +43,14 @@ def admin_clients(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 @pytest.fixture()
 def sim() -> Iterator[SimRunner]:
-    runner = start_sim()
-    try:
+    with start_sim() as runner:
         yield runner
-    finally:
-        runner.stop()
 
 
 @pytest.fixture()
 def service(tmp_path: Path) -> Iterator[Service]:
-    (port,) = free_ports(1)
-    svc = build_service(Settings(data_dir=tmp_path, raft=RaftConf(self_addr=f"127.0.0.1:{port}"),
-                                 clickhouse=ClickHouseConf(mode="off"),
-                                 intervals=IntervalsConf(collect_s=1.0, throttle_s=0.5, executor_s=0.5)))
-    try:
-        assert svc.store.node.wait_ready(10)
+    with local_service(tmp_path, intervals=IntervalsConf(collect_s=1.0, throttle_s=0.5, executor_s=0.5)) as svc:
         yield svc
-    finally:
-        svc.close()
 
 
 def scrapes(sim: SimRunner) -> dict[str, dict[str, int]]:

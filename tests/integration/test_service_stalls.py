@@ -25,8 +25,9 @@ import pytest
 
 from controlplane.launcher import ServiceCluster
 from domain import PartitionMove, Plan, dump_plan
-from tests.integration.kafkasim_support import register_fields
-from tests.integration.test_executor_failover import SimProcess, wait_for
+from tests.integration.kafkasim_support import SimProcess, register_fields, sim_process
+from tests.integration.service_support import service_cluster, wait_for
+from tests.integration.test_executor_failover import SPEC
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -36,21 +37,14 @@ _SAMPLE = re.compile(r'^guardian_loop_runs_total\{loop="([^"]+)",outcome="([^"]+
 
 @pytest.fixture()
 def sim(tmp_path: Path) -> Iterator[SimProcess]:
-    s = SimProcess(tmp_path)
-    try:
+    with sim_process(SPEC, tmp_path) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[ServiceCluster]:
-    c = ServiceCluster(tmp_path, intervals={"executor_s": 1.0, "collect_s": 1.0, "throttle_s": 1.0})
-    c.start_all()
-    try:
+    with service_cluster(tmp_path, executor_s=1.0, collect_s=1.0, throttle_s=1.0) as c:
         yield c
-    finally:
-        c.close()
 
 
 def loop_runs(cluster: ServiceCluster, node: int) -> dict[tuple[str, str], float]:
@@ -125,7 +119,7 @@ def test_loops_survive_sigstop_of_leader_and_follower_and_plans_still_execute(
     leader = assert_loops_advance(cluster, "SIGSTOP of a follower for 3 s that then won an election")
     assert leader == follower
 
-    before = sim.truth()
+    before = sim.replicas()
     moved = sorted(before)[:2]
     targets = {}
     for topic, part in moved:
@@ -154,5 +148,5 @@ def test_loops_survive_sigstop_of_leader_and_follower_and_plans_still_execute(
 
     final = wait_for("the execution to complete", finished, 90, interval=0.5)
     assert final["status"] == "completed", final
-    after = sim.truth()
+    after = sim.replicas()
     assert {tp: after[tp] for tp in moved} == targets

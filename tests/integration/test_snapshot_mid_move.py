@@ -31,7 +31,7 @@ def sim() -> Iterator[Sim]:
 
 def test_snapshot_taken_mid_move_shows_target_replica_sets(sim: Sim, tmp_path: Path) -> None:
     eps = sim.endpoints()
-    admin = KafkaAdminClient(bootstrap_servers=eps.bootstrap_servers, client_id="test")
+    admin = KafkaAdminClient(client_id="test", **sim.client_kwargs())
     try:
         old = sim.topology()[("orders", 0)]["replicas"]
         new = [b for b in (1, 2, 3, 4) if b not in old][:1] + list(old[1:])
