@@ -211,28 +211,37 @@ def start_tiered(settings: Settings, ctx: ServiceContext) -> grpc.Server:
                         tls=tls, allow_plaintext=conf.allow_plaintext)
 
 
-def tiered_tls(settings: Settings) -> ServerTls | None:
-    """The tiered gRPC port's TLS material (None without TLS); :class:`StartupRefused` names a bad file."""
-    conf = settings.tiered
-    if conf.tls_cert_file is None or conf.tls_key_file is None:
-        return None
-    files = {"tiered.tls_cert_file": conf.tls_cert_file, "tiered.tls_key_file": conf.tls_key_file}
-    if conf.tls_client_ca_file is not None:
-        files["tiered.tls_client_ca_file"] = conf.tls_client_ca_file
+def checked_tls_files(section: str, cert: Path | None, key: Path | None, client_ca: Path | None) -> bool:
+    """Whether ``[section]`` serves TLS (a cert and a key given); :class:`StartupRefused` naming the setting when
+    a file cannot be read or does not hold what it should (loaded into an SSL context, as the server will)."""
+    if cert is None or key is None:
+        return False
+    files = {f"{section}.tls_cert_file": cert, f"{section}.tls_key_file": key}
+    if client_ca is not None:
+        files[f"{section}.tls_client_ca_file"] = client_ca
     for setting, path in files.items():
         if not path.is_file() or not os.access(path, os.R_OK):
             raise StartupRefused(f"{setting} = {str(path)!r}: no readable file there")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
-        context.load_cert_chain(conf.tls_cert_file, conf.tls_key_file)
+        context.load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as exc:
-        raise StartupRefused(f"tiered.tls_cert_file / tiered.tls_key_file: not a certificate and its private key "
-                             f"({exc.__class__.__name__}: {exc})") from None
-    if conf.tls_client_ca_file is not None:
+        raise StartupRefused(f"{section}.tls_cert_file / {section}.tls_key_file: not a certificate and its private "
+                             f"key ({exc.__class__.__name__}: {exc})") from None
+    if client_ca is not None:
         try:
-            context.load_verify_locations(cafile=str(conf.tls_client_ca_file))
+            context.load_verify_locations(cafile=str(client_ca))
         except (ssl.SSLError, OSError) as exc:
-            raise StartupRefused(f"tiered.tls_client_ca_file: not a CA certificate ({exc})") from None
+            raise StartupRefused(f"{section}.tls_client_ca_file: not a CA certificate ({exc})") from None
+    return True
+
+
+def tiered_tls(settings: Settings) -> ServerTls | None:
+    """The tiered gRPC port's TLS material (None without TLS); :class:`StartupRefused` names a bad file."""
+    conf = settings.tiered
+    if not checked_tls_files("tiered", conf.tls_cert_file, conf.tls_key_file, conf.tls_client_ca_file):
+        return None
+    assert conf.tls_cert_file is not None and conf.tls_key_file is not None
     return ServerTls.from_files(conf.tls_cert_file, conf.tls_key_file, conf.tls_client_ca_file)
 
 
@@ -304,30 +313,12 @@ def probe_port(host: str, port: int) -> str | None:
 
 
 def tls_options(http: HttpConf) -> dict[str, Any]:
-    """uvicorn's SSL keyword arguments for ``[http]`` (empty without TLS).
-
-    Raises :class:`StartupRefused` naming the setting when a TLS file cannot be read or does not hold what
-    it should (checked by loading them into an SSL context, as the server will)."""
-    if http.tls_cert_file is None or http.tls_key_file is None:
+    """uvicorn's SSL keyword arguments for ``[http]`` (empty without TLS); :class:`StartupRefused` names a bad
+    file (:func:`checked_tls_files`)."""
+    if not checked_tls_files("http", http.tls_cert_file, http.tls_key_file, http.tls_client_ca_file):
         return {}
-    files = {"http.tls_cert_file": http.tls_cert_file, "http.tls_key_file": http.tls_key_file}
-    if http.tls_client_ca_file is not None:
-        files["http.tls_client_ca_file"] = http.tls_client_ca_file
-    for setting, path in files.items():
-        if not path.is_file() or not os.access(path, os.R_OK):
-            raise StartupRefused(f"{setting} = {str(path)!r}: no readable file there")
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        context.load_cert_chain(http.tls_cert_file, http.tls_key_file)
-    except (ssl.SSLError, OSError) as exc:
-        raise StartupRefused(f"http.tls_cert_file / http.tls_key_file: not a certificate and its private key "
-                             f"({exc.__class__.__name__}: {exc})") from None
     out: dict[str, Any] = {"ssl_certfile": str(http.tls_cert_file), "ssl_keyfile": str(http.tls_key_file)}
     if http.tls_client_ca_file is not None:
-        try:
-            context.load_verify_locations(cafile=str(http.tls_client_ca_file))
-        except (ssl.SSLError, OSError) as exc:
-            raise StartupRefused(f"http.tls_client_ca_file: not a CA certificate ({exc})") from None
         out.update(ssl_ca_certs=str(http.tls_client_ca_file), ssl_cert_reqs=ssl.CERT_REQUIRED)
     return out
 
