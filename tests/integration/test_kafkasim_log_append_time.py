@@ -17,11 +17,11 @@ pytestmark = pytest.mark.timeout(60)
 
 def test_log_append_time_topics_carry_the_brokers_clock_with_a_valid_crc(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(scenario(brokers=3, topics=1, partitions=1))
-    servers = sim.cluster.bootstrap_servers
+    client = sim.client_kwargs()  # bootstrap servers and the realistic simulator's SASL_SSL settings
     sim.admin._call("create", lambda a: a.create_topics([
         NewTopic("stamped", 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"}),
         NewTopic("plain", 1, 1)]))
-    producer = KafkaProducer(bootstrap_servers=servers)
+    producer = KafkaProducer(**client)
     before = int(time.time() * 1000)
     meta = producer.send("stamped", b"v", timestamp_ms=1_000).get(timeout=10)
     plain = producer.send("plain", b"v", timestamp_ms=1_000).get(timeout=10)
@@ -29,7 +29,7 @@ def test_log_append_time_topics_carry_the_brokers_clock_with_a_valid_crc(make_si
     producer.close()
     assert before <= meta.timestamp <= after  # the log append time comes back in the produce response
     assert plain.timestamp == 1_000
-    consumer = KafkaConsumer(bootstrap_servers=servers, check_crcs=True, consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(**client, check_crcs=True, consumer_timeout_ms=5000)
     consumer.assign([TopicPartition("stamped", 0), TopicPartition("plain", 0)])
     consumer.seek_to_beginning()
     got = {m.topic: m for m in consumer}

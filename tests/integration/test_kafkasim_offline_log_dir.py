@@ -41,8 +41,8 @@ def fail(sim: Sim, broker: int, path: str) -> None:
 
 def test_offline_log_dir_is_reported_as_kafka_does(sim: Sim) -> None:
     ep = sim.endpoints()
-    src = KafkaSource(ep.bootstrap_servers)
-    admin = KafkaAdmin(ep.bootstrap_servers, client_id="offline-dir-test")
+    src = KafkaSource.for_endpoints(ep)
+    admin = KafkaAdmin.for_endpoints(ep, client_id="offline-dir-test")
     try:
         before = src.fetch()
         broker = 2
