@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from domain.throttles import CONSUMER_QUOTA, FOLLOWER, MIGRATION
@@ -68,6 +68,8 @@ def to_flows(rows: list) -> list[LineFlow]:
 
 @SETTINGS
 @given(flow_rows, st.floats(20, 200))
+@example([("migration", 0.25, 0, 1, "ui"), ("migration", 0.25, 0, 1, "ui"), ("replication_catch_up", 15.0, 0, 1, "ui")],
+         20.0)  # migration into broker 1 already under the minimum rate: replication is the next tier
 def test_protection_respects_its_floors_order_and_determinism(rows: list, cap_mb: float) -> None:
     config = LineProtectionConfig(limits={AB: LineLimit(cap_mb * MB)}, critical_topics=("pay",),
                                   fetch_priority={"batch-*": 1, "ui": 9})
@@ -86,10 +88,15 @@ def test_protection_respects_its_floors_order_and_determinism(rows: list, cap_mb
             assert d.rate_bytes_per_s >= 5 * MB * (1 + config.catch_up_margin) * (1 - 1e-9)
     if total <= config.limits[AB].target * cap_mb * MB:
         assert plan.decisions == ()
-    # a later tier acts only when the earlier ones are spent
-    mig = [f for f in flows if f.kind == "migration"]
+    # a later tier acts only when the earlier ones are spent (migration into a broker at or below the minimum
+    # rate cannot be cut further)
+    to_broker: dict[int, float] = {}
+    for f in flows:
+        if f.kind == "migration":
+            to_broker[f.broker] = to_broker.get(f.broker, 0.0) + f.bytes_per_s
+    cuttable = any(v > config.min_rate_bytes_per_s for v in to_broker.values())
     if FOLLOWER in kinds_set or CONSUMER_QUOTA in kinds_set:
-        assert not mig or MIGRATION in kinds_set
+        assert not cuttable or MIGRATION in kinds_set
     (report,) = plan.reports
     if plan.decisions:
         assert report.predicted_util is not None and report.util is not None
