@@ -96,7 +96,10 @@ def _offset(a: Any, topic: str, node: int, which: int) -> int:
 
 
 def read(a: Any, topic: str, start: int = 0) -> LogRead:
-    """The records of ``topic``-0 from ``start`` (or the log's first offset, if later) to its end."""
+    """The records of ``topic``-0 from ``start`` (or the log's first offset, if later) to its end.
+
+    Retention may delete the first segment between ``ListOffsets`` and the first ``Fetch`` (the broker
+    answers OffsetOutOfRange): the read then begins at the new first offset."""
     node = _leader(a, topic)
     first, end = _offset(a, topic, node, -2), _offset(a, topic, node, -1)
     position = begin = max(start, first)
@@ -108,6 +111,11 @@ def read(a: Any, topic: str, start: int = 0) -> LogRead:
                                    partition=0, fetch_offset=position, partition_max_bytes=FETCH_BYTES)])],
                                forgotten_topics_data=[], rack_id="", min_version=4, max_version=12)
         part = _run(a, request, node).responses[0].partitions[0]
+        if int(part.error_code) == kerrors.OffsetOutOfRangeError.errno and not out:
+            first = _offset(a, topic, node, -2)  # retention removed the start since ListOffsets: begin there
+            if first > position:
+                position = begin = first
+                continue
         _check(int(part.error_code), f"fetching {topic}-0")
         records = MemoryRecords(bytes(part.records or b""))
         advanced = position
