@@ -154,6 +154,15 @@ class _GuardedManager(KafkaConnectionManager):
             raise kerrors.KafkaConnectionError(f"Handshake failed: {e}") from e
         return transport
 
+    def maybe_raise_auth_failure(self, node_id: Any) -> None:
+        """Raise the recorded failure of ``node_id`` with a fresh traceback. kafka-python re-raises the one stored
+        exception object, and every raise appends the raising frames to its traceback: a client whose login
+        keeps failing grew it without bound, and each logged retry printed all of it (hundreds of MB a minute
+        at DEBUG, enough CPU to time out every other client in the process)."""
+        exc = self._auth_failures.get(node_id)
+        if exc is not None:
+            raise exc.with_traceback(None)
+
     async def _connect(self, node: Any, conn: Any, *args: Any, **kwargs: Any) -> None:
         await super()._connect(node, conn, *args, **kwargs)
         fut = conn.init_future

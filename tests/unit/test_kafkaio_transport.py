@@ -8,13 +8,15 @@ refusal looks like a dropped connection (retried with backoff until the bootstra
 from __future__ import annotations
 
 import socket
+import ssl
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from kafka.net.selector import NetworkSelector
 from kafka.net.transport import KafkaTCPTransport
 
-from kafkaio.connection import _TcpTransport
+from kafkaio.connection import _GuardedManager, _TcpTransport
 
 
 class _Protocol:
@@ -64,3 +66,24 @@ def test_kafka_pythons_own_transport_still_drops_them() -> None:
     proto = _read_until_closed(KafkaTCPTransport)
     if proto.got:
         pytest.fail("kafka-python now delivers the bytes read with EOF: drop kafkaio.connection._DeliverBeforeEof")
+
+
+def _depth(exc: BaseException) -> int:
+    tb, n = exc.__traceback__, 0
+    while tb is not None:
+        tb, n = tb.tb_next, n + 1
+    return n
+
+
+def test_a_recorded_login_failure_is_reraised_with_a_traceback_that_does_not_grow() -> None:
+    """kafka-python re-raises the one stored exception; each raise appended frames to its traceback."""
+    stored = ssl.SSLCertVerificationError("certificate verify failed")
+    manager: Any = SimpleNamespace(_auth_failures={1: stored})
+    depths = []
+    for _ in range(50):
+        with pytest.raises(ssl.SSLCertVerificationError) as caught:
+            _GuardedManager.maybe_raise_auth_failure(manager, 1)
+        depths.append(_depth(caught.value))
+    assert depths[-1] == depths[0] <= 3
+    manager._auth_failures.clear()
+    _GuardedManager.maybe_raise_auth_failure(manager, 1)  # nothing recorded: no raise
