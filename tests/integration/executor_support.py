@@ -12,10 +12,12 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from controlplane.executor.observed import ObservedCluster, standalone
 from domain import PartitionMove, Plan, dump_plan
 from domain.lease import LEASE_TOPIC
 from domain.throttles import BROKER_THROTTLE_KEYS
@@ -49,6 +51,9 @@ class Sim:
         self.endpoints_file.write_text(json.dumps(self.endpoints))
         self.c1: dict[str, Any] = self.endpoints["clusters"]["c1"]
         self.cluster: ClusterEndpoints = parse_endpoints(self.endpoints, "c1")
+        self._handed_out: list[Callable[[], None]] = []
+        """Clients given to tests, closed by :meth:`stop` (a client left running after its simulator stopped
+        keeps reconnecting to its ports, which a later test's simulator may get)."""
         self.admin = self.kafka_admin("test-checker")
         self.submissions: Counter[tuple[str, int]] = Counter()
         self.cancels: Counter[tuple[str, int]] = Counter()
@@ -66,8 +71,17 @@ class Sim:
         handler.api_45 = recording  # type: ignore[method-assign]
 
     def kafka_admin(self, client_id: str = "guardian-executor") -> KafkaAdmin:
-        """A Kafka admin port on ``c1`` owning its own connection (bootstrap servers and security); close it."""
-        return KafkaAdmin.for_endpoints(self.cluster, client_id=client_id)
+        """A Kafka admin port on ``c1`` owning its own connection (bootstrap servers and security); closed by
+        :meth:`stop` at the latest."""
+        admin = KafkaAdmin.for_endpoints(self.cluster, client_id=client_id)
+        self._handed_out.append(admin.close)
+        return admin
+
+    def standalone_view(self) -> ObservedCluster:
+        """What ``guardian exec`` observes ``c1`` with (one collector round per pass); closed by :meth:`stop`."""
+        view = standalone(self.cluster)
+        self._handed_out.append(view.close)
+        return view
 
     def client_kwargs(self) -> dict[str, Any]:
         """kafka-python keyword arguments (bootstrap servers and security) to reach ``c1``."""
@@ -112,7 +126,9 @@ class Sim:
         return out
 
     def stop(self) -> None:
-        self.admin.close()
+        for close in self._handed_out:
+            close()
+        self._handed_out.clear()
         self.runner.stop()
 
     def __enter__(self) -> Sim:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.raft_store import RaftStateStore
@@ -28,7 +27,7 @@ def leader_store(addr: str, data: Path) -> RaftStateStore:
 
 
 def executor(store: RaftStateStore, sim: Sim) -> Executor:
-    view = standalone(sim.cluster)  # what guardian exec runs: one collector round per pass
+    view = sim.standalone_view()
     return Executor(store, sim.kafka_admin(),
                     ExecutorConfig("c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=10e6)), view, view)
 

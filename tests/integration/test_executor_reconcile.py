@@ -10,7 +10,6 @@ import pytest
 from kafka.admin import NewPartitions
 
 from controlplane.executor.live import main_dir
-from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def make_executor(sim: Sim, policy: ThrottlePolicy, store: LocalStateStore | None = None) -> Executor:
-    view = standalone(sim.cluster)  # what guardian exec runs: one collector round per pass
+    view = sim.standalone_view()
     ex = Executor(store or LocalStateStore(), sim.kafka_admin(),
                   ExecutorConfig("c1", throttle=policy), view, view)
     ex.ensure_cluster(sim.cluster.bootstrap_servers)
