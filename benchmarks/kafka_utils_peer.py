@@ -103,7 +103,8 @@ def ensure_venv(venv: Path = VENV, requirement: str = KAFKA_UTILS, timeout: floa
         except subprocess.TimeoutExpired:
             return f"{' '.join(step[:3])} did not finish in {timeout:.0f} s"
         if done.returncode != 0:
-            return f"{' '.join(step[:4])} failed: {(done.stderr or done.stdout).strip()[-300:]}"
+            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            return f"{' '.join(step[:4])} failed: {last[0][:300]}"
     if subprocess.run(probe, env=env, capture_output=True).returncode != 0:
         return f"{requirement} installed but does not import"
     return None
@@ -112,7 +113,12 @@ def ensure_venv(venv: Path = VENV, requirement: str = KAFKA_UTILS, timeout: floa
 def run_kafka_utils(snapshot: ClusterSnapshot, balancer: str = "count", timeout: float = 300.0,
                     balancer_args: Sequence[str] = (), max_partition_movements: int | None = None,
                     venv: Path = VENV) -> PeerRun:
-    """Run kafka-utils' ``balancer`` (``count`` or ``genetic``) on ``snapshot`` within ``timeout`` seconds."""
+    """Run kafka-utils' ``balancer`` (``count`` or ``genetic``) on ``snapshot`` within ``timeout`` seconds.
+
+    ``max_partition_movements``: the genetic balancer needs one (its command line defaults to 1; each of
+    its generations moves at most one partition per state, so its generation count, 100, never binds);
+    the count balancer takes none (its full proposal is scored).
+    """
     name = f"kafka-utils {balancer}"
     problem = ensure_venv(venv)
     if problem:
