@@ -14,7 +14,14 @@ in the same run:
 * Kafka's default (what ``kafka-reassign-partitions --generate`` proposes): a rack-alternated
   round-robin over the alive brokers of each topic's pool, ignoring load; each new replica on the log
   dir with the fewest partitions (the broker's own choice). Same figures, plus how many hard
-  constraints the proposal breaks.
+  constraints the proposal breaks;
+* Yelp kafka-utils 4.1.0 (``kafka-cluster-manager rebalance --replication-groups --brokers --leaders``,
+  replication group = rack, one cluster per pool; :mod:`benchmarks.kafka_utils_peer`, its own venv under
+  ``out/peers``, made on first use): the count balancer (``PartitionCountBalancer``) and the genetic
+  balancer (``GeneticBalancer``, weight = disk bytes/s per replica, size = bytes) — its full proposal,
+  log dirs by the broker's rule, then a preferred-replica election; same figures. Each runs under a time
+  limit (``--peer-timeout``, ``--genetic-timeout``) and is reported as "did not finish in N s" past it;
+  the genetic one is not tried again at larger sizes once it did not finish.
 
 Also, in the same run: ``plan leaders`` time on each size; the budget curve (peak/mean reached against
 byte budgets, :mod:`planners.budget_curve`) at 1,000 brokers (else the largest size); the large-replica
@@ -41,6 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import peak_rss_mib, write_result
+from benchmarks.external_assignment import plan_from_assignment
+from benchmarks.kafka_utils_peer import PeerRun, run_kafka_utils
 from benchmarks.planner_metrics import forced_min_bytes, pool_figures
 from domain import (
     Broker,
@@ -48,7 +57,7 @@ from domain import (
     Disk,
     DiskKind,
     Partition,
-    PartitionMove,
+    PartitionId,
     Plan,
     Topic,
     apply_plan,
@@ -62,6 +71,7 @@ from planners.budget_curve import budget_curve
 TARGET_SECONDS = 60.0
 TARGET_PEAK = 1.10
 TARGET_BYTES_RATIO = 1.5
+PEERS = (("kafka-utils count", "kafka_utils_count"), ("kafka-utils genetic", "kafka_utils_genetic"))
 
 
 def spec_for(brokers: int, seed: int) -> GeneratorSpec:
@@ -94,12 +104,7 @@ def kafka_default_plan(snapshot: ClusterSnapshot, seed: int) -> Plan:
     to the broker's dir with the fewest partitions.
     """
     rng = random.Random(seed)
-    index = snapshot.index
-    dir_count: dict[int, Counter[str]] = {b.id: Counter({d.path: 0 for d in b.disks}) for b in snapshot.brokers}
-    for p in index.partitions:
-        for b, d in zip(p.replicas, p.log_dirs, strict=True):
-            dir_count[b][d] += 1
-    moves = []
+    targets: dict[PartitionId, tuple[int, ...]] = {}
     for topic in snapshot.topics:
         brokers = rack_alternated([(b.id, b.rack) for b in snapshot.brokers if b.pool == topic.pool and b.is_alive])
         n = len(brokers)
@@ -116,21 +121,8 @@ def kafka_default_plan(snapshot: ClusterSnapshot, seed: int) -> Plan:
                 replicas.append(brokers[(first + 1 + (shift + j) % max(n - 1, 1)) % n])
             if len(set(replicas)) != len(replicas) or rf != len(p.replicas):
                 continue
-            old = dict(zip(p.replicas, p.log_dirs, strict=True))
-            dirs = []
-            for b in replicas:
-                if b in old:
-                    dirs.append(old[b])
-                else:
-                    d = min(dir_count[b], key=lambda x: (dir_count[b][x], x))
-                    dir_count[b][d] += 1
-                    dirs.append(d)
-            for b, d in old.items():
-                if b not in replicas:
-                    dir_count[b][d] -= 1
-            if tuple(replicas) != p.replicas or tuple(dirs) != p.log_dirs:
-                moves.append(PartitionMove(p.topic, p.partition, tuple(replicas), tuple(dirs)))
-    return Plan(cluster=snapshot.cluster, kind="kafka-default", moves=tuple(moves))
+            targets[p.id] = tuple(replicas)
+    return plan_from_assignment(snapshot, targets, "kafka-default")
 
 
 def _figures(snapshot: ClusterSnapshot, plan: Plan, seconds: float, cpu: float, forced: float,
@@ -165,8 +157,20 @@ def _figures(snapshot: ClusterSnapshot, plan: Plan, seconds: float, cpu: float, 
     }
 
 
-def run(brokers: int, seed: int) -> dict[str, Any]:
-    """Generate one cluster and measure both planners on it."""
+def peer_figures(snapshot: ClusterSnapshot, peer: PeerRun, forced: float) -> dict[str, Any]:
+    """A peer's figures (as :func:`_figures`) when it produced a plan, else only its status."""
+    if peer.plan is None:
+        return {"status": peer.status, "plan_seconds": round(peer.seconds, 3)}
+    return {"status": "ok", **_figures(snapshot, peer.plan, peer.seconds, peer.cpu_seconds, forced),
+            "leader_changes": len(peer.plan.leaders), **peer.details}
+
+
+def run(brokers: int, seed: int, peers: dict[str, float | str] | None = None) -> dict[str, Any]:
+    """Generate one cluster and measure Guardian, Kafka's default and the peers on it.
+
+    ``peers``: kafka-utils balancer (``count``, ``genetic``) -> time limit in seconds, or a status string
+    to report instead of running it.
+    """
     t0 = time.perf_counter()
     snapshot = generate_snapshot(spec_for(brokers, seed))
     _ = snapshot.index
@@ -187,11 +191,20 @@ def run(brokers: int, seed: int) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     baseline_plan = kafka_default_plan(snapshot, seed)
     baseline = _figures(snapshot, baseline_plan, time.perf_counter() - t0, time.process_time() - c0, forced)
+    external: dict[str, Any] = {}
+    for balancer, limit in (peers or {}).items():
+        if isinstance(limit, str):
+            external[f"kafka_utils_{balancer}"] = {"status": limit}
+            continue
+        print(f"    kafka-utils {balancer} (limit {limit:.0f} s)", flush=True)
+        peer = run_kafka_utils(snapshot, balancer, timeout=limit,
+                               max_partition_movements=100 if balancer == "genetic" else None)
+        external[f"kafka_utils_{balancer}"] = peer_figures(snapshot, peer, forced)
     return {
         "brokers": brokers, "disks": brokers * 12, "partitions": 100 * brokers, "replicas": 300 * brokers,
         "generate_seconds": round(gen, 3), "pools_before": before,
         "peak_to_mean_before": max(f["peak_to_mean"] for f in before.values()),
-        "forced_min_bytes": forced, "guardian": guardian, "kafka_default": baseline,
+        "forced_min_bytes": forced, "guardian": guardian, "kafka_default": baseline, **external,
         "_snapshot": snapshot,
     }
 
@@ -262,15 +275,20 @@ def _tib(n: float) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     """The comparison and scaling table."""
-    head = (f"{'brokers':>7} {'disks':>6} {'parts':>7} {'planner':<14} {'wall s':>7} {'cpu s':>6} {'peak/mean':>16} "
+    head = (f"{'brokers':>7} {'disks':>6} {'parts':>7} {'planner':<19} {'wall s':>7} {'cpu s':>6} {'peak/mean':>16} "
             f"{'floor':>6} {'bytes moved':>13} {'forced min':>12} {'x min':>6} {'replicas':>9} {'violations':>10}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        for name, key in (("guardian", "guardian"), ("kafka default", "kafka_default")):
+        for name, key in (("guardian", "guardian"), ("kafka default", "kafka_default"), *PEERS):
+            if key not in r:
+                continue
             f = r[key]
+            if f.get("status", "ok") != "ok":
+                print(f"{r['brokers']:>7} {r['disks']:>6} {r['partitions']:>7} {name:<19} {f['status']}")
+                continue
             floor = max(p["floor_to_mean"] for p in r["pools_before"].values())
-            print(f"{r['brokers']:>7} {r['disks']:>6} {r['partitions']:>7} {name:<14} "
+            print(f"{r['brokers']:>7} {r['disks']:>6} {r['partitions']:>7} {name:<19.19} "
                   f"{f['plan_seconds']:>7.2f} {f['plan_cpu_seconds']:>6.2f} "
                   f"{r['peak_to_mean_before']:>7.2f} -> {f['peak_to_mean_after']:>5.2f} {floor:>6.2f} "
                   f"{_tib(f['bytes_moved']):>13} {_tib(r['forced_min_bytes']):>12} {f['bytes_vs_forced_min']:>6.2f} "
@@ -288,6 +306,13 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         g = r["guardian"]
         print(f"{r['brokers']:>7} brokers: plan leaders {g['leaders_cpu_seconds']:.2f} cpu s ({g['leader_changes']} "
               f"changes); peak RSS {g['peak_rss_mib']:.0f} MiB")
+    for r in rows:
+        for name, key in PEERS:
+            f = r.get(key, {})
+            if f.get("status") == "ok":
+                print(f"{r['brokers']:>7} brokers: {name} {f['partitions_moved']} partitions reassigned, "
+                      f"{f['leader_changes']} preferred-leader elections after; {f['process_seconds']:.1f} s in its "
+                      f"process (interpreter and JSON included)")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"targets: plan <= {TARGET_SECONDS:.0f} s at 1,000 brokers; peak/mean <= {TARGET_PEAK} per pool (or 1.05 x "
           f"floor); bytes <= {TARGET_BYTES_RATIO} x forced minimum; 0 violations")
@@ -299,7 +324,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", action="store_true", help="add the 3,000-broker x 300k-partition run (~5 min)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=None, help="JSON result file (default out/bench/planners.json)")
+    parser.add_argument("--peer-timeout", type=float, default=300.0,
+                        help="seconds kafka-utils' count balancer may take per size")
+    parser.add_argument("--genetic-timeout", type=float, default=120.0,
+                        help="seconds kafka-utils' genetic balancer may take (0: do not run it)")
+    parser.add_argument("--no-peers", action="store_true", help="do not run kafka-utils")
     args = parser.parse_args(argv)
+    peers: dict[str, float | str] = {}
+    if not args.no_peers:
+        peers["count"] = args.peer_timeout
+        peers["genetic"] = args.genetic_timeout if args.genetic_timeout > 0 else "not run (--genetic-timeout 0)"
     rows = []
     sizes = [int(x) for x in args.sizes.split(",")] + ([3000] if args.large else [])
     at: dict[str, Any] | None = None  # the row the budget curve is drawn at: 1,000 brokers, else the largest
@@ -307,7 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     curve_cpu = 0.0
     for k, n in enumerate(sizes):
         print(f"... {n} brokers", flush=True)
-        row = run(n, args.seed)
+        row = run(n, args.seed, peers)
+        genetic = row.get("kafka_utils_genetic", {}).get("status", "ok")
+        if genetic.startswith("did not finish") and not genetic.endswith("brokers)"):
+            peers["genetic"] = f"not run ({genetic} at {n} brokers)"
         snap = row.pop("_snapshot")
         if at is None and (n == 1000 or k == len(sizes) - 1):
             c0 = time.process_time()
