@@ -181,6 +181,8 @@ def _solve(model: _Model, sides: Mapping[str, str], after: tuple[frozenset[int],
             row[g] += gain
             if not post:
                 c[u0 + of_task[i]] += model.weight[k]
+        if post:  # however its copies end, a group never carries more than its whole rate
+            row[:n_y] = np.minimum(row[:n_y], count)
         if not row.any():
             continue
         rows.append(row)
