@@ -14,10 +14,15 @@ Method, per pass:
    must read or write, ``work``) over its budget is the time it needs at the least, ``T_d``; the largest
    bounds the execution. A disk is weighted ``(T_d / T_max)^K`` (:data:`SHARPNESS`).
 2. **Rates for a side choice** (an LP): every group ``(broker, rate)`` gives each of its ``n_g`` copies
-   ``y_g`` bytes/s. Maximise ``Σ_d weight_d x load_d / budget_d`` (+ a small total-throughput term so
-   nothing idles for nothing) subject to every resource (disk, NIC direction) within its budget and each
-   rate within the ceiling. Solved by SciPy's HiGHS LP solver (:func:`maximize`): a few dozen variables
-   and rows, all constraints ``<=`` with non-negative right-hand sides.
+   ``y_g`` bytes/s; a task runs at ``z_t``, at most ``y_g`` of every group its copies are listed in (it
+   ends with its slowest copy, and Kafka reports its copies' progress only as a whole: weighing copies
+   one by one starved one copy of a multi-replica task at the floor rate while its finished sibling kept
+   the budget). Maximise ``Σ_d weight_d x load_d / budget_d``, each copy's load counted at its task's
+   rate up to the rate that ends it within :data:`FINISH_SHARE` of the horizon (faster gains nothing
+   before the next pass), + a small total-throughput term so nothing idles for nothing, subject to every
+   resource (disk, NIC direction) within its budget and each rate within the ceiling. Solved by SciPy's
+   HiGHS LP solver (:func:`maximize`): a few dozen variables and rows, all constraints ``<=`` with
+   non-negative right-hand sides.
 3. **Sides**: a task's copies start on the side of its most critical disk; then a local search flips one
    task at a time and keeps a flip that raises the objective (bounded by :data:`MAX_SOLVES`). A task's
    copies share one side (its leader entry lists all its copies at once). Copies touching a disk without
@@ -25,15 +30,16 @@ Method, per pass:
    their fixed sides (both, resp. follower) and are not searched.
 4. **Finishing copies**: a copy expected to end before the next pass (``horizon_s``) leaves its group's
    rate to fewer; the rates are solved again so that the copies left behind, at their bigger share, fit
-   too (as in :func:`~.throttle.broker_rates`).
+   too (as in :func:`~.throttle.broker_rates`) — on any resource, a group's survivors together carry at
+   most its whole rate.
 
 Guarantee: with the copies' rates as Kafka derives them — equal shares of every rate a copy is listed for,
 the minimum over its sides (:func:`realized`) — no resource of the model exceeds its budget, before and
 after the expected finishes (up to the fixed rates of copies without live data, which are kept as they
 were). Every copy is throttled on at least one side. The choice is deterministic.
 
-Cost: O(MAX_SOLVES) LPs of (groups) x (resources) per pass; a pass of 12 copies on 12 disks takes ~10 ms.
-Why not scipy: it is not a dependency, and LPs this small need nothing it offers.
+Cost: O(MAX_SOLVES) LPs of (groups + 2 x tasks) x (resources + links) per pass; a pass of 12 copies on 12
+disks takes ~10 ms.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from controlplane.executor.joint_throttle import (
     BOTH,
     DIRS,
     FOLLOWER,
+    LEADER,
     choose,
     maximize,
     realized,
@@ -116,6 +117,17 @@ def test_a_copy_left_alone_when_its_neighbour_finishes_still_fits() -> None:
     c = choose(flows, res, {}, 400e6, forced=forced, horizon_s=5.0)
     alone = c.rates[(2, FOLLOWER_RATE)]  # what t:1>2 gets once t:0>2 is done
     assert alone <= 20e6 * (1 + 1e-9)
+
+
+def test_copies_that_all_end_before_the_next_pass_keep_their_group_rate() -> None:
+    # six copies share broker 1's leader rate and all end before the next pass: however they end one after the
+    # other, the survivors never carry more than the whole rate, so the source disk's budget bounds the rate
+    # itself (counting every survivor at the whole rate held them to a sixth of it)
+    disks = {(1, "/s"): disk(0.1), **{(b, "/d"): disk(0.1) for b in range(2, 8)}}
+    flows = [Flow(f"t:{b}>{b}", "move", 1, b, (1, "/s"), (b, "/d"), remaining_bytes=10e6, tp=("t", b))
+             for b in range(2, 8)]
+    c = choose(flows, resources(flows, disks, 0.7), {}, 400e6, forced={f.key: LEADER for f in flows}, horizon_s=5.0)
+    assert c.rates[(1, LEADER_RATE)] == pytest.approx(120e6, rel=1e-6)  # (0.7 - 0.1) x 200 MB/s
 
 
 def test_the_sync_cuts_the_lists_to_the_chosen_sides_and_backs_up_every_replica_that_may_lead() -> None:
