@@ -14,10 +14,15 @@ Method, per pass:
    must read or write, ``work``) over its budget is the time it needs at the least, ``T_d``; the largest
    bounds the execution. A disk is weighted ``(T_d / T_max)^K`` (:data:`SHARPNESS`).
 2. **Rates for a side choice** (an LP): every group ``(broker, rate)`` gives each of its ``n_g`` copies
-   ``y_g`` bytes/s. Maximise ``Σ_d weight_d x load_d / budget_d`` (+ a small total-throughput term so
-   nothing idles for nothing) subject to every resource (disk, NIC direction) within its budget and each
-   rate within the ceiling. Solved by SciPy's HiGHS LP solver (:func:`maximize`): a few dozen variables
-   and rows, all constraints ``<=`` with non-negative right-hand sides.
+   ``y_g`` bytes/s; a task runs at ``z_t``, at most ``y_g`` of every group its copies are listed in (it
+   ends with its slowest copy, and Kafka reports its copies' progress only as a whole: weighing copies
+   one by one starved one copy of a multi-replica task at the floor rate while its finished sibling kept
+   the budget). Maximise ``Σ_d weight_d x load_d / budget_d``, each copy's load counted at its task's
+   rate up to the rate that ends it within :data:`FINISH_SHARE` of the horizon (faster gains nothing
+   before the next pass), + a small total-throughput term so nothing idles for nothing, subject to every
+   resource (disk, NIC direction) within its budget and each rate within the ceiling. Solved by SciPy's
+   HiGHS LP solver (:func:`maximize`): a few dozen variables and rows, all constraints ``<=`` with
+   non-negative right-hand sides.
 3. **Sides**: a task's copies start on the side of its most critical disk; then a local search flips one
    task at a time and keeps a flip that raises the objective (bounded by :data:`MAX_SOLVES`). A task's
    copies share one side (its leader entry lists all its copies at once). Copies touching a disk without
@@ -25,15 +30,16 @@ Method, per pass:
    their fixed sides (both, resp. follower) and are not searched.
 4. **Finishing copies**: a copy expected to end before the next pass (``horizon_s``) leaves its group's
    rate to fewer; the rates are solved again so that the copies left behind, at their bigger share, fit
-   too (as in :func:`~.throttle.broker_rates`).
+   too (as in :func:`~.throttle.broker_rates`) — on any resource, a group's survivors together carry at
+   most its whole rate.
 
 Guarantee: with the copies' rates as Kafka derives them — equal shares of every rate a copy is listed for,
 the minimum over its sides (:func:`realized`) — no resource of the model exceeds its budget, before and
 after the expected finishes (up to the fixed rates of copies without live data, which are kept as they
 were). Every copy is throttled on at least one side. The choice is deterministic.
 
-Cost: O(MAX_SOLVES) LPs of (groups) x (resources) per pass; a pass of 12 copies on 12 disks takes ~10 ms.
-Why not scipy: it is not a dependency, and LPs this small need nothing it offers.
+Cost: O(MAX_SOLVES) LPs of (groups + 2 x tasks) x (resources + links) per pass; a pass of 12 copies on 12
+disks takes ~10 ms.
 """
 
 from __future__ import annotations
@@ -59,6 +65,12 @@ SHARPNESS = 4.0
 """``K`` in a disk's weight ``(T_d / T_max)^K``: how strongly the disks that bound the execution come first."""
 THROUGHPUT_WEIGHT = 1e-3
 """Weight of the total copy rate in the objective, against 1 for the most critical disk run at its budget."""
+GROUP_COST = 1e-7
+"""Cost of one byte/s (in MB/s) of a group's per-copy rate in the objective: no group runs faster than the
+fastest task listed in it needs."""
+FINISH_SHARE = 0.5
+"""A task's rate counts (for criticality) up to what ends it within this share of the horizon to the next
+pass: any faster and the budget is better spent on copies that would otherwise wait for the next pass."""
 MAX_SOLVES = 48
 """LPs one choice may solve in its side search."""
 BLOCKED_BPS = 2e6
@@ -125,6 +137,8 @@ class _Model:
     cap: Mapping[Role, float]
     """Rates (whole, not per copy) some roles may not exceed: their previous or initial rate when a copy of
     theirs touches a disk without live data, a protection ceiling."""
+    useful: Mapping[str, float]
+    """Per task: the rate beyond which it gains nothing before the next pass (it is done well before)."""
 
 
 def _groups(flows: Sequence[Flow], sides: Mapping[str, str]) -> tuple[list[Role], list[list[int]]]:
@@ -136,44 +150,73 @@ def _groups(flows: Sequence[Flow], sides: Mapping[str, str]) -> tuple[list[Role]
 
 def _solve(model: _Model, sides: Mapping[str, str], after: tuple[frozenset[int], Mapping[Role, float]] | None = None
            ) -> tuple[float, list[Role], npt.NDArray[np.float64]]:
-    """The best per-copy rate of every group for one side choice: (objective, groups, rates in bytes/s)."""
+    """The best per-copy rate of every group for one side choice: (objective, groups, rates in bytes/s).
+
+    Variables: ``y_g`` per group (what Kafka lets each of its copies run at, bounded by the resources),
+    ``z_t`` per task (what the task runs at: at most ``y_g`` of every group any of its copies is listed in)
+    and ``u_t <= z_t`` (the part of it that counts: at most the task's useful rate). The criticality term
+    counts every copy's load at its task's ``u_t`` — a task ends with its slowest copy, and Kafka reports
+    one task's copies together (a copy's own progress is not known), so a copy run faster than its sibling
+    only spends budget; a task done well before the next pass leaves the rest of it to the others (one
+    copy after the other, the later ones would wait a pass) — the throughput term counts ``z_t``, and
+    ``y_g`` carries a tiny cost so that no group gets more than its fastest task uses."""
     flows, res = model.flows, model.res
     roles, member = _groups(flows, sides)
-    count = np.zeros(len(roles))
+    tasks = sorted({task_of(f) for f in flows})
+    t_index = {t: j for j, t in enumerate(tasks)}
+    of_task = [t_index[task_of(f)] for f in flows]
+    n_y, n_t = len(roles), len(tasks)
+    n = n_y + 2 * n_t
+    z0, u0 = n_y, n_y + n_t
+    count = np.zeros(n_y)
     for gs in member:
         for g in gs:
             count[g] += 1
     scale = 1e6
     rows: list[npt.NDArray[np.float64]] = []
     rhs: list[float] = []
-    c = np.zeros(len(roles))
+    c = np.zeros(n)
     blocks = [(r_, False) for r_ in res] + ([(r_, True) for r_ in res] if after is not None else [])
     for k, (r_, post) in enumerate(blocks):
-        row = np.zeros(len(roles))
+        row = np.zeros(n)
         for i, _ in r_.members:
             if post and after is not None and i in after[0]:
                 continue
             g = member[i][0]  # a flow listed on both sides moves at most at its first share
             gain = after[1].get(roles[g], 1.0) if post and after is not None else 1.0
             row[g] += gain
+            if not post:
+                c[u0 + of_task[i]] += model.weight[k]
+        if post:  # however its copies end, a group never carries more than its whole rate
+            row[:n_y] = np.minimum(row[:n_y], count)
         if not row.any():
             continue
         rows.append(row)
         rhs.append(r_.budget / scale)
-        if not post:
-            c += row * model.weight[k]
-    c += THROUGHPUT_WEIGHT * count
-    for g, role in enumerate(roles):
-        cap = min(model.ceiling, model.cap.get(role, math.inf)) / max(count[g], 1.0)
-        row = np.zeros(len(roles))
-        row[g] = 1.0
+    for i in range(len(flows)):
+        c[z0 + of_task[i]] += THROUGHPUT_WEIGHT
+    c[:n_y] -= GROUP_COST
+
+    def bound(coefs: Mapping[int, float], limit: float) -> None:
+        row = np.zeros(n)
+        for j, v in coefs.items():
+            row[j] = v
         rows.append(row)
-        rhs.append(cap / scale)
+        rhs.append(limit)
+
+    for g, role in enumerate(roles):
+        bound({g: 1.0}, min(model.ceiling, model.cap.get(role, math.inf)) / max(count[g], 1.0) / scale)
+    for t_, g in sorted({(of_task[i], g) for i, gs in enumerate(member) for g in gs}):
+        bound({z0 + t_: 1.0, g: -1.0}, 0.0)
+    for j, t in enumerate(tasks):
+        bound({u0 + j: 1.0, z0 + j: -1.0}, 0.0)
+        if t in model.useful:
+            bound({u0 + j: 1.0}, model.useful[t] / scale)
     a = np.array(rows)
     b = np.array(rhs)
-    y = maximize(c, a, b)
-    y = _repair(a, b, y)
-    return float(c @ y), roles, y * scale
+    v = maximize(c, a, b)
+    v = _repair(a, b, v)
+    return float(c @ v), roles, v[:n_y] * scale
 
 
 def _repair(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
@@ -256,7 +299,7 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
     if not flows:
         return Choice({}, {}, {})
     weight = criticality(res, flows, work)
-    model = _Model(flows, res, weight, ceiling, dict(cap or {}))
+    model = _Model(flows, res, weight, ceiling, dict(cap or {}), useful_rates(flows, horizon_s))
     forced = dict(forced or {})
     sides = initial_sides(flows, res, weight, forced)
     best, roles, y = _solve(model, sides)
@@ -294,6 +337,20 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
     rates = {r: per_copy[r] * count[r] for r in roles}
     planned = {f.key: min(per_copy[r] for r in roles_on(f, sides[f.key])) for f in flows}
     return Choice(rates, sides, planned, best, solves)
+
+
+def useful_rates(flows: Sequence[Flow], horizon_s: float | None) -> dict[str, float]:
+    """Per task with known remaining bytes: the rate at which its slowest copy ends within
+    :data:`FINISH_SHARE` of the horizon (``{}`` without a horizon)."""
+    if horizon_s is None or horizon_s <= 0:
+        return {}
+    out: dict[str, float] = {}
+    unknown = {task_of(f) for f in flows if f.remaining_bytes is None}
+    for f in flows:
+        t = task_of(f)
+        if t not in unknown:
+            out[t] = max(out.get(t, 0.0), float(f.remaining_bytes or 0.0) / (FINISH_SHARE * horizon_s))
+    return out
 
 
 def _task_weight(task: Iterable[Flow], res: Sequence[Resource], weight: Sequence[float],

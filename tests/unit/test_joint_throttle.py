@@ -11,6 +11,7 @@ from controlplane.executor.joint_throttle import (
     BOTH,
     DIRS,
     FOLLOWER,
+    LEADER,
     choose,
     maximize,
     realized,
@@ -77,6 +78,24 @@ def test_the_copies_of_the_disk_that_bounds_the_execution_come_first() -> None:
     assert got["t:0>2"] == pytest.approx(60e6, rel=1e-6) and got["t:1>3"] < 1e6
 
 
+def test_the_copies_of_one_task_are_not_starved_for_a_sibling_on_a_busier_disk() -> None:
+    # the rolling-release drain: each task adds two replicas read from one source disk (60 MB/s to spare), one
+    # onto broker 6 (much work left), one onto broker 5. Kafka reports the task's progress as a whole, so both
+    # copies show the same remaining bytes; the task ends with its slower copy. Weighing copies one by one, the
+    # LP gave broker 6's copies all of the source disk and broker 5's none (they crawled at the floor rate,
+    # just above their ingress, while broker 6's copies had long finished and the disks stood idle).
+    disks = {(7, "/s"): disk(0.40), (6, "/a"): disk(0.10), (6, "/b"): disk(0.10),
+             (5, "/a"): disk(0.10), (5, "/b"): disk(0.10)}
+    flows = [Flow(f"t:{p}>{b}", "move", 7, b, (7, "/s"), (b, d), remaining_bytes=28e6, ingress_bytes_per_s=120e3,
+                  tp=("t", p)) for p, d in ((0, "/a"), (1, "/b")) for b in (6, 5)]
+    work = {(7, "/s"): 112e6, (6, "/a"): 220e6, (6, "/b"): 220e6, (5, "/a"): 110e6, (5, "/b"): 110e6}
+    c = choose(flows, resources(flows, disks, 0.7), work, 400e6)
+    got = realized(flows, c.sides, c.rates)
+    for p in (0, 1):  # every task runs at the source disk's equal share, both its copies alike
+        assert got[f"t:{p}>5"] == pytest.approx(15e6, rel=1e-6) and got[f"t:{p}>6"] == pytest.approx(15e6, rel=1e-6)
+    assert sum(got.values()) <= 60e6 * (1 + 1e-9)
+
+
 def test_every_copy_is_throttled_forced_sides_hold_and_intra_broker_copies_use_the_dirs_rate() -> None:
     flows = [*FLOWS, Flow("t:2>2", "future", 2, 2, (2, "/full"), (2, "/idle"), remaining_bytes=1e9, tp=("t", 2))]
     c = choose(flows, resources(flows, DISKS, 0.7), {}, 400e6, forced={"t:0>2": BOTH})
@@ -98,6 +117,17 @@ def test_a_copy_left_alone_when_its_neighbour_finishes_still_fits() -> None:
     c = choose(flows, res, {}, 400e6, forced=forced, horizon_s=5.0)
     alone = c.rates[(2, FOLLOWER_RATE)]  # what t:1>2 gets once t:0>2 is done
     assert alone <= 20e6 * (1 + 1e-9)
+
+
+def test_copies_that_all_end_before_the_next_pass_keep_their_group_rate() -> None:
+    # six copies share broker 1's leader rate and all end before the next pass: however they end one after the
+    # other, the survivors never carry more than the whole rate, so the source disk's budget bounds the rate
+    # itself (counting every survivor at the whole rate held them to a sixth of it)
+    disks = {(1, "/s"): disk(0.1), **{(b, "/d"): disk(0.1) for b in range(2, 8)}}
+    flows = [Flow(f"t:{b}>{b}", "move", 1, b, (1, "/s"), (b, "/d"), remaining_bytes=10e6, tp=("t", b))
+             for b in range(2, 8)]
+    c = choose(flows, resources(flows, disks, 0.7), {}, 400e6, forced={f.key: LEADER for f in flows}, horizon_s=5.0)
+    assert c.rates[(1, LEADER_RATE)] == pytest.approx(120e6, rel=1e-6)  # (0.7 - 0.1) x 200 MB/s
 
 
 def test_the_sync_cuts_the_lists_to_the_chosen_sides_and_backs_up_every_replica_that_may_lead() -> None:
