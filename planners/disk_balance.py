@@ -301,15 +301,16 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
             del cands[pick]  # over the byte budget wherever it goes: no scan needed
             why = "bounds"
             continue
-        targets = _targets(ws, p, c.position)
-        if receivers is not None:
-            targets = np.intersect1d(targets, receivers, assume_unique=True)
-        target = ws.best_target(p, c.position, ws.own_disks(i), max_util=goal) if intra else None
+        added = ws.added_load(p, c.position)  # the same for every scan below
+        target = ws.best_target(p, c.position, ws.own_disks(i), max_util=goal, added=added) if intra else None
         if target is None:
-            target = ws.best_target(p, c.position, targets, max_util=goal)
-        if target is None:  # no disk stays under the goal: accept one that stays under the hot line
-            ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move
-            target = ws.best_target(p, c.position, targets, max_util=ceiling)
+            targets = _targets(ws, p, c.position)
+            if receivers is not None:
+                targets = np.intersect1d(targets, receivers, assume_unique=True)
+            target = ws.best_target(p, c.position, targets, max_util=goal, added=added)
+            if target is None:  # no disk stays under the goal: accept one that stays under the hot line
+                ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move
+                target = ws.best_target(p, c.position, targets, max_util=ceiling, added=added)
         del cands[pick]
         if target is not None:
             ws.move_replica(p, c.position, target)
