@@ -321,10 +321,14 @@ class Workspace:
         view: slice | np.ndarray = slice(first, first + n) if contiguous else candidates
         bad = self.room[view] < p.size_bytes
         if max_util is not None:
-            bad |= self.util_arr[view] + add * self.inv_max[view] > max_util + EPS
+            after = self.inv_max[view] * add  # in place: util + add x inv_max, the same IEEE operations
+            after += self.util_arr[view]
+            bad |= after > max_util + EPS
         if excluded:
             bad |= np.isin(self.disk_broker[view], np.fromiter(excluded, dtype=np.int64))
-        score = self.proj[view] + bad * _BIG
+        score = bad.astype(np.float64)  # proj + bad x _BIG, in place
+        score *= _BIG
+        score += self.proj[view]
         if first <= src < first + n and contiguous:
             score[src - first] = _BIG
         elif not contiguous:
