@@ -263,12 +263,18 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
     """Movable replicas on disk ``i`` (there from the start or moved in), best load-per-byte first."""
     broker, path = ws.disk_ids[i]
     out = []
-    for pid in dict.fromkeys((*ws.index.replicas_on_disk[(broker, path)], *arrived)):
-        p = ws.partition(pid)
-        if p.leader is None or ws.index.topic_by_name[p.topic].pool != pool:
+    by_id, topics, current = ws.index.partition_by_id, ws.index.topic_by_name, ws.current
+    here = (broker, path)
+    for pid in dict.fromkeys((*ws.index.replicas_on_disk[here], *arrived)):
+        p = by_id[pid]
+        if p.leader is None or topics[p.topic].pool != pool:
             continue
-        replicas, dirs = ws.replicas(p)
-        position = next((k for k, pair in enumerate(zip(replicas, dirs, strict=True)) if pair == (broker, path)), -1)
+        replicas, dirs = current.get(p.id, (p.replicas, p.log_dirs))
+        position = -1
+        for k, pair in enumerate(zip(replicas, dirs, strict=True)):
+            if pair == here:
+                position = k
+                break
         if position < 0:
             continue
         load = p.replica_load(broker)
