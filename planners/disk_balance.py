@@ -71,6 +71,19 @@ class _Candidate:
     size: int
 
 
+class _Pile(list[_Candidate]):
+    """One disk's candidates, best first, with their largest load cached (``top``; None: to recompute), so
+    shedding a disk of many replicas does not rescan them all for every move."""
+
+    top: float | None = None
+
+    def drop(self, k: int) -> None:
+        """Remove candidate ``k`` (the cached largest load is forgotten when it was that one's)."""
+        if self[k].load == self.top:
+            self.top = None
+        del self[k]
+
+
 def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = None) -> Plan:
     """A disk-load rebalance plan for every pool of ``snapshot`` (checked by :func:`check_plan`)."""
     options = options or BalanceOptions()
@@ -224,7 +237,7 @@ class _Shedder:
         hot, goal = options.threshold * mean, options.target * mean
         heap = [(-ws.util(int(i)), int(i)) for i in disks if ws.util(int(i)) > hot]
         heapq.heapify(heap)
-        cands: dict[int, list[_Candidate]] = {}
+        cands: dict[int, _Pile] = {}
         stuck: dict[int, str] = {}
         while heap:
             neg, i = heapq.heappop(heap)
@@ -235,7 +248,7 @@ class _Shedder:
                     heapq.heappush(heap, (-ws.util(i), i))
                 continue
             if cands.get(i) is None:
-                cands[i] = _candidates(ws, i, self.pool, self.arrived.get(i, ()))
+                cands[i] = _Pile(_candidates(ws, i, self.pool, self.arrived.get(i, ())))
             target, why, moved = _shed_one(ws, i, cands[i], goal, hot, self.receivers,
                                            intra=options.prefer_intra_broker and self.receivers is None)
             if target is None and self.receivers is None:
@@ -285,7 +298,7 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
     return out
 
 
-def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: float,
+def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
               receivers: np.ndarray | None = None, *, intra: bool = False) -> tuple[int | None, str, tuple[str, int]]:
     """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason; the partition).
 
@@ -296,7 +309,9 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
     while cands:
         excess = ws.load[i] - goal * ws.max_bps[i]
         pick = 0
-        if excess <= max(map(_LOAD, cands)):  # some replica alone covers the excess: smallest such
+        if cands.top is None:
+            cands.top = max(map(_LOAD, cands))
+        if excess <= cands.top:  # some replica alone covers the excess: smallest such
             first = cands[0].size
             smallest = min(((c.size, k) for k, c in enumerate(cands) if c.load >= excess and c.size <= first),
                            default=(0, 0))
@@ -304,7 +319,7 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
         c = cands[pick]
         p = ws.partition(c.pid)
         if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
-            del cands[pick]  # over the byte budget wherever it goes: no scan needed
+            cands.drop(pick)  # over the byte budget wherever it goes: no scan needed
             why = "bounds"
             continue
         added = ws.added_load(p, c.position)  # the same for every scan below
@@ -317,7 +332,7 @@ def _shed_one(ws: Workspace, i: int, cands: list[_Candidate], goal: float, hot: 
             if target is None:  # no disk stays under the goal: accept one that stays under the hot line
                 ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move
                 target = ws.best_target(p, c.position, targets, max_util=ceiling, added=added)
-        del cands[pick]
+        cands.drop(pick)
         if target is not None:
             ws.move_replica(p, c.position, target)
             return target, "", p.id

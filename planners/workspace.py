@@ -91,6 +91,7 @@ class Workspace:
         self.limit = np.array([d.capacity_bytes * (1.0 - self.bounds.capacity_headroom) for d in disks],
                               dtype=np.float64)
         self.room = np.maximum(self.limit, self.used0) - self.used  # bytes a disk may still gain
+        self.room_floor = float(self.room.min()) if len(self.room) else 0.0  # <= every disk's room (a bound)
         self.disk_broker = np.array([b for b, _ in self.disk_ids], dtype=np.int64)
         self.alive = np.array([self.topo.alive[b] for b, _ in self.disk_ids], dtype=bool)
         self.broker_disks: dict[int, list[int]] = {}
@@ -245,6 +246,8 @@ class Workspace:
             if bytes_:
                 self.used[i] += bytes_
                 self.room[i] -= bytes_
+                if bytes_ > 0 and self.room[i] < self.room_floor:
+                    self.room_floor = float(self.room[i])
         copied[pid] = copies
         new_cost = copies * size_bytes
         self.moved_bytes += new_cost - self.cost.get(pid, 0)
@@ -319,11 +322,14 @@ class Workspace:
             if done:
                 return found
         view: slice | np.ndarray = slice(first, first + n) if contiguous else candidates
-        bad = self.room[view] < p.size_bytes
         if max_util is not None:
             after = self.inv_max[view] * add  # in place: util + add x inv_max, the same IEEE operations
             after += self.util_arr[view]
-            bad |= after > max_util + EPS
+            bad = after > max_util + EPS
+            if not p.size_bytes <= self.room_floor:  # else every disk has room: no pass needed
+                bad |= self.room[view] < p.size_bytes
+        else:
+            bad = self.room[view] < p.size_bytes
         if excluded:
             bad |= np.isin(self.disk_broker[view], np.fromiter(excluded, dtype=np.int64))
         score = bad.astype(np.float64)  # proj + bad x _BIG, in place
