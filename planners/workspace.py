@@ -332,9 +332,7 @@ class Workspace:
             bad = self.room[view] < p.size_bytes
         if excluded:
             bad |= np.isin(self.disk_broker[view], np.fromiter(excluded, dtype=np.int64))
-        score = bad.astype(np.float64)  # proj + bad x _BIG, in place
-        score *= _BIG
-        score += self.proj[view]
+        score = np.where(bad, _BIG, self.proj[view])  # a ruled-out disk scores _BIG (was proj + _BIG: the same order)
         if first <= src < first + n and contiguous:
             score[src - first] = _BIG
         elif not contiguous:
