@@ -147,9 +147,10 @@ def _move_violations(snapshot: ClusterSnapshot, current: Partition, replicas: tu
     if len(replicas) != len(current.replicas):
         out.append(Violation("replication-factor",
                              f"{len(current.replicas)} replicas become {len(replicas)}", *tp))
-    for broker_id, count in sorted(Counter(replicas).items()):
-        if count > 1:
-            out.append(Violation("duplicate-broker", f"broker {broker_id} appears {count} times", *tp))
+    if len(set(replicas)) != len(replicas):
+        for broker_id, count in sorted(Counter(replicas).items()):
+            if count > 1:
+                out.append(Violation("duplicate-broker", f"broker {broker_id} appears {count} times", *tp))
     old_pairs = set(zip(current.replicas, current.log_dirs, strict=True))
     structural_ok = True
     for broker_id, path in zip(replicas, log_dirs, strict=True):
@@ -191,20 +192,26 @@ def _move_violations(snapshot: ClusterSnapshot, current: Partition, replicas: tu
 
 
 def _placement_deficit(snapshot: ClusterSnapshot, replicas: tuple[int, ...], placement: Mapping[str, int]) -> int:
-    counts = Counter(snapshot.index.broker_by_id[b].idc for b in replicas if b in snapshot.index.broker_by_id)
+    by_id = snapshot.index.broker_by_id
+    counts: dict[str, int] = {}
+    for b in replicas:
+        broker = by_id.get(b)
+        if broker is not None:
+            counts[broker.idc] = counts.get(broker.idc, 0) + 1
     return sum(max(0, need - counts.get(idc, 0)) for idc, need in placement.items())
 
 
 def _rack_duplicates(snapshot: ClusterSnapshot, replicas: tuple[int, ...]) -> int:
-    by_idc: Counter[str] = Counter()
-    racks: dict[str, set[str]] = {}
+    """Known replicas beyond one per (IDC, rack): per IDC, its replicas minus its distinct racks."""
+    by_id = snapshot.index.broker_by_id
+    known = 0
+    places: set[tuple[str, str]] = set()
     for b in replicas:
-        broker = snapshot.index.broker_by_id.get(b)
-        if broker is None:
-            continue
-        by_idc[broker.idc] += 1
-        racks.setdefault(broker.idc, set()).add(broker.rack)
-    return sum(n - len(racks[idc]) for idc, n in by_idc.items())
+        broker = by_id.get(b)
+        if broker is not None:
+            known += 1
+            places.add((broker.idc, broker.rack))
+    return known - len(places)
 
 
 def _unavoidable_rack_duplicates(snapshot: ClusterSnapshot, replicas: tuple[int, ...], pool: str) -> int:

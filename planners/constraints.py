@@ -69,17 +69,22 @@ class Topology:
         New brokers must exist, be alive and belong to ``pool``; brokers are distinct; RF is kept;
         placement and rack spread get no worse (as :func:`check_plan` defines "worse").
         """
-        if len(old) != len(new) or len(set(new)) != len(new):
+        new_set = set(new)
+        if len(old) != len(new) or len(new_set) != len(new):
             return False
         old_set = set(old)
+        pool_of = self.pool
         for b in new:
-            if b not in old_set and (b not in self.broker or not self.alive[b] or self.pool[b] != pool):
+            if b not in old_set and (b not in self.broker or not self.alive[b] or pool_of[b] != pool):
                 return False
         if tuple(new) != tuple(old):
-            outside_after = sum(1 for b in new if self.pool.get(b) != pool)
-            if outside_after and outside_after >= sum(1 for b in old if self.pool.get(b) != pool):
+            outside_after = 0
+            for b in new:
+                if pool_of.get(b) != pool:
+                    outside_after += 1
+            if outside_after and outside_after >= sum(1 for b in old if pool_of.get(b) != pool):
                 return False
-        if set(new) == old_set:
+        if new_set == old_set:
             return True
         if placement:
             after = self.placement_deficit(new, placement)

@@ -36,6 +36,7 @@ from planners.constraints import Topology, median
 
 EPS = 1e-12
 _BIG = 1e18  # score of a disk ruled out (projected utilisation is far below)
+SMALL_SCAN = 32  # candidate sets up to this size (one broker's disks) are scanned without numpy
 
 
 class PlannerError(ValueError):
@@ -90,6 +91,7 @@ class Workspace:
         self.limit = np.array([d.capacity_bytes * (1.0 - self.bounds.capacity_headroom) for d in disks],
                               dtype=np.float64)
         self.room = np.maximum(self.limit, self.used0) - self.used  # bytes a disk may still gain
+        self.room_floor = float(self.room.min()) if len(self.room) else 0.0  # <= every disk's room (a bound)
         self.disk_broker = np.array([b for b, _ in self.disk_ids], dtype=np.int64)
         self.alive = np.array([self.topo.alive[b] for b, _ in self.disk_ids], dtype=bool)
         self.broker_disks: dict[int, list[int]] = {}
@@ -203,7 +205,8 @@ class Workspace:
         pos = self.pos
         size_bytes = p.size_bytes
         write, read = p.bytes_in_per_s, p.disk_read_bytes_per_s
-        old_r, old_d = self.current.get(pid, (p.replicas, p.log_dirs))
+        current = self.current
+        old_r, old_d = current.get(pid, (p.replicas, p.log_dirs))
         leader = self.leader(p)
         delta: dict[int, float] = {}
         size: dict[int, int] = {}
@@ -212,28 +215,40 @@ class Workspace:
             if i is not None:
                 delta[i] = delta.get(i, 0.0) - (write + (read if b == leader else 0.0))
                 size[i] = size.get(i, 0) - size_bytes
-        was_moved = self.copied.get(pid, 0) > 0
-        self.current[pid] = (replicas, dirs)
+        copied = self.copied
+        was_moved = copied.get(pid, 0) > 0
+        current[pid] = (replicas, dirs)
         override = self.leader_override.get(pid)
         if override is not None and override not in replicas:
             del self.leader_override[pid]
-        leader = self.leader(p)
+            override = None
+        if override is None:  # default_leader of the new assignment
+            leader = p.leader if p.leader in replicas or (replicas == p.replicas and dirs == p.log_dirs) \
+                else replicas[0]
+        else:
+            leader = override
+        old = set(zip(p.replicas, p.log_dirs, strict=True))
+        copies = 0
         for b, d in zip(replicas, dirs, strict=True):
-            i = pos.get((b, d))
-            if i is not None:
-                delta[i] = delta.get(i, 0.0) + (write + (read if b == leader else 0.0))
             i = pos[(b, d)]
+            delta[i] = delta.get(i, 0.0) + (write + (read if b == leader else 0.0))
             size[i] = size.get(i, 0) + size_bytes
-        for i, change in delta.items():  # only disks whose load really changes are touched
+            if (b, d) not in old:
+                copies += 1
+        load, util, proj, inv_max = self.load, self.util_arr, self.proj, self.inv_max
+        base, load0 = self.base, self.load0
+        for i, change in delta.items():  # only disks whose load really changes are touched (as add_load)
             if change:
-                self.add_load(i, change)
+                load[i] += change
+                util[i] = load[i] * inv_max[i]
+                proj[i] = base[i] + (load[i] - load0[i]) * inv_max[i]
         for i, bytes_ in size.items():
             if bytes_:
                 self.used[i] += bytes_
                 self.room[i] -= bytes_
-        old = set(zip(p.replicas, p.log_dirs, strict=True))
-        copies = sum(1 for pair in zip(replicas, dirs, strict=True) if pair not in old)
-        self.copied[pid] = copies
+                if bytes_ > 0 and self.room[i] < self.room_floor:
+                    self.room_floor = float(self.room[i])
+        copied[pid] = copies
         new_cost = copies * size_bytes
         self.moved_bytes += new_cost - self.cost.get(pid, 0)
         self.cost[pid] = new_cost
@@ -258,7 +273,8 @@ class Workspace:
 
     # ------------------------------------------------------------ targeting
     def best_target(self, p: Partition, position: int, candidates: np.ndarray, *,
-                    max_util: float | None = None, exclude: Iterable[int] = (), tries: int = 64) -> int | None:
+                    max_util: float | None = None, exclude: Iterable[int] = (), tries: int = 64,
+                    added: tuple[int, float] | None = None) -> int | None:
         """The valid disk with the lowest projected utilisation for replica ``position`` of ``p``.
 
         Valid: alive, in the candidate set, room within capacity headroom, the move keeps every hard
@@ -266,15 +282,17 @@ class Workspace:
         ``max_util``) the disk's estimated utilisation after the move stays ≤ ``max_util``. A disk of
         the replica's own broker is an intra-broker (log dir) move. Ties break on (IDC, snapshot order).
         (A windowed search over the coolest disks was measured: no gain at 12k disks, a full numpy scan
-        costs ~40 µs; see README's planner row.)
+        costs ~40 µs; see README's planner row.) ``added``: :meth:`added_load` of this replica when the caller
+        already has it (several scans for one replica).
         """
         if len(candidates) == 0:
             return None
-        return self._scan(p, position, candidates, max_util, set(exclude), tries)
+        return self._scan(p, position, candidates, max_util, set(exclude), tries,
+                          added if added is not None else self.added_load(p, position))
 
     def _valid(self, p: Partition, position: int, i: int) -> bool:
         """Hard goals and plan bounds for putting replica ``position`` of ``p`` on disk ``i``."""
-        replicas, dirs = self.replicas(p)
+        replicas, dirs = self.current.get(p.id, (p.replicas, p.log_dirs))
         dst_broker, dst_dir = self.disk_ids[i]
         if dst_broker != replicas[position] and dst_broker in replicas:
             return False
@@ -282,39 +300,82 @@ class Workspace:
         topic = self.index.topic_by_name[p.topic]
         if not self.topo.replica_set_ok(p.replicas, new_r, topic.pool, self.snapshot.placement_of(topic)):
             return False
+        if self.bounds.max_bytes is None and self.bounds.max_partitions is None:
+            return True
         return self.within_bounds(p, new_r, (*dirs[:position], dst_dir, *dirs[position + 1:]))
 
-    def _added_load(self, p: Partition, position: int) -> tuple[int, float]:
+    def added_load(self, p: Partition, position: int) -> tuple[int, float]:
+        """(disk index the replica is on or -1, the load it brings to a disk) of replica ``position`` of ``p``."""
         replicas, dirs = self.replicas(p)
         src = self.pos.get((replicas[position], dirs[position]), -1)
         add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if self.leader(p) == replicas[position] else 0.0)
         return src, add
 
     def _scan(self, p: Partition, position: int, candidates: np.ndarray, max_util: float | None,
-              excluded: set[int], tries: int) -> int | None:
-        src, add = self._added_load(p, position)
+              excluded: set[int], tries: int, added: tuple[int, float]) -> int | None:
+        src, add = added
+        n = len(candidates)
         first = int(candidates[0])
-        view: slice | np.ndarray = candidates
-        if int(candidates[-1]) - first + 1 == len(candidates):
-            view = slice(first, first + len(candidates))  # a group: read views, no gather
-        bad = self.room[view] < p.size_bytes
+        contiguous = int(candidates[-1]) - first + 1 == n
+        if contiguous and n <= SMALL_SCAN and not excluded:
+            done, found = self._scan_small(p, position, first, n, src, add, max_util, tries)
+            if done:
+                return found
+        view: slice | np.ndarray = slice(first, first + n) if contiguous else candidates
         if max_util is not None:
-            bad |= self.util_arr[view] + add * self.inv_max[view] > max_util + EPS
+            after = self.inv_max[view] * add  # in place: util + add x inv_max, the same IEEE operations
+            after += self.util_arr[view]
+            bad = after > max_util + EPS
+            if not p.size_bytes <= self.room_floor:  # else every disk has room: no pass needed
+                bad |= self.room[view] < p.size_bytes
+        else:
+            bad = self.room[view] < p.size_bytes
         if excluded:
             bad |= np.isin(self.disk_broker[view], np.fromiter(excluded, dtype=np.int64))
-        score = self.proj[view] + bad * _BIG
-        if first <= src < first + len(candidates) and isinstance(view, slice):
+        score = np.where(bad, _BIG, self.proj[view])  # a ruled-out disk scores _BIG (was proj + _BIG: the same order)
+        if first <= src < first + n and contiguous:
             score[src - first] = _BIG
-        elif not isinstance(view, slice):
+        elif not contiguous:
             score[candidates == src] = _BIG
         for _ in range(tries):
-            k = int(np.argmin(score))
+            k = int(score.argmin())
             if score[k] >= _BIG:
                 return None
             score[k] = _BIG
             if self._valid(p, position, int(candidates[k])):
                 return int(candidates[k])
         return None
+
+    def _scan_small(self, p: Partition, position: int, first: int, n: int, src: int, add: float,
+                    max_util: float | None, tries: int) -> tuple[bool, int | None]:
+        """:meth:`_scan` over the contiguous disks ``first .. first + n - 1`` in plain Python floats (the same
+        IEEE operations in the same order, so the same answer): a few disks (one broker's) cost less so
+        than a numpy pass's call overhead. Returns (False, None) when a projection is NaN or huge: the numpy
+        scan decides then (its order for those)."""
+        end = first + n
+        room = self.room[first:end].tolist()
+        proj = self.proj[first:end].tolist()
+        size = float(p.size_bytes)
+        good: list[tuple[float, int]] = []
+        if max_util is None:
+            for k in range(n):
+                if not room[k] < size and first + k != src:
+                    good.append((proj[k], k))
+        else:
+            util = self.util_arr[first:end].tolist()
+            inv = self.inv_max[first:end].tolist()
+            limit = max_util + EPS
+            for k in range(n):
+                if not (room[k] < size or util[k] + add * inv[k] > limit) and first + k != src:
+                    good.append((proj[k], k))
+        for score, _ in good:
+            if score != score or score >= _BIG:
+                return False, None
+        good.sort()
+        for _, k in good[:tries]:
+            if self._valid(p, position, first + k):
+                return True, first + k
+        return True, None
 
     def move_replica(self, p: Partition, position: int, target: int) -> None:
         """Put replica ``position`` of ``p`` on disk ``target`` (same position in the replica list)."""

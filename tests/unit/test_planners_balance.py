@@ -8,7 +8,7 @@ import pytest
 
 from domain import apply_plan, dump_plan, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners import BalanceOptions, Bounds, plan_rebalance
+from planners import BalanceOptions, Bounds, plan_rebalance, workspace
 from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, peaks, snapshot_of, topic
 
 
@@ -146,3 +146,16 @@ def test_intra_broker_move_is_preferred_when_it_gets_under_the_goal() -> None:
     assert prefer.summary.network_bytes == plain.summary.network_bytes - GIB
     assert peaks(after_prefer) == pytest.approx(peaks(after_plain))
     assert "between log dirs of one broker" in prefer.notes[0]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_small_scan_gives_the_numpy_scans_plan(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One broker's disks are scanned in plain Python floats (speed, #20); the plan must be exactly the one
+    the numpy scan alone gives (same targets, same tie-breaks), intra-broker moves included."""
+    snap = generate_snapshot(GeneratorSpec(brokers=30, disks_per_broker=12, partitions=3000, skew="zipf",
+                                           seed=seed, idcs=("idc-a", "idc-b"), nvme_fraction=0.25))
+    fast = plan_rebalance(snap)
+    monkeypatch.setattr(workspace, "SMALL_SCAN", 0)
+    slow = plan_rebalance(snap)
+    assert fast.summary is not None and fast.summary.intra_broker_moves > 0
+    assert dump_plan(fast) == dump_plan(slow)
