@@ -221,12 +221,7 @@ class Workspace:
         override = self.leader_override.get(pid)
         if override is not None and override not in replicas:
             del self.leader_override[pid]
-            override = None
-        if override is None:  # default_leader of the new assignment
-            leader = p.leader if p.leader in replicas or (replicas == p.replicas and dirs == p.log_dirs) \
-                else replicas[0]
-        else:
-            leader = override
+        leader = self.leader(p)
         old = set(zip(p.replicas, p.log_dirs, strict=True))
         copies = 0
         for b, d in zip(replicas, dirs, strict=True):
@@ -235,13 +230,9 @@ class Workspace:
             size[i] = size.get(i, 0) + size_bytes
             if (b, d) not in old:
                 copies += 1
-        load, util, proj, inv_max = self.load, self.util_arr, self.proj, self.inv_max
-        base, load0 = self.base, self.load0
-        for i, change in delta.items():  # only disks whose load really changes are touched (as add_load)
+        for i, change in delta.items():  # only disks whose load really changes are touched
             if change:
-                load[i] += change
-                util[i] = load[i] * inv_max[i]
-                proj[i] = base[i] + (load[i] - load0[i]) * inv_max[i]
+                self.add_load(i, change)
         for i, bytes_ in size.items():
             if bytes_:
                 self.used[i] += bytes_
