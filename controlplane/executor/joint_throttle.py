@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
 
-from controlplane.executor.throttle import DiskKey, Flow, Resource, Role
+from controlplane.executor.throttle import CATCH_UP_MARGIN, DiskKey, Flow, Resource, Role
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
 
 LEADER = "leader"
@@ -139,6 +139,8 @@ class _Model:
     theirs touches a disk without live data, a protection ceiling."""
     useful: Mapping[str, float]
     """Per task: the rate beyond which it gains nothing before the next pass (it is done well before)."""
+    floor: float = 0.0
+    """The least whole rate of any group (the policy's floor)."""
 
 
 def _groups(flows: Sequence[Flow], sides: Mapping[str, str]) -> tuple[list[Role], list[list[int]]]:
@@ -193,6 +195,7 @@ def _solve(model: _Model, sides: Mapping[str, str], after: tuple[frozenset[int],
             continue
         rows.append(row)
         rhs.append(r_.budget / scale)
+    n_res = len(rows)
     for i in range(len(flows)):
         c[z0 + of_task[i]] += THROUGHPUT_WEIGHT
     c[:n_y] -= GROUP_COST
@@ -204,19 +207,35 @@ def _solve(model: _Model, sides: Mapping[str, str], after: tuple[frozenset[int],
         rows.append(row)
         rhs.append(limit)
 
+    lb = _group_floors(model, roles, member, count) / scale
     for g, role in enumerate(roles):
-        bound({g: 1.0}, min(model.ceiling, model.cap.get(role, math.inf)) / max(count[g], 1.0) / scale)
+        bound({g: 1.0}, max(min(model.ceiling, model.cap.get(role, math.inf)) / max(count[g], 1.0) / scale - lb[g],
+                            0.0))
     for t_, g in sorted({(of_task[i], g) for i, gs in enumerate(member) for g in gs}):
-        bound({z0 + t_: 1.0, g: -1.0}, 0.0)
+        bound({z0 + t_: 1.0, g: -1.0}, float(lb[g]))
     for j, t in enumerate(tasks):
         bound({u0 + j: 1.0, z0 + j: -1.0}, 0.0)
         if t in model.useful:
             bound({u0 + j: 1.0}, model.useful[t] / scale)
     a = np.array(rows)
-    b = np.array(rhs)
+    shift = np.zeros(n)
+    shift[:n_y] = lb  # y_g = floor + what the LP adds: every row's room is what the floors leave
+    b = np.maximum(np.array(rhs) - np.where(np.arange(len(rhs)) < n_res, a @ shift, 0.0), 0.0)
     v = maximize(c, a, b)
-    v = _repair(a, b, v)
+    v = _repair(a, b, v) + shift
     return float(c @ v), roles, v[:n_y] * scale
+
+
+def _group_floors(model: _Model, roles: Sequence[Role], member: Sequence[Sequence[int]],
+                  count: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per group, the per-copy rate it runs at the least: its whole rate is never below the policy's floor nor
+    below Σ ingress x :data:`~.throttle.CATCH_UP_MARGIN` of the copies listed in it (slower, they never catch up
+    with their partitions' own writes)."""
+    whole = np.zeros(len(roles))
+    for i, gs in enumerate(member):
+        for g in gs:
+            whole[g] += model.flows[i].ingress_bytes_per_s * CATCH_UP_MARGIN
+    return np.asarray(np.maximum(whole, model.floor) / np.maximum(count, 1.0), dtype=np.float64)
 
 
 def _repair(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
@@ -287,7 +306,7 @@ def initial_sides(flows: Sequence[Flow], res: Sequence[Resource], weight: Sequen
 
 def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey, float], ceiling: float,
            cap: Mapping[Role, float] | None = None, forced: Mapping[str, str] | None = None,
-           horizon_s: float | None = None, max_solves: int = MAX_SOLVES) -> Choice:
+           horizon_s: float | None = None, max_solves: int = MAX_SOLVES, floor: float = 0.0) -> Choice:
     """The joint choice for ``flows`` (see the module docstring).
 
     ``res``: the resources with their migration budgets (:func:`~.throttle.resources`); ``work``: bytes each
@@ -299,7 +318,7 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
     if not flows:
         return Choice({}, {}, {})
     weight = criticality(res, flows, work)
-    model = _Model(flows, res, weight, ceiling, dict(cap or {}), useful_rates(flows, horizon_s))
+    model = _Model(flows, res, weight, ceiling, dict(cap or {}), useful_rates(flows, horizon_s), floor)
     forced = dict(forced or {})
     sides = initial_sides(flows, res, weight, forced)
     best, roles, y = _solve(model, sides)
@@ -378,5 +397,4 @@ def _after_finish(flows: Sequence[Flow], sides: Mapping[str, str], per_copy: Map
     gain = {r: count[r] / max(count[r] - k, 1) for r, k in left.items()}
     if not any(g > 1.0 for g in gain.values()):
         return None
-    gone = frozenset(i for i in finishing if all(left[r] == 1 for r in roles_on(flows[i], sides[flows[i].key])))
-    return gone, gain
+    return frozenset(), gain

@@ -257,7 +257,7 @@ class MigrationThrottles:
             dsts = [f.dst_disk] if f.dst_disk is not None else [d for d in disks if d[0] == f.dst_broker]
             for d in dsts:
                 work[d] = work.get(d, 0.0) + left / len(dsts)
-        choice = choose(flows, res, work, ceiling, caps, forced, horizon)
+        choice = choose(flows, res, work, ceiling, caps, forced, horizon, floor=policy.floor)
         floors = side_floors(flows, choice.sides)
         rates: dict[Role, float] = {}
         for key, target in choice.rates.items():
