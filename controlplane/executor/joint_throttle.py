@@ -150,7 +150,8 @@ def _groups(flows: Sequence[Flow], sides: Mapping[str, str]) -> tuple[list[Role]
     return roles, [[index[r] for r in roles_on(f, sides[f.key])] for f in flows]
 
 
-def _solve(model: _Model, sides: Mapping[str, str], after: tuple[frozenset[int], Mapping[Role, float]] | None = None
+def _solve(model: _Model, sides: Mapping[str, str],
+           after: tuple[frozenset[tuple[int, int]], Mapping[Role, float]] | None = None
            ) -> tuple[float, list[Role], npt.NDArray[np.float64]]:
     """The best per-copy rate of every group for one side choice: (objective, groups, rates in bytes/s).
 
@@ -182,7 +183,7 @@ def _solve(model: _Model, sides: Mapping[str, str], after: tuple[frozenset[int],
     for k, (r_, post) in enumerate(blocks):
         row = np.zeros(n)
         for i, _ in r_.members:
-            if post and after is not None and i in after[0]:
+            if post and after is not None and (k - len(res), i) in after[0]:
                 continue
             g = member[i][0]  # a flow listed on both sides moves at most at its first share
             gain = after[1].get(roles[g], 1.0) if post and after is not None else 1.0
@@ -344,7 +345,7 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
                 best, roles, y, sides, improved = value, r2, y2, trial, True
     per_copy = dict(zip(roles, y.tolist(), strict=True))
     if horizon_s is not None and horizon_s > 0:
-        after = _after_finish(flows, sides, per_copy, horizon_s)
+        after = _after_finish(flows, res, sides, per_copy, horizon_s)
         if after is not None:
             best, roles, y = _solve(model, sides, after)
             solves += 1
@@ -379,22 +380,34 @@ def _task_weight(task: Iterable[Flow], res: Sequence[Resource], weight: Sequence
             if any(flows[i].key in keys for i, _ in r_.members)] or [0.0]
 
 
-def _after_finish(flows: Sequence[Flow], sides: Mapping[str, str], per_copy: Mapping[Role, float],
-                  horizon_s: float) -> tuple[frozenset[int], dict[Role, float]] | None:
-    """The copies expected to end before the next pass and the gain of their groups' shares afterwards; a
-    copy whose group loses another finishing copy too may outlive it and stays counted (see
-    :func:`~.throttle.broker_rates`). ``None`` when no share grows."""
+def _after_finish(flows: Sequence[Flow], res: Sequence[Resource], sides: Mapping[str, str],
+                  per_copy: Mapping[Role, float], horizon_s: float
+                  ) -> tuple[frozenset[tuple[int, int]], dict[Role, float]] | None:
+    """The copies expected to end before the next pass, per resource the ones already gone when another copy on it
+    takes a bigger share, and the gain of the groups' shares afterwards (``None`` when no share grows).
+
+    A group's survivors gain once its first finishing copy ends; a finishing copy is left out of a resource's
+    after-finish row only when it ends no later than every gain on that resource (copies end one after another:
+    one that outlives a neighbour's gain still loads the disk meanwhile)."""
     count: dict[Role, int] = {}
     for f in flows:
         for r in roles_on(f, sides[f.key]):
             count[r] = count.get(r, 0) + 1
-    finishing = [i for i, f in enumerate(flows) if f.remaining_bytes is not None
-                 and f.remaining_bytes <= horizon_s * min(per_copy[r] for r in roles_on(f, sides[f.key]))]
+    rate = [min(per_copy[r] for r in roles_on(f, sides[f.key])) for f in flows]
+    ends = {i: float(f.remaining_bytes or 0.0) / max(rate[i], 1.0) for i, f in enumerate(flows)
+            if f.remaining_bytes is not None and f.remaining_bytes <= horizon_s * rate[i]}
     left: dict[Role, int] = {}
-    for i in finishing:
+    first: dict[Role, float] = {}
+    for i, t in ends.items():
         for r in roles_on(flows[i], sides[flows[i].key]):
             left[r] = left.get(r, 0) + 1
+            first[r] = min(first.get(r, math.inf), t)
     gain = {r: count[r] / max(count[r] - k, 1) for r, k in left.items()}
     if not any(g > 1.0 for g in gain.values()):
         return None
-    return frozenset(), gain
+    gone = set()
+    for k, r_ in enumerate(res):
+        grows = min((first[r] for i, _ in r_.members for r in roles_on(flows[i], sides[flows[i].key])
+                     if gain.get(r, 1.0) > 1.0 and first[r] < ends.get(i, math.inf)), default=math.inf)
+        gone |= {(k, i) for i, _ in r_.members if i in ends and ends[i] <= grows}
+    return frozenset(gone), gain
