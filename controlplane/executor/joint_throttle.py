@@ -20,8 +20,12 @@ Method, per pass:
    the budget). Maximise ``Σ_d weight_d x load_d / budget_d``, each copy's load counted at its task's
    rate up to the rate that ends it within :data:`FINISH_SHARE` of the horizon (faster gains nothing
    before the next pass), + a small total-throughput term so nothing idles for nothing, subject to every
-   resource (disk, NIC direction) within its budget and each rate within the ceiling. Solved by SciPy's
-   HiGHS LP solver (:func:`maximize`): a few dozen variables and rows, all constraints ``<=`` with
+   resource (disk, NIC direction) within its budget and each rate within the ceiling. Every group's whole
+   rate is at least its *floor* — the policy's floor and Σ ingress x :data:`~.throttle.CATCH_UP_MARGIN` of
+   its copies (slower, a copy never catches up with its partition's own writes) — so the floors are spent
+   inside each disk's budget (the LP shares out what they leave), not added on top of the LP's rates (that
+   overshot the threshold and handed the bounding disk's budget to copies that were meant to wait). Solved by
+   SciPy's HiGHS LP solver (:func:`maximize`): a few dozen variables and rows, all constraints ``<=`` with
    non-negative right-hand sides.
 3. **Sides**: a task's copies start on the side of its most critical disk; then a local search flips one
    task at a time and keeps a flip that raises the objective (bounded by :data:`MAX_SOLVES`). A task's
@@ -31,12 +35,14 @@ Method, per pass:
 4. **Finishing copies**: a copy expected to end before the next pass (``horizon_s``) leaves its group's
    rate to fewer; the rates are solved again so that the copies left behind, at their bigger share, fit
    too (as in :func:`~.throttle.broker_rates`) — on any resource, a group's survivors together carry at
-   most its whole rate.
+   most its whole rate; a finishing copy still counts on a resource until it ends, i.e. unless it ends before
+   every gain there (copies end one after another).
 
 Guarantee: with the copies' rates as Kafka derives them — equal shares of every rate a copy is listed for,
 the minimum over its sides (:func:`realized`) — no resource of the model exceeds its budget, before and
 after the expected finishes (up to the fixed rates of copies without live data, which are kept as they
-were). Every copy is throttled on at least one side. The choice is deterministic.
+were, and to a disk whose copies' floors alone exceed its budget: those copies cannot go slower and still end;
+everything else on it waits). Every copy is throttled on at least one side. The choice is deterministic.
 
 Cost: O(MAX_SOLVES) LPs of (groups + 2 x tasks) x (resources + links) per pass; a pass of 12 copies on 12
 disks takes ~10 ms.
@@ -314,7 +320,8 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
     disk must still read or write for the execution (pending tasks included; a disk left out counts only its
     flows' ``remaining_bytes``); ``ceiling``: the largest rate of any broker; ``cap``: smaller ceilings of
     some roles (whole rates); ``forced``: flow key -> side for the flows not searched (a task's flows share
-    one side: force all of them or none).
+    one side: force all of them or none); ``floor``: the least whole rate of any group (the policy's floor; the
+    catch-up floors of the copies are added per group).
     """
     if not flows:
         return Choice({}, {}, {})

@@ -130,6 +130,45 @@ def test_copies_that_all_end_before_the_next_pass_keep_their_group_rate() -> Non
     assert c.rates[(1, LEADER_RATE)] == pytest.approx(120e6, rel=1e-6)  # (0.7 - 0.1) x 200 MB/s
 
 
+def test_the_catch_up_floor_is_spent_inside_the_disk_budget_not_on_top_of_it() -> None:
+    # two copies read one source disk with 60 MB/s to spare; the first writes the disk with the most work, the
+    # second a quiet one, and its partition takes 10 MB/s of produce. The LP gives the bounding copy the rest of
+    # the budget and the other its catch-up floor (10 x 1.2 MB/s); before, it gave the first all 60 MB/s and
+    # the floor was added on top (72 MB/s on a 60 MB/s budget: util over the threshold)
+    disks = {(1, "/s"): disk(0.40), (2, "/hot"): disk(0.40), (3, "/cold"): disk(0.40)}
+    flows = [Flow("t:0>2", "move", 1, 2, (1, "/s"), (2, "/hot"), remaining_bytes=1e9, tp=("t", 0)),
+             Flow("t:1>3", "move", 1, 3, (1, "/s"), (3, "/cold"), remaining_bytes=1e9, ingress_bytes_per_s=10e6,
+                  tp=("t", 1))]
+    work = {(1, "/s"): 2e9, (2, "/hot"): 20e9, (3, "/cold"): 1e9}
+    c = choose(flows, resources(flows, disks, 0.7), work, 400e6, floor=1e6)
+    got = realized(flows, c.sides, c.rates)
+    assert got["t:1>3"] == pytest.approx(12e6, rel=1e-6)
+    assert got["t:0>2"] == pytest.approx(48e6, rel=1e-6)
+    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, floor=1e6, choice="joint")
+    throttles = MigrationThrottles(LocalStateStore(), None, "c1", policy, CopyMeter(), lambda *a, **k: None)  # type: ignore[arg-type]
+    lists = {"t": {LEADER_REPLICAS: {"0:1", "1:1"}, FOLLOWER_REPLICAS: {"0:2", "1:3"}}}
+    rates, cut = throttles.rates(flows, None, disks, None, lists, work)
+    sides = {f.key: FOLLOWER if f"{f.tp[1]}:{f.dst_broker}" in cut["t"][FOLLOWER_REPLICAS] else LEADER
+             for f in flows if f.tp is not None}
+    assert sum(realized(flows, sides, rates).values()) <= 60e6 * (1 + 1e-6)  # the source disk's budget, floors in
+
+
+def test_a_finishing_copy_that_outlives_a_neighbours_gain_still_counts() -> None:
+    # disk 5:/s is read by L (listed on broker 2's follower side with two copies that end at once) and by M (alone on
+    # broker 5's leader side, ending a few seconds into the pass). L takes broker 2's whole follower rate as soon as
+    # its neighbours end, while M still runs: both must fit 5:/s (leaving M out spiked util to 0.86 in the bench)
+    disks = {(5, "/s"): disk(0.30), (4, "/s"): disk(0.10), (2, "/a"): disk(0.10), (2, "/b"): disk(0.10)}
+    flows = [Flow("t:0>2", "move", 4, 2, (4, "/s"), (2, "/a"), remaining_bytes=1e3, tp=("t", 0)),
+             Flow("t:1>2", "move", 4, 2, (4, "/s"), (2, "/a"), remaining_bytes=1e3, tp=("t", 1)),
+             Flow("t:2>2", "move", 5, 2, (5, "/s"), (2, "/b"), remaining_bytes=5e9, tp=("t", 2)),
+             Flow("t:3>2", "move", 5, 2, (5, "/s"), (2, "/b"), remaining_bytes=60e6, tp=("t", 3))]
+    forced = {"t:0>2": FOLLOWER, "t:1>2": FOLLOWER, "t:2>2": FOLLOWER, "t:3>2": LEADER}
+    c = choose(flows, resources(flows, disks, 0.7), {}, 400e6, forced=forced, horizon_s=5.0)
+    planned = realized(flows, c.sides, c.rates)
+    assert planned["t:3>2"] * 5.0 >= 60e6 > planned["t:3>2"] * 1e-3  # M ends within the pass, not at once
+    assert c.rates[(2, FOLLOWER_RATE)] + c.rates[(5, LEADER_RATE)] <= 80e6 * (1 + 1e-6)  # (0.7 - 0.3) x 200 MB/s
+
+
 def test_the_sync_cuts_the_lists_to_the_chosen_sides_and_backs_up_every_replica_that_may_lead() -> None:
     policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, floor=1e6, choice="joint")
     throttles = MigrationThrottles(LocalStateStore(), None, "c1", policy, CopyMeter(), lambda *a, **k: None)  # type: ignore[arg-type]
