@@ -111,9 +111,10 @@ class ThrottlePolicy:
     choice: str = "fair"
     """Adaptive only: ``fair`` throttles every copy on both sides, max-min fair (:func:`fair_shares`);
     ``joint`` chooses per copy the KIP-73 side it is throttled on and the rates for makespan
-    (:mod:`.joint_throttle`) — 1.22× the floor vs 1.37× on bench_executor's lock-step scenario, and as fast
-    as ``fair`` on the rolling-release drain of tests/integration/test_executor_cli.py since a task's copies
-    are valued together; not the default while its worst tick util (0.772) is over threshold + 0.02."""
+    (:mod:`.joint_throttle`, catch-up floors inside its util budget) — 1.22× the floor vs 1.37× on
+    bench_executor's lock-step scenario at worst tick util 0.752 (fair 0.76), and faster than ``fair`` on the
+    rolling-release drain of tests/integration/test_executor_cli.py; not the default while the makespan goal
+    (1.15× the floor) is not met."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "fixed"):
