@@ -352,9 +352,20 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
                 best, roles, y, sides, improved = value, r2, y2, trial, True
     per_copy = dict(zip(roles, y.tolist(), strict=True))
     if horizon_s is not None and horizon_s > 0:
-        after = _after_finish(flows, res, sides, per_copy, horizon_s)
-        if after is not None:
-            best, roles, y = _solve(model, sides, after)
+        # the re-solved rates may end more copies before the next pass, or end them later: solve again with those
+        # counted too, until the rates returned were solved for. The copies counted as ending only grow and those
+        # left out of a row only shrink, so this ends (at most one round per copy and row)
+        solved: tuple[frozenset[tuple[int, int]], dict[Role, float], frozenset[int]] | None = None
+        while True:
+            after = _after_finish(flows, res, sides, per_copy, horizon_s, solved[2] if solved else frozenset())
+            if after is None:
+                break
+            if solved is not None:
+                after = (after[0] & solved[0], after[1], after[2])
+                if after[0] == solved[0] and after[2] == solved[2]:
+                    break
+            solved = after
+            best, roles, y = _solve(model, sides, (after[0], after[1]))
             solves += 1
             per_copy = dict(zip(roles, y.tolist(), strict=True))
     count: dict[Role, int] = {}
@@ -388,21 +399,23 @@ def _task_weight(task: Iterable[Flow], res: Sequence[Resource], weight: Sequence
 
 
 def _after_finish(flows: Sequence[Flow], res: Sequence[Resource], sides: Mapping[str, str],
-                  per_copy: Mapping[Role, float], horizon_s: float
-                  ) -> tuple[frozenset[tuple[int, int]], dict[Role, float]] | None:
+                  per_copy: Mapping[Role, float], horizon_s: float, counted: frozenset[int] = frozenset()
+                  ) -> tuple[frozenset[tuple[int, int]], dict[Role, float], frozenset[int]] | None:
     """The copies expected to end before the next pass, per resource the ones already gone when another copy on it
     takes a bigger share, and the gain of the groups' shares afterwards (``None`` when no share grows).
 
     A group's survivors gain once its first finishing copy ends; a finishing copy is left out of a resource's
     after-finish row only when it ends no later than every gain on that resource (copies end one after another:
-    one that outlives a neighbour's gain still loads the disk meanwhile)."""
+    one that outlives a neighbour's gain still loads the disk meanwhile). ``counted``: copies to count as ending
+    too (found ending at earlier rates: conservative, as they make their neighbours' shares grow). Also returns
+    every copy counted as ending."""
     count: dict[Role, int] = {}
     for f in flows:
         for r in roles_on(f, sides[f.key]):
             count[r] = count.get(r, 0) + 1
     rate = [min(per_copy[r] for r in roles_on(f, sides[f.key])) for f in flows]
     ends = {i: float(f.remaining_bytes or 0.0) / max(rate[i], 1.0) for i, f in enumerate(flows)
-            if f.remaining_bytes is not None and f.remaining_bytes <= horizon_s * rate[i]}
+            if i in counted or (f.remaining_bytes is not None and f.remaining_bytes <= horizon_s * rate[i])}
     left: dict[Role, int] = {}
     first: dict[Role, float] = {}
     for i, t in ends.items():
@@ -412,9 +425,9 @@ def _after_finish(flows: Sequence[Flow], res: Sequence[Resource], sides: Mapping
     gain = {r: count[r] / max(count[r] - k, 1) for r, k in left.items()}
     if not any(g > 1.0 for g in gain.values()):
         return None
-    gone = set()
+    gone: set[tuple[int, int]] = set()
     for k, r_ in enumerate(res):
         grows = min((first[r] for i, _ in r_.members for r in roles_on(flows[i], sides[flows[i].key])
                      if gain.get(r, 1.0) > 1.0 and first[r] < ends.get(i, math.inf)), default=math.inf)
         gone |= {(k, i) for i, _ in r_.members if i in ends and ends[i] <= grows}
-    return frozenset(gone), gain
+    return frozenset(gone), gain, frozenset(ends)
