@@ -36,7 +36,8 @@ Method, per pass:
    rate to fewer; the rates are solved again so that the copies left behind, at their bigger share, fit
    too (as in :func:`~.throttle.broker_rates`) — on any resource, a group's survivors together carry at
    most its whole rate; a finishing copy still counts on a resource until it ends, i.e. unless it ends before
-   every gain there (copies end one after another).
+   every gain there (copies end one after another). Solved again until the copies counted as ending are the
+   ones that end at the rates returned (a re-solve may speed a copy up enough to end it).
 
 Guarantee: with the copies' rates as Kafka derives them — equal shares of every rate a copy is listed for,
 the minimum over its sides (:func:`realized`) — no resource of the model exceeds its budget, before and
