@@ -2,7 +2,7 @@
 
 Goal: every metrics endpoint of a cluster (any number per broker: a JMX exporter, a node_exporter,
 ...) read once per round, over http or https, with basic or bearer auth, as fast as the endpoints
-answer. Method: a :class:`Scraper` keeps one event loop and one ``httpx.AsyncClient`` per CA file
+answer. Method: a :class:`Scraper` keeps one event loop and one ``aiohttp.ClientSession`` per CA file
 across rounds, so each endpoint's HTTP/1.1 connection (and its TLS session) is kept alive from one
 round to the next, as Prometheus does; https verifies the server against the endpoint's CA file
 (else the system's CAs; the client is rebuilt when the file changes). A request that fails on a
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 
 from collectors.promtext import Payload, PayloadError, check_payload, parse_fast
 from kafkaio.endpoints import MetricsEndpoint
@@ -114,7 +114,7 @@ Target = str | MetricsEndpoint
 """A URL, or an endpoint record with its CA and credential references."""
 
 _HEADERS = {"Accept": "text/plain", "Accept-Encoding": "identity", "User-Agent": "guardian-collector"}
-_STALE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+_STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 """What a kept connection the endpoint closed meanwhile raises; the request is sent once more."""
 
 
@@ -135,22 +135,22 @@ class Scraper:
         self.concurrency = max(1, concurrency)
         self.parser = parser or parse_fast
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._clients: dict[str | None, tuple[int, httpx.AsyncClient]] = {}
-        self._retired: list[httpx.AsyncClient] = []  # replaced (CA file changed); closed at the next round
+        self._clients: dict[str | None, tuple[int, aiohttp.ClientSession]] = {}
+        self._retired: list[aiohttp.ClientSession] = []  # replaced (CA file changed); closed at the next round
         self._lock = threading.Lock()
 
-    def _client(self, ca_file: str | None) -> httpx.AsyncClient:
-        """The client verifying against ``ca_file`` (None: the system's CAs), rebuilt when the file changed."""
+    def _client(self, ca_file: str | None) -> aiohttp.ClientSession:
+        """The session verifying against ``ca_file`` (None: the system's CAs), rebuilt when the file changed."""
         stamp = os.stat(ca_file).st_mtime_ns if ca_file else 0
         got = self._clients.get(ca_file)
         if got is not None and got[0] == stamp:
             return got[1]
         if got is not None:
             self._retired.append(got[1])
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency,
-                              keepalive_expiry=60.0)
-        client = httpx.AsyncClient(verify=ssl.create_default_context(cafile=ca_file), limits=limits,
-                                   trust_env=False, follow_redirects=False, headers=_HEADERS, timeout=None)
+        connector = aiohttp.TCPConnector(ssl=ssl.create_default_context(cafile=ca_file), limit=self.concurrency,
+                                         limit_per_host=0, keepalive_timeout=60.0)
+        client = aiohttp.ClientSession(connector=connector, headers=_HEADERS, trust_env=False,
+                                       timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False)
         self._clients[ca_file] = (stamp, client)
         return client
 
@@ -168,19 +168,19 @@ class Scraper:
         raise AssertionError("unreachable")
 
     @staticmethod
-    async def _get_once(client: httpx.AsyncClient, url: str, headers: dict[str, str] | None) -> tuple[int, bytes]:
-        async with client.stream("GET", url, headers=headers) as resp:
-            declared = resp.headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+    async def _get_once(client: aiohttp.ClientSession, url: str,
+                        headers: dict[str, str] | None) -> tuple[int, bytes]:
+        async with client.get(url, headers=headers, allow_redirects=False) as resp:
+            if resp.content_length is not None and resp.content_length > MAX_BODY:
                 raise HttpFetchError("body larger than 64 MiB")
             parts: list[bytes] = []
             total = 0
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.content.iter_any():
                 total += len(chunk)
                 if total > MAX_BODY:
                     raise HttpFetchError("body larger than 64 MiB")
                 parts.append(chunk)
-            return resp.status_code, b"".join(parts)
+            return resp.status, b"".join(parts)
 
     async def _scrape_one(self, target: Target, timeout_s: float, sem: asyncio.Semaphore,
                           secrets: dict[str, str]) -> ScrapeResult:
@@ -205,7 +205,7 @@ class Scraper:
                 res.received = time.monotonic()
                 res.error = f"timed out after {timeout_s:g} s"
                 return res
-            except (OSError, HttpFetchError, httpx.HTTPError, ValueError, ssl.SSLError) as exc:
+            except (OSError, HttpFetchError, aiohttp.ClientError, ValueError, ssl.SSLError) as exc:
                 res.received = time.monotonic()
                 res.error = f"{type(exc).__name__}: {exc}"
                 return res
@@ -281,8 +281,8 @@ class Scraper:
         self.close()
 
 
-async def _close_all(clients: list[httpx.AsyncClient]) -> None:
-    await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
+async def _close_all(clients: list[aiohttp.ClientSession]) -> None:
+    await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 
 
 def scrape_all(urls: Iterable[Target], timeout_s: float = 5.0, concurrency: int = 256,
