@@ -2,8 +2,9 @@
 and a long-running fixed-delay loop with snapshot and 1-minute rollup callbacks.
 
 The admin fetch and the scrapes run concurrently (two threads: the admin client's own network
-loop and an asyncio loop).  Nothing raised by a source stops the loop: a failed round is reported
-to ``on_error`` and the next one starts after the interval.
+loop and the scraper's asyncio loop, whose metrics connections are kept alive between rounds).
+Nothing raised by a source stops the loop: a failed round is reported to ``on_error`` and the next
+one starts after the interval.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from collectors.builder import WANTED_METRICS, Collected, LoadModel, ModelConfig
 from collectors.promtext import Payload, parse_fast
-from collectors.scrape import RoundResult, scrape_all
+from collectors.scrape import RoundResult, Scraper
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import KafkaSourceError
 from kafkaio.source import KafkaSource, KafkaSourceOptions, KafkaState
@@ -47,6 +48,7 @@ class ClusterCollector:
         self.source = source or KafkaSource.for_endpoints(endpoints, source_options)
         self.scrape_timeout_s = scrape_timeout_s
         self.concurrency = concurrency
+        self._scraper = Scraper(concurrency, _parser)  # its connections are kept alive between rounds
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"admin-{endpoints.cluster}")
         self.last_state: KafkaState | None = None
         self.full_admin_every = max(1, full_admin_every)
@@ -83,8 +85,7 @@ class ClusterCollector:
         """One concurrent scrape of every metrics endpoint of the cluster (each broker's endpoints with
         their CA and credential references)."""
         by_url = self._targets
-        return scrape_all([by_url.get(u, u) for u in self.endpoints.metrics_urls], self.scrape_timeout_s,
-                          self.concurrency, _parser)
+        return self._scraper.scrape([by_url.get(u, u) for u in self.endpoints.metrics_urls], self.scrape_timeout_s)
 
     def collect_once(self) -> Collected:
         """One round. Raises :class:`CollectionError` when cluster metadata cannot be read.
@@ -117,8 +118,9 @@ class ClusterCollector:
         return collected
 
     def close(self) -> None:
-        """Release the admin client and the worker thread."""
+        """Release the admin client, the kept metrics connections and the worker thread."""
         self.source.close()
+        self._scraper.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

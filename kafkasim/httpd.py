@@ -1,12 +1,16 @@
 """Goal: the small HTTP/1.1 server under kafkasim's control API and metrics endpoints.
 
-Method: one request per connection on an asyncio stream (TLS when the listener was opened with an
-``ssl`` context); the request line, headers and a ``Content-Length`` body are read with a 10 s
-limit and handed to a ``route(method, path, body)`` coroutine.  An optional :class:`BasicAuth`
-checks the ``Authorization: Basic`` header first and answers ``401`` with a
-``WWW-Authenticate`` challenge, as Prometheus exporters behind ``web.config`` basic auth do.
+Method: HTTP/1.1 requests in turn on one asyncio stream (TLS when the listener was opened with an
+``ssl`` context), the connection kept alive between requests as the JDK's HttpServer under
+jmx_exporter and Go's net/http under node_exporter keep it — until the client sends
+``Connection: close``, speaks HTTP/1.0, sends a malformed request or stays idle ``IDLE_S`` seconds.
+The request line, headers and a ``Content-Length`` body are read with a 10 s limit (``IDLE_S`` for
+the next request on a kept connection) and handed to a ``route(method, path, body)`` coroutine.
+An optional :class:`BasicAuth` checks the ``Authorization: Basic`` header first and answers ``401``
+with a ``WWW-Authenticate`` challenge, as Prometheus exporters behind ``web.config`` basic auth do.
 
-Guarantee: every request gets a status line or a closed socket, never a hang; passwords are kept
+Guarantee: every request gets a status line or a closed socket, never a hang; an idle kept connection
+is closed after ``IDLE_S`` seconds; passwords are kept
 only as salted SHA-256 digests and compared in constant time.
 
 Cost: O(request size) per request.
@@ -17,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import hashlib
 import hmac
 import json
@@ -67,12 +70,35 @@ class BasicAuth:
         return want is not None and hmac.compare_digest(want, self._digest(password))
 
 
+IDLE_S = 30.0
+"""How long a kept connection may wait for its next request (the JDK HttpServer's default idle interval)."""
+
+
 async def http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, route: Route,
-                     auth: BasicAuth | None = None) -> int:
-    """Serve one HTTP request on ``reader``/``writer`` with ``route``; returns the status sent (0: none)."""
-    extra = ""
+                     auth: BasicAuth | None = None, on_status: Callable[[int], None] | None = None) -> int:
+    """Serve the HTTP requests of one connection with ``route`` until it ends (see the module docstring);
+    ``on_status`` is told each status sent. Returns the last status sent (0: none)."""
+    last, wait_s = 0, 10.0
     try:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        while True:
+            status, keep = await _serve_one(reader, writer, route, auth, wait_s)
+            if status and on_status is not None:
+                on_status(status)
+            last = status or last
+            if not keep:
+                return last
+            wait_s = IDLE_S
+    finally:
+        writer.close()
+
+
+async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, route: Route,
+                     auth: BasicAuth | None, wait_s: float) -> tuple[int, bool]:
+    """One request: ``(status sent or 0, whether the connection stays open for another)``."""
+    extra = ""
+    keep = False
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), wait_s)
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) < 2:
@@ -82,8 +108,10 @@ async def http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         for ln in lines[1:]:
             k, _, v = ln.partition(":")
             headers[k.strip().lower()] = v.strip()
+        keep = parts[-1] == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
         length = int(headers.get("content-length", "0") or 0)
         if length > 10 * 1024 * 1024:
+            keep = False
             raise HttpError(413, "body too large")
         body = await reader.readexactly(length) if length else b""
         if auth is not None and not auth.allows(headers.get("authorization")):
@@ -93,12 +121,12 @@ async def http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     except HttpError as e:
         status, ctype, payload = e.status, "application/json", json.dumps({"error": e.message}).encode()
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError, ValueError):
-        writer.close()
-        return 0
+        return 0, False
     hdr = (f"HTTP/1.1 {status} {REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"
-           f"Content-Length: {len(payload)}\r\n{extra}Connection: close\r\n\r\n").encode()
-    with contextlib.suppress(ConnectionError):
+           f"Content-Length: {len(payload)}\r\n{extra}Connection: {'keep-alive' if keep else 'close'}\r\n\r\n").encode()
+    try:
         writer.write(hdr + payload)
         await writer.drain()
-    writer.close()
-    return status
+    except ConnectionError:
+        return status, False
+    return status, keep

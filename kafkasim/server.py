@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 from kafkasim import model as m
 from kafkasim.audit import AuditSink
 from kafkasim.exporters import MetricsConfig, render_jmx, render_node
-from kafkasim.httpd import HttpError, http_serve
+from kafkasim.httpd import BasicAuth, HttpError, Route, http_serve
 from kafkasim.metrics import render_broker
 from kafkasim.model import BROKER_STATIC_KEYS, Broker, Cluster
 from kafkasim.network import render_gateway
@@ -127,6 +127,7 @@ class SimServer:
         self.scrapes: dict[tuple[int, str], dict[str, int]] = {}
         self.control: asyncio.Server | None = None
         self.conns: dict[int, set[asyncio.StreamWriter]] = {}
+        self.http_conns: dict[tuple[int, str], set[asyncio.StreamWriter]] = {}  # kept metrics connections
         self.requests: dict[int, dict[str, int]] = {}
         # cluster -> (signature, frame) of the last all-topics Metadata response (see
         # Handler.metadata_signature): re-sent with a new correlation id while nothing changed
@@ -422,11 +423,13 @@ class SimServer:
             return 200, "text/plain; version=0.0.4; charset=utf-8", text.encode()
 
         counts = self.scrapes.setdefault((b.gidx, kind), {"requests": 0, "unauthorized": 0})
-        status = await http_serve(reader, writer, route, self.metrics.auth)
-        if status:
+
+        def count(status: int) -> None:
             counts["requests"] += 1
             if status == 401:
                 counts["unauthorized"] += 1
+
+        await self._serve_http(reader, writer, route, self.metrics.auth, count, (b.gidx, kind))
 
     def scrape_counts(self) -> dict[str, Any]:
         """Requests served per metrics endpoint: {cluster: {broker id: {kind: {"url", "requests", "unauthorized"}}}}."""
@@ -451,6 +454,8 @@ class SimServer:
         for w in list(self.conns.get(b.gidx, ())):
             w.close()
         jmx = self.metrics_servers.pop((b.gidx, "jmx"), None)  # the JMX exporter runs in the broker's JVM
+        for w in list(self.http_conns.get((b.gidx, "jmx"), ())):
+            w.close()
         for s in (srv, jmx):
             if s is not None:
                 s.close()
@@ -658,7 +663,26 @@ class SimServer:
                 raise HttpError(400, str(e)) from e
             return ok({"ok": True, "sim_time": self.fed.engine.t})
 
-        await http_serve(reader, writer, route)
+        await self._serve_http(reader, writer, route)
+
+    async def _serve_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, route: Route,
+                          auth: BasicAuth | None = None, on_status: Callable[[int], None] | None = None,
+                          endpoint: tuple[int, str] | None = None) -> None:
+        """Serve one kept-alive HTTP connection, tracked so that :meth:`stop` (and, for an endpoint of a
+        broker's process, :meth:`kill_broker`) closes it."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.add(task)
+        conns = self.http_conns.setdefault(endpoint, set()) if endpoint is not None else None
+        if conns is not None:
+            conns.add(writer)
+        try:
+            await http_serve(reader, writer, route, auth, on_status)
+        finally:
+            if conns is not None:
+                conns.discard(writer)
+            if task is not None:
+                self.tasks.discard(task)
 
 
 class SimRunner:

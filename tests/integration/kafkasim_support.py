@@ -6,7 +6,6 @@ client keyword arguments from its ``security`` object, an authenticated scrape o
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from collectors.scrape import authorization, http_get
+from collectors.scrape import Scraper
 from domain.lease import LEASE_TOPIC
 from kafkaio.endpoints import MetricsEndpoint
 from kafkaio.security import parse_security
@@ -210,7 +209,8 @@ def metrics_endpoint(doc: dict[str, Any] | MetricsEndpoint) -> MetricsEndpoint:
 def scrape_text(endpoint: dict[str, Any] | MetricsEndpoint | str, timeout: float = 10) -> str:
     """GET one metrics endpoint as Prometheus scrapes it (its CA, its basic auth); fails unless HTTP 200."""
     ep = MetricsEndpoint(endpoint) if isinstance(endpoint, str) else metrics_endpoint(endpoint)
-    status, body = asyncio.run(asyncio.wait_for(http_get(ep.url, authorization(ep), ep.ca_file), timeout))
+    with Scraper(1) as scraper:
+        status, body = scraper.fetch(ep, timeout)
     assert status == 200, f"{ep.url}: HTTP {status}"
     return body.decode()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
+from collectors import scrape as scrape_module
 from collectors.build.disks import map_devices, new_facts
 from collectors.build.names import BROKER_METRICS, JMX_METRICS
 from collectors.build.partition_rates import PartitionIndex
@@ -26,7 +28,7 @@ from collectors.build.topology import Sources
 from collectors.disk_rates import HOST_METRICS
 from collectors.promtext import Payload, merge_payloads, parse_fast
 from collectors.rates import VectorCounterTracker
-from collectors.scrape import authorization, scrape_all
+from collectors.scrape import Scraper, authorization, scrape_all
 from controlplane.service.planning import PlanRequestError, idc_refusal, make_plan
 from controlplane.state.registration import endpoints_of
 from domain import DiskKind, parse_snapshot
@@ -125,11 +127,15 @@ class _Server:
     def __init__(self, tls: TlsMaterial | None = None, auth: BasicAuth | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.headers: list[str] = []
+        self.connections = 0
+        self.body = b'node_memory_MemTotal_bytes 1 1700000000000\n'
         ready = threading.Event()
 
         async def conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+
             async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
-                return 200, "text/plain", b'node_memory_MemTotal_bytes 1 1700000000000\n'
+                return 200, "text/plain", self.body
             await http_serve(reader, writer, route, auth)
 
         async def start() -> None:
@@ -144,8 +150,20 @@ class _Server:
         ready.wait(10)
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/metrics"
 
+    def drop_connections(self, listener_too: bool = False) -> None:
+        """Close every kept connection (as an exporter restart or idle timeout does); and the listener."""
+        async def stop() -> None:
+            if listener_too:
+                self.server.close()
+            conns = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in conns:
+                t.cancel()
+            await asyncio.gather(*conns, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(5)
+
     def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.server.close)
+        self.drop_connections(listener_too=True)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
 
@@ -178,6 +196,38 @@ def test_https_with_a_ca_file_and_basic_auth_read_from_a_file_each_round(tmp_pat
                                   password_file=str(tmp_path / "nope"))
         err = scrape_all([missing], timeout_s=5).results[srv.url].error or ""
         assert err.startswith("credentials: cannot read") and str(tmp_path / "nope") in err
+    finally:
+        srv.close()
+
+
+def test_a_scraper_keeps_its_connection_between_rounds_and_recovers_when_it_is_closed(
+        tmp_path: Path, tls_files: tuple[TlsMaterial, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    material, files = tls_files
+    pw = tmp_path / "metrics.password"
+    pw.write_text("s3cret-one\n")
+    auth = BasicAuth({"prometheus": "s3cret-one"})
+    srv = _Server(material, auth)
+    ep = MetricsEndpoint(srv.url, ca_file=str(files.ca_file), username="prometheus", password_file=str(pw))
+    try:
+        with Scraper() as scraper:
+            for _ in range(3):
+                assert scraper.scrape([ep]).results[srv.url].ok
+            assert srv.connections == 1  # one TCP + TLS handshake for three rounds
+            pw.write_text("rotated-two\n")  # credentials are re-read each round, on the kept connection too
+            assert "HTTP 401" in (scraper.scrape([ep]).results[srv.url].error or "")
+            auth.add("prometheus", "rotated-two")
+            srv.drop_connections()  # the exporter closed the kept connection meanwhile
+            assert scraper.scrape([ep]).results[srv.url].ok
+            assert srv.connections == 2
+            os.utime(files.ca_file, ns=(0, 0))  # a changed CA file: a new client, a new connection
+            assert scraper.scrape([ep]).results[srv.url].ok
+            assert srv.connections == 3
+            monkeypatch.setattr(scrape_module, "MAX_BODY", 16)  # a body over the cap is refused, not buffered
+            assert "body larger than 64 MiB" in (scraper.scrape([ep]).results[srv.url].error or "")
+            monkeypatch.undo()
+            srv.drop_connections(listener_too=True)  # the exporter is gone: an error for this endpoint only
+            err = scraper.scrape([ep], timeout_s=2).results[srv.url].error or ""
+            assert err and "s3cret" not in err and "rotated" not in err
     finally:
         srv.close()
 

@@ -8,17 +8,9 @@ from typing import Any
 import kafka.errors as kerrors
 import pytest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkaio import topiclog
-
-
-def _batch(first: int, values: list[bytes]) -> bytes:
-    b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 16, offset=first)
-    for v in values:
-        b.append(1_000, None, v)
-    b.close()
-    return bytes(b.buffer())
+from tests.records import record_batch
 
 
 class _Log:
@@ -54,7 +46,7 @@ class _Log:
         if at < self.first:
             return NS(responses=[NS(partitions=[NS(error_code=kerrors.OffsetOutOfRangeError.errno, records=b"")])])
         values = [f"r{o}".encode() for o in range(at, self.end)]
-        return NS(responses=[NS(partitions=[NS(error_code=0, records=_batch(at, values))])])
+        return NS(responses=[NS(partitions=[NS(error_code=0, records=record_batch(values, at))])])
 
 
 def test_a_start_deleted_after_list_offsets_is_read_from_the_new_start() -> None:

@@ -6,13 +6,13 @@ import math
 import struct
 
 import pytest
-from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkasim import model as m
 from kafkasim.engine import Engine
 from kafkasim.model import Cluster, SimError, parse_partition_rates, parse_throttled_replicas
 from kafkasim.protocol import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
 from kafkasim.records import split_batches
+from tests.records import record_batch
 
 
 def test_every_known_api_has_an_encodable_error_response() -> None:
@@ -33,11 +33,7 @@ def test_advertised_versions_are_within_kafka_python_schemas() -> None:
 
 
 def _batch(n: int) -> bytes:
-    b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
-    for i in range(n):
-        b.append(1000 + i, None, b"v%d" % i)
-    b.close()
-    return bytes(b.buffer())
+    return record_batch([b"v%d" % i for i in range(n)], timestamp_ms=[1000 + i for i in range(n)])
 
 
 def test_split_batches_reads_counts_and_rejects_garbage() -> None:

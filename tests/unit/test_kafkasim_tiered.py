@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkasim import model as m
 from kafkasim.model import SimError
@@ -22,6 +21,7 @@ from kafkasim.remote_store import LocalDirStore
 from kafkasim.scenario import Federation, build_federation
 from kafkasim.segments import COPIED, TieredLog
 from kafkasim.tiered import Fenced, TieredManager, TieredSettings
+from tests.records import record_batch
 from tiered.model import (
     EventKind,
     GroupRefused,
@@ -78,11 +78,7 @@ class FakeMetadata:
 
 
 def batch(offset: int, values: list[bytes]) -> bytes:
-    b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20, offset=offset)
-    for v in values:
-        b.append(1_795_000_000_000, None, v)
-    b.close()
-    return bytes(b.buffer())
+    return record_batch(values, offset, timestamp_ms=1_795_000_000_000)
 
 
 @pytest.fixture()
