@@ -108,13 +108,12 @@ class ThrottlePolicy:
     schedule: Schedule = field(default_factory=Schedule)
     nic_bytes_per_s: float | None = None
     """Network capacity of each broker (each direction); ``None``: network headroom is not considered."""
-    choice: str = "fair"
-    """Adaptive only: ``fair`` throttles every copy on both sides, max-min fair (:func:`fair_shares`);
-    ``joint`` chooses per copy the KIP-73 side it is throttled on and the rates for makespan
-    (:mod:`.joint_throttle`, catch-up floors inside its util budget) — 1.22× the floor vs 1.37× on
-    bench_executor's lock-step scenario at worst tick util 0.752 (fair 0.76), and faster than ``fair`` on the
-    rolling-release drain of tests/integration/test_executor_cli.py; not the default while the makespan goal
-    (1.15× the floor) is not met."""
+    choice: str = "joint"
+    """Adaptive only: ``joint`` (default) chooses per copy the KIP-73 side it is throttled on and the rates for
+    makespan (:mod:`.joint_throttle`, catch-up floors inside its util budget) — 1.22× the reads + writes floor
+    vs 1.37× with ``fair`` on bench_executor's lock-step scenario, worst tick util 0.752 vs 0.76, and no slower
+    than ``fair`` on the rolling-release drain of tests/integration/test_executor_cli.py; ``fair`` throttles
+    every copy on both sides, max-min fair (:func:`fair_shares`), the choice before 2026-11-28."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "fixed"):
