@@ -52,6 +52,7 @@ from kafkasim.model import (
     parse_throttled_replicas,
 )
 from kafkasim.network import FETCH, MIGRATION, PRODUCE, REPLICATION, Network
+from kafkasim.seglog import SegmentedLog
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -171,6 +172,12 @@ class Engine:
         self.net_lag: dict[tuple[int, int], float] = {}
         """(slot, follower broker gidx) -> bytes an in-sync follower is behind because its line is full."""
         self.slot_ref: dict[int, tuple[Cluster, Partition]] = {}
+        self.seglogs: dict[int, SegmentedLog] = {}
+        """slot -> the segments of a record-holding partition (:mod:`kafkasim.seglog`): retention deletes
+        whole segments there, not a share of the log every tick."""
+        self.seg_bytes = np.zeros(0)
+        self.seg_s = np.zeros(0)
+        self.tiered_slot = np.zeros(0, dtype=bool)
         self.net_produce_lat = np.zeros(0)
         self.net_fetch_lat = np.zeros(0)
         self._net_rows: tuple[I64, I64, F64, F64] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
@@ -192,6 +199,9 @@ class Engine:
         act = np.zeros(new_cap, dtype=bool)
         act[:old] = self.slot_active[:old] if old else act[:0]
         self.slot_active = act
+        seg = np.zeros(new_cap, dtype=bool)
+        seg[:old] = self.seg_mask[:old] if old else seg[:0]
+        self.seg_mask = seg
         self.f["msg_size"][old:] = 1024.0
         self.f["spike"][old:] = 1.0
         self.cap = new_cap
@@ -228,6 +238,8 @@ class Engine:
         """Release a deleted partition's slot."""
         self.slot_active[s] = False
         self.f["base_rate"][s] = 0.0
+        self.seglogs.pop(s, None)
+        self.seg_mask[s] = False
         self.free.append(s)
 
     def mark_dirty(self) -> None:
@@ -330,6 +342,9 @@ class Engine:
         thr_f = np.full(n, np.inf)
         ret_s = np.full(n, np.inf)
         ret_b = np.full(n, np.inf)
+        seg_b = np.full(n, 1073741824.0)
+        seg_s = np.full(n, 604800.0)
+        tiered = np.zeros(n, dtype=bool)
         q_p = np.full(n, np.inf)
         q_c = np.full(n, np.inf)
         self.moves = []
@@ -346,10 +361,14 @@ class Engine:
                 pt_f = parse_partition_rates(t.configs.get(PT_FETCH, "")) if cl.partition_throttle else {}
                 r_ms = _int_or(t.configs.get("retention.ms"), 604_800_000)
                 r_b = _int_or(t.configs.get("retention.bytes"), -1)
-                if cl.remote_storage and t.configs.get("remote.storage.enable") == "true":
+                is_tiered = cl.remote_storage and t.configs.get("remote.storage.enable") == "true"
+                if is_tiered:
                     r_ms = r_b = -1  # tiered: its remote log manager (kafkasim.tiered) applies retention
+                t_seg_b = float(max(_int_or(t.configs.get("segment.bytes"), 1073741824), 1))
+                t_seg_s = _int_or(t.configs.get("segment.ms"), 604_800_000) / 1000.0
                 for p in t.partitions:
                     s = p.slot
+                    seg_b[s], seg_s[s], tiered[s] = t_seg_b, t_seg_s, is_tiered
                     self.slot_ref[s] = (cl, p)
                     self.i["topic_idx"][s] = tix
                     if r_ms > 0:
@@ -399,6 +418,10 @@ class Engine:
         self.thr_fetch = thr_f
         self.retention_s = ret_s
         self.retention_bytes = ret_b
+        self.seg_bytes, self.seg_s, self.tiered_slot = seg_b, seg_s, tiered
+        for s in [s for s in self.seglogs if tiered[s]]:
+            del self.seglogs[s]
+            self.seg_mask[s] = False
         self.q_produce = q_p
         self.q_consume = q_c
         self.d_parts = np.bincount(np.array(alld, dtype=np.int64), minlength=len(self.disks)).astype(np.float64)
@@ -423,13 +446,47 @@ class Engine:
     # ------------------------------------------------------------------ real traffic hooks
     def append_real(self, slot: int, nbytes: int, nrecords: int) -> int:
         """Account a real Produce batch; returns its base offset."""
+        if self.dirty:
+            self.rebuild()  # a topic created since the last tick: its segment configs
         leo = self.f["leo"]
         base = math.ceil(leo[slot])
+        if self.f["base_rate"][slot] == 0 and not self.tiered_slot[slot]:
+            log = self.seglogs.get(slot)
+            if log is None:
+                log = self.seglogs[slot] = SegmentedLog(int(self.f["lso"][slot]), base, float(self.f["size"][slot]),
+                                                        self.t)
+                self.seg_mask[slot] = True
+            log.append(base, float(nbytes), self.t, float(self.seg_bytes[slot]), float(self.seg_s[slot]))
         leo[slot] = base + nrecords
         self.f["real_in"][slot] += nbytes
         self.f["real_msgs"][slot] += nrecords
         self.f["size"][slot] += nbytes
         return base
+
+    def _segment_retention(self) -> None:
+        """Record-holding partitions: delete whole segments (:mod:`kafkasim.seglog`); a partition that took
+        simulated traffic since goes back to the continuous model."""
+        f = self.f
+        for s in list(self.seglogs):
+            if f["base_rate"][s] > 0:
+                del self.seglogs[s]
+                self.seg_mask[s] = False
+                continue
+            log = self.seglogs[s]
+            end = math.ceil(f["leo"][s] - 1e-9)
+            if log.expire(self.t, end, float(self.retention_s[s]), float(self.retention_bytes[s])) <= 0:
+                continue
+            f["size"][s] = log.size
+            f["lso"][s] = start = min(log.log_start, end)
+            ref = self.slot_ref.get(s)
+            if ref is None:
+                continue
+            p = ref[1]
+            while p.batches and p.batches[0][1] < start:  # their segment is gone
+                old = p.batches.popleft()
+                p.batch_bytes -= len(old[-1])
+                self.batch_bytes -= len(old[-1])
+                p.evicted_early += 1  # its oldest entry in the global FIFO is now stale
 
     def fetched_real(self, slot: int, nbytes: int) -> None:
         """Account bytes returned to a real Fetch."""
@@ -598,10 +655,13 @@ class Engine:
         # retention: time-based deletion keeps about rate x retention.ms; size-based caps the log
         size = f["size"][:n]
         keep = np.minimum(size * np.exp(-dt / self.retention_s[:n]), self.retention_bytes[:n])
+        keep = np.where(self.seg_mask[:n], size, keep)  # record-holding logs: whole segments, below
         removed = size - keep
         f["size"][:n] = keep
         f["lso"][:n] = np.minimum(f["lso"][:n] + removed / np.maximum(f["msg_size"][:n], 1.0), f["leo"][:n])
         f["leo"][:n] += demand / np.maximum(f["msg_size"][:n], 1.0) * dt
+        if self.seglogs:
+            self._segment_retention()
         f["bytes_in_total"][:n] += in_rate * dt
         f["bytes_out_total"][:n] += out_rate * dt
         f["msgs_in_total"][:n] += msgs * dt
