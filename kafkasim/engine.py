@@ -461,6 +461,16 @@ class Engine:
         self.f["real_in"][slot] += nbytes
         self.f["real_msgs"][slot] += nrecords
         self.f["size"][slot] += nbytes
+        # a broker counts BytesIn/MessagesIn when it appends, with the log end offset: a scrape never sees
+        # the log end move without them (the tick's physics still sees the bytes through real_in)
+        self.f["bytes_in_total"][slot] += nbytes
+        self.f["msgs_in_total"][slot] += nrecords
+        g = int(self.leader_b[slot]) if slot < len(self.leader_b) else -1
+        if g >= 0:
+            self._ensure_bt()
+            tix = int(self.i["topic_idx"][slot])
+            self.bt_in[g, tix] += nbytes
+            self.bt_msgs[g, tix] += nrecords
         return base
 
     def _segment_retention(self) -> None:
@@ -542,7 +552,7 @@ class Engine:
         real_in = f["real_in"][:n] / dt
         in_rate = demand + real_in
         f["in_rate"][:n] = in_rate
-        msgs = demand / np.maximum(f["msg_size"][:n], 1.0) + f["real_msgs"][:n] / dt
+        msgs = demand / np.maximum(f["msg_size"][:n], 1.0)  # simulated only: real appends count when appended
         # ---- writes on in-sync replicas
         w_rows = in_rate[self.r_slot] if len(self.r_slot) else np.zeros(0)
         d_write = np.bincount(self.r_disk, weights=w_rows, minlength=nd) if nd else np.zeros(0)
@@ -581,7 +591,7 @@ class Engine:
                 demand = demand * f_prod
                 in_rate = demand + real_in
                 f["in_rate"][:n] = in_rate
-                msgs = demand / np.maximum(f["msg_size"][:n], 1.0) + f["real_msgs"][:n] / dt
+                msgs = demand / np.maximum(f["msg_size"][:n], 1.0)
                 w_rows = in_rate[self.r_slot] if len(self.r_slot) else np.zeros(0)
                 d_write = np.bincount(self.r_disk, weights=w_rows, minlength=nd) if nd else np.zeros(0)
                 b_write = np.bincount(self.r_broker, weights=w_rows, minlength=nb)
@@ -662,7 +672,7 @@ class Engine:
         f["leo"][:n] += demand / np.maximum(f["msg_size"][:n], 1.0) * dt
         if self.seglogs:
             self._segment_retention()
-        f["bytes_in_total"][:n] += in_rate * dt
+        f["bytes_in_total"][:n] += demand * dt  # real bytes were counted on append
         f["bytes_out_total"][:n] += out_rate * dt
         f["msgs_in_total"][:n] += msgs * dt
         n_followers = np.bincount(self.r_slot[~self.r_leader], minlength=n)[:n] if len(self.r_slot) else 0
@@ -681,7 +691,7 @@ class Engine:
             nt = self.bt_in.shape[1]
             key = lb[on] * nt + ii["topic_idx"][on]
             nbt = nb * nt
-            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=nbt)
+            self.bt_in.ravel()[:] += np.bincount(key, weights=demand[on] * dt, minlength=nbt)
             self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=nbt)
             self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=nbt)
             self.b_repl_out_total += np.bincount(lb[on], weights=f["repl_rate"][on] * dt, minlength=nb)
