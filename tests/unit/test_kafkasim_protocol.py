@@ -11,8 +11,8 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 from kafkasim import model as m
 from kafkasim.engine import Engine
 from kafkasim.model import Cluster, SimError, parse_partition_rates, parse_throttled_replicas
-from kafkasim.protocol import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
 from kafkasim.records import split_batches
+from kafkasim.wire import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
 
 
 def test_every_known_api_has_an_encodable_error_response() -> None:
