@@ -18,12 +18,15 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   to their own disk at the rate the KIP-73 throttles allow (``leader/follower.replication.
   throttled.rate`` shared among throttled replicas listed in the topic's
   ``*.replication.throttled.replicas``), then the replica set switches; intra-broker (KIP-113)
-  future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second``.
+  future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second`` (:mod:`kafkasim.copies`).
 * **Leased lines** (when the federation has a :class:`~kafkasim.network.Network`): produce, consumer
   fetches, in-sync follower fetches and copies that cross IDCs share their line max-min fairly; a cut
   produce lowers the partition's ingress, a cut fetch or copy its rate; the line's latency is added to
   cross-IDC produce (acks=all) and fetch latency; an in-sync follower more than ``REPLICA_LAG_MAX_S`` of
-  ingress behind leaves the ISR and catches up.
+  ingress behind leaves the ISR and catches up (:mod:`kafkasim.line_flows`).
+* **Retention**: simulated traffic is trimmed continuously (about ``rate × retention.ms`` kept, at most
+  ``retention.bytes``); a record-holding partition (no simulated traffic, untiered) deletes whole
+  segments (:mod:`kafkasim.seglog`).  Real appends count in BytesIn/MessagesIn when appended.
 * **Disks**: lagging reads and copies are *elastic* and are scaled down to the headroom the
   writes leave; ``util`` = busy fraction (demand / max throughput, ≤ 1) and
   ``await = base / (1 - util)`` (capped) plus the backlog when writes alone exceed the disk.
@@ -41,6 +44,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kafkasim.copies import apply_copies, plan_copies
+from kafkasim.line_flows import replication_lag, share_network
 from kafkasim.model import (
     PT_FETCH,
     PT_PRODUCE,
@@ -49,17 +54,13 @@ from kafkasim.model import (
     Disk,
     Partition,
     parse_partition_rates,
-    parse_throttled_replicas,
 )
-from kafkasim.network import FETCH, MIGRATION, PRODUCE, REPLICATION, Network
+from kafkasim.network import Network
 from kafkasim.seglog import SegmentedLog
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-MAX_FETCHER_BPS = 400e6  # one replica fetcher's ceiling
-REPLICA_LAG_MAX_S = 30.0  # replica.lag.time.max.ms: a follower further behind leaves the ISR
-REPLICA_LAG_MIN_BYTES = 1e6
 OP_BYTES = 128 * 1024  # average I/O size used to turn bytes into ops
 
 
@@ -118,6 +119,8 @@ class Engine:
     d_base_lat: F64
     d_capacity: F64
     d_parts: F64
+    seg_mask: npt.NDArray[np.bool_]
+    """Slots with a :class:`~kafkasim.seglog.SegmentedLog` (retention by whole segments)."""
 
     def __init__(self, seed: int = 0, start_time: float = 1_795_000_000.0,
                  cache_fraction: float = 0.6, burst_rate_per_hour: float = 0.5) -> None:
@@ -582,10 +585,10 @@ class Engine:
         fl_ref: list[tuple[str, Cluster, Partition, int]] = []
         lag_idx = np.nonzero(from_disk)[0]
         n_lag = len(lag_idx)
-        self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref, residence)
+        plan_copies(self, dt, fl_req, fl_rd, fl_wr, fl_ref, residence)
         if self.network is not None:  # leased lines: cross-IDC flows share their line's capacity
             caught_up = np.where((f["lag_rate"][:n] > 0) & (lag <= 0), in_rate * scale_f, 0.0)  # a lagger at the tail
-            f_prod, f_fetch, f_copy = self._share_network(dt, n, demand, in_rate, tail_act + lag_req_act + caught_up,
+            f_prod, f_fetch, f_copy = share_network(self, dt, n, demand, in_rate, tail_act + lag_req_act + caught_up,
                                                           fl_req, fl_ref)
             if (f_prod < 1.0).any():
                 demand = demand * f_prod
@@ -600,7 +603,7 @@ class Engine:
             tail_act = tail * scale_f
             lag_req_act = lag_req * scale_f
             fl_req = [r * float(c) for r, c in zip(fl_req, f_copy, strict=True)]
-            self._replication_lag(dt, n, in_rate)
+            replication_lag(self, dt, n, in_rate)
         req = np.concatenate([lag_req_act[lag_idx], np.array(fl_req)])
         rdd = np.concatenate([self.leader_d[lag_idx], np.array(fl_rd, dtype=np.int64)])
         wrd = np.concatenate([np.full(n_lag, -1, dtype=np.int64), np.array(fl_wr, dtype=np.int64)])
@@ -639,7 +642,7 @@ class Engine:
         out_rate = out_rate + f["real_out"][:n] / dt
         f["out_rate"][:n] = out_rate
         # ---- apply copies
-        self._apply_copies(dt, act[n_lag:], fl_ref)
+        apply_copies(self, dt, act[n_lag:], fl_ref)
         # ---- disks
         total_w = d_write + d_copy_w
         demand_d = total_w + d_read
@@ -713,179 +716,6 @@ class Engine:
         self.ticks += 1
         for cb in self.listeners:
             cb(self, dt)
-
-    # ------------------------------------------------------------------ leased lines
-    def _idc_arrays(self) -> tuple[I64, I64]:
-        """IDC index (in the network) of every broker and every client (-1: unknown, e.g. a real wire client)."""
-        net = self.network
-        assert net is not None
-        b_idc = np.array([net.idc(b.idc) for b in self.brokers], dtype=np.int64)
-        c_idc = np.array([net.idc(c.idc) if c.idc else -1 for c in self.clients], dtype=np.int64)
-        return b_idc, c_idc
-
-    def _share_network(self, dt: float, n: int, demand: F64, in_rate: F64, fetch: F64, fl_req: list[float],
-                       fl_ref: list[tuple[str, Cluster, Partition, int]]) -> tuple[F64, F64, F64]:
-        """Put this tick's cross-IDC flows on their leased lines; returns the factor (granted / requested) of
-        each slot's synthetic produce, of each slot's consumer fetches and of each planned copy. In-sync
-        follower fetches ask for the leader's ingress plus what they are behind (:meth:`_replication_lag`)."""
-        net = self.network
-        assert net is not None
-        ii = self.i
-        b_idc, c_idc = self._idc_arrays()
-        lb = self.leader_b[:n]
-        lead_idc = np.where(lb >= 0, b_idc[np.maximum(lb, 0)] if len(b_idc) else -1, -1)
-        p_line = net.lines_of(c_idc[ii["prod_client"][:n]], lead_idc)
-        f_line = net.lines_of(lead_idc, c_idc[ii["cons_client"][:n]])
-        fol = np.nonzero(~self.r_leader)[0] if len(self.r_slot) else np.zeros(0, dtype=np.int64)
-        rs, rb = self.r_slot[fol], self.r_broker[fol]
-        r_line = net.lines_of(lead_idc[rs], b_idc[rb])
-        lag = np.zeros(len(fol))
-        if self.net_lag:
-            for k, (s, b) in enumerate(zip(rs.tolist(), rb.tolist(), strict=True)):
-                lag[k] = self.net_lag.get((s, b), 0.0)
-        r_dem = np.minimum(in_rate[rs] + lag / dt, MAX_FETCHER_BPS)
-        c_line = np.array([net.line(cl.brokers[p.leader].idc, cl.brokers[b].idc) if kind != "future" and p.leader >= 0
-                           else -1 for kind, cl, p, b in fl_ref], dtype=np.int64)
-        c_kind = np.array([REPLICATION if kind == "catchup" else MIGRATION for kind, *_ in fl_ref], dtype=np.int64)
-        lines = np.concatenate([p_line, f_line, r_line, c_line])
-        dem = np.concatenate([demand, fetch, r_dem, np.array(fl_req, dtype=np.float64)])
-        kinds = np.concatenate([np.full(n, PRODUCE), np.full(n, FETCH), np.full(len(fol), REPLICATION), c_kind])
-        factor = net.share(lines, dem, kinds.astype(np.int64), dt)
-        f_prod, f_fetch = factor[:n], factor[n:2 * n]
-        f_rep, f_copy = factor[2 * n:2 * n + len(fol)], factor[2 * n + len(fol):]
-        self._net_rows = (rs, rb, r_dem * f_rep, lag)
-        lat = net.flow_latency(r_line)
-        worst_repl = np.zeros(n)
-        if len(lat):
-            np.maximum.at(worst_repl, rs, lat)
-        self.net_produce_lat = net.flow_latency(p_line) + worst_repl
-        self.net_fetch_lat = net.flow_latency(f_line)
-        return f_prod, f_fetch, f_copy
-
-    def _replication_lag(self, dt: float, n: int, in_rate: F64) -> None:
-        """In-sync followers whose line granted less than the leader's ingress fall behind; one more than
-        ``replica.lag.time.max.ms`` of ingress behind leaves the ISR and catches up like a revived follower."""
-        rs, rb, granted, lag = self._net_rows
-        new_lag = np.maximum(lag + (in_rate[rs] - granted) * dt, 0.0)
-        self.net_lag = {}
-        behind = np.nonzero(new_lag > 1.0)[0]
-        for k in behind.tolist():
-            s, b = int(rs[k]), int(rb[k])
-            bytes_behind = float(new_lag[k])
-            if bytes_behind > max(float(in_rate[s]) * REPLICA_LAG_MAX_S, REPLICA_LAG_MIN_BYTES) and s in self.slot_ref:
-                _, p = self.slot_ref[s]
-                bid = self.brokers[b].id
-                if bid in p.isr and bid != p.leader:
-                    p.isr = [r for r in p.isr if r != bid]
-                    p.catchup[bid] = bytes_behind
-                    self.mark_dirty()
-                continue
-            self.net_lag[(s, b)] = bytes_behind
-
-    # ------------------------------------------------------------------ copies
-    def _plan_copies(self, dt: float, fl_req: list[float], fl_rd: list[int], fl_wr: list[int],
-                     fl_ref: list[tuple[str, Cluster, Partition, int]], residence: F64) -> None:
-        """Requested rates of reassignment, catch-up and intra-broker copies, throttles applied."""
-        size = self.f["size"]
-        in_rate = self.f["in_rate"]
-        flows: list[tuple[str, Cluster, Partition, int, float, bool, bool]] = []
-        n_fol: dict[tuple[str, int], int] = {}
-        n_lead: dict[tuple[str, int], int] = {}
-        work: list[tuple[str, Cluster, Partition, int, float]] = []
-        for cl, p in self.moves:
-            ra = p.reassignment
-            if ra is None:
-                continue
-            work += [("move", cl, p, b, size[p.slot] - ra.copied.get(b, 0.0)) for b in ra.adding]
-        for cl, p in self.catchups:
-            work += [("catchup", cl, p, b, rem) for b, rem in p.catchup.items()]
-        for kind, cl, p, b, remaining in work:
-            if p.leader < 0 or not cl.brokers[p.leader].alive or not cl.brokers[b].alive:
-                continue
-            fthr = parse_throttled_replicas(cl.topic_config(p.topic, "follower.replication.throttled.replicas"))
-            lthr = parse_throttled_replicas(cl.topic_config(p.topic, "leader.replication.throttled.replicas"))
-            f_t = fthr is None or (p.index, b) in fthr
-            l_t = lthr is None or (p.index, p.leader) in lthr
-            f_t = f_t and math.isfinite(cl.broker_rate(b, "follower.replication.throttled.rate"))
-            l_t = l_t and math.isfinite(cl.broker_rate(p.leader, "leader.replication.throttled.rate"))
-            if f_t:
-                n_fol[(cl.name, b)] = n_fol.get((cl.name, b), 0) + 1
-            if l_t:
-                n_lead[(cl.name, p.leader)] = n_lead.get((cl.name, p.leader), 0) + 1
-            flows.append((kind, cl, p, b, max(remaining, 0.0), f_t, l_t))
-        for kind, cl, p, b, remaining, f_t, l_t in flows:
-            rate = min(MAX_FETCHER_BPS, remaining / dt + float(in_rate[p.slot]) + 1.0)
-            if f_t:
-                rate = min(rate, cl.broker_rate(b, "follower.replication.throttled.rate") / n_fol[(cl.name, b)])
-            if l_t:
-                rate = min(rate, cl.broker_rate(p.leader, "leader.replication.throttled.rate")
-                           / n_lead[(cl.name, p.leader)])
-            fl_req.append(rate)
-            lead_b = cl.brokers[p.leader].gidx
-            cached = kind == "catchup" and remaining / max(float(in_rate[p.slot]), 1.0) < residence[lead_b]
-            fl_rd.append(-1 if cached else p.log_dirs.get(p.leader, -1))
-            if kind == "move":
-                assert p.reassignment is not None
-                fl_wr.append(p.reassignment.dest_disk[b])
-            else:
-                fl_wr.append(p.log_dirs[b])
-            fl_ref.append((kind, cl, p, b))
-        n_fut: dict[tuple[str, int], int] = {}
-        for cl, p in self.futures:
-            for b in p.futures:
-                if cl.brokers[b].alive:
-                    n_fut[(cl.name, b)] = n_fut.get((cl.name, b), 0) + 1
-        for cl, p in self.futures:
-            for b, fut in p.futures.items():
-                if not cl.brokers[b].alive:
-                    continue
-                remaining = max(size[p.slot] - fut.copied, 0.0)
-                rate = min(MAX_FETCHER_BPS, remaining / dt + 1.0,
-                           cl.broker_rate(b, "replica.alter.log.dirs.io.max.bytes.per.second")
-                           / n_fut[(cl.name, b)])
-                fl_req.append(rate)
-                fl_rd.append(p.log_dirs[b])
-                fl_wr.append(fut.dest_disk)
-                fl_ref.append(("future", cl, p, b))
-
-    def _apply_copies(self, dt: float, act: F64, refs: list[tuple[str, Cluster, Partition, int]]) -> None:
-        size = self.f["size"]
-        done_moves: list[tuple[Cluster, Partition]] = []
-        for k, (kind, cl, p, b) in enumerate(refs):
-            moved = float(act[k]) * dt
-            if kind == "move":
-                ra = p.reassignment
-                if ra is None:
-                    continue
-                ra.copied[b] = min(ra.copied.get(b, 0.0) + moved, size[p.slot])
-                self.b_reassign_in_total[cl.brokers[b].gidx] += moved
-            elif kind == "catchup":
-                if b not in p.catchup:
-                    continue
-                p.catchup[b] += float(self.f["in_rate"][p.slot]) * dt - moved
-                self.b_repl_in_total[cl.brokers[b].gidx] += moved
-                if p.catchup[b] <= 1.0:
-                    del p.catchup[b]
-                    p.isr = [r for r in p.replicas if r in p.isr or r == b]
-                    self.mark_dirty()
-            else:
-                fut = p.futures.get(b)
-                if fut is None:
-                    continue
-                fut.copied = min(fut.copied + moved, size[p.slot])
-                if fut.copied >= size[p.slot] - 1.0:
-                    p.log_dirs[b] = fut.dest_disk
-                    del p.futures[b]
-                    self.mark_dirty()
-        for cl, p in self.moves:
-            ra = p.reassignment
-            if ra is None:
-                continue
-            if all(ra.copied.get(b, 0.0) >= size[p.slot] - 1.0 for b in ra.adding) and all(
-                    cl.brokers[b].alive for b in ra.adding):
-                done_moves.append((cl, p))
-        for cl, p in done_moves:
-            cl.complete_reassignment(p)
 
     # ------------------------------------------------------------------ helpers
     def advance(self, seconds: float, dt: float = 1.0) -> None:
