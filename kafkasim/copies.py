@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from kafkasim.model import Cluster, Partition, parse_throttled_replicas
+from kafkasim.configs import parse_throttled_replicas
+from kafkasim.model import Cluster, Partition
 
 if TYPE_CHECKING:
     from kafkasim.engine import F64, Engine

@@ -31,7 +31,9 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   writes leave; ``util`` = busy fraction (demand / max throughput, ≤ 1) and
   ``await = base / (1 - util)`` (capped) plus the backlog when writes alone exceed the disk.
 
-Everything is deterministic for a given seed and sequence of calls.
+Everything is deterministic for a given seed and sequence of calls.  Cost: a tick is O(slots + replicas)
+numpy plus Python over copies in flight and record-holding partitions; a topology change costs one
+O(partitions) :meth:`Engine.rebuild` before the next tick.
 """
 
 from __future__ import annotations
@@ -44,17 +46,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kafkasim.configs import PT_FETCH, PT_PRODUCE, parse_partition_rates
 from kafkasim.copies import apply_copies, plan_copies
 from kafkasim.line_flows import replication_lag, share_network
-from kafkasim.model import (
-    PT_FETCH,
-    PT_PRODUCE,
-    Broker,
-    Cluster,
-    Disk,
-    Partition,
-    parse_partition_rates,
-)
+from kafkasim.model import Broker, Cluster, Disk, Partition
 from kafkasim.network import Network
 from kafkasim.seglog import SegmentedLog
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from kafkasim import configs as kc
 from kafkasim import model as m
 from kafkasim.groups import GROUP_VERSIONS, GroupCoordinator
 from kafkasim.model import Broker, Cluster, SimError
@@ -179,10 +180,10 @@ class Handler:
 
     @staticmethod
     def _topic_configs(cl: Cluster, t: m.Topic) -> dict[str, str]:
-        out = dict(m.TOPIC_CONFIG_DEFAULTS)
+        out = dict(kc.TOPIC_CONFIG_DEFAULTS)
         if cl.partition_throttle:
-            out[m.PT_PRODUCE] = ""
-            out[m.PT_FETCH] = ""
+            out[kc.PT_PRODUCE] = ""
+            out[kc.PT_FETCH] = ""
         out.update(t.configs)
         return out
 
@@ -237,18 +238,18 @@ class Handler:
             ("broker.rack", b.rack, True, 4),
             ("log.dirs", ",".join(d.path for d in b.disks), True, 4),
         ]
-        for k, val in sorted(m.BROKER_STATIC_DEFAULTS.items()):
+        for k, val in sorted(kc.BROKER_STATIC_DEFAULTS.items()):
             out.append((k, "true" if k == "remote.log.storage.system.enable" and cl.remote_storage else val, True, 4))
-        for k in sorted(m.BROKER_STATIC_KEYS):
+        for k in sorted(kc.BROKER_STATIC_KEYS):
             static = b.static_configs.get(k)
             out.append((k, static, True, 4 if static is not None else 5))
-        for k in sorted(m.BROKER_DYNAMIC_KEYS):
+        for k in sorted(kc.BROKER_DYNAMIC_KEYS):
             if k in b.configs:
                 out.append((k, b.configs[k], False, 2))
             else:
                 out.append((k, str(2**63 - 1), False, 5))
         if cl.partition_throttle:
-            out.append((m.PT_ENABLE, "true", True, 4))
+            out.append((kc.PT_ENABLE, "true", True, 4))
         return out
 
     def api_32(self, ctx: ReqContext, v: int, req: Any) -> Any:

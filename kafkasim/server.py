@@ -61,10 +61,11 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim import model as m
 from kafkasim.audit import AuditSink
+from kafkasim.configs import BROKER_STATIC_KEYS
 from kafkasim.exporters import MetricsConfig, render_jmx, render_node
 from kafkasim.httpd import HttpError, http_serve
 from kafkasim.metrics import render_broker
-from kafkasim.model import BROKER_STATIC_KEYS, Broker, Cluster
+from kafkasim.model import Broker, Cluster
 from kafkasim.network import render_gateway
 from kafkasim.protocol import Handler, fetch_audit
 from kafkasim.realistic import hardware_profile, rack_to_idc
