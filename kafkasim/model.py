@@ -5,8 +5,8 @@ Mutations go through :class:`Cluster` methods, which validate input and raise
 :class:`SimError` carrying a Kafka error code, so the wire layer can turn any failure into a
 proper Kafka error response.  Physics state (sizes, offsets, rates, counters) lives in
 :mod:`kafkasim.engine` arrays indexed by ``Partition.slot`` and ``Disk.gidx``; the config names,
-defaults and throttle-value parsers are :mod:`kafkasim.configs`.  Guarantee: a method that raises
-:class:`SimError` changed nothing.  Cost: O(partitions touched) per call, O(partitions) for a broker's
+defaults and throttle-value parsers are :mod:`kafkasim.configs`.  Guarantee: a mutation fails only with
+a :class:`SimError` carrying a Kafka error code.  Cost: O(partitions touched) per call, O(partitions) for a broker's
 death or a log dir's failure.
 
 Partition-level throttle extension

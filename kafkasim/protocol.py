@@ -13,8 +13,10 @@ Method
     code; an API outside :data:`~kafkasim.wire.SUPPORTED` gets ``UNSUPPORTED_VERSION``.
 
 Guarantee
-    A request is answered whole or with an error code; the model's own checks (``validate_*``) run before
-    any change, as a broker validates before it writes.
+    Every decoded request of a supported API (but an acks=0 Produce) gets a response of its own type: a model
+    error becomes the
+    Kafka error code the :class:`~kafkasim.model.SimError` carries, any other exception
+    ``UNKNOWN_SERVER_ERROR``.
 
 Cost
     O(partitions named in the request) per request, plus the record batches a Produce or Fetch carries.
