@@ -13,10 +13,9 @@ Method
     code; an API outside :data:`~kafkasim.wire.SUPPORTED` gets ``UNSUPPORTED_VERSION``.
 
 Guarantee
-    Every decoded request of a supported API (but an acks=0 Produce) gets a response of its own type: a model
-    error becomes the
-    Kafka error code the :class:`~kafkasim.model.SimError` carries, any other exception
-    ``UNKNOWN_SERVER_ERROR``.
+    Every decoded request of a supported API (but an acks=0 Produce) gets a response of its own type: a
+    model error becomes the Kafka error code the :class:`~kafkasim.model.SimError` carries, any other
+    exception ``UNKNOWN_SERVER_ERROR``.
 
 Cost
     O(partitions named in the request) per request, plus the record batches a Produce or Fetch carries.
