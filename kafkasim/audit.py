@@ -30,8 +30,8 @@ import numpy as np
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkasim.model import Cluster, SimError
-from kafkasim.protocol import ReqContext
 from kafkasim.records import store_batches
+from kafkasim.wire import ReqContext
 
 if TYPE_CHECKING:
     from kafkasim.engine import Engine

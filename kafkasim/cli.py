@@ -8,7 +8,8 @@ Every ``up`` serves two exporters per broker (a JMX exporter and a node_exporter
 serves the old single endpoint instead) and writes an endpoints document with the rack→IDC rule and
 the hardware profile. ``up --realistic`` also starts SASL_SSL (SCRAM-SHA-512) listeners, serves the
 exporters over https with basic auth, and writes secrets next to the endpoints file (see
-:mod:`kafkasim.realistic`).
+:mod:`kafkasim.realistic`). ``up --exit-with-parent`` (or ``KAFKASIM_EXIT_WITH_PARENT=1``) stops the
+federation once the process that started it is gone.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
 def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | None, control_port: int,
             audit_jsonl: Path | None, duration: float, snapshots: list[Path] | None = None,
             realistic: bool = False, sim_series: bool = False, legacy_metrics: bool = False,
-            lines: list[str] | None = None, tiered: TieredSettings | None = None) -> None:
+            lines: list[str] | None = None, tiered: TieredSettings | None = None,
+            parent_pid: int | None = None) -> None:
     from kafkasim.exporters import MetricsConfig
     from kafkasim.network import parse_cli_line
     from kafkasim.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
@@ -97,6 +99,7 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
+        watch = asyncio.create_task(_watch_parent(parent_pid, stop)) if parent_pid is not None else None
         try:
             if duration > 0:
                 with contextlib.suppress(TimeoutError):
@@ -104,9 +107,20 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
             else:
                 await stop.wait()
         finally:
+            if watch is not None:
+                watch.cancel()
             await server.stop()
 
     asyncio.run(main())
+
+
+async def _watch_parent(parent_pid: int, stop: asyncio.Event, every_s: float = 0.5) -> None:
+    """Set ``stop`` once the process that started us is gone (we were re-parented): a test runner killed
+    before its teardown (SIGTERM from a timeout, SIGKILL) leaves no simulator behind, although ``up`` runs
+    in its own session so that its starter can kill its whole process group."""
+    while os.getppid() == parent_pid:
+        await asyncio.sleep(every_s)
+    stop.set()
 
 
 def _control_url(control_url: str | None, endpoints_file: Path | None) -> str:
@@ -189,8 +203,11 @@ def register(app: typer.Typer) -> None:
                                                help="remote store directory (stand-in for HDFS; default: a temp dir)"),
         follower_tail_s: float = typer.Option(3600.0, "--follower-tail-s", min=0.0,
                                               help="a new follower of a tiered partition copies this much of its tail"),
+        exit_with_parent: bool = typer.Option(False, "--exit-with-parent", envvar="KAFKASIM_EXIT_WITH_PARENT",
+                                              help="stop when the starting process exits (tests, supervisors)"),
     ) -> None:
         """Start a simulated federation; first stdout line is the endpoints JSON."""
+        parent_pid = os.getppid() if exit_with_parent else None
         tiered = None
         if tiered_address:
             if tiered_token_file is None:
@@ -205,7 +222,7 @@ def register(app: typer.Typer) -> None:
                                     remote_dir or Path(tempfile.mkdtemp(prefix="kafkasim-remote-")),
                                     follower_tail_s, tiered_ca_file)
         _run_up(scenario, endpoints_file, speed, control_port, audit_jsonl, duration, snapshot, realistic, sim_series,
-                legacy_metrics, line, tiered)
+                legacy_metrics, line, tiered, parent_pid)
 
     @app.command("truth")
     def truth(cluster: str = typer.Option(..., "--cluster"),

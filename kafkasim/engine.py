@@ -18,17 +18,22 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   to their own disk at the rate the KIP-73 throttles allow (``leader/follower.replication.
   throttled.rate`` shared among throttled replicas listed in the topic's
   ``*.replication.throttled.replicas``), then the replica set switches; intra-broker (KIP-113)
-  future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second``.
+  future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second`` (:mod:`kafkasim.copies`).
 * **Leased lines** (when the federation has a :class:`~kafkasim.network.Network`): produce, consumer
   fetches, in-sync follower fetches and copies that cross IDCs share their line max-min fairly; a cut
   produce lowers the partition's ingress, a cut fetch or copy its rate; the line's latency is added to
   cross-IDC produce (acks=all) and fetch latency; an in-sync follower more than ``REPLICA_LAG_MAX_S`` of
-  ingress behind leaves the ISR and catches up.
+  ingress behind leaves the ISR and catches up (:mod:`kafkasim.line_flows`).
+* **Retention**: simulated traffic is trimmed continuously (about ``rate × retention.ms`` kept, at most
+  ``retention.bytes``); a record-holding partition (no simulated traffic, untiered) deletes whole
+  segments (:mod:`kafkasim.seglog`).  Real appends count in BytesIn/MessagesIn when appended.
 * **Disks**: lagging reads and copies are *elastic* and are scaled down to the headroom the
   writes leave; ``util`` = busy fraction (demand / max throughput, ≤ 1) and
   ``await = base / (1 - util)`` (capped) plus the backlog when writes alone exceed the disk.
 
-Everything is deterministic for a given seed and sequence of calls.
+Everything is deterministic for a given seed and sequence of calls.  Cost: a tick is O(slots + replicas)
+numpy plus Python over copies in flight and record-holding partitions; a topology change costs one
+O(partitions) :meth:`Engine.rebuild` before the next tick.
 """
 
 from __future__ import annotations
@@ -41,24 +46,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kafkasim.model import (
-    PT_FETCH,
-    PT_PRODUCE,
-    Broker,
-    Cluster,
-    Disk,
-    Partition,
-    parse_partition_rates,
-    parse_throttled_replicas,
-)
-from kafkasim.network import FETCH, MIGRATION, PRODUCE, REPLICATION, Network
+from kafkasim.configs import PT_FETCH, PT_PRODUCE, parse_partition_rates
+from kafkasim.copies import apply_copies, plan_copies
+from kafkasim.line_flows import replication_lag, share_network
+from kafkasim.model import Broker, Cluster, Disk, Partition
+from kafkasim.network import Network
+from kafkasim.seglog import SegmentedLog
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-MAX_FETCHER_BPS = 400e6  # one replica fetcher's ceiling
-REPLICA_LAG_MAX_S = 30.0  # replica.lag.time.max.ms: a follower further behind leaves the ISR
-REPLICA_LAG_MIN_BYTES = 1e6
 OP_BYTES = 128 * 1024  # average I/O size used to turn bytes into ops
 
 
@@ -117,6 +114,8 @@ class Engine:
     d_base_lat: F64
     d_capacity: F64
     d_parts: F64
+    seg_mask: npt.NDArray[np.bool_]
+    """Slots with a :class:`~kafkasim.seglog.SegmentedLog` (retention by whole segments)."""
 
     def __init__(self, seed: int = 0, start_time: float = 1_795_000_000.0,
                  cache_fraction: float = 0.6, burst_rate_per_hour: float = 0.5) -> None:
@@ -171,6 +170,12 @@ class Engine:
         self.net_lag: dict[tuple[int, int], float] = {}
         """(slot, follower broker gidx) -> bytes an in-sync follower is behind because its line is full."""
         self.slot_ref: dict[int, tuple[Cluster, Partition]] = {}
+        self.seglogs: dict[int, SegmentedLog] = {}
+        """slot -> the segments of a record-holding partition (:mod:`kafkasim.seglog`): retention deletes
+        whole segments there, not a share of the log every tick."""
+        self.seg_bytes = np.zeros(0)
+        self.seg_s = np.zeros(0)
+        self.tiered_slot = np.zeros(0, dtype=bool)
         self.net_produce_lat = np.zeros(0)
         self.net_fetch_lat = np.zeros(0)
         self._net_rows: tuple[I64, I64, F64, F64] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
@@ -192,6 +197,9 @@ class Engine:
         act = np.zeros(new_cap, dtype=bool)
         act[:old] = self.slot_active[:old] if old else act[:0]
         self.slot_active = act
+        seg = np.zeros(new_cap, dtype=bool)
+        seg[:old] = self.seg_mask[:old] if old else seg[:0]
+        self.seg_mask = seg
         self.f["msg_size"][old:] = 1024.0
         self.f["spike"][old:] = 1.0
         self.cap = new_cap
@@ -228,6 +236,8 @@ class Engine:
         """Release a deleted partition's slot."""
         self.slot_active[s] = False
         self.f["base_rate"][s] = 0.0
+        self.seglogs.pop(s, None)
+        self.seg_mask[s] = False
         self.free.append(s)
 
     def mark_dirty(self) -> None:
@@ -330,6 +340,9 @@ class Engine:
         thr_f = np.full(n, np.inf)
         ret_s = np.full(n, np.inf)
         ret_b = np.full(n, np.inf)
+        seg_b = np.full(n, 1073741824.0)
+        seg_s = np.full(n, 604800.0)
+        tiered = np.zeros(n, dtype=bool)
         q_p = np.full(n, np.inf)
         q_c = np.full(n, np.inf)
         self.moves = []
@@ -346,10 +359,14 @@ class Engine:
                 pt_f = parse_partition_rates(t.configs.get(PT_FETCH, "")) if cl.partition_throttle else {}
                 r_ms = _int_or(t.configs.get("retention.ms"), 604_800_000)
                 r_b = _int_or(t.configs.get("retention.bytes"), -1)
-                if cl.remote_storage and t.configs.get("remote.storage.enable") == "true":
+                is_tiered = cl.remote_storage and t.configs.get("remote.storage.enable") == "true"
+                if is_tiered:
                     r_ms = r_b = -1  # tiered: its remote log manager (kafkasim.tiered) applies retention
+                t_seg_b = float(max(_int_or(t.configs.get("segment.bytes"), 1073741824), 1))
+                t_seg_s = _int_or(t.configs.get("segment.ms"), 604_800_000) / 1000.0
                 for p in t.partitions:
                     s = p.slot
+                    seg_b[s], seg_s[s], tiered[s] = t_seg_b, t_seg_s, is_tiered
                     self.slot_ref[s] = (cl, p)
                     self.i["topic_idx"][s] = tix
                     if r_ms > 0:
@@ -399,6 +416,10 @@ class Engine:
         self.thr_fetch = thr_f
         self.retention_s = ret_s
         self.retention_bytes = ret_b
+        self.seg_bytes, self.seg_s, self.tiered_slot = seg_b, seg_s, tiered
+        for s in [s for s in self.seglogs if tiered[s]]:
+            del self.seglogs[s]
+            self.seg_mask[s] = False
         self.q_produce = q_p
         self.q_consume = q_c
         self.d_parts = np.bincount(np.array(alld, dtype=np.int64), minlength=len(self.disks)).astype(np.float64)
@@ -423,13 +444,57 @@ class Engine:
     # ------------------------------------------------------------------ real traffic hooks
     def append_real(self, slot: int, nbytes: int, nrecords: int) -> int:
         """Account a real Produce batch; returns its base offset."""
+        if self.dirty:
+            self.rebuild()  # a topic created since the last tick: its segment configs
         leo = self.f["leo"]
         base = math.ceil(leo[slot])
+        if self.f["base_rate"][slot] == 0 and not self.tiered_slot[slot]:
+            log = self.seglogs.get(slot)
+            if log is None:
+                log = self.seglogs[slot] = SegmentedLog(int(self.f["lso"][slot]), base, float(self.f["size"][slot]),
+                                                        self.t)
+                self.seg_mask[slot] = True
+            log.append(base, float(nbytes), self.t, float(self.seg_bytes[slot]), float(self.seg_s[slot]))
         leo[slot] = base + nrecords
         self.f["real_in"][slot] += nbytes
         self.f["real_msgs"][slot] += nrecords
         self.f["size"][slot] += nbytes
+        # a broker counts BytesIn/MessagesIn when it appends, with the log end offset: a scrape never sees
+        # the log end move without them (the tick's physics still sees the bytes through real_in)
+        self.f["bytes_in_total"][slot] += nbytes
+        self.f["msgs_in_total"][slot] += nrecords
+        g = int(self.leader_b[slot]) if slot < len(self.leader_b) else -1
+        if g >= 0:
+            self._ensure_bt()
+            tix = int(self.i["topic_idx"][slot])
+            self.bt_in[g, tix] += nbytes
+            self.bt_msgs[g, tix] += nrecords
         return base
+
+    def _segment_retention(self) -> None:
+        """Record-holding partitions: delete whole segments (:mod:`kafkasim.seglog`); a partition that took
+        simulated traffic since goes back to the continuous model."""
+        f = self.f
+        for s in list(self.seglogs):
+            if f["base_rate"][s] > 0:
+                del self.seglogs[s]
+                self.seg_mask[s] = False
+                continue
+            log = self.seglogs[s]
+            end = math.ceil(f["leo"][s] - 1e-9)
+            if log.expire(self.t, end, float(self.retention_s[s]), float(self.retention_bytes[s])) <= 0:
+                continue
+            f["size"][s] = log.size
+            f["lso"][s] = start = min(log.log_start, end)
+            ref = self.slot_ref.get(s)
+            if ref is None:
+                continue
+            p = ref[1]
+            while p.batches and p.batches[0][1] < start:  # their segment is gone
+                old = p.batches.popleft()
+                p.batch_bytes -= len(old[-1])
+                self.batch_bytes -= len(old[-1])
+                p.evicted_early += 1  # its oldest entry in the global FIFO is now stale
 
     def fetched_real(self, slot: int, nbytes: int) -> None:
         """Account bytes returned to a real Fetch."""
@@ -485,7 +550,7 @@ class Engine:
         real_in = f["real_in"][:n] / dt
         in_rate = demand + real_in
         f["in_rate"][:n] = in_rate
-        msgs = demand / np.maximum(f["msg_size"][:n], 1.0) + f["real_msgs"][:n] / dt
+        msgs = demand / np.maximum(f["msg_size"][:n], 1.0)  # simulated only: real appends count when appended
         # ---- writes on in-sync replicas
         w_rows = in_rate[self.r_slot] if len(self.r_slot) else np.zeros(0)
         d_write = np.bincount(self.r_disk, weights=w_rows, minlength=nd) if nd else np.zeros(0)
@@ -515,16 +580,16 @@ class Engine:
         fl_ref: list[tuple[str, Cluster, Partition, int]] = []
         lag_idx = np.nonzero(from_disk)[0]
         n_lag = len(lag_idx)
-        self._plan_copies(dt, fl_req, fl_rd, fl_wr, fl_ref, residence)
+        plan_copies(self, dt, fl_req, fl_rd, fl_wr, fl_ref, residence)
         if self.network is not None:  # leased lines: cross-IDC flows share their line's capacity
             caught_up = np.where((f["lag_rate"][:n] > 0) & (lag <= 0), in_rate * scale_f, 0.0)  # a lagger at the tail
-            f_prod, f_fetch, f_copy = self._share_network(dt, n, demand, in_rate, tail_act + lag_req_act + caught_up,
+            f_prod, f_fetch, f_copy = share_network(self, dt, n, demand, in_rate, tail_act + lag_req_act + caught_up,
                                                           fl_req, fl_ref)
             if (f_prod < 1.0).any():
                 demand = demand * f_prod
                 in_rate = demand + real_in
                 f["in_rate"][:n] = in_rate
-                msgs = demand / np.maximum(f["msg_size"][:n], 1.0) + f["real_msgs"][:n] / dt
+                msgs = demand / np.maximum(f["msg_size"][:n], 1.0)
                 w_rows = in_rate[self.r_slot] if len(self.r_slot) else np.zeros(0)
                 d_write = np.bincount(self.r_disk, weights=w_rows, minlength=nd) if nd else np.zeros(0)
                 b_write = np.bincount(self.r_broker, weights=w_rows, minlength=nb)
@@ -533,7 +598,7 @@ class Engine:
             tail_act = tail * scale_f
             lag_req_act = lag_req * scale_f
             fl_req = [r * float(c) for r, c in zip(fl_req, f_copy, strict=True)]
-            self._replication_lag(dt, n, in_rate)
+            replication_lag(self, dt, n, in_rate)
         req = np.concatenate([lag_req_act[lag_idx], np.array(fl_req)])
         rdd = np.concatenate([self.leader_d[lag_idx], np.array(fl_rd, dtype=np.int64)])
         wrd = np.concatenate([np.full(n_lag, -1, dtype=np.int64), np.array(fl_wr, dtype=np.int64)])
@@ -572,7 +637,7 @@ class Engine:
         out_rate = out_rate + f["real_out"][:n] / dt
         f["out_rate"][:n] = out_rate
         # ---- apply copies
-        self._apply_copies(dt, act[n_lag:], fl_ref)
+        apply_copies(self, dt, act[n_lag:], fl_ref)
         # ---- disks
         total_w = d_write + d_copy_w
         demand_d = total_w + d_read
@@ -598,11 +663,14 @@ class Engine:
         # retention: time-based deletion keeps about rate x retention.ms; size-based caps the log
         size = f["size"][:n]
         keep = np.minimum(size * np.exp(-dt / self.retention_s[:n]), self.retention_bytes[:n])
+        keep = np.where(self.seg_mask[:n], size, keep)  # record-holding logs: whole segments, below
         removed = size - keep
         f["size"][:n] = keep
         f["lso"][:n] = np.minimum(f["lso"][:n] + removed / np.maximum(f["msg_size"][:n], 1.0), f["leo"][:n])
         f["leo"][:n] += demand / np.maximum(f["msg_size"][:n], 1.0) * dt
-        f["bytes_in_total"][:n] += in_rate * dt
+        if self.seglogs:
+            self._segment_retention()
+        f["bytes_in_total"][:n] += demand * dt  # real bytes were counted on append
         f["bytes_out_total"][:n] += out_rate * dt
         f["msgs_in_total"][:n] += msgs * dt
         n_followers = np.bincount(self.r_slot[~self.r_leader], minlength=n)[:n] if len(self.r_slot) else 0
@@ -621,7 +689,7 @@ class Engine:
             nt = self.bt_in.shape[1]
             key = lb[on] * nt + ii["topic_idx"][on]
             nbt = nb * nt
-            self.bt_in.ravel()[:] += np.bincount(key, weights=in_rate[on] * dt, minlength=nbt)
+            self.bt_in.ravel()[:] += np.bincount(key, weights=demand[on] * dt, minlength=nbt)
             self.bt_out.ravel()[:] += np.bincount(key, weights=out_rate[on] * dt, minlength=nbt)
             self.bt_msgs.ravel()[:] += np.bincount(key, weights=msgs[on] * dt, minlength=nbt)
             self.b_repl_out_total += np.bincount(lb[on], weights=f["repl_rate"][on] * dt, minlength=nb)
@@ -643,179 +711,6 @@ class Engine:
         self.ticks += 1
         for cb in self.listeners:
             cb(self, dt)
-
-    # ------------------------------------------------------------------ leased lines
-    def _idc_arrays(self) -> tuple[I64, I64]:
-        """IDC index (in the network) of every broker and every client (-1: unknown, e.g. a real wire client)."""
-        net = self.network
-        assert net is not None
-        b_idc = np.array([net.idc(b.idc) for b in self.brokers], dtype=np.int64)
-        c_idc = np.array([net.idc(c.idc) if c.idc else -1 for c in self.clients], dtype=np.int64)
-        return b_idc, c_idc
-
-    def _share_network(self, dt: float, n: int, demand: F64, in_rate: F64, fetch: F64, fl_req: list[float],
-                       fl_ref: list[tuple[str, Cluster, Partition, int]]) -> tuple[F64, F64, F64]:
-        """Put this tick's cross-IDC flows on their leased lines; returns the factor (granted / requested) of
-        each slot's synthetic produce, of each slot's consumer fetches and of each planned copy. In-sync
-        follower fetches ask for the leader's ingress plus what they are behind (:meth:`_replication_lag`)."""
-        net = self.network
-        assert net is not None
-        ii = self.i
-        b_idc, c_idc = self._idc_arrays()
-        lb = self.leader_b[:n]
-        lead_idc = np.where(lb >= 0, b_idc[np.maximum(lb, 0)] if len(b_idc) else -1, -1)
-        p_line = net.lines_of(c_idc[ii["prod_client"][:n]], lead_idc)
-        f_line = net.lines_of(lead_idc, c_idc[ii["cons_client"][:n]])
-        fol = np.nonzero(~self.r_leader)[0] if len(self.r_slot) else np.zeros(0, dtype=np.int64)
-        rs, rb = self.r_slot[fol], self.r_broker[fol]
-        r_line = net.lines_of(lead_idc[rs], b_idc[rb])
-        lag = np.zeros(len(fol))
-        if self.net_lag:
-            for k, (s, b) in enumerate(zip(rs.tolist(), rb.tolist(), strict=True)):
-                lag[k] = self.net_lag.get((s, b), 0.0)
-        r_dem = np.minimum(in_rate[rs] + lag / dt, MAX_FETCHER_BPS)
-        c_line = np.array([net.line(cl.brokers[p.leader].idc, cl.brokers[b].idc) if kind != "future" and p.leader >= 0
-                           else -1 for kind, cl, p, b in fl_ref], dtype=np.int64)
-        c_kind = np.array([REPLICATION if kind == "catchup" else MIGRATION for kind, *_ in fl_ref], dtype=np.int64)
-        lines = np.concatenate([p_line, f_line, r_line, c_line])
-        dem = np.concatenate([demand, fetch, r_dem, np.array(fl_req, dtype=np.float64)])
-        kinds = np.concatenate([np.full(n, PRODUCE), np.full(n, FETCH), np.full(len(fol), REPLICATION), c_kind])
-        factor = net.share(lines, dem, kinds.astype(np.int64), dt)
-        f_prod, f_fetch = factor[:n], factor[n:2 * n]
-        f_rep, f_copy = factor[2 * n:2 * n + len(fol)], factor[2 * n + len(fol):]
-        self._net_rows = (rs, rb, r_dem * f_rep, lag)
-        lat = net.flow_latency(r_line)
-        worst_repl = np.zeros(n)
-        if len(lat):
-            np.maximum.at(worst_repl, rs, lat)
-        self.net_produce_lat = net.flow_latency(p_line) + worst_repl
-        self.net_fetch_lat = net.flow_latency(f_line)
-        return f_prod, f_fetch, f_copy
-
-    def _replication_lag(self, dt: float, n: int, in_rate: F64) -> None:
-        """In-sync followers whose line granted less than the leader's ingress fall behind; one more than
-        ``replica.lag.time.max.ms`` of ingress behind leaves the ISR and catches up like a revived follower."""
-        rs, rb, granted, lag = self._net_rows
-        new_lag = np.maximum(lag + (in_rate[rs] - granted) * dt, 0.0)
-        self.net_lag = {}
-        behind = np.nonzero(new_lag > 1.0)[0]
-        for k in behind.tolist():
-            s, b = int(rs[k]), int(rb[k])
-            bytes_behind = float(new_lag[k])
-            if bytes_behind > max(float(in_rate[s]) * REPLICA_LAG_MAX_S, REPLICA_LAG_MIN_BYTES) and s in self.slot_ref:
-                _, p = self.slot_ref[s]
-                bid = self.brokers[b].id
-                if bid in p.isr and bid != p.leader:
-                    p.isr = [r for r in p.isr if r != bid]
-                    p.catchup[bid] = bytes_behind
-                    self.mark_dirty()
-                continue
-            self.net_lag[(s, b)] = bytes_behind
-
-    # ------------------------------------------------------------------ copies
-    def _plan_copies(self, dt: float, fl_req: list[float], fl_rd: list[int], fl_wr: list[int],
-                     fl_ref: list[tuple[str, Cluster, Partition, int]], residence: F64) -> None:
-        """Requested rates of reassignment, catch-up and intra-broker copies, throttles applied."""
-        size = self.f["size"]
-        in_rate = self.f["in_rate"]
-        flows: list[tuple[str, Cluster, Partition, int, float, bool, bool]] = []
-        n_fol: dict[tuple[str, int], int] = {}
-        n_lead: dict[tuple[str, int], int] = {}
-        work: list[tuple[str, Cluster, Partition, int, float]] = []
-        for cl, p in self.moves:
-            ra = p.reassignment
-            if ra is None:
-                continue
-            work += [("move", cl, p, b, size[p.slot] - ra.copied.get(b, 0.0)) for b in ra.adding]
-        for cl, p in self.catchups:
-            work += [("catchup", cl, p, b, rem) for b, rem in p.catchup.items()]
-        for kind, cl, p, b, remaining in work:
-            if p.leader < 0 or not cl.brokers[p.leader].alive or not cl.brokers[b].alive:
-                continue
-            fthr = parse_throttled_replicas(cl.topic_config(p.topic, "follower.replication.throttled.replicas"))
-            lthr = parse_throttled_replicas(cl.topic_config(p.topic, "leader.replication.throttled.replicas"))
-            f_t = fthr is None or (p.index, b) in fthr
-            l_t = lthr is None or (p.index, p.leader) in lthr
-            f_t = f_t and math.isfinite(cl.broker_rate(b, "follower.replication.throttled.rate"))
-            l_t = l_t and math.isfinite(cl.broker_rate(p.leader, "leader.replication.throttled.rate"))
-            if f_t:
-                n_fol[(cl.name, b)] = n_fol.get((cl.name, b), 0) + 1
-            if l_t:
-                n_lead[(cl.name, p.leader)] = n_lead.get((cl.name, p.leader), 0) + 1
-            flows.append((kind, cl, p, b, max(remaining, 0.0), f_t, l_t))
-        for kind, cl, p, b, remaining, f_t, l_t in flows:
-            rate = min(MAX_FETCHER_BPS, remaining / dt + float(in_rate[p.slot]) + 1.0)
-            if f_t:
-                rate = min(rate, cl.broker_rate(b, "follower.replication.throttled.rate") / n_fol[(cl.name, b)])
-            if l_t:
-                rate = min(rate, cl.broker_rate(p.leader, "leader.replication.throttled.rate")
-                           / n_lead[(cl.name, p.leader)])
-            fl_req.append(rate)
-            lead_b = cl.brokers[p.leader].gidx
-            cached = kind == "catchup" and remaining / max(float(in_rate[p.slot]), 1.0) < residence[lead_b]
-            fl_rd.append(-1 if cached else p.log_dirs.get(p.leader, -1))
-            if kind == "move":
-                assert p.reassignment is not None
-                fl_wr.append(p.reassignment.dest_disk[b])
-            else:
-                fl_wr.append(p.log_dirs[b])
-            fl_ref.append((kind, cl, p, b))
-        n_fut: dict[tuple[str, int], int] = {}
-        for cl, p in self.futures:
-            for b in p.futures:
-                if cl.brokers[b].alive:
-                    n_fut[(cl.name, b)] = n_fut.get((cl.name, b), 0) + 1
-        for cl, p in self.futures:
-            for b, fut in p.futures.items():
-                if not cl.brokers[b].alive:
-                    continue
-                remaining = max(size[p.slot] - fut.copied, 0.0)
-                rate = min(MAX_FETCHER_BPS, remaining / dt + 1.0,
-                           cl.broker_rate(b, "replica.alter.log.dirs.io.max.bytes.per.second")
-                           / n_fut[(cl.name, b)])
-                fl_req.append(rate)
-                fl_rd.append(p.log_dirs[b])
-                fl_wr.append(fut.dest_disk)
-                fl_ref.append(("future", cl, p, b))
-
-    def _apply_copies(self, dt: float, act: F64, refs: list[tuple[str, Cluster, Partition, int]]) -> None:
-        size = self.f["size"]
-        done_moves: list[tuple[Cluster, Partition]] = []
-        for k, (kind, cl, p, b) in enumerate(refs):
-            moved = float(act[k]) * dt
-            if kind == "move":
-                ra = p.reassignment
-                if ra is None:
-                    continue
-                ra.copied[b] = min(ra.copied.get(b, 0.0) + moved, size[p.slot])
-                self.b_reassign_in_total[cl.brokers[b].gidx] += moved
-            elif kind == "catchup":
-                if b not in p.catchup:
-                    continue
-                p.catchup[b] += float(self.f["in_rate"][p.slot]) * dt - moved
-                self.b_repl_in_total[cl.brokers[b].gidx] += moved
-                if p.catchup[b] <= 1.0:
-                    del p.catchup[b]
-                    p.isr = [r for r in p.replicas if r in p.isr or r == b]
-                    self.mark_dirty()
-            else:
-                fut = p.futures.get(b)
-                if fut is None:
-                    continue
-                fut.copied = min(fut.copied + moved, size[p.slot])
-                if fut.copied >= size[p.slot] - 1.0:
-                    p.log_dirs[b] = fut.dest_disk
-                    del p.futures[b]
-                    self.mark_dirty()
-        for cl, p in self.moves:
-            ra = p.reassignment
-            if ra is None:
-                continue
-            if all(ra.copied.get(b, 0.0) >= size[p.slot] - 1.0 for b in ra.adding) and all(
-                    cl.brokers[b].alive for b in ra.adding):
-                done_moves.append((cl, p))
-        for cl, p in done_moves:
-            cl.complete_reassignment(p)
 
     # ------------------------------------------------------------------ helpers
     def advance(self, seconds: float, dt: float = 1.0) -> None:

@@ -75,9 +75,9 @@ from kafkasim import model as m
 from kafkasim.model import Broker, Cluster
 
 if TYPE_CHECKING:
-    from kafkasim.protocol import ReqContext
+    from kafkasim.wire import ReqContext
 
-# api key -> highest version answered (merged into kafkasim.protocol.SUPPORTED)
+# api key -> highest version answered (merged into kafkasim.wire.SUPPORTED)
 GROUP_VERSIONS: dict[int, int] = {
     8: 8,  # OffsetCommit
     9: 8,  # OffsetFetch (v8: batched groups)
@@ -230,7 +230,7 @@ def offset_fetch_body_v8(groups: list[bytes], throttle_time_ms: int = 0) -> byte
 
 
 class EncodedResponse:
-    """A flexible-version response whose body is already encoded: what ``kafkasim.protocol.encode_response``
+    """A flexible-version response whose body is already encoded: what ``kafkasim.wire.encode_response``
     uses of a kafka-python response object (``API_VERSION``, ``with_header``, ``encode``)."""
 
     def __init__(self, version: int, body: bytes) -> None:

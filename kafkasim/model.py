@@ -4,7 +4,10 @@ This is kafkasim's own, self-contained model (it does not import the control pla
 Mutations go through :class:`Cluster` methods, which validate input and raise
 :class:`SimError` carrying a Kafka error code, so the wire layer can turn any failure into a
 proper Kafka error response.  Physics state (sizes, offsets, rates, counters) lives in
-:mod:`kafkasim.engine` arrays indexed by ``Partition.slot`` and ``Disk.gidx``.
+:mod:`kafkasim.engine` arrays indexed by ``Partition.slot`` and ``Disk.gidx``; the config names,
+defaults and throttle-value parsers are :mod:`kafkasim.configs`.  Guarantee: a mutation fails only with
+a :class:`SimError` carrying a Kafka error code.  Cost: O(partitions touched) per call, O(partitions) for a broker's
+death or a log dir's failure.
 
 Partition-level throttle extension
 ----------------------------------
@@ -28,9 +31,17 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-PT_PRODUCE = "guardian.partition.throttle.produce.bytes.per.second"
-PT_FETCH = "guardian.partition.throttle.fetch.bytes.per.second"
-PT_ENABLE = "guardian.partition.throttle.enable"
+from kafkasim.configs import (
+    BROKER_DYNAMIC_KEYS,
+    PT_FETCH,
+    PT_PRODUCE,
+    RACK_AWARE_SELECTOR,
+    REPLICA_SELECTOR,
+    TOPIC_CONFIG_DEFAULTS,
+    parse_partition_rates,
+    parse_throttled_replicas,
+)
+
 REASSIGNMENT_LOG_MAX = 10_000
 """Entries of :attr:`Cluster.reassignment_log` kept (oldest dropped; the per-partition counts never are)."""
 
@@ -76,42 +87,6 @@ NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
-
-TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
-    "cleanup.policy": "delete",
-    "retention.ms": "604800000",
-    "retention.bytes": "-1",
-    "segment.bytes": "1073741824",
-    "min.insync.replicas": "1",
-    "max.message.bytes": "1048588",
-    "compression.type": "producer",
-    "message.timestamp.type": "CreateTime",
-    "segment.ms": "604800000",
-    "leader.replication.throttled.replicas": "",
-    "follower.replication.throttled.replicas": "",
-    "remote.storage.enable": "false",
-    "local.retention.ms": "-2",
-    "local.retention.bytes": "-2",
-}
-BROKER_DYNAMIC_KEYS = {
-    "leader.replication.throttled.rate",
-    "follower.replication.throttled.rate",
-    "replica.alter.log.dirs.io.max.bytes.per.second",
-}
-BROKER_STATIC_DEFAULTS: dict[str, str] = {
-    "num.network.threads": "3",
-    "num.io.threads": "8",
-    "remote.log.storage.system.enable": "false",
-    "auto.create.topics.enable": "false",
-}
-REPLICA_SELECTOR = "replica.selector.class"
-RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-BROKER_STATIC_KEYS = {REPLICA_SELECTOR}
-"""Read-only broker configs a scenario may set per cluster (``broker_configs``: its brokers' server.properties)
-or a restart may change (``POST /fault/revive-broker`` with ``configs``); Kafka's default for each is unset.
-``replica.selector.class`` is read-only in Kafka too (AlterConfigs answers INVALID_CONFIG): with it unset the
-leader never names a preferred read replica (KIP-392), whatever ``client.rack`` a consumer sends."""
-
 
 class SimError(Exception):
     """A failure with the Kafka error code to report on the wire."""
@@ -225,37 +200,6 @@ class Topic:
 
 
 QuotaEntity = tuple[tuple[str, str | None], ...]
-
-
-def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | None:
-    """Parse ``p:b,p:b`` into a set of (partition, broker); ``*`` returns None (= all).
-
-    Raises ValueError on malformed input.
-    """
-    value = value.strip()
-    if value == "*":
-        return None
-    out: set[tuple[int, int]] = set()
-    if not value:
-        return out
-    for item in value.split(","):
-        p, _, b = item.strip().partition(":")
-        out.add((int(p), int(b)))
-    return out
-
-
-def parse_partition_rates(value: str) -> dict[int, float]:
-    """Parse ``p:rate,*:rate`` (partition-level throttle values); ``-1`` partition key means ``*``."""
-    out: dict[int, float] = {}
-    if not value.strip():
-        return out
-    for item in value.split(","):
-        p, _, r = item.strip().partition(":")
-        rate = float(r)
-        if not math.isfinite(rate) or rate < 0:
-            raise ValueError(f"bad rate {r!r}")
-        out[-1 if p.strip() == "*" else int(p)] = rate
-    return out
 
 
 class Cluster:

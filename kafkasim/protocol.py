@@ -1,160 +1,40 @@
-"""Kafka wire protocol for kafkasim, built on kafka-python 3.x's own message classes.
+"""The Kafka APIs kafkasim answers: one handler method per API key, against a :class:`~kafkasim.model.Cluster`.
 
-:func:`decode_request` turns a frame (without the 4-byte size) into ``(header, request)``;
-:class:`Handler` answers each supported API against a :class:`~kafkasim.model.Cluster` and
-:func:`encode_response` frames the answer.  APIs outside :data:`SUPPORTED` that kafka-python has
-a schema for get a well-formed response whose error codes say ``UNSUPPORTED_VERSION``; unknown keys
-get a minimal error frame — the socket is never closed on a client.  The group coordinator's APIs
-(FindCoordinator, OffsetCommit/Fetch, Join/Sync/Heartbeat/LeaveGroup, Describe/List/DeleteGroups)
-are answered by :class:`kafkasim.groups.GroupCoordinator`.
+Goal
+    Real Kafka clients (kafka-python, confluent-kafka, Guardian's admin) get the answers a broker would
+    give for Produce, Fetch, ListOffsets, Metadata, the admin APIs (topics, configs, log dirs,
+    reassignments, elections, quotas) and, through :class:`kafkasim.groups.GroupCoordinator`, the group
+    coordinator's APIs.
+
+Method
+    :class:`Handler` dispatches a decoded request (:mod:`kafkasim.wire` does the framing) to a method
+    named after the API; a method reads and changes the object model and the engine's arrays and builds
+    kafka-python's response object.  A :class:`~kafkasim.model.SimError` becomes the response's error
+    code; an API outside :data:`~kafkasim.wire.SUPPORTED` gets ``UNSUPPORTED_VERSION``.
+
+Guarantee
+    Every decoded request of a supported API (but an acks=0 Produce) gets a response of its own type: a
+    model error becomes the Kafka error code the :class:`~kafkasim.model.SimError` carries, any other
+    exception ``UNKNOWN_SERVER_ERROR``.
+
+Cost
+    O(partitions named in the request) per request, plus the record batches a Produce or Fetch carries.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
-import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-import kafka.protocol as kp
-from kafka.protocol.api_message import ApiMessage
-
+from kafkasim import configs as kc
 from kafkasim import model as m
 from kafkasim.groups import GROUP_VERSIONS, GroupCoordinator
 from kafkasim.model import Broker, Cluster, SimError
 from kafkasim.records import split_batches, store_batches, synthetic_batch
-
-
-def _load_registry() -> dict[int, dict[str, Any]]:
-    for mod in pkgutil.walk_packages(kp.__path__, "kafka.protocol."):
-        if ".old" in mod.name or "generate" in mod.name or "schemas" in mod.name:
-            continue
-        try:
-            importlib.import_module(mod.name)
-        except Exception:  # pragma: no cover - optional protocol modules
-            continue
-
-    def subs(c: type) -> list[type]:
-        out: list[type] = []
-        sc: type
-        for sc in c.__subclasses__():
-            out.append(sc)
-            out.extend(subs(sc))
-        return out
-
-    reg: dict[int, dict[str, Any]] = {}
-    for c in subs(ApiMessage):
-        if getattr(c, "_class_version", None) is not None:
-            continue
-        try:
-            key = c.API_KEY  # type: ignore[attr-defined]
-        except Exception:
-            continue
-        reg.setdefault(key, {})[c.type] = c  # type: ignore[attr-defined]
-    return reg
-
-
-REGISTRY = _load_registry()
-
-# api key -> max version we answer (min comes from the schema's validVersions)
-SUPPORTED: dict[int, int] = {
-    0: 9,  # Produce
-    1: 12,  # Fetch (no topic ids)
-    2: 7,  # ListOffsets
-    3: 12,  # Metadata
-    18: 4,  # ApiVersions
-    19: 7,  # CreateTopics
-    20: 6,  # DeleteTopics
-    22: 4,  # InitProducerId
-    32: 4,  # DescribeConfigs
-    33: 2,  # AlterConfigs
-    34: 2,  # AlterReplicaLogDirs
-    35: 4,  # DescribeLogDirs
-    37: 3,  # CreatePartitions
-    43: 2,  # ElectLeaders
-    44: 1,  # IncrementalAlterConfigs
-    45: 0,  # AlterPartitionReassignments
-    46: 0,  # ListPartitionReassignments
-    48: 1,  # DescribeClientQuotas
-    49: 1,  # AlterClientQuotas
-    60: 1,  # DescribeCluster
-    **GROUP_VERSIONS,  # group coordinator APIs (kafkasim.groups)
-}
-
-
-def min_version(key: int) -> int:
-    """Lowest version kafka-python's schema for ``key`` declares valid."""
-    req = REGISTRY[key]["request"]
-    return int(str(req.json["validVersions"]).split("-")[0])
-
-
-SASL_APIS = ((17, 0, 1), (36, 0, 2))  # SaslHandshake, SaslAuthenticate (answered by kafkasim.security)
-
-
-def api_versions_list(sasl: bool = False) -> list[tuple[int, int, int]]:
-    """(api_key, min, max) triples advertised in ApiVersions (with the SASL APIs on SASL listeners)."""
-    out = [(k, min_version(k), v) for k, v in sorted(SUPPORTED.items())]
-    return sorted([*out, *SASL_APIS]) if sasl else out
-
-
-@dataclass
-class ReqContext:
-    """Who sent a request (for audit and metrics)."""
-
-    client_id: str
-    host: str
-    cluster: Cluster
-    broker: Broker
-    sasl: bool = False  # the listener speaks SASL (ApiVersions advertises SaslHandshake/SaslAuthenticate)
-    principal: str = "ANONYMOUS"
-    client_rack: str = ""  # a Fetch's rack_id (client.rack, v11+), as a broker-side audit plugin sees it
-
-
-def peek_header(frame: bytes) -> tuple[int, int, int]:
-    """(api_key, api_version, correlation_id) from the first 8 bytes of a request."""
-    if len(frame) < 8:
-        raise ValueError("request shorter than a header")
-    key, ver, cid = struct.unpack_from(">hhi", frame, 0)
-    return key, ver, cid
-
-
-def decode_request(frame: bytes) -> tuple[Any, Any]:
-    """Decode header and body with kafka-python's classes; raises on malformed input."""
-    key, ver, _ = peek_header(frame)
-    cls = REGISTRY[key]["request"]
-    req = cls.decode(frame, version=ver, header=True)
-    return req.header, req
-
-
-def encode_response(resp: Any, version: int, correlation_id: int) -> bytes:
-    """Frame a response (size prefix, header, body)."""
-    if version != resp.API_VERSION:
-        resp.API_VERSION = version  # before with_header: kafka-python would touch the header
-    resp.with_header(correlation_id=correlation_id)
-    return bytes(resp.encode(header=True, framed=True))
-
-
-def minimal_error_frame(correlation_id: int, code: int = m.UNSUPPORTED_VERSION) -> bytes:
-    """A response for API keys with no schema: correlation id + int16 error code."""
-    body = struct.pack(">ih", correlation_id, code)
-    return struct.pack(">i", len(body)) + body
-
-
-def _set_errors(obj: Any, code: int) -> None:
-    for f in obj._struct._fields:
-        if f.name == "error_code" and obj.version is not None and f.for_version_q(obj.version):
-            setattr(obj, f.name, code)
-
-
-def generic_error(key: int, version: int, code: int) -> Any:
-    """A default-valued response of ``key``/``version`` with its top-level error codes set."""
-    resp = REGISTRY[key]["response"](version=version)
-    _set_errors(resp, code)
-    return resp
+from kafkasim.wire import REGISTRY, SUPPORTED, ReqContext, api_versions_list, generic_error
 
 
 # ---------------------------------------------------------------------------- handler
@@ -301,10 +181,10 @@ class Handler:
 
     @staticmethod
     def _topic_configs(cl: Cluster, t: m.Topic) -> dict[str, str]:
-        out = dict(m.TOPIC_CONFIG_DEFAULTS)
+        out = dict(kc.TOPIC_CONFIG_DEFAULTS)
         if cl.partition_throttle:
-            out[m.PT_PRODUCE] = ""
-            out[m.PT_FETCH] = ""
+            out[kc.PT_PRODUCE] = ""
+            out[kc.PT_FETCH] = ""
         out.update(t.configs)
         return out
 
@@ -359,18 +239,18 @@ class Handler:
             ("broker.rack", b.rack, True, 4),
             ("log.dirs", ",".join(d.path for d in b.disks), True, 4),
         ]
-        for k, val in sorted(m.BROKER_STATIC_DEFAULTS.items()):
+        for k, val in sorted(kc.BROKER_STATIC_DEFAULTS.items()):
             out.append((k, "true" if k == "remote.log.storage.system.enable" and cl.remote_storage else val, True, 4))
-        for k in sorted(m.BROKER_STATIC_KEYS):
+        for k in sorted(kc.BROKER_STATIC_KEYS):
             static = b.static_configs.get(k)
             out.append((k, static, True, 4 if static is not None else 5))
-        for k in sorted(m.BROKER_DYNAMIC_KEYS):
+        for k in sorted(kc.BROKER_DYNAMIC_KEYS):
             if k in b.configs:
                 out.append((k, b.configs[k], False, 2))
             else:
                 out.append((k, str(2**63 - 1), False, 5))
         if cl.partition_throttle:
-            out.append((m.PT_ENABLE, "true", True, 4))
+            out.append((kc.PT_ENABLE, "true", True, 4))
         return out
 
     def api_32(self, ctx: ReqContext, v: int, req: Any) -> Any:

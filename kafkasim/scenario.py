@@ -58,8 +58,9 @@ from typing import Any
 
 import numpy as np
 
+from kafkasim.configs import BROKER_STATIC_KEYS
 from kafkasim.engine import Client, Engine
-from kafkasim.model import BROKER_STATIC_KEYS, Cluster, SimError
+from kafkasim.model import Cluster, SimError
 from kafkasim.network import Network, parse_lines
 
 DISK_KINDS: dict[str, dict[str, float]] = {

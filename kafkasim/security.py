@@ -24,9 +24,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkasim.protocol import REGISTRY, decode_request, encode_response, peek_header
 from kafkasim.sasl import MECHANISMS, AuthFailed, SaslExchange, UserStore
 from kafkasim.tls import TlsMaterial
+from kafkasim.wire import REGISTRY, decode_request, encode_response, peek_header
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ILLEGAL_SASL_STATE = 34

@@ -61,28 +61,28 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim import model as m
 from kafkasim.audit import AuditSink
+from kafkasim.configs import BROKER_STATIC_KEYS
 from kafkasim.exporters import MetricsConfig, render_jmx, render_node
 from kafkasim.httpd import BasicAuth, HttpError, Route, http_serve
 from kafkasim.metrics import render_broker
-from kafkasim.model import BROKER_STATIC_KEYS, Broker, Cluster
+from kafkasim.model import Broker, Cluster
 from kafkasim.network import render_gateway
-from kafkasim.protocol import (
-    REGISTRY,
-    SUPPORTED,
-    Handler,
-    ReqContext,
-    api_versions_list,
-    decode_request,
-    encode_response,
-    fetch_audit,
-    generic_error,
-    minimal_error_frame,
-    peek_header,
-)
+from kafkasim.protocol import Handler, fetch_audit
 from kafkasim.realistic import hardware_profile, rack_to_idc
 from kafkasim.scenario import Federation
 from kafkasim.security import SaslGate, SecurityConfig
 from kafkasim.truth import LoadHistory, snapshot_of
+from kafkasim.wire import (
+    REGISTRY,
+    SUPPORTED,
+    ReqContext,
+    api_versions_list,
+    decode_request,
+    encode_response,
+    generic_error,
+    minimal_error_frame,
+    peek_header,
+)
 
 if TYPE_CHECKING:
     from kafkasim.tiered import TieredManager

@@ -55,6 +55,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from kafkasim import configs as kc
 from kafkasim import model as m
 from kafkasim.model import Cluster, Partition, SimError, Topic
 from kafkasim.records import split_batches, synthetic_batch
@@ -250,7 +251,7 @@ class TieredManager:
         try:
             return int(cl.topic_config(topic, key))
         except ValueError:
-            return int(m.TOPIC_CONFIG_DEFAULTS[key])
+            return int(kc.TOPIC_CONFIG_DEFAULTS[key])
 
     def _enqueue(self, job: Job, front: bool = False) -> None:
         with self._cv:

@@ -54,7 +54,11 @@ SPEC: dict[str, Any] = {
 
 
 @pytest.fixture()
-def sim(tmp_path: Path) -> Iterator[SimProcess]:
+def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimProcess]:
+    # the simulator runs in its own session (the teardown kills its group), so a pytest killed before its
+    # teardown (a SIGTERM from a timeout wrapper) used to leave `kafkasim up --realistic` running: it now
+    # stops by itself once its parent is gone
+    monkeypatch.setenv("KAFKASIM_EXIT_WITH_PARENT", "1")
     with sim_process(SPEC, tmp_path) as s:
         yield s
 

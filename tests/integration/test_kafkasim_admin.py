@@ -442,7 +442,7 @@ def test_legacy_alter_configs_replaces_the_dynamic_set(sim: SimRunner, admin: Ka
 def test_garbage_frames_get_answers_and_the_broker_keeps_serving(sim: SimRunner) -> None:
     import random
 
-    from kafkasim.protocol import REGISTRY
+    from kafkasim.wire import REGISTRY
 
     rng = random.Random(42)
     keys = sorted(k for k, e in REGISTRY.items() if "response" in e and k != 0)  # acks=0 produce has no answer

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient
 
-from kafkasim.protocol import REGISTRY
 from kafkasim.security import SecurityConfig
 from kafkasim.server import SimRunner
 from kafkasim.tls import TlsFiles, TlsMaterial
+from kafkasim.wire import REGISTRY
 from tests.integration.kafkasim_support import start_sim
 
 USER, PASSWORD = "guardian", "correct horse battery staple"

@@ -27,8 +27,8 @@ from kafkasim.groups import (
     simulated_groups,
 )
 from kafkasim.model import Cluster
-from kafkasim.protocol import ReqContext
 from kafkasim.scenario import Federation, build_federation
+from kafkasim.wire import ReqContext
 
 SPEC: dict[str, Any] = {
     "seed": 3, "tick_seconds": 1.0,

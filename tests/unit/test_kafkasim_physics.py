@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from kafkasim.configs import PT_FETCH, PT_PRODUCE
 from kafkasim.engine import Client, Engine
-from kafkasim.model import PT_FETCH, PT_PRODUCE, Cluster, SimError
+from kafkasim.model import Cluster, SimError
 from kafkasim.scenario import build_federation
 
 GiB = 1024**3

@@ -7,11 +7,13 @@ import struct
 
 import pytest
 
+from kafkasim import configs as kc
 from kafkasim import model as m
+from kafkasim.configs import parse_partition_rates, parse_throttled_replicas
 from kafkasim.engine import Engine
-from kafkasim.model import Cluster, SimError, parse_partition_rates, parse_throttled_replicas
-from kafkasim.protocol import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
+from kafkasim.model import Cluster, SimError
 from kafkasim.records import split_batches
+from kafkasim.wire import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
 from tests.records import record_batch
 
 
@@ -74,7 +76,7 @@ def test_topic_validation_errors_carry_kafka_codes() -> None:
         (lambda: c.create_topic("t", -1, -1, {0: [1, 1]}), m.INVALID_REPLICA_ASSIGNMENT),
         (lambda: c.create_topic("t", -1, -1, {1: [1]}), m.INVALID_REPLICA_ASSIGNMENT),
         (lambda: c.create_topic("t", 1, 1, configs={"retention.ms": "soon"}), m.INVALID_CONFIG),
-        (lambda: c.create_topic("t", 1, 1, configs={m.PT_FETCH: "0:1"}), m.INVALID_CONFIG),
+        (lambda: c.create_topic("t", 1, 1, configs={kc.PT_FETCH: "0:1"}), m.INVALID_CONFIG),
         (lambda: c.create_partitions("nope", 3, None), m.UNKNOWN_TOPIC_OR_PARTITION),
         (lambda: c.alter_broker_configs("1", [("num.io.threads", 0, "9")]), m.INVALID_CONFIG),
         (lambda: c.alter_broker_configs("9", [("leader.replication.throttled.rate", 0, "1")]), m.INVALID_REQUEST),
