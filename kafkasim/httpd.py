@@ -77,13 +77,12 @@ IDLE_S = 30.0
 async def http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, route: Route,
                      auth: BasicAuth | None = None, on_status: Callable[[int], None] | None = None) -> int:
     """Serve the HTTP requests of one connection with ``route`` until it ends (see the module docstring);
-    ``on_status`` is told each status sent. Returns the last status sent (0: none)."""
+    ``on_status`` is told each status before it is sent (so a client that saw the answer finds it counted).
+    Returns the last status sent (0: none)."""
     last, wait_s = 0, 10.0
     try:
         while True:
-            status, keep = await _serve_one(reader, writer, route, auth, wait_s)
-            if status and on_status is not None:
-                on_status(status)
+            status, keep = await _serve_one(reader, writer, route, auth, wait_s, on_status)
             last = status or last
             if not keep:
                 return last
@@ -93,7 +92,8 @@ async def http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 
 async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, route: Route,
-                     auth: BasicAuth | None, wait_s: float) -> tuple[int, bool]:
+                     auth: BasicAuth | None, wait_s: float,
+                     on_status: Callable[[int], None] | None) -> tuple[int, bool]:
     """One request: ``(status sent or 0, whether the connection stays open for another)``."""
     extra = ""
     keep = False
@@ -124,6 +124,8 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         return 0, False
     hdr = (f"HTTP/1.1 {status} {REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"
            f"Content-Length: {len(payload)}\r\n{extra}Connection: {'keep-alive' if keep else 'close'}\r\n\r\n").encode()
+    if on_status is not None:
+        on_status(status)
     try:
         writer.write(hdr + payload)
         await writer.drain()
