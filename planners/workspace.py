@@ -106,6 +106,10 @@ class Workspace:
         self.moved_partitions = 0
         self._groups: dict[tuple[str, str | None], np.ndarray] = {}
         self._own: dict[int, np.ndarray] = {}
+        n = len(self.disk_ids)  # scratch of the scans: no allocation per scan (above ~128 KiB each one
+        self._after = np.empty(n, dtype=np.float64)  # would be a fresh mmap, page faults included)
+        self._bad = np.empty(n, dtype=bool)
+        self._room_bad = np.empty(n, dtype=bool)
 
     # ------------------------------------------------------------------ reads
     def partition(self, pid: PartitionId) -> Partition:
@@ -313,14 +317,18 @@ class Workspace:
             if done:
                 return found
         view: slice | np.ndarray = slice(first, first + n) if contiguous else candidates
+        bad = self._bad[:n]
         if max_util is not None:
-            after = self.inv_max[view] * add  # in place: util + add x inv_max, the same IEEE operations
-            after += self.util_arr[view]
-            bad = after > max_util + EPS
+            after = self._after[:n]  # util + add x inv_max, the same IEEE operations, into scratch
+            np.multiply(self.inv_max[view], add, out=after)
+            np.add(after, self.util_arr[view], out=after)
+            np.greater(after, max_util + EPS, out=bad)
             if not p.size_bytes <= self.room_floor:  # else every disk has room: no pass needed
-                bad |= self.room[view] < p.size_bytes
+                room_bad = self._room_bad[:n]
+                np.less(self.room[view], p.size_bytes, out=room_bad)
+                bad |= room_bad
         else:
-            bad = self.room[view] < p.size_bytes
+            np.less(self.room[view], p.size_bytes, out=bad)
         if excluded:
             bad |= np.isin(self.disk_broker[view], np.fromiter(excluded, dtype=np.int64))
         score = np.where(bad, _BIG, self.proj[view])  # a ruled-out disk scores _BIG (was proj + _BIG: the same order)
