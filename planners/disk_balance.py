@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from domain import ClusterSnapshot, Partition, Plan
-from planners.workspace import Bounds, Workspace
+from planners.workspace import Bounds, Workspace, gc_paused
 
 KIND = "rebalance"
 MAX_NOTES = 12
@@ -88,12 +88,13 @@ class _Pile(list[_Candidate]):
 def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = None) -> Plan:
     """A disk-load rebalance plan for every pool of ``snapshot`` (checked by :func:`check_plan`)."""
     options = options or BalanceOptions()
-    ws = Workspace(snapshot, options.bounds)
-    notes = evacuate_dead(ws, options) if options.evacuate_dead else dead_replica_notes(ws)
-    before = pool_peak_to_mean(ws)
-    for pool in sorted({b.pool for b in snapshot.brokers}):
-        notes += balance_pool(ws, pool, options)
-    return ws.to_plan(KIND, [movement_note(ws, before), *notes] if ws.moved_bytes else notes)
+    with gc_paused():
+        ws = Workspace(snapshot, options.bounds)
+        notes = evacuate_dead(ws, options) if options.evacuate_dead else dead_replica_notes(ws)
+        before = pool_peak_to_mean(ws)
+        for pool in sorted({b.pool for b in snapshot.brokers}):
+            notes += balance_pool(ws, pool, options)
+        return ws.to_plan(KIND, [movement_note(ws, before), *notes] if ws.moved_bytes else notes)
 
 
 def total_replica_bytes(snapshot: ClusterSnapshot) -> int:

@@ -15,7 +15,9 @@ max throughput), the balancing objective.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +61,23 @@ class Bounds:
         """The same bounds as the invariant checker's :class:`CheckLimits`."""
         return CheckLimits(capacity_headroom=self.capacity_headroom, max_bytes_to_move=self.max_bytes,
                            max_partitions_to_move=self.max_partitions)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a planner's run (restored after, also on error).
+
+    A plan allocates hundreds of thousands of short-lived tuples and records but no reference cycles,
+    while the snapshot keeps millions of tracked objects alive: each collection pass re-walks them for
+    nothing (~8% of a 1,000-broker rebalance). Reference counting still frees everything as usual.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class Workspace:
@@ -377,11 +396,58 @@ class Workspace:
         return True, None
 
     def move_replica(self, p: Partition, position: int, target: int) -> None:
-        """Put replica ``position`` of ``p`` on disk ``target`` (same position in the replica list)."""
-        replicas, dirs = self.replicas(p)
+        """Put replica ``position`` of ``p`` on disk ``target`` (same position in the replica list).
+
+        The common case — the leader stays, every other replica stays on a known disk — touches only the
+        two disks and counts copies incrementally, with the very float operations :meth:`assign` would
+        do (``0.0 - load`` off the source, ``0.0 + load`` onto the target; a staying replica's
+        ``-x + x`` is exactly 0 for finite rates, which assign skips); anything else goes to :meth:`assign`.
+        """
+        pid = p.id
+        replicas, dirs = self.current.get(pid, (p.replicas, p.log_dirs))
         b, d = self.disk_ids[target]
-        self.assign(p, (*replicas[:position], b, *replicas[position + 1:]),
-                    (*dirs[:position], d, *dirs[position + 1:]))
+        new_r = (*replicas[:position], b, *replicas[position + 1:])
+        new_d = (*dirs[:position], d, *dirs[position + 1:])
+        old_b, old_d = replicas[position], dirs[position]
+        pos = self.pos
+        src = pos.get((old_b, old_d))
+        leader = self.leader(p)
+        override = self.leader_override.get(pid)
+        if override is not None:
+            after = override if override in new_r else None
+        elif p.leader in new_r or (new_r == p.replicas and new_d == p.log_dirs):
+            after = p.leader
+        else:
+            after = new_r[0]
+        write, read = p.bytes_in_per_s, p.disk_read_bytes_per_s
+        size_bytes = p.size_bytes
+        if (after != leader or src is None or src == target or (b != old_b and b in replicas) or size_bytes < 0
+                or not (write - write == 0.0 and read - read == 0.0) or len(set(replicas)) != len(replicas)
+                or any(pair not in pos for k, pair in enumerate(zip(replicas, dirs, strict=True)) if k != position)):
+            self.assign(p, new_r, new_d)
+            return
+        out_load = 0.0 - (write + (read if old_b == leader else 0.0))
+        in_load = 0.0 + (write + (read if b == leader else 0.0))
+        if out_load:
+            self.add_load(src, out_load)
+        if in_load:
+            self.add_load(target, in_load)
+        if size_bytes:
+            self.used[src] -= size_bytes
+            self.room[src] += size_bytes
+            self.used[target] += size_bytes
+            self.room[target] -= size_bytes
+            if self.room[target] < self.room_floor:
+                self.room_floor = float(self.room[target])
+        original = tuple(zip(p.replicas, p.log_dirs, strict=True))
+        was = self.copied.get(pid, 0)
+        copies = was - ((old_b, old_d) not in original) + ((b, d) not in original)
+        self.current[pid] = (new_r, new_d)
+        self.copied[pid] = copies
+        new_cost = copies * size_bytes
+        self.moved_bytes += new_cost - self.cost.get(pid, 0)
+        self.cost[pid] = new_cost
+        self.moved_partitions += int(copies > 0) - int(was > 0)
 
     # ----------------------------------------------------------------- output
     def moves(self) -> tuple[PartitionMove, ...]:
