@@ -111,7 +111,7 @@ def after_disk_loads(before: ClusterSnapshot, changed: Mapping[PartitionId, Part
     disks[at] = disk
     weights[at] = load
     sums = np.bincount(disks, weights=weights, minlength=len(index.disk_ids) + 1)
-    loads.update(zip(index.disk_ids, sums.tolist()))
+    loads.update(zip(index.disk_ids, sums.tolist()[:-1], strict=True))
     return loads
 
 

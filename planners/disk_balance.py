@@ -48,6 +48,7 @@ from planners.workspace import Bounds, Workspace, gc_paused
 KIND = "rebalance"
 MAX_NOTES = 12
 _LOAD = operator.attrgetter("load")
+_KEY = operator.itemgetter(0)
 EXCHANGE_TRIES = 4  # heaviest replicas of a stuck disk, and coolest receivers each, an exchange tries
 
 
@@ -276,15 +277,16 @@ class _Shedder:
 
 def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, int]]) -> list[_Candidate]:
     """Movable replicas on disk ``i`` (there from the start or moved in), best load-per-byte first."""
-    broker, path = ws.disk_ids[i]
-    out = []
+    here = ws.disk_ids[i]
+    broker = here[0]
+    keyed: list[tuple[tuple[float, tuple[str, int]], _Candidate]] = []
     by_id, topics, current = ws.index.partition_by_id, ws.index.topic_by_name, ws.current
-    here = (broker, path)
     for pid in dict.fromkeys((*ws.index.replicas_on_disk[here], *arrived)):
         p = by_id[pid]
-        if p.leader is None or topics[p.topic].pool != pool:
+        leader = p.leader
+        if leader is None or topics[p.topic].pool != pool:
             continue
-        replicas, dirs = current.get(p.id, (p.replicas, p.log_dirs))
+        replicas, dirs = current.get(pid, (p.replicas, p.log_dirs))
         position = -1
         for k, pair in enumerate(zip(replicas, dirs, strict=True)):
             if pair == here:
@@ -292,12 +294,13 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
                 break
         if position < 0:
             continue
-        load = p.replica_load(broker)
-        if load <= 0 or (broker == p.leader and position != 0):
+        load = p.bytes_in_per_s + p.disk_read_bytes_per_s if broker == leader else p.bytes_in_per_s  # replica_load
+        if load <= 0 or (broker == leader and position != 0):
             continue  # moving a non-preferred leader would hand leadership to a third disk
-        out.append(_Candidate(pid, position, load, p.size_bytes))
-    out.sort(key=lambda c: (-(c.load / c.size) if c.size else float("-inf"), c.pid))
-    return out
+        size = p.size_bytes
+        keyed.append(((-(load / size) if size else float("-inf"), pid), _Candidate(pid, position, load, size)))
+    keyed.sort(key=_KEY)
+    return [c for _, c in keyed]
 
 
 def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,

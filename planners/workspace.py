@@ -398,7 +398,7 @@ class Workspace:
     def move_replica(self, p: Partition, position: int, target: int) -> None:
         """Put replica ``position`` of ``p`` on disk ``target`` (same position in the replica list).
 
-        The common case — the leader stays, every other replica stays on a known disk — touches only the
+        The common case — no other replica gains or loses leadership, each stays on a known disk — touches only the
         two disks and counts copies incrementally, with the very float operations :meth:`assign` would
         do (``0.0 - load`` off the source, ``0.0 + load`` onto the target; a staying replica's
         ``-x + x`` is exactly 0 for finite rates, which assign skips); anything else goes to :meth:`assign`.
@@ -413,21 +413,25 @@ class Workspace:
         src = pos.get((old_b, old_d))
         leader = self.leader(p)
         override = self.leader_override.get(pid)
+        after: int | None
         if override is not None:
-            after = override if override in new_r else None
+            after = override
         elif p.leader in new_r or (new_r == p.replicas and new_d == p.log_dirs):
             after = p.leader
         else:
             after = new_r[0]
+        staying = (*replicas[:position], *replicas[position + 1:])
         write, read = p.bytes_in_per_s, p.disk_read_bytes_per_s
         size_bytes = p.size_bytes
-        if (after != leader or src is None or src == target or (b != old_b and b in replicas) or size_bytes < 0
+        if ((after != leader and (leader in staying or after in staying))
+                or (override is not None and override not in new_r)
+                or src is None or src == target or (b != old_b and b in replicas) or size_bytes < 0
                 or not (write - write == 0.0 and read - read == 0.0) or len(set(replicas)) != len(replicas)
                 or any(pair not in pos for k, pair in enumerate(zip(replicas, dirs, strict=True)) if k != position)):
-            self.assign(p, new_r, new_d)
+            self.assign(p, new_r, new_d)  # a staying replica gains or loses leadership, or an unusual case
             return
         out_load = 0.0 - (write + (read if old_b == leader else 0.0))
-        in_load = 0.0 + (write + (read if b == leader else 0.0))
+        in_load = 0.0 + (write + (read if b == after else 0.0))
         if out_load:
             self.add_load(src, out_load)
         if in_load:
