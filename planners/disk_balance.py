@@ -333,7 +333,7 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
             targets = _targets(ws, p, c.position)
             if receivers is not None:
                 targets = np.intersect1d(targets, receivers, assume_unique=True)
-            target = ws.best_target(p, c.position, targets, max_util=goal, added=added)
+            target = ws.best_target(p, c.position, targets, max_util=goal, added=added, frequent=receivers is None)
             if target is None:  # no disk stays under the goal: accept one that stays under the hot line
                 ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move
                 target = ws.best_target(p, c.position, targets, max_util=ceiling, added=added)

@@ -12,7 +12,7 @@ from domain import Partition, PartitionMove, Plan, apply_plan, dump_plan, plan_e
 from domain.apply import reassigned
 from domain.summary import _after_disk_loads_by_disk, after_disk_loads
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners import plan_rebalance
+from planners import plan_rebalance, workspace
 from planners.workspace import Workspace
 
 SPEC = GeneratorSpec(brokers=30, disks_per_broker=6, partitions=1500, skew="zipf", seed=3, idcs=("idc-a", "idc-b"),
@@ -101,3 +101,15 @@ def test_replica_columns_match_the_partitions() -> None:
         assert [disk_ids[i] for i in cols.disk[span]] == list(zip(p.replicas, p.log_dirs, strict=True))
         assert np.array_equal(cols.load[span], [p.replica_load(b) for b in p.replicas])
         assert cols.position[p.id] == k
+
+
+@pytest.mark.parametrize(("top_k", "dirty"), [(64, 128), (4, 3), (1, 0)])
+def test_top_scan_gives_the_full_scans_plan(top_k: int, dirty: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept top of a large group (:class:`planners.workspace._Top`, used from 16k disks) forced onto a small
+    cluster, also with tiny tops (fallbacks, complete lists): the plan the full numpy scan gives."""
+    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000, seed=top_k))
+    full = plan_rebalance(snap)
+    monkeypatch.setattr(workspace, "TOP_MIN_DISKS", 0)
+    monkeypatch.setattr(workspace, "TOP_K", top_k)
+    monkeypatch.setattr(workspace, "TOP_DIRTY", dirty)
+    assert full.moves and dump_plan(plan_rebalance(snap)) == dump_plan(full)
