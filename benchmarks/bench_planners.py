@@ -1,6 +1,7 @@
 """Planner benchmark: Guardian's disk-aware rebalance beside Kafka's default count-based assignment.
 
-``python -m benchmarks.bench_planners [--sizes 100,1000] [--large] [--seed 1]``  (``--large`` adds 3,000 brokers)
+``python -m benchmarks.bench_planners [--sizes 100,1000,3000] [--no-large] [--seed 1]``  (the default sizes are
+100, 1,000 and 3,000 brokers; ``--no-large`` leaves out 3,000 brokers x 300k partitions, a few minutes)
 
 For each size (brokers x 12 disks, 100 partitions per broker, RF 3, heavy-tailed traffic, 25% NVMe
 brokers, two IDCs with placement policies on half the topics) it generates a snapshot and measures,
@@ -21,7 +22,7 @@ in the same run:
   balancer (``GeneticBalancer``, weight = disk bytes/s per replica, size = bytes) — its full proposal,
   log dirs by the broker's rule, then a preferred-replica election; same figures. Each runs under a time
   limit (``--peer-timeout``, ``--genetic-timeout``) and is reported as "did not finish in N s" past it;
-  the genetic one is not tried again at larger sizes once it did not finish.
+  neither is tried again at larger sizes once it did not finish.
 
 Also, in the same run: ``plan leaders`` time on each size; the budget curve (peak/mean reached against
 byte budgets, :mod:`planners.budget_curve`) at 1,000 brokers (else the largest size); the large-replica
@@ -69,6 +70,8 @@ from planners import plan_leaders, plan_pool_grow, plan_rebalance
 from planners.budget_curve import budget_curve
 
 TARGET_SECONDS = 60.0
+DEFAULT_SIZES = (100, 1000, 3000)
+LARGE = 3000
 TARGET_PEAK = 1.10
 TARGET_BYTES_RATIO = 1.5
 PEERS = (("kafka-utils count", "kafka_utils_count"), ("kafka-utils genetic", "kafka_utils_genetic"))
@@ -320,8 +323,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--sizes", default="100,1000", help="comma-separated broker counts")
-    parser.add_argument("--large", action="store_true", help="add the 3,000-broker x 300k-partition run (~5 min)")
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="comma-separated broker counts")
+    parser.add_argument("--no-large", action="store_true",
+                        help=f"leave out sizes of {LARGE:,} brokers and more (the {LARGE:,} x 300k-partition run)")
+    parser.add_argument("--large", action="store_true", help=f"add {LARGE:,} brokers to --sizes if missing")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=None, help="JSON result file (default out/bench/planners.json)")
     parser.add_argument("--peer-timeout", type=float, default=300.0,
@@ -335,16 +340,21 @@ def main(argv: list[str] | None = None) -> int:
         peers["count"] = args.peer_timeout
         peers["genetic"] = args.genetic_timeout if args.genetic_timeout > 0 else "not run (--genetic-timeout 0)"
     rows = []
-    sizes = [int(x) for x in args.sizes.split(",")] + ([3000] if args.large else [])
+    sizes = [int(x) for x in args.sizes.split(",")]
+    if args.large and LARGE not in sizes:
+        sizes.append(LARGE)
+    if args.no_large:
+        sizes = [n for n in sizes if n < LARGE]
     at: dict[str, Any] | None = None  # the row the budget curve is drawn at: 1,000 brokers, else the largest
     curve: list[dict[str, Any]] = []
     curve_cpu = 0.0
     for k, n in enumerate(sizes):
         print(f"... {n} brokers", flush=True)
         row = run(n, args.seed, peers)
-        genetic = row.get("kafka_utils_genetic", {}).get("status", "ok")
-        if genetic.startswith("did not finish") and not genetic.endswith("brokers)"):
-            peers["genetic"] = f"not run ({genetic} at {n} brokers)"
+        for balancer in ("count", "genetic"):  # a peer that did not finish is not tried at larger sizes
+            status = row.get(f"kafka_utils_{balancer}", {}).get("status", "ok")
+            if status.startswith("did not finish") and not status.endswith("brokers)"):
+                peers[balancer] = f"not run ({status} at {n} brokers)"
         snap = row.pop("_snapshot")
         if at is None and (n == 1000 or k == len(sizes) - 1):
             c0 = time.process_time()

@@ -91,24 +91,30 @@ def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None
     index = snapshot.index
     seen: set[tuple[str, int]] = set()
     moved_bytes = moved_partitions = 0
+    facts = _BrokerFacts(snapshot)
+    by_id = index.partition_by_id
     for move in plan.moves:
-        current = index.partition_by_id.get(move.id)
+        pid = move.id
+        current = by_id.get(pid)
         if current is None:
-            violations.append(Violation("unknown-partition", "no such partition in the snapshot", *move.id))
+            violations.append(Violation("unknown-partition", "no such partition in the snapshot", *pid))
             continue
-        if move.id in seen:
-            violations.append(Violation("duplicate-entry", "partition appears more than once", *move.id))
+        if pid in seen:
+            violations.append(Violation("duplicate-entry", "partition appears more than once", *pid))
             continue
-        seen.add(move.id)
-        new_pairs = list(zip(move.replicas, move.log_dirs, strict=True))
+        seen.add(pid)
         old_pairs = set(zip(current.replicas, current.log_dirs, strict=True))
-        copies = sum(1 for b, d in new_pairs
-                     if b not in current.replicas or (d is not None and (b, d) not in old_pairs))
+        copies = 0
+        for b, d in zip(move.replicas, move.log_dirs, strict=True):
+            if b not in current.replicas or (d is not None and (b, d) not in old_pairs):
+                copies += 1
         moved_bytes += copies * current.size_bytes
         moved_partitions += copies > 0
-        back = restoring.get(move.id)
-        violations += _move_violations(snapshot, current, move.replicas, move.log_dirs,
-                                       restoring=back is not None and tuple(back) == tuple(move.replicas))
+        back = restoring.get(pid)
+        found = _move_violations(snapshot, facts, current, old_pairs, move.replicas, move.log_dirs,
+                                 restoring=back is not None and tuple(back) == tuple(move.replicas))
+        if found:
+            violations += found
 
     effect = effect if effect is not None else plan_effect(snapshot, plan)
     leader_seen: set[tuple[str, int]] = set()
@@ -139,52 +145,84 @@ def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None
     return violations
 
 
-def _move_violations(snapshot: ClusterSnapshot, current: Partition, replicas: tuple[int, ...],
-                     log_dirs: tuple[str | None, ...], *, restoring: bool = False) -> list[Violation]:
-    index = snapshot.index
+class _BrokerFacts:
+    """Per-broker facts the move checks read, gathered once per :func:`check_plan` call. O(brokers)."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        brokers = snapshot.brokers
+        self.broker = {b.id: b for b in brokers}
+        self.pool = {b.id: b.pool for b in brokers}
+        self.idc = {b.id: b.idc for b in brokers}
+        self.place = {b.id: (b.idc, b.rack) for b in brokers}
+        self.alive = {b.id: b.is_alive for b in brokers}
+        self.disks = snapshot.index.disk_by_id
+
+    def rack_duplicates(self, replicas: tuple[int, ...]) -> int:
+        """As :func:`_rack_duplicates`."""
+        place = self.place
+        known = [place[b] for b in replicas if b in place]
+        return len(known) - len(set(known))
+
+    def placement_deficit(self, replicas: tuple[int, ...], placement: Mapping[str, int]) -> int:
+        """As :func:`_placement_deficit`."""
+        counts: dict[str, int] = {}
+        idc = self.idc
+        for b in replicas:
+            name = idc.get(b)
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
+        return sum(max(0, need - counts.get(name, 0)) for name, need in placement.items())
+
+
+def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Partition,
+                     old_pairs: set[tuple[int, str]], replicas: tuple[int, ...], log_dirs: tuple[str | None, ...],
+                     *, restoring: bool = False) -> list[Violation]:
     tp = current.id
     out: list[Violation] = []
     if len(replicas) != len(current.replicas):
         out.append(Violation("replication-factor",
                              f"{len(current.replicas)} replicas become {len(replicas)}", *tp))
-    if len(set(replicas)) != len(replicas):
+    new_set = set(replicas)
+    if len(new_set) != len(replicas):
         for broker_id, count in sorted(Counter(replicas).items()):
             if count > 1:
                 out.append(Violation("duplicate-broker", f"broker {broker_id} appears {count} times", *tp))
-    old_pairs = set(zip(current.replicas, current.log_dirs, strict=True))
     structural_ok = True
+    alive, disks = facts.alive, facts.disks
     for broker_id, path in zip(replicas, log_dirs, strict=True):
-        broker = index.broker_by_id.get(broker_id)
-        if broker is None:
+        is_alive = alive.get(broker_id)
+        if is_alive is None:
             out.append(Violation("unknown-broker", f"broker {broker_id} does not exist", *tp))
             structural_ok = False
             continue
-        if path is not None and (broker_id, path) not in index.disk_by_id:
+        if path is not None and (broker_id, path) not in disks:
             out.append(Violation("unknown-log-dir", f"broker {broker_id} has no log dir {path!r}", *tp))
             structural_ok = False
-        is_target = broker_id not in current.replicas or (path is not None and (broker_id, path) not in old_pairs)
-        if is_target and not broker.is_alive:
-            out.append(Violation("target-not-alive", f"broker {broker_id} is {broker.state.value}", *tp))
+        if not is_alive and (broker_id not in current.replicas
+                             or (path is not None and (broker_id, path) not in old_pairs)):
+            out.append(Violation("target-not-alive",
+                                 f"broker {broker_id} is {facts.broker[broker_id].state.value}", *tp))
     if not structural_ok or restoring:  # a recorded state brought back is its own "before"
         return out
 
-    topic = index.topic_by_name[current.topic]
-    pool_of = {b: index.broker_by_id[b].pool for b in (*current.replicas, *replicas) if b in index.broker_by_id}
-    outside_before = sum(1 for b in current.replicas if pool_of.get(b) != topic.pool)
+    topic = snapshot.index.topic_by_name[current.topic]
+    pool_of = facts.pool
     outside_after = sum(1 for b in replicas if pool_of[b] != topic.pool)
-    if outside_after and outside_after >= outside_before and tuple(replicas) != current.replicas:
+    if outside_after and tuple(replicas) != current.replicas \
+            and outside_after >= sum(1 for b in current.replicas if pool_of.get(b) != topic.pool):
         out.append(Violation("pool-isolation", f"{outside_after} replica(s) outside pool {topic.pool!r}", *tp))
+    if len(new_set) == len(replicas) == len(current.replicas) and new_set == set(current.replicas):
+        return out  # the same brokers, each once: placement and rack spread are unchanged
 
     placement = snapshot.placement_of(topic)
     if placement:
-        before = _placement_deficit(snapshot, current.replicas, placement)
-        after = _placement_deficit(snapshot, replicas, placement)
-        if after and after >= before and set(replicas) != set(current.replicas):
-            idcs = dict(sorted(Counter(index.broker_by_id[b].idc for b in replicas).items()))
+        after = facts.placement_deficit(replicas, placement)
+        if after and after >= facts.placement_deficit(current.replicas, placement):
+            idcs = dict(sorted(Counter(facts.idc[b] for b in replicas).items()))
             out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
 
-    dups_before = _rack_duplicates(snapshot, current.replicas)
-    dups_after = _rack_duplicates(snapshot, replicas)
+    dups_before = facts.rack_duplicates(current.replicas)
+    dups_after = facts.rack_duplicates(replicas)
     if dups_after > dups_before and dups_after > _unavoidable_rack_duplicates(snapshot, replicas, topic.pool):
         out.append(Violation("rack-spread", f"{dups_after} replica(s) share a rack within an IDC "
                                             f"(was {dups_before})", *tp))

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from domain.model import (
     Broker,
@@ -41,6 +44,21 @@ class LoadAggregate:
     def mean_util(self) -> float:
         """Throughput-weighted mean estimated utilisation: total load / total disk throughput."""
         return self.disk_load_bytes_per_s / self.max_bytes_per_s if self.max_bytes_per_s > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaColumns:
+    """Every replica of a snapshot as columns, in partition order (then replica order).
+
+    ``start[k]:start[k + 1]`` are partition ``k``'s replicas; ``disk`` is each replica's position in
+    :attr:`SnapshotIndex.disk_ids` (``len(disk_ids)`` for a log dir the snapshot lacks); ``load`` its
+    :meth:`Partition.replica_load`; ``position`` maps a partition id to ``k``.
+    """
+
+    start: np.ndarray
+    disk: np.ndarray
+    load: np.ndarray
+    position: Mapping[PartitionId, int]
 
 
 def disk_loads(
@@ -87,6 +105,25 @@ class SnapshotIndex:
         self.assigned_bytes: dict[DiskId, int] = {d: assigned.get(d, 0) for d in self.disk_ids}
         self.disk_load: dict[DiskId, float] = disk_loads(self.partitions, self.disk_ids)
         self.broker_load: dict[int, LoadAggregate] = self._aggregate_brokers()
+
+    @cached_property
+    def replica_columns(self) -> ReplicaColumns:
+        """:class:`ReplicaColumns` of this snapshot (built on first use, O(replicas), then cached)."""
+        slot = {d: k for k, d in enumerate(self.disk_ids)}
+        unknown = len(self.disk_ids)
+        start = [0]
+        disk: list[int] = []
+        load: list[float] = []
+        for p in self.partitions:
+            leader = p.leader
+            write, read = p.bytes_in_per_s, p.disk_read_bytes_per_s
+            for pair in zip(p.replicas, p.log_dirs, strict=True):
+                disk.append(slot.get(pair, unknown))
+                load.append(write + read if pair[0] == leader else write)
+            start.append(len(disk))
+        return ReplicaColumns(start=np.array(start, dtype=np.int64), disk=np.array(disk, dtype=np.int64),
+                              load=np.array(load, dtype=np.float64),
+                              position={p.id: k for k, p in enumerate(self.partitions)})
 
     # ----------------------------------------------------------------- disks
     def disk_util_estimate(self, disk_id: DiskId) -> float:

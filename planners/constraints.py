@@ -30,6 +30,8 @@ class Topology:
         self.rack: dict[int, str] = {b.id: b.rack for b in snapshot.brokers}
         self.pool: dict[int, str] = {b.id: b.pool for b in snapshot.brokers}
         self.alive: dict[int, bool] = {b.id: b.is_alive for b in snapshot.brokers}
+        self.place: dict[int, tuple[str, str]] = {b.id: (b.idc, b.rack) for b in snapshot.brokers}
+        self.open_pool: dict[int, str] = {b.id: b.pool for b in snapshot.brokers if b.is_alive}  # may take replicas
         self.racks_in: dict[tuple[str, str], set[str]] = {}
         for b in snapshot.brokers:
             if b.is_alive:
@@ -48,14 +50,8 @@ class Topology:
 
     def rack_duplicates(self, replicas: Sequence[int]) -> int:
         """Replicas that share a rack with another replica of the same IDC."""
-        seen: set[tuple[str, str]] = set()
-        dups = 0
-        for b in replicas:
-            key = (self.idc[b], self.rack[b])
-            if key in seen:
-                dups += 1
-            seen.add(key)
-        return dups
+        place = self.place
+        return len(replicas) - len({place[b] for b in replicas})
 
     def unavoidable_rack_duplicates(self, replicas: Sequence[int], pool: str) -> int:
         """Rack duplicates forced by an IDC having fewer alive racks (in ``pool``) than replicas."""
@@ -73,11 +69,12 @@ class Topology:
         if len(old) != len(new) or len(new_set) != len(new):
             return False
         old_set = set(old)
-        pool_of = self.pool
+        open_pool = self.open_pool
         for b in new:
-            if b not in old_set and (b not in self.broker or not self.alive[b] or pool_of[b] != pool):
+            if b not in old_set and open_pool.get(b) != pool:  # unknown, not alive or of another pool
                 return False
         if tuple(new) != tuple(old):
+            pool_of = self.pool
             outside_after = 0
             for b in new:
                 if pool_of.get(b) != pool:

@@ -1,0 +1,115 @@
+"""The planner-speed shortcuts (#20) give exactly what the general code gives: plans, workspace state, figures."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from domain import Partition, PartitionMove, Plan, apply_plan, dump_plan, plan_effect, summarize_effect, summarize_plan
+from domain.apply import reassigned
+from domain.summary import _after_disk_loads_by_disk, after_disk_loads
+from kafkasim.generator import GeneratorSpec, generate_snapshot
+from planners import plan_rebalance, workspace
+from planners.workspace import Workspace
+
+SPEC = GeneratorSpec(brokers=30, disks_per_broker=6, partitions=1500, skew="zipf", seed=3, idcs=("idc-a", "idc-b"),
+                     nvme_fraction=0.25)
+
+
+def _by_assign(ws: Workspace, p: Partition, position: int, target: int) -> None:
+    replicas, dirs = ws.replicas(p)
+    b, d = ws.disk_ids[target]
+    ws.assign(p, (*replicas[:position], b, *replicas[position + 1:]), (*dirs[:position], d, *dirs[position + 1:]))
+
+
+def _state(ws: Workspace) -> tuple[object, ...]:
+    return (ws.load.tobytes(), ws.util_arr.tobytes(), ws.proj.tobytes(), ws.used.tobytes(), ws.room.tobytes(),
+            ws.room_floor, dict(ws.current), dict(ws.copied), dict(ws.cost), ws.moved_bytes, ws.moved_partitions,
+            dict(ws.leader_override))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_move_replica_leaves_the_state_assign_leaves(seed: int) -> None:
+    """Random moves (leaders, intra-broker, back and forth, leader overrides): bit-identical arrays and counters."""
+    snap = generate_snapshot(replace(SPEC, seed=seed))
+    fast, slow = Workspace(snap), Workspace(snap)
+    rng = random.Random(seed)
+    parts = [p for p in snap.index.partitions if p.leader is not None]
+    for step in range(600):
+        p = rng.choice(parts)
+        replicas, _ = fast.replicas(p)
+        if step % 7 == 0:
+            leader = rng.choice(replicas)
+            fast.set_leader(p, leader)
+            slow.set_leader(p, leader)
+            continue
+        position = rng.randrange(len(replicas))
+        target = rng.randrange(len(fast.disk_ids))
+        broker = int(fast.disk_broker[target])
+        if broker in replicas and broker != replicas[position]:
+            continue
+        if (broker, fast.disk_ids[target][1]) == (replicas[position], fast.replicas(p)[1][position]):
+            continue
+        fast.move_replica(p, position, target)
+        _by_assign(slow, p, position, target)
+        assert _state(fast) == _state(slow)
+
+
+def test_rebalance_plan_is_the_one_assign_alone_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000))
+    fast = plan_rebalance(snap)
+    monkeypatch.setattr(Workspace, "move_replica", _by_assign)
+    assert fast.moves and dump_plan(fast) == dump_plan(plan_rebalance(snap))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_after_disk_loads_by_columns_equal_the_disk_by_disk_sums(seed: int) -> None:
+    snap = generate_snapshot(replace(SPEC, seed=seed))
+    plan = plan_rebalance(snap)
+    effect = plan_effect(snap, plan)
+    assert effect.partitions
+    fast, slow = after_disk_loads(snap, effect.partitions), _after_disk_loads_by_disk(snap, effect.partitions)
+    assert {d: fast[d] for d in slow} == slow  # exact floats: same summation order
+    assert summarize_effect(snap, plan, effect) == summarize_plan(snap, apply_plan(snap, plan), plan)
+
+
+def test_after_disk_loads_falls_back_for_unknown_log_dirs() -> None:
+    snap = generate_snapshot(SPEC)
+    p = snap.index.partitions[0]
+    plan = Plan(cluster=snap.cluster, kind="x",
+                moves=(PartitionMove(p.topic, p.partition, p.replicas, ("/nowhere", *p.log_dirs[1:])),))
+    changed = plan_effect(snap, plan).partitions
+    assert after_disk_loads(snap, changed) == _after_disk_loads_by_disk(snap, changed)
+
+
+def test_reassigned_is_replace() -> None:
+    p = Partition("t", 3, (1, 2, 3), 2, (2, 3), ("/a", "/b", "/c"), size_bytes=7, bytes_in_per_s=1.5,
+                  bytes_out_per_s=2.5, messages_in_per_s=3.5, disk_read_bytes_per_s=4.5)
+    got = reassigned(p, (4, 2, 3), ("/d", "/b", "/c"), 4)
+    assert got == replace(p, replicas=(4, 2, 3), log_dirs=("/d", "/b", "/c"), leader=4, isr=(4, 2, 3))
+
+
+def test_replica_columns_match_the_partitions() -> None:
+    snap = generate_snapshot(SPEC)
+    cols = snap.index.replica_columns
+    disk_ids = snap.index.disk_ids
+    for k, p in enumerate(snap.index.partitions):
+        span = slice(int(cols.start[k]), int(cols.start[k + 1]))
+        assert [disk_ids[i] for i in cols.disk[span]] == list(zip(p.replicas, p.log_dirs, strict=True))
+        assert np.array_equal(cols.load[span], [p.replica_load(b) for b in p.replicas])
+        assert cols.position[p.id] == k
+
+
+@pytest.mark.parametrize(("top_k", "dirty"), [(64, 128), (4, 3), (1, 0)])
+def test_top_scan_gives_the_full_scans_plan(top_k: int, dirty: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept top of a large group (:class:`planners.workspace._Top`, used from 16k disks) forced onto a small
+    cluster, also with tiny tops (fallbacks, complete lists): the plan the full numpy scan gives."""
+    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000, seed=top_k))
+    full = plan_rebalance(snap)
+    monkeypatch.setattr(workspace, "TOP_MIN_DISKS", 0)
+    monkeypatch.setattr(workspace, "TOP_K", top_k)
+    monkeypatch.setattr(workspace, "TOP_DIRTY", dirty)
+    assert full.moves and dump_plan(plan_rebalance(snap)) == dump_plan(full)
