@@ -159,13 +159,10 @@ class Scraper:
         the endpoint closed meanwhile; :class:`HttpFetchError` on a body over 64 MiB."""
         client = self._client(ep.ca_file if ep.url.startswith("https:") else None)
         headers = {"Authorization": auth} if auth is not None else None
-        for attempt in (0, 1):
-            try:
-                return await self._get_once(client, ep.url, headers)
-            except _STALE:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            return await self._get_once(client, ep.url, headers)
+        except _STALE:  # the endpoint closed the kept connection meanwhile: once more, on a fresh one
+            return await self._get_once(client, ep.url, headers)
 
     @staticmethod
     async def _get_once(client: aiohttp.ClientSession, url: str,
@@ -190,9 +187,13 @@ class Scraper:
             try:
                 ep = _endpoint(target)
                 auth = authorization(ep, secrets)
-            except (SecretError, HttpFetchError) as exc:
+            except SecretError as exc:
                 res.received = res.started
-                res.error = f"credentials: {exc}" if isinstance(exc, SecretError) else str(exc)
+                res.error = f"credentials: {exc}"
+                return res
+            except HttpFetchError as exc:
+                res.received = res.started
+                res.error = str(exc)
                 return res
             try:
                 status, body = await asyncio.wait_for(self.get(ep, auth), timeout_s)

@@ -9,9 +9,9 @@ the next request on a kept connection) and handed to a ``route(method, path, bod
 An optional :class:`BasicAuth` checks the ``Authorization: Basic`` header first and answers ``401``
 with a ``WWW-Authenticate`` challenge, as Prometheus exporters behind ``web.config`` basic auth do.
 
-Guarantee: every request gets a status line or a closed socket, never a hang; an idle kept connection
-is closed after ``IDLE_S`` seconds; passwords are kept
-only as salted SHA-256 digests and compared in constant time.
+Guarantee: every request gets a status line or a closed socket, never a hang; an idle kept
+connection is closed after ``IDLE_S`` seconds; passwords are kept only as salted SHA-256 digests
+and compared in constant time.
 
 Cost: O(request size) per request.
 """
@@ -75,17 +75,12 @@ IDLE_S = 30.0
 
 
 async def http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, route: Route,
-                     auth: BasicAuth | None = None, on_status: Callable[[int], None] | None = None) -> int:
+                     auth: BasicAuth | None = None, on_status: Callable[[int], None] | None = None) -> None:
     """Serve the HTTP requests of one connection with ``route`` until it ends (see the module docstring);
-    ``on_status`` is told each status before it is sent (so a client that saw the answer finds it counted).
-    Returns the last status sent (0: none)."""
-    last, wait_s = 0, 10.0
+    ``on_status`` is told each status before it is sent (so a client that saw the answer finds it counted)."""
+    wait_s = 10.0
     try:
-        while True:
-            status, keep = await _serve_one(reader, writer, route, auth, wait_s, on_status)
-            last = status or last
-            if not keep:
-                return last
+        while await _serve_one(reader, writer, route, auth, wait_s, on_status):
             wait_s = IDLE_S
     finally:
         writer.close()
@@ -93,8 +88,8 @@ async def http_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, route: Route,
                      auth: BasicAuth | None, wait_s: float,
-                     on_status: Callable[[int], None] | None) -> tuple[int, bool]:
-    """One request: ``(status sent or 0, whether the connection stays open for another)``."""
+                     on_status: Callable[[int], None] | None) -> bool:
+    """One request; True when the connection stays open for another."""
     extra = ""
     keep = False
     try:
@@ -121,7 +116,7 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     except HttpError as e:
         status, ctype, payload = e.status, "application/json", json.dumps({"error": e.message}).encode()
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError, ValueError):
-        return 0, False
+        return False
     hdr = (f"HTTP/1.1 {status} {REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"
            f"Content-Length: {len(payload)}\r\n{extra}Connection: {'keep-alive' if keep else 'close'}\r\n\r\n").encode()
     if on_status is not None:
@@ -130,5 +125,5 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         writer.write(hdr + payload)
         await writer.drain()
     except ConnectionError:
-        return status, False
-    return status, keep
+        return False
+    return keep
