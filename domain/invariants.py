@@ -158,13 +158,13 @@ class _BrokerFacts:
         self.disks = snapshot.index.disk_by_id
 
     def rack_duplicates(self, replicas: tuple[int, ...]) -> int:
-        """As :func:`_rack_duplicates`."""
+        """Known replicas beyond one per (IDC, rack): per IDC, its replicas minus its distinct racks."""
         place = self.place
         known = [place[b] for b in replicas if b in place]
         return len(known) - len(set(known))
 
     def placement_deficit(self, replicas: tuple[int, ...], placement: Mapping[str, int]) -> int:
-        """As :func:`_placement_deficit`."""
+        """Replicas of known brokers missing from the IDCs ``placement`` requires (0: the policy is met)."""
         counts: dict[str, int] = {}
         idc = self.idc
         for b in replicas:
@@ -229,29 +229,6 @@ def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Pa
     return out
 
 
-def _placement_deficit(snapshot: ClusterSnapshot, replicas: tuple[int, ...], placement: Mapping[str, int]) -> int:
-    by_id = snapshot.index.broker_by_id
-    counts: dict[str, int] = {}
-    for b in replicas:
-        broker = by_id.get(b)
-        if broker is not None:
-            counts[broker.idc] = counts.get(broker.idc, 0) + 1
-    return sum(max(0, need - counts.get(idc, 0)) for idc, need in placement.items())
-
-
-def _rack_duplicates(snapshot: ClusterSnapshot, replicas: tuple[int, ...]) -> int:
-    """Known replicas beyond one per (IDC, rack): per IDC, its replicas minus its distinct racks."""
-    by_id = snapshot.index.broker_by_id
-    known = 0
-    places: set[tuple[str, str]] = set()
-    for b in replicas:
-        broker = by_id.get(b)
-        if broker is not None:
-            known += 1
-            places.add((broker.idc, broker.rack))
-    return known - len(places)
-
-
 def _unavoidable_rack_duplicates(snapshot: ClusterSnapshot, replicas: tuple[int, ...], pool: str) -> int:
     racks_in_idc: dict[str, set[str]] = {}
     for b in snapshot.brokers:
@@ -291,6 +268,7 @@ def check_new_topic(snapshot: ClusterSnapshot, topic: Topic, limits: CheckLimits
     if topic.name in index.topic_by_name:
         out.append(Violation("topic-exists", f"topic {topic.name!r} already exists", topic.name))
     placement = topic.placement if topic.placement is not None else snapshot.default_placement
+    facts = _BrokerFacts(snapshot)
     rf = len(topic.partitions[0].replicas) if topic.partitions else 0
     for p in topic.partitions:
         tp = (p.topic, p.partition)
@@ -323,10 +301,10 @@ def check_new_topic(snapshot: ClusterSnapshot, topic: Topic, limits: CheckLimits
                                                           f"limit {int(limit)}", *tp))
         if not known:
             continue
-        if placement and _placement_deficit(snapshot, p.replicas, placement):
+        if placement and facts.placement_deficit(p.replicas, placement):
             idcs = dict(sorted(Counter(index.broker_by_id[b].idc for b in p.replicas).items()))
             out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
-        dups = _rack_duplicates(snapshot, p.replicas)
+        dups = facts.rack_duplicates(p.replicas)
         if dups > _unavoidable_rack_duplicates(snapshot, p.replicas, topic.pool):
             out.append(Violation("rack-spread", f"{dups} replica(s) share a rack within an IDC", *tp))
     return out
