@@ -42,6 +42,7 @@ from controlplane.service.throttle_loop import ThrottleService, throttle_config
 from controlplane.service.throttle_source import round_binding
 from controlplane.state.raft_store import RaftStateStore
 from domain.redaction import mask_url, register_secret
+from parentwatch import watch_parent
 from raft.auth import LOCAL_KEY_FILE, read_key
 from raft.errors import StartupRefused
 from tiered.metrics import TieredCollector
@@ -245,11 +246,12 @@ def tiered_tls(settings: Settings) -> ServerTls | None:
     return ServerTls.from_files(conf.tls_cert_file, conf.tls_key_file, conf.tls_client_ca_file)
 
 
-def serve(settings: Settings, *, http_of: dict[str, str] | None = None) -> None:
+def serve(settings: Settings, *, http_of: dict[str, str] | None = None, parent_pid: int | None = None) -> None:
     """Run a node until interrupted: Raft, scheduler, then the HTTP server (blocking).
 
     A node that must not start (no Raft key in a multi-node group, damaged Raft files, unreadable TLS files)
-    exits with one line on stderr naming the setting or file and the remedy."""
+    exits with one line on stderr naming the setting or file and the remedy. With ``parent_pid`` (``serve
+    --exit-with-parent``) the node also stops, as on SIGTERM, once that process is no longer its parent."""
     # The Raft thread shares the interpreter with the HTTP threads: a short switch interval bounds how long
     # it waits for the GIL when requests keep the others busy (heartbeats every 50 ms, elections after 200 ms).
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -270,11 +272,19 @@ def serve(settings: Settings, *, http_of: dict[str, str] | None = None) -> None:
     config = uvicorn.Config(service.app, host=settings.http.host, port=settings.http.port,
                             log_level=settings.logging.level.lower(), log_config=None, access_log=False, **tls)
     server = uvicorn.Server(config)
+    watch = watch_parent(parent_pid, partial(_parent_gone, server, parent_pid)) if parent_pid is not None else None
     try:
         server.run()
     finally:
+        if watch is not None:
+            watch.set()
         log.info("node %s stopping", settings.raft.self_addr)
         service.close()
+
+
+def _parent_gone(server: uvicorn.Server, parent_pid: int) -> None:
+    log.warning("the process that started this node (pid %d) has exited: stopping (--exit-with-parent)", parent_pid)
+    server.should_exit = True  # what uvicorn's SIGTERM handler does: the same orderly stop
 
 
 class PortInUse(StartupRefused):

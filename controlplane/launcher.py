@@ -8,8 +8,10 @@ own data dir and log file (``node<i>.log``). The admin token is fresh per :class
 (``secrets.token_urlsafe``), written once to ``root/admin.token`` (mode 0600) and never put in the config
 (only its SHA-256). Ports are picked free, or given; given ports are probed first and a taken one is
 refused with :class:`PortTaken` naming the port and the option. Guarantee: every process it starts is
-killed by :meth:`ServiceCluster.close`; nodes are independent processes (one dying leaves the others
-running). Cost: N Python processes (~150 MB each with ClickHouse off).
+killed by :meth:`ServiceCluster.close`, and begins an orderly stop within half a second once the process
+that started it is gone, even SIGKILLed (``serve --exit-with-parent``: the nodes run in their own session,
+so a test run killed before its teardown would otherwise leak them); nodes are independent processes (one
+dying leaves the others running). Cost: N Python processes (~150 MB each with ClickHouse off).
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ class ServiceCluster:
         self.procs[node] = subprocess.Popen(
             [sys.executable, "-m", "controlplane.cli", "serve", "--config", str(self.node_config(node)), "--node-id",
              str(node), "--peers", peers, "--http-peers", http, "--port", str(self.http_ports[node - 1]),
-             "--data-dir", str(self.root / f"node{node}")],
+             "--data-dir", str(self.root / f"node{node}"), "--exit-with-parent"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def start_all(self) -> None:

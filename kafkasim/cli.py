@@ -33,6 +33,7 @@ from domain.errors import ContractError
 from domain.snapshot_file import parse_snapshot
 from kafkasim.realistic import operator_endpoints, prepare
 from kafkasim.tiered import TieredManager, TieredSettings
+from parentwatch import wait_parent_gone
 
 CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
 
@@ -114,12 +115,11 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
     asyncio.run(main())
 
 
-async def _watch_parent(parent_pid: int, stop: asyncio.Event, every_s: float = 0.5) -> None:
-    """Set ``stop`` once the process that started us is gone (we were re-parented): a test runner killed
+async def _watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
+    """Set ``stop`` once the process that started us is gone (:mod:`parentwatch`): a test runner killed
     before its teardown (SIGTERM from a timeout, SIGKILL) leaves no simulator behind, although ``up`` runs
     in its own session so that its starter can kill its whole process group."""
-    while os.getppid() == parent_pid:
-        await asyncio.sleep(every_s)
+    await wait_parent_gone(parent_pid)
     stop.set()
 
 

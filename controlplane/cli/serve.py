@@ -2,7 +2,8 @@
 
 ``serve`` starts one controller node (Raft-replicated state, REST API, leader-only scheduler) from a
 TOML settings file, overridden by ``--peers``/``--node-id``, the HTTP flags and ``--log-level``/
-``--log-format``; a port in use exits 2 with one line naming it. ``cluster`` runs N ``guardian serve``
+``--log-format``; a port in use exits 2 with one line naming it; ``--exit-with-parent`` stops the node
+once the process that started it is gone (:mod:`parentwatch`). ``cluster`` runs N ``guardian serve``
 processes until Ctrl-C or SIGTERM with a fresh admin token per run; a node that dies leaves the others
 running. ``token-hash`` prints what a config's ``[[tokens]] sha256`` holds. These are top-level commands:
 :mod:`controlplane.cli.app` mounts them.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import time
 from pathlib import Path
@@ -42,8 +44,13 @@ def serve_cmd(
                                                        "logging.level, INFO)")] = None,
     log_format: Annotated[str | None, typer.Option(help="text or json (default: the config's logging.format, "
                                                         "text)")] = None,
+    exit_with_parent: Annotated[bool, typer.Option(
+        "--exit-with-parent", envvar="GUARDIAN_EXIT_WITH_PARENT",
+        help="stop (in order, as on SIGTERM) once the process that started this node exits, even when it was "
+             "killed: tests, supervisors; `guardian cluster` and the local launcher pass it")] = False,
 ) -> None:
     """Run a controller node: Raft-replicated state, REST API, leader-only scheduler."""
+    parent_pid = os.getppid() if exit_with_parent else None  # first: the parent may die while we start
     try:
         settings = load_settings(config)
     except ContractError as exc:
@@ -80,7 +87,7 @@ def serve_cmd(
         log.warning("no tokens configured: the admin token is in %s", token_path(settings))
     out.print(f"guardian node {raft.self_addr} (peers {raft.peers or 'none'}) "
               f"{http.scheme}://{http.host}:{http.port}", markup=False)
-    serve(settings, http_of=http_of)
+    serve(settings, http_of=http_of, parent_pid=parent_pid)
 
 
 def cluster_cmd(

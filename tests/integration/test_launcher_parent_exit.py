@@ -1,0 +1,73 @@
+"""A `guardian serve` node started by the launcher does not outlive its starter, however that one died.
+
+The nodes run in their own session (the launcher kills their process groups), so a test run killed before
+its teardown would leak Raft nodes; ``serve --exit-with-parent`` (passed by the launcher) stops a node once
+its parent is gone. Here a launcher-like parent starts one node and is SIGKILLed (no teardown runs); the
+node must stop in order — its log says why — within a few seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.timeout(120)]
+ROOT = Path(__file__).resolve().parents[2]
+PARENT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from controlplane.launcher import ServiceCluster
+    group = ServiceCluster(Path(sys.argv[1]), size=1)
+    group.start_all()
+    group.wait_up(timeout=60)
+    print(group.procs[1].pid, flush=True)
+    time.sleep(600)  # until killed: no teardown ever runs
+""")
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan is reaped by whatever adopted it, maybe late)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_node_exits_when_its_launcher_is_killed(tmp_path: Path, sig: signal.Signals) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "group")], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))})
+    node = 0
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert line.strip().isdigit(), f"the parent did not start its node: {line!r}"
+        node = int(line)
+        assert _running(node)
+        parent.send_signal(sig)  # SIGTERM: Python's default action, no handler and no teardown either
+        parent.wait(10)
+        deadline = time.monotonic() + 15
+        while _running(node) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        log = (tmp_path / "group" / "node1.log").read_text(errors="replace")
+        assert not _running(node), f"node {node} outlived its parent; its log:\n{log[-2000:]}"
+        assert "has exited: stopping (--exit-with-parent)" in log  # the watch stopped it, in order:
+        assert re.search(r"node \S+ stopping", log)  # serve's own shutdown ran
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        if node and _running(node):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node, signal.SIGKILL)
