@@ -11,9 +11,9 @@ named phases (:meth:`Executor.run_pass` reads like this list):
 2. **cancel** — a task whose old or new replica set has a dead broker, or whose topic was deleted or
    changed partition count, is cancelled with the reason recorded (the others continue); ``stop``
    aborts what has not started (with rollback, what has);
-3. **drive** — each started task is compared with the cluster: completed, progress recorded, or — when
-   the cluster shows it neither in flight nor done on two passes running — re-sent (bounded by
-   ``max_attempts``);
+3. **drive** — each started task is compared with the cluster (:mod:`.drive`): completed, progress
+   recorded, or — when the cluster shows it neither in flight nor done on two passes running — re-sent
+   (bounded by ``max_attempts``);
 4. **select** — ready tasks (batches, dependencies, leadership first) in the chosen order, as slots free
    up under the per-broker / per-disk / per-cluster caps (read from the store every pass), once live disk
    load is known (the first pass of a process only measures); the new replicas the plan lets the broker
@@ -38,7 +38,8 @@ by the next pass); one executor per cluster at a time — a start takes the clus
 while another executor holds it or reassignments it does not own are in flight. Each collaborator owns
 its state: :class:`~.copy_meter.CopyMeter` (copy rates),
 :class:`~.placement.Placement` (this pass's disk choices), :class:`~.throttle_sync.MigrationThrottles`
-(rates in force and commanded); the executor keeps only the passes a task went unseen and the disk load.
+(rates in force and commanded), :class:`~.drive.TaskDriver` (the passes a task went unseen); the executor
+keeps only the disk load.
 
 Cost: per pass one metadata read, one log-dir read of the brokers of started tasks, one disk scrape, a
 config read per throttle kind, at most five write calls, and a lease renewal (append + read) every TTL/3
@@ -59,15 +60,14 @@ from collectors.disk_rates import DiskLoad, DiskRate
 from controlplane.executor.changes import TaskChanges
 from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.drive import TaskDriver, cancel_reason, cancel_task, has_future
 from controlplane.executor.lease import ExecutionLease, LeaseGuard, throttle_record
 from controlplane.executor.live import (
     DirMap,
     FactsSource,
     IngressMeter,
     current_partitions,
-    future_dir,
     live_snapshot,
-    main_dir,
 )
 from controlplane.executor.placement import Placement, pending_work
 from controlplane.executor.settings import policy_for
@@ -77,7 +77,6 @@ from controlplane.executor.tasks import (
     involved_brokers,
     order_tasks,
     ready_tasks,
-    removed_brokers,
     select_batch,
     tasks_from_plan,
 )
@@ -108,7 +107,7 @@ from domain.execution import (
 )
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
-from kafkaio.types import LiveCluster, ReplicaDir
+from kafkaio.types import LiveCluster
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
@@ -214,8 +213,7 @@ class Executor:
                                             self._propose, lambda: self.guard.announce_throttles())
         self.placement = Placement(admin, config.throttle, self.copies,
                                    lambda: self.copies.disk_migration([], self.throttles.commanded))
-        self._suspect: dict[str, int] = {}
-        """Task key -> passes in a row a started task was seen neither in flight nor done."""
+        self.driver = TaskDriver(self.copies, self.placement, scraper, config.max_attempts)
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
         self._scrapes = 0
         """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
@@ -437,7 +435,7 @@ class Executor:
         for t in p.tasks.values():
             if t.state not in (TaskState.PENDING, TaskState.IN_PROGRESS):
                 continue
-            reason = self._cancel_reason(t, p.live, p.ex)
+            reason = cancel_reason(t, p.live, p.ex)
             if reason is None and p.ex.stopping and (t.state == TaskState.PENDING or rollback):
                 reason = "execution stopped" + (" with rollback" if rollback else "")
             if reason is None:
@@ -447,7 +445,7 @@ class Executor:
                 p.update.aborted(t, reason)
             else:
                 p.update.abort(t, reason)
-                self._cancel_task(t, p.live, p.dirs, p.submit)
+                cancel_task(t, p.live, p.dirs, p.submit)
 
     def _drive_started(self, p: _Pass) -> None:
         """Phase 3: compare every started task with the cluster (an aborting one is aborted once the cluster
@@ -456,12 +454,12 @@ class Executor:
             if p.update.changed(t.key):
                 continue
             if t.state == TaskState.ABORTING:
-                if t.tp not in p.live.reassignments and not self._has_future(t, p.dirs):
+                if t.tp not in p.live.reassignments and not has_future(t, p.dirs):
                     p.update.aborted(t, t.reason or "cancelled")
                 else:
-                    self._cancel_task(t, p.live, p.dirs, p.submit)
+                    cancel_task(t, p.live, p.dirs, p.submit)
             elif t.state == TaskState.IN_PROGRESS:
-                self._drive(t, p.live, p.dirs, p.now, p.update, p.submit, resubmit=True)
+                self.driver.drive(t, p.live, p.dirs, p.now, p.update, p.submit, resubmit=True)
 
     def _select(self, p: _Pass) -> list[Task]:
         """Phase 4: the ready tasks that fit the caps now, in the execution's order, with the new replicas
@@ -496,7 +494,7 @@ class Executor:
                 p.report.cancelled += 1
                 continue
             p.update.start(t, attempts=t.attempts)
-            self._drive(t, p.live, p.dirs, p.now, p.update, p.submit, resubmit=False)
+            self.driver.drive(t, p.live, p.dirs, p.now, p.update, p.submit, resubmit=False)
             p.report.submitted += 1
 
     def _write_ahead(self, p: _Pass) -> None:
@@ -564,7 +562,7 @@ class Executor:
         self.copies.forget()
         self.throttles.commanded.clear()
         self.meter.forget()
-        self._suspect.clear()
+        self.driver.forget()
         self._measured_clock = None
 
     def _now(self) -> float:
@@ -631,144 +629,6 @@ class Executor:
                 if t.tp == (v.topic, v.partition):
                     out.setdefault(t.key, f"refused at submission: {v}")
         return out
-
-    # ------------------------------------------------------------------ per-task logic
-    def _cancel_reason(self, t: Task, live: LiveCluster, ex: Execution) -> str | None:
-        """Why an open task must be cancelled now (a dead broker of its replica sets, its topic deleted or
-        grown), or ``None``."""
-        keep = removed_brokers(t) if ex.options.get("keep_dead_sources") else set()
-        dead = sorted(b for b in involved_brokers(t) - keep if b not in live.alive)
-        if dead:  # a self-healing plan replaces the dead brokers it removes: those moves go on
-            return f"broker {dead[0]} of the old/new replica set is dead"
-        expected = ex.partition_counts.get(t.topic)
-        actual = live.topic_sizes.get(t.topic)
-        if actual is None:
-            return f"topic {t.topic} was deleted"
-        if expected is not None and actual != expected:
-            return f"topic {t.topic} changed partition count {expected} -> {actual}"
-        return None
-
-    @staticmethod
-    def _has_future(t: Task, dirs: DirMap) -> bool:
-        return any(future_dir(dirs, t.topic, t.partition, b) is not None
-                   for b in set(t.target_replicas) | set(t.source_replicas))
-
-    def _cancel_task(self, t: Task, live: LiveCluster, dirs: DirMap, submit: Submission) -> None:
-        """Ask the cluster to undo a started task: cancel its reassignment, move future replicas back."""
-        tp = t.tp
-        if tp in live.reassignments:
-            submit.reassign[tp] = None
-            submit.owner[tp] = t.key
-        for b in set(t.target_replicas) | set(t.source_replicas):
-            cur = main_dir(dirs, t.topic, t.partition, b)
-            if future_dir(dirs, t.topic, t.partition, b) is not None and cur is not None:
-                submit.log_dirs[(t.topic, t.partition, b)] = cur.log_dir  # back to where it is: no future
-                submit.owner[(t.topic, t.partition, b)] = t.key
-
-    def _drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
-               update: TaskChanges, submit: Submission, *, resubmit: bool) -> None:
-        """Compare one started task with the cluster; complete it, record progress or (re)submit."""
-        suspect_before = self._suspect.get(t.key, 0)
-        self._drive_once(t, live, dirs, now, update, submit, resubmit=resubmit)
-        if self._suspect.get(t.key, 0) == suspect_before:
-            self._suspect.pop(t.key, None)  # seen in flight or done this pass: start counting afresh
-
-    def _drive_once(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
-                    update: TaskChanges, submit: Submission, *, resubmit: bool) -> None:
-        tp = t.tp
-        p = live.partitions.get(tp)
-        attempts = t.attempts
-        if p is None:
-            update.kill(t, "partition no longer exists")
-            return
-
-        def send(kind: str, key: Any, value: Any) -> None:
-            nonlocal attempts
-            if resubmit:
-                # a started task the cluster shows neither in flight nor done: act only when two passes
-                # agree, so a stale metadata read never causes a duplicate submission
-                seen = self._suspect.get(t.key, 0) + 1
-                self._suspect[t.key] = seen
-                if seen < 2:
-                    return
-            self._suspect.pop(t.key, None)
-            if resubmit and attempts >= self.config.max_attempts:
-                last = f"; last answer: {t.reason}" if " refused: " in t.reason else ""
-                update.kill(t, f"gave up after {attempts} submissions ({kind} did not take effect{last})")
-                return
-            attempts += 1
-            update.progress(t, attempts=attempts)
-            started = now if now is not None else (self.scraper.clock if self.scraper is not None else None)
-            if not resubmit and started is not None:  # a new copy starts from zero: its first interval counts
-                self.copies.started(t, started)
-            if kind == "reassign":
-                submit.reassign[key] = value
-            elif kind == "log_dir":
-                submit.log_dirs[key] = value
-            submit.owner[key] = t.key
-
-        if t.action == "elect_leader":
-            want = int(t.leader or 0)
-            if p.leader == want and p.replicas and p.replicas[0] == want:
-                update.complete(t, f"broker {want} leads")
-            elif want not in p.replicas:
-                update.kill(t, f"broker {want} is not a replica of {tp[0]}-{tp[1]}")
-            elif tp in live.reassignments:
-                pass  # the reorder (or another move) is still being applied
-            elif p.replicas[0] != want:
-                send("reassign", tp, [want, *[b for b in p.replicas if b != want]])
-            elif want in p.isr:
-                submit.elect.append(tp)
-                submit.owner[tp] = t.key
-            return
-
-        target = list(t.target_replicas)
-        dirs_wanted = list(t.target_log_dirs) or [None] * len(target)
-        if t.action == "reassign" and tp in live.reassignments:
-            ra = live.reassignments[tp]
-            done, total = self.copies.progress(t, ra.adding, dirs, live)
-            update.progress(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self.copies.observe(t, now, done))
-            return
-        if t.action == "reassign" and list(p.replicas) != target:
-            send("reassign", tp, target)
-            if submit.reassign.get(tp) == target and submit.owner.get(tp) == t.key:
-                self.placement.preplace(t, p.replicas, live, submit)
-            return
-        # replica set is right: log dirs next (KIP-113)
-        pending_dirs: list[tuple[int, str, ReplicaDir | None]] = []
-        done = total = 0
-        for b, d in zip(target, dirs_wanted, strict=True):
-            if d is None:
-                continue
-            cur = main_dir(dirs, t.topic, t.partition, b)
-            fut = future_dir(dirs, t.topic, t.partition, b)
-            if cur is None and b in live.alive:
-                pending_dirs.append((b, d, None))
-                continue
-            if cur is not None and cur.log_dir == d and fut is None:
-                continue
-            size = cur.size if cur is not None else 0
-            total += size
-            if fut is not None and fut.log_dir == d:
-                done += min(fut.size, size)
-                pending_dirs.append((b, d, fut))
-            else:
-                pending_dirs.append((b, d, None))
-        if not pending_dirs:
-            self.copies.final(t, now)
-            update.complete(t, "target replicas and log dirs reached", bytes_done=max(t.bytes_total, t.bytes_done))
-            return
-        if t.action == "move_log_dir":
-            update.progress(t, bytes_done=done, bytes_total=max(total, t.size_bytes),
-                            rate_bytes_per_s=self.copies.observe(t, now, done))
-        else:  # a reassignment's new replica landed elsewhere: its KIP-113 copy counts on top of the first copy
-            copied = self.copies.reassigned(t, dirs, p)
-            update.progress(t, bytes_done=copied + done, bytes_total=copied + total,
-                            rate_bytes_per_s=self.copies.observe(t, now, copied + done))
-        for b, d, fut in pending_dirs:
-            known = main_dir(dirs, t.topic, t.partition, b) is not None
-            if fut is None and (known or not resubmit):
-                send("log_dir", (t.topic, t.partition, b), d)
 
     # ------------------------------------------------------------------ progress
     def _progress(self, p: _Pass, rates: Mapping[tuple[int, str], float]) -> None:

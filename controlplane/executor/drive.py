@@ -1,0 +1,197 @@
+"""Driving one task: a started task compared with the cluster — completed, measured or (re)submitted —
+and a cancelled one undone.
+
+Goal: per task and pass, the one step that brings the cluster closer to the task's target, without ever
+sending a request twice for a move the cluster already runs or has done.
+
+Method: :meth:`TaskDriver.drive` reads the task's partition in the live metadata and log dirs.
+A leadership task reorders the replicas (reassignment), then asks for the election once its broker is in
+sync. A reassignment in flight has its copy progress measured (:class:`~.copy_meter.CopyMeter`); one not
+in flight whose replica set differs is sent, with the new replicas the plan leaves to the executor placed
+(:class:`~.placement.Placement`); with the replica set reached, the KIP-113 log-dir moves follow, their
+future replicas measured, and the task completes when every replica sits in its target dir.
+:func:`cancel_reason` says why an open task must be cancelled (a dead broker, its topic deleted or grown);
+:func:`cancel_task` prepares the requests that undo a started one (cancel the reassignment, move future
+replicas back); :func:`has_future` tells whether something of it is still in the cluster.
+
+Guarantee: requests are only prepared into the pass's :class:`~.submit.Submission` and state changes
+into its :class:`~.changes.TaskChanges` (the reconcile commits them before anything is sent). A started
+task the cluster shows neither in flight nor done is re-sent only when two passes running agree (a stale
+metadata read never duplicates a submission), and at most ``max_attempts`` times; the count of passes it
+went unseen is the driver's only state (:meth:`TaskDriver.forget` drops it).
+
+Cost: O(replicas of the task) per task and pass, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collectors.disk_rates import DiskLoad
+from controlplane.executor.changes import TaskChanges
+from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.live import DirMap, future_dir, main_dir
+from controlplane.executor.placement import Placement
+from controlplane.executor.submit import Submission
+from controlplane.executor.tasks import involved_brokers, removed_brokers
+from domain.execution import Execution, Task
+from kafkaio.types import LiveCluster, ReplicaDir
+
+__all__ = ["TaskDriver", "cancel_reason", "cancel_task", "has_future"]
+
+
+def cancel_reason(t: Task, live: LiveCluster, ex: Execution) -> str | None:
+    """Why an open task must be cancelled now (a dead broker of its replica sets, its topic deleted or
+    grown), or ``None``."""
+    keep = removed_brokers(t) if ex.options.get("keep_dead_sources") else set()
+    dead = sorted(b for b in involved_brokers(t) - keep if b not in live.alive)
+    if dead:  # a self-healing plan replaces the dead brokers it removes: those moves go on
+        return f"broker {dead[0]} of the old/new replica set is dead"
+    expected = ex.partition_counts.get(t.topic)
+    actual = live.topic_sizes.get(t.topic)
+    if actual is None:
+        return f"topic {t.topic} was deleted"
+    if expected is not None and actual != expected:
+        return f"topic {t.topic} changed partition count {expected} -> {actual}"
+    return None
+
+
+def has_future(t: Task, dirs: DirMap) -> bool:
+    """Whether a future (KIP-113) replica of the task is still in the cluster."""
+    return any(future_dir(dirs, t.topic, t.partition, b) is not None
+               for b in set(t.target_replicas) | set(t.source_replicas))
+
+
+def cancel_task(t: Task, live: LiveCluster, dirs: DirMap, submit: Submission) -> None:
+    """Ask the cluster to undo a started task: cancel its reassignment, move future replicas back."""
+    tp = t.tp
+    if tp in live.reassignments:
+        submit.reassign[tp] = None
+        submit.owner[tp] = t.key
+    for b in set(t.target_replicas) | set(t.source_replicas):
+        cur = main_dir(dirs, t.topic, t.partition, b)
+        if future_dir(dirs, t.topic, t.partition, b) is not None and cur is not None:
+            submit.log_dirs[(t.topic, t.partition, b)] = cur.log_dir  # back to where it is: no future
+            submit.owner[(t.topic, t.partition, b)] = t.key
+
+
+class TaskDriver:
+    """Compares started tasks with the cluster, one at a time (see the module docstring)."""
+
+    def __init__(self, copies: CopyMeter, placement: Placement, scraper: DiskLoad | None, max_attempts: int) -> None:
+        self.copies = copies
+        self.placement = placement
+        self.scraper = scraper
+        """Its clock dates a new copy's start when the pass has no fresh one."""
+        self.max_attempts = max_attempts
+        self.suspect: dict[str, int] = {}
+        """Task key -> passes in a row a started task was seen neither in flight nor done."""
+
+    def forget(self) -> None:
+        """Drop the passes each task went unseen (an execution ended, or leadership was regained)."""
+        self.suspect.clear()
+
+    def drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
+              update: TaskChanges, submit: Submission, *, resubmit: bool) -> None:
+        """Compare one started task with the cluster; complete it, record progress or (re)submit."""
+        suspect_before = self.suspect.get(t.key, 0)
+        self._drive_once(t, live, dirs, now, update, submit, resubmit=resubmit)
+        if self.suspect.get(t.key, 0) == suspect_before:
+            self.suspect.pop(t.key, None)  # seen in flight or done this pass: start counting afresh
+
+    def _drive_once(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
+                    update: TaskChanges, submit: Submission, *, resubmit: bool) -> None:
+        tp = t.tp
+        p = live.partitions.get(tp)
+        attempts = t.attempts
+        if p is None:
+            update.kill(t, "partition no longer exists")
+            return
+
+        def send(kind: str, key: Any, value: Any) -> None:
+            nonlocal attempts
+            if resubmit:
+                # a started task the cluster shows neither in flight nor done: act only when two passes
+                # agree, so a stale metadata read never causes a duplicate submission
+                seen = self.suspect.get(t.key, 0) + 1
+                self.suspect[t.key] = seen
+                if seen < 2:
+                    return
+            self.suspect.pop(t.key, None)
+            if resubmit and attempts >= self.max_attempts:
+                last = f"; last answer: {t.reason}" if " refused: " in t.reason else ""
+                update.kill(t, f"gave up after {attempts} submissions ({kind} did not take effect{last})")
+                return
+            attempts += 1
+            update.progress(t, attempts=attempts)
+            started = now if now is not None else (self.scraper.clock if self.scraper is not None else None)
+            if not resubmit and started is not None:  # a new copy starts from zero: its first interval counts
+                self.copies.started(t, started)
+            if kind == "reassign":
+                submit.reassign[key] = value
+            elif kind == "log_dir":
+                submit.log_dirs[key] = value
+            submit.owner[key] = t.key
+
+        if t.action == "elect_leader":
+            want = int(t.leader or 0)
+            if p.leader == want and p.replicas and p.replicas[0] == want:
+                update.complete(t, f"broker {want} leads")
+            elif want not in p.replicas:
+                update.kill(t, f"broker {want} is not a replica of {tp[0]}-{tp[1]}")
+            elif tp in live.reassignments:
+                pass  # the reorder (or another move) is still being applied
+            elif p.replicas[0] != want:
+                send("reassign", tp, [want, *[b for b in p.replicas if b != want]])
+            elif want in p.isr:
+                submit.elect.append(tp)
+                submit.owner[tp] = t.key
+            return
+
+        target = list(t.target_replicas)
+        dirs_wanted = list(t.target_log_dirs) or [None] * len(target)
+        if t.action == "reassign" and tp in live.reassignments:
+            ra = live.reassignments[tp]
+            done, total = self.copies.progress(t, ra.adding, dirs, live)
+            update.progress(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self.copies.observe(t, now, done))
+            return
+        if t.action == "reassign" and list(p.replicas) != target:
+            send("reassign", tp, target)
+            if submit.reassign.get(tp) == target and submit.owner.get(tp) == t.key:
+                self.placement.preplace(t, p.replicas, live, submit)
+            return
+        # replica set is right: log dirs next (KIP-113)
+        pending_dirs: list[tuple[int, str, ReplicaDir | None]] = []
+        done = total = 0
+        for b, d in zip(target, dirs_wanted, strict=True):
+            if d is None:
+                continue
+            cur = main_dir(dirs, t.topic, t.partition, b)
+            fut = future_dir(dirs, t.topic, t.partition, b)
+            if cur is None and b in live.alive:
+                pending_dirs.append((b, d, None))
+                continue
+            if cur is not None and cur.log_dir == d and fut is None:
+                continue
+            size = cur.size if cur is not None else 0
+            total += size
+            if fut is not None and fut.log_dir == d:
+                done += min(fut.size, size)
+                pending_dirs.append((b, d, fut))
+            else:
+                pending_dirs.append((b, d, None))
+        if not pending_dirs:
+            self.copies.final(t, now)
+            update.complete(t, "target replicas and log dirs reached", bytes_done=max(t.bytes_total, t.bytes_done))
+            return
+        if t.action == "move_log_dir":
+            update.progress(t, bytes_done=done, bytes_total=max(total, t.size_bytes),
+                            rate_bytes_per_s=self.copies.observe(t, now, done))
+        else:  # a reassignment's new replica landed elsewhere: its KIP-113 copy counts on top of the first copy
+            copied = self.copies.reassigned(t, dirs, p)
+            update.progress(t, bytes_done=copied + done, bytes_total=copied + total,
+                            rate_bytes_per_s=self.copies.observe(t, now, copied + done))
+        for b, d, fut in pending_dirs:
+            known = main_dir(dirs, t.topic, t.partition, b) is not None
+            if fut is None and (known or not resubmit):
+                send("log_dir", (t.topic, t.partition, b), d)
