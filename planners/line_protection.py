@@ -27,7 +27,8 @@ Method, per configured line (one direction of an IDC pair), once per collection 
    traffic has left the line (a finished migration) is released too. Within ``target + deadband`` a hot
    line is left alone (no churn of tiny changes).
 
-Each decision says why: the line, its util against the marks, the kind and flow it slows, the rate.
+Each decision (a :class:`~planners.throttle.ThrottleDecision`, the disk protection's record, with the line
+as what it protects) says why: the line, its util against the marks, the kind and flow it slows, the rate.
 Guarantee: deterministic for equal inputs; a lever in force is only tightened by a set; levers of the
 disk protection (other ``set_by``) are never relaxed or released here, only tightened when the line
 needs more. Cost: O(flows log flows) per hot line.
@@ -40,11 +41,11 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from domain.throttles import CONSUMER_QUOTA, FOLLOWER, MIGRATION
 from planners.line_accounting import LineAccount, LineFlow, Pair
-from planners.throttle import ActiveThrottle
+from planners.throttle import ActiveThrottle, ThrottleDecision
 
 WHO = "line-protection"
 DEFAULT_FETCH_PRIORITY = 5
@@ -126,20 +127,6 @@ def step_line(state: LineHealth, util: float | None, limit: LineLimit, enter: in
 
 
 @dataclass(frozen=True, slots=True)
-class LineDecision:
-    """Set (new or tighter), relax or release one lever for a line; ``evidence`` says why."""
-
-    action: Literal["set", "relax", "release"]
-    key: str
-    kind: str
-    target: Mapping[str, Any]
-    rate_bytes_per_s: float
-    line: Pair
-    why: str
-    evidence: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
 class LineReport:
     """What the planner saw and did for one line."""
 
@@ -156,7 +143,7 @@ class LinePlan:
     """One evaluation: new health per line, decisions, a report per protected line."""
 
     health: Mapping[Pair, LineHealth]
-    decisions: tuple[LineDecision, ...]
+    decisions: tuple[ThrottleDecision, ...]
     reports: tuple[LineReport, ...]
 
 
@@ -301,7 +288,7 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
     other_bytes = other_bytes or {}
     by_key = {a.key: a for a in active}
     new_health: dict[Pair, LineHealth] = dict(health)
-    decisions: dict[str, LineDecision] = {}
+    decisions: dict[str, ThrottleDecision] = {}
     reports = []
     for pair, limit in sorted(config.limits.items()):
         usage = account.usage(pair)
@@ -335,12 +322,12 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
             _relax(pair, limit, util, flows, by_key, decisions, config, client_rates)
         reports.append(LineReport(pair, state, util, predicted,
                                   dict(usage.bytes_per_s) if usage is not None else {}, tuple(queue)))
-    ordered = tuple(sorted(decisions.values(), key=lambda d: (d.line, d.action, d.key)))
+    ordered = tuple(sorted(decisions.values(), key=lambda d: (d.protects, d.action, d.key)))
     return LinePlan(new_health, ordered, tuple(reports))
 
 
 def _set(c: _Cut, pair: Pair, limit: LineLimit, state: LineHealth, util: float, predicted: float,
-         active: Mapping[str, ActiveThrottle], decisions: dict[str, LineDecision], deadband: float) -> None:
+         active: Mapping[str, ActiveThrottle], decisions: dict[str, ThrottleDecision], deadband: float) -> None:
     current = active.get(c.key)
     if current is not None and current.rate_bytes_per_s <= c.rate * (1 + deadband):
         return  # already (about) this tight
@@ -359,7 +346,7 @@ def _set(c: _Cut, pair: Pair, limit: LineLimit, state: LineHealth, util: float, 
                 "flows": [{"kind": f.kind, "topic": f.topic, "partition": f.partition, "broker": f.broker,
                            "client_id": f.client_id, "bytes_per_s": round(f.bytes_per_s, 1)} for f in c.flows[:10]],
                 "original_rate_bytes_per_s": original, "relax_step": 0}
-    decisions[c.key] = LineDecision("set", c.key, c.kind, dict(c.target), c.rate, pair, why, evidence)
+    decisions[c.key] = ThrottleDecision("set", c.key, c.kind, dict(c.target), c.rate, pair, why, evidence)
 
 
 def _line_load(a: ActiveThrottle, flows: Sequence[LineFlow]) -> float:
@@ -376,21 +363,21 @@ def _line_load(a: ActiveThrottle, flows: Sequence[LineFlow]) -> float:
 
 
 def _release_gone(pair: Pair, flows: Sequence[LineFlow], active: Mapping[str, ActiveThrottle],
-                  decisions: dict[str, LineDecision], config: LineProtectionConfig) -> None:
+                  decisions: dict[str, ThrottleDecision], config: LineProtectionConfig) -> None:
     """On a hot line, release this line's throttles whose traffic has left it (a finished migration)."""
     for a in sorted(active.values(), key=lambda x: x.key):
         if a.set_by != WHO or _line_of(a) != pair or a.key in decisions:
             continue
         load = _line_load(a, flows)
         if load < config.min_rate_bytes_per_s * 0.1:
-            decisions[a.key] = LineDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
+            decisions[a.key] = ThrottleDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
                                             f"the throttled traffic left leased line {pair[0]}->{pair[1]} "
                                             f"({load / 1e6:.2f} MB/s): released",
                                             {**dict(a.evidence), "line": list(pair), "line_bytes_per_s": load})
 
 
 def _relax(pair: Pair, limit: LineLimit, util: float, flows: Sequence[LineFlow], active: Mapping[str, ActiveThrottle],
-           decisions: dict[str, LineDecision], config: LineProtectionConfig,
+           decisions: dict[str, ThrottleDecision], config: LineProtectionConfig,
            client_rates: Mapping[str, Mapping[int, float]]) -> None:
     mine = [a for a in active.values() if a.set_by == WHO and _line_of(a) == pair and a.key not in decisions]
     budget = util
@@ -400,14 +387,14 @@ def _relax(pair: Pair, limit: LineLimit, util: float, flows: Sequence[LineFlow],
         step = int(a.evidence.get("relax_step", 0) or 0)
         base = {**dict(a.evidence), "line": list(pair), "util": round(util, 4)}
         if load < config.min_rate_bytes_per_s * 0.1:
-            decisions[a.key] = LineDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
+            decisions[a.key] = ThrottleDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
                                             f"leased line {pair[0]}->{pair[1]} calm and the throttled traffic left "
                                             f"it ({load / 1e6:.2f} MB/s): released", {**base, "line_bytes_per_s": load})
             continue
         per_broker = client_rates.get(str(a.target.get("client_id")), {}) if a.kind == CONSUMER_QUOTA else {}
         busiest = max(per_broker.values(), default=None)
         if busiest is not None and busiest < RELEASE_UNBOUND_RATIO * a.rate_bytes_per_s:
-            decisions[a.key] = LineDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
+            decisions[a.key] = ThrottleDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
                                             f"leased line {pair[0]}->{pair[1]} calm and the quota no longer binds "
                                             f"(busiest broker {busiest / 1e6:.2f} of {a.rate_bytes_per_s / 1e6:.2f} "
                                             f"MB/s): released", {**base, "carried_bytes_per_s": busiest})
@@ -424,12 +411,12 @@ def _relax(pair: Pair, limit: LineLimit, util: float, flows: Sequence[LineFlow],
             continue  # hold: more now would push the line back over its low mark
         budget += extra
         if original and new_rate >= original:
-            decisions[a.key] = LineDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
+            decisions[a.key] = ThrottleDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, pair,
                                             f"leased line {pair[0]}->{pair[1]} calm (util {util:.2f}); back at the "
                                             f"original rate {original / 1e6:.2f} MB/s: released",
                                             {**base, "predicted_util": round(budget, 4)})
         else:
-            decisions[a.key] = LineDecision("relax", a.key, a.kind, a.target, new_rate, pair,
+            decisions[a.key] = ThrottleDecision("relax", a.key, a.kind, a.target, new_rate, pair,
                                             f"leased line {pair[0]}->{pair[1]} calm (util {util:.2f}); relax step "
                                             f"{step + 1}: {a.rate_bytes_per_s / 1e6:.2f} -> {new_rate / 1e6:.2f} MB/s",
                                             {**base, "relax_step": step + 1, "predicted_util": round(budget, 4)})

@@ -339,14 +339,19 @@ class Lever:
 
 @dataclass(frozen=True, slots=True)
 class ThrottleDecision:
-    """Set (new or tighter), relax (higher rate) or release one lever; ``evidence`` says why."""
+    """Set (new or tighter), relax (higher rate) or release one lever; ``evidence`` says why.
+
+    The one decision record of both protections — this module's (per disk) and
+    :mod:`planners.line_protection`'s (per leased line): the service applies and records either alike."""
 
     action: Literal["set", "relax", "release"]
     key: str
     kind: str
     target: Mapping[str, Any]
     rate_bytes_per_s: float
-    disk: DiskId
+    protects: DiskId | tuple[str, str]
+    """What the lever is moved for: a disk ``(broker, log dir)`` here, a leased line ``(src IDC, dst IDC)``
+    in the line protection."""
     why: str
     evidence: Mapping[str, Any]
 
@@ -555,7 +560,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
             decisions[a.key] = ThrottleDecision("release", a.key, a.kind, a.target, a.rate_bytes_per_s, gone,
                                                 "the disk it protected is gone or its broker is down",
                                                 {"disk": list(gone)})
-    ordered = tuple(sorted(decisions.values(), key=lambda d: (d.disk, d.action, d.key)))
+    ordered = tuple(sorted(decisions.values(), key=lambda d: (d.protects, d.action, d.key)))
     return ThrottlePlan(new_health, ordered, tuple(reports))
 
 

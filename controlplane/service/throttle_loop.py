@@ -45,7 +45,6 @@ from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
 from domain.throttles import LEVER_KINDS
 from planners.line_accounting import AuditFlow
 from planners.line_protection import WHO as LINE_WHO
-from planners.line_protection import LineDecision
 from planners.throttle import (
     DEFAULT_THRESHOLDS,
     INTRA_BROKER,
@@ -328,7 +327,7 @@ class ThrottleService:
         return bool(self.store.read(lambda s: any(e["cluster"] == cluster and e["status"] in ("running", "stopping")
                                                   for e in s["executions"].values())))
 
-    def _act(self, cluster: str, binding: ClusterBinding, d: ThrottleDecision | LineDecision,
+    def _act(self, cluster: str, binding: ClusterBinding, d: ThrottleDecision,
              who: str = WHO) -> dict[str, Any] | None:
         summary = {"action": d.action, "key": d.key, "kind": d.kind, "target": dict(d.target),
                    "rate_bytes_per_s": d.rate_bytes_per_s, "why": d.why}

@@ -142,7 +142,7 @@ def test_partition_capable_cluster_throttles_the_lagging_partition_fetch() -> No
     assert [d.action for d in plan.decisions] == ["set"]
     d = plan.decisions[0]
     assert d.kind == PARTITION_FETCH and dict(d.target) == {"topic": "orders", "partition": 0}
-    assert d.disk == (1, "/d1")
+    assert d.protects == (1, "/d1")
     # needs util 0.95 -> 0.65 on a 200 MB/s disk: 60 MB/s less disk read out of 120; the fetch carries
     # 160 MB/s of which 3/4 hits the disk -> limit 160 - 60/0.75 = 80 MB/s
     assert d.rate_bytes_per_s == pytest.approx(80 * MB, rel=1e-6)
