@@ -91,6 +91,7 @@ class NodeProcess:
             "--peers", ",".join(self.peers),
             "--data-dir", str(self.data_dir),
             "--http-port", str(self.http_port),
+            "--exit-with-parent",  # a killed test run does not leak its nodes
             *self.extra_args,
         ]  # fmt: skip
         log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # noqa: SIM115

@@ -12,6 +12,8 @@ Endpoints (JSON in and out):
 * ``GET /status`` -> Raft role, term, leader, commit index, readiness (``RaftNode.status()``)
 * ``GET /healthz`` -> 200 while the process serves.
 
+``--exit-with-parent`` (passed by :mod:`raft.localcluster`) stops the node once its starter is gone.
+
 The real service replaces this HTTP layer; keep it thin.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -27,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from parentwatch import watch_parent
 from raft.auth import read_key
 from raft.demo import DemoStateMachine, validate_demo_command
 from raft.errors import NodeClosed, NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
@@ -128,12 +132,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--pysyncobj-defaults", action="store_true", help="use pysyncobj's default (batched) settings"
     )
     p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop, as on SIGTERM, once the process that started this node has exited (even SIGKILLed)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a node until SIGTERM/SIGINT; returns the process exit code."""
     args = parse_args(argv)
+    parent_pid = os.getppid()  # first: the parent may die while we start
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     try:
@@ -173,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if args.exit_with_parent:
+        watch_parent(parent_pid, stop.set)
     serving = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     serving.start()
     print(f"raft node {args.self_addr} serving http://{args.http_host}:{args.http_port}", flush=True)

@@ -139,7 +139,7 @@ class SimProcess:
         scenario_file.write_text(json.dumps(spec))
         self.cluster = cluster
         self.log = (tmp / "sim.log").open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--realistic",
+        self.proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "up", "--realistic", "--exit-with-parent",
                                       "--scenario", str(scenario_file), "--endpoints-file", str(self.endpoints_file)],
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         try:

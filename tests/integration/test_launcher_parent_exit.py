@@ -71,3 +71,41 @@ def test_node_exits_when_its_launcher_is_killed(tmp_path: Path, sig: signal.Sign
         if node and _running(node):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(node, signal.SIGKILL)
+
+
+RAFT_PARENT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from raft.localcluster import LocalCluster
+    cluster = LocalCluster(1, Path(sys.argv[1])).start()
+    cluster.wait_leader(timeout=30)
+    print(cluster.nodes[0].proc.pid, flush=True)
+    time.sleep(600)  # until killed: no teardown ever runs
+""")
+
+
+def test_raft_test_node_exits_when_its_cluster_owner_is_killed(tmp_path: Path) -> None:
+    # raft.localcluster's nodes share the owner's session, so a SIGKILLed test run orphans them unless they
+    # watch their parent (node_main --exit-with-parent, which LocalCluster passes)
+    parent = subprocess.Popen([sys.executable, "-c", RAFT_PARENT, str(tmp_path / "raft")], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))})
+    node = 0
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert line.strip().isdigit(), f"the parent did not start its node: {line!r}"
+        node = int(line)
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 15
+        while _running(node) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(node), f"raft node {node} outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        if node and _running(node):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(node, signal.SIGKILL)
