@@ -77,10 +77,11 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
     spec = {**json.loads(json.dumps(SCENARIO)), "seed": seed}
     runner = SimRunner(build_federation(spec), speed=0.0)  # the bench drives the clock
     endpoints = runner.start()
+    scrapers: list[DiskScraper] = []
     try:
         ep = endpoints["clusters"]["bench"]
         eps = parse_endpoints(endpoints, "bench")
-        urls = {b.id: [m.url for m in b.metrics_endpoints] for b in eps.brokers}  # JMX exporter + node_exporter
+        urls = {b.id: list(b.metrics_endpoints) for b in eps.brokers}  # JMX exporter + node_exporter
         admin = KafkaAdmin(ep["bootstrap_servers"])
         live = admin.live()
         moves = []
@@ -90,9 +91,10 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
             others = [b for b in sorted(live.alive) if b not in p.replicas]
             moves.append(PartitionMove(topic, part, (others[i % len(others)], p.replicas[1]), (None, None)))
         plan = Plan("bench", "rebalance", tuple(moves))
+        scraper = DiskScraper(urls, eps.hardware)
+        scrapers.append(scraper)
         executor = Executor(LocalStateStore(), admin, ExecutorConfig("bench", throttle=policy,
-                                                                     ordering=ORDERING),
-                            DiskScraper(urls, eps.hardware), eps)
+                                                                     ordering=ORDERING), scraper, eps)
         executor.ensure_cluster(ep["bootstrap_servers"])
         eng = runner.server.fed.engine
 
@@ -104,6 +106,7 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
             lat.append(float(np.max(engine.b_produce_lat)))
 
         first = DiskScraper(urls, eps.hardware)
+        scrapers.append(first)
         runner.call(lambda: eng.advance(30.0))
         first.scrape()
         runner.call(lambda: eng.advance(60.0))
@@ -135,6 +138,8 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
                 "bound_disk": f"{bottleneck[0]}:{bottleneck[1]}" if bottleneck else "",
                 "bound_disk_gb": round(disk_bytes.get(bottleneck, 0.0) / 1e9, 2) if bottleneck else 0.0}
     finally:
+        for s in scrapers:
+            s.close()
         runner.stop()
 
 

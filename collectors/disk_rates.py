@@ -9,39 +9,44 @@ Goal: the executor's throttle needs, per (broker, log dir), how busy the disk wa
 interval (util, bytes per second, its max throughput), each broker's Kafka network traffic and
 produce p99 — nothing of the full load model (:mod:`collectors.builder`).
 
-Method: one GET per endpoint of each broker per :meth:`DiskScraper.scrape` (8 brokers at a time;
-their texts are parsed together) by the collectors' parser (:func:`collectors.promtext.parse_fast`,
-keeping only the families named here) into a :class:`HostSample` keyed by filesystem mountpoint (a
+Method: one round of the collectors' :class:`~collectors.scrape.Scraper` per :meth:`DiskScraper.scrape`
+over every endpoint of the brokers asked for (kept-alive connections, per-endpoint deadline, CA and
+credential references, 64 MiB cap — the collector's HTTP client, not a second one); each endpoint's text
+is parsed as it arrives by the collectors' parser (:func:`collectors.promtext.parse_fast`, keeping only
+the families named here) and a broker's endpoints are joined (:func:`collectors.promtext.merge_payloads`:
+a family from the first endpoint that has it) into a :class:`HostSample` keyed by filesystem mountpoint (a
 device's ``node_filesystem_*{device,mountpoint}``, device-mapper volumes resolved through
 ``node_disk_device_mapper_info`` as the collector does); a disk's ceiling is the cluster's declared
 hardware profile's. Rates come from the collectors' rate guard
 (:class:`collectors.rates.CounterTracker`) over *measured* time — the samples' own timestamps when
-they carry them (a simulator's clock), else the scraper's monotonic clock. util = rate of
+they carry them (a simulator's clock), else the time the body was received (monotonic clock). util = rate of
 ``node_disk_io_time_seconds_total`` (at most 1); bytes = rate of read + rate of written bytes.
 
 Guarantee: a counter that went backwards (the new value becomes the base), a non-finite or
 negative value, a clock that did not move or moved less than ``min_elapsed_s`` (the older base is
-kept) yields no new rate; the disk keeps its last good :class:`DiskRate` instead of a wrong one.
-Cost: one HTTP request and one parse of the wanted families per broker; O(disks) per scrape.
+kept) yields no new rate; the disk keeps its last good :class:`DiskRate` instead of a wrong one. A
+broker any of whose endpoints is dead, stalled, refuses TLS or credentials, or serves an empty or mostly
+garbage body gets no sample that round: :attr:`DiskScraper.errors` names the endpoint and why (never a
+secret), its last rates stay, the other brokers are not delayed beyond the timeout.
+Cost: one request per endpoint per scrape on a kept connection (a handshake only when it was lost), one
+parse of the wanted families; O(disks) per scrape.
 """
 
 from __future__ import annotations
 
 import math
-import time
-import urllib.request
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from collectors.build.disks import map_devices
 from collectors.build.names import M_DM_INFO, M_FS_SIZE, M_IO_TIME, M_READ_B, M_WRITE_B
 from collectors.builder import PLACEHOLDER_DIR, Collected
-from collectors.promtext import parse_fast
+from collectors.promtext import Payload, check_payload, merge_payloads, parse_fast
 from collectors.rates import CounterTracker
+from collectors.scrape import Scraper, Target
 from domain import BrokerState, DiskId
-from kafkaio.endpoints import HardwareProfile
+from kafkaio.endpoints import HardwareProfile, MetricsEndpoint
 
 M_REQUEST_TIME = "kafka_network_requestmetrics_totaltimems"
 M_URP = "kafka_server_replicamanager_underreplicatedpartitions"
@@ -135,35 +140,50 @@ def round_network(collected: Collected) -> dict[int, tuple[float, float, float]]
             for b in sorted(set(ins) | set(outs) | set(moving))}
 
 
+def _parse_host_text(text: str) -> Payload:
+    return parse_fast(text, HOST_METRICS)
+
+
+def _check_host_payload(p: Payload) -> None:
+    # an endpoint serving none of the wanted families (a JMX exporter of another service) is no error;
+    # an empty or mostly garbage body is
+    check_payload(p, need_samples=False)
+
+
 @dataclass
 class DiskScraper:
-    """Scrapes ``metrics_urls`` (broker id -> its URL or URLs) and keeps each counter's last good sample;
-    disk ceilings come from ``hardware`` (a disk of undeclared speed gets no rate)."""
+    """Scrapes ``metrics_urls`` (broker id -> its endpoint or endpoints: URLs, or records with their CA and
+    credential references) and keeps each counter's last good sample; disk ceilings come from ``hardware``
+    (a disk of undeclared speed gets no rate). :meth:`close` releases the kept connections."""
 
-    metrics_urls: Mapping[int, str | Sequence[str]]
+    metrics_urls: Mapping[int, Target | Sequence[Target]]
     hardware: HardwareProfile | None = None
     timeout_s: float = 3.0
     min_elapsed_s: float = 0.5
     """Rates over a shorter measured interval are not taken (the older base is kept)."""
+    concurrency: int = 64
+    """Requests in flight at once (and idle connections kept)."""
     rates: dict[tuple[int, str], DiskRate] = field(default_factory=dict)
     produce_p99_ms: dict[int, float] = field(default_factory=dict)
     network: dict[int, tuple[float, float, float]] = field(default_factory=dict)
     """broker -> (bytes in/s, bytes out/s, reassignment bytes in/s), all Kafka traffic of the broker."""
     clock: float | None = None
     errors: dict[int, str] = field(default_factory=dict)
+    """broker -> why its last scrape gave no sample (the first failing endpoint's URL and error)."""
     _counters: CounterTracker = field(init=False, repr=False)
+    _scraper: Scraper = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # no end_round(): a broker left out of a scrape keeps its base (series = brokers x disks)
         self._counters = CounterTracker(self.min_elapsed_s)
+        self._scraper = Scraper(self.concurrency, _parse_host_text, _check_host_payload)
 
     def scrape(self, brokers: set[int] | None = None) -> dict[tuple[int, str], DiskRate]:
         """Scrape every (or the given) broker once; update and return ``(broker, log_dir) -> DiskRate``."""
         ids = [b for b in sorted(self.metrics_urls) if brokers is None or b in brokers]
         if not ids:
             return self.rates
-        with ThreadPoolExecutor(max_workers=min(8, len(ids))) as pool:
-            results = list(pool.map(self._fetch, ids))
+        results = self._fetch(ids)
         self.errors = {}
         clocks = []
         for bid, res in zip(ids, results, strict=True):
@@ -197,25 +217,60 @@ class DiskScraper:
                 continue  # a disk of unknown speed has no load to weigh (no assumed default)
             self.rates[(bid, d)] = DiskRate(min(util, 1.0), rd + wr, s.max_bytes_per_s[d])
 
-    def _fetch(self, broker: int) -> HostSample | str:
-        urls = self.metrics_urls[broker]
-        texts = []
-        for url in [urls] if isinstance(urls, str) else urls:
-            try:
-                with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
-                    texts.append(resp.read().decode("utf-8", "replace"))
-            except Exception as exc:
-                return f"{type(exc).__name__}: {exc}"
-        return parse_host("\n".join(texts), time.monotonic(), self.hardware, broker)
+    def _fetch(self, ids: Sequence[int]) -> list[HostSample | str]:
+        """One scrape round over every endpoint of ``ids``: per broker its :class:`HostSample`, or the first
+        failing endpoint's URL and error."""
+        targets = {bid: _targets(self.metrics_urls[bid]) for bid in ids}
+        got = self._scraper.scrape([t for ts in targets.values() for t in ts], self.timeout_s).results
+        out: list[HostSample | str] = []
+        for bid in ids:
+            parts: list[tuple[Payload, float, str]] = []
+            for t in targets[bid]:
+                res = got[_url(t)]
+                if res.payload is None or res.error is not None:
+                    out.append(f"{res.url}: {res.error or 'no payload'}")
+                    break
+                parts.append((res.payload, res.received, "recv"))
+            else:
+                if not parts:
+                    out.append("no metrics endpoint")
+                    continue
+                merged, received, _ = merge_payloads(parts)
+                out.append(host_sample(merged, received, self.hardware, bid))
+        return out
+
+    def close(self) -> None:
+        """Close the kept connections (a later :meth:`scrape` opens new ones)."""
+        self._scraper.close()
+
+    def __enter__(self) -> DiskScraper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _targets(value: Target | Sequence[Target]) -> list[Target]:
+    return [value] if isinstance(value, (str, MetricsEndpoint)) else list(value)
+
+
+def _url(t: Target) -> str:
+    return t if isinstance(t, str) else t.url
 
 
 def parse_host(text: str, now: float, hardware: HardwareProfile | None = None, broker: int = -1) -> HostSample:
-    """Parse a host's node_exporter (and JMX exporter) text into a :class:`HostSample` keyed by mountpoint.
+    """Parse a host's node_exporter (and JMX exporter) text into a :class:`HostSample` keyed by mountpoint
+    (:func:`host_sample` of the text's wanted families)."""
+    return host_sample(parse_fast(text, HOST_METRICS), now, hardware, broker)
+
+
+def host_sample(p: Payload, now: float, hardware: HardwareProfile | None = None, broker: int = -1) -> HostSample:
+    """A host's parsed payload (node_exporter and JMX exporter families) as a :class:`HostSample` keyed by
+    mountpoint.
 
     Non-finite values and malformed lines are skipped; ``now`` is the sample's time unless the
     samples carry timestamps (the newest is taken). Ceilings: ``hardware``'s for ``broker``'s mountpoints.
     """
-    p = parse_fast(text, HOST_METRICS)
     fams = p.raw
 
     def finite(name: str) -> list[tuple[dict[str, str], float]]:

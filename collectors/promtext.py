@@ -384,9 +384,12 @@ def parse_reference(text: str, wanted: Iterable[str] | None = None) -> Payload:
     return out
 
 
-def check_payload(p: Payload, max_bad_fraction: float = 0.05) -> None:
-    """Raise :class:`PayloadError` when ``p`` has no samples or too many malformed lines."""
-    if p.lines == 0 or p.samples == 0:
+def check_payload(p: Payload, max_bad_fraction: float = 0.05, *, need_samples: bool = True) -> None:
+    """Raise :class:`PayloadError` when ``p`` has no samples or too many malformed lines.
+
+    ``need_samples=False``: a payload of valid lines none of which was kept (no wanted family) passes; an
+    empty one still does not."""
+    if p.lines == 0 or (need_samples and p.samples == 0):
         raise PayloadError("empty payload: no usable samples")
     if p.bad_lines > max(2, max_bad_fraction * p.lines):
         raise PayloadError(f"{p.bad_lines} of {p.lines} lines are not Prometheus samples "

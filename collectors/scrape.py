@@ -131,9 +131,12 @@ class Scraper:
 
     ``scrape`` may be called from any thread, one round at a time; ``close`` releases the connections."""
 
-    def __init__(self, concurrency: int = 256, parser: Parser | None = None) -> None:
+    def __init__(self, concurrency: int = 256, parser: Parser | None = None,
+                 check: Callable[[Payload], None] = check_payload) -> None:
         self.concurrency = max(1, concurrency)
         self.parser = parser or parse_fast
+        self.check = check
+        """Raises :class:`PayloadError` on a parsed payload too broken to use (default: :func:`check_payload`)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: dict[str | None, tuple[int, aiohttp.ClientSession]] = {}
         self._retired: list[aiohttp.ClientSession] = []  # replaced (CA file changed); closed at the next round
@@ -215,7 +218,7 @@ class Scraper:
         t0 = time.perf_counter()
         try:
             payload = self.parser(body.decode("utf-8"))
-            check_payload(payload)
+            self.check(payload)
             res.payload = payload
         except UnicodeDecodeError:
             res.error = "payload is not UTF-8 text"

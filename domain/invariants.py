@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from domain.apply import PlanEffect, plan_effect
 from domain.model import ClusterSnapshot, DiskId, Partition, Topic
 from domain.plan import Plan
+from domain.spread import placement_deficit, rack_duplicates, racks_by_idc, unavoidable_rack_duplicates
 
 RESTORE = "restore"
 """Plan kind that may bring back a recorded state (see ``check_plan``'s ``recorded``)."""
@@ -156,22 +157,15 @@ class _BrokerFacts:
         self.place = {b.id: (b.idc, b.rack) for b in brokers}
         self.alive = {b.id: b.is_alive for b in brokers}
         self.disks = snapshot.index.disk_by_id
+        self._racks: dict[str, dict[str, set[str]]] = {}
 
-    def rack_duplicates(self, replicas: tuple[int, ...]) -> int:
-        """Known replicas beyond one per (IDC, rack): per IDC, its replicas minus its distinct racks."""
-        place = self.place
-        known = [place[b] for b in replicas if b in place]
-        return len(known) - len(set(known))
-
-    def placement_deficit(self, replicas: tuple[int, ...], placement: Mapping[str, int]) -> int:
-        """Replicas of known brokers missing from the IDCs ``placement`` requires (0: the policy is met)."""
-        counts: dict[str, int] = {}
-        idc = self.idc
-        for b in replicas:
-            name = idc.get(b)
-            if name is not None:
-                counts[name] = counts.get(name, 0) + 1
-        return sum(max(0, need - counts.get(name, 0)) for name, need in placement.items())
+    def racks(self, pool: str) -> dict[str, set[str]]:
+        """IDC -> the racks of ``pool``'s alive brokers (computed once per pool and call)."""
+        got = self._racks.get(pool)
+        if got is None:
+            got = self._racks[pool] = racks_by_idc(
+                (b.idc, b.rack) for b in self.broker.values() if b.pool == pool and b.is_alive)
+        return got
 
 
 def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Partition,
@@ -215,27 +209,20 @@ def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Pa
         return out  # the same brokers, each once: placement and rack spread are unchanged
 
     placement = snapshot.placement_of(topic)
+    place = facts.place
     if placement:
-        after = facts.placement_deficit(replicas, placement)
-        if after and after >= facts.placement_deficit(current.replicas, placement):
+        after = placement_deficit(replicas, place, placement)
+        if after and after >= placement_deficit(current.replicas, place, placement):
             idcs = dict(sorted(Counter(facts.idc[b] for b in replicas).items()))
             out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
 
-    dups_before = facts.rack_duplicates(current.replicas)
-    dups_after = facts.rack_duplicates(replicas)
-    if dups_after > dups_before and dups_after > _unavoidable_rack_duplicates(snapshot, replicas, topic.pool):
+    dups_before = rack_duplicates(current.replicas, place)
+    dups_after = rack_duplicates(replicas, place)
+    if dups_after > dups_before and dups_after > unavoidable_rack_duplicates(replicas, place,
+                                                                            facts.racks(topic.pool)):
         out.append(Violation("rack-spread", f"{dups_after} replica(s) share a rack within an IDC "
                                             f"(was {dups_before})", *tp))
     return out
-
-
-def _unavoidable_rack_duplicates(snapshot: ClusterSnapshot, replicas: tuple[int, ...], pool: str) -> int:
-    racks_in_idc: dict[str, set[str]] = {}
-    for b in snapshot.brokers:
-        if b.pool == pool and b.is_alive:
-            racks_in_idc.setdefault(b.idc, set()).add(b.rack)
-    by_idc = Counter(snapshot.index.broker_by_id[b].idc for b in replicas if b in snapshot.index.broker_by_id)
-    return sum(max(0, n - len(racks_in_idc.get(idc, ()))) for idc, n in by_idc.items())
 
 
 def _capacity_violations(before: ClusterSnapshot, used_delta: Mapping[DiskId, int],
@@ -301,10 +288,10 @@ def check_new_topic(snapshot: ClusterSnapshot, topic: Topic, limits: CheckLimits
                                                           f"limit {int(limit)}", *tp))
         if not known:
             continue
-        if placement and facts.placement_deficit(p.replicas, placement):
+        if placement and placement_deficit(p.replicas, facts.place, placement):
             idcs = dict(sorted(Counter(index.broker_by_id[b].idc for b in p.replicas).items()))
             out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
-        dups = facts.rack_duplicates(p.replicas)
-        if dups > _unavoidable_rack_duplicates(snapshot, p.replicas, topic.pool):
+        dups = rack_duplicates(p.replicas, facts.place)
+        if dups > unavoidable_rack_duplicates(p.replicas, facts.place, facts.racks(topic.pool)):
             out.append(Violation("rack-spread", f"{dups} replica(s) share a rack within an IDC", *tp))
     return out

@@ -7,12 +7,14 @@ Goal
     partition-level throttle extension's names.
 
 Method
-    Plain constants and two parsers of throttle values: ``*.replication.throttled.replicas``
-    (``p:b,...`` or ``*``) and the partition-level throttle rates (``p:rate,*:rate``).
+    Plain constants, two parsers of throttle values: ``*.replication.throttled.replicas``
+    (``p:b,...`` or ``*``) and the partition-level throttle rates (``p:rate,*:rate``), and the check and
+    reading of the read-only broker configs a scenario may set.
 
 Guarantee
-    The parsers accept what Kafka accepts for these keys and raise ``ValueError`` on anything else, so the
-    model can answer ``INVALID_CONFIG`` before changing a config.
+    The parsers and :func:`check_static_config` accept what Kafka accepts for these keys and raise
+    ``ValueError`` on anything else, so the model can answer ``INVALID_CONFIG`` (a scenario its error) before
+    changing a config.
 
 Cost
     O(length of the value) per parse.
@@ -21,6 +23,7 @@ Cost
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 PT_PRODUCE = "guardian.partition.throttle.produce.bytes.per.second"
 PT_FETCH = "guardian.partition.throttle.fetch.bytes.per.second"
@@ -55,11 +58,35 @@ BROKER_STATIC_DEFAULTS: dict[str, str] = {
 }
 REPLICA_SELECTOR = "replica.selector.class"
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-BROKER_STATIC_KEYS = {REPLICA_SELECTOR}
+RETENTION_CHECK = "log.retention.check.interval.ms"
+BROKER_STATIC_DEFAULTS_OF_KEYS: dict[str, str | None] = {REPLICA_SELECTOR: None, RETENTION_CHECK: "300000"}
+"""Kafka's default of each read-only broker config a scenario may set (None: unset)."""
+BROKER_STATIC_KEYS = set(BROKER_STATIC_DEFAULTS_OF_KEYS)
 """Read-only broker configs a scenario may set per cluster (``broker_configs``: its brokers' server.properties)
-or a restart may change (``POST /fault/revive-broker`` with ``configs``); Kafka's default for each is unset.
-``replica.selector.class`` is read-only in Kafka too (AlterConfigs answers INVALID_CONFIG): with it unset the
-leader never names a preferred read replica (KIP-392), whatever ``client.rack`` a consumer sends."""
+or a restart may change (``POST /fault/revive-broker`` with ``configs``); each is read-only in Kafka too
+(AlterConfigs answers INVALID_CONFIG). ``replica.selector.class`` (unset by default): with it unset the leader
+never names a preferred read replica (KIP-392), whatever ``client.rack`` a consumer sends.
+``log.retention.check.interval.ms`` (default 300000, at least 1): how often a broker's retention deletes what
+``retention.ms`` / ``retention.bytes`` allow (:mod:`kafkasim.retention`)."""
+
+
+def check_static_config(key: str, value: str) -> None:
+    """Raise ``ValueError`` when ``value`` is not one Kafka accepts for read-only broker config ``key``."""
+    if key not in BROKER_STATIC_KEYS:
+        raise ValueError(f"unknown read-only broker config {key!r}; known: {sorted(BROKER_STATIC_KEYS)}")
+    if key == RETENTION_CHECK:
+        try:
+            ok = int(value) >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{key} must be an integer >= 1 (ms), got {value!r}")
+
+
+def retention_check_s(static_configs: Mapping[str, str]) -> float:
+    """A broker's retention check interval in seconds (its ``log.retention.check.interval.ms``, else Kafka's)."""
+    value = static_configs.get(RETENTION_CHECK) or BROKER_STATIC_DEFAULTS_OF_KEYS[RETENTION_CHECK]
+    return int(value or 300000) / 1000.0
 
 
 def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | None:

@@ -24,7 +24,9 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   produce lowers the partition's ingress, a cut fetch or copy its rate; the line's latency is added to
   cross-IDC produce (acks=all) and fetch latency; an in-sync follower more than ``REPLICA_LAG_MAX_S`` of
   ingress behind leaves the ISR and catches up (:mod:`kafkasim.line_flows`).
-* **Retention**: simulated traffic is trimmed continuously (about ``rate × retention.ms`` kept, at most
+* **Retention**: when the broker leading a partition runs its retention check (every
+  ``log.retention.check.interval.ms``, default 300 s: :mod:`kafkasim.retention`), simulated traffic is
+  trimmed by what decays since the partition's last check (about ``rate × retention.ms`` kept, at most
   ``retention.bytes``); a record-holding partition (no simulated traffic, untiered) deletes whole
   segments (:mod:`kafkasim.seglog`).  Real appends count in BytesIn/MessagesIn when appended.
 * **Disks**: lagging reads and copies are *elastic* and are scaled down to the headroom the
@@ -51,6 +53,7 @@ from kafkasim.copies import apply_copies, plan_copies
 from kafkasim.line_flows import replication_lag, share_network
 from kafkasim.model import Broker, Cluster, Disk, Partition
 from kafkasim.network import Network
+from kafkasim.retention import RetentionClock
 from kafkasim.seglog import SegmentedLog
 
 F64 = npt.NDArray[np.float64]
@@ -90,7 +93,8 @@ class Engine:
     SLOT_FIELDS_F = ("size", "leo", "base_rate", "msg_size", "phase", "spike", "burst_left",
                      "lag", "lag_rate", "in_rate", "out_rate", "repl_rate", "disk_read",
                      "bytes_in_total", "bytes_out_total", "msgs_in_total", "real_in", "real_msgs",
-                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out", "lso")
+                     "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out", "lso",
+                     "ret_checked")
     SLOT_FIELDS_I = ("prod_client", "cons_client", "cluster_idx", "topic_idx")
     DISK_FIELDS = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
                    "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
@@ -171,6 +175,8 @@ class Engine:
         """(slot, follower broker gidx) -> bytes an in-sync follower is behind because its line is full."""
         self.slot_ref: dict[int, tuple[Cluster, Partition]] = {}
         self.seglogs: dict[int, SegmentedLog] = {}
+        self.retention_clock = RetentionClock()
+        """When each broker runs its retention check (``log.retention.check.interval.ms``)."""
         """slot -> the segments of a record-holding partition (:mod:`kafkasim.seglog`): retention deletes
         whole segments there, not a share of the log every tick."""
         self.seg_bytes = np.zeros(0)
@@ -226,6 +232,7 @@ class Engine:
             self.f[name][s] = 0.0
         self.f["msg_size"][s] = 1024.0
         self.f["spike"][s] = 1.0
+        self.f["ret_checked"][s] = self.t  # a new log: retention counts its age from now
         for name in self.SLOT_FIELDS_I:
             self.i[name][s] = 0
         self.i["cluster_idx"][s] = self.cluster_names.index(cluster)
@@ -349,6 +356,7 @@ class Engine:
         self.futures = []
         self.catchups = []
         self.b_alive = np.array([b.alive for b in self.brokers], dtype=bool)
+        self.retention_clock.sync(self.brokers, self.b_alive, self.t)
         self.broker_replicas = [[] for _ in self.brokers]
         self.slot_ref = {}
         for cl in self.clusters.values():
@@ -471,14 +479,17 @@ class Engine:
             self.bt_msgs[g, tix] += nrecords
         return base
 
-    def _segment_retention(self) -> None:
-        """Record-holding partitions: delete whole segments (:mod:`kafkasim.seglog`); a partition that took
-        simulated traffic since goes back to the continuous model."""
+    def _segment_retention(self, due: npt.NDArray[np.bool_] | None) -> None:
+        """Record-holding partitions: delete whole segments (:mod:`kafkasim.seglog`) of the slots whose
+        leader checks retention this tick (``due``; None: none); a partition that took simulated traffic
+        since goes back to the continuous model."""
         f = self.f
         for s in list(self.seglogs):
             if f["base_rate"][s] > 0:
                 del self.seglogs[s]
                 self.seg_mask[s] = False
+                continue
+            if due is None or s >= len(due) or not due[s]:
                 continue
             log = self.seglogs[s]
             end = math.ceil(f["leo"][s] - 1e-9)
@@ -660,16 +671,23 @@ class Engine:
         self.d_write_time_total += w_ops * dt * await_ms / 1000.0
         # ---- partitions: sizes, offsets, counters
         f["size"][:n] += demand * dt  # real bytes were added on append
-        # retention: time-based deletion keeps about rate x retention.ms; size-based caps the log
-        size = f["size"][:n]
-        keep = np.minimum(size * np.exp(-dt / self.retention_s[:n]), self.retention_bytes[:n])
-        keep = np.where(self.seg_mask[:n], size, keep)  # record-holding logs: whole segments, below
-        removed = size - keep
-        f["size"][:n] = keep
-        f["lso"][:n] = np.minimum(f["lso"][:n] + removed / np.maximum(f["msg_size"][:n], 1.0), f["leo"][:n])
+        # retention, when the leader's broker runs its check (kafkasim.retention): time-based deletion keeps
+        # about rate x retention.ms (what decays over the time since the log's last check); size-based caps it
+        t_end = self.t + dt
+        due_b = self.retention_clock.due(t_end, self.b_alive)
+        due = online & due_b[np.maximum(lb, 0)] if due_b.any() else None
+        if due is not None and due.any():
+            size = f["size"][:n]
+            checked = f["ret_checked"][:n]
+            keep = np.minimum(size * np.exp(-(t_end - checked) / self.retention_s[:n]), self.retention_bytes[:n])
+            keep = np.where(due & ~self.seg_mask[:n], keep, size)  # record-holding logs: whole segments, below
+            checked[due] = t_end
+            removed = size - keep
+            f["size"][:n] = keep
+            f["lso"][:n] = np.minimum(f["lso"][:n] + removed / np.maximum(f["msg_size"][:n], 1.0), f["leo"][:n])
         f["leo"][:n] += demand / np.maximum(f["msg_size"][:n], 1.0) * dt
         if self.seglogs:
-            self._segment_retention()
+            self._segment_retention(due)
         f["bytes_in_total"][:n] += demand * dt  # real bytes were counted on append
         f["bytes_out_total"][:n] += out_rate * dt
         f["msgs_in_total"][:n] += msgs * dt

@@ -14,8 +14,9 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
     clusters:                     # required
       - name: east                # required
         partition_throttle: true  # capability flag (see kafkasim.model docstring)
-        broker_configs: {replica.selector.class: org.apache.kafka.common.replica.RackAwareReplicaSelector}
-                                  # read-only broker configs (server.properties) of every broker; unset by default
+        broker_configs: {replica.selector.class: org.apache.kafka.common.replica.RackAwareReplicaSelector,
+                         log.retention.check.interval.ms: "300000"}
+                                  # read-only broker configs (server.properties) of every broker (Kafka's defaults)
         brokers:                  # list of broker groups
           - count: 6
             idcs: [idc-a, idc-b]  # brokers are spread round-robin over IDCs
@@ -43,6 +44,7 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
       - snapshot: deploy/examples/small.json   # a cluster seeded from a guardian.snapshot/v1 file
         partition_throttle: false              # (name defaults to the snapshot's cluster)
         topic_configs: {retention.bytes: "200000000"}   # set on every seeded topic (snapshots carry none)
+        broker_configs: {log.retention.check.interval.ms: "10000"}   # as above, on every seeded broker
 
 Disk kind defaults: hdd 200 MB/s 8 ms 4 TB; ssd 500 MB/s 0.5 ms 2 TB; nvme 2000 MB/s 0.1 ms 4 TB.
 """
@@ -58,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from kafkasim.configs import BROKER_STATIC_KEYS
+from kafkasim.configs import BROKER_STATIC_KEYS, check_static_config
 from kafkasim.engine import Client, Engine
 from kafkasim.model import Cluster, SimError
 from kafkasim.network import Network, parse_lines
@@ -175,9 +177,13 @@ def build_federation(spec: dict[str, Any]) -> Federation:
             topic_configs = cs.get("topic_configs") or {}
             if not isinstance(topic_configs, dict):
                 raise ScenarioError(f"{path}.topic_configs: must be a mapping of config name to value")
+            static = _broker_configs(cs.get("broker_configs"), f"{path}.broker_configs")
             cl_snap = cluster_from_snapshot(fed, snap, bool(cs.get("partition_throttle", False)), path + ".snapshot",
                                             name=cs.get("name"),
                                             topic_configs={str(k): str(v) for k, v in topic_configs.items()})
+            for b in cl_snap.brokers.values():
+                b.static_configs = dict(static)
+            eng.mark_dirty()  # the brokers' retention check interval
             fed.clusters[cl_snap.name] = cl_snap
             continue
         if not isinstance(cs, dict) or not cs.get("name"):
@@ -249,7 +255,13 @@ def _broker_configs(value: Any, path: str) -> dict[str, str]:
     unknown = sorted(set(value) - BROKER_STATIC_KEYS)
     if unknown:
         raise ScenarioError(f"{path}: unknown key(s) {unknown}; known: {sorted(BROKER_STATIC_KEYS)}")
-    return {str(k): str(v) for k, v in value.items()}
+    out = {str(k): str(v) for k, v in value.items()}
+    for k, v in out.items():
+        try:
+            check_static_config(k, v)
+        except ValueError as exc:
+            raise ScenarioError(f"{path}: {exc}") from None
+    return out
 
 
 def _device(n: int) -> str:

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim import model as m
 from kafkasim.audit import AuditSink
-from kafkasim.configs import BROKER_STATIC_KEYS
+from kafkasim.configs import BROKER_STATIC_KEYS, check_static_config
 from kafkasim.exporters import MetricsConfig, render_jmx, render_node
 from kafkasim.httpd import BasicAuth, HttpError, Route, http_serve
 from kafkasim.metrics import render_broker
@@ -472,6 +472,9 @@ class SimServer:
                 raise ValueError(f"unknown read-only broker config(s) {unknown}; known: {sorted(BROKER_STATIC_KEYS)}")
             if b.alive:
                 raise ValueError(f"broker {b.id} is running: kill it first (a read-only config changes on restart)")
+            for k, v in configs.items():
+                if v is not None:
+                    check_static_config(k, str(v))
             for k, v in configs.items():
                 if v is None:
                     b.static_configs.pop(k, None)

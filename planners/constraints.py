@@ -1,7 +1,8 @@
 """Hard goals: the constraints every planner must hold. They veto a move; they never rank one.
 
 These mirror :func:`domain.check_plan` (the shared checker that every plan passes in
-the end) but work on plain broker-id tuples so a planner can test thousands of candidates cheaply:
+the end) but work on plain broker-id tuples so a planner can test thousands of candidates cheaply; the
+placement and rack counts are the checker's own (:mod:`domain.spread`), over maps built once per snapshot:
 
 * replication factor kept and brokers distinct;
 * new replicas only on alive brokers of the topic's resource pool;
@@ -14,10 +15,10 @@ Each check is O(RF).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from domain import Broker, ClusterSnapshot
+from domain.spread import placement_deficit, rack_duplicates, racks_by_idc, unavoidable_rack_duplicates
 
 
 class Topology:
@@ -32,31 +33,12 @@ class Topology:
         self.alive: dict[int, bool] = {b.id: b.is_alive for b in snapshot.brokers}
         self.place: dict[int, tuple[str, str]] = {b.id: (b.idc, b.rack) for b in snapshot.brokers}
         self.open_pool: dict[int, str] = {b.id: b.pool for b in snapshot.brokers if b.is_alive}  # may take replicas
-        self.racks_in: dict[tuple[str, str], set[str]] = {}
+        alive_places: dict[str, list[tuple[str, str]]] = {}
         for b in snapshot.brokers:
             if b.is_alive:
-                self.racks_in.setdefault((b.pool, b.idc), set()).add(b.rack)
-
-    def placement_deficit(self, replicas: Sequence[int], placement: Mapping[str, int] | None) -> int:
-        """Replicas missing from the IDCs the policy requires (0: the policy is met)."""
-        if not placement:
-            return 0
-        idc = self.idc
-        counts: dict[str, int] = {}
-        for b in replicas:
-            key = idc[b]
-            counts[key] = counts.get(key, 0) + 1
-        return sum(max(0, need - counts.get(name, 0)) for name, need in placement.items())
-
-    def rack_duplicates(self, replicas: Sequence[int]) -> int:
-        """Replicas that share a rack with another replica of the same IDC."""
-        place = self.place
-        return len(replicas) - len({place[b] for b in replicas})
-
-    def unavoidable_rack_duplicates(self, replicas: Sequence[int], pool: str) -> int:
-        """Rack duplicates forced by an IDC having fewer alive racks (in ``pool``) than replicas."""
-        by_idc = Counter(self.idc[b] for b in replicas)
-        return sum(max(0, n - len(self.racks_in.get((pool, idc), ()))) for idc, n in by_idc.items())
+                alive_places.setdefault(b.pool, []).append((b.idc, b.rack))
+        self.racks_in: dict[str, dict[str, set[str]]] = {  # pool -> IDC -> the racks of its alive brokers
+            pool: racks_by_idc(places) for pool, places in alive_places.items()}
 
     def replica_set_ok(self, old: Sequence[int], new: Sequence[int], pool: str,
                        placement: Mapping[str, int] | None) -> bool:
@@ -83,13 +65,14 @@ class Topology:
                 return False
         if new_set == old_set:
             return True
+        place = self.place
         if placement:
-            after = self.placement_deficit(new, placement)
-            if after and after >= self.placement_deficit(old, placement):
+            after = placement_deficit(new, place, placement)
+            if after and after >= placement_deficit(old, place, placement):
                 return False
-        dups_after = self.rack_duplicates(new)
-        return not (dups_after > self.rack_duplicates(old)
-                    and dups_after > self.unavoidable_rack_duplicates(new, pool))
+        dups_after = rack_duplicates(new, place)
+        return not (dups_after > rack_duplicates(old, place)
+                    and dups_after > unavoidable_rack_duplicates(new, place, self.racks_in.get(pool, {})))
 
 
 def median(values: Sequence[float]) -> float:

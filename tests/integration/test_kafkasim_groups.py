@@ -30,6 +30,7 @@ SPEC: dict[str, Any] = {
     "seed": 5, "speed": 1.0, "tick_seconds": 1.0,
     "clusters": [
         {"name": "east",
+         "broker_configs": {"log.retention.check.interval.ms": "5000"},  # quick retention (Kafka: 300000)
          "brokers": [{"count": 4, "idcs": ["idc-a", "idc-b"], "racks_per_idc": 2, "memory_gb": 16,
                       "disks": [{"count": 2, "kind": "ssd"}]}],
          "topics": [

@@ -127,7 +127,7 @@ def test_scraper_rates_use_measured_time_and_ignore_counter_resets() -> None:
                     HostSample(110.0, {"/d": 15.0}, {"/d": 0.0}, {"/d": 1e9}, {"/d": 2e8}),
                     HostSample(120.0, {"/d": 1.0}, {"/d": 0.0}, {"/d": 2e9}, {"/d": 2e8}),
                     HostSample(120.0, {"/d": 2.0}, {"/d": 0.0}, {"/d": 3e9}, {"/d": 2e8})])
-    scraper._fetch = lambda broker: next(samples)  # type: ignore[method-assign]
+    scraper._fetch = lambda ids: [next(samples)]  # type: ignore[method-assign]
     scraper.scrape()
     assert scraper.rates == {}
     scraper.scrape()

@@ -71,13 +71,16 @@ def test_topic_configs_bound_seeded_logs_and_bad_ones_name_the_path() -> None:
             "topics": [{"name": "t", "partitions": [{"partition": 0, "replicas": [1], "log_dirs": ["/d1"],
                                                      "size_bytes": 50e6, "bytes_in_per_s": 10e6}]}]}
     sizes = {}
-    for configs in ({}, {"retention.bytes": "60000000"}):
-        fed = build_federation({"clusters": [{"snapshot": snap, "topic_configs": configs}]})
+    for configs, check_ms in (({}, "10000"), ({"retention.bytes": "60000000"}, "10000"),
+                              ({"retention.bytes": "60000000"}, None)):
+        fed = build_federation({"clusters": [{"snapshot": snap, "topic_configs": configs, "broker_configs": (
+            {"log.retention.check.interval.ms": check_ms} if check_ms else {})}]})
         fed.engine.burst_rate_per_hour = 0.0
         fed.engine.advance(30, 1.0)  # 300 MB more written
-        sizes[bool(configs)] = float(fed.engine.f["size"][fed.clusters["x"].topics["t"].partitions[0].slot])
-    assert sizes[False] > 300e6  # the default 7-day retention keeps everything
-    assert sizes[True] <= 60e6 + 1  # retention.bytes caps the log, as on a broker
+        sizes[bool(configs), check_ms] = float(fed.engine.f["size"][fed.clusters["x"].topics["t"].partitions[0].slot])
+    assert sizes[False, "10000"] > 300e6  # the default 7-day retention keeps everything
+    assert sizes[True, "10000"] <= 60e6 + 1  # retention.bytes caps the log at a check (every 10 s), as on a broker
+    assert sizes[True, None] > 300e6  # Kafka's default interval (300 s): no check yet
     with pytest.raises(ScenarioError, match=r"\$.clusters\[0\].topic_configs: must be a mapping"):
         build_federation({"clusters": [{"snapshot": snap, "topic_configs": ["retention.bytes"]}]})
     with pytest.raises(ScenarioError, match=r"\$.clusters\[0\].snapshot.topics\[0\]"):
