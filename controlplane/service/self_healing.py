@@ -20,7 +20,9 @@ anomaly goes back to ``confirmed`` to be planned anew from the next round, at mo
 before it ends ``failed``.
 A fail-slow disk loses its leadership at once; if it is still slow ``evacuate_slow_after_s`` after its slow
 streak began (on the round clock: the simulator's where it exports one), its replicas move (same broker's
-healthy dirs first). A failed log dir's replicas are offline, so they are re-created on other brokers.
+healthy dirs first); once that execution ends, the disk is planned again only from a round whose listing of
+its broker's log dirs was read after the end (an evacuation already done would otherwise be planned twice).
+A failed log dir's replicas are offline, so they are re-created on other brokers.
 
 Guarantee: a mass failure (share of brokers, or a whole IDC) raises one alert and moves nothing; at most
 ``max_concurrent_fixes`` anomalies of a cluster are ``fixing`` at once (and the executor runs one execution
@@ -121,6 +123,9 @@ class SelfHealingJob:
         self.last: dict[str, dict[str, Any]] = {}
         self.began: dict[str, float] = {}
         """Per cluster: when (wall clock) the collection of the round in hand began."""
+        self.listed: dict[str, dict[int, float]] = {}
+        """Per cluster: broker -> when (wall clock) the log-dir listing in the round in hand was read (a broker
+        without one: :attr:`began`)."""
         self.counters: dict[str, Counter[str]] = {}
         """Per cluster: ``rounds`` evaluated and, per kind, the rounds it was found in (``confirmed:<kind>``
         when confirmed)."""
@@ -154,6 +159,7 @@ class SelfHealingJob:
             return {"action": "skip", "why": "no new round"}
         self.seen[name] = r.seq
         self.began[name] = r.snapshot.taken_at.timestamp() - float(r.collected.round_seconds.get("total", 0.0))
+        self.listed[name] = r.collected.log_dirs_read_at
         hist = self.history.setdefault(name, deque(maxlen=HISTORY))
         hist.append(health_round(r, maintenance))
         cfg = replace(self.detector, grace_s=settings.grace_s, mass_failure_share=settings.mass_failure_share)
@@ -227,7 +233,8 @@ class SelfHealingJob:
                 continue
             if rec["kind"] == DISK_FAIL_SLOW and key in observed:
                 ended = datetime.fromisoformat(ex["finished_at"]).timestamp() if ex.get("finished_at") else 0.0
-                if self.began.get(name, 0.0) >= ended:  # a round read before the end would re-plan done work
+                listed = self.listed.get(name, {}).get(int(rec["subject"]["broker"]), self.began.get(name, 0.0))
+                if listed >= ended:  # dirs listed before the end would re-plan done work (rotating listings)
                     self._maybe_evacuate(ctx, name, rec, settings, now)
                 continue
             self._close(ctx, name, rec, "fixed", f"execution {ex['id']} completed")
@@ -241,7 +248,7 @@ class SelfHealingJob:
             began = next((h["at"] for h in rec["history"] if h["status"] == "fixing"), rec["detected_at"])
             slow_for = (datetime.now(UTC) - datetime.fromisoformat(began)).total_seconds()
         disk = (int(rec["subject"]["broker"]), str(rec["subject"]["log_dir"]))
-        if slow_for < settings.evacuate_slow_after_s or rec.get("evacuating"):
+        if slow_for < settings.evacuate_slow_after_s:
             return
         plan = plan_evacuate_disk(now.snapshot, disk)
         if not plan.moves:
