@@ -70,6 +70,7 @@ from controlplane.executor.live import (
     main_dir,
 )
 from controlplane.executor.placement import Placement, pending_work
+from controlplane.executor.read_source import plan_readers, settle_order, submit_order
 from controlplane.executor.settings import policy_for
 from controlplane.executor.submit import Submission, send
 from controlplane.executor.tasks import (
@@ -136,6 +137,9 @@ class ExecutorConfig:
     max_attempts: int = 5
     who: str = "guardian-executor"
     check_limits: CheckLimits = field(default_factory=CheckLimits)
+    follower_reads: bool = True
+    """Adaptive throttle only: a pending copy may read from a kept in-sync follower made leader for the move
+    (:mod:`.read_source`; costs one more reassignment entry per such partition, a reorder at the end)."""
 
 
 @dataclass
@@ -216,6 +220,8 @@ class Executor:
                                    lambda: self.copies.disk_migration([], self.throttles.commanded))
         self._suspect: dict[str, int] = {}
         """Task key -> passes in a row a started task was seen neither in flight nor done."""
+        self._readers: dict[tuple[str, int], int] = {}
+        """This pass's pending copies that read from a follower, and which (:mod:`.read_source`)."""
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
         self._scrapes = 0
         """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
@@ -475,15 +481,21 @@ class Executor:
         ready = ready_tasks(merged, urp_zero=live.under_replicated == 0,
                             leadership_first=bool(ex.options.get("leadership_first")))
         urp = {tp for tp, part in live.partitions.items() if len(set(part.isr)) < len(set(part.replicas))}
-        leaders = {tp: part.leader for tp, part in live.partitions.items()}
+        self._readers = plan_readers(merged, live, p.dirs, {d: self.placement.budget(d) for d in self.last_disks},
+                                     self.copies.remaining) if self._follower_reads() else {}
+        leaders = {tp: part.leader for tp, part in live.partitions.items()} | self._readers
         caps = {**DEFAULT_CAPS, **ex.caps}
         ordered = order_tasks(ready, ex.options.get("ordering", self.config.ordering), urp,
                               [t for t in merged.values() if t.state in OPEN_STATES], leaders, caps["per_disk"])
         running = [t for t in merged.values() if t.state in RUNNING_STATES]
         if ordered:
-            self.placement.measure_backlog(merged, live, p.dirs)
+            self.placement.measure_backlog(merged, live, p.dirs, self._readers)
         return select_batch(ordered, running, caps, leaders,
                             placed=self.placement.placed_dirs(running, p.dirs), place=self.placement.place)
+
+    def _follower_reads(self) -> bool:
+        """Copies may read from a follower (:mod:`.read_source`): configured, and rates follow disk headroom."""
+        return self.config.follower_reads and self.throttles.policy.mode == "adaptive"
 
     def _start(self, p: _Pass, batch: list[Task]) -> None:
         """Phase 5: refuse what the replicated policies now forbid (reason recorded), start the rest and
@@ -513,13 +525,13 @@ class Executor:
     def _rates(self, p: _Pass) -> tuple[dict[tuple[int, str], float], dict[str, dict[str, set[str]]]]:
         """Phase 7: the copy flows in flight (or about to be), their migration rates (NIC headroom too when
         the policy has one) and the throttled-replica entries they need per topic."""
-        p.flows, lists = self.copies.flows(p.tasks, p.live, p.dirs, p.submit, self.ingress)
+        p.flows, lists = self.copies.flows(p.tasks, p.live, p.dirs, p.submit, self.ingress, self._readers)
         network = None
         if self.scraper is not None and self.throttles.policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
         if not p.flows:
             return {}, lists
-        pending = pending_work(p.tasks, p.live, p.dirs, self.last_disks)
+        pending = pending_work(p.tasks, p.live, p.dirs, self.last_disks, self._readers)
         return self.throttles.rates(p.flows, p.now, self.last_disks, network, lists, pending)
 
     def _throttles(self, p: _Pass, rates: Mapping[tuple[int, str], float],
@@ -729,10 +741,16 @@ class Executor:
             done, total = self.copies.progress(t, ra.adding, dirs, live)
             update.progress(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self.copies.observe(t, now, done))
             return
+        if t.action == "reassign" and settle_order(t, p, live):
+            submit.reassign[tp], submit.elect, submit.owner[tp] = target, [*submit.elect, tp], t.key  # plan's order
+            return
         if t.action == "reassign" and list(p.replicas) != target:
-            send("reassign", tp, target)
-            if submit.reassign.get(tp) == target and submit.owner.get(tp) == t.key:
+            order = submit_order(t, None if resubmit else self._readers.get(tp))
+            send("reassign", tp, order)
+            if submit.reassign.get(tp) == order and submit.owner.get(tp) == t.key:
                 self.placement.preplace(t, p.replicas, live, submit)
+                if order != target:  # the reader leads the copy (:mod:`.read_source`)
+                    submit.elect.append(tp)
             return
         # replica set is right: log dirs next (KIP-113)
         pending_dirs: list[tuple[int, str, ReplicaDir | None]] = []

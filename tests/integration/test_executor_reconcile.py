@@ -65,7 +65,7 @@ def test_200_partition_rebalance_completes_within_caps_and_removes_every_throttl
     assert any("follower.replication.throttled.replicas" in str(s) for s in seen_throttles)
     assert sim.leftover_throttles() == {}
     assert ex.store.read(lambda s: s["throttles"].get("c1", {})) == {}
-    assert all(n == 1 for n in sim.submissions.values()) and len(sim.submissions) == 200
+    assert all(n == 1 for n in sim.copy_submissions().values()) and len(sim.submissions) == 200
 
 
 def test_killing_a_destination_broker_cancels_exactly_its_tasks(make_sim: Any) -> None:
