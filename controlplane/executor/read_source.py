@@ -88,7 +88,7 @@ def plan_readers(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, bud
     for d in sorted(budgets):
         by_broker.setdefault(d[0], []).append(d)
     choosing: list[tuple[Task, list[tuple[int, DiskKey]]]] = []
-    skip = {t.tp for t in tasks.values() if t.action == "elect_leader" and t.is_open}
+    skip = {t.tp for t in tasks.values() if t.action == "elect_leader"}
     for t in tasks.values():
         if t.action != "reassign" or t.state not in (TaskState.PENDING, TaskState.IN_PROGRESS):
             continue
