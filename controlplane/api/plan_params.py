@@ -80,7 +80,7 @@ class CapsIn(StrictIn):
 
 class ThrottleIn(StrictIn):
     """The migration throttle (``exec run --throttle/--util-threshold/--floor/--ceiling/--initial/--schedule/
-    --nic``); unset members keep the controller's configured policy."""
+    --nic/--follower-reads``); unset members keep the controller's configured policy."""
 
     mode: Literal["adaptive", "fixed"] | None = None
     fixed_rate: Rate | None = None
@@ -92,6 +92,9 @@ class ThrottleIn(StrictIn):
     schedule: Annotated[str, Field(max_length=2000, description="time-of-day ceilings (UTC), e.g. "
                                                                   "'22:00-06:00=200MB,06:00-22:00=40MB'")] | None = None
     nic_bytes_per_s: Rate | None = None
+    follower_reads: Annotated[bool, Field(description="adaptive: a copy may read from a kept in-sync follower made "
+                                                       "leader for the move (two leader changes per such partition)")] \
+        | None = None
 
 
 class ExecuteIn(StrictIn):

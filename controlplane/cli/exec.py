@@ -92,7 +92,8 @@ class _Opts:
                                          floor=parse_rate(options.floor), ceiling=parse_rate(options.ceiling),
                                          initial=parse_rate(options.initial), fixed_rate=fixed,
                                          schedule=Schedule.parse(options.schedule),
-                                         nic_bytes_per_s=parse_rate(nic) if nic else None)
+                                         nic_bytes_per_s=parse_rate(nic) if nic else None,
+                                         follower_reads=options.follower_reads)
         except ValueError as exc:
             _die(str(exc), 2)
         self.ordering = ordering

@@ -38,6 +38,9 @@ PerDiskOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves pe
 PerClusterOpt = Annotated[int | None, typer.Option(min=1, help="concurrent moves in the cluster")]
 IntervalOpt = Annotated[float, typer.Option(min=0.05, help="seconds between reconcile passes")]
 QuietOpt = Annotated[bool, typer.Option(help="no live progress bar (one line per pass)")]
+FollowerReadsOpt = Annotated[bool, typer.Option(help="adaptive: a copy whose leader's disk is the busier may read "
+                                                    "from a kept in-sync follower made leader for the move (two "
+                                                    "leader changes per such partition)")]
 LeaseOpt = Annotated[int, typer.Option(min=2, help="the cluster's execution lease expires after this many intervals "
                                                    "without renewal (at least 5 s)")]
 NicOpt = Annotated[str, typer.Option(help="adaptive: network capacity per broker and direction (e.g. 1.25G); "
@@ -62,6 +65,7 @@ class ExecOptions(ConnectOptions):
     interval: IntervalOpt = 1.0
     quiet: QuietOpt = False
     nic: NicOpt = ""
+    follower_reads: FollowerReadsOpt = False
     lease_intervals: LeaseOpt = 10
 
 

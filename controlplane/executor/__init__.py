@@ -5,7 +5,8 @@
   write-ahead task states in the :class:`StateStore`. Its collaborators own their state:
   :mod:`.changes` (the pass's write-ahead task transitions), :mod:`.submit` (the pass's requests and how
   they are sent), :mod:`.copy_meter` (copy progress and measured rates), :mod:`.placement` (new replicas'
-  log dirs), :mod:`.throttle_sync` (migration rates recorded, then set).
+  log dirs), :mod:`.read_source` (a copy may read from a kept follower made leader for the move),
+  :mod:`.throttle_sync` (migration rates recorded, then set).
 * :mod:`.tasks` — pure: plan -> per-partition tasks, orderings, batch/dependency readiness, caps.
 * :mod:`.throttle` — pure: KIP-73 / KIP-113 rates from live disk (and optional NIC) headroom and a
   time-of-day schedule, or a fixed rate.

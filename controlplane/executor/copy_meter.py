@@ -116,8 +116,10 @@ class CopyMeter:
         return float(rate) if math.isfinite(rate) else 0.0
 
     def flows(self, tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, submit: Submission,
-              ingress: Callable[[str, int], float]) -> tuple[list[Flow], dict[str, dict[str, set[str]]]]:
-        """Copy flows of every in-flight task and the throttled-replica entries they need per topic."""
+              ingress: Callable[[str, int], float], readers: Mapping[tuple[str, int], int] | None = None
+              ) -> tuple[list[Flow], dict[str, dict[str, set[str]]]]:
+        """Copy flows of every in-flight task and the throttled-replica entries they need per topic; a copy
+        submitted this pass reads from its ``readers`` entry when it has one (made leader in the same pass)."""
         flows: list[Flow] = []
         lists: dict[str, dict[str, set[str]]] = {}
         for t in tasks.values():
@@ -138,7 +140,7 @@ class CopyMeter:
                 entry = lists.setdefault(t.topic, {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()})
                 entry[LEADER_REPLICAS].update(f"{tp[1]}:{b}" for b in sorted(set(sources)))
                 entry[FOLLOWER_REPLICAS].update(f"{tp[1]}:{b}" for b in adding)
-                lead = p.leader
+                lead = p.leader if ra is not None else (readers or {}).get(tp, p.leader)
                 src = main_dir(dirs, tp[0], tp[1], lead) if lead >= 0 else None
                 src_disk = (lead, src.log_dir) if src else recorded_dir(t, lead)  # new this pass: dirs not read
                 for b in adding:

@@ -8,8 +8,10 @@ Method: :meth:`TaskDriver.drive` reads the task's partition in the live metadata
 A leadership task reorders the replicas (reassignment), then asks for the election once its broker is in
 sync. A reassignment in flight has its copy progress measured (:class:`~.copy_meter.CopyMeter`); one not
 in flight whose replica set differs is sent, with the new replicas the plan leaves to the executor placed
-(:class:`~.placement.Placement`); with the replica set reached, the KIP-113 log-dir moves follow, their
-future replicas measured, and the task completes when every replica sits in its target dir.
+(:class:`~.placement.Placement`) — led by the follower :mod:`.read_source` chose to read from, if any, and
+sent back in the plan's order with a preferred election once copied; with the replica set reached, the
+KIP-113 log-dir moves follow, their future replicas measured, and the task completes when every replica
+sits in its target dir.
 :func:`cancel_reason` says why an open task must be cancelled (a dead broker, its topic deleted or grown);
 :func:`cancel_task` prepares the requests that undo a started one (cancel the reassignment, move future
 replicas back); :func:`has_future` tells whether something of it is still in the cluster.
@@ -32,6 +34,7 @@ from controlplane.executor.changes import TaskChanges
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.live import DirMap, future_dir, main_dir
 from controlplane.executor.placement import Placement
+from controlplane.executor.read_source import settle_order, submit_order
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import involved_brokers, removed_brokers
 from domain.execution import Execution, Task
@@ -92,15 +95,16 @@ class TaskDriver:
         self.suspect.clear()
 
     def drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
-              update: TaskChanges, submit: Submission, *, resubmit: bool) -> None:
-        """Compare one started task with the cluster; complete it, record progress or (re)submit."""
+              update: TaskChanges, submit: Submission, *, resubmit: bool, reader: int | None = None) -> None:
+        """Compare one started task with the cluster; complete it, record progress or (re)submit. ``reader``:
+        the follower a new copy reads from (:mod:`.read_source`), if any."""
         suspect_before = self.suspect.get(t.key, 0)
-        self._drive_once(t, live, dirs, now, update, submit, resubmit=resubmit)
+        self._drive_once(t, live, dirs, now, update, submit, resubmit=resubmit, reader=reader)
         if self.suspect.get(t.key, 0) == suspect_before:
             self.suspect.pop(t.key, None)  # seen in flight or done this pass: start counting afresh
 
     def _drive_once(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
-                    update: TaskChanges, submit: Submission, *, resubmit: bool) -> None:
+                    update: TaskChanges, submit: Submission, *, resubmit: bool, reader: int | None) -> None:
         tp = t.tp
         p = live.partitions.get(tp)
         attempts = t.attempts
@@ -155,10 +159,16 @@ class TaskDriver:
             done, total = self.copies.progress(t, ra.adding, dirs, live)
             update.progress(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self.copies.observe(t, now, done))
             return
+        if t.action == "reassign" and settle_order(t, p, live):
+            submit.reassign[tp], submit.elect, submit.owner[tp] = target, [*submit.elect, tp], t.key  # plan's order
+            return
         if t.action == "reassign" and list(p.replicas) != target:
-            send("reassign", tp, target)
-            if submit.reassign.get(tp) == target and submit.owner.get(tp) == t.key:
+            order = submit_order(t, None if resubmit else reader)
+            send("reassign", tp, order)
+            if submit.reassign.get(tp) == order and submit.owner.get(tp) == t.key:
                 self.placement.preplace(t, p.replicas, live, submit)
+                if order != target:  # the reader leads the copy (:mod:`.read_source`)
+                    submit.elect.append(tp)
             return
         # replica set is right: log dirs next (KIP-113)
         pending_dirs: list[tuple[int, str, ReplicaDir | None]] = []

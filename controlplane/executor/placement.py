@@ -188,9 +188,11 @@ class Placement:
                 best = (finish, path)
         return best[1] if best else None
 
-    def measure_backlog(self, tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap) -> None:
-        """Bytes every disk must still read (as a copy source) or write (as the destination of a running
-        copy) for the open data tasks of the execution (the backlog :meth:`roomiest_dir` weighs)."""
+    def measure_backlog(self, tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
+                        readers: Mapping[tuple[str, int], int] | None = None) -> None:
+        """Bytes every disk must still read (as a copy source: the leader, or a pending copy's ``readers``
+        entry) or write (as the destination of a running copy) for the open data tasks of the execution (the
+        backlog :meth:`roomiest_dir` weighs)."""
         out: dict[tuple[int, str], float] = {}
         for t in tasks.values():
             if t.state not in (TaskState.PENDING, TaskState.IN_PROGRESS) or t.action == "elect_leader":
@@ -201,8 +203,9 @@ class Placement:
                 continue
             size = float(t.size_bytes)
             left = float(self.meter.remaining(t.key, size)) if t.state == TaskState.IN_PROGRESS else size
-            src = main_dir(dirs, tp[0], tp[1], p.leader)
-            src_disk = (p.leader, src.log_dir) if src else recorded_dir(t, p.leader)
+            lead = (readers or {}).get(tp, p.leader) if t.state == TaskState.PENDING else p.leader
+            src = main_dir(dirs, tp[0], tp[1], lead)
+            src_disk = (lead, src.log_dir) if src else recorded_dir(t, lead)
             if src_disk is not None:
                 out[src_disk] = out.get(src_disk, 0.0) + left
             if t.state == TaskState.IN_PROGRESS:
@@ -215,11 +218,13 @@ class Placement:
 
 
 def pending_work(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
-                 disks: Mapping[tuple[int, str], DiskRate]) -> dict[tuple[int, str], float]:
+                 disks: Mapping[tuple[int, str], DiskRate], readers: Mapping[tuple[str, int], int] | None = None
+                 ) -> dict[tuple[int, str], float]:
     """Bytes every disk will read or write for the data tasks not started yet: a reassignment reads its
-    leader's disk and writes each new replica's planned dir (left to the executor: spread over the
-    broker's disks with live data, as the placement may pick any); a log-dir move reads and writes its
-    broker's two dirs. What the migration throttle weighs to put first the disks that bound the execution."""
+    leader's disk (its ``readers`` entry's, when it has one) and writes each new replica's planned dir (left
+    to the executor: spread over the broker's disks with live data, as the placement may pick any); a
+    log-dir move reads and writes its broker's two dirs. What the migration throttle weighs to put first the
+    disks that bound the execution."""
     out: dict[tuple[int, str], float] = {}
     for t in tasks.values():
         if t.state != TaskState.PENDING or t.action == "elect_leader":
@@ -233,8 +238,9 @@ def pending_work(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
             adding = [(b, d) for b, d in zip(t.target_replicas, wanted, strict=True) if b not in p.replicas]
             if not adding:
                 continue
-            src = main_dir(dirs, t.topic, t.partition, p.leader) if p.leader >= 0 else None
-            src_disk = (p.leader, src.log_dir) if src else recorded_dir(t, p.leader)
+            lead = (readers or {}).get(t.tp, p.leader)
+            src = main_dir(dirs, t.topic, t.partition, lead) if lead >= 0 else None
+            src_disk = (lead, src.log_dir) if src else recorded_dir(t, lead)
             if src_disk is not None:
                 out[src_disk] = out.get(src_disk, 0.0) + size
             for b, d in adding:

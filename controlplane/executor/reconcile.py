@@ -70,6 +70,7 @@ from controlplane.executor.live import (
     live_snapshot,
 )
 from controlplane.executor.placement import Placement, pending_work
+from controlplane.executor.read_source import plan_readers
 from controlplane.executor.settings import policy_for
 from controlplane.executor.submit import Submission, send
 from controlplane.executor.tasks import (
@@ -214,6 +215,8 @@ class Executor:
         self.placement = Placement(admin, config.throttle, self.copies,
                                    lambda: self.copies.disk_migration([], self.throttles.commanded))
         self.driver = TaskDriver(self.copies, self.placement, scraper, config.max_attempts)
+        self._readers: dict[tuple[str, int], int] = {}
+        """This pass's pending copies that read from a follower, and which (:mod:`.read_source`)."""
         self.last_disks: dict[tuple[int, str], DiskRate] = {}
         self._scrapes = 0
         """Disk scrapes this process has made: live load needs two, so the first pass starts nothing."""
@@ -473,15 +476,22 @@ class Executor:
         ready = ready_tasks(merged, urp_zero=live.under_replicated == 0,
                             leadership_first=bool(ex.options.get("leadership_first")))
         urp = {tp for tp, part in live.partitions.items() if len(set(part.isr)) < len(set(part.replicas))}
-        leaders = {tp: part.leader for tp, part in live.partitions.items()}
+        self._readers = plan_readers(merged, live, p.dirs, {d: self.placement.budget(d) for d in self.last_disks},
+                                     self.copies.remaining) if self._follower_reads() else {}
+        leaders = {tp: part.leader for tp, part in live.partitions.items()} | self._readers
         caps = {**DEFAULT_CAPS, **ex.caps}
         ordered = order_tasks(ready, ex.options.get("ordering", self.config.ordering), urp,
                               [t for t in merged.values() if t.state in OPEN_STATES], leaders, caps["per_disk"])
         running = [t for t in merged.values() if t.state in RUNNING_STATES]
         if ordered:
-            self.placement.measure_backlog(merged, live, p.dirs)
+            self.placement.measure_backlog(merged, live, p.dirs, self._readers)
         return select_batch(ordered, running, caps, leaders,
                             placed=self.placement.placed_dirs(running, p.dirs), place=self.placement.place)
+
+    def _follower_reads(self) -> bool:
+        """Copies may read from a follower (:mod:`.read_source`): asked for, and rates follow disk headroom."""
+        policy = self.throttles.policy
+        return policy.follower_reads and policy.mode == "adaptive"
 
     def _start(self, p: _Pass, batch: list[Task]) -> None:
         """Phase 5: refuse what the replicated policies now forbid (reason recorded), start the rest and
@@ -494,7 +504,8 @@ class Executor:
                 p.report.cancelled += 1
                 continue
             p.update.start(t, attempts=t.attempts)
-            self.driver.drive(t, p.live, p.dirs, p.now, p.update, p.submit, resubmit=False)
+            self.driver.drive(t, p.live, p.dirs, p.now, p.update, p.submit, resubmit=False,
+                              reader=self._readers.get(t.tp))
             p.report.submitted += 1
 
     def _write_ahead(self, p: _Pass) -> None:
@@ -511,13 +522,13 @@ class Executor:
     def _rates(self, p: _Pass) -> tuple[dict[tuple[int, str], float], dict[str, dict[str, set[str]]]]:
         """Phase 7: the copy flows in flight (or about to be), their migration rates (NIC headroom too when
         the policy has one) and the throttled-replica entries they need per topic."""
-        p.flows, lists = self.copies.flows(p.tasks, p.live, p.dirs, p.submit, self.ingress)
+        p.flows, lists = self.copies.flows(p.tasks, p.live, p.dirs, p.submit, self.ingress, self._readers)
         network = None
         if self.scraper is not None and self.throttles.policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
         if not p.flows:
             return {}, lists
-        pending = pending_work(p.tasks, p.live, p.dirs, self.last_disks)
+        pending = pending_work(p.tasks, p.live, p.dirs, self.last_disks, self._readers)
         return self.throttles.rates(p.flows, p.now, self.last_disks, network, lists, pending)
 
     def _throttles(self, p: _Pass, rates: Mapping[tuple[int, str], float],

@@ -2,7 +2,8 @@
 
 Goal: an operator starting an execution through the API sets the same migration throttle as the CLI's
 ``exec run`` flags (``--throttle``, ``--util-threshold``, ``--floor``, ``--ceiling``, ``--initial``,
-``--schedule``, ``--nic``); concurrency caps are the execution's ``caps`` (already replicated). Method: the
+``--schedule``, ``--nic``, ``--follower-reads``); concurrency caps are the execution's ``caps`` (already
+replicated). Method: the
 settings are a plain JSON object stored in the replicated execution record (``options.throttle``), so a
 new leader after a failover applies them as the old one did; :func:`throttle_settings` checks and
 normalises the object (rates as bytes/s, the schedule kept as its text), :func:`policy_for` lays it over
@@ -24,7 +25,7 @@ from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 log = logging.getLogger("guardian.executor")
 RATE_KEYS = ("floor", "ceiling", "initial", "fixed_rate", "nic_bytes_per_s")
 """Settings given in bytes/s (a number, or text such as ``"50MB"``)."""
-KEYS = ("mode", "util_threshold", "schedule", *RATE_KEYS)
+KEYS = ("mode", "util_threshold", "schedule", "follower_reads", *RATE_KEYS)
 
 
 class SettingsError(ValueError):
@@ -68,6 +69,10 @@ def throttle_settings(doc: Mapping[str, Any], base: ThrottlePolicy | None = None
                 Schedule.parse(value)
             except ValueError as exc:
                 raise SettingsError(f"schedule: {exc}") from None
+            out[key] = value
+        elif key == "follower_reads":
+            if not isinstance(value, bool):
+                raise SettingsError(f"follower_reads: expected true or false, got {value!r}")
             out[key] = value
         else:
             out[key] = _rate(key, value)

@@ -114,6 +114,10 @@ class ThrottlePolicy:
     vs 1.37× with ``fair`` on bench_executor's lock-step scenario, worst tick util 0.752 vs 0.76, and no slower
     than ``fair`` on the rolling-release drain of tests/integration/test_executor_cli.py; ``fair`` throttles
     every copy on both sides, max-min fair (:func:`fair_shares`), the choice before 2026-11-28."""
+    follower_reads: bool = False
+    """Adaptive only: a copy whose leader's disk is the busier may read from a kept in-sync follower made leader
+    for the move (:mod:`.read_source`): bench_executor -5.5 % sim-s over 20 seeds, at the price of two leader
+    changes clients see per such partition and one more reassignment entry (the plan's order sent back)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "fixed"):

@@ -57,6 +57,8 @@ class Sim:
         self.admin = self.kafka_admin("test-checker")
         self.submissions: Counter[tuple[str, int]] = Counter()
         self.cancels: Counter[tuple[str, int]] = Counter()
+        self.submitted: dict[tuple[str, int], list[list[int]]] = {}
+        """Every replica list submitted per partition, in order."""
         self._lock = threading.Lock()
         handler = self.runner.server.handler
         original = handler.api_45
@@ -66,9 +68,18 @@ class Sim:
                 for t in req.topics:
                     for p in t.partitions:
                         (self.submissions if p.replicas is not None else self.cancels)[(t.name, p.partition_index)] += 1
+                        if p.replicas is not None:
+                            self.submitted.setdefault((t.name, p.partition_index), []).append(list(p.replicas))
             return original(ctx, v, req)
 
         handler.api_45 = recording  # type: ignore[method-assign]
+
+    def copy_submissions(self) -> Counter[tuple[str, int]]:
+        """Submissions per partition that start a copy: a list that only reorders the one before it (the plan's
+        order sent back after a follower led the copy, :mod:`controlplane.executor.read_source`) is left out."""
+        return Counter({tp: sum(1 for i, r in enumerate(rs)
+                                if i == 0 or r == rs[i - 1] or sorted(r) != sorted(rs[i - 1]))
+                        for tp, rs in self.submitted.items()})
 
     def kafka_admin(self, client_id: str = "guardian-executor") -> KafkaAdmin:
         """A Kafka admin port on ``c1`` owning its own connection (bootstrap servers and security); closed by

@@ -34,12 +34,14 @@ def tasks_of(ex: Executor, eid: int) -> dict[str, dict[str, Any]]:
     return dict(execution["tasks"])
 
 
-def test_200_partition_rebalance_completes_within_caps_and_removes_every_throttle(make_sim: Any) -> None:
+@pytest.mark.parametrize("follower_reads", [False, True])
+def test_200_partition_rebalance_completes_within_caps_and_removes_every_throttle(make_sim: Any,
+                                                                                  follower_reads: bool) -> None:
     sim = make_sim(scenario(brokers=6, topics=4, partitions=50, rf=2, size_gb=0.05, speed=20))
     live = sim.live()
     plan = one_replica_plan(live)
     assert len(plan.moves) == 200
-    ex = make_executor(sim, ThrottlePolicy(initial=10e6))
+    ex = make_executor(sim, ThrottlePolicy(initial=10e6, follower_reads=follower_reads))
     eid = ex.start(plan, caps={"per_broker": 3})
     seen_throttles: list[dict[str, Any]] = []
     max_dest: Counter[int] = Counter()
@@ -65,7 +67,11 @@ def test_200_partition_rebalance_completes_within_caps_and_removes_every_throttl
     assert any("follower.replication.throttled.replicas" in str(s) for s in seen_throttles)
     assert sim.leftover_throttles() == {}
     assert ex.store.read(lambda s: s["throttles"].get("c1", {})) == {}
-    assert all(n == 1 for n in sim.submissions.values()) and len(sim.submissions) == 200
+    assert all(n == 1 for n in sim.copy_submissions().values()) and len(sim.submissions) == 200
+    led = {tp for tp, lists in sim.submitted.items() if len(lists) > 1}  # a follower led the copy, then the reorder
+    assert bool(led) == follower_reads, sorted(led)[:5]
+    for move in plan.moves:  # every partition ends with the plan's order and its first replica leading
+        assert after.partitions[move.id].leader == move.replicas[0] or move.id not in led
 
 
 def test_killing_a_destination_broker_cancels_exactly_its_tasks(make_sim: Any) -> None:

@@ -27,7 +27,7 @@ def test_settings_are_normalised_and_bad_ones_name_their_key() -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({"mode": "fast"}, "mode"), ({"floor": "lots"}, "floor"), ({"schedule": "25:00-01:00=1MB"}, "schedule"),
         ({"util_threshold": 2}, "util_threshold"), ({"speed": 1}, "speed"), ({"fixed_rate": -1}, "fixed_rate"),
-        ({"floor": "500MB"}, "throttle")]
+        ({"floor": "500MB"}, "throttle"), ({"follower_reads": "yes"}, "follower_reads")]
     for bad, key in cases:
         with pytest.raises(SettingsError, match=f"^{key}:"):
             throttle_settings(bad)
@@ -38,6 +38,8 @@ def test_policy_for_lays_the_recorded_settings_over_the_configured_policy() -> N
     assert (policy.mode, policy.fixed_rate, policy.util_threshold) == ("fixed", 25e6, BASE.util_threshold)
     assert policy.schedule.ceiling(1_800_000_000) == 5e6
     assert policy_for(BASE, {}) is BASE
+    assert policy_for(BASE, {"throttle": throttle_settings({"follower_reads": True})}).follower_reads
+    assert not BASE.follower_reads  # opt-in: two leader changes per partition that uses it
     assert policy_for(BASE, {"throttle": {"floor": 9e9}}) is BASE  # never accepted by the API: ignored, logged
 
 

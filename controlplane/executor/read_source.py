@@ -1,0 +1,148 @@
+"""Read source of a reassignment's copy: the leader, or a kept in-sync follower made leader for the move.
+
+Goal: a new replica fetches from the partition's leader, so the copy reads the leader's disk. When that
+disk bounds the execution (it must read many copies' bytes) and a replica the plan keeps is in sync on a
+less-loaded disk, that follower is made leader before the copy starts and the copy reads its disk instead.
+Opt-in (:attr:`~.throttle.ThrottlePolicy.follower_reads`: ``exec run --follower-reads``, the API's
+``throttle.follower_reads``): every such partition changes leader twice while it moves, which clients see.
+
+Method: every pass, :func:`plan_readers` spreads the reads of the reassignments not started yet over their
+possible sources (largest first, each to the source disk that would finish its work first: bytes it must
+still read or write for the execution, in flight or pending, over its migration budget; ties keep the
+leader). A task started with a reader other than its leader is submitted with the reader first in its
+target (:func:`submit_order`; during a reassignment Kafka's replica list is the target then the replicas
+removed, so the reader is the preferred replica) and a KIP-460 preferred election in the same pass
+(elections are sent after reassignments). When the copy is done the cluster shows the target's replicas
+in the reader's order: :func:`settle_order` sends the plan's order (a reorder copies nothing) and a
+preferred election, so the plan's first replica leads — as Kafka itself would have made it leader when the
+old leader left the replica set.
+
+Guarantee: only tasks whose leader is the plan's source leader and whose final leader is the target's
+first replica either way (the old leader leaves the replica set, or stays first) use another reader, and
+none with a leadership task of its own in the execution (a drain's elections stay as planned). A reader is
+alive, in the ISR, kept by the plan and on a disk with live load figures. The copy stays throttled: the
+leader-side throttled-replica lists name every source replica and a replica that may lead gets a rate
+(:mod:`.throttle_sync`). A cancelled task reverts to its old replicas with the reader leading (the leader
+stays in sync; a later preferred election restores the old one). Deterministic.
+
+Cost: O(pending tasks x (log + replicas)) per pass; no extra admin call (the elections ride in the pass's
+submission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from controlplane.executor.live import DirMap, main_dir
+from controlplane.executor.tasks import recorded_dir
+from domain.execution import Task, TaskState
+from kafkaio.types import LiveCluster, PartitionMeta
+
+DiskKey = tuple[int, str]
+TP = tuple[str, int]
+MARGIN = 0.9
+"""A follower reads a copy only when its disk would finish within this share of the leader's disk's time (bench,
+seeds 11-30: 0.9 -5.5 % sim-s, 1.0 -2.9 %, 0.8 -4.3 %, 0.7 -4.1 %; every election costs a reorder at the end)."""
+
+
+def _disk(t: Task, dirs: DirMap, broker: int) -> DiskKey | None:
+    cur = main_dir(dirs, t.topic, t.partition, broker)
+    return (broker, cur.log_dir) if cur is not None else recorded_dir(t, broker)
+
+
+def candidates(t: Task, p: PartitionMeta, live: LiveCluster, dirs: DirMap) -> list[tuple[int, DiskKey]]:
+    """The brokers a pending reassignment could read from and their disks: its leader first, then every
+    follower the plan keeps that is alive and in sync (``[]`` when the task may not change its reader)."""
+    target, src = list(t.target_replicas), t.source_replicas
+    if (t.action != "reassign" or t.state != TaskState.PENDING or not src or p.leader != src[0]
+            or t.tp in live.reassignments or not any(b not in p.replicas for b in target)
+            or (p.leader in target and target[0] != p.leader)):
+        return []
+    lead = _disk(t, dirs, p.leader)
+    if lead is None:
+        return []
+    out = [(p.leader, lead)]
+    for b in target:
+        if b != p.leader and b in p.replicas and b in p.isr and b in live.alive:
+            d = _disk(t, dirs, b)
+            if d is not None:
+                out.append((b, d))
+    return out
+
+
+def plan_readers(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, budgets: Mapping[DiskKey, float],
+                 remaining: Callable[[str, float], float]) -> dict[TP, int]:
+    """Per pending reassignment that may change its reader: the broker its copy should read from.
+
+    Every disk's work is what the copies in flight still read and write on it (``remaining``), the writes of
+    the pending tasks (spread over the destination broker's disks: the placement picks one later), and the
+    reads of the pending tasks that keep their leader; then each task with a choice, largest first, reads
+    the candidate disk that would finish first with it (``(work + size) / budget``, a follower's time over
+    :data:`MARGIN`; the leader on ties). Only disks in ``budgets`` (live load figures) are candidates;
+    ``remaining(task key, default)``: bytes a copy in flight still has to copy."""
+    work: dict[DiskKey, float] = {}
+
+    def add(d: DiskKey | None, b: float) -> None:
+        if d is not None:
+            work[d] = work.get(d, 0.0) + b
+
+    by_broker: dict[int, list[DiskKey]] = {}
+    for d in sorted(budgets):
+        by_broker.setdefault(d[0], []).append(d)
+    choosing: list[tuple[Task, list[tuple[int, DiskKey]]]] = []
+    skip = {t.tp for t in tasks.values() if t.action == "elect_leader"}
+    for t in tasks.values():
+        if t.action != "reassign" or t.state not in (TaskState.PENDING, TaskState.IN_PROGRESS):
+            continue
+        p = live.partitions.get(t.tp)
+        if p is None or p.leader < 0:
+            continue
+        adding = [b for b in t.target_replicas if b not in p.replicas]
+        if t.state == TaskState.IN_PROGRESS:
+            left = float(remaining(t.key, float(t.size_bytes)))
+            add(_disk(t, dirs, p.leader), left)
+            for b in adding or t.adding:
+                cur = main_dir(dirs, t.topic, t.partition, b)
+                if cur is not None:
+                    add((b, cur.log_dir), left / max(len(adding or t.adding), 1))
+            continue
+        if not adding:
+            continue
+        size = float(t.size_bytes)
+        for b in adding:
+            dsts = by_broker.get(b, [])
+            for d in dsts:
+                add(d, size / len(adding) / len(dsts))
+        opts = [] if t.tp in skip else [o for o in candidates(t, p, live, dirs) if o[1] in budgets]
+        if len(opts) > 1 and opts[0][1] in budgets:
+            choosing.append((t, opts))
+        else:
+            add(_disk(t, dirs, p.leader), size)
+    out: dict[TP, int] = {}
+    for t, opts in sorted(choosing, key=lambda c: (-c[0].size_bytes, c[0].key)):
+        size = float(t.size_bytes)
+        best = opts[min(((work.get(d, 0.0) + size) / max(budgets[d], 1.0) / (1.0 if i == 0 else MARGIN), i)
+                        for i, (_, d) in enumerate(opts))[1]]
+        add(best[1], size)
+        if best[0] != opts[0][0]:
+            out[t.tp] = best[0]
+    return out
+
+
+def submit_order(t: Task, reader: int | None) -> list[int]:
+    """The target a task is submitted with: the plan's, with ``reader`` (a kept replica) moved first."""
+    target = list(t.target_replicas)
+    if reader is None or reader not in target or target[0] == reader:
+        return target
+    return [reader, *[b for b in target if b != reader]]
+
+
+def settle_order(t: Task, p: PartitionMeta, live: LiveCluster) -> bool:
+    """True when a reassignment's copy is done with its replicas in a reader's order (a kept source replica
+    first, the plan's first replica elsewhere, nothing in flight): the plan's order must be sent back, with
+    a preferred election (the plan's first replica then leads)."""
+    target, src = list(t.target_replicas), t.source_replicas
+    return (t.action == "reassign" and t.tp not in live.reassignments and bool(t.adding) and bool(src)
+            and list(p.replicas) != target and sorted(p.replicas) == sorted(target)
+            and p.replicas[0] in src and p.replicas[0] != target[0]
+            and (src[0] not in target or target[0] == src[0]))

@@ -1,0 +1,59 @@
+"""Read source of a copy (:mod:`controlplane.executor.read_source`): which replica a pending copy reads from."""
+
+from __future__ import annotations
+
+from controlplane.executor.read_source import plan_readers, settle_order, submit_order
+from domain.execution import Task
+from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
+
+GB = 10**9
+
+
+def task(key: str, src: list[int], dirs: list[str], dst: list[int], size: int) -> Task:
+    topic, part = key.split(":")
+    return Task.from_json({"key": key, "topic": topic, "partition": int(part), "action": "reassign",
+                           "state": "PENDING", "batch": 0, "after": [], "source_replicas": src,
+                           "source_log_dirs": dirs, "target_replicas": dst, "target_log_dirs": [None] * len(dst),
+                           "size_bytes": size, "leader": None})
+
+
+def cluster(tasks: list[Task], isr: dict[str, tuple[int, ...]] | None = None) -> LiveCluster:
+    return LiveCluster(frozenset({1, 2, 3, 4}),
+                       {t.tp: PartitionMeta(t.topic, t.partition, t.source_replicas, t.source_replicas[0],
+                                            (isr or {}).get(t.key, t.source_replicas)) for t in tasks}, {}, {})
+
+
+def dir_map(tasks: list[Task]) -> dict[tuple[str, int, int], list[ReplicaDir]]:
+    return {(t.topic, t.partition, b): [ReplicaDir(d or "", t.size_bytes, 0, False)]
+            for t in tasks for b, d in zip(t.source_replicas, t.source_log_dirs, strict=True)}
+
+
+BUDGETS = {(1, "/d1"): 60e6, (2, "/d1"): 60e6, (3, "/d1"): 60e6, (4, "/d1"): 60e6}
+
+
+def test_copies_off_a_busy_leader_disk_read_from_the_kept_follower() -> None:
+    # broker 1 leads three partitions that all leave it; broker 2 keeps each in sync on a quiet disk
+    tasks = [task(f"t:{i}", [1, 2], ["/d1", "/d1"], [3, 2], 3 * GB) for i in range(3)]
+    readers = plan_readers({t.key: t for t in tasks}, cluster(tasks), dir_map(tasks), BUDGETS, lambda _k, d: d)
+    assert 0 < len(readers) < 3 and set(readers.values()) == {2}  # some move, not all (broker 2 then the bound)
+    t = tasks[0]
+    assert submit_order(t, 2) == [2, 3] and submit_order(t, None) == [3, 2]
+
+
+def test_no_follower_read_when_the_follower_is_out_of_sync_or_the_old_leader_stays_but_not_first() -> None:
+    out_of_sync = task("a:0", [1, 2], ["/d1", "/d1"], [3, 2], 3 * GB)
+    keeps_leader = task("b:0", [1, 2], ["/d1", "/d1"], [2, 1, 3], 3 * GB)  # 1 stays, 2 first: no
+    tasks = [out_of_sync, keeps_leader, task("c:0", [1, 2], ["/d1", "/d1"], [3, 2], 3 * GB)]
+    live = cluster(tasks, {"a:0": (1,)})
+    readers = plan_readers({t.key: t for t in tasks}, live, dir_map(tasks), BUDGETS, lambda _k, d: d)
+    assert ("a", 0) not in readers and ("b", 0) not in readers
+
+
+def test_settle_sends_the_plan_order_back_once_the_copy_is_done() -> None:
+    t = task("t:0", [1, 2], ["/d1", "/d1"], [3, 2], GB)
+    done = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta("t", 0, (2, 3), 2, (2, 3))}, {}, {})
+    assert settle_order(t, done.partitions[t.tp], done)
+    plain = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta("t", 0, (3, 2), 3, (3, 2))}, {}, {})
+    assert not settle_order(t, plain.partitions[t.tp], plain)
+    not_started = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta("t", 0, (1, 2), 1, (1, 2))}, {}, {})
+    assert not settle_order(t, not_started.partitions[t.tp], not_started)
