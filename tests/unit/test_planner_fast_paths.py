@@ -103,13 +103,13 @@ def test_replica_columns_match_the_partitions() -> None:
         assert cols.position[p.id] == k
 
 
-@pytest.mark.parametrize(("top_k", "dirty"), [(64, 128), (4, 3), (1, 0)])
-def test_top_scan_gives_the_full_scans_plan(top_k: int, dirty: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kept top of a large group (:class:`planners.workspace._Top`, used from 16k disks) forced onto a small
-    cluster, also with tiny tops (fallbacks, complete lists): the plan the full numpy scan gives."""
-    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000, seed=top_k))
+@pytest.mark.parametrize(("walk", "slack"), [(48, 3), (2, 3), (0, 1), (1000, 1)])
+def test_heap_scan_gives_the_full_scans_plan(walk: int, slack: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lazy heap of a large group (:class:`planners.workspace._Heap`, used from 16k disks) forced onto a small
+    cluster, also with short walks (fallbacks) and a rebuild on every change: the plan the full numpy scan gives."""
+    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000, seed=walk + slack))
     full = plan_rebalance(snap)
-    monkeypatch.setattr(workspace, "TOP_MIN_DISKS", 0)
-    monkeypatch.setattr(workspace, "TOP_K", top_k)
-    monkeypatch.setattr(workspace, "TOP_DIRTY", dirty)
+    monkeypatch.setattr(workspace, "HEAP_MIN_DISKS", 0)
+    monkeypatch.setattr(workspace, "HEAP_WALK", walk)
+    monkeypatch.setattr(workspace, "HEAP_SLACK", slack)
     assert full.moves and dump_plan(plan_rebalance(snap)) == dump_plan(full)
