@@ -243,8 +243,13 @@ class _Shedder:
         heapq.heapify(heap)
         cands: dict[int, _Pile] = {}
         stuck: dict[int, str] = {}
-        while heap:
-            neg, i = heapq.heappop(heap)
+        held: tuple[float, int] | None = None  # an entry due on the heap: pushed and popped in one step below
+        while heap or held is not None:
+            if held is not None:  # the same entry push-then-pop gives (entries are distinct tuples, no NaN)
+                neg, i = heapq.heappushpop(heap, held)
+                held = None
+            else:
+                neg, i = heapq.heappop(heap)
             if i in stuck:
                 continue
             if abs(-neg - ws.util(i)) > 1e-12:  # stale: re-queue with its current utilisation
@@ -270,9 +275,10 @@ class _Shedder:
                 continue
             self.arrived.setdefault(target, []).append(moved)
             cands.pop(target, None)  # rebuilt with the arrival if it ever sheds
-            for j in (i, target):
-                if ws.util(j) > hot:
-                    heapq.heappush(heap, (-ws.util(j), j))
+            if ws.util(target) > hot:
+                heapq.heappush(heap, (-ws.util(target), target))
+            if ws.util(i) > hot:  # the source, most often still the hottest: back without a sift
+                held = (-ws.util(i), i)
         return stuck
 
 

@@ -513,7 +513,7 @@ class Workspace:
                 or (override is not None and override not in new_r)
                 or src is None or src == target or (b != old_b and b in replicas) or size_bytes < 0
                 or not (write - write == 0.0 and read - read == 0.0) or len(set(replicas)) != len(replicas)
-                or not all(pair in pos for pair in zip(replicas, dirs, strict=True))):  # (the source's is: src)
+                or not all(map(pos.__contains__, zip(replicas, dirs, strict=True)))):  # (the source's is: src)
             self.assign(p, new_r, new_d)  # a staying replica gains or loses leadership, or an unusual case
             return
         out_load = 0.0 - (write + (read if old_b == leader else 0.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import random
 from dataclasses import replace
 
@@ -157,3 +158,17 @@ def test_heap_scan_answers_as_the_full_scan(seed: int, monkeypatch: pytest.Monke
                                                                                            dirs[position]):
             ws.move_replica(p, position, target)
     assert sum(decided) > 1000
+
+
+def test_shedding_heap_pushpop_gives_push_then_pop_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shedding run puts its source back with one ``heappushpop``: the plan separate push and pop give."""
+    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000))
+    fast = plan_rebalance(snap)
+    push, pop = heapq.heappush, heapq.heappop
+
+    def push_then_pop(heap: list[tuple[float, int]], item: tuple[float, int]) -> tuple[float, int]:
+        push(heap, item)
+        return pop(heap)
+
+    monkeypatch.setattr(heapq, "heappushpop", push_then_pop)
+    assert fast.moves and dump_plan(plan_rebalance(snap)) == dump_plan(fast)
