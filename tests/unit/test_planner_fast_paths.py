@@ -172,3 +172,18 @@ def test_shedding_heap_pushpop_gives_push_then_pop_plan(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(heapq, "heappushpop", push_then_pop)
     assert fast.moves and dump_plan(plan_rebalance(snap)) == dump_plan(fast)
+
+
+def test_add_load_in_python_floats_is_numpys_arithmetic() -> None:
+    ws = Workspace(generate_snapshot(SPEC))
+    rng = random.Random(5)
+    for _ in range(300):
+        i = rng.randrange(len(ws.disk_ids))
+        delta = rng.choice([-1.0, 1.0]) * rng.random() * 10 ** rng.randint(0, 9)
+        load = ws.load.copy()
+        load[i] += delta
+        ws.add_load(i, delta)
+        util = load[i] * ws.inv_max[i]
+        proj = ws.base[i] + (load[i] - ws.load0[i]) * ws.inv_max[i]
+        assert (ws.load.tobytes(), ws.util_arr[i].tobytes(), ws.proj[i].tobytes()) == (
+            load.tobytes(), util.tobytes(), proj.tobytes())
