@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import random
 from dataclasses import replace
 
@@ -103,13 +104,86 @@ def test_replica_columns_match_the_partitions() -> None:
         assert cols.position[p.id] == k
 
 
-@pytest.mark.parametrize(("top_k", "dirty"), [(64, 128), (4, 3), (1, 0)])
-def test_top_scan_gives_the_full_scans_plan(top_k: int, dirty: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kept top of a large group (:class:`planners.workspace._Top`, used from 16k disks) forced onto a small
-    cluster, also with tiny tops (fallbacks, complete lists): the plan the full numpy scan gives."""
-    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000, seed=top_k))
+@pytest.mark.parametrize(("walk", "slack"), [(48, 3), (2, 3), (0, 1), (1000, 1)])
+def test_heap_scan_gives_the_full_scans_plan(walk: int, slack: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lazy heap of a large group (:class:`planners.workspace._Heap`, used from 1k disks) forced onto a small
+    cluster, also with short walks (fallbacks) and a rebuild on every change: the plan the full numpy scan gives."""
+    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000, seed=walk + slack))
     full = plan_rebalance(snap)
-    monkeypatch.setattr(workspace, "TOP_MIN_DISKS", 0)
-    monkeypatch.setattr(workspace, "TOP_K", top_k)
-    monkeypatch.setattr(workspace, "TOP_DIRTY", dirty)
+    monkeypatch.setattr(workspace, "HEAP_MIN_DISKS", 0)
+    monkeypatch.setattr(workspace, "HEAP_WALK", walk)
+    monkeypatch.setattr(workspace, "HEAP_SLACK", slack)
     assert full.moves and dump_plan(plan_rebalance(snap)) == dump_plan(full)
+
+
+def test_order_key_orders_as_the_floats() -> None:
+    values = [-np.inf, -1e300, -2.5, -1e-300, -0.0, 0.0, 5e-324, 1e-300, 0.5, 1.0, 1e300, np.inf]
+    keys = [workspace._order_key(int(np.float64(v).view(np.int64))) for v in values]
+    assert keys == sorted(keys) and keys[4] == keys[5] == 0 and len(set(keys)) == len(values) - 1
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_heap_scan_answers_as_the_full_scan(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random moves on a workspace with tied and negative projections: every heap answer is the full scan's."""
+    monkeypatch.setattr(workspace, "HEAP_MIN_DISKS", 0)
+    monkeypatch.setattr(workspace, "HEAP_SLACK", 2)
+    decided = []
+    scan_heap = Workspace._scan_heap
+
+    def counted(self: Workspace, *args: object) -> tuple[bool, int | None]:
+        done, found = scan_heap(self, *args)  # type: ignore[arg-type]
+        decided.append(done)
+        return done, found
+
+    monkeypatch.setattr(Workspace, "_scan_heap", counted)
+    snap = generate_snapshot(replace(SPEC, seed=seed))
+    ws = Workspace(snap)
+    rng = random.Random(seed)
+    third = len(ws.base) // 3
+    ws.base[:third] = np.round(ws.base[:third], 1) - 0.05  # ties and negative projections
+    ws.proj[:] = ws.base
+    group = ws.group(snap.brokers[0].pool)
+    parts = [p for p in snap.index.partitions if p.leader is not None]
+    limit = float(ws.util_arr[group].mean()) * 1.07
+    for _ in range(1500):
+        p = rng.choice(parts)
+        replicas, dirs = ws.replicas(p)
+        position = rng.randrange(len(replicas))
+        tries = rng.choice([1, 3, 64])
+        heap = ws.best_target(p, position, group, max_util=limit, frequent=True, tries=tries)
+        assert heap == ws.best_target(p, position, group, max_util=limit, tries=tries)
+        target = heap if heap is not None and rng.random() < 0.8 else rng.choice(group.tolist())
+        broker, path = ws.disk_ids[target]
+        if (broker not in replicas or broker == replicas[position]) and (broker, path) != (replicas[position],
+                                                                                           dirs[position]):
+            ws.move_replica(p, position, target)
+    assert sum(decided) > 1000
+
+
+def test_shedding_heap_pushpop_gives_push_then_pop_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shedding run puts its source back with one ``heappushpop``: the plan separate push and pop give."""
+    snap = generate_snapshot(replace(SPEC, brokers=40, partitions=4000))
+    fast = plan_rebalance(snap)
+    push, pop = heapq.heappush, heapq.heappop
+
+    def push_then_pop(heap: list[tuple[float, int]], item: tuple[float, int]) -> tuple[float, int]:
+        push(heap, item)
+        return pop(heap)
+
+    monkeypatch.setattr(heapq, "heappushpop", push_then_pop)
+    assert fast.moves and dump_plan(plan_rebalance(snap)) == dump_plan(fast)
+
+
+def test_add_load_in_python_floats_is_numpys_arithmetic() -> None:
+    ws = Workspace(generate_snapshot(SPEC))
+    rng = random.Random(5)
+    for _ in range(300):
+        i = rng.randrange(len(ws.disk_ids))
+        delta = rng.choice([-1.0, 1.0]) * rng.random() * 10 ** rng.randint(0, 9)
+        load = ws.load.copy()
+        load[i] += delta
+        ws.add_load(i, delta)
+        util = load[i] * ws.inv_max[i]
+        proj = ws.base[i] + (load[i] - ws.load0[i]) * ws.inv_max[i]
+        assert (ws.load.tobytes(), ws.util_arr[i].tobytes(), ws.proj[i].tobytes()) == (
+            load.tobytes(), util.tobytes(), proj.tobytes())
