@@ -201,7 +201,7 @@ def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Pa
 
     topic = snapshot.index.topic_by_name[current.topic]
     pool_of = facts.pool
-    outside_after = sum(1 for b in replicas if pool_of[b] != topic.pool)
+    outside_after = len(replicas) - list(map(pool_of.__getitem__, replicas)).count(topic.pool)
     if outside_after and tuple(replicas) != current.replicas \
             and outside_after >= sum(1 for b in current.replicas if pool_of.get(b) != topic.pool):
         out.append(Violation("pool-isolation", f"{outside_after} replica(s) outside pool {topic.pool!r}", *tp))
@@ -216,8 +216,10 @@ def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Pa
             idcs = dict(sorted(Counter(facts.idc[b] for b in replicas).items()))
             out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
 
-    dups_before = rack_duplicates(current.replicas, place)
     dups_after = rack_duplicates(replicas, place)
+    if not dups_after:  # no replica shares a rack: never more than before (the usual case, one count)
+        return out
+    dups_before = rack_duplicates(current.replicas, place)
     if dups_after > dups_before and dups_after > unavoidable_rack_duplicates(replicas, place,
                                                                             facts.racks(topic.pool)):
         out.append(Violation("rack-spread", f"{dups_after} replica(s) share a rack within an IDC "

@@ -98,7 +98,9 @@ def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = N
         before = pool_peak_to_mean(ws)
         for pool in sorted({b.pool for b in snapshot.brokers}):
             notes += balance_pool(ws, pool, options)
-        return ws.to_plan(KIND, [movement_note(ws, before), *notes] if ws.moved_bytes else notes)
+        plan = ws.to_plan(KIND, [movement_note(ws, before), *notes] if ws.moved_bytes else notes)
+        del ws  # freed while the collector is off: its re-enabling then walks the plan's objects only
+    return plan
 
 
 def total_replica_bytes(snapshot: ClusterSnapshot) -> int:
@@ -295,14 +297,14 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
         leader = p.leader
         if leader is None or topics[p.topic].pool != pool:
             continue
-        replicas, dirs = current.get(pid, (p.replicas, p.log_dirs))
-        position = -1
-        for k, pair in enumerate(zip(replicas, dirs, strict=True)):
-            if pair == here:
-                position = k
-                break
-        if position < 0:
+        replicas, dirs = current.get(pid) or (p.replicas, p.log_dirs)
+        if broker not in replicas:
             continue
+        position = replicas.index(broker)  # its first replica on the broker: the one here, unless a duplicate
+        if dirs[position] != here[1]:
+            position = next((k for k, pair in enumerate(zip(replicas, dirs, strict=True)) if pair == here), -1)
+            if position < 0:
+                continue
         load = p.bytes_in_per_s + p.disk_read_bytes_per_s if broker == leader else p.bytes_in_per_s  # replica_load
         if load <= 0 or (broker == leader and position != 0):
             continue  # moving a non-preferred leader would hand leadership to a third disk

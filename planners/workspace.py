@@ -147,6 +147,11 @@ class Workspace:
         self._heaps: dict[tuple[int, int, float], _Heap] = {}
         self._least: float | None = None
         self._topic_facts: dict[str, tuple[str, Mapping[str, int] | None]] = {}  # pool, placement policy
+        # Python-float copies of the arrays that never change, for the per-move arithmetic (list reads are
+        # cheaper than numpy scalar reads; the values are the same doubles)
+        self._inv_max: list[float] = self.inv_max.tolist()
+        self._base: list[float] = self.base.tolist()
+        self._load0: list[float] = self.load0.tolist()
 
     # ------------------------------------------------------------------ reads
     def partition(self, pid: PartitionId) -> Partition:
@@ -175,11 +180,11 @@ class Workspace:
 
     def add_load(self, i: int, delta: float) -> None:
         """Add ``delta`` bytes/s to disk ``i`` (its estimated and projected utilisation follow)."""
-        inv = float(self.inv_max[i])  # Python floats: the same IEEE double operations as numpy's scalars
+        inv = self._inv_max[i]  # Python floats: the same IEEE double operations as numpy's scalars
         load = float(self.load[i]) + delta
         self.load[i] = load
         self.util_arr[i] = util = load * inv
-        self.proj[i] = value = float(self.base[i]) + (load - float(self.load0[i])) * inv
+        self.proj[i] = value = self._base[i] + (load - self._load0[i]) * inv
         if self._heaps:
             bits = int(self._proj_bits[i])
             for heap in self._heaps.values():
@@ -354,9 +359,11 @@ class Workspace:
 
     def added_load(self, p: Partition, position: int) -> tuple[int, float]:
         """(disk index the replica is on or -1, the load it brings to a disk) of replica ``position`` of ``p``."""
-        replicas, dirs = self.current.get(p.id, (p.replicas, p.log_dirs))
+        pid = p.id
+        replicas, dirs = self.current.get(pid, (p.replicas, p.log_dirs))
         src = self.pos.get((replicas[position], dirs[position]), -1)
-        add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if self.leader(p) == replicas[position] else 0.0)
+        leader = _planned_leader(p, self.leader_override.get(pid), replicas, dirs)
+        add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if leader == replicas[position] else 0.0)
         return src, add
 
     def _scan(self, p: Partition, position: int, candidates: np.ndarray, max_util: float | None,
@@ -421,7 +428,7 @@ class Workspace:
         if not heap.ok or not add >= heap.least:
             return False, None
         entries, cur, mask = heap.entries, heap.cur, heap.mask
-        util, inv, room = self.util_arr, self.inv_max, self.room
+        util, inv, room = self.util_arr, self._inv_max, self.room  # inv: Python floats, the same values
         size = float(p.size_bytes)
         check_room = not p.size_bytes <= self.room_floor
         held: list[int] = []
@@ -469,7 +476,7 @@ class Workspace:
                     good.append((proj[k], k))
         else:
             util = self.util_arr[first:end].tolist()
-            inv = self.inv_max[first:end].tolist()
+            inv = self._inv_max[first:end]
             limit = max_util + EPS
             for k in range(n):
                 if not (room[k] < size or util[k] + add * inv[k] > limit) and first + k != src:
@@ -499,15 +506,9 @@ class Workspace:
         old_b, old_d = replicas[position], dirs[position]
         pos = self.pos
         src = pos.get((old_b, old_d))
-        leader = self.leader(p)
         override = self.leader_override.get(pid)
-        after: int | None
-        if override is not None:
-            after = override
-        elif p.leader in new_r or (new_r == p.replicas and new_d == p.log_dirs):
-            after = p.leader
-        else:
-            after = new_r[0]
+        leader = _planned_leader(p, override, replicas, dirs)
+        after = _planned_leader(p, override, new_r, new_d)
         staying = (*replicas[:position], *replicas[position + 1:])
         write, read = p.bytes_in_per_s, p.disk_read_bytes_per_s
         size_bytes = p.size_bytes
@@ -531,9 +532,8 @@ class Workspace:
             self.room[target] -= size_bytes
             if self.room[target] < self.room_floor:
                 self.room_floor = float(self.room[target])
-        original = tuple(zip(p.replicas, p.log_dirs, strict=True))
         was = self.copied.get(pid, 0)
-        copies = was - ((old_b, old_d) not in original) + ((b, d) not in original)
+        copies = was - (not _had(p, old_b, old_d)) + (not _had(p, b, d))
         self.current[pid] = (new_r, new_d)
         self.copied[pid] = copies
         new_cost = copies * size_bytes
@@ -630,6 +630,24 @@ class _Heap:
         heappush(entries, entry)
         if len(entries) > HEAP_SLACK * (self.end - self.first):
             self.rebuild(ws)
+
+
+def _planned_leader(p: Partition, override: int | None, replicas: tuple[int, ...], dirs: tuple[str, ...]) -> int | None:
+    """:meth:`Workspace.leader` of ``p`` planned on ``replicas`` / ``dirs`` with leader override ``override``."""
+    if override is not None:
+        return override
+    if p.leader in replicas or (replicas == p.replicas and dirs == p.log_dirs):
+        return p.leader
+    return replicas[0]
+
+
+def _had(p: Partition, broker: int, path: str) -> bool:
+    """``(broker, path) in zip(p.replicas, p.log_dirs)``: a replica ``p`` has in the snapshot (its first replica on
+    ``broker`` looked at first; the full test only when that one is on another log dir)."""
+    replicas = p.replicas
+    if broker not in replicas:
+        return False
+    return p.log_dirs[replicas.index(broker)] == path or (broker, path) in zip(replicas, p.log_dirs, strict=True)
 
 
 def _order_key(bits: int) -> int:
