@@ -105,10 +105,14 @@ def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None
             continue
         seen.add(pid)
         old_pairs = set(zip(current.replicas, current.log_dirs, strict=True))
-        copies = 0
-        for b, d in zip(move.replicas, move.log_dirs, strict=True):
-            if b not in current.replicas or (d is not None and (b, d) not in old_pairs):
-                copies += 1
+        if None in move.log_dirs:
+            copies = 0
+            for b, d in zip(move.replicas, move.log_dirs, strict=True):
+                if b not in current.replicas or (d is not None and (b, d) not in old_pairs):
+                    copies += 1
+        else:  # every dir named: a copy is a pair the partition did not have (a new broker's pair is not either)
+            copies = len(move.replicas) - sum(map(old_pairs.__contains__, zip(move.replicas, move.log_dirs,
+                                                                               strict=True)))
         moved_bytes += copies * current.size_bytes
         moved_partitions += copies > 0
         back = restoring.get(pid)

@@ -149,8 +149,9 @@ def _summary(before: ClusterSnapshot, plan: Plan, final: Mapping[PartitionId, Pa
     b_index = before.index
     bytes_to_move = replicas_moved = intra = intra_bytes = partitions_moved = 0
     for move in plan.moves:
-        old = b_index.partition_by_id.get(move.id)
-        new = final.get(move.id)
+        pid = move.id
+        old = b_index.partition_by_id.get(pid)
+        new = final.get(pid)
         if old is None or new is None:
             continue
         old_dirs = dict(zip(old.replicas, old.log_dirs, strict=True))

@@ -74,6 +74,7 @@ class _Candidate:
     position: int
     load: float
     size: int
+    partition: Partition
 
 
 class _Pile(list[_Candidate]):
@@ -309,7 +310,7 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
         if load <= 0 or (broker == leader and position != 0):
             continue  # moving a non-preferred leader would hand leadership to a third disk
         size = p.size_bytes
-        keyed.append(((-(load / size) if size else float("-inf"), pid), _Candidate(pid, position, load, size)))
+        keyed.append(((-(load / size) if size else float("-inf"), pid), _Candidate(pid, position, load, size, p)))
     keyed.sort(key=_KEY)
     return [c for _, c in keyed]
 
@@ -333,7 +334,7 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
                            default=(0, 0))
             pick = smallest[1]
         c = cands[pick]
-        p = ws.partition(c.pid)
+        p = c.partition
         if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
             cands.drop(pick)  # over the byte budget wherever it goes: no scan needed
             why = "bounds"

@@ -23,7 +23,7 @@ leadership changes; :func:`gc_paused` keeps the cyclic collector from re-walking
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import contextmanager
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
@@ -53,6 +53,7 @@ HEAP_WALK = 48  # live disks a _Heap walk passes over (ruled out) before the ful
 HEAP_SLACK = 3  # a _Heap is rebuilt when it holds this many entries per disk
 HEAP_QUANTILE = 0.02  # a _Heap keeps the disks that can take the replica load at this quantile (smaller: full scan)
 MAX_HEAPS = 4
+_NONE: frozenset[int] = frozenset()  # no disk excluded
 
 
 class PlannerError(ValueError):
@@ -207,6 +208,8 @@ class Workspace:
         by_id = self.index.partition_by_id
         for pid, (replicas, dirs) in self.current.items():
             p = by_id[pid]
+            if dirs == p.log_dirs and replicas == p.replicas:
+                continue  # moved back: nothing copied
             old = dict(zip(p.replicas, p.log_dirs, strict=True))
             moved = 0
             for b, d in zip(replicas, dirs, strict=True):
@@ -337,7 +340,7 @@ class Workspace:
         """
         if len(candidates) == 0:
             return None
-        return self._scan(p, position, candidates, max_util, set(exclude), tries,
+        return self._scan(p, position, candidates, max_util, set(exclude) if exclude else _NONE, tries,
                           added if added is not None else self.added_load(p, position), frequent)
 
     def _valid(self, p: Partition, position: int, i: int) -> bool:
@@ -367,7 +370,7 @@ class Workspace:
         return src, add
 
     def _scan(self, p: Partition, position: int, candidates: np.ndarray, max_util: float | None,
-              excluded: set[int], tries: int, added: tuple[int, float], frequent: bool = False) -> int | None:
+              excluded: Set[int], tries: int, added: tuple[int, float], frequent: bool = False) -> int | None:
         src, add = added
         n = len(candidates)
         first = int(candidates[0])
@@ -545,11 +548,12 @@ class Workspace:
     def moves(self) -> tuple[PartitionMove, ...]:
         """Every partition whose planned assignment differs from the snapshot, sorted by partition id."""
         out = []
-        for pid in sorted(self.current):
-            replicas, dirs = self.current[pid]
-            p = self.partition(pid)
+        current, by_id = self.current, self.index.partition_by_id
+        for pid in sorted(current):
+            replicas, dirs = current[pid]
+            p = by_id[pid]
             if replicas != p.replicas or dirs != p.log_dirs:
-                out.append(PartitionMove(topic=p.topic, partition=p.partition, replicas=replicas, log_dirs=dirs))
+                out.append(PartitionMove(p.topic, p.partition, replicas, dirs))
         return tuple(out)
 
     def leader_changes(self) -> tuple[LeaderChange, ...]:
