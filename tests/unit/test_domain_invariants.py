@@ -194,7 +194,7 @@ def test_checker_shortcuts_give_the_plain_rules() -> None:
     seen = set()
     for _ in range(1500):
         p = rng.choice(index.partitions)
-        replicas, dirs = list(p.replicas), list(p.log_dirs)
+        replicas, dirs = list(p.replicas), list[str | None](p.log_dirs)
         for _ in range(rng.randrange(1, 3)):
             k = rng.randrange(len(replicas))
             replicas[k] = rng.choice(list(dirs_of))
