@@ -323,8 +323,9 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
     over the network) under the goal; the whole group only when none of them qualifies.
     """
     why = "no-target"
+    max_bps = float(ws.max_bps[i])  # (the same double: the product and difference below are numpy's)
     while cands:
-        excess = ws.load[i] - goal * ws.max_bps[i]
+        excess = ws.load[i] - goal * max_bps
         pick = 0
         if cands.top is None:
             cands.top = max(map(_LOAD, cands))

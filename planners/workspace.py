@@ -469,20 +469,21 @@ class Workspace:
         than a numpy pass's call overhead. Returns (False, None) when a projection is NaN or huge: the numpy
         scan decides then (its order for those)."""
         end = first + n
-        room = self.room[first:end].tolist()
+        # every disk has room for it when it fits the floor of all rooms (as in _scan): no room test then
+        room = self.room[first:end].tolist() if not p.size_bytes <= self.room_floor else None
         proj = self.proj[first:end].tolist()
         size = float(p.size_bytes)
         good: list[tuple[float, int]] = []
         if max_util is None:
             for k in range(n):
-                if not room[k] < size and first + k != src:
+                if not (room is not None and room[k] < size) and first + k != src:
                     good.append((proj[k], k))
         else:
             util = self.util_arr[first:end].tolist()
             inv = self._inv_max[first:end]
             limit = max_util + EPS
             for k in range(n):
-                if not (room[k] < size or util[k] + add * inv[k] > limit) and first + k != src:
+                if not ((room is not None and room[k] < size) or util[k] + add * inv[k] > limit) and first + k != src:
                     good.append((proj[k], k))
         for score, _ in good:
             if score != score or score >= _BIG:
