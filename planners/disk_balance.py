@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 import operator
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -99,7 +99,9 @@ def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = N
         before = pool_peak_to_mean(ws)
         for pool in sorted({b.pool for b in snapshot.brokers}):
             notes += balance_pool(ws, pool, options)
-        plan = ws.to_plan(KIND, [movement_note(ws, before), *notes] if ws.moved_bytes else notes)
+        plan = ws.to_plan(KIND, notes)
+        if ws.moved_bytes and plan.summary is not None:  # the summary has counted the intra-broker bytes already
+            plan = replace(plan, notes=(movement_note(ws, before, plan.summary.intra_broker_bytes), *plan.notes))
         del ws  # freed while the collector is off: its re-enabling then walks the plan's objects only
     return plan
 
@@ -120,13 +122,16 @@ def pool_peak_to_mean(ws: Workspace) -> float:
     return worst
 
 
-def movement_note(ws: Workspace, before: float) -> str:
-    """Bytes copied as a share of all replica bytes, and the balance reached (with the budget, if any)."""
+def movement_note(ws: Workspace, before: float, intra: int | None = None) -> str:
+    """Bytes copied as a share of all replica bytes, and the balance reached (with the budget, if any).
+
+    ``intra``: the bytes of those copies between log dirs of one broker when the caller has them (the plan
+    summary's ``intra_broker_bytes``); counted from the workspace otherwise."""
     total = total_replica_bytes(ws.snapshot)
     share = ws.moved_bytes / total if total else 0.0
     budget = (f" within a budget of {ws.bounds.max_bytes:,} bytes ({ws.bounds.max_bytes / total:.1%})"
               if ws.bounds.max_bytes is not None and total else "")
-    intra = ws.intra_broker_bytes()
+    intra = ws.intra_broker_bytes() if intra is None else intra  # (the plan summary's figure: the same count)
     split = f" ({ws.moved_bytes - intra:,} over the network, {intra:,} between log dirs of one broker)"
     return (f"moves {ws.moved_bytes:,} bytes{split} = {share:.1%} of all replica bytes ({total:,}){budget}; worst pool "
             f"peak/mean {before:.3f} -> {pool_peak_to_mean(ws):.3f} (`plan budget-curve`: what other budgets reach)")
@@ -341,7 +346,7 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
             why = "bounds"
             continue
         added = ws.added_load(p, c.position)  # the same for every scan below
-        target = ws.best_target(p, c.position, ws.own_disks(i), max_util=goal, added=added) if intra else None
+        target = ws.best_own_target(i, p, c.position, max_util=goal, added=added) if intra else None
         if target is None:
             targets = _targets(ws, p, c.position)
             if receivers is not None:

@@ -153,6 +153,12 @@ class Workspace:
         self._inv_max: list[float] = self.inv_max.tolist()
         self._base: list[float] = self.base.tolist()
         self._load0: list[float] = self.load0.tolist()
+        # (first disk, disk count) of each disk's broker when its disks are contiguous and few (best_own_target)
+        self._own_span: list[tuple[int, int] | None] = [None] * n
+        for disks_of in self.broker_disks.values():
+            if disks_of[-1] - disks_of[0] + 1 == len(disks_of) <= SMALL_SCAN:
+                for i in disks_of:
+                    self._own_span[i] = (disks_of[0], len(disks_of))
 
     # ------------------------------------------------------------------ reads
     def partition(self, pid: PartitionId) -> Partition:
@@ -342,6 +348,18 @@ class Workspace:
             return None
         return self._scan(p, position, candidates, max_util, set(exclude) if exclude else _NONE, tries,
                           added if added is not None else self.added_load(p, position), frequent)
+
+    def best_own_target(self, i: int, p: Partition, position: int, *, max_util: float | None,
+                        added: tuple[int, float]) -> int | None:
+        """:meth:`best_target` over :meth:`own_disks` of ``i`` (an intra-broker move), its small scan called directly
+        on the broker's contiguous disks; the general call when the broker has more than :data:`SMALL_SCAN` disks
+        or the small scan cannot tell."""
+        span = self._own_span[i]
+        if span is not None:
+            done, found = self._scan_small(p, position, span[0], span[1], added[0], added[1], max_util, 64)
+            if done:
+                return found
+        return self.best_target(p, position, self.own_disks(i), max_util=max_util, added=added)
 
     def _valid(self, p: Partition, position: int, i: int) -> bool:
         """Hard goals and plan bounds for putting replica ``position`` of ``p`` on disk ``i``."""

@@ -316,3 +316,49 @@ def test_planned_leader_is_workspace_leader() -> None:
             src, add = ws.added_load(p, k)
             assert src == ws.pos.get((replicas[k], dirs[k]), -1)
             assert add == p.bytes_in_per_s + (p.disk_read_bytes_per_s if ws.leader(p) == replicas[k] else 0.0)
+
+
+def test_summary_intra_broker_bytes_are_the_workspace_count() -> None:
+    """The rebalance note takes its intra-broker bytes from the plan summary: the workspace's own count, also with
+    replicas moved between log dirs, moved back, and across brokers."""
+    snap = generate_snapshot(SPEC)
+    ws = Workspace(snap)
+    rng = random.Random(17)
+    parts = [p for p in snap.index.partitions if p.leader is not None]
+    for _ in range(900):
+        p = rng.choice(parts)
+        replicas, dirs = ws.replicas(p)
+        position = rng.randrange(len(replicas))
+        target = rng.choice(ws.broker_disks[replicas[position]]) if rng.random() < 0.6 \
+            else rng.randrange(len(ws.disk_ids))
+        broker = int(ws.disk_broker[target])
+        if (broker in replicas and broker != replicas[position]) or target == ws.pos[(replicas[position],
+                                                                                      dirs[position])]:
+            continue
+        ws.move_replica(p, position, target)
+    draft = Plan(cluster=snap.cluster, kind="rebalance", moves=ws.moves())  # (random moves: not a valid plan)
+    summary = summarize_effect(snap, draft, plan_effect(snap, draft))
+    assert ws.intra_broker_bytes() > 0
+    assert summary.intra_broker_bytes == ws.intra_broker_bytes()
+
+
+def test_best_own_target_is_best_target_over_own_disks() -> None:
+    """The intra-broker scan on the broker's span answers as best_target over own_disks (limits, room, sources)."""
+    snap = generate_snapshot(SPEC)
+    ws = Workspace(snap)
+    rng = random.Random(19)
+    parts = [p for p in snap.index.partitions if p.leader is not None]
+    answers = set()
+    for step in range(3000):
+        p = rng.choice(parts)
+        replicas, dirs = ws.replicas(p)
+        position = rng.randrange(len(replicas))
+        i = ws.pos[(replicas[position], dirs[position])]
+        added = ws.added_load(p, position)
+        limit = rng.choice([None, 0.0, float(ws.util_arr[i]), float(ws.util_arr.mean()), 10.0])
+        want = ws.best_target(p, position, ws.own_disks(i), max_util=limit, added=added)
+        assert ws.best_own_target(i, p, position, max_util=limit, added=added) == want
+        answers.add(want is None)
+        if want is not None and step % 3 == 0:
+            ws.move_replica(p, position, want)
+    assert answers == {True, False}
