@@ -31,9 +31,9 @@ instead of churning.
 Cost: O(moves x (log disks of the group + replicas of the source disk)) for most moves: from 1k disks a
 shedding run's target search walks a lazily kept heap of the disks that can take a replica (see
 planners.workspace), one broker's disks are scanned in plain Python; a full numpy scan of the group where
-the heap cannot tell (replicas lighter than its 2% quantile, the fallback ceiling). About 9.5 CPU seconds
-for 1,000 brokers x 12 disks, 300,000 replicas and 140,000 replica moves and about 33 for 3,000 x 12,
-900,000 and 424,000 (plan check included; load ~2 on 2 shared cores), most of it Python per move.
+the heap cannot tell (replicas lighter than its 2% quantile, the fallback ceiling). About 7.8 CPU seconds
+for 1,000 brokers x 12 disks, 300,000 replicas and 140,000 replica moves and about 29.5 for 3,000 x 12,
+900,000 and 424,000 (plan check included; load 1-2 on 2 shared cores), most of it Python per move.
 """
 
 from __future__ import annotations
@@ -262,9 +262,10 @@ class _Shedder:
                 neg, i = heapq.heappop(heap)
             if i in stuck:
                 continue
-            if abs(-neg - ws.util(i)) > 1e-12:  # stale: re-queue with its current utilisation
-                if ws.util(i) > hot:
-                    heapq.heappush(heap, (-ws.util(i), i))
+            util = ws.util(i)
+            if abs(-neg - util) > 1e-12:  # stale: re-queue with its current utilisation
+                if util > hot:
+                    heapq.heappush(heap, (-util, i))
                 continue
             if cands.get(i) is None:
                 cands[i] = _Pile(_candidates(ws, i, self.pool, self.arrived.get(i, ())))
@@ -277,18 +278,21 @@ class _Shedder:
                     for j, pid in exchanged:
                         self.arrived.setdefault(j, []).append(pid)
                         cands.pop(j, None)
-                    if ws.util(i) > hot:
-                        heapq.heappush(heap, (-ws.util(i), i))
+                    util = ws.util(i)
+                    if util > hot:
+                        heapq.heappush(heap, (-util, i))
                     continue
             if target is None:
                 stuck[i] = why
                 continue
             self.arrived.setdefault(target, []).append(moved)
             cands.pop(target, None)  # rebuilt with the arrival if it ever sheds
-            if ws.util(target) > hot:
-                heapq.heappush(heap, (-ws.util(target), target))
-            if ws.util(i) > hot:  # the source, most often still the hottest: back without a sift
-                held = (-ws.util(i), i)
+            util = ws.util(target)
+            if util > hot:
+                heapq.heappush(heap, (-util, target))
+            util = ws.util(i)
+            if util > hot:  # the source, most often still the hottest: back without a sift
+                held = (-util, i)
         return stuck
 
 

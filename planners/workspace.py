@@ -13,11 +13,14 @@ throughput. Targets are ranked on it; acceptance tests use the estimated utilisa
 max throughput), the balancing objective.
 
 Speed (every shortcut gives exactly the general code's answer; tests pin each against it): one broker's
-disks are scanned in plain Python floats; larger groups by numpy into preallocated scratch; a shedding
+disks are scanned in plain Python floats (:meth:`Workspace.best_own_target`: straight on the broker's disk
+span); larger groups by numpy into preallocated scratch; a shedding
 run's scans over a group of 1k+ disks walk a lazily kept heap of the disks that can still take a
 replica (:class:`_Heap`: O(log n) per change, no pass over the group per move);
 :meth:`Workspace.move_replica` touches only the source and target disks when no other replica's
-leadership changes; :func:`gc_paused` keeps the cyclic collector from re-walking the snapshot.
+leadership changes, reading the planned leader and the original pairs without building sets; per-disk
+constants (``inv_max``, ``base``, ``load0``) are read from Python lists in the per-move arithmetic;
+:func:`gc_paused` keeps the cyclic collector from re-walking the snapshot.
 """
 
 from __future__ import annotations
