@@ -56,7 +56,8 @@ def plan_effect(snapshot: ClusterSnapshot, plan: Plan) -> PlanEffect:
     changed: dict[tuple[str, int], Partition] = {}
     delta_used: dict[DiskId, int] = defaultdict(int)
     for move in plan.moves:
-        current = by_id.get(move.id)
+        pid = move.id
+        current = by_id.get(pid)
         replicas, move_dirs = move.replicas, move.log_dirs
         if current is None or len(replicas) != len(move_dirs):
             continue
@@ -68,7 +69,7 @@ def plan_effect(snapshot: ClusterSnapshot, plan: Plan) -> PlanEffect:
             delta_used[old] -= size
         for new in zip(replicas, dirs, strict=True):
             delta_used[new] += size
-        changed[move.id] = reassigned(current, replicas, dirs, leader)
+        changed[pid] = reassigned(current, replicas, dirs, leader)
     for change in plan.leaders:
         current = changed.get(change.id) or by_id.get(change.id)
         if current is not None and change.leader in current.replicas:

@@ -105,10 +105,14 @@ def check_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None
             continue
         seen.add(pid)
         old_pairs = set(zip(current.replicas, current.log_dirs, strict=True))
-        copies = 0
-        for b, d in zip(move.replicas, move.log_dirs, strict=True):
-            if b not in current.replicas or (d is not None and (b, d) not in old_pairs):
-                copies += 1
+        if None in move.log_dirs:
+            copies = 0
+            for b, d in zip(move.replicas, move.log_dirs, strict=True):
+                if b not in current.replicas or (d is not None and (b, d) not in old_pairs):
+                    copies += 1
+        else:  # every dir named: a copy is a pair the partition did not have (a new broker's pair is not either)
+            copies = len(move.replicas) - sum(map(old_pairs.__contains__, zip(move.replicas, move.log_dirs,
+                                                                               strict=True)))
         moved_bytes += copies * current.size_bytes
         moved_partitions += copies > 0
         back = restoring.get(pid)
@@ -201,7 +205,7 @@ def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Pa
 
     topic = snapshot.index.topic_by_name[current.topic]
     pool_of = facts.pool
-    outside_after = sum(1 for b in replicas if pool_of[b] != topic.pool)
+    outside_after = len(replicas) - list(map(pool_of.__getitem__, replicas)).count(topic.pool)
     if outside_after and tuple(replicas) != current.replicas \
             and outside_after >= sum(1 for b in current.replicas if pool_of.get(b) != topic.pool):
         out.append(Violation("pool-isolation", f"{outside_after} replica(s) outside pool {topic.pool!r}", *tp))
@@ -216,8 +220,10 @@ def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Pa
             idcs = dict(sorted(Counter(facts.idc[b] for b in replicas).items()))
             out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
 
-    dups_before = rack_duplicates(current.replicas, place)
     dups_after = rack_duplicates(replicas, place)
+    if not dups_after:  # no replica shares a rack: never more than before (the usual case, one count)
+        return out
+    dups_before = rack_duplicates(current.replicas, place)
     if dups_after > dups_before and dups_after > unavoidable_rack_duplicates(replicas, place,
                                                                             facts.racks(topic.pool)):
         out.append(Violation("rack-spread", f"{dups_after} replica(s) share a rack within an IDC "

@@ -18,7 +18,9 @@ Guarantee
     no rack duplicates; a placement of None or {} has no deficit.
 
 Cost
-    O(RF) per call (O(brokers) for :func:`racks_by_idc`, once per snapshot or check).
+    O(RF) per call (O(brokers) for :func:`racks_by_idc`, once per snapshot or check); the loops over a replica
+    set run in C (``map``/``filter``/``list.count``) — these are called for every move a planner tries and
+    every move the checker checks.
 """
 
 from __future__ import annotations
@@ -34,35 +36,31 @@ def placement_deficit(replicas: Iterable[int], place: Mapping[int, Place],
     """Replicas (of known brokers) missing from the IDCs ``placement`` requires (0: the policy is met)."""
     if not placement:
         return 0
-    counts: dict[str, int] = {}
-    for b in replicas:
-        where = place.get(b)
-        if where is not None:
-            counts[where[0]] = counts.get(where[0], 0) + 1
-    return sum(max(0, need - counts.get(idc, 0)) for idc, need in placement.items())
+    idcs = [where[0] for where in filter(None, map(place.get, replicas))]  # known replicas' IDCs
+    missing = 0
+    for idc, need in placement.items():
+        have = idcs.count(idc)
+        if have < need:
+            missing += need - have
+    return missing
 
 
 def rack_duplicates(replicas: Iterable[int], place: Mapping[int, Place]) -> int:
     """Known replicas beyond one per (IDC, rack): the replicas minus their distinct (IDC, rack) pairs."""
-    seen: set[Place] = set()
-    known = 0
-    for b in replicas:
-        where = place.get(b)
-        if where is not None:
-            known += 1
-            seen.add(where)
-    return known - len(seen)
+    known = list(filter(None, map(place.get, replicas)))  # a (IDC, rack) pair is never falsy; None is
+    return len(known) - len(set(known))
 
 
 def unavoidable_rack_duplicates(replicas: Iterable[int], place: Mapping[int, Place],
                                 racks: Mapping[str, Collection[str]]) -> int:
     """Rack duplicates forced by an IDC holding more of the (known) replicas than it has ``racks``."""
-    by_idc: dict[str, int] = {}
-    for b in replicas:
-        where = place.get(b)
-        if where is not None:
-            by_idc[where[0]] = by_idc.get(where[0], 0) + 1
-    return sum(max(0, n - len(racks.get(idc, ()))) for idc, n in by_idc.items())
+    idcs = [where[0] for where in filter(None, map(place.get, replicas))]
+    forced = 0
+    for idc in dict.fromkeys(idcs):
+        extra = idcs.count(idc) - len(racks.get(idc, ()))
+        if extra > 0:
+            forced += extra
+    return forced
 
 
 def racks_by_idc(places: Iterable[Place]) -> dict[str, set[str]]:

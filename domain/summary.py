@@ -89,24 +89,28 @@ def after_disk_loads(before: ClusterSnapshot, changed: Mapping[PartitionId, Part
     if not changed:
         return loads
     cols = index.replica_columns
-    slot = {d: k for k, d in enumerate(index.disk_ids)}
-    position, start = cols.position, cols.start
+    slot = {d: k for k, d in enumerate(index.disk_ids)}.get
+    position, start = cols.position, cols.start.tolist()
     at: list[int] = []
-    disk: list[int] = []
+    disk: list[int | None] = []
     load: list[float] = []
     for pid, new in changed.items():
         k = position[pid]
-        first = int(start[k])
-        if int(start[k + 1]) - first != len(new.replicas):
+        first = start[k]
+        replicas = new.replicas
+        n = len(replicas)
+        if start[k + 1] - first != n:
             return _after_disk_loads_by_disk(before, changed)  # the replica count changed: no fixed slots
-        leader, write, read = new.leader, new.bytes_in_per_s, new.disk_read_bytes_per_s
-        for j, pair in enumerate(zip(new.replicas, new.log_dirs, strict=True)):
-            found = slot.get(pair)
-            if found is None:
-                return _after_disk_loads_by_disk(before, changed)  # a log dir the snapshot lacks
-            at.append(first + j)
-            disk.append(found)
-            load.append(write + read if pair[0] == leader else write)
+        at.extend(range(first, first + n))
+        disk.extend(map(slot, zip(replicas, new.log_dirs, strict=True)))
+        leader, write = new.leader, new.bytes_in_per_s
+        if leader in replicas:
+            both = write + new.disk_read_bytes_per_s
+            load.extend([both if b == leader else write for b in replicas])
+        else:
+            load.extend([write] * n)
+    if None in disk:
+        return _after_disk_loads_by_disk(before, changed)  # a log dir the snapshot lacks
     disks, weights = cols.disk.copy(), cols.load.copy()
     disks[at] = disk
     weights[at] = load
@@ -145,8 +149,9 @@ def _summary(before: ClusterSnapshot, plan: Plan, final: Mapping[PartitionId, Pa
     b_index = before.index
     bytes_to_move = replicas_moved = intra = intra_bytes = partitions_moved = 0
     for move in plan.moves:
-        old = b_index.partition_by_id.get(move.id)
-        new = final.get(move.id)
+        pid = move.id
+        old = b_index.partition_by_id.get(pid)
+        new = final.get(pid)
         if old is None or new is None:
             continue
         old_dirs = dict(zip(old.replicas, old.log_dirs, strict=True))

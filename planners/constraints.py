@@ -10,7 +10,8 @@ placement and rack counts are the checker's own (:mod:`domain.spread`), over map
 * no more replicas sharing a rack within an IDC than before, unless unavoidable;
 * capacity headroom on every disk that gains bytes (checked by the workspace, which tracks usage).
 
-Each check is O(RF).
+Each check is O(RF), with early exits for the usual cases (every old broker in the pool, no rack shared
+after the move: no count of the old set is needed).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Mapping, Sequence
 
 from domain import Broker, ClusterSnapshot
 from domain.spread import placement_deficit, rack_duplicates, racks_by_idc, unavoidable_rack_duplicates
+
+_NONE: frozenset[int] = frozenset()
 
 
 class Topology:
@@ -33,6 +36,10 @@ class Topology:
         self.alive: dict[int, bool] = {b.id: b.is_alive for b in snapshot.brokers}
         self.place: dict[int, tuple[str, str]] = {b.id: (b.idc, b.rack) for b in snapshot.brokers}
         self.open_pool: dict[int, str] = {b.id: b.pool for b in snapshot.brokers if b.is_alive}  # may take replicas
+        members: dict[str, set[int]] = {}
+        for b in snapshot.brokers:
+            members.setdefault(b.pool, set()).add(b.id)
+        self.members: dict[str, frozenset[int]] = {pool: frozenset(m) for pool, m in members.items()}  # any state
         alive_places: dict[str, list[tuple[str, str]]] = {}
         for b in snapshot.brokers:
             if b.is_alive:
@@ -55,24 +62,30 @@ class Topology:
         for b in new:
             if b not in old_set and open_pool.get(b) != pool:  # unknown, not alive or of another pool
                 return False
-        if tuple(new) != tuple(old):
-            pool_of = self.pool
-            outside_after = 0
-            for b in new:
-                if pool_of.get(b) != pool:
-                    outside_after += 1
-            if outside_after and outside_after >= sum(1 for b in old if pool_of.get(b) != pool):
-                return False
-        if new_set == old_set:
-            return True
+        if new_set == old_set:  # the same brokers: pool isolation only if the order changed, spread unchanged
+            return tuple(new) == tuple(old) or self._pool_ok(old, new, pool)
+        # A new broker is of ``pool`` (above), so only old ones can be outside it.
+        if not old_set <= self.members.get(pool, _NONE) and not self._pool_ok(old, new, pool):
+            return False
         place = self.place
         if placement:
             after = placement_deficit(new, place, placement)
             if after and after >= placement_deficit(old, place, placement):
                 return False
         dups_after = rack_duplicates(new, place)
+        if not dups_after:  # no replica shares a rack: never more than before (the usual case, one count)
+            return True
         return not (dups_after > rack_duplicates(old, place)
                     and dups_after > unavoidable_rack_duplicates(new, place, self.racks_in.get(pool, {})))
+
+    def _pool_ok(self, old: Sequence[int], new: Sequence[int], pool: str) -> bool:
+        """Pool isolation of a changed replica list: no replica outside ``pool``, or fewer than before."""
+        pool_of = self.pool
+        outside_after = 0
+        for b in new:
+            if pool_of.get(b) != pool:
+                outside_after += 1
+        return not (outside_after and outside_after >= sum(1 for b in old if pool_of.get(b) != pool))
 
 
 def median(values: Sequence[float]) -> float:

@@ -31,9 +31,9 @@ instead of churning.
 Cost: O(moves x (log disks of the group + replicas of the source disk)) for most moves: from 1k disks a
 shedding run's target search walks a lazily kept heap of the disks that can take a replica (see
 planners.workspace), one broker's disks are scanned in plain Python; a full numpy scan of the group where
-the heap cannot tell (replicas lighter than its 2% quantile, the fallback ceiling). About 9.5 CPU seconds
-for 1,000 brokers x 12 disks, 300,000 replicas and 140,000 replica moves and about 33 for 3,000 x 12,
-900,000 and 424,000 (plan check included; load ~2 on 2 shared cores), most of it Python per move.
+the heap cannot tell (replicas lighter than its 2% quantile, the fallback ceiling). About 7.8 CPU seconds
+for 1,000 brokers x 12 disks, 300,000 replicas and 140,000 replica moves and about 29.5 for 3,000 x 12,
+900,000 and 424,000 (plan check included; load 1-2 on 2 shared cores), most of it Python per move.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 import operator
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -74,6 +74,7 @@ class _Candidate:
     position: int
     load: float
     size: int
+    partition: Partition
 
 
 class _Pile(list[_Candidate]):
@@ -98,7 +99,11 @@ def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = N
         before = pool_peak_to_mean(ws)
         for pool in sorted({b.pool for b in snapshot.brokers}):
             notes += balance_pool(ws, pool, options)
-        return ws.to_plan(KIND, [movement_note(ws, before), *notes] if ws.moved_bytes else notes)
+        plan = ws.to_plan(KIND, notes)
+        if ws.moved_bytes and plan.summary is not None:  # the summary has counted the intra-broker bytes already
+            plan = replace(plan, notes=(movement_note(ws, before, plan.summary.intra_broker_bytes), *plan.notes))
+        del ws  # freed while the collector is off: its re-enabling then walks the plan's objects only
+    return plan
 
 
 def total_replica_bytes(snapshot: ClusterSnapshot) -> int:
@@ -117,13 +122,16 @@ def pool_peak_to_mean(ws: Workspace) -> float:
     return worst
 
 
-def movement_note(ws: Workspace, before: float) -> str:
-    """Bytes copied as a share of all replica bytes, and the balance reached (with the budget, if any)."""
+def movement_note(ws: Workspace, before: float, intra: int | None = None) -> str:
+    """Bytes copied as a share of all replica bytes, and the balance reached (with the budget, if any).
+
+    ``intra``: the bytes of those copies between log dirs of one broker when the caller has them (the plan
+    summary's ``intra_broker_bytes``); counted from the workspace otherwise."""
     total = total_replica_bytes(ws.snapshot)
     share = ws.moved_bytes / total if total else 0.0
     budget = (f" within a budget of {ws.bounds.max_bytes:,} bytes ({ws.bounds.max_bytes / total:.1%})"
               if ws.bounds.max_bytes is not None and total else "")
-    intra = ws.intra_broker_bytes()
+    intra = ws.intra_broker_bytes() if intra is None else intra  # (the plan summary's figure: the same count)
     split = f" ({ws.moved_bytes - intra:,} over the network, {intra:,} between log dirs of one broker)"
     return (f"moves {ws.moved_bytes:,} bytes{split} = {share:.1%} of all replica bytes ({total:,}){budget}; worst pool "
             f"peak/mean {before:.3f} -> {pool_peak_to_mean(ws):.3f} (`plan budget-curve`: what other budgets reach)")
@@ -254,9 +262,10 @@ class _Shedder:
                 neg, i = heapq.heappop(heap)
             if i in stuck:
                 continue
-            if abs(-neg - ws.util(i)) > 1e-12:  # stale: re-queue with its current utilisation
-                if ws.util(i) > hot:
-                    heapq.heappush(heap, (-ws.util(i), i))
+            util = ws.util(i)
+            if abs(-neg - util) > 1e-12:  # stale: re-queue with its current utilisation
+                if util > hot:
+                    heapq.heappush(heap, (-util, i))
                 continue
             if cands.get(i) is None:
                 cands[i] = _Pile(_candidates(ws, i, self.pool, self.arrived.get(i, ())))
@@ -269,18 +278,21 @@ class _Shedder:
                     for j, pid in exchanged:
                         self.arrived.setdefault(j, []).append(pid)
                         cands.pop(j, None)
-                    if ws.util(i) > hot:
-                        heapq.heappush(heap, (-ws.util(i), i))
+                    util = ws.util(i)
+                    if util > hot:
+                        heapq.heappush(heap, (-util, i))
                     continue
             if target is None:
                 stuck[i] = why
                 continue
             self.arrived.setdefault(target, []).append(moved)
             cands.pop(target, None)  # rebuilt with the arrival if it ever sheds
-            if ws.util(target) > hot:
-                heapq.heappush(heap, (-ws.util(target), target))
-            if ws.util(i) > hot:  # the source, most often still the hottest: back without a sift
-                held = (-ws.util(i), i)
+            util = ws.util(target)
+            if util > hot:
+                heapq.heappush(heap, (-util, target))
+            util = ws.util(i)
+            if util > hot:  # the source, most often still the hottest: back without a sift
+                held = (-util, i)
         return stuck
 
 
@@ -295,19 +307,19 @@ def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, i
         leader = p.leader
         if leader is None or topics[p.topic].pool != pool:
             continue
-        replicas, dirs = current.get(pid, (p.replicas, p.log_dirs))
-        position = -1
-        for k, pair in enumerate(zip(replicas, dirs, strict=True)):
-            if pair == here:
-                position = k
-                break
-        if position < 0:
+        replicas, dirs = current.get(pid) or (p.replicas, p.log_dirs)
+        if broker not in replicas:
             continue
+        position = replicas.index(broker)  # its first replica on the broker: the one here, unless a duplicate
+        if dirs[position] != here[1]:
+            position = next((k for k, pair in enumerate(zip(replicas, dirs, strict=True)) if pair == here), -1)
+            if position < 0:
+                continue
         load = p.bytes_in_per_s + p.disk_read_bytes_per_s if broker == leader else p.bytes_in_per_s  # replica_load
         if load <= 0 or (broker == leader and position != 0):
             continue  # moving a non-preferred leader would hand leadership to a third disk
         size = p.size_bytes
-        keyed.append(((-(load / size) if size else float("-inf"), pid), _Candidate(pid, position, load, size)))
+        keyed.append(((-(load / size) if size else float("-inf"), pid), _Candidate(pid, position, load, size, p)))
     keyed.sort(key=_KEY)
     return [c for _, c in keyed]
 
@@ -320,8 +332,9 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
     over the network) under the goal; the whole group only when none of them qualifies.
     """
     why = "no-target"
+    max_bps = float(ws.max_bps[i])  # (the same double: the product and difference below are numpy's)
     while cands:
-        excess = ws.load[i] - goal * ws.max_bps[i]
+        excess = ws.load[i] - goal * max_bps
         pick = 0
         if cands.top is None:
             cands.top = max(map(_LOAD, cands))
@@ -331,13 +344,13 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
                            default=(0, 0))
             pick = smallest[1]
         c = cands[pick]
-        p = ws.partition(c.pid)
+        p = c.partition
         if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
             cands.drop(pick)  # over the byte budget wherever it goes: no scan needed
             why = "bounds"
             continue
         added = ws.added_load(p, c.position)  # the same for every scan below
-        target = ws.best_target(p, c.position, ws.own_disks(i), max_util=goal, added=added) if intra else None
+        target = ws.best_own_target(i, p, c.position, max_util=goal, added=added) if intra else None
         if target is None:
             targets = _targets(ws, p, c.position)
             if receivers is not None:

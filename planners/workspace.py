@@ -13,17 +13,20 @@ throughput. Targets are ranked on it; acceptance tests use the estimated utilisa
 max throughput), the balancing objective.
 
 Speed (every shortcut gives exactly the general code's answer; tests pin each against it): one broker's
-disks are scanned in plain Python floats; larger groups by numpy into preallocated scratch; a shedding
+disks are scanned in plain Python floats (:meth:`Workspace.best_own_target`: straight on the broker's disk
+span); larger groups by numpy into preallocated scratch; a shedding
 run's scans over a group of 1k+ disks walk a lazily kept heap of the disks that can still take a
 replica (:class:`_Heap`: O(log n) per change, no pass over the group per move);
 :meth:`Workspace.move_replica` touches only the source and target disks when no other replica's
-leadership changes; :func:`gc_paused` keeps the cyclic collector from re-walking the snapshot.
+leadership changes, reading the planned leader and the original pairs without building sets; per-disk
+constants (``inv_max``, ``base``, ``load0``) are read from Python lists in the per-move arithmetic;
+:func:`gc_paused` keeps the cyclic collector from re-walking the snapshot.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import contextmanager
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
@@ -53,6 +56,7 @@ HEAP_WALK = 48  # live disks a _Heap walk passes over (ruled out) before the ful
 HEAP_SLACK = 3  # a _Heap is rebuilt when it holds this many entries per disk
 HEAP_QUANTILE = 0.02  # a _Heap keeps the disks that can take the replica load at this quantile (smaller: full scan)
 MAX_HEAPS = 4
+_NONE: frozenset[int] = frozenset()  # no disk excluded
 
 
 class PlannerError(ValueError):
@@ -147,6 +151,17 @@ class Workspace:
         self._heaps: dict[tuple[int, int, float], _Heap] = {}
         self._least: float | None = None
         self._topic_facts: dict[str, tuple[str, Mapping[str, int] | None]] = {}  # pool, placement policy
+        # Python-float copies of the arrays that never change, for the per-move arithmetic (list reads are
+        # cheaper than numpy scalar reads; the values are the same doubles)
+        self._inv_max: list[float] = self.inv_max.tolist()
+        self._base: list[float] = self.base.tolist()
+        self._load0: list[float] = self.load0.tolist()
+        # (first disk, disk count) of each disk's broker when its disks are contiguous and few (best_own_target)
+        self._own_span: list[tuple[int, int] | None] = [None] * n
+        for disks_of in self.broker_disks.values():
+            if disks_of[-1] - disks_of[0] + 1 == len(disks_of) <= SMALL_SCAN:
+                for i in disks_of:
+                    self._own_span[i] = (disks_of[0], len(disks_of))
 
     # ------------------------------------------------------------------ reads
     def partition(self, pid: PartitionId) -> Partition:
@@ -175,11 +190,11 @@ class Workspace:
 
     def add_load(self, i: int, delta: float) -> None:
         """Add ``delta`` bytes/s to disk ``i`` (its estimated and projected utilisation follow)."""
-        inv = float(self.inv_max[i])  # Python floats: the same IEEE double operations as numpy's scalars
+        inv = self._inv_max[i]  # Python floats: the same IEEE double operations as numpy's scalars
         load = float(self.load[i]) + delta
         self.load[i] = load
         self.util_arr[i] = util = load * inv
-        self.proj[i] = value = float(self.base[i]) + (load - float(self.load0[i])) * inv
+        self.proj[i] = value = self._base[i] + (load - self._load0[i]) * inv
         if self._heaps:
             bits = int(self._proj_bits[i])
             for heap in self._heaps.values():
@@ -202,6 +217,8 @@ class Workspace:
         by_id = self.index.partition_by_id
         for pid, (replicas, dirs) in self.current.items():
             p = by_id[pid]
+            if dirs == p.log_dirs and replicas == p.replicas:
+                continue  # moved back: nothing copied
             old = dict(zip(p.replicas, p.log_dirs, strict=True))
             moved = 0
             for b, d in zip(replicas, dirs, strict=True):
@@ -332,8 +349,20 @@ class Workspace:
         """
         if len(candidates) == 0:
             return None
-        return self._scan(p, position, candidates, max_util, set(exclude), tries,
+        return self._scan(p, position, candidates, max_util, set(exclude) if exclude else _NONE, tries,
                           added if added is not None else self.added_load(p, position), frequent)
+
+    def best_own_target(self, i: int, p: Partition, position: int, *, max_util: float | None,
+                        added: tuple[int, float]) -> int | None:
+        """:meth:`best_target` over :meth:`own_disks` of ``i`` (an intra-broker move), its small scan called directly
+        on the broker's contiguous disks; the general call when the broker has more than :data:`SMALL_SCAN` disks
+        or the small scan cannot tell."""
+        span = self._own_span[i]
+        if span is not None:
+            done, found = self._scan_small(p, position, span[0], span[1], added[0], added[1], max_util, 64)
+            if done:
+                return found
+        return self.best_target(p, position, self.own_disks(i), max_util=max_util, added=added)
 
     def _valid(self, p: Partition, position: int, i: int) -> bool:
         """Hard goals and plan bounds for putting replica ``position`` of ``p`` on disk ``i``."""
@@ -354,13 +383,15 @@ class Workspace:
 
     def added_load(self, p: Partition, position: int) -> tuple[int, float]:
         """(disk index the replica is on or -1, the load it brings to a disk) of replica ``position`` of ``p``."""
-        replicas, dirs = self.current.get(p.id, (p.replicas, p.log_dirs))
+        pid = p.id
+        replicas, dirs = self.current.get(pid, (p.replicas, p.log_dirs))
         src = self.pos.get((replicas[position], dirs[position]), -1)
-        add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if self.leader(p) == replicas[position] else 0.0)
+        leader = _planned_leader(p, self.leader_override.get(pid), replicas, dirs)
+        add = p.bytes_in_per_s + (p.disk_read_bytes_per_s if leader == replicas[position] else 0.0)
         return src, add
 
     def _scan(self, p: Partition, position: int, candidates: np.ndarray, max_util: float | None,
-              excluded: set[int], tries: int, added: tuple[int, float], frequent: bool = False) -> int | None:
+              excluded: Set[int], tries: int, added: tuple[int, float], frequent: bool = False) -> int | None:
         src, add = added
         n = len(candidates)
         first = int(candidates[0])
@@ -421,7 +452,7 @@ class Workspace:
         if not heap.ok or not add >= heap.least:
             return False, None
         entries, cur, mask = heap.entries, heap.cur, heap.mask
-        util, inv, room = self.util_arr, self.inv_max, self.room
+        util, inv, room = self.util_arr, self._inv_max, self.room  # inv: Python floats, the same values
         size = float(p.size_bytes)
         check_room = not p.size_bytes <= self.room_floor
         held: list[int] = []
@@ -459,20 +490,21 @@ class Workspace:
         than a numpy pass's call overhead. Returns (False, None) when a projection is NaN or huge: the numpy
         scan decides then (its order for those)."""
         end = first + n
-        room = self.room[first:end].tolist()
+        # every disk has room for it when it fits the floor of all rooms (as in _scan): no room test then
+        room = self.room[first:end].tolist() if not p.size_bytes <= self.room_floor else None
         proj = self.proj[first:end].tolist()
         size = float(p.size_bytes)
         good: list[tuple[float, int]] = []
         if max_util is None:
             for k in range(n):
-                if not room[k] < size and first + k != src:
+                if not (room is not None and room[k] < size) and first + k != src:
                     good.append((proj[k], k))
         else:
             util = self.util_arr[first:end].tolist()
-            inv = self.inv_max[first:end].tolist()
+            inv = self._inv_max[first:end]
             limit = max_util + EPS
             for k in range(n):
-                if not (room[k] < size or util[k] + add * inv[k] > limit) and first + k != src:
+                if not ((room is not None and room[k] < size) or util[k] + add * inv[k] > limit) and first + k != src:
                     good.append((proj[k], k))
         for score, _ in good:
             if score != score or score >= _BIG:
@@ -499,15 +531,9 @@ class Workspace:
         old_b, old_d = replicas[position], dirs[position]
         pos = self.pos
         src = pos.get((old_b, old_d))
-        leader = self.leader(p)
         override = self.leader_override.get(pid)
-        after: int | None
-        if override is not None:
-            after = override
-        elif p.leader in new_r or (new_r == p.replicas and new_d == p.log_dirs):
-            after = p.leader
-        else:
-            after = new_r[0]
+        leader = _planned_leader(p, override, replicas, dirs)
+        after = _planned_leader(p, override, new_r, new_d)
         staying = (*replicas[:position], *replicas[position + 1:])
         write, read = p.bytes_in_per_s, p.disk_read_bytes_per_s
         size_bytes = p.size_bytes
@@ -531,9 +557,8 @@ class Workspace:
             self.room[target] -= size_bytes
             if self.room[target] < self.room_floor:
                 self.room_floor = float(self.room[target])
-        original = tuple(zip(p.replicas, p.log_dirs, strict=True))
         was = self.copied.get(pid, 0)
-        copies = was - ((old_b, old_d) not in original) + ((b, d) not in original)
+        copies = was - (not _had(p, old_b, old_d)) + (not _had(p, b, d))
         self.current[pid] = (new_r, new_d)
         self.copied[pid] = copies
         new_cost = copies * size_bytes
@@ -545,11 +570,12 @@ class Workspace:
     def moves(self) -> tuple[PartitionMove, ...]:
         """Every partition whose planned assignment differs from the snapshot, sorted by partition id."""
         out = []
-        for pid in sorted(self.current):
-            replicas, dirs = self.current[pid]
-            p = self.partition(pid)
+        current, by_id = self.current, self.index.partition_by_id
+        for pid in sorted(current):
+            replicas, dirs = current[pid]
+            p = by_id[pid]
             if replicas != p.replicas or dirs != p.log_dirs:
-                out.append(PartitionMove(topic=p.topic, partition=p.partition, replicas=replicas, log_dirs=dirs))
+                out.append(PartitionMove(p.topic, p.partition, replicas, dirs))
         return tuple(out)
 
     def leader_changes(self) -> tuple[LeaderChange, ...]:
@@ -630,6 +656,24 @@ class _Heap:
         heappush(entries, entry)
         if len(entries) > HEAP_SLACK * (self.end - self.first):
             self.rebuild(ws)
+
+
+def _planned_leader(p: Partition, override: int | None, replicas: tuple[int, ...], dirs: tuple[str, ...]) -> int | None:
+    """:meth:`Workspace.leader` of ``p`` planned on ``replicas`` / ``dirs`` with leader override ``override``."""
+    if override is not None:
+        return override
+    if p.leader in replicas or (replicas == p.replicas and dirs == p.log_dirs):
+        return p.leader
+    return replicas[0]
+
+
+def _had(p: Partition, broker: int, path: str) -> bool:
+    """``(broker, path) in zip(p.replicas, p.log_dirs)``: a replica ``p`` has in the snapshot (its first replica on
+    ``broker`` looked at first; the full test only when that one is on another log dir)."""
+    replicas = p.replicas
+    if broker not in replicas:
+        return False
+    return p.log_dirs[replicas.index(broker)] == path or (broker, path) in zip(replicas, p.log_dirs, strict=True)
 
 
 def _order_key(bits: int) -> int:

@@ -173,3 +173,54 @@ def test_a_restore_may_bring_back_a_recorded_placement_that_breaks_a_rule() -> N
     doc = mutated(mutated(doc, "topics.0.partitions.0.isr", [3, 2, 4]), "topics.0.partitions.0.leader", 3)
     dead = parse_snapshot(dumps(mutated(doc, "brokers.0.state", "dead")))
     assert [v.code for v in check_plan(dead, restore, recorded=recorded)] == ["target-not-alive"]
+
+
+def test_checker_shortcuts_give_the_plain_rules() -> None:
+    """#20: bytes counted by pair membership when every dir is named, the rack rule's old count skipped when no rack
+    is shared after the move, pool isolation by one pass: random moves (other pools, dead and unknown brokers,
+    duplicate brokers, "any" dirs) get the plain rules' verdicts."""
+    import random
+
+    from domain.spread import rack_duplicates, racks_by_idc, unavoidable_rack_duplicates
+    from kafkasim.generator import GeneratorSpec, generate_snapshot
+
+    snap = generate_snapshot(GeneratorSpec(brokers=16, disks_per_broker=3, partitions=300, seed=4, racks_per_idc=2,
+                                           pools={"a": 0.7, "b": 0.3}, dead_brokers=2))
+    index = snap.index
+    place = {b.id: (b.idc, b.rack) for b in snap.brokers}
+    pool_of = {b.id: b.pool for b in snap.brokers}
+    dirs_of = {b.id: [d.path for d in b.disks] for b in snap.brokers}
+    rng = random.Random(9)
+    seen = set()
+    for _ in range(1500):
+        p = rng.choice(index.partitions)
+        replicas, dirs = list(p.replicas), list[str | None](p.log_dirs)
+        for _ in range(rng.randrange(1, 3)):
+            k = rng.randrange(len(replicas))
+            replicas[k] = rng.choice(list(dirs_of))
+            dirs[k] = rng.choice([*dirs_of[replicas[k]], None]) if rng.random() < 0.9 else None
+        m = move(p.topic, p.partition, tuple(replicas), tuple(dirs))
+        old_pairs = set(zip(p.replicas, p.log_dirs, strict=True))
+        copies = sum(1 for b, d in zip(m.replicas, m.log_dirs, strict=True)
+                     if b not in p.replicas or (d is not None and (b, d) not in old_pairs))
+        plan = Plan(cluster=snap.cluster, kind="rebalance", moves=(m,))
+        found = codes(plan, snap, CheckLimits(max_bytes_to_move=copies * p.size_bytes - 1))
+        assert "plan-limit" in found
+        assert "plan-limit" not in codes(plan, snap, CheckLimits(max_bytes_to_move=copies * p.size_bytes))
+        if any(c in found for c in ("unknown-broker", "unknown-log-dir")):
+            continue
+        pool = index.topic_by_name[p.topic].pool
+        outside = sum(1 for b in m.replicas if pool_of[b] != pool)
+        want_pool = bool(outside and m.replicas != p.replicas
+                         and outside >= sum(1 for b in p.replicas if pool_of.get(b) != pool))
+        assert ("pool-isolation" in found) == want_pool
+        if len(set(m.replicas)) == len(m.replicas) and set(m.replicas) == set(p.replicas):
+            assert "rack-spread" not in found
+            continue
+        racks = racks_by_idc((b.idc, b.rack) for b in snap.brokers if b.pool == pool and b.is_alive)
+        after = rack_duplicates(m.replicas, place)
+        want_rack = after > rack_duplicates(p.replicas, place) and after > unavoidable_rack_duplicates(
+            m.replicas, place, racks)
+        assert ("rack-spread" in found) == want_rack
+        seen.add((want_pool, want_rack))
+    assert {(False, False), (False, True), (True, False)} <= seen

@@ -11,9 +11,11 @@ import pytest
 
 from domain import Partition, PartitionMove, Plan, apply_plan, dump_plan, plan_effect, summarize_effect, summarize_plan
 from domain.apply import reassigned
+from domain.spread import placement_deficit, rack_duplicates, unavoidable_rack_duplicates
 from domain.summary import _after_disk_loads_by_disk, after_disk_loads
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners import plan_rebalance, workspace
+from planners import disk_balance, plan_rebalance, workspace
+from planners.constraints import Topology
 from planners.workspace import Workspace
 
 SPEC = GeneratorSpec(brokers=30, disks_per_broker=6, partitions=1500, skew="zipf", seed=3, idcs=("idc-a", "idc-b"),
@@ -187,3 +189,176 @@ def test_add_load_in_python_floats_is_numpys_arithmetic() -> None:
         proj = ws.base[i] + (load[i] - ws.load0[i]) * ws.inv_max[i]
         assert (ws.load.tobytes(), ws.util_arr[i].tobytes(), ws.proj[i].tobytes()) == (
             load.tobytes(), util.tobytes(), proj.tobytes())
+
+
+def _replica_set_ok_plain(topo: Topology, old: tuple[int, ...], new: tuple[int, ...], pool: str,
+                          placement: dict[str, int] | None) -> bool:
+    """Topology.replica_set_ok before its early exits (#20): every rule counted in full."""
+    new_set = set(new)
+    if len(old) != len(new) or len(new_set) != len(new):
+        return False
+    old_set = set(old)
+    for b in new:
+        if b not in old_set and topo.open_pool.get(b) != pool:
+            return False
+    if tuple(new) != tuple(old):
+        outside_after = sum(1 for b in new if topo.pool.get(b) != pool)
+        if outside_after and outside_after >= sum(1 for b in old if topo.pool.get(b) != pool):
+            return False
+    if new_set == old_set:
+        return True
+    if placement:
+        after = placement_deficit(new, topo.place, placement)
+        if after and after >= placement_deficit(old, topo.place, placement):
+            return False
+    dups_after = rack_duplicates(new, topo.place)
+    return not (dups_after > rack_duplicates(old, topo.place)
+                and dups_after > unavoidable_rack_duplicates(new, topo.place, topo.racks_in.get(pool, {})))
+
+
+def test_replica_set_ok_early_exits_give_the_plain_rules() -> None:
+    """Random old/new sets over two pools, dead and unknown brokers, duplicates, placements: the same verdicts."""
+    snap = generate_snapshot(replace(SPEC, pools={"a": 0.6, "b": 0.4}, dead_brokers=4, racks_per_idc=2))
+    topo = Topology(snap)
+    rng = random.Random(5)
+    ids = [b.id for b in snap.brokers] + [10_001, 10_002]  # two unknown brokers
+    verdicts = set()
+    for _ in range(20_000):
+        n = rng.randrange(1, 5)
+        old = tuple(rng.choice(ids) for _ in range(n))
+        new = list(old)
+        for _ in range(rng.randrange(1, 3)):
+            new[rng.randrange(n)] = rng.choice(ids)
+        if rng.random() < 0.1:
+            new.reverse()
+        if rng.random() < 0.03:
+            new.append(rng.choice(ids))
+        pool = rng.choice(["a", "b", "c"])
+        placement = rng.choice([None, {"idc-a": 1}, {"idc-a": 2, "idc-b": 1}, {"idc-b": 3}])
+        want = _replica_set_ok_plain(topo, old, tuple(new), pool, placement)
+        assert topo.replica_set_ok(old, tuple(new), pool, placement) == want, (old, new, pool, placement)
+        verdicts.add(want)
+    assert verdicts == {True, False}
+
+
+def test_had_is_membership_of_the_original_pairs() -> None:
+    p = Partition("t", 0, (1, 2, 1), 1, (1, 2, 1), ("/a", "/b", "/c"))  # a duplicate broker, as a bad snapshot may
+    for b in (1, 2, 3):
+        for d in ("/a", "/b", "/c", "/d"):
+            assert workspace._had(p, b, d) == ((b, d) in tuple(zip(p.replicas, p.log_dirs, strict=True)))
+
+
+def _candidates_plain(ws: Workspace, i: int, pool: str, arrived: tuple[tuple[str, int], ...]) -> list[object]:
+    """disk_balance._candidates with its position found by the plain scan of (broker, dir) pairs."""
+    here = ws.disk_ids[i]
+    out = []
+    for pid in dict.fromkeys((*ws.index.replicas_on_disk[here], *arrived)):
+        p = ws.partition(pid)
+        if p.leader is None or ws.index.topic_by_name[p.topic].pool != pool:
+            continue
+        replicas, dirs = ws.replicas(p)
+        position = next((k for k, pair in enumerate(zip(replicas, dirs, strict=True)) if pair == here), -1)
+        if position < 0:
+            continue
+        load = p.replica_load(here[0])
+        if load <= 0 or (here[0] == p.leader and position != 0):
+            continue
+        out.append((-(load / p.size_bytes) if p.size_bytes else float("-inf"), pid, position, load))
+    out.sort(key=lambda c: c[:2])
+    return [(pid, position, load) for _, pid, position, load in out]
+
+
+def test_candidates_find_the_replica_on_the_disk_as_the_plain_scan() -> None:
+    """After a rebalance's worth of moves (intra-broker ones too, replicas moved in): the same candidate piles."""
+    snap = generate_snapshot(SPEC)
+    ws = Workspace(snap)
+    rng = random.Random(11)
+    parts = [p for p in snap.index.partitions if p.leader is not None]
+    arrived: dict[int, list[tuple[str, int]]] = {}
+    for _ in range(800):
+        p = rng.choice(parts)
+        replicas, dirs = ws.replicas(p)
+        position = rng.randrange(len(replicas))
+        target = rng.choice(ws.broker_disks[replicas[position]]) if rng.random() < 0.5 \
+            else rng.randrange(len(ws.disk_ids))
+        broker = int(ws.disk_broker[target])
+        if (broker in replicas and broker != replicas[position]) or target == ws.pos[(replicas[position],
+                                                                                      dirs[position])]:
+            continue
+        ws.move_replica(p, position, target)
+        arrived.setdefault(target, []).append(p.id)
+    for i in range(len(ws.disk_ids)):
+        got = [(c.pid, c.position, c.load) for c in disk_balance._candidates(ws, i, "shared", arrived.get(i, ()))]
+        assert got == _candidates_plain(ws, i, "shared", tuple(arrived.get(i, ())))
+
+
+def test_planned_leader_is_workspace_leader() -> None:
+    """move_replica and added_load read the planned leader inline: Workspace.leader's answer, overrides too."""
+    snap = generate_snapshot(SPEC)
+    ws = Workspace(snap)
+    rng = random.Random(13)
+    parts = [p for p in snap.index.partitions if p.leader is not None]
+    for step in range(1500):
+        p = rng.choice(parts)
+        replicas, dirs = ws.replicas(p)
+        if step % 5 == 0:
+            ws.set_leader(p, rng.choice(replicas))
+        else:
+            position = rng.randrange(len(replicas))
+            target = rng.randrange(len(ws.disk_ids))
+            broker = int(ws.disk_broker[target])
+            if not (broker in replicas and broker != replicas[position]) \
+                    and target != ws.pos[(replicas[position], dirs[position])]:
+                ws.move_replica(p, position, target)
+        replicas, dirs = ws.replicas(p)
+        assert workspace._planned_leader(p, ws.leader_override.get(p.id), replicas, dirs) == ws.leader(p)
+        for k in range(len(replicas)):
+            src, add = ws.added_load(p, k)
+            assert src == ws.pos.get((replicas[k], dirs[k]), -1)
+            assert add == p.bytes_in_per_s + (p.disk_read_bytes_per_s if ws.leader(p) == replicas[k] else 0.0)
+
+
+def test_summary_intra_broker_bytes_are_the_workspace_count() -> None:
+    """The rebalance note takes its intra-broker bytes from the plan summary: the workspace's own count, also with
+    replicas moved between log dirs, moved back, and across brokers."""
+    snap = generate_snapshot(SPEC)
+    ws = Workspace(snap)
+    rng = random.Random(17)
+    parts = [p for p in snap.index.partitions if p.leader is not None]
+    for _ in range(900):
+        p = rng.choice(parts)
+        replicas, dirs = ws.replicas(p)
+        position = rng.randrange(len(replicas))
+        target = rng.choice(ws.broker_disks[replicas[position]]) if rng.random() < 0.6 \
+            else rng.randrange(len(ws.disk_ids))
+        broker = int(ws.disk_broker[target])
+        if (broker in replicas and broker != replicas[position]) or target == ws.pos[(replicas[position],
+                                                                                      dirs[position])]:
+            continue
+        ws.move_replica(p, position, target)
+    draft = Plan(cluster=snap.cluster, kind="rebalance", moves=ws.moves())  # (random moves: not a valid plan)
+    summary = summarize_effect(snap, draft, plan_effect(snap, draft))
+    assert ws.intra_broker_bytes() > 0
+    assert summary.intra_broker_bytes == ws.intra_broker_bytes()
+
+
+def test_best_own_target_is_best_target_over_own_disks() -> None:
+    """The intra-broker scan on the broker's span answers as best_target over own_disks (limits, room, sources)."""
+    snap = generate_snapshot(SPEC)
+    ws = Workspace(snap)
+    rng = random.Random(19)
+    parts = [p for p in snap.index.partitions if p.leader is not None]
+    answers = set()
+    for step in range(3000):
+        p = rng.choice(parts)
+        replicas, dirs = ws.replicas(p)
+        position = rng.randrange(len(replicas))
+        i = ws.pos[(replicas[position], dirs[position])]
+        added = ws.added_load(p, position)
+        limit = rng.choice([None, 0.0, float(ws.util_arr[i]), float(ws.util_arr.mean()), 10.0])
+        want = ws.best_target(p, position, ws.own_disks(i), max_util=limit, added=added)
+        assert ws.best_own_target(i, p, position, max_util=limit, added=added) == want
+        answers.add(want is None)
+        if want is not None and step % 3 == 0:
+            ws.move_replica(p, position, want)
+    assert answers == {True, False}
