@@ -356,7 +356,7 @@ class Engine:
         self.futures = []
         self.catchups = []
         self.b_alive = np.array([b.alive for b in self.brokers], dtype=bool)
-        self.retention_clock.sync(self.brokers, self.b_alive, self.t)
+        self.retention_clock.sync(self.brokers, self.t)
         self.broker_replicas = [[] for _ in self.brokers]
         self.slot_ref = {}
         for cl in self.clusters.values():
