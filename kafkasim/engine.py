@@ -175,10 +175,10 @@ class Engine:
         """(slot, follower broker gidx) -> bytes an in-sync follower is behind because its line is full."""
         self.slot_ref: dict[int, tuple[Cluster, Partition]] = {}
         self.seglogs: dict[int, SegmentedLog] = {}
-        self.retention_clock = RetentionClock()
-        """When each broker runs its retention check (``log.retention.check.interval.ms``)."""
         """slot -> the segments of a record-holding partition (:mod:`kafkasim.seglog`): retention deletes
         whole segments there, not a share of the log every tick."""
+        self.retention_clock = RetentionClock()
+        """When each broker runs its retention check (``log.retention.check.interval.ms``)."""
         self.seg_bytes = np.zeros(0)
         self.seg_s = np.zeros(0)
         self.tiered_slot = np.zeros(0, dtype=bool)
