@@ -114,8 +114,9 @@ def plan_readers(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, bud
             dsts = by_broker.get(b, [])
             for d in dsts:
                 add(d, size / len(adding) / len(dsts))
-        opts = [] if t.tp in skip else [o for o in candidates(t, p, live, dirs) if o[1] in budgets]
-        if len(opts) > 1 and opts[0][1] in budgets:
+        cands = [] if t.tp in skip else candidates(t, p, live, dirs)
+        opts = [o for o in cands if o[1] in budgets]
+        if len(opts) > 1 and cands[0][1] in budgets:  # opts[0] is the leader: without its figures, no choice
             choosing.append((t, opts))
         else:
             add(_disk(t, dirs, p.leader), size)

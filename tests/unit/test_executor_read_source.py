@@ -86,3 +86,12 @@ def test_a_refused_reorder_is_sent_at_most_max_attempts_times_then_the_task_is_g
     else:
         raise AssertionError("the refused reorder was sent every pass")
     assert sent == 3
+
+
+def test_no_follower_read_when_the_leaders_disk_has_no_live_figures() -> None:
+    # the leader's disk cannot be weighed: the followers must not be compared among themselves instead
+    t = task("t:0", [1, 2, 3], ["/d1"] * 3, [4, 2, 3], 3 * GB)
+    budgets = {(2, "/d1"): 10e6, (3, "/d1"): 60e6, (4, "/d1"): 60e6}
+    assert plan_readers({t.key: t}, cluster([t]), dir_map([t]), budgets, lambda _k, d: d) == {}
+    assert plan_readers({t.key: t}, cluster([t]), dir_map([t]), {**budgets, (1, "/d1"): 10e6},
+                        lambda _k, d: d) == {t.tp: 3}  # with them, the quiet follower reads
