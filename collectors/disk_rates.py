@@ -169,7 +169,8 @@ class DiskScraper:
     """broker -> (bytes in/s, bytes out/s, reassignment bytes in/s), all Kafka traffic of the broker."""
     clock: float | None = None
     errors: dict[int, str] = field(default_factory=dict)
-    """broker -> why its last scrape gave no sample (the first failing endpoint's URL and error)."""
+    """broker -> why its last scrape gave no sample (the first failing endpoint's URL and error); a broker
+    left out of a scrape keeps its entry, one scraped successfully loses it."""
     _counters: CounterTracker = field(init=False, repr=False)
     _scraper: Scraper = field(init=False, repr=False)
 
@@ -184,9 +185,9 @@ class DiskScraper:
         if not ids:
             return self.rates
         results = self._fetch(ids)
-        self.errors = {}
         clocks = []
         for bid, res in zip(ids, results, strict=True):
+            self.errors.pop(bid, None)  # the brokers not scraped this round keep their last error
             if isinstance(res, str):
                 self.errors[bid] = res
                 continue

@@ -50,7 +50,7 @@ BROKER_DYNAMIC_KEYS = {
     "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
 }
-BROKER_STATIC_DEFAULTS: dict[str, str] = {
+BROKER_STATIC_DEFAULTS: dict[str, str] = {  # read-only configs only reported (DescribeConfigs), never set
     "num.network.threads": "3",
     "num.io.threads": "8",
     "remote.log.storage.system.enable": "false",
@@ -59,9 +59,9 @@ BROKER_STATIC_DEFAULTS: dict[str, str] = {
 REPLICA_SELECTOR = "replica.selector.class"
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 RETENTION_CHECK = "log.retention.check.interval.ms"
-BROKER_STATIC_DEFAULTS_OF_KEYS: dict[str, str | None] = {REPLICA_SELECTOR: None, RETENTION_CHECK: "300000"}
-"""Kafka's default of each read-only broker config a scenario may set (None: unset)."""
-BROKER_STATIC_KEYS = set(BROKER_STATIC_DEFAULTS_OF_KEYS)
+SETTABLE_STATIC_DEFAULTS: dict[str, str | None] = {REPLICA_SELECTOR: None, RETENTION_CHECK: "300000"}
+"""The read-only broker configs a scenario or a revive may set, each with Kafka's default (None: unset)."""
+BROKER_STATIC_KEYS = set(SETTABLE_STATIC_DEFAULTS)
 """Read-only broker configs a scenario may set per cluster (``broker_configs``: its brokers' server.properties)
 or a restart may change (``POST /fault/revive-broker`` with ``configs``); each is read-only in Kafka too
 (AlterConfigs answers INVALID_CONFIG). ``replica.selector.class`` (unset by default): with it unset the leader
@@ -85,8 +85,7 @@ def check_static_config(key: str, value: str) -> None:
 
 def retention_check_s(static_configs: Mapping[str, str]) -> float:
     """A broker's retention check interval in seconds (its ``log.retention.check.interval.ms``, else Kafka's)."""
-    value = static_configs.get(RETENTION_CHECK) or BROKER_STATIC_DEFAULTS_OF_KEYS[RETENTION_CHECK]
-    return int(value or 300000) / 1000.0
+    return int(static_configs.get(RETENTION_CHECK) or str(SETTABLE_STATIC_DEFAULTS[RETENTION_CHECK])) / 1000.0
 
 
 def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | None:

@@ -175,10 +175,10 @@ class Engine:
         """(slot, follower broker gidx) -> bytes an in-sync follower is behind because its line is full."""
         self.slot_ref: dict[int, tuple[Cluster, Partition]] = {}
         self.seglogs: dict[int, SegmentedLog] = {}
-        self.retention_clock = RetentionClock()
-        """When each broker runs its retention check (``log.retention.check.interval.ms``)."""
         """slot -> the segments of a record-holding partition (:mod:`kafkasim.seglog`): retention deletes
         whole segments there, not a share of the log every tick."""
+        self.retention_clock = RetentionClock()
+        """When each broker runs its retention check (``log.retention.check.interval.ms``)."""
         self.seg_bytes = np.zeros(0)
         self.seg_s = np.zeros(0)
         self.tiered_slot = np.zeros(0, dtype=bool)
@@ -356,7 +356,7 @@ class Engine:
         self.futures = []
         self.catchups = []
         self.b_alive = np.array([b.alive for b in self.brokers], dtype=bool)
-        self.retention_clock.sync(self.brokers, self.b_alive, self.t)
+        self.retention_clock.sync(self.brokers, self.t)
         self.broker_replicas = [[] for _ in self.brokers]
         self.slot_ref = {}
         for cl in self.clusters.values():

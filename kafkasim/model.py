@@ -131,6 +131,8 @@ class Broker:
     configs: dict[str, str] = field(default_factory=dict)
     static_configs: dict[str, str] = field(default_factory=dict)
     """Read-only configs from the broker's server.properties (:data:`BROKER_STATIC_KEYS`)."""
+    revivals: int = 0
+    """Times the broker was brought back from the dead (a restart: its schedules start again)."""
 
     @property
     def rack_aware_reads(self) -> bool:
@@ -517,6 +519,8 @@ class Cluster:
         was down (the engine moves those bytes like any replica fetch, throttles included).
         """
         b = self.brokers[broker_id]
+        if alive and not b.alive:
+            b.revivals += 1
         b.alive = alive
         total_in = self.engine.f["bytes_in_total"] if self.engine is not None else None
         for t in self.topics.values():

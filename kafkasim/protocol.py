@@ -243,7 +243,7 @@ class Handler:
             out.append((k, "true" if k == "remote.log.storage.system.enable" and cl.remote_storage else val, True, 4))
         for k in sorted(kc.BROKER_STATIC_KEYS):
             static = b.static_configs.get(k)
-            out.append((k, static if static is not None else kc.BROKER_STATIC_DEFAULTS_OF_KEYS[k], True,
+            out.append((k, static if static is not None else kc.SETTABLE_STATIC_DEFAULTS[k], True,
                         4 if static is not None else 5))
         for k in sorted(kc.BROKER_DYNAMIC_KEYS):
             if k in b.configs:

@@ -10,8 +10,9 @@ Method
     :class:`RetentionClock` keeps, per broker (the engine's broker index), its interval (seconds, from its
     read-only configs, :func:`kafkasim.configs.retention_check_s`) and the simulated time of its next check.
     :meth:`RetentionClock.sync` runs on every engine rebuild: a new broker, a changed interval or a broker
-    back from the dead starts its schedule at ``now + interval`` (Kafka's extra 30 s delay before the first
-    check after start-up is not modelled). :meth:`RetentionClock.due` is asked once per tick: the alive
+    back from the dead (its :attr:`~kafkasim.model.Broker.revivals` counted up, so that a kill and revive
+    between two rebuilds counts too) starts its schedule at ``now + interval`` (Kafka's extra 30 s delay
+    before the first check after start-up is not modelled). :meth:`RetentionClock.due` is asked once per tick: the alive
     brokers whose next check falls within the tick run it, and their next check moves on by whole
     intervals (a fixed-rate schedule, as Kafka's scheduler; intervals shorter than a tick run once per tick).
     The engine applies the retention of the elapsed time since a partition's last check
@@ -45,19 +46,20 @@ class RetentionClock:
     def __init__(self) -> None:
         self.interval: F64 = np.zeros(0)
         self.next: F64 = np.zeros(0)
-        self._alive: BOOL = np.zeros(0, dtype=bool)
+        self._revivals: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
-    def sync(self, brokers: list[Broker], alive: BOOL, t: float) -> None:
+    def sync(self, brokers: list[Broker], t: float) -> None:
         """Read every broker's interval; (re)start the schedule of new, changed or revived brokers at ``t``."""
         interval = np.array([retention_check_s(b.static_configs) for b in brokers], dtype=np.float64)
+        revivals = np.array([b.revivals for b in brokers], dtype=np.int64)
         n_old = len(self.interval)
         restart = np.ones(len(brokers), dtype=bool)
         if n_old:
-            restart[:n_old] = (self.interval != interval[:n_old]) | (alive[:n_old] & ~self._alive)
+            restart[:n_old] = (self.interval != interval[:n_old]) | (revivals[:n_old] != self._revivals)
         nxt = np.full(len(brokers), np.inf)
         nxt[:n_old] = self.next
         nxt[restart] = t + interval[restart]
-        self.interval, self.next, self._alive = interval, nxt, alive.copy()
+        self.interval, self.next, self._revivals = interval, nxt, revivals
 
     def due(self, t_end: float, alive: BOOL) -> BOOL:
         """Brokers whose check runs in the tick ending at ``t_end`` (their next check moves past ``t_end``)."""

@@ -3,6 +3,7 @@
 * :mod:`.reconcile` — :class:`Executor`: start a checked plan, run passes of named phases (read, cancel,
   drive, select + place, start, write ahead, rates, throttles, submit, progress); restart-safe through
   write-ahead task states in the :class:`StateStore`. Its collaborators own their state:
+  :mod:`.drive` (one started task compared with the cluster: completed, measured or (re)submitted),
   :mod:`.changes` (the pass's write-ahead task transitions), :mod:`.submit` (the pass's requests and how
   they are sent), :mod:`.copy_meter` (copy progress and measured rates), :mod:`.placement` (new replicas'
   log dirs), :mod:`.read_source` (a copy may read from a kept follower made leader for the move),

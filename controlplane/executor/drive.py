@@ -19,8 +19,10 @@ replicas back); :func:`has_future` tells whether something of it is still in the
 Guarantee: requests are only prepared into the pass's :class:`~.submit.Submission` and state changes
 into its :class:`~.changes.TaskChanges` (the reconcile commits them before anything is sent). A started
 task the cluster shows neither in flight nor done is re-sent only when two passes running agree (a stale
-metadata read never duplicates a submission), and at most ``max_attempts`` times; the count of passes it
-went unseen is the driver's only state (:meth:`TaskDriver.forget` drops it).
+metadata read never duplicates a submission), and at most ``max_attempts`` times; the plan's order sent
+back after a follower-led copy is sent at most ``max_attempts`` times too (then the task is given up on).
+The counts of passes a task went unseen and of reorders sent are the driver's only state
+(:meth:`TaskDriver.forget` drops them).
 
 Cost: O(replicas of the task) per task and pass, no I/O.
 """
@@ -78,6 +80,13 @@ def cancel_task(t: Task, live: LiveCluster, dirs: DirMap, submit: Submission) ->
             submit.owner[(t.topic, t.partition, b)] = t.key
 
 
+def gave_up(t: Task, attempts: int, what: str) -> str:
+    """The reason a task is given up on after ``attempts`` submissions of ``what`` (with the cluster's last
+    refusal, if one was recorded)."""
+    last = f"; last answer: {t.reason}" if " refused: " in t.reason else ""
+    return f"gave up after {attempts} submissions ({what} did not take effect{last})"
+
+
 class TaskDriver:
     """Compares started tasks with the cluster, one at a time (see the module docstring)."""
 
@@ -89,10 +98,14 @@ class TaskDriver:
         self.max_attempts = max_attempts
         self.suspect: dict[str, int] = {}
         """Task key -> passes in a row a started task was seen neither in flight nor done."""
+        self.reorders: dict[str, int] = {}
+        """Task key -> times the plan's replica order was sent back after a follower led its copy."""
 
     def forget(self) -> None:
-        """Drop the passes each task went unseen (an execution ended, or leadership was regained)."""
+        """Drop the passes each task went unseen and the reorders sent (an execution ended, or leadership was
+        regained)."""
         self.suspect.clear()
+        self.reorders.clear()
 
     def drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
               update: TaskChanges, submit: Submission, *, resubmit: bool, reader: int | None = None) -> None:
@@ -123,8 +136,7 @@ class TaskDriver:
                     return
             self.suspect.pop(t.key, None)
             if resubmit and attempts >= self.max_attempts:
-                last = f"; last answer: {t.reason}" if " refused: " in t.reason else ""
-                update.kill(t, f"gave up after {attempts} submissions ({kind} did not take effect{last})")
+                update.kill(t, gave_up(t, attempts, kind))
                 return
             attempts += 1
             update.progress(t, attempts=attempts)
@@ -160,7 +172,14 @@ class TaskDriver:
             update.progress(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self.copies.observe(t, now, done))
             return
         if t.action == "reassign" and settle_order(t, p, live):
-            submit.reassign[tp], submit.elect, submit.owner[tp] = target, [*submit.elect, tp], t.key  # plan's order
+            # the plan's order back (it copies nothing: no two-pass rule), counted apart from the copy's
+            # submissions so that a refused reorder is not sent again every pass for ever
+            sent = self.reorders.get(t.key, 0)
+            if sent >= self.max_attempts:
+                update.kill(t, gave_up(t, sent, "the plan's replica order"))
+                return
+            self.reorders[t.key] = sent + 1
+            submit.reassign[tp], submit.elect, submit.owner[tp] = target, [*submit.elect, tp], t.key
             return
         if t.action == "reassign" and list(p.replicas) != target:
             order = submit_order(t, None if resubmit else reader)
@@ -191,6 +210,7 @@ class TaskDriver:
             else:
                 pending_dirs.append((b, d, None))
         if not pending_dirs:
+            self.reorders.pop(t.key, None)
             self.copies.final(t, now)
             update.complete(t, "target replicas and log dirs reached", bytes_done=max(t.bytes_total, t.bytes_done))
             return

@@ -14,7 +14,8 @@ target (:func:`submit_order`; during a reassignment Kafka's replica list is the 
 removed, so the reader is the preferred replica) and a KIP-460 preferred election in the same pass
 (elections are sent after reassignments). When the copy is done the cluster shows the target's replicas
 in the reader's order: :func:`settle_order` sends the plan's order (a reorder copies nothing) and a
-preferred election, so the plan's first replica leads — as Kafka itself would have made it leader when the
+preferred election — at most ``max_attempts`` times, then the task is given up on (:mod:`.drive`) — so the
+plan's first replica leads — as Kafka itself would have made it leader when the
 old leader left the replica set.
 
 Guarantee: only tasks whose leader is the plan's source leader and whose final leader is the target's
@@ -113,8 +114,9 @@ def plan_readers(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, bud
             dsts = by_broker.get(b, [])
             for d in dsts:
                 add(d, size / len(adding) / len(dsts))
-        opts = [] if t.tp in skip else [o for o in candidates(t, p, live, dirs) if o[1] in budgets]
-        if len(opts) > 1 and opts[0][1] in budgets:
+        cands = [] if t.tp in skip else candidates(t, p, live, dirs)
+        opts = [o for o in cands if o[1] in budgets]
+        if len(opts) > 1 and cands[0][1] in budgets:  # opts[0] is the leader: without its figures, no choice
             choosing.append((t, opts))
         else:
             add(_disk(t, dirs, p.leader), size)

@@ -17,7 +17,9 @@ named phases (:meth:`Executor.run_pass` reads like this list):
 4. **select** — ready tasks (batches, dependencies, leadership first) in the chosen order, as slots free
    up under the per-broker / per-disk / per-cluster caps (read from the store every pass), once live disk
    load is known (the first pass of a process only measures); the new replicas the plan lets the broker
-   place are **placed** here (:mod:`.placement`), since the per-disk cap counts them;
+   place are **placed** here (:mod:`.placement`), since the per-disk cap counts them; with follower reads
+   (an opt-in of the adaptive throttle) each pending copy's reader is chosen first (:mod:`.read_source`),
+   and the ordering, caps, placement and rates count its reads on that reader's disk;
 5. **start** — each selected task is re-checked with the replicated policies overlaid (what only they
    forbid is refused with the reason recorded), started, and its requests prepared (:mod:`.submit`);
 6. **write ahead** — every state change and attempt count is committed (:mod:`.changes`), and the moves in
@@ -38,8 +40,8 @@ by the next pass); one executor per cluster at a time — a start takes the clus
 while another executor holds it or reassignments it does not own are in flight. Each collaborator owns
 its state: :class:`~.copy_meter.CopyMeter` (copy rates),
 :class:`~.placement.Placement` (this pass's disk choices), :class:`~.throttle_sync.MigrationThrottles`
-(rates in force and commanded), :class:`~.drive.TaskDriver` (the passes a task went unseen); the executor
-keeps only the disk load.
+(rates in force and commanded), :class:`~.drive.TaskDriver` (the passes a task went unseen, the reorders
+sent back); the executor keeps only the disk load and this pass's readers.
 
 Cost: per pass one metadata read, one log-dir read of the brokers of started tasks, one disk scrape, a
 config read per throttle kind, at most five write calls, and a lease renewal (append + read) every TTL/3

@@ -132,6 +132,8 @@ class ThrottlePolicy:
             raise ValueError("gain must be in (0, 1]")
         if not (0 <= self.headroom < self.util_threshold):
             raise ValueError("headroom must be in [0, util threshold)")
+        if self.follower_reads and self.mode != "adaptive":
+            raise ValueError("follower reads need the adaptive throttle (a fixed rate would never use them)")
 
 
 @dataclass(frozen=True)

@@ -77,25 +77,6 @@ def cluster_throttles(admin: KafkaAdmin) -> dict[str, Any]:
     return out
 
 
-def copy_counts(entries: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """The simulator's per-partition reassignment counts without the entries that only reorder the previous one
-    (the plan's order sent back after a follower led the copy, :mod:`controlplane.executor.read_source`)."""
-    out: dict[str, dict[str, int]] = {}
-    last: dict[str, list[int]] = {}
-    for e in entries:
-        k, r = f"{e['topic']}:{e['partition']}", e["replicas"]
-        c = out.setdefault(k, {"submitted": 0, "cancelled": 0})
-        if r is None:
-            c["cancelled"] += 1
-            continue
-        reorder = k in last and r != last[k] and sorted(r) == sorted(last[k])
-        last[k] = r
-        if not reorder:
-            c["submitted"] += 1
-            c[e["effect"]] = c.get(e["effect"], 0) + 1
-    return out
-
-
 @pytest.mark.parametrize("moment", ["submitting", "copying"])
 def test_leader_kill_mid_execution_resumes_without_duplicate_submission(
         sim: SimProcess, cluster: ServiceCluster, moment: str) -> None:
@@ -164,10 +145,9 @@ def test_leader_kill_mid_execution_resumes_without_duplicate_submission(
 
         log = sim.reassignments()
         want = {f"{t}:{p}": {"submitted": 1, "cancelled": 0, "start": 1} for t, p in chosen}
-        per_tp = copy_counts(log["log"])
-        wrong = {k for k in set(per_tp) | set(want) if per_tp.get(k) != want.get(k)}
+        wrong = {k for k in set(log["counts"]) | set(want) if log["counts"].get(k) != want.get(k)}
         offending = [e for e in log["log"] if f"{e['topic']}:{e['partition']}" in wrong]
-        assert per_tp == want, f"duplicate, missing or cancelled submissions: {offending}"
+        assert log["counts"] == want, f"duplicate, missing or cancelled submissions: {offending}"
         assert log["seq"] > submitted_by_old, "the new leader submitted the moves still PENDING at the kill"
 
         assert wait_for("no throttle left on the cluster", lambda: not cluster_throttles(admin) or None, 15)

@@ -68,6 +68,7 @@ def test_200_partition_rebalance_completes_within_caps_and_removes_every_throttl
     assert sim.leftover_throttles() == {}
     assert ex.store.read(lambda s: s["throttles"].get("c1", {})) == {}
     assert all(n == 1 for n in sim.copy_submissions().values()) and len(sim.submissions) == 200
+    assert all(len(lists) <= 2 for lists in sim.submitted.values())  # a copy, then at most one reorder
     led = {tp for tp, lists in sim.submitted.items() if len(lists) > 1}  # a follower led the copy, then the reorder
     assert bool(led) == follower_reads, sorted(led)[:5]
     for move in plan.moves:  # every partition ends with the plan's order and its first replica leading

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,10 +44,11 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_node_exits_when_its_launcher_is_killed(tmp_path: Path, sig: signal.Signals) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "group")], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True,
+@contextlib.contextmanager
+def orphan(script: str, root: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """Run ``script`` (which starts one node and prints its pid) as a parent; yield the parent and the node's
+    pid. Whatever the test does, neither outlives it (the node's process group is killed last)."""
+    parent = subprocess.Popen([sys.executable, "-c", script, str(root)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))})
     node = 0
     try:
@@ -54,16 +56,7 @@ def test_node_exits_when_its_launcher_is_killed(tmp_path: Path, sig: signal.Sign
         line = parent.stdout.readline()
         assert line.strip().isdigit(), f"the parent did not start its node: {line!r}"
         node = int(line)
-        assert _running(node)
-        parent.send_signal(sig)  # SIGTERM: Python's default action, no handler and no teardown either
-        parent.wait(10)
-        deadline = time.monotonic() + 15
-        while _running(node) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        log = (tmp_path / "group" / "node1.log").read_text(errors="replace")
-        assert not _running(node), f"node {node} outlived its parent; its log:\n{log[-2000:]}"
-        assert "has exited: stopping (--exit-with-parent)" in log  # the watch stopped it, in order:
-        assert re.search(r"node \S+ stopping", log)  # serve's own shutdown ran
+        yield parent, node
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -71,6 +64,28 @@ def test_node_exits_when_its_launcher_is_killed(tmp_path: Path, sig: signal.Sign
         if node and _running(node):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(node, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(node, signal.SIGKILL)
+
+
+def _stopped_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _running(pid)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_node_exits_when_its_launcher_is_killed(tmp_path: Path, sig: signal.Signals) -> None:
+    with orphan(PARENT, tmp_path / "group") as (parent, node):
+        assert _running(node)
+        parent.send_signal(sig)  # SIGTERM: Python's default action, no handler and no teardown either
+        parent.wait(10)
+        stopped = _stopped_within(node, 15)
+        log = (tmp_path / "group" / "node1.log").read_text(errors="replace")
+        assert stopped, f"node {node} outlived its parent; its log:\n{log[-2000:]}"
+        assert "has exited: stopping (--exit-with-parent)" in log  # the watch stopped it, in order:
+        assert re.search(r"node \S+ stopping", log)  # serve's own shutdown ran
 
 
 RAFT_PARENT = textwrap.dedent("""
@@ -87,25 +102,7 @@ RAFT_PARENT = textwrap.dedent("""
 def test_raft_test_node_exits_when_its_cluster_owner_is_killed(tmp_path: Path) -> None:
     # raft.localcluster's nodes share the owner's session, so a SIGKILLed test run orphans them unless they
     # watch their parent (node_main --exit-with-parent, which LocalCluster passes)
-    parent = subprocess.Popen([sys.executable, "-c", RAFT_PARENT, str(tmp_path / "raft")], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))})
-    node = 0
-    try:
-        assert parent.stdout is not None
-        line = parent.stdout.readline()
-        assert line.strip().isdigit(), f"the parent did not start its node: {line!r}"
-        node = int(line)
+    with orphan(RAFT_PARENT, tmp_path / "raft") as (parent, node):
         parent.kill()
         parent.wait(10)
-        deadline = time.monotonic() + 15
-        while _running(node) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _running(node), f"raft node {node} outlived its parent"
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait(10)
-        if node and _running(node):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(node, signal.SIGKILL)
+        assert _stopped_within(node, 15), f"raft node {node} outlived its parent"

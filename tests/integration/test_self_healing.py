@@ -56,7 +56,7 @@ def test_dead_broker_is_healed_once(sim: Sim, service: Service) -> None:
     ex = execution(service, fixing[0]["execution_id"])
     moved = moved_bytes(ex)
     assert all(2 not in p.replicas for p in sim.live().partitions.values())
-    assert max(sim.copy_submissions().values()) == 1, sim.submitted  # each partition reassigned once
+    assert max(sim.submissions.values()) == 1, sim.submitted  # each partition reassigned once
     print(f"\ndead broker: detected {t_detect - t0:.0f} s, fix started {t_fix - t0:.0f} s (grace 60 s), "
           f"under-replicated 0 at {t_healed - t0:.0f} s (simulated); {len(ex['tasks'])} moves, "
           f"{moved / 2**20:.0f} MiB moved; anomaly {rec['id']} {rec['status']}: {rec['reason']}")
@@ -115,7 +115,7 @@ def test_two_brokers_of_one_rack_dying_together_are_healed_with_rack_spread_held
         assert all(not set(p["replicas"]) & set(pair) for p in partitions(after))
         spread = [p for p in partitions(after) if len({racks[r] for r in p["replicas"]}) < len(p["replicas"])]
         assert not spread, [(p["topic"], p["partition"], p["replicas"]) for p in spread]
-        assert max(sim.copy_submissions().values()) == 1, sim.submitted
+        assert max(sim.submissions.values()) == 1, sim.submitted
         execs = [execution(service, a["execution_id"]) for a in anomalies(service, "broker-dead")]
         moved = sum(moved_bytes(e) for e in execs)
         print(f"\nrack {racks[1]} (brokers {pair}) dead: detected {t_detect - t0:.0f} s, first fix started "

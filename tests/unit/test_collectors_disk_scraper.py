@@ -4,8 +4,6 @@ as a recorded error for that broker only, its last good rates kept."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,8 +12,9 @@ import pytest
 
 from collectors.disk_rates import DiskRate, DiskScraper
 from kafkaio.endpoints import MetricsEndpoint, parse_endpoints
-from kafkasim.httpd import BasicAuth, http_serve
+from kafkasim.httpd import BasicAuth
 from kafkasim.tls import TlsMaterial
+from tests.metrics_server import MetricsServer
 
 HW = parse_endpoints({"clusters": {"c": {"bootstrap_servers": "h:1", "hardware": [
     {"brokers": "*", "log_dirs": "/data*", "kind": "hdd", "max_bytes_per_s": 2e8}]}}}, "c").hardware
@@ -34,57 +33,14 @@ def jmx_text(p99: float, at_ms: int) -> str:
             f'jvm_threads_current 80 {at_ms}\n')
 
 
-class Exporter:
-    """Metrics endpoints on one 127.0.0.1 port (kafkasim's HTTP server): ``bodies[path]`` answers GET
-    ``path``; optional TLS and basic auth; counts TCP connections."""
-
-    def __init__(self, tls: TlsMaterial | None = None, auth: BasicAuth | None = None) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.bodies: dict[str, bytes] = {}
-        self.connections = 0
-        ready = threading.Event()
-
-        async def conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            self.connections += 1
-
-            async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
-                got = self.bodies.get(path)
-                return (200, "text/plain", got) if got is not None else (404, "text/plain", b"no such path")
-            await http_serve(reader, writer, route, auth)
-
-        async def start() -> None:
-            self.server = await asyncio.start_server(conn, "127.0.0.1", 0,
-                                                     ssl=tls.server_context() if tls is not None else None)
-            self.port = self.server.sockets[0].getsockname()[1]
-            ready.set()
-
-        self.thread = threading.Thread(target=lambda: (self.loop.run_until_complete(start()), self.loop.run_forever()),
-                                       daemon=True)
-        self.thread.start()
-        ready.wait(10)
-        self.base = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        async def stop() -> None:
-            self.server.close()
-            conns = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in conns:
-                t.cancel()
-            await asyncio.gather(*conns, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(5)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-
-
 @pytest.fixture
-def exporter() -> Iterator[Exporter]:
-    srv = Exporter()
+def exporter() -> Iterator[MetricsServer]:
+    srv = MetricsServer()
     yield srv
     srv.close()
 
 
-def test_rates_from_two_endpoints_per_broker_over_kept_connections(exporter: Exporter) -> None:
+def test_rates_from_two_endpoints_per_broker_over_kept_connections(exporter: MetricsServer) -> None:
     urls: dict[int, Any] = {b: [f"{exporter.base}/jmx{b}", f"{exporter.base}/node{b}"] for b in (1, 2)}
     with DiskScraper(urls, HW) as scraper:
         for b in (1, 2):
@@ -105,7 +61,7 @@ def test_rates_from_two_endpoints_per_broker_over_kept_connections(exporter: Exp
         assert scraper.scrape({2})[(2, "/data1")] == DiskRate(0.1, 1e8, 2e8)  # only the broker asked for
 
 
-def test_failures_are_recorded_per_broker_and_the_last_good_rate_stays(exporter: Exporter) -> None:
+def test_failures_are_recorded_per_broker_and_the_last_good_rate_stays(exporter: MetricsServer) -> None:
     good, gone = f"{exporter.base}/node1", "http://127.0.0.1:1/metrics"
     urls: dict[int, Any] = {1: good, 2: [f"{exporter.base}/jmx2", f"{exporter.base}/node2"], 3: gone,
                             4: "ftp://127.0.0.1/metrics"}
@@ -133,7 +89,8 @@ def test_failures_are_recorded_per_broker_and_the_last_good_rate_stays(exporter:
         assert "empty payload" in scraper.errors[2]
         exporter.bodies["/jmx2"] = b"jvm_threads_current 80\n"  # none of the wanted families: no error
         scraper.scrape({2})
-        assert scraper.errors == {}
+        assert 2 not in scraper.errors
+        assert set(scraper.errors) == {3, 4}  # the brokers not scraped this round keep their last error
         del exporter.bodies["/node2"]
         scraper.scrape({2})
         assert "HTTP 404" in scraper.errors[2]
@@ -144,7 +101,7 @@ def test_tls_and_credentials_failures_name_the_endpoint_never_the_secret(tmp_pat
     files = material.write(tmp_path / "tls")
     pw = tmp_path / "metrics.password"
     pw.write_text("s3cret-one\n")
-    srv = Exporter(material, BasicAuth({"prometheus": "s3cret-one"}))
+    srv = MetricsServer(material, BasicAuth({"prometheus": "s3cret-one"}))
     srv.bodies["/metrics"] = node_text(10.0, 0.0, 1_795_000_000_000).encode()
     url = f"{srv.base}/metrics"
     ok = MetricsEndpoint(url, ca_file=str(files.ca_file), username="prometheus", password_file=str(pw))

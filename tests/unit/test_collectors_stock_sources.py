@@ -3,12 +3,10 @@ authenticated scrapes, registered records, the deploy rules file, and the IDC pl
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import os
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,8 +33,9 @@ from domain import DiskKind, parse_snapshot
 from kafkaio.endpoints import EndpointsError, MetricsEndpoint, parse_endpoints
 from kafkaio.offset_fetch import GroupOffsets
 from kafkaio.source import KafkaState
-from kafkasim.httpd import BasicAuth, http_serve
+from kafkasim.httpd import BasicAuth
 from kafkasim.tls import TlsMaterial
+from tests.metrics_server import MetricsServer
 from tests.snapshots import dumps, small_doc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,52 +119,7 @@ def test_disk_facts_come_from_the_hardware_profile_with_their_source() -> None:
 
 
 # ---------------------------------------------------------------------- authenticated scrapes
-class _Server:
-    """A metrics endpoint on 127.0.0.1 (kafkasim's HTTP server): optional TLS and basic auth; records the
-    Authorization headers it saw."""
-
-    def __init__(self, tls: TlsMaterial | None = None, auth: BasicAuth | None = None) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.headers: list[str] = []
-        self.connections = 0
-        self.body = b'node_memory_MemTotal_bytes 1 1700000000000\n'
-        ready = threading.Event()
-
-        async def conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            self.connections += 1
-
-            async def route(method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
-                return 200, "text/plain", self.body
-            await http_serve(reader, writer, route, auth)
-
-        async def start() -> None:
-            ctx = tls.server_context() if tls is not None else None
-            self.server = await asyncio.start_server(conn, "127.0.0.1", 0, ssl=ctx)
-            self.port = self.server.sockets[0].getsockname()[1]
-            ready.set()
-
-        self.thread = threading.Thread(target=lambda: (self.loop.run_until_complete(start()), self.loop.run_forever()),
-                                       daemon=True)
-        self.thread.start()
-        ready.wait(10)
-        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/metrics"
-
-    def drop_connections(self, listener_too: bool = False) -> None:
-        """Close every kept connection (as an exporter restart or idle timeout does); and the listener."""
-        async def stop() -> None:
-            if listener_too:
-                self.server.close()
-            conns = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in conns:
-                t.cancel()
-            await asyncio.gather(*conns, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(5)
-
-    def close(self) -> None:
-        self.drop_connections(listener_too=True)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+NODE_BODY = b"node_memory_MemTotal_bytes 1 1700000000000\n"
 
 
 @pytest.fixture
@@ -180,7 +134,7 @@ def test_https_with_a_ca_file_and_basic_auth_read_from_a_file_each_round(tmp_pat
     pw = tmp_path / "metrics.password"
     pw.write_text("s3cret-one\n")
     auth = BasicAuth({"prometheus": "s3cret-one"})
-    srv = _Server(material, auth)
+    srv = MetricsServer(material, auth, {"/metrics": NODE_BODY})
     try:
         ep = MetricsEndpoint(srv.url, ca_file=str(files.ca_file), username="prometheus", password_file=str(pw))
         r = scrape_all([ep], timeout_s=5).results[srv.url]
@@ -206,7 +160,7 @@ def test_a_scraper_keeps_its_connection_between_rounds_and_recovers_when_it_is_c
     pw = tmp_path / "metrics.password"
     pw.write_text("s3cret-one\n")
     auth = BasicAuth({"prometheus": "s3cret-one"})
-    srv = _Server(material, auth)
+    srv = MetricsServer(material, auth, {"/metrics": NODE_BODY})
     ep = MetricsEndpoint(srv.url, ca_file=str(files.ca_file), username="prometheus", password_file=str(pw))
     try:
         with Scraper() as scraper:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from controlplane.executor.changes import TaskChanges
+from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.drive import TaskDriver
+from controlplane.executor.placement import Placement
 from controlplane.executor.read_source import plan_readers, settle_order, submit_order
-from domain.execution import Task
+from controlplane.executor.submit import Submission
+from controlplane.executor.throttle import ThrottlePolicy
+from domain.execution import Task, TaskState
+from kafkaio.fake import FakeKafkaCluster
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 
 GB = 10**9
@@ -57,3 +64,34 @@ def test_settle_sends_the_plan_order_back_once_the_copy_is_done() -> None:
     assert not settle_order(t, plain.partitions[t.tp], plain)
     not_started = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta("t", 0, (1, 2), 1, (1, 2))}, {}, {})
     assert not settle_order(t, not_started.partitions[t.tp], not_started)
+
+
+def test_a_refused_reorder_is_sent_at_most_max_attempts_times_then_the_task_is_given_up() -> None:
+    # the copy read from follower 2 and is done ([2, 3]); the cluster refuses the plan's order [3, 2] each time
+    t = task("t:0", [1, 2], ["/d1", "/d1"], [3, 2], GB).start()
+    done = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta("t", 0, (2, 3), 2, (2, 3))}, {}, {})
+    copies = CopyMeter()
+    driver = TaskDriver(copies, Placement(FakeKafkaCluster({}), ThrottlePolicy(), copies, dict), None, max_attempts=3)
+    sent = 0
+    for _ in range(10):
+        update, submit = TaskChanges({t.key: t}), Submission()
+        driver.drive(t, done, {}, 1.0, update, submit, resubmit=True)
+        if submit.reassign:
+            assert submit.reassign == {t.tp: [3, 2]} and submit.elect == [t.tp]
+            sent += 1
+        elif update.now:
+            assert update.now[t.key].state == TaskState.DEAD
+            assert "gave up after 3 submissions (the plan's replica order" in update.now[t.key].reason
+            break
+    else:
+        raise AssertionError("the refused reorder was sent every pass")
+    assert sent == 3
+
+
+def test_no_follower_read_when_the_leaders_disk_has_no_live_figures() -> None:
+    # the leader's disk cannot be weighed: the followers must not be compared among themselves instead
+    t = task("t:0", [1, 2, 3], ["/d1"] * 3, [4, 2, 3], 3 * GB)
+    budgets = {(2, "/d1"): 10e6, (3, "/d1"): 60e6, (4, "/d1"): 60e6}
+    assert plan_readers({t.key: t}, cluster([t]), dir_map([t]), budgets, lambda _k, d: d) == {}
+    assert plan_readers({t.key: t}, cluster([t]), dir_map([t]), {**budgets, (1, "/d1"): 10e6},
+                        lambda _k, d: d) == {t.tp: 3}  # with them, the quiet follower reads

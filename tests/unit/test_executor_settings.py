@@ -38,8 +38,12 @@ def test_policy_for_lays_the_recorded_settings_over_the_configured_policy() -> N
     assert (policy.mode, policy.fixed_rate, policy.util_threshold) == ("fixed", 25e6, BASE.util_threshold)
     assert policy.schedule.ceiling(1_800_000_000) == 5e6
     assert policy_for(BASE, {}) is BASE
-    assert policy_for(BASE, {"throttle": throttle_settings({"follower_reads": True})}).follower_reads
-    assert not BASE.follower_reads  # opt-in: two leader changes per partition that uses it
+    adaptive = ThrottlePolicy()
+    assert policy_for(adaptive, {"throttle": throttle_settings({"follower_reads": True}, adaptive)}).follower_reads
+    assert not adaptive.follower_reads  # opt-in: two leader changes per partition that uses it
+    with pytest.raises(SettingsError, match=r"^throttle: follower reads need the adaptive throttle"):
+        throttle_settings({"follower_reads": True}, BASE)  # asked for, but a fixed rate would silently ignore it
+    assert throttle_settings({"follower_reads": True, "mode": "adaptive"}, BASE)["follower_reads"]
     assert policy_for(BASE, {"throttle": {"floor": 9e9}}) is BASE  # never accepted by the API: ignored, logged
 
 

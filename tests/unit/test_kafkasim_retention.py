@@ -86,17 +86,31 @@ def test_the_clock_restarts_a_revived_or_reconfigured_broker_and_skips_dead_ones
     fed = federation("10000", {})
     clock, brokers = RetentionClock(), fed.engine.brokers
     alive = np.array([True, True, True])
-    clock.sync(brokers, alive, 100.0)
+    clock.sync(brokers, 100.0)
     assert list(clock.due(109.0, alive)) == [False, False, False]
     assert list(clock.due(110.0, alive)) == [True, True, True] and list(clock.next) == [120.0] * 3
     assert list(clock.due(145.0, alive)) == [True, True, True] and list(clock.next) == [150.0] * 3  # fixed rate
     down = np.array([True, False, True])
-    clock.sync(brokers, down, 146.0)
+    clock.sync(brokers, 146.0)
     assert list(clock.due(150.0, down)) == [True, False, True]
-    clock.sync(brokers, alive, 155.0)  # broker 2 is back: its schedule starts again
+    brokers[1].revivals += 1
+    clock.sync(brokers, 155.0)  # broker 2 is back: its schedule starts again
     brokers[2].static_configs[RETENTION_CHECK] = "3000"
-    clock.sync(brokers, alive, 156.0)
+    clock.sync(brokers, 156.0)
     assert list(clock.next) == [160.0, 165.0, 159.0]
+
+
+def test_a_broker_killed_and_revived_between_two_ticks_restarts_its_schedule() -> None:
+    fed = federation("10000", {})
+    e, c = fed.engine, fed.clusters["c"]
+    e.advance(5.0)
+    assert list(e.retention_clock.next - e.t) == [5.0] * 3
+    c.set_broker_alive(1, False)
+    c.set_broker_alive(1, True)  # a restart within one tick: the rebuild never sees it dead
+    e.advance(1.0)
+    g = c.brokers[1].gidx
+    assert e.retention_clock.next[g] - e.t == 9.0  # 10 s after the revive (at t = 5), not the old check
+    assert [n - e.t for i, n in enumerate(e.retention_clock.next) if i != g] == [4.0, 4.0]
 
 
 def test_the_interval_is_described_validated_and_read_only() -> None:
