@@ -268,6 +268,23 @@ def _candidates_plain(ws: Workspace, i: int, pool: str, arrived: tuple[tuple[str
     return [(pid, position, load) for _, pid, position, load in out]
 
 
+def _random_move(ws: Workspace, rng: random.Random, parts: list[Partition], own_share: float
+                 ) -> tuple[Partition, int] | None:
+    """A random legal replica move applied to ``ws`` (to one of the replica's own broker's disks with probability
+    ``own_share``, else to any disk): ``(partition, target disk)``, or None when the draw was not legal."""
+    p = rng.choice(parts)
+    replicas, dirs = ws.replicas(p)
+    position = rng.randrange(len(replicas))
+    target = rng.choice(ws.broker_disks[replicas[position]]) if rng.random() < own_share \
+        else rng.randrange(len(ws.disk_ids))
+    broker = int(ws.disk_broker[target])
+    if (broker in replicas and broker != replicas[position]) or target == ws.pos[(replicas[position],
+                                                                                  dirs[position])]:
+        return None
+    ws.move_replica(p, position, target)
+    return p, target
+
+
 def test_candidates_find_the_replica_on_the_disk_as_the_plain_scan() -> None:
     """After a rebalance's worth of moves (intra-broker ones too, replicas moved in): the same candidate piles."""
     snap = generate_snapshot(SPEC)
@@ -276,17 +293,9 @@ def test_candidates_find_the_replica_on_the_disk_as_the_plain_scan() -> None:
     parts = [p for p in snap.index.partitions if p.leader is not None]
     arrived: dict[int, list[tuple[str, int]]] = {}
     for _ in range(800):
-        p = rng.choice(parts)
-        replicas, dirs = ws.replicas(p)
-        position = rng.randrange(len(replicas))
-        target = rng.choice(ws.broker_disks[replicas[position]]) if rng.random() < 0.5 \
-            else rng.randrange(len(ws.disk_ids))
-        broker = int(ws.disk_broker[target])
-        if (broker in replicas and broker != replicas[position]) or target == ws.pos[(replicas[position],
-                                                                                      dirs[position])]:
-            continue
-        ws.move_replica(p, position, target)
-        arrived.setdefault(target, []).append(p.id)
+        moved = _random_move(ws, rng, parts, 0.5)
+        if moved is not None:
+            arrived.setdefault(moved[1], []).append(moved[0].id)
     for i in range(len(ws.disk_ids)):
         got = [(c.pid, c.position, c.load) for c in disk_balance._candidates(ws, i, "shared", arrived.get(i, ()))]
         assert got == _candidates_plain(ws, i, "shared", tuple(arrived.get(i, ())))
@@ -326,16 +335,7 @@ def test_summary_intra_broker_bytes_are_the_workspace_count() -> None:
     rng = random.Random(17)
     parts = [p for p in snap.index.partitions if p.leader is not None]
     for _ in range(900):
-        p = rng.choice(parts)
-        replicas, dirs = ws.replicas(p)
-        position = rng.randrange(len(replicas))
-        target = rng.choice(ws.broker_disks[replicas[position]]) if rng.random() < 0.6 \
-            else rng.randrange(len(ws.disk_ids))
-        broker = int(ws.disk_broker[target])
-        if (broker in replicas and broker != replicas[position]) or target == ws.pos[(replicas[position],
-                                                                                      dirs[position])]:
-            continue
-        ws.move_replica(p, position, target)
+        _random_move(ws, rng, parts, 0.6)
     draft = Plan(cluster=snap.cluster, kind="rebalance", moves=ws.moves())  # (random moves: not a valid plan)
     summary = summarize_effect(snap, draft, plan_effect(snap, draft))
     assert ws.intra_broker_bytes() > 0
