@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from controlplane.state.commands import meta
+from controlplane.state.store import StateStore
+
 
 class RecordingExecutor:
     """The executor port: records the plans auto-rebalance started, starts nothing."""
@@ -12,3 +17,26 @@ class RecordingExecutor:
     def start_approved(self, plan_id: int, why: str = "", by: str | None = None) -> int:
         self.started.append(plan_id)
         return len(self.started)
+
+
+class StoreExecutor:
+    """The executor port over a state store: an approved plan becomes a running execution record (no tasks,
+    nothing moves); the test ends it with :meth:`finish` — what a job reading executions sees of a real one."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.started: list[int] = []
+        """Plan ids, in the order they were started."""
+
+    def start_approved(self, plan_id: int, why: str = "", by: str | None = None) -> int:
+        res = self.store.propose({"type": "execution.start", "meta": meta(by or "executor", why),
+                                  "plan_id": plan_id, "tasks": []})
+        self.started.append(plan_id)
+        return int(res["execution_id"])
+
+    def finish(self, execution_id: int, status: str = "completed", at: datetime | None = None) -> float:
+        """End ``execution_id`` (at ``at``, default now); returns its ``finished_at`` as a UNIX timestamp."""
+        self.store.propose({"type": "execution.finish", "meta": meta("executor", "test", at=at),
+                            "execution_id": execution_id, "status": status})
+        return float(self.store.read(lambda s: datetime.fromisoformat(
+            s["executions"][str(execution_id)]["finished_at"]).timestamp()))
