@@ -59,7 +59,9 @@ BROKER_STATIC_DEFAULTS: dict[str, str] = {  # read-only configs only reported (D
 REPLICA_SELECTOR = "replica.selector.class"
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 RETENTION_CHECK = "log.retention.check.interval.ms"
-SETTABLE_STATIC_DEFAULTS: dict[str, str | None] = {REPLICA_SELECTOR: None, RETENTION_CHECK: "300000"}
+REMOTE_LOG_TASK = "remote.log.manager.task.interval.ms"
+SETTABLE_STATIC_DEFAULTS: dict[str, str | None] = {REPLICA_SELECTOR: None, RETENTION_CHECK: "300000",
+                                                   REMOTE_LOG_TASK: "30000"}
 """The read-only broker configs a scenario or a revive may set, each with Kafka's default (None: unset)."""
 BROKER_STATIC_KEYS = set(SETTABLE_STATIC_DEFAULTS)
 """Read-only broker configs a scenario may set per cluster (``broker_configs``: its brokers' server.properties)
@@ -67,14 +69,19 @@ or a restart may change (``POST /fault/revive-broker`` with ``configs``); each i
 (AlterConfigs answers INVALID_CONFIG). ``replica.selector.class`` (unset by default): with it unset the leader
 never names a preferred read replica (KIP-392), whatever ``client.rack`` a consumer sends.
 ``log.retention.check.interval.ms`` (default 300000, at least 1): how often a broker's retention deletes what
-``retention.ms`` / ``retention.bytes`` allow (:mod:`kafkasim.retention`)."""
+``retention.ms`` / ``retention.bytes`` allow, and for tiered topics what ``local.retention.ms/bytes`` allow of
+the local log (:mod:`kafkasim.retention`). ``remote.log.manager.task.interval.ms`` (default 30000, at least 1):
+how often the remote log manager's task of a tiered partition's leader deletes remote segments past
+``retention.ms/bytes`` (KIP-405; :mod:`kafkasim.tiered`)."""
+INTERVAL_KEYS = (RETENTION_CHECK, REMOTE_LOG_TASK)
+"""Read-only broker configs that are an interval in milliseconds (an integer >= 1)."""
 
 
 def check_static_config(key: str, value: str) -> None:
     """Raise ``ValueError`` when ``value`` is not one Kafka accepts for read-only broker config ``key``."""
     if key not in BROKER_STATIC_KEYS:
         raise ValueError(f"unknown read-only broker config {key!r}; known: {sorted(BROKER_STATIC_KEYS)}")
-    if key == RETENTION_CHECK:
+    if key in INTERVAL_KEYS:
         try:
             ok = int(value) >= 1
         except ValueError:
@@ -86,6 +93,12 @@ def check_static_config(key: str, value: str) -> None:
 def retention_check_s(static_configs: Mapping[str, str]) -> float:
     """A broker's retention check interval in seconds (its ``log.retention.check.interval.ms``, else Kafka's)."""
     return int(static_configs.get(RETENTION_CHECK) or str(SETTABLE_STATIC_DEFAULTS[RETENTION_CHECK])) / 1000.0
+
+
+def remote_log_task_s(static_configs: Mapping[str, str]) -> float:
+    """A broker's remote log manager task interval in seconds (its ``remote.log.manager.task.interval.ms``, else
+    Kafka's)."""
+    return int(static_configs.get(REMOTE_LOG_TASK) or str(SETTABLE_STATIC_DEFAULTS[REMOTE_LOG_TASK])) / 1000.0
 
 
 def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | None:

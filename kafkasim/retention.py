@@ -1,4 +1,5 @@
-"""When each simulated broker checks retention: Kafka's ``log.retention.check.interval.ms`` schedule.
+"""When each simulated broker checks retention: Kafka's ``log.retention.check.interval.ms`` schedule (and, for
+tiered topics, the remote log manager's ``remote.log.manager.task.interval.ms``).
 
 Goal
     A Kafka broker does not delete old log data continuously: its log manager runs the retention check
@@ -18,6 +19,12 @@ Method
     The engine applies the retention of the elapsed time since a partition's last check
     (:meth:`kafkasim.engine.Engine.step`), so a check every interval removes what the continuous model
     would have removed over that interval.
+    Tiered topics (KIP-405) keep two schedules, as Kafka does: local retention (``local.retention.ms/bytes``,
+    copied segments only) runs at the same retention check, and remote segments past ``retention.ms/bytes``
+    are deleted by the remote log manager's task of the partition's leader, every
+    ``remote.log.manager.task.interval.ms`` (default 30000 ms): a second clock of the same kind
+    (``RetentionClock(remote_log_task_s)``) whose due brokers :mod:`kafkasim.tiered` reads each tick (Kafka
+    schedules that task per partition when it becomes leader; kafkasim runs it per broker).
 
 Guarantee
     A broker never checks before ``interval`` has passed since its schedule started or since its previous
@@ -30,6 +37,8 @@ Cost
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import numpy as np
 import numpy.typing as npt
 
@@ -41,16 +50,18 @@ BOOL = npt.NDArray[np.bool_]
 
 
 class RetentionClock:
-    """Per broker: the retention check interval (s) and the simulated time of the next check."""
+    """Per broker: the retention check interval (s) and the simulated time of the next check; ``interval_of``
+    reads a broker's interval (seconds) from its read-only configs (default: ``log.retention.check.interval.ms``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, interval_of: Callable[[Mapping[str, str]], float] = retention_check_s) -> None:
+        self.interval_of = interval_of
         self.interval: F64 = np.zeros(0)
         self.next: F64 = np.zeros(0)
         self._revivals: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     def sync(self, brokers: list[Broker], t: float) -> None:
         """Read every broker's interval; (re)start the schedule of new, changed or revived brokers at ``t``."""
-        interval = np.array([retention_check_s(b.static_configs) for b in brokers], dtype=np.float64)
+        interval = np.array([self.interval_of(b.static_configs) for b in brokers], dtype=np.float64)
         revivals = np.array([b.revivals for b in brokers], dtype=np.int64)
         n_old = len(self.interval)
         restart = np.ones(len(brokers), dtype=bool)

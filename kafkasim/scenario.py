@@ -15,7 +15,7 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
       - name: east                # required
         partition_throttle: true  # capability flag (see kafkasim.model docstring)
         broker_configs: {replica.selector.class: org.apache.kafka.common.replica.RackAwareReplicaSelector,
-                         log.retention.check.interval.ms: "300000"}
+                         log.retention.check.interval.ms: "300000", remote.log.manager.task.interval.ms: "30000"}
                                   # read-only broker configs (server.properties) of every broker (Kafka's defaults)
         brokers:                  # list of broker groups
           - count: 6

@@ -12,8 +12,12 @@ Method
     tick) plus one worker thread for everything that waits on the network or the store.  Per tick and
     tiered partition (:class:`kafkasim.segments.TieredLog`): roll by ``segment.bytes``/``segment.ms``;
     closed segments not copied become one *copy job* per partition (epoch = the partition's leader epoch
-    now); copied segments past local retention leave the local log; copied segments past retention become
-    a *delete job*; the engine's ``size`` of the partition is set to its **local** bytes (what
+    now); when the leader's broker runs its retention check (``log.retention.check.interval.ms``,
+    :attr:`kafkasim.engine.Engine.retention_due`), copied segments past local retention leave the local log;
+    when its remote log manager task runs (``remote.log.manager.task.interval.ms``, default 30 s,
+    :attr:`~kafkasim.engine.Engine.remote_task_due`), copied segments past retention become a *delete job*
+    (as KIP-405 schedules them: between two runs the local and the remote log grow past their limits);
+    the engine's ``size`` of the partition is set to its **local** bytes (what
     DescribeLogDirs reports, what a move copies, what Guardian's executor estimates from) and its log
     start offset to the first offset still readable.  The worker runs a copy job as Kafka's
     ``RLMCopyTask`` does: one group of ``COPY_STARTED`` events (Guardian allocates the segment ids), the
@@ -54,6 +58,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
+import numpy as np
+import numpy.typing as npt
 
 from kafkasim import configs as kc
 from kafkasim import model as m
@@ -147,6 +153,11 @@ class TieredSettings:
     follower_tail_s: float = 3600.0
     ca_file: Path | None = None
     """CA of the service's gRPC certificate (TLS); None: plaintext (a loopback service)."""
+
+
+def _ran(due: npt.NDArray[np.bool_], gidx: int) -> bool:
+    """Whether broker ``gidx`` ran the scheduled task of ``due`` (an engine's per-broker array) in the last tick."""
+    return gidx < len(due) and bool(due[gidx])
 
 
 def kafka_topic_id(topic_id: uuid.UUID) -> str:
@@ -309,7 +320,12 @@ class TieredManager:
         if leader_ok:
             lg.maybe_roll(end, t, seg_bytes, seg_s, p.leader_epoch)
             if time.monotonic() >= self._retry_at.get(key, 0.0):
-                self._plan_jobs(cl, topic, p, lg, t, after_change=changed)
+                self._plan_copies(cl, topic, p, lg, after_change=changed)
+            g = cl.brokers[p.leader].gidx
+            if _ran(eng.retention_due, g):  # the leader's retention check: local retention (copied segments)
+                self._trim_local(cl, topic, lg, t)
+            if _ran(eng.remote_task_due, g):  # its remote log manager task: remote retention
+                self._plan_deletes(cl, topic, p, lg, t, after_change=changed)
         f["size"][s] = lg.local_bytes()
         f["lso"][s] = min(lg.log_start, end)
         ra = p.reassignment
@@ -322,8 +338,8 @@ class TieredManager:
                                             start=(lg.local_start, end, lg.ingress(end, t),
                                                    self.settings.follower_tail_s)))
 
-    def _plan_jobs(self, cl: Cluster, topic: Topic, p: Partition, lg: TieredLog, t: float,
-                   after_change: bool) -> None:
+    def _plan_copies(self, cl: Cluster, topic: Topic, p: Partition, lg: TieredLog, after_change: bool) -> None:
+        """Closed segments not copied yet become one copy job (every tick)."""
         pending = lg.to_copy()[:MAX_SEGMENTS_PER_JOB]
         if pending:
             job = self._job("copy", cl, topic, p, segments=pending,
@@ -335,10 +351,20 @@ class TieredManager:
                 job.ranges.append((seg.base, seg.end, int(seg.size), path))
                 job.payloads.append(seg.data())
             self._enqueue(job, front=after_change)
+
+    def _trim_local(self, cl: Cluster, topic: Topic, lg: TieredLog, t: float) -> None:
+        """Local retention (``local.retention.ms/bytes``; -2: the topic's retention) drops copied segments."""
         r_ms = self._int(cl, topic.name, "retention.ms")
         r_bytes = self._int(cl, topic.name, "retention.bytes")
         lg.trim_local(t, retention_limit(self._int(cl, topic.name, "local.retention.bytes"), r_bytes),
                       retention_limit(self._int(cl, topic.name, "local.retention.ms"), r_ms) / 1000.0)
+
+    def _plan_deletes(self, cl: Cluster, topic: Topic, p: Partition, lg: TieredLog, t: float,
+                      after_change: bool) -> None:
+        """Remote retention (``retention.ms/bytes``): the oldest copied segments past it, and those whose delete
+        failed before, become one delete job."""
+        r_ms = self._int(cl, topic.name, "retention.ms")
+        r_bytes = self._int(cl, topic.name, "retention.bytes")
         lg.expire_remote(t, retention_limit(-2, r_bytes), retention_limit(-2, r_ms) / 1000.0)
         doomed = [seg for seg in lg.segments if seg.state == DELETING and seg.owner == 0]
         if doomed:

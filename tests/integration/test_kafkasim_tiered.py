@@ -20,6 +20,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
 from controlplane.launcher import ServiceCluster
+from kafkasim.configs import REMOTE_LOG_TASK, RETENTION_CHECK
 from kafkasim.scenario import build_federation
 from kafkasim.segments import COPIED, COPYING
 from kafkasim.server import SimRunner
@@ -30,7 +31,8 @@ pytestmark = pytest.mark.slow
 CLUSTER = "tc"
 SPEC: dict[str, Any] = {"seed": 5, "speed": 1.0, "tick_seconds": 1.0, "clusters": [
     {"name": CLUSTER, "brokers": [{"count": 4, "idcs": ["a", "b"], "racks_per_idc": 2, "memory_gb": 8,
-                                   "disks": [{"count": 1, "kind": "nvme"}]}], "topics": []}]}
+                                   "disks": [{"count": 1, "kind": "nvme"}]}], "topics": [],
+     "broker_configs": {RETENTION_CHECK: "100", REMOTE_LOG_TASK: "100"}}]}  # every tick (Kafka: 300000, 30000)
 
 
 class Env:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from kafkasim.configs import RETENTION_CHECK, retention_check_s
+from kafkasim.configs import REMOTE_LOG_TASK, RETENTION_CHECK, remote_log_task_s, retention_check_s
 from kafkasim.protocol import Handler
 from kafkasim.records import store_batches
 from kafkasim.retention import RetentionClock
@@ -135,3 +135,21 @@ def test_a_revive_may_change_the_interval_but_only_to_a_valid_one() -> None:
     with pytest.raises(ValueError, match="must be an integer >= 1"):
         asyncio.run(server.revive_broker("c", 1, {RETENTION_CHECK: "0"}))
     assert RETENTION_CHECK not in fed.clusters["c"].brokers[1].static_configs  # nothing changed
+
+
+def test_the_remote_log_manager_interval_is_described_validated_and_read_only() -> None:
+    fed = federation(None, {})
+    cl = fed.clusters["c"]
+    entries = {k: (v, ro, src) for k, v, ro, src in Handler()._broker_configs(cl, cl.brokers[1])}
+    assert entries[REMOTE_LOG_TASK] == ("30000", True, 5)  # Kafka's default (KIP-405), from the default source
+    assert remote_log_task_s({}) == 30.0 and remote_log_task_s({REMOTE_LOG_TASK: "500"}) == 0.5
+    assert list(fed.engine.remote_task_clock.interval) == [30.0] * 3
+    fed = build_federation({"clusters": [{"name": "c", "brokers": [{"count": 1}],
+                                          "broker_configs": {REMOTE_LOG_TASK: "2000"}}]})
+    cl = fed.clusters["c"]
+    assert dict((k, v) for k, v, _, _ in Handler()._broker_configs(cl, cl.brokers[1]))[REMOTE_LOG_TASK] == "2000"
+    assert list(fed.engine.remote_task_clock.interval) == [2.0]
+    for bad in ("0", "soon"):
+        with pytest.raises(ScenarioError, match=r"broker_configs: remote.log.manager.task.interval.ms must be"):
+            build_federation({"clusters": [{"name": "c", "brokers": [{"count": 1}],
+                                            "broker_configs": {REMOTE_LOG_TASK: bad}}]})

@@ -1,8 +1,9 @@
 """kafkasim's tiered topics against an in-memory metadata service (the rules of ``tiered.model``).
 
 Rolls, copies (two groups per job, ids from the service), local retention only after the copy, remote
-retention, reads from remote byte for byte, a leader change fencing the deposed leader's queued job, a
-new replica starting at ``local_start_fetch_offset``, configs refused as Kafka refuses them.
+retention, each on its own schedule (the retention check, the remote log manager's task), reads from remote
+byte for byte, a leader change fencing the deposed leader's queued job, a new replica starting at
+``local_start_fetch_offset``, configs refused as Kafka refuses them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from kafkasim import model as m
+from kafkasim.configs import REMOTE_LOG_TASK, RETENTION_CHECK
 from kafkasim.model import SimError
 from kafkasim.records import split_batches, store_batches
 from kafkasim.remote_store import LocalDirStore
@@ -81,10 +83,18 @@ def batch(offset: int, values: list[bytes]) -> bytes:
     return record_batch(values, offset, timestamp_ms=1_795_000_000_000)
 
 
+QUICK = {RETENTION_CHECK: "1000", REMOTE_LOG_TASK: "1000"}
+"""Local retention and remote deletes every tick (Kafka: every 300 s and every 30 s)."""
+
+
+def federation(broker_configs: dict[str, str]) -> Federation:
+    return build_federation({"seed": 1, "clusters": [{"name": "c", "broker_configs": broker_configs, "brokers": [
+        {"count": 3, "idcs": ["a"], "memory_gb": 8, "disks": [{"count": 1, "kind": "nvme"}]}]}]})
+
+
 @pytest.fixture()
 def sim(tmp_path: Path) -> Iterator[tuple[Federation, TieredManager, FakeMetadata]]:
-    fed = build_federation({"seed": 1, "clusters": [{"name": "c", "brokers": [
-        {"count": 3, "idcs": ["a"], "memory_gb": 8, "disks": [{"count": 1, "kind": "nvme"}]}]}]})
+    fed = federation(QUICK)
     md = FakeMetadata()
     mgr = TieredManager(fed, TieredSettings((), "", tmp_path / "remote", follower_tail_s=5.0), metadata=md,
                         store=LocalDirStore(tmp_path / "remote"))
@@ -93,6 +103,12 @@ def sim(tmp_path: Path) -> Iterator[tuple[Federation, TieredManager, FakeMetadat
         yield fed, mgr, md
     finally:
         mgr.stop()
+
+
+def wait_idle(mgr: TieredManager, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not mgr.idle() and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def settle(fed: Federation, mgr: TieredManager, ticks: int = 3) -> None:
@@ -251,3 +267,43 @@ def test_history_becomes_segments_when_enabled_later() -> None:
     assert [(s.base, s.end) for s in lg.segments] == [(100, 349), (350, 599), (600, 849), (850, 1099)]
     assert lg.active_base == 1100 and lg.local_bytes() == pytest.approx(10_000.0)
     assert lg.segments[0].closed_t < lg.segments[-1].closed_t == 50.0
+
+
+def test_local_retention_runs_at_the_retention_check_and_remote_deletes_at_the_remote_log_manager_task(
+        tmp_path: Path) -> None:
+    fed = federation({RETENTION_CHECK: "10000", REMOTE_LOG_TASK: "4000"})  # Kafka: 300000 and 30000
+    md = FakeMetadata()
+    mgr = TieredManager(fed, TieredSettings((), "", tmp_path / "remote"), metadata=md,
+                        store=LocalDirStore(tmp_path / "remote"))
+    mgr.start()
+    try:
+        cl = fed.clusters["c"]
+        cl.create_topic("d", 1, 1, configs={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                            "retention.bytes": "20000", "local.retention.bytes": "3000"})
+        p = cl.partition("d", 0)
+        t0 = fed.engine.t  # the brokers' schedules started here (the federation was built)
+        local_moved: list[float] = []
+        start_moved: list[float] = []
+        copied_before_first_check = 0
+        for k in range(80):
+            store_batches(cl, p, batch(0, [b"r%02d" % k * 250]))
+            local0, start0 = (lg.local_start, lg.log_start) if (lg := mgr.log_of(cl, "d", 0)) else (0, 0)
+            fed.engine.step(1.0)
+            wait_idle(mgr)
+            lg = mgr.log_of(cl, "d", 0)
+            assert lg is not None
+            if lg.local_start != local0:
+                local_moved.append(fed.engine.t - t0)
+            if lg.log_start != start0:
+                start_moved.append(fed.engine.t - t0)
+            if fed.engine.t - t0 < 10.0:
+                copied_before_first_check = sum(s.state == COPIED for s in lg.segments)
+    finally:
+        mgr.stop()
+    # copied segments stay on the local disk until the leader's broker checks retention (every 10 s) ...
+    assert copied_before_first_check >= 2 and local_moved and min(local_moved) == 10.0
+    assert all(t % 10.0 == 0.0 for t in local_moved) and len(local_moved) >= 4, local_moved
+    # ... and leave the remote store only when its remote log manager task runs (every 4 s)
+    assert start_moved and all(t % 4.0 == 0.0 for t in start_moved) and len(start_moved) >= 3, start_moved
+    assert not set(start_moved) <= set(local_moved)
+    assert mgr.stats["deleted_segments"] >= 3
