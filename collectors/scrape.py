@@ -228,7 +228,11 @@ class Scraper:
         return res
 
     async def scrape_async(self, targets: Iterable[Target], timeout_s: float = 5.0) -> RoundResult:
-        """Scrape every endpoint once, concurrently; one result per URL (run on this scraper's loop)."""
+        """Scrape every endpoint once, concurrently; one result per URL (run on this scraper's loop).
+
+        A URL given twice is fetched once (the first target's CA and credentials). Only a host exporter shared
+        by brokers on one host may be declared under two brokers (:func:`kafkaio.endpoints.check_shared_metrics_urls`
+        refuses any other shared URL); the one result is then each of theirs (:mod:`collectors.build.topology`)."""
         sem = asyncio.Semaphore(self.concurrency)
         t0 = time.perf_counter()
         uniq: dict[str, Target] = {}

@@ -25,7 +25,9 @@ Method: a hand-written walk over the JSON that names the JSON path of the first 
 
 and ``control_url`` beside ``clusters`` (the simulator's control API). Broker keys not listed are
 ignored (older files carry more); the new objects (``security``, metrics endpoints, ``rack_to_idc``,
-``hardware``) refuse unknown keys, so a typo is an error instead of a silently open door.
+``hardware``) refuse unknown keys, so a typo is an error instead of a silently open door. A metrics URL
+declared by two brokers is refused (naming both ids) unless each declares it as its host's exporter
+(``kind: "node"``, brokers sharing a host): :func:`check_shared_metrics_urls`, run however the endpoints are built.
 
 Guarantee: a :class:`ClusterEndpoints` is immutable and holds no secret (metrics and Kafka
 passwords are file / environment references, resolved by whoever connects). Old documents parse
@@ -170,6 +172,9 @@ class ClusterEndpoints:
     rack_to_idc: RackToIdc | None = None
     hardware: HardwareProfile | None = None
 
+    def __post_init__(self) -> None:
+        check_shared_metrics_urls(self.brokers, f"cluster {self.cluster}")
+
     @property
     def metrics_urls(self) -> list[str]:
         """Every URL scraped in a round (every endpoint of every broker, unmapped ones, exporters)."""
@@ -181,9 +186,15 @@ class ClusterEndpoints:
         """Broker id -> its first metrics URL (brokers without one are absent)."""
         return {b.id: url for b in self.brokers if (url := b.first_metrics_url)}
 
-    def url_to_broker(self) -> dict[str, int]:
-        """Known metrics URL -> broker id (every endpoint of every broker)."""
-        return {m.url: b.id for b in self.brokers for m in b.metrics_endpoints}
+    def url_to_brokers(self) -> dict[str, tuple[int, ...]]:
+        """Known metrics URL -> the brokers that declare it (every endpoint of every broker): one broker, or
+        several for a host exporter (``kind: node``) shared by brokers on one host (see
+        :func:`check_shared_metrics_urls`)."""
+        out: dict[str, tuple[int, ...]] = {}
+        for b in self.brokers:
+            for m in b.metrics_endpoints:
+                out[m.url] = (*out.get(m.url, ()), b.id)
+        return out
 
     def metrics_endpoint_by_url(self) -> dict[str, MetricsEndpoint]:
         """Metrics URL -> its endpoint record (CA, credentials references) for every broker endpoint."""
@@ -204,6 +215,39 @@ class ClusterEndpoints:
             if idc:
                 return idc, "rack_to_idc"
         return None, "unknown"
+
+
+HOST_EXPORTER_KIND = "node"
+"""The endpoint kind several brokers may share: a host's exporter (node_exporter) serves every broker on it."""
+
+
+def check_shared_metrics_urls(brokers: tuple[BrokerInfo, ...], at: str) -> None:
+    """Refuse a metrics URL declared by two brokers unless both declare it as their host's exporter.
+
+    A Kafka broker's own metrics (a JMX exporter, agent or HTTP server) are served per broker JVM, so one URL
+    under two broker ids is a copy-paste mistake: the one payload would be taken for both brokers (or, scraped
+    once per round, for one of them) and the other broker's traffic and disks would be silently wrong. A host
+    exporter (``kind: "node"``, same record on each) shared by brokers co-located on one host is legitimate:
+    it is scraped once per round and given to each of them (each reads its own log dirs' devices from it).
+    Raises :class:`EndpointsError` naming the URL and both broker ids."""
+    first: dict[str, tuple[int, MetricsEndpoint]] = {}
+    for b in brokers:
+        for m in b.metrics_endpoints:
+            seen = first.get(m.url)
+            if seen is None:
+                first[m.url] = (b.id, m)
+                continue
+            other, prev = seen
+            if other == b.id:
+                continue
+            if prev.kind == m.kind == HOST_EXPORTER_KIND and prev == m:
+                continue
+            why = ("declared differently by each (a shared host exporter needs the same record)"
+                   if prev.kind == m.kind == HOST_EXPORTER_KIND else
+                   "a broker's own metrics endpoint serves one broker JVM, so one of them would be given the "
+                   "other's metrics; give each broker its own URL, or declare a host exporter shared by brokers "
+                   f'on one host with kind "{HOST_EXPORTER_KIND}" on each')
+            raise EndpointsError(f"{at}: metrics URL {m.url} is declared by brokers {other} and {b.id}: {why}")
 
 
 # ---------------------------------------------------------------------- parsing
@@ -384,6 +428,7 @@ def parse_endpoints(doc: Any, cluster: str) -> ClusterEndpoints:
         if b.id in seen:
             raise EndpointsError(f"{at}.brokers[{i}].id: broker {b.id} listed twice")
         seen.add(b.id)
+    check_shared_metrics_urls(brokers, f"{at}.brokers")
     mapped = {m.url for b in brokers for m in b.metrics_endpoints}
     unmapped = tuple(u for u in _url_list(c.get("metrics_urls"), f"{at}.metrics_urls") if u not in mapped)
     exporters = _url_list(c.get("exporter_urls"), f"{at}.exporter_urls")

@@ -118,7 +118,8 @@ class BrokerBook:
         self.brokers: dict[int, BrokerInfo] = {b.id: b for b in endpoints.brokers}
         self.meta: dict[int, tuple[str, int, str | None]] = {}
         """broker -> (host, port, rack) as the cluster metadata last gave them."""
-        self.url_broker: dict[str, int] = endpoints.url_to_broker()
+        self.url_brokers: dict[str, tuple[int, ...]] = endpoints.url_to_brokers()
+        """Metrics URL -> the brokers it serves (several only for a shared host exporter)."""
 
 
 

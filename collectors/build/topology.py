@@ -3,7 +3,9 @@
 Goal: one payload per broker — every endpoint of the broker (a JMX exporter, a node_exporter, any
 number) merged — and the consumer-offset exporters' payloads, each with the clock its samples were
 taken at; and the brokers the snapshot must describe. Method: an endpoint is a broker's when the
-endpoints document lists it under that broker; the payloads of a broker's endpoints that answered
+endpoints document lists it under that broker (a host exporter shared by brokers on one host, scraped once,
+is each of theirs; any other URL shared by two brokers is refused when the document is read:
+:func:`kafkaio.endpoints.check_shared_metrics_urls`); the payloads of a broker's endpoints that answered
 are merged (:func:`~collectors.promtext.merge_payloads`: a family comes from the first endpoint that
 has it and keeps that endpoint's clock). An endpoint's clock is the newest sample timestamp of its
 payload when its samples carry one (the exposition format's optional timestamp: a source whose clock
@@ -53,12 +55,13 @@ def map_payloads(scrape: RoundResult, book: BrokerBook, exporter_urls: Iterable[
     exporter_payloads: list[tuple[Payload, float, str, str]] = []
     exporters = set(exporter_urls)
     for url, res in scrape.results.items():
-        bid = book.url_broker.get(url)
+        bids = book.url_brokers.get(url, ())
         if not res.ok or res.payload is None:
             err = res.error or "no payload"
-            if bid is not None:
+            if bids:
                 cov.endpoints_failed[url] = err
-                failed.setdefault(bid, []).append(f"{url}: {err}")
+                for bid in bids:
+                    failed.setdefault(bid, []).append(f"{url}: {err}")
             elif url in exporters:
                 cov.exporters_failed[url] = err
             else:
@@ -68,10 +71,11 @@ def map_payloads(scrape: RoundResult, book: BrokerBook, exporter_urls: Iterable[
         if url in exporters:
             exporter_payloads.append((res.payload, clock, kind, url))
             continue
-        if bid is None:
+        if not bids:
             cov.metrics_failed_urls[url] = "no broker declares this endpoint"
             continue
-        per_broker.setdefault(bid, []).append((res.payload, clock, kind))
+        for bid in bids:  # several: a host exporter shared by the brokers on one host, scraped once
+            per_broker.setdefault(bid, []).append((res.payload, clock, kind))
         cov.parse_seconds += res.parse_s
     for bid, msgs in failed.items():
         cov.metrics_failed[bid] = "; ".join(msgs)

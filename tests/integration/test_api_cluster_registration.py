@@ -123,6 +123,8 @@ def test_the_older_metrics_urls_form_and_an_offsets_exporter(client: TestClient,
     (lambda b: b.update(consumer_offsets="kafka_exporter"), "$.consumer_offsets"),
     (lambda b: b.update(idc_overrides={"one": "idc-a"}), "$.idc_overrides"),
     (lambda b: b["brokers"].append({"id": 1}), "$.brokers[2].id"),
+    (lambda b: b["brokers"][1]["metrics"].__setitem__(0, dict(b["brokers"][0]["metrics"][0])),  # copy-pasted
+     "$.brokers: metrics URL https://k1:7071/metrics is declared by brokers 1 and 2"),
 ])
 def test_bad_registrations_are_400s_naming_the_json_path(client: TestClient, change: Any, path: str) -> None:
     body = _clean(operator_body())

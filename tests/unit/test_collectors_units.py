@@ -9,13 +9,23 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from collectors.build.state import BrokerBook
+from collectors.build.topology import map_payloads
 from collectors.completeness import Coverage, SnapshotRefused, UsabilityPolicy, refusal_reasons, require_usable
 from collectors.history import RingWindow, window_bytes
 from collectors.pagecache import Behaviours, is_disk_read, residence_seconds
 from collectors.promtext import PayloadError, check_payload, parse_fast, parse_reference
 from collectors.rates import CounterTracker, DropLog, DropReason, counter_rate, gauge_value
+from collectors.scrape import RoundResult, ScrapeResult
 from domain import Broker, ClusterSnapshot, Disk, DiskKind
-from kafkaio.endpoints import EndpointsError, endpoints_from_options, parse_endpoints
+from kafkaio.endpoints import (
+    BrokerInfo,
+    ClusterEndpoints,
+    EndpointsError,
+    MetricsEndpoint,
+    endpoints_from_options,
+    parse_endpoints,
+)
 from kafkaio.source import KafkaState
 from kafkaio.types import BrokerMeta, PartitionMeta, Reassignment
 
@@ -167,7 +177,7 @@ def test_endpoints_parsing_errors() -> None:
     doc = {"clusters": {"east": {"bootstrap_servers": "127.0.0.1:1", "metrics_urls": ["http://x/m"],
                                  "brokers": [{"id": 1, "metrics_url": "http://y/m", "idc": "a"}]}}}
     eps = parse_endpoints(doc, "east")
-    assert eps.metrics_urls == ["http://y/m", "http://x/m"] and eps.url_to_broker() == {"http://y/m": 1}
+    assert eps.metrics_urls == ["http://y/m", "http://x/m"] and eps.url_to_brokers() == {"http://y/m": (1,)}
     with pytest.raises(EndpointsError, match="no cluster 'west'"):
         parse_endpoints(doc, "west")
     with pytest.raises(EndpointsError, match="bootstrap_servers"):
@@ -175,7 +185,7 @@ def test_endpoints_parsing_errors() -> None:
     with pytest.raises(EndpointsError):
         endpoints_from_options("c", "h:1", ["ftp://nope"])
     e2 = endpoints_from_options("c", "h:1", ["3=http://a/m", "http://b/m"])
-    assert e2.url_to_broker() == {"http://a/m": 3} and e2.unmapped_metrics_urls == ("http://b/m",)
+    assert e2.url_to_brokers() == {"http://a/m": (3,)} and e2.unmapped_metrics_urls == ("http://b/m",)
 
 
 def test_ring_window_averages_rounds_when_every_is_above_one() -> None:
@@ -337,3 +347,28 @@ def test_fast_parser_paths_agree_with_reference(text: str) -> None:
     norm = {k: sorted((tuple(sorted(lab.items())), repr(v)) for lab, v in vals) for k, vals in fast.families.items()}
     nref = {k: sorted((tuple(sorted(lab.items())), repr(v)) for lab, v in vals) for k, vals in ref.families.items()}
     assert norm == nref
+
+
+def test_a_host_exporter_shared_by_two_brokers_is_each_ones_and_its_failure_names_both() -> None:
+    node = MetricsEndpoint("http://h:9100/metrics", kind="node")
+    eps = ClusterEndpoints("c", "h:1", (BrokerInfo(1, "http://h:7071/metrics", metrics=(node,)),
+                                        BrokerInfo(2, "http://h:7072/metrics", metrics=(node,))))
+    assert eps.metrics_urls.count(node.url) == 1  # one scrape per round
+
+    def ok(url: str, text: str) -> ScrapeResult:
+        return ScrapeResult(url, payload=parse_fast(text), received=5.0)
+    scrape = RoundResult({"http://h:7071/metrics": ok("http://h:7071/metrics", "kafka_a 1\n"),
+                          "http://h:7072/metrics": ok("http://h:7072/metrics", "kafka_a 2\n"),
+                          node.url: ok(node.url, 'node_disk_io_time_seconds_total{device="sda"} 7\n')})
+    cov = Coverage("c", 0.0)
+    got = map_payloads(scrape, BrokerBook(eps), (), False, cov).brokers
+    for bid, own in ((1, 1.0), (2, 2.0)):  # each broker: its own JMX family, the host's disks
+        payload = got[bid][0]
+        assert payload.raw["kafka_a"][1] == [own] and payload.raw["node_disk_io_time_seconds_total"][1] == [7.0]
+    assert cov.metrics_failed_urls == {} and cov.endpoints_failed == {}
+    scrape.results[node.url] = ScrapeResult(node.url, error="timed out after 5 s")
+    cov = Coverage("c", 0.0)
+    got = map_payloads(scrape, BrokerBook(eps), (), False, cov).brokers
+    assert cov.endpoints_failed == {node.url: "timed out after 5 s"}
+    assert set(cov.metrics_failed) == {1, 2} and all(node.url in why for why in cov.metrics_failed.values())
+    assert set(got) == {1, 2}  # their JMX payloads are still used

@@ -12,6 +12,7 @@ import pytest
 from domain import DiskKind
 from kafkaio.endpoints import (
     BrokerInfo,
+    ClusterEndpoints,
     DiskProfile,
     EndpointsError,
     MetricsEndpoint,
@@ -58,7 +59,7 @@ def test_an_older_document_reads_as_before() -> None:
                                 "http://127.0.0.1:8009/metrics"]
     assert eps.unmapped_metrics_urls == ("http://127.0.0.1:8009/metrics",)
     assert eps.metrics_url_by_broker == {1: "http://127.0.0.1:8001/metrics", 2: "http://127.0.0.1:8002/metrics"}
-    assert eps.url_to_broker() == {"http://127.0.0.1:8001/metrics": 1, "http://127.0.0.1:8002/metrics": 2}
+    assert eps.url_to_brokers() == {"http://127.0.0.1:8001/metrics": (1,), "http://127.0.0.1:8002/metrics": (2,)}
     b2 = eps.broker(2)
     assert b2 == BrokerInfo(2, "http://127.0.0.1:8002/metrics", "127.0.0.1", 19093, "idc-b", "idc-b-r1", "p1")
     assert eps.security.protocol is SecurityProtocol.PLAINTEXT
@@ -84,8 +85,8 @@ def test_the_new_declarations() -> None:
         MetricsEndpoint("http://b1:7071/metrics"),
         MetricsEndpoint("https://b1:9100/metrics", ca_file="/ca.pem", username="prom", password_file="/prom.pw"))
     assert eps.metrics_urls == ["http://b1:7071/metrics", "https://b1:9100/metrics", "https://b2:7071/metrics"]
-    assert eps.url_to_broker() == {"http://b1:7071/metrics": 1, "https://b1:9100/metrics": 1,
-                                   "https://b2:7071/metrics": 2}
+    assert eps.url_to_brokers() == {"http://b1:7071/metrics": (1,), "https://b1:9100/metrics": (1,),
+                                   "https://b2:7071/metrics": (2,)}
     assert eps.metrics_url_by_broker == {1: "http://b1:7071/metrics", 2: "https://b2:7071/metrics"}
     assert eps.metrics_endpoint_by_url()["https://b2:7071/metrics"] == MetricsEndpoint(
         "https://b2:7071/metrics", bearer_token_file="/token", kind="jmx")
@@ -185,8 +186,47 @@ def test_options_several_endpoints_per_broker_and_security() -> None:
                                 sasl_password_env="PW")
     eps = endpoints_from_options("c", "h:1", ["1=http://a/m", "1=https://a:9100/metrics", "http://u/m"],
                                  security=sec)
-    assert eps.url_to_broker() == {"http://a/m": 1, "https://a:9100/metrics": 1}
+    assert eps.url_to_brokers() == {"http://a/m": (1,), "https://a:9100/metrics": (1,)}
     assert eps.metrics_url_by_broker == {1: "http://a/m"} and eps.unmapped_metrics_urls == ("http://u/m",)
     assert eps.security is sec
     with pytest.raises(EndpointsError, match="--metrics-url"):
         endpoints_from_options("c", "h:1", ["1=ftp://nope"])
+
+
+def _two_brokers(first: Any, second: Any) -> dict[str, Any]:
+    """Brokers 1 and 2, each with its own JMX exporter (``metrics_url``) and one more endpoint."""
+    return {"clusters": {"c1": {"bootstrap_servers": "b1:9092", "brokers": [
+        {"id": 1, "metrics_url": "http://b1:7071/metrics", "metrics": [first]},
+        {"id": 2, "metrics_url": "http://b2:7071/metrics", "metrics": [second]}]}}}
+
+
+@pytest.mark.parametrize(("first", "second", "why"), [
+    ("http://b3:7071/metrics", "http://b3:7071/metrics", "serves one broker JVM"),  # a copy-pasted JMX URL
+    ({"url": "http://h:9100/metrics", "kind": "jmx"}, {"url": "http://h:9100/metrics", "kind": "node"},
+     "serves one broker JVM"),
+    ({"url": "https://h:9100/metrics", "kind": "node", "ca_file": "/a.pem"},
+     {"url": "https://h:9100/metrics", "kind": "node", "ca_file": "/b.pem"}, "declared differently"),
+])
+def test_a_metrics_url_of_two_brokers_is_refused_naming_both(first: Any, second: Any, why: str) -> None:
+    url = first if isinstance(first, str) else first["url"]
+    with pytest.raises(EndpointsError, match=rf"^\$\.clusters\.c1\.brokers: metrics URL {url} is declared by "
+                                             rf"brokers 1 and 2: .*{why}"):
+        parse_endpoints(_two_brokers(first, second), "c1")
+
+
+def test_every_way_to_build_endpoints_refuses_a_shared_broker_url() -> None:
+    with pytest.raises(EndpointsError, match="metrics URL http://a/m is declared by brokers 1 and 2"):
+        endpoints_from_options("c", "h:1", ["1=http://a/m", "2=http://a/m"])
+    with pytest.raises(EndpointsError, match="cluster c: metrics URL http://a/m is declared by brokers 3 and 4"):
+        ClusterEndpoints("c", "h:1", (BrokerInfo(3, "http://a/m"),
+                                      BrokerInfo(4, "http://b/m", metrics=(MetricsEndpoint("http://a/m"),))))
+    # one broker declaring its URL both ways is still one endpoint of one broker
+    assert endpoints_from_options("c", "h:1", ["1=http://a/m", "1=http://b/m"]).url_to_brokers() == {
+        "http://a/m": (1,), "http://b/m": (1,)}
+
+
+def test_a_host_exporter_shared_by_the_brokers_on_one_host_is_scraped_once_for_each() -> None:
+    node = {"url": "http://h:9100/metrics", "kind": "node"}
+    eps = parse_endpoints(_two_brokers(node, dict(node)), "c1")
+    assert eps.metrics_urls == ["http://b1:7071/metrics", "http://h:9100/metrics", "http://b2:7071/metrics"]
+    assert eps.url_to_brokers()["http://h:9100/metrics"] == (1, 2)
