@@ -18,13 +18,16 @@ on, read from the cluster after the run), over the same headroom (``disk_bound_s
 that KIP-73 rates are shared equally by a broker's copies). The adaptive rate runs with the joint choice of
 each copy's throttled side (:mod:`controlplane.executor.joint_throttle`) and, as its baseline in the same run,
 with the old choice (both sides, max-min fair); printed for each: completion over that floor per seed (median,
-range) and the worst tick's util. Writes ``out/bench/executor.json``.
+range) and the worst tick's util; for the joint choice, also where its time over that floor goes
+(:func:`decompose`: the traffic during the move, from a no-move twin run of the same seed; the guard band between
+the threshold and the executor's planning target; the schedule). Writes ``out/bench/executor.json``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import statistics
 import sys
@@ -140,7 +143,8 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
                 "throttles_left": sum(len(v) for v in leftovers.values()), "bound_sim_s": round(bound, 1),
                 "disk_bound_sim_s": round(honest, 1),
                 "bound_disk": f"{bottleneck[0]}:{bottleneck[1]}" if bottleneck else "",
-                "bound_disk_gb": round(disk_bytes.get(bottleneck, 0.0) / 1e9, 2) if bottleneck else 0.0}
+                "bound_disk_gb": round(disk_bytes.get(bottleneck, 0.0) / 1e9, 2) if bottleneck else 0.0,
+                "disk_work_bytes": {f"{b}:{d}": round(w) for (b, d), w in sorted(disk_bytes.items())}}
     finally:
         for s in scrapers:
             s.close()
@@ -202,6 +206,70 @@ def disk_bound(work: dict[tuple[int, str], float], disks: dict[tuple[int, str], 
     return best
 
 
+def traffic_twin(seed: int, horizon_s: float) -> dict[str, list[float]]:
+    """Per disk (``broker:dir``), its util at every simulated tick of the move's window, from a twin run: the same
+    federation and traffic seed, warmed up alike, with no move at all. kafkasim draws producer traffic (rates,
+    bursts) from its own seeded generator, the same draws whatever is copied, so the twin shows the traffic the
+    move ran beside — without the writes the moved replicas take to their new disks when their move ends."""
+    runner = SimRunner(build_federation({**json.loads(json.dumps(SCENARIO)), "seed": seed}), speed=0.0)
+    runner.start()
+    try:
+        eng = runner.server.fed.engine
+        runner.call(lambda: eng.advance(90.0))  # the run's 30 + 60 s before the move
+        ticks: list[Any] = []
+        runner.call(lambda: eng.listeners.append(lambda e, _dt: ticks.append(e.d_util.copy())))
+        steps = math.ceil(horizon_s / PASS_S)
+        for _ in range(steps):
+            runner.call(lambda: eng.advance(PASS_S))
+        return {f"{d.broker_id}:{d.path}": [float(u[d.gidx]) for u in ticks] for d in eng.disks}
+    finally:
+        runner.stop()
+
+
+def traffic_floor(work: dict[str, float], twin: dict[str, list[float]], level: float,
+                  max_bytes_per_s: float) -> float:
+    """Seconds the most loaded disk needs for its reads + writes when each tick it may add ``(level - util the
+    twin shows) x max bytes/s`` — the floor under the traffic seen during the move, not the minute before (past
+    the twin's window, its last minute's mean headroom is assumed)."""
+    worst = 0.0
+    for disk, w in work.items():
+        us = twin.get(disk)
+        if not us or w <= 0:
+            continue
+        done, t = 0.0, 0
+        while done < w and t < len(us):
+            done += max(level - us[t], 0.0) * max_bytes_per_s
+            t += 1
+        if done < w:
+            tail = us[-60:]
+            rate = max(level - sum(tail) / len(tail), 1e-3) * max_bytes_per_s
+            t += math.ceil((w - done) / rate)
+        worst = max(worst, float(t))
+    return worst
+
+
+def decompose(runs: list[dict[str, Any]], headroom: float) -> dict[str, Any]:
+    """Where each run's time over the reads + writes floor goes, per seed (medians printed): the traffic during the
+    move (floor under the twin's traffic / the floor from the minute before), the guard band (the twin floor at the
+    executor's target ``THRESHOLD - headroom`` / at the threshold) and the schedule (completion / the twin floor at
+    the target: copies waiting for slots, the tail, the first pass)."""
+    rows = []
+    for r in runs:
+        twin = traffic_twin(r["seed"], r["completion_sim_s"] + 60.0)
+        work = {k: float(v) for k, v in r["disk_work_bytes"].items()}
+        cap = float(SCENARIO["clusters"][0]["brokers"][0]["disks"][0]["max_mb_s"]) * 1e6
+        at_threshold = traffic_floor(work, twin, THRESHOLD, cap)
+        at_target = traffic_floor(work, twin, THRESHOLD - headroom, cap)
+        rows.append({"seed": r["seed"], "traffic_floor_sim_s": at_threshold, "target_floor_sim_s": at_target,
+                     "traffic": round(at_threshold / max(r["disk_bound_sim_s"], 1e-9), 3),
+                     "guard_band": round(at_target / max(at_threshold, 1e-9), 3),
+                     "schedule": round(r["completion_sim_s"] / max(at_target, 1e-9), 3),
+                     "vs_traffic_floor": round(r["completion_sim_s"] / max(at_threshold, 1e-9), 3)})
+    med = {k: round(statistics.median(x[k] for x in rows), 3)
+           for k in ("traffic", "guard_band", "schedule", "vs_traffic_floor")} if rows else {}
+    return {"per_seed": rows, "median": med}
+
+
 def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-column medians of one mode's runs (the mode name, status and leftovers of the worst run)."""
     out = dict(runs[0])
@@ -253,6 +321,14 @@ def main() -> int:
           f"{floors['joint']['worst_tick_util']}); old choice (both sides, fair) median {floors['fair']['median']}x "
           f"(range {floors['fair']['min']}–{floors['fair']['max']}, worst tick util "
           f"{floors['fair']['worst_tick_util']})")
+    parts = decompose(runs[joint], MODES[len(FIXED_RATES_MB)][1].headroom)
+    floors["joint_decomposed"] = parts
+    m = parts["median"]
+    print(f"joint choice, where the time over that floor goes (medians over the seeds): traffic during the move "
+          f"{m['traffic']}x (the floor under the traffic a no-move twin run shows / the floor from the minute "
+          f"before), guard band {m['guard_band']}x (that floor at the planning target "
+          f"{THRESHOLD - MODES[len(FIXED_RATES_MB)][1].headroom:.2f} / at {THRESHOLD}), schedule {m['schedule']}x "
+          f"(completion / the floor at the target); completion over the traffic floor {m['vs_traffic_floor']}x")
     total = {name: sum(r["completion_sim_s"] for r in runs[name]) for name in (joint, follower)}
     print(f"follower reads (opt-in): {total[follower]:.0f} sim-s over the seeds vs {total[joint]:.0f} without "
           f"({total[follower] / max(total[joint], 1e-9) - 1:+.1%}), worst tick util "

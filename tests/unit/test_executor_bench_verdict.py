@@ -31,3 +31,14 @@ def test_compare_without_any_fixed_rate_under_the_threshold() -> None:
     v = bench.compare(rows)
     assert v["fastest_fixed_under_threshold"] is None and v["adaptive_vs_fastest_fixed_under_threshold"] is None
     assert v["adaptive_p95_under_threshold"] is False
+
+
+def test_traffic_floor_spends_each_ticks_headroom_and_extrapolates_past_the_twin() -> None:
+    # 100 B/s disks: at level 0.75 a disk at util 0.25 may add 50 B/s, one at 0.5 only 25
+    twin = {"1:/a": [0.25] * 10, "2:/b": [0.5] * 4 + [0.25] * 6, "3:/c": [0.5] * 3}
+    assert bench.traffic_floor({"1:/a": 200.0}, twin, 0.75, 100.0) == 4.0
+    assert bench.traffic_floor({"2:/b": 200.0}, twin, 0.75, 100.0) == 6.0  # 4 x 25, then 2 x 50
+    assert bench.traffic_floor({"3:/c": 150.0}, twin, 0.75, 100.0) == 6.0  # 3 x 25, then at its mean 3 more
+    both = {"1:/a": 200.0, "2:/b": 200.0, "9:/gone": 1e9}  # the slowest disk bounds; a disk the twin lacks is skipped
+    assert bench.traffic_floor(both, twin, 0.75, 100.0) == 6.0
+    assert bench.traffic_floor({"1:/a": 200.0}, twin, 0.65, 100.0) == 5.0  # a lower level: a longer floor
