@@ -184,3 +184,13 @@ def lead_step(p: PartitionMeta, order: list[int]) -> Literal["reorder", "elect"]
     if list(p.replicas) != order:
         return "reorder"
     return "elect" if p.leader != order[0] else None
+
+
+def leading_out(t: Task, live: LiveCluster) -> bool:
+    """True for a follower-read task whose copy is done and whose lead-out is under way (no log-dir move of
+    its own to follow): it reads and writes no disk any more, so it holds no slot under the caps."""
+    p = live.partitions.get(t.tp)
+    target = list(t.target_replicas)
+    return (t.reader is not None and p is not None and t.action == "reassign" and t.tp not in live.reassignments
+            and not any(t.target_log_dirs) and sorted(p.replicas) == sorted(target)
+            and lead_step(p, target) is not None)
