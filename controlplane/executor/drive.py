@@ -185,6 +185,8 @@ class TaskDriver:
         if t.action == "reassign" and list(p.replicas) != target:
             order = submit_order(t, lead)  # a copy whose reader was made leader first: its first submission now
             send("reassign", tp, order, first=not resubmit or (lead is not None and t.attempts == 0))
+            if lead is not None and p.leader == lead and submit.reassign.get(tp) == order:
+                update.note(t, f"copy reads from broker {lead}, made leader")  # not the lead-in's last refusal
             if submit.reassign.get(tp) == order and submit.owner.get(tp) == t.key:
                 self.placement.preplace(t, p.replicas, live, submit)
             return

@@ -24,7 +24,8 @@ before a reorder sent just before it lands (ELECTION_NOT_NEEDED), and an executo
 the two: never sending both in one pass, and deciding from the metadata alone, the step is retried until
 it takes. Each change sends at most ``max_attempts`` requests (``Task.leader_attempts``, replicated; a
 stale read or an ELECTION_NOT_NEEDED costs one), then the task is given up on with the cluster's last
-answer (:mod:`.drive`).
+answer (:mod:`.drive`). A task in its lead-out (:func:`leading_out`) reads and writes no disk: it holds
+no slot under the caps.
 
 Guarantee: only tasks whose leader is the plan's source leader and whose final leader is the target's
 first replica either way (the old leader leaves the replica set, or stays first) use another reader, and
@@ -32,14 +33,15 @@ none with a leadership task of its own in the execution (a drain's elections sta
 alive, in the ISR, kept by the plan and on a disk with live load figures. The copy stays throttled: the
 leader-side throttled-replica lists name every source replica and a replica that may lead gets a rate
 (:mod:`.throttle_sync`). A task completes only with the plan's order and its first replica leading; its
-copy is never submitted before the reader leads. A task cancelled after its lead-in reverts to its old
-replicas in the reader's order with the reader leading (the leader stays in sync; a later preferred
-election keeps the reader). Deterministic; every decision is a function of the task record and the
-metadata read this pass, so a new executor taking over mid-way goes on where the cluster stands.
+copy is never submitted before the reader leads. A task cancelled once its lead-in started leaves its old
+replicas in the reader's order, the reader leading once its election took (the leader stays in sync; a
+preferred election keeps the reader). Deterministic; every decision is a function of the task record and
+the metadata read this pass, so a new executor taking over mid-way goes on where the cluster stands.
 
 Cost: O(pending tasks x (log + replicas)) per pass; no extra admin call (the reorders and elections ride in
-the pass's submission), but each leader change takes two passes more than an unchecked one (the reorder,
-then the election, then the check), and the copy starts two passes after its task (bench in the README).
+the pass's submission). In passes: the copy starts two passes after its task (reorder, election, copy),
+and the task completes two passes after its copy (reorder, election, check) — three passes more than when
+the election rode with the reorder, which the bench measures (README).
 """
 
 from __future__ import annotations
