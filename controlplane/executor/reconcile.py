@@ -74,7 +74,7 @@ from controlplane.executor.live import (
     live_snapshot,
 )
 from controlplane.executor.placement import Placement, pending_work
-from controlplane.executor.read_source import leading_out, plan_readers
+from controlplane.executor.read_source import plan_readers
 from controlplane.executor.settings import policy_for
 from controlplane.executor.submit import Submission, send
 from controlplane.executor.tasks import (
@@ -488,7 +488,7 @@ class Executor:
         caps = {**DEFAULT_CAPS, **ex.caps}
         ordered = order_tasks(ready, ex.options.get("ordering", self.config.ordering), urp,
                               [t for t in merged.values() if t.state in OPEN_STATES], leaders, caps["per_disk"])
-        running = [t for t in merged.values() if t.state in RUNNING_STATES and not leading_out(t, live)]
+        running = [t for t in merged.values() if t.state in RUNNING_STATES]
         if ordered:
             self.placement.measure_backlog(merged, live, p.dirs, self._readers)
         return select_batch(ordered, running, caps, leaders,

@@ -11,7 +11,6 @@ from controlplane.executor.placement import Placement
 from controlplane.executor.read_source import (
     lead_order,
     lead_step,
-    leading_out,
     plan_readers,
     settle_order,
     submit_order,
@@ -128,14 +127,3 @@ def test_no_follower_read_when_the_leaders_disk_has_no_live_figures() -> None:
     assert plan_readers({t.key: t}, cluster([t]), dir_map([t]), {**budgets, (1, "/d1"): 10e6},
                         lambda _k, d: d) == {t.tp: 3}  # with them, the quiet follower reads
 
-
-def test_a_task_in_its_lead_out_holds_no_slot() -> None:
-    t = replace(task("t:0", [1, 2], ["/d1", "/d1"], [3, 2], GB).start(), attempts=1, reader=2)
-
-    def live(replicas: tuple[int, ...], leader: int) -> LiveCluster:
-        return LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta("t", 0, replicas, leader, replicas)}, {}, {})
-
-    assert leading_out(t, live((2, 3), 2)) and leading_out(t, live((3, 2), 2))  # copy done, leader not back yet
-    assert not leading_out(t, live((3, 2), 3))  # done: completes this pass
-    assert not leading_out(t, live((2, 1), 2))  # the copy has not run yet
-    assert not leading_out(replace(t, reader=None), live((3, 2), 2))  # not a follower read
