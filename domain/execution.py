@@ -16,7 +16,7 @@ Guarantee: no sequence of named transitions leaves the table (a property test dr
 a refused transition raises :class:`IllegalTransition` and leaves the record as it was (records are
 immutable). ``Task.from_json(doc).to_json() == doc`` for every stored task, key order included.
 
-Cost: O(1) per transition; O(fields) per JSON translation (a task has 19).
+Cost: O(1) per transition; O(fields) per JSON translation (a task has 21).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def check_transition(key: str, current: TaskState, target: TaskState) -> None:
 SPEC_FIELDS = ("key", "topic", "partition", "action", "source_replicas", "source_log_dirs", "target_replicas",
                "target_log_dirs", "size_bytes", "leader", "batch", "after")
 """The fields a plan gives a task (the ``execution.start`` command's task specification), in stored order."""
-PROGRESS_FIELDS = ("bytes_done", "bytes_total", "rate_bytes_per_s", "attempts")
+PROGRESS_FIELDS = ("bytes_done", "bytes_total", "rate_bytes_per_s", "attempts", "reader", "leader_attempts")
 """The fields a replicated task update may set besides the state."""
 
 
@@ -96,6 +96,9 @@ class Task:
     log dirs change, KIP-113) or ``elect_leader`` (``leader`` becomes the preferred leader). ``batch`` and
     ``after`` order tasks (broker batches of a drain, leadership before data). ``size_bytes`` is what the
     plan expects to copy; ``bytes_done`` / ``bytes_total`` / ``rate_bytes_per_s`` what the executor measured.
+    ``attempts`` counts the submissions of its move; ``reader`` is the kept follower a reassignment's copy
+    reads from (made leader before the copy, the plan's leader restored after it; ``None``: the leader reads)
+    and ``leader_attempts`` the requests (reorders, preferred elections) sent for the leader change under way.
     """
 
     key: str
@@ -116,6 +119,8 @@ class Task:
     bytes_total: int = 0
     rate_bytes_per_s: float = 0.0
     attempts: int = 0
+    reader: int | None = None
+    leader_attempts: int = 0
     updated_at: str = ""
 
     # ------------------------------------------------------------------ views
@@ -183,10 +188,12 @@ class Task:
         return self._to(target, reason)
 
     def with_progress(self, *, bytes_done: int | None = None, bytes_total: int | None = None,
-                      rate_bytes_per_s: float | None = None, attempts: int | None = None) -> Task:
+                      rate_bytes_per_s: float | None = None, attempts: int | None = None,
+                      reader: int | None = None, leader_attempts: int | None = None) -> Task:
         """The record with the given measurements replaced (``None`` keeps a field)."""
         changes: JsonDict = {k: v for k, v in (("bytes_done", bytes_done), ("bytes_total", bytes_total),
-                                               ("rate_bytes_per_s", rate_bytes_per_s), ("attempts", attempts))
+                                               ("rate_bytes_per_s", rate_bytes_per_s), ("attempts", attempts),
+                                               ("reader", reader), ("leader_attempts", leader_attempts))
                              if v is not None}
         return replace(self, **changes) if changes else self
 
@@ -196,7 +203,7 @@ class Task:
         """A new PENDING task from its specification (the ``execution.start`` command's task)."""
         return cls.from_json({**spec, "state": TaskState.PENDING.value, "reason": "", "bytes_done": 0,
                               "bytes_total": spec.get("size_bytes", 0), "rate_bytes_per_s": 0.0, "attempts": 0,
-                              "updated_at": at})
+                              "reader": None, "leader_attempts": 0, "updated_at": at})
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Task:
@@ -212,7 +219,8 @@ class Task:
                    state=TaskState(doc.get("state", TaskState.PENDING)), reason=str(doc.get("reason") or ""),
                    bytes_done=int(doc.get("bytes_done") or 0), bytes_total=int(doc.get("bytes_total") or 0),
                    rate_bytes_per_s=float(doc.get("rate_bytes_per_s") or 0.0), attempts=int(doc.get("attempts") or 0),
-                   updated_at=str(doc.get("updated_at") or ""))
+                   reader=None if doc.get("reader") is None else int(doc["reader"]),
+                   leader_attempts=int(doc.get("leader_attempts") or 0), updated_at=str(doc.get("updated_at") or ""))
 
     def spec_json(self) -> JsonDict:
         """The task specification (what a plan gives; the ``execution.start`` command's payload)."""
@@ -225,7 +233,8 @@ class Task:
         """The stored form (the specification, then state and progress; key order as stored)."""
         return {**self.spec_json(), "state": self.state.value, "reason": self.reason, "bytes_done": self.bytes_done,
                 "bytes_total": self.bytes_total, "rate_bytes_per_s": self.rate_bytes_per_s,
-                "attempts": self.attempts, "updated_at": self.updated_at}
+                "attempts": self.attempts, "reader": self.reader, "leader_attempts": self.leader_attempts,
+                "updated_at": self.updated_at}
 
 
 class ExecutionStatus(StrEnum):

@@ -5,8 +5,8 @@ touches the cluster, so a crash or failover never loses (nor repeats) a submissi
 
 Method: :class:`TaskChanges` starts from the tasks as stored and applies the pass's decisions as the
 named transitions of :class:`domain.execution.Task` (``start``, ``complete``, ``abort``, ``aborted``,
-``kill``) plus measurements; :meth:`TaskChanges.updates` turns them into the ``execution.tasks`` updates:
-per task, the jump from its stored state to the pass's last one.
+``kill``) plus measurements and notes (a new reason, same state); :meth:`TaskChanges.updates` turns them
+into the ``execution.tasks`` updates: per task, the jump from its stored state to the pass's last one.
 
 Guarantee: every update is an edge of the transition table — except that a PENDING task found already
 done when it was started is recorded IN_PROGRESS (the next pass completes it), because PENDING ->
@@ -81,6 +81,11 @@ class TaskChanges:
     def progress(self, t: Task, **fields: Any) -> None:
         """Measurements only (no state change)."""
         self._apply(t, None, "", fields)
+
+    def note(self, t: Task, reason: str) -> None:
+        """A new reason, no state change (e.g. a step that took replaces the cluster's last refusal)."""
+        self.now[t.key] = replace(self.now.get(t.key, t), reason=reason)
+        self.fields.setdefault(t.key, {})
 
     def updates(self) -> list[JsonDict]:
         """The ``execution.tasks`` updates (task-key order of first change)."""

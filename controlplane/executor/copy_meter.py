@@ -132,7 +132,7 @@ class CopyMeter:
             rate = self._interval_rate.get(t.key, 0.0)
             if t.action == "reassign" and (tp in live.reassignments or submit.reassign.get(tp) is not None):
                 ra = live.reassignments.get(tp)
-                adding = list(ra.adding) if ra else [b for b in t.target_replicas if b not in p.replicas]
+                adding = list(ra.adding) if ra else [b for b in submit.reassign.get(tp) or () if b not in p.replicas]
                 if not adding:
                     continue
                 sources = list(ra.removing) + [b for b in p.replicas if ra is None or b not in ra.adding] \

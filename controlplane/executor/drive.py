@@ -8,10 +8,11 @@ Method: :meth:`TaskDriver.drive` reads the task's partition in the live metadata
 A leadership task reorders the replicas (reassignment), then asks for the election once its broker is in
 sync. A reassignment in flight has its copy progress measured (:class:`~.copy_meter.CopyMeter`); one not
 in flight whose replica set differs is sent, with the new replicas the plan leaves to the executor placed
-(:class:`~.placement.Placement`) — led by the follower :mod:`.read_source` chose to read from, if any, and
-sent back in the plan's order with a preferred election once copied; with the replica set reached, the
-KIP-113 log-dir moves follow, their future replicas measured, and the task completes when every replica
-sits in its target dir.
+(:class:`~.placement.Placement`). A task whose copy reads from a follower (:mod:`.read_source`; recorded
+as ``Task.reader``) first makes it leader and after the copy makes the plan's first replica leader again,
+each change a reorder, then (a later pass, the order seen) a preferred election, then (the leader seen)
+the next phase (:meth:`TaskDriver._lead`). With the replica set reached, the KIP-113 log-dir moves
+follow, their future replicas measured, and the task completes when every replica sits in its target dir.
 :func:`cancel_reason` says why an open task must be cancelled (a dead broker, its topic deleted or grown);
 :func:`cancel_task` prepares the requests that undo a started one (cancel the reassignment, move future
 replicas back); :func:`has_future` tells whether something of it is still in the cluster.
@@ -19,10 +20,11 @@ replicas back); :func:`has_future` tells whether something of it is still in the
 Guarantee: requests are only prepared into the pass's :class:`~.submit.Submission` and state changes
 into its :class:`~.changes.TaskChanges` (the reconcile commits them before anything is sent). A started
 task the cluster shows neither in flight nor done is re-sent only when two passes running agree (a stale
-metadata read never duplicates a submission), and at most ``max_attempts`` times; the plan's order sent
-back after a follower-led copy is sent at most ``max_attempts`` times too (then the task is given up on).
-The counts of passes a task went unseen and of reorders sent are the driver's only state
-(:meth:`TaskDriver.forget` drops them).
+metadata read never duplicates a submission), and at most ``max_attempts`` times; each leader change of
+a follower read sends at most ``max_attempts`` requests too (then the task is given up on, naming the
+cluster's last answer). Both counts are task fields, committed before the requests are sent, so they
+survive a failover; the passes a task went unseen are the driver's only state (:meth:`TaskDriver.forget`
+drops them).
 
 Cost: O(replicas of the task) per task and pass, no I/O.
 """
@@ -36,11 +38,11 @@ from controlplane.executor.changes import TaskChanges
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.live import DirMap, future_dir, main_dir
 from controlplane.executor.placement import Placement
-from controlplane.executor.read_source import settle_order, submit_order
+from controlplane.executor.read_source import lead_order, lead_step, settle_order, submit_order
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import involved_brokers, removed_brokers
 from domain.execution import Execution, Task
-from kafkaio.types import LiveCluster, ReplicaDir
+from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 
 __all__ = ["TaskDriver", "cancel_reason", "cancel_task", "has_future"]
 
@@ -98,19 +100,15 @@ class TaskDriver:
         self.max_attempts = max_attempts
         self.suspect: dict[str, int] = {}
         """Task key -> passes in a row a started task was seen neither in flight nor done."""
-        self.reorders: dict[str, int] = {}
-        """Task key -> times the plan's replica order was sent back after a follower led its copy."""
 
     def forget(self) -> None:
-        """Drop the passes each task went unseen and the reorders sent (an execution ended, or leadership was
-        regained)."""
+        """Drop the passes each task went unseen (an execution ended, or leadership was regained)."""
         self.suspect.clear()
-        self.reorders.clear()
 
     def drive(self, t: Task, live: LiveCluster, dirs: DirMap, now: float | None,
               update: TaskChanges, submit: Submission, *, resubmit: bool, reader: int | None = None) -> None:
         """Compare one started task with the cluster; complete it, record progress or (re)submit. ``reader``:
-        the follower a new copy reads from (:mod:`.read_source`), if any."""
+        the follower a task being started reads its copy from (:mod:`.read_source`), if any."""
         suspect_before = self.suspect.get(t.key, 0)
         self._drive_once(t, live, dirs, now, update, submit, resubmit=resubmit, reader=reader)
         if self.suspect.get(t.key, 0) == suspect_before:
@@ -125,9 +123,10 @@ class TaskDriver:
             update.kill(t, "partition no longer exists")
             return
 
-        def send(kind: str, key: Any, value: Any) -> None:
+        def send(kind: str, key: Any, value: Any, first: bool = not resubmit) -> None:
+            """``first``: nothing was sent for it yet (else a resubmission: the two-pass rule, ``max_attempts``)."""
             nonlocal attempts
-            if resubmit:
+            if not first:
                 # a started task the cluster shows neither in flight nor done: act only when two passes
                 # agree, so a stale metadata read never causes a duplicate submission
                 seen = self.suspect.get(t.key, 0) + 1
@@ -135,13 +134,13 @@ class TaskDriver:
                 if seen < 2:
                     return
             self.suspect.pop(t.key, None)
-            if resubmit and attempts >= self.max_attempts:
+            if not first and attempts >= self.max_attempts:
                 update.kill(t, gave_up(t, attempts, kind))
                 return
             attempts += 1
-            update.progress(t, attempts=attempts)
+            update.progress(t, attempts=attempts, **({"leader_attempts": 0} if t.leader_attempts else {}))
             started = now if now is not None else (self.scraper.clock if self.scraper is not None else None)
-            if not resubmit and started is not None:  # a new copy starts from zero: its first interval counts
+            if first and started is not None:  # a new copy starts from zero: its first interval counts
                 self.copies.started(t, started)
             if kind == "reassign":
                 submit.reassign[key] = value
@@ -168,26 +167,28 @@ class TaskDriver:
         dirs_wanted = list(t.target_log_dirs) or [None] * len(target)
         if t.action == "reassign" and tp in live.reassignments:
             ra = live.reassignments[tp]
+            if not ra.adding:
+                return  # a reorder being applied (a follower read's leader change): nothing to measure
             done, total = self.copies.progress(t, ra.adding, dirs, live)
             update.progress(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self.copies.observe(t, now, done))
             return
-        if t.action == "reassign" and settle_order(t, p, live):
-            # the plan's order back (it copies nothing: no two-pass rule), counted apart from the copy's
-            # submissions so that a refused reorder is not sent again every pass for ever
-            sent = self.reorders.get(t.key, 0)
-            if sent >= self.max_attempts:
-                update.kill(t, gave_up(t, sent, "the plan's replica order"))
-                return
-            self.reorders[t.key] = sent + 1
-            submit.reassign[tp], submit.elect, submit.owner[tp] = target, [*submit.elect, tp], t.key
+        lead = t.reader if t.reader is not None else (None if resubmit else reader)
+        if lead is None and t.action == "reassign" and settle_order(t, p, live):
+            lead = p.replicas[0]  # copied in a reader's order by an executor that did not record the reader
+        if lead is not None and lead != t.reader:
+            update.progress(t, reader=lead)
+        order = lead_order(t, p, lead)
+        step = lead_step(p, order) if order is not None else None
+        if order is not None and step is not None:
+            self._lead(t, p, order, step, update, submit)
             return
         if t.action == "reassign" and list(p.replicas) != target:
-            order = submit_order(t, None if resubmit else reader)
-            send("reassign", tp, order)
+            order = submit_order(t, lead)  # a copy whose reader was made leader first: its first submission now
+            send("reassign", tp, order, first=not resubmit or (lead is not None and t.attempts == 0))
+            if lead is not None and p.leader == lead and submit.reassign.get(tp) == order:
+                update.note(t, f"copy reads from broker {lead}, made leader")  # not the lead-in's last refusal
             if submit.reassign.get(tp) == order and submit.owner.get(tp) == t.key:
                 self.placement.preplace(t, p.replicas, live, submit)
-                if order != target:  # the reader leads the copy (:mod:`.read_source`)
-                    submit.elect.append(tp)
             return
         # replica set is right: log dirs next (KIP-113)
         pending_dirs: list[tuple[int, str, ReplicaDir | None]] = []
@@ -210,7 +211,6 @@ class TaskDriver:
             else:
                 pending_dirs.append((b, d, None))
         if not pending_dirs:
-            self.reorders.pop(t.key, None)
             self.copies.final(t, now)
             update.complete(t, "target replicas and log dirs reached", bytes_done=max(t.bytes_total, t.bytes_done))
             return
@@ -225,3 +225,21 @@ class TaskDriver:
             known = main_dir(dirs, t.topic, t.partition, b) is not None
             if fut is None and (known or not resubmit):
                 send("log_dir", (t.topic, t.partition, b), d)
+
+    def _lead(self, t: Task, p: PartitionMeta, order: list[int], step: str, update: TaskChanges,
+              submit: Submission) -> None:
+        """One request of a follower read's leader change (:func:`~.read_source.lead_step`), counted in the
+        task (write-ahead); the task is given up on once ``max_attempts`` requests did not make ``order[0]``
+        leader. A reorder copies nothing (no two-pass rule: sending it twice is harmless)."""
+        sent = t.leader_attempts
+        if sent >= self.max_attempts:
+            update.kill(t, gave_up(t, sent, f"making broker {order[0]} leader with replicas {order}; the cluster "
+                                            f"shows replicas {list(p.replicas)} led by {p.leader}"))
+            return
+        update.progress(t, leader_attempts=sent + 1)
+        if step == "reorder":
+            submit.reassign[t.tp] = order
+        else:
+            submit.elect.append(t.tp)
+            submit.leader_steps.add(t.tp)
+        submit.owner[t.tp] = t.key

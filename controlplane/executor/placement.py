@@ -203,7 +203,8 @@ class Placement:
                 continue
             size = float(t.size_bytes)
             left = float(self.meter.remaining(t.key, size)) if t.state == TaskState.IN_PROGRESS else size
-            lead = (readers or {}).get(tp, p.leader) if t.state == TaskState.PENDING else p.leader
+            lead = (readers or {}).get(tp, p.leader) if t.state == TaskState.PENDING else (
+                t.reader if t.reader in p.replicas else p.leader)  # a follower read's reader, also while made leader
             src = main_dir(dirs, tp[0], tp[1], lead)
             src_disk = (lead, src.log_dir) if src else recorded_dir(t, lead)
             if src_disk is not None:

@@ -19,7 +19,8 @@ named phases (:meth:`Executor.run_pass` reads like this list):
    load is known (the first pass of a process only measures); the new replicas the plan lets the broker
    place are **placed** here (:mod:`.placement`), since the per-disk cap counts them; with follower reads
    (an opt-in of the adaptive throttle) each pending copy's reader is chosen first (:mod:`.read_source`),
-   and the ordering, caps, placement and rates count its reads on that reader's disk;
+   and the ordering, caps, placement and rates count its reads on that reader's disk (a started task's
+   on its recorded reader's, also while the reader is being made leader);
 5. **start** — each selected task is re-checked with the replicated policies overlaid (what only they
    forbid is refused with the reason recorded), started, and its requests prepared (:mod:`.submit`);
 6. **write ahead** — every state change and attempt count is committed (:mod:`.changes`), and the moves in
@@ -40,8 +41,9 @@ by the next pass); one executor per cluster at a time — a start takes the clus
 while another executor holds it or reassignments it does not own are in flight. Each collaborator owns
 its state: :class:`~.copy_meter.CopyMeter` (copy rates),
 :class:`~.placement.Placement` (this pass's disk choices), :class:`~.throttle_sync.MigrationThrottles`
-(rates in force and commanded), :class:`~.drive.TaskDriver` (the passes a task went unseen, the reorders
-sent back); the executor keeps only the disk load and this pass's readers.
+(rates in force and commanded), :class:`~.drive.TaskDriver` (the passes a task went unseen); the executor
+keeps only the disk load and this pass's readers (a started task's reader and its leader changes' requests
+are task fields, replicated).
 
 Cost: per pass one metadata read, one log-dir read of the brokers of started tasks, one disk scrape, a
 config read per throttle kind, at most five write calls, and a lease renewal (append + read) every TTL/3
@@ -480,7 +482,9 @@ class Executor:
         urp = {tp for tp, part in live.partitions.items() if len(set(part.isr)) < len(set(part.replicas))}
         self._readers = plan_readers(merged, live, p.dirs, {d: self.placement.budget(d) for d in self.last_disks},
                                      self.copies.remaining) if self._follower_reads() else {}
-        leaders = {tp: part.leader for tp, part in live.partitions.items()} | self._readers
+        leaders = {tp: part.leader for tp, part in live.partitions.items()} | {
+            t.tp: t.reader for t in merged.values() if t.reader is not None and t.state in RUNNING_STATES
+            and t.tp in live.partitions and t.reader in live.partitions[t.tp].replicas} | self._readers
         caps = {**DEFAULT_CAPS, **ex.caps}
         ordered = order_tasks(ready, ex.options.get("ordering", self.config.ordering), urp,
                               [t for t in merged.values() if t.state in OPEN_STATES], leaders, caps["per_disk"])

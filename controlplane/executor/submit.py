@@ -14,7 +14,8 @@ Guarantee: a call that fails as a whole is logged and left to the next pass: its
 IN_PROGRESS in the store (write-ahead), and the next pass, finding nothing in flight, sends them again.
 Per-item refusals are returned (task key -> why) beside being logged; the expected answers (a
 pre-placed dir ``ReplicaNotAvailable``, a cancel that found nothing in flight, an election not needed)
-are not refusals.
+are not refusals — except for the elections of a follower read's leader change (``leader_steps``): there
+every answer but success is returned, so that a task given up on names the cluster's last answer.
 
 Cost: at most four admin calls per pass (three kinds; cancels go in their own call first).
 """
@@ -32,6 +33,7 @@ from kafkaio.port import KafkaCluster
 
 log = logging.getLogger("guardian.executor")
 ELECTION_ERRORS_OK = {0, 84}
+ELECTION_ANSWERS = {80: "PREFERRED_LEADER_NOT_AVAILABLE", 84: "ELECTION_NOT_NEEDED"}
 PREPLACE_ANSWERS = {"ReplicaNotAvailableError", "NotLeaderForPartitionError", "NotLeaderOrFollowerError"}
 
 
@@ -46,6 +48,9 @@ class Submission:
     preplace: set[tuple[str, int, int]] = field(default_factory=set)
     """``log_dirs`` entries for replicas a reassignment is about to create (sent first; the broker answers
     ReplicaNotAvailable and creates the replica in that dir when it arrives, as Kafka's LogManager does)."""
+    leader_steps: set[tuple[str, int]] = field(default_factory=set)
+    """``elect`` entries of a follower read's leader change (:mod:`.read_source`): every answer but success
+    is returned as a refusal (ELECTION_NOT_NEEDED there means the reorder has not landed yet)."""
 
     def _is_cancel(self, key: tuple[str, int, int], tasks: Mapping[str, Task]) -> bool:
         """True when a log-dir request cancels a future replica (its task is being aborted)."""
@@ -80,7 +85,8 @@ class Submission:
 
 
 def _send(what: str, call: Callable[[Any], Mapping[Any, Any]], requests: Any,
-          refused: Callable[[Any, Any], bool], owner: Mapping[Any, str], out: dict[str, str]) -> None:
+          refused: Callable[[Any, Any], bool], owner: Mapping[Any, str], out: dict[str, str],
+          describe: Callable[[Any], str] = str) -> None:
     """Send one kind of request if there is any; a call failing as a whole is only logged (see module)."""
     if not requests:
         return
@@ -91,9 +97,9 @@ def _send(what: str, call: Callable[[Any], Mapping[Any, Any]], requests: Any,
         return
     for key, err in answers.items():
         if refused(key, err):
-            log.warning("%s of %s refused: %s", what, key, err)
+            log.warning("%s of %s refused: %s", what, key, describe(err))
             if key in owner:
-                out.setdefault(owner[key], f"{what} refused: {err}")
+                out.setdefault(owner[key], f"{what} refused: {describe(err)}")
 
 
 def send(admin: KafkaCluster, submission: Submission) -> dict[str, str]:
@@ -108,5 +114,11 @@ def send(admin: KafkaCluster, submission: Submission) -> dict[str, str]:
     _send("reassignment", admin.alter_reassignments, submission.reassign,
           lambda tp, err: bool(err) and err != "NoReassignmentInProgressError", submission.owner, refused)
     _send("preferred election", admin.elect_preferred, submission.elect,
-          lambda tp, code: code not in ELECTION_ERRORS_OK and code != 80, submission.owner, refused)
+          lambda tp, code: code != 0 and (tp in submission.leader_steps or code not in ELECTION_ERRORS_OK | {80}),
+          submission.owner, refused, election_answer)
     return refused
+
+
+def election_answer(code: int) -> str:
+    """A KIP-460 election error code as the task's reason shows it (``ELECTION_NOT_NEEDED (84)``)."""
+    return f"{ELECTION_ANSWERS.get(code, 'error')} ({code})"

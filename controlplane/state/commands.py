@@ -171,6 +171,8 @@ class TaskUpdate(_Cmd):
     bytes_total: Annotated[int, Field(ge=0)] | None = None
     rate_bytes_per_s: Annotated[float, Field(ge=0)] | None = None
     attempts: Annotated[int, Field(ge=0)] | None = None
+    reader: Annotated[int, Field(ge=0)] | None = None
+    leader_attempts: Annotated[int, Field(ge=0)] | None = None
 
 
 class ExecutionTasks(_Cmd):

@@ -294,7 +294,8 @@ class GuardianState:
             except IllegalTransition as exc:
                 raise CommandRejected(str(exc)) from None
             new = new.with_progress(bytes_done=update.bytes_done, bytes_total=update.bytes_total,
-                                    rate_bytes_per_s=update.rate_bytes_per_s, attempts=update.attempts)
+                                    rate_bytes_per_s=update.rate_bytes_per_s, attempts=update.attempts,
+                                    reader=update.reader, leader_attempts=update.leader_attempts)
             changes.append((update.key, replace(new, updated_at=at)))
         changed = sum(1 for key, new in changes if new.state != tasks[key]["state"])
         new_tasks = dict(tasks)

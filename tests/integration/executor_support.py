@@ -59,6 +59,8 @@ class Sim:
         self.cancels: Counter[tuple[str, int]] = Counter()
         self.submitted: dict[tuple[str, int], list[list[int]]] = {}
         """Every replica list submitted per partition, in order."""
+        self.original: dict[tuple[str, int], list[int]] = {}
+        """Each submitted partition's replicas before its first submission."""
         self._lock = threading.Lock()
         handler = self.runner.server.handler
         original = handler.api_45
@@ -68,17 +70,25 @@ class Sim:
                 for t in req.topics:
                     for p in t.partitions:
                         (self.submissions if p.replicas is not None else self.cancels)[(t.name, p.partition_index)] += 1
+                        tp = (t.name, p.partition_index)
+                        if tp not in self.original:
+                            try:
+                                self.original[tp] = list(ctx.cluster.partition(*tp).replicas)
+                            except Exception:  # unknown partition: the handler answers it
+                                self.original[tp] = []
                         if p.replicas is not None:
-                            self.submitted.setdefault((t.name, p.partition_index), []).append(list(p.replicas))
+                            self.submitted.setdefault(tp, []).append(list(p.replicas))
             return original(ctx, v, req)
 
         handler.api_45 = recording  # type: ignore[method-assign]
 
     def copy_submissions(self) -> Counter[tuple[str, int]]:
-        """Submissions per partition that start a copy: a list that only reorders the one before it (the plan's
-        order sent back after a follower led the copy, :mod:`controlplane.executor.read_source`) is left out."""
+        """Submissions per partition that start a copy: a list that only reorders the replicas before it (the
+        partition's before the first; a follower read's leader changes, :mod:`controlplane.executor.read_source`)
+        is left out; the same list twice running counts twice (a resubmission)."""
         return Counter({tp: sum(1 for i, r in enumerate(rs)
-                                if i == 0 or r == rs[i - 1] or sorted(r) != sorted(rs[i - 1]))
+                                if r == (rs[i - 1] if i else None)
+                                or sorted(r) != sorted(rs[i - 1] if i else self.original.get(tp, [])))
                         for tp, rs in self.submitted.items()})
 
     def kafka_admin(self, client_id: str = "guardian-executor") -> KafkaAdmin:

@@ -27,7 +27,7 @@ from raft.protocol import CommandRejected
 AT = "2026-11-22T01:00:00Z"
 STORED_TASK_KEYS = ["key", "topic", "partition", "action", "source_replicas", "source_log_dirs", "target_replicas",
                     "target_log_dirs", "size_bytes", "leader", "batch", "after", "state", "reason", "bytes_done",
-                    "bytes_total", "rate_bytes_per_s", "attempts", "updated_at"]
+                    "bytes_total", "rate_bytes_per_s", "attempts", "reader", "leader_attempts", "updated_at"]
 STORED_EXECUTION_KEYS = ["id", "plan_id", "cluster", "status", "rollback", "caps", "started_by", "started_at",
                          "finished_at", "reason", "partition_counts", "options", "progress", "tasks"]
 

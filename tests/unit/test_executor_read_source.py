@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controlplane.executor.changes import TaskChanges
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.drive import TaskDriver
 from controlplane.executor.placement import Placement
-from controlplane.executor.read_source import plan_readers, settle_order, submit_order
+from controlplane.executor.read_source import (
+    lead_order,
+    lead_step,
+    plan_readers,
+    settle_order,
+    submit_order,
+)
 from controlplane.executor.submit import Submission
 from controlplane.executor.throttle import ThrottlePolicy
 from domain.execution import Task, TaskState
@@ -68,7 +76,7 @@ def test_settle_sends_the_plan_order_back_once_the_copy_is_done() -> None:
 
 def test_a_refused_reorder_is_sent_at_most_max_attempts_times_then_the_task_is_given_up() -> None:
     # the copy read from follower 2 and is done ([2, 3]); the cluster refuses the plan's order [3, 2] each time
-    t = task("t:0", [1, 2], ["/d1", "/d1"], [3, 2], GB).start()
+    t = replace(task("t:0", [1, 2], ["/d1", "/d1"], [3, 2], GB).start(), attempts=1, reader=2)
     done = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta("t", 0, (2, 3), 2, (2, 3))}, {}, {})
     copies = CopyMeter()
     driver = TaskDriver(copies, Placement(FakeKafkaCluster({}), ThrottlePolicy(), copies, dict), None, max_attempts=3)
@@ -77,15 +85,38 @@ def test_a_refused_reorder_is_sent_at_most_max_attempts_times_then_the_task_is_g
         update, submit = TaskChanges({t.key: t}), Submission()
         driver.drive(t, done, {}, 1.0, update, submit, resubmit=True)
         if submit.reassign:
-            assert submit.reassign == {t.tp: [3, 2]} and submit.elect == [t.tp]
+            assert submit.reassign == {t.tp: [3, 2]} and submit.elect == []  # the election waits for the order
             sent += 1
-        elif update.now:
+            row = update.updates()[0]
+            t = t.with_progress(leader_attempts=row["leader_attempts"])  # what the store records (write-ahead)
+        else:
             assert update.now[t.key].state == TaskState.DEAD
-            assert "gave up after 3 submissions (the plan's replica order" in update.now[t.key].reason
+            assert "gave up after 3 submissions (making broker 3 leader" in update.now[t.key].reason
             break
     else:
         raise AssertionError("the refused reorder was sent every pass")
     assert sent == 3
+
+
+def test_leader_changes_are_one_step_a_pass_from_the_metadata() -> None:
+    t = replace(task("t:0", [1, 2], ["/d1", "/d1"], [3, 2], GB).start(), reader=2)
+
+    def meta(replicas: tuple[int, ...], leader: int) -> PartitionMeta:
+        return PartitionMeta("t", 0, replicas, leader, replicas)
+
+    def step(t: Task, p: PartitionMeta) -> tuple[str, list[int]] | None:
+        order = lead_order(t, p, t.reader)
+        return None if order is None or (s := lead_step(p, order)) is None else (s, order)
+
+    assert step(t, meta((1, 2), 1)) == ("reorder", [2, 1])  # lead-in: the reader first, copying nothing
+    assert step(t, meta((2, 1), 1)) == ("elect", [2, 1])  # the order seen: then the election
+    assert step(t, meta((2, 1), 2)) is None  # the reader leads: the copy may start
+    copying = replace(t, attempts=1)
+    assert step(copying, meta((2, 1), 2)) is None  # the copy was sent: no lead-in again (a resubmission)
+    assert step(copying, meta((2, 3), 2)) == ("reorder", [3, 2])  # lead-out: the plan's order
+    assert step(copying, meta((3, 2), 2)) == ("elect", [3, 2])
+    assert step(copying, meta((3, 2), 3)) is None  # the plan's leader: the task may complete
+    assert lead_order(replace(t, reader=None), meta((2, 3), 2), None) is None  # no follower read
 
 
 def test_no_follower_read_when_the_leaders_disk_has_no_live_figures() -> None:
@@ -95,3 +126,4 @@ def test_no_follower_read_when_the_leaders_disk_has_no_live_figures() -> None:
     assert plan_readers({t.key: t}, cluster([t]), dir_map([t]), budgets, lambda _k, d: d) == {}
     assert plan_readers({t.key: t}, cluster([t]), dir_map([t]), {**budgets, (1, "/d1"): 10e6},
                         lambda _k, d: d) == {t.tp: 3}  # with them, the quiet follower reads
+
