@@ -254,10 +254,10 @@ def decompose(runs: list[dict[str, Any]], headroom: float) -> dict[str, Any]:
     executor's target ``THRESHOLD - headroom`` / at the threshold) and the schedule (completion / the twin floor at
     the target: copies waiting for slots, the tail, the first pass)."""
     rows = []
+    cap = float(SCENARIO["clusters"][0]["brokers"][0]["disks"][0]["max_mb_s"]) * 1e6
     for r in runs:
         twin = traffic_twin(r["seed"], r["completion_sim_s"] + 60.0)
         work = {k: float(v) for k, v in r["disk_work_bytes"].items()}
-        cap = float(SCENARIO["clusters"][0]["brokers"][0]["disks"][0]["max_mb_s"]) * 1e6
         at_threshold = traffic_floor(work, twin, THRESHOLD, cap)
         at_target = traffic_floor(work, twin, THRESHOLD - headroom, cap)
         rows.append({"seed": r["seed"], "traffic_floor_sim_s": at_threshold, "target_floor_sim_s": at_target,

@@ -28,9 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from controlplane.executor.live import DirMap, future_dir, main_dir
+from controlplane.executor.live import DirMap, future_dir, main_dir, replica_disk
 from controlplane.executor.submit import Submission
-from controlplane.executor.tasks import recorded_dir
 from controlplane.executor.throttle import Flow
 from domain.execution import Task, TaskState
 from domain.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
@@ -141,8 +140,7 @@ class CopyMeter:
                 entry[LEADER_REPLICAS].update(f"{tp[1]}:{b}" for b in sorted(set(sources)))
                 entry[FOLLOWER_REPLICAS].update(f"{tp[1]}:{b}" for b in adding)
                 lead = p.leader if ra is not None else (readers or {}).get(tp, p.leader)
-                src = main_dir(dirs, tp[0], tp[1], lead) if lead >= 0 else None
-                src_disk = (lead, src.log_dir) if src else recorded_dir(t, lead)  # new this pass: dirs not read
+                src_disk = replica_disk(t, dirs, lead)  # new this pass: dirs not read, the recorded one
                 for b in adding:
                     dst = main_dir(dirs, tp[0], tp[1], b)
                     i = t.target_replicas.index(b) if b in t.target_replicas else -1

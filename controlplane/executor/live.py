@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from collectors.rates import counter_rate
-from controlplane.executor.tasks import CurrentPartition
+from controlplane.executor.tasks import CurrentPartition, recorded_dir
 from domain import Broker, BrokerState, ClusterSnapshot, Disk, DiskKind, Partition, Topic
+from domain.execution import Task
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.types import LiveCluster, ReplicaDir
 
@@ -34,6 +35,13 @@ def main_dir(dirs: DirMap, topic: str, partition: int, broker: int) -> ReplicaDi
         if not entry.is_future:
             return entry
     return None
+
+
+def replica_disk(t: Task, dirs: DirMap, broker: int) -> tuple[int, str] | None:
+    """The disk of ``broker``'s replica of the task's partition: its current dir as the broker reported it, else
+    the one the task recorded when it was planned (``None``: neither, or no such broker)."""
+    cur = main_dir(dirs, t.topic, t.partition, broker)
+    return (broker, cur.log_dir) if cur is not None else recorded_dir(t, broker)
 
 
 def future_dir(dirs: DirMap, topic: str, partition: int, broker: int) -> ReplicaDir | None:

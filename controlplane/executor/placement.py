@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
-from controlplane.executor.live import DirMap, main_dir
+from controlplane.executor.live import DirMap, main_dir, replica_disk
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import recorded_dir
 from controlplane.executor.throttle import ThrottlePolicy, bytes_per_util
@@ -205,8 +205,7 @@ class Placement:
             left = float(self.meter.remaining(t.key, size)) if t.state == TaskState.IN_PROGRESS else size
             lead = (readers or {}).get(tp, p.leader) if t.state == TaskState.PENDING else (
                 t.reader if t.reader in p.replicas else p.leader)  # a follower read's reader, also while made leader
-            src = main_dir(dirs, tp[0], tp[1], lead)
-            src_disk = (lead, src.log_dir) if src else recorded_dir(t, lead)
+            src_disk = replica_disk(t, dirs, lead)
             if src_disk is not None:
                 out[src_disk] = out.get(src_disk, 0.0) + left
             if t.state == TaskState.IN_PROGRESS:
@@ -240,8 +239,7 @@ def pending_work(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
             if not adding:
                 continue
             lead = (readers or {}).get(t.tp, p.leader)
-            src = main_dir(dirs, t.topic, t.partition, lead) if lead >= 0 else None
-            src_disk = (lead, src.log_dir) if src else recorded_dir(t, lead)
+            src_disk = replica_disk(t, dirs, lead)
             if src_disk is not None:
                 out[src_disk] = out.get(src_disk, 0.0) + size
             for b, d in adding:

@@ -49,8 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Literal
 
-from controlplane.executor.live import DirMap, main_dir
-from controlplane.executor.tasks import recorded_dir
+from controlplane.executor.live import DirMap, main_dir, replica_disk
 from domain.execution import Task, TaskState
 from kafkaio.types import LiveCluster, PartitionMeta
 
@@ -63,11 +62,6 @@ such copy) 0.6 -1.1 %, 0.7 -0.2 %, 0.9 about +4 %; before, with each election se
 (-5.5 % before kafkasim honoured the retention check), 1.0 -2.9 %, 0.8 -4.3 %, 0.7 -4.1 %."""
 
 
-def _disk(t: Task, dirs: DirMap, broker: int) -> DiskKey | None:
-    cur = main_dir(dirs, t.topic, t.partition, broker)
-    return (broker, cur.log_dir) if cur is not None else recorded_dir(t, broker)
-
-
 def candidates(t: Task, p: PartitionMeta, live: LiveCluster, dirs: DirMap) -> list[tuple[int, DiskKey]]:
     """The brokers a pending reassignment could read from and their disks: its leader first, then every
     follower the plan keeps that is alive and in sync (``[]`` when the task may not change its reader)."""
@@ -76,13 +70,13 @@ def candidates(t: Task, p: PartitionMeta, live: LiveCluster, dirs: DirMap) -> li
             or t.tp in live.reassignments or not any(b not in p.replicas for b in target)
             or (p.leader in target and target[0] != p.leader)):
         return []
-    lead = _disk(t, dirs, p.leader)
+    lead = replica_disk(t, dirs, p.leader)
     if lead is None:
         return []
     out = [(p.leader, lead)]
     for b in target:
         if b != p.leader and b in p.replicas and b in p.isr and b in live.alive:
-            d = _disk(t, dirs, b)
+            d = replica_disk(t, dirs, b)
             if d is not None:
                 out.append((b, d))
     return out
@@ -118,7 +112,7 @@ def plan_readers(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, bud
         adding = [b for b in t.target_replicas if b not in p.replicas]
         if t.state == TaskState.IN_PROGRESS:
             left = float(remaining(t.key, float(t.size_bytes)))
-            add(_disk(t, dirs, t.reader if t.reader in p.replicas else p.leader), left)
+            add(replica_disk(t, dirs, t.reader if t.reader in p.replicas else p.leader), left)
             for b in adding or t.adding:
                 cur = main_dir(dirs, t.topic, t.partition, b)
                 if cur is not None:
@@ -136,7 +130,7 @@ def plan_readers(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, bud
         if len(opts) > 1 and cands[0][1] in budgets:  # opts[0] is the leader: without its figures, no choice
             choosing.append((t, opts))
         else:
-            add(_disk(t, dirs, p.leader), size)
+            add(replica_disk(t, dirs, p.leader), size)
     out: dict[TP, int] = {}
     for t, opts in sorted(choosing, key=lambda c: (-c[0].size_bytes, c[0].key)):
         size = float(t.size_bytes)
