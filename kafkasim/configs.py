@@ -3,8 +3,8 @@
 Goal
     One table of what a simulated broker answers for DescribeConfigs and accepts in (Incremental)AlterConfigs:
     Kafka's topic config defaults, the dynamic broker configs Guardian's levers use (KIP-73 replication
-    throttles, KIP-113 log-dir move rate), the read-only broker configs a scenario may set, and the
-    partition-level throttle extension's names.
+    throttles, KIP-113 log-dir move rate) and KIP-956's remote copy quota, the read-only broker configs a
+    scenario may set, and the partition-level throttle extension's names.
 
 Method
     Plain constants, two parsers of throttle values: ``*.replication.throttled.replicas``
@@ -45,10 +45,13 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "local.retention.ms": "-2",
     "local.retention.bytes": "-2",
 }
+REMOTE_COPY_QUOTA = "remote.log.manager.copy.max.bytes.per.second"
+"""KIP-956: a broker's byte rate for copies to remote storage (unset: Kafka's default, Long.MAX_VALUE)."""
 BROKER_DYNAMIC_KEYS = {
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
+    REMOTE_COPY_QUOTA,
 }
 BROKER_STATIC_DEFAULTS: dict[str, str] = {  # read-only configs only reported (DescribeConfigs), never set
     "num.network.threads": "3",
@@ -71,8 +74,8 @@ never names a preferred read replica (KIP-392), whatever ``client.rack`` a consu
 ``log.retention.check.interval.ms`` (default 300000, at least 1): how often a broker's retention deletes what
 ``retention.ms`` / ``retention.bytes`` allow, and for tiered topics what ``local.retention.ms/bytes`` allow of
 the local log (:mod:`kafkasim.retention`). ``remote.log.manager.task.interval.ms`` (default 30000, at least 1):
-how often the remote log manager's task of a tiered partition's leader deletes remote segments past
-``retention.ms/bytes`` (KIP-405; :mod:`kafkasim.tiered`)."""
+how often the remote log manager's task of a tiered partition's leader copies closed segments and deletes remote
+segments past ``retention.ms/bytes`` (KIP-405; one schedule per partition: :mod:`kafkasim.rlm_tasks`)."""
 INTERVAL_KEYS = (RETENTION_CHECK, REMOTE_LOG_TASK)
 """Read-only broker configs that are an interval in milliseconds (an integer >= 1)."""
 

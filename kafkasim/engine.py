@@ -28,9 +28,10 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   ``log.retention.check.interval.ms``, default 300 s: :mod:`kafkasim.retention`), simulated traffic is
   trimmed by what decays since the partition's last check (about ``rate × retention.ms`` kept, at most
   ``retention.bytes``); a record-holding partition (no simulated traffic, untiered) deletes whole
-  segments (:mod:`kafkasim.seglog`); a tiered topic's local retention runs at the same check and its remote
-  deletes at the leader's remote log manager task (``remote.log.manager.task.interval.ms``, default 30 s), both
-  applied by :mod:`kafkasim.tiered` from :attr:`Engine.retention_due` / :attr:`Engine.remote_task_due`.
+  segments (:mod:`kafkasim.seglog`); a tiered topic's local retention runs at the same check (applied by
+  :mod:`kafkasim.tiered` from :attr:`Engine.retention_due`); its copies and remote deletes run at the
+  partition's own remote log manager task (``remote.log.manager.task.interval.ms``, default 30 s, scheduled per
+  partition by :mod:`kafkasim.tiered` / :mod:`kafkasim.rlm_tasks`).
   Real appends count in BytesIn/MessagesIn when appended.
 * **Disks**: lagging reads and copies are *elastic* and are scaled down to the headroom the
   writes leave; ``util`` = busy fraction (demand / max throughput, ≤ 1) and
@@ -51,7 +52,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kafkasim.configs import PT_FETCH, PT_PRODUCE, parse_partition_rates, remote_log_task_s
+from kafkasim.configs import PT_FETCH, PT_PRODUCE, parse_partition_rates
 from kafkasim.copies import apply_copies, plan_copies
 from kafkasim.line_flows import replication_lag, share_network
 from kafkasim.model import Broker, Cluster, Disk, Partition
@@ -182,12 +183,8 @@ class Engine:
         whole segments there, not a share of the log every tick."""
         self.retention_clock = RetentionClock()
         """When each broker runs its retention check (``log.retention.check.interval.ms``)."""
-        self.remote_task_clock = RetentionClock(remote_log_task_s)
-        """When each broker's remote log manager task runs (``remote.log.manager.task.interval.ms``)."""
         self.retention_due: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
         """Per broker (gidx): it ran its retention check in the last tick (tiered topics' local retention)."""
-        self.remote_task_due: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
-        """Per broker (gidx): its remote log manager task ran in the last tick (tiered topics' remote deletes)."""
         self.seg_bytes = np.zeros(0)
         self.seg_s = np.zeros(0)
         self.tiered_slot = np.zeros(0, dtype=bool)
@@ -366,7 +363,6 @@ class Engine:
         self.catchups = []
         self.b_alive = np.array([b.alive for b in self.brokers], dtype=bool)
         self.retention_clock.sync(self.brokers, self.t)
-        self.remote_task_clock.sync(self.brokers, self.t)
         self.broker_replicas = [[] for _ in self.brokers]
         self.slot_ref = {}
         for cl in self.clusters.values():
@@ -686,7 +682,6 @@ class Engine:
         t_end = self.t + dt
         due_b = self.retention_clock.due(t_end, self.b_alive)
         self.retention_due = due_b
-        self.remote_task_due = self.remote_task_clock.due(t_end, self.b_alive)
         due = online & due_b[np.maximum(lb, 0)] if due_b.any() else None
         if due is not None and due.any():
             size = f["size"][:n]

@@ -1,5 +1,4 @@
-"""When each simulated broker checks retention: Kafka's ``log.retention.check.interval.ms`` schedule (and, for
-tiered topics, the remote log manager's ``remote.log.manager.task.interval.ms``).
+"""When each simulated broker checks retention: Kafka's ``log.retention.check.interval.ms`` schedule.
 
 Goal
     A Kafka broker does not delete old log data continuously: its log manager runs the retention check
@@ -21,10 +20,9 @@ Method
     would have removed over that interval.
     Tiered topics (KIP-405) keep two schedules, as Kafka does: local retention (``local.retention.ms/bytes``,
     copied segments only) runs at the same retention check, and remote segments past ``retention.ms/bytes``
-    are deleted by the remote log manager's task of the partition's leader, every
-    ``remote.log.manager.task.interval.ms`` (default 30000 ms): a second clock of the same kind
-    (``RetentionClock(remote_log_task_s)``) whose due brokers :mod:`kafkasim.tiered` reads each tick (Kafka
-    schedules that task per partition when it becomes leader; kafkasim runs it per broker).
+    are deleted (and closed segments copied) by the remote log manager's task of the partition's leader, every
+    ``remote.log.manager.task.interval.ms`` (default 30000 ms) on a schedule of each partition's own
+    (:mod:`kafkasim.rlm_tasks`, as Kafka schedules that task per partition when it becomes leader).
 
 Guarantee
     A broker never checks before ``interval`` has passed since its schedule started or since its previous

@@ -10,22 +10,28 @@ Goal
 Method
     :class:`TieredManager` is an engine listener (it runs on the simulator's loop thread after every
     tick) plus one worker thread for everything that waits on the network or the store.  Per tick and
-    tiered partition (:class:`kafkasim.segments.TieredLog`): roll by ``segment.bytes``/``segment.ms``;
-    closed segments not copied become one *copy job* per partition (epoch = the partition's leader epoch
-    now); when the leader's broker runs its retention check (``log.retention.check.interval.ms``,
-    :attr:`kafkasim.engine.Engine.retention_due`), copied segments past local retention leave the local log;
-    when its remote log manager task runs (``remote.log.manager.task.interval.ms``, default 30 s,
-    :attr:`~kafkasim.engine.Engine.remote_task_due`), copied segments past retention become a *delete job*
-    (as KIP-405 schedules them: between two runs the local and the remote log grow past their limits);
-    the engine's ``size`` of the partition is set to its **local** bytes (what
-    DescribeLogDirs reports, what a move copies, what Guardian's executor estimates from) and its log
-    start offset to the first offset still readable.  The worker runs a copy job as Kafka's
+    tiered partition (:class:`kafkasim.segments.TieredLog`): roll by ``segment.bytes``/``segment.ms``; when the
+    leader's broker runs its retention check (``log.retention.check.interval.ms``,
+    :attr:`kafkasim.engine.Engine.retention_due`), copied segments past local retention leave the local log.
+    Copies and remote deletes happen only when the partition's own remote log manager task runs
+    (:class:`kafkasim.rlm_tasks.TaskSchedule`: every ``remote.log.manager.task.interval.ms`` of the leader,
+    default 30 s, fixed delay; a new leader's task runs at once, as Kafka's ``scheduleWithFixedDelay(task, 0,
+    interval)``; a partition that becomes tiered runs first at a seeded phase of its own): a run turns the
+    copied segments past retention into a *delete job* and every closed segment not copied yet (its end below
+    the high watermark), oldest first, into copy jobs (epoch = the partition's leader epoch then), each segment
+    when the leader's copy quota allows (KIP-956 ``remote.log.manager.copy.max.bytes.per.second``, unset:
+    unlimited; :class:`kafkasim.rlm_tasks.CopyQuota`) — a run waiting for the quota continues in later ticks.
+    So, as under KIP-405, between two runs closed segments stay local only and the remote log grows past its
+    limits.  After each tick and run the engine's ``size`` of the partition is set to its **local** bytes (what
+    DescribeLogDirs reports, what a move copies, what Guardian's executor estimates from) and its log start
+    offset to the first offset still readable.  The worker runs a copy job as Kafka's
     ``RLMCopyTask`` does: one group of ``COPY_STARTED`` events (Guardian allocates the segment ids), the
     uploads (``cluster/topic-topicid/partition/<base offset>-<epoch>.log``), one group of ``COPY_FINISHED``;
     a delete job: ``DELETE_STARTED`` group, file deletes, ``DELETE_FINISHED`` group.  Results come back to
-    the loop thread through a queue, so the model is only changed there.  A leader change re-queues the
-    segments still being copied under the new epoch *ahead* of older jobs, with a state check first (the
-    new leader copies from the highest copied offset it reads from Guardian, as Kafka's does); a job of
+    the loop thread through a queue, so the model is only changed there.  A leader change moves the task to
+    the new leader: its first run (at once) re-queues the segments still being copied under the new epoch
+    *ahead* of older jobs, with a state check first (the new leader copies from the highest copied offset it
+    reads from Guardian, as Kafka's does; a failed job's segments wait for the next run); a job of
     the deposed leader that reaches Guardian afterwards is refused (``FAILED_PRECONDITION``): counted in
     ``stats["fenced"]``, never applied.  When a reassignment adds a replica, the worker asks
     ``LocalStartFetchOffset(local log start, log end, ingress offsets/s, follower_tail_s)``; the local bytes
@@ -35,12 +41,14 @@ Method
 
 Guarantee
     Local bytes are dropped only after ``COPY_FINISHED`` is committed; a fenced or failed job changes
-    nothing and its segments are retried under the current epoch; reads from remote return the stored
+    nothing and its segments are retried at the task's next run under the current epoch; a closed segment is
+    never copied between two runs of its partition's task; reads from remote return the stored
     batches byte for byte.  One worker: jobs of the federation run one at a time (groups batch a
     partition's segments to amortise Raft commits).
 
 Cost
-    Per tick O(tiered partitions + their segments); per copy job 2 RPCs + one file write per segment.
+    Per tick O(tiered partitions + their segments) for rolls and sizes, plus O(segments) per task due (the
+    schedule pops only due tasks); per copy job 2 RPCs + one file write per segment.
 """
 
 from __future__ import annotations
@@ -63,9 +71,11 @@ import numpy.typing as npt
 
 from kafkasim import configs as kc
 from kafkasim import model as m
+from kafkasim.configs import remote_log_task_s
 from kafkasim.model import Cluster, Partition, SimError, Topic
 from kafkasim.records import split_batches, synthetic_batch
 from kafkasim.remote_store import LocalDirStore, RemoteStore
+from kafkasim.rlm_tasks import CopyQuota, TaskSchedule
 from kafkasim.segments import (
     COPIED,
     COPYING,
@@ -216,6 +226,15 @@ class TieredManager:
         self.stats: dict[str, int] = collections.defaultdict(int)
         for cl in self.engine.clusters.values():
             cl.remote_storage = True
+        self.tasks: TaskSchedule[PKey] = TaskSchedule(int(getattr(self.engine, "seed", 0)))
+        """Each tiered partition's remote log manager task (copies, then remote retention), on its leader."""
+        self._parts: dict[PKey, tuple[Cluster, Topic, Partition]] = {}
+        self._fresh: set[PKey] = set()
+        """Tasks of a new leader that have not copied yet: their first copy reads Guardian's state first."""
+        self._run_left: dict[PKey, list[Segment]] = {}
+        """Runs in progress: the segments a run still has to copy (waiting for the copy quota)."""
+        self._quotas: dict[tuple[str, int], CopyQuota] = {}
+        """(cluster, broker) -> its remote copy quota's recent copies (KIP-956)."""
         self.engine.listeners.append(self.on_tick)
         self.engine.append_listeners.append(self.on_append)
 
@@ -293,11 +312,18 @@ class TieredManager:
                 for p in topic.partitions:
                     key = (cl.name, topic.topic_id, p.index)
                     seen.add(key)
-                    self._tick_partition(cl, topic, p, key, eng.t)
+                    self._parts[key] = (cl, topic, p)
+                    self._tick_partition(cl, topic, p, key, eng.t, dt)
         for key in [k for k in self.logs if k not in seen]:
             self._drop(key)
+        self._run_tasks(eng.t)
 
-    def _tick_partition(self, cl: Cluster, topic: Topic, p: Partition, key: PKey, t: float) -> None:
+    def _interval(self, cl: Cluster, p: Partition) -> float:
+        """The leader's ``remote.log.manager.task.interval.ms`` in seconds (Kafka's default with no leader)."""
+        leader = cl.brokers.get(p.leader) if p.leader >= 0 else None
+        return remote_log_task_s(leader.static_configs if leader is not None else {})
+
+    def _tick_partition(self, cl: Cluster, topic: Topic, p: Partition, key: PKey, t: float, dt: float) -> None:
         eng = self.engine
         f, s = eng.f, p.slot
         start, end = eng.partition_offsets(s)
@@ -309,23 +335,25 @@ class TieredManager:
             rate = float(f["base_rate"][s]) or float(f["in_rate"][s])  # the mean ingress dates the history
             lg = self.logs[key] = TieredLog.from_history(start, end, float(f["size"][s]), list(p.batches), bytes_in,
                                                          t, seg_bytes, rate, p.leader_epoch)
+            # the partition's task: its first run at the partition's seeded phase after the tiering began (the
+            # tick's start), then every interval (see kafkasim.rlm_tasks for why not at once)
+            phase = self.tasks.phase(f"{cl.name}/{topic.name}/{p.index}")
+            self.tasks.start(key, t - dt + phase * self._interval(cl, p))
         leader_ok = p.leader >= 0 and cl.brokers[p.leader].alive
         changed = key in self.epochs and self.epochs[key] != p.leader_epoch
         self.epochs[key] = p.leader_epoch
-        if changed:  # the new leader takes over what the old one was copying (its jobs will be fenced)
+        if changed:  # the new leader takes over what the old one was copying (its jobs will be fenced) ...
             for seg in lg.segments:
                 if seg.state == COPYING:
                     seg.state, seg.owner = LOCAL, 0
+            self._run_left.pop(key, None)
+            self._fresh.add(key)  # ... with a task of its own that runs at once (Kafka: delay 0 on becoming
+            self.tasks.start(key, t - dt)  # leader) and reads Guardian's state first
         lg.advance(bytes_in)
         if leader_ok:
             lg.maybe_roll(end, t, seg_bytes, seg_s, p.leader_epoch)
-            if time.monotonic() >= self._retry_at.get(key, 0.0):
-                self._plan_copies(cl, topic, p, lg, after_change=changed)
-            g = cl.brokers[p.leader].gidx
-            if _ran(eng.retention_due, g):  # the leader's retention check: local retention (copied segments)
+            if _ran(eng.retention_due, cl.brokers[p.leader].gidx):  # the leader's retention check: local retention
                 self._trim_local(cl, topic, lg, t)
-            if _ran(eng.remote_task_due, g):  # its remote log manager task: remote retention
-                self._plan_deletes(cl, topic, p, lg, t, after_change=changed)
         f["size"][s] = lg.local_bytes()
         f["lso"][s] = min(lg.log_start, end)
         ra = p.reassignment
@@ -338,19 +366,78 @@ class TieredManager:
                                             start=(lg.local_start, end, lg.ingress(end, t),
                                                    self.settings.follower_tail_s)))
 
-    def _plan_copies(self, cl: Cluster, topic: Topic, p: Partition, lg: TieredLog, after_change: bool) -> None:
-        """Closed segments not copied yet become one copy job (every tick)."""
-        pending = lg.to_copy()[:MAX_SEGMENTS_PER_JOB]
-        if pending:
-            job = self._job("copy", cl, topic, p, segments=pending,
-                            check_state=after_change or any(seg.tried for seg in pending))
-            for seg in pending:
+    def _run_tasks(self, t: float) -> None:
+        """The remote log manager tasks due in this tick, on each partition's leader.  A run expires the remote
+        segments past retention (Kafka 3.8+'s expiration task shares the copy task's schedule) and copies every
+        eligible segment, oldest first, each when the leader's copy quota lets it start; a run whose copies wait
+        beyond this tick continues when the quota allows (the task is busy meanwhile, as Kafka's thread is), and
+        the next run is due an interval after the run's last copy started (fixed delay).  O(tasks due)."""
+        f = self.engine.f
+        for key, when in self.tasks.due(t):
+            ref, lg = self._parts.get(key), self.logs.get(key)
+            left = self._run_left.pop(key, None)
+            if ref is None or lg is None:
+                self.tasks.cancel(key)
+                continue
+            cl, topic, p = ref
+            if p.leader < 0 or not cl.brokers[p.leader].alive:
+                self.tasks.again(key, when, self._interval(cl, p), t)  # no leader here: nothing runs
+                continue
+            fresh = key in self._fresh
+            if left is None:  # a new run
+                self.stats["task_runs"] += 1
+                self._plan_deletes(cl, topic, p, lg, t, after_change=fresh)
+                hw = self.engine.partition_offsets(p.slot)[1]  # the last stable offset (kafkasim: the log end)
+                backoff = time.monotonic() < self._retry_at.get(key, 0.0)
+                left = [] if backoff else [seg for seg in lg.to_copy() if seg.end < hw]
+            ended, left = self._copy(cl, topic, p, when, left, t, after_change=fresh)
+            f["size"][p.slot] = lg.local_bytes()
+            f["lso"][p.slot] = min(lg.log_start, self.engine.partition_offsets(p.slot)[1])
+            if left:
+                self._run_left[key] = left
+                self.tasks.resume(key, ended)
+            else:
+                self.tasks.again(key, ended, self._interval(cl, p), t)
+
+    def _copy(self, cl: Cluster, topic: Topic, p: Partition, when: float, candidates: list[Segment], t: float,
+              after_change: bool) -> tuple[float, list[Segment]]:
+        """Copy jobs for the ``candidates`` (oldest first) whose start the leader's copy quota allows by ``t``
+        (``remote.log.manager.copy.max.bytes.per.second``, unset: unlimited), in jobs of up to
+        ``MAX_SEGMENTS_PER_JOB`` segments queued in order (a new leader's ahead of older jobs).  Returns the
+        time the last one started (or the next may start) and the candidates left for later."""
+        rate = cl.broker_rate(p.leader, kc.REMOTE_COPY_QUOTA)
+        quota = self._quotas.setdefault((cl.name, p.leader), CopyQuota())
+        chosen: list[Segment] = []
+        cursor, left = when, []
+        for k, seg in enumerate(candidates):
+            if seg.state != LOCAL:
+                continue
+            start = quota.start_time(cursor, rate)
+            if start > t + 1e-9:
+                cursor, left = start, candidates[k:]
+                self.stats["copy_quota_waits"] += 1
+                break
+            quota.record(start, seg.size)
+            cursor = start
+            chosen.append(seg)
+        if chosen:
+            self._fresh.discard((cl.name, topic.topic_id, p.index))
+        jobs: list[Job] = []
+        for k in range(0, len(chosen), MAX_SEGMENTS_PER_JOB):
+            chunk = chosen[k:k + MAX_SEGMENTS_PER_JOB]
+            job = self._job("copy", cl, topic, p, segments=chunk,
+                            check_state=after_change or any(seg.tried for seg in chunk))
+            for seg in chunk:
                 seg.state, seg.owner, seg.tried = COPYING, job.id, seg.tried + 1
                 path = (f"{cl.name}/{topic.name}-{kafka_topic_id(topic.topic_id)}/{p.index}/"
                         f"{seg.base:020d}-{p.leader_epoch}.log")
                 job.ranges.append((seg.base, seg.end, int(seg.size), path))
                 job.payloads.append(seg.data())
+                self.stats["copied_bytes_planned"] += int(seg.size)
+            jobs.append(job)
+        for job in reversed(jobs) if after_change else jobs:
             self._enqueue(job, front=after_change)
+        return cursor, left
 
     def _trim_local(self, cl: Cluster, topic: Topic, lg: TieredLog, t: float) -> None:
         """Local retention (``local.retention.ms/bytes``; -2: the topic's retention) drops copied segments."""
@@ -377,6 +464,10 @@ class TieredManager:
     def _drop(self, key: PKey) -> None:
         lg = self.logs.pop(key)
         self.epochs.pop(key, None)
+        self._parts.pop(key, None)
+        self._fresh.discard(key)
+        self._run_left.pop(key, None)
+        self.tasks.cancel(key)
         job = Job(next(self._ids), "drop", key, -1,
                   ranges=[(seg.segment_id, 0, 0, seg.remote_path) for seg in lg.segments if seg.remote_path])
         self._enqueue(job)

@@ -143,12 +143,12 @@ def test_the_remote_log_manager_interval_is_described_validated_and_read_only() 
     entries = {k: (v, ro, src) for k, v, ro, src in Handler()._broker_configs(cl, cl.brokers[1])}
     assert entries[REMOTE_LOG_TASK] == ("30000", True, 5)  # Kafka's default (KIP-405), from the default source
     assert remote_log_task_s({}) == 30.0 and remote_log_task_s({REMOTE_LOG_TASK: "500"}) == 0.5
-    assert list(fed.engine.remote_task_clock.interval) == [30.0] * 3
+    assert [remote_log_task_s(b.static_configs) for b in cl.brokers.values()] == [30.0] * 3  # what tasks read
     fed = build_federation({"clusters": [{"name": "c", "brokers": [{"count": 1}],
                                           "broker_configs": {REMOTE_LOG_TASK: "2000"}}]})
     cl = fed.clusters["c"]
     assert dict((k, v) for k, v, _, _ in Handler()._broker_configs(cl, cl.brokers[1]))[REMOTE_LOG_TASK] == "2000"
-    assert list(fed.engine.remote_task_clock.interval) == [2.0]
+    assert remote_log_task_s(cl.brokers[1].static_configs) == 2.0
     for bad in ("0", "soon"):
         with pytest.raises(ScenarioError, match=r"broker_configs: remote.log.manager.task.interval.ms must be"):
             build_federation({"clusters": [{"name": "c", "brokers": [{"count": 1}],
