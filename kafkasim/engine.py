@@ -100,7 +100,7 @@ class Engine:
                      "real_out", "tail_groups", "produce_latency_ms", "fetch_latency_ms", "syn_in", "syn_out", "lso",
                      "ret_checked")
     SLOT_FIELDS_I = ("prod_client", "cons_client", "cluster_idx", "topic_idx")
-    DISK_FIELDS = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_backlog",
+    DISK_FIELDS = ("d_used", "d_util", "d_await", "d_read_rate", "d_write_rate", "d_copy_rate", "d_backlog",
                    "d_read_total", "d_written_total", "d_io_time_total", "d_read_time_total",
                    "d_write_time_total", "d_reads_total", "d_writes_total", "d_slow", "d_cap_bps",
                    "d_base_lat", "d_capacity", "d_parts")
@@ -109,6 +109,9 @@ class Engine:
     d_await: F64
     d_read_rate: F64
     d_write_rate: F64
+    d_copy_rate: F64
+    """Bytes/s each disk reads or writes for replica copies (reassignments' new replicas, log-dir moves) in the last
+    tick: ground truth for benchmarks; no exporter shows it apart from the disk's other I/O."""
     d_backlog: F64
     d_read_total: F64
     d_written_total: F64
@@ -666,6 +669,9 @@ class Engine:
         await_ms = np.minimum(await_ms, 60_000.0)
         self.d_util, self.d_await = util, await_ms
         self.d_read_rate, self.d_write_rate = d_read, total_w
+        copy_src = rdd[n_lag:]
+        self.d_copy_rate = d_copy_w + (np.bincount(copy_src[copy_src >= 0], weights=act[n_lag:][copy_src >= 0],
+                                                   minlength=nd) if len(copy_src) else 0.0)
         self.d_read_total += d_read * dt
         self.d_written_total += total_w * dt
         self.d_io_time_total += util * dt

@@ -42,3 +42,21 @@ def test_traffic_floor_spends_each_ticks_headroom_and_extrapolates_past_the_twin
     both = {"1:/a": 200.0, "2:/b": 200.0, "9:/gone": 1e9}  # the slowest disk bounds; a disk the twin lacks is skipped
     assert bench.traffic_floor(both, twin, 0.75, 100.0) == 6.0
     assert bench.traffic_floor({"1:/a": 200.0}, twin, 0.65, 100.0) == 5.0  # a lower level: a longer floor
+
+
+def test_decompose_factors_multiply_to_completion_over_the_floor(monkeypatch: Any) -> None:
+    # 200 MB/s disks (the bench's): the twin sits at 0.45 and 0.40, the run's own base util at 0.42 (moves ended)
+    twin = {"1:/a": [0.45] * 400, "2:/b": [0.40] * 400}
+    monkeypatch.setattr(bench, "traffic_twin", lambda _seed, _horizon: twin)
+    run = {"seed": 11, "completion_sim_s": 300.0, "disk_bound_sim_s": 200.0, "copy_window_sim_s": 280.0,
+           "disk_work_bytes": {"1:/a": 12e9, "2:/b": 6e9}, "_base_util": {"1:/a": [0.42] * 400, "2:/b": [0.4] * 400}}
+    parts = bench.decompose([run], headroom=0.03)
+    row = parts["per_seed"][0]
+    assert row["target_floor_sim_s"] > row["traffic_floor_sim_s"]  # the target leaves less headroom
+    assert row["base_shift"] < 1.0  # the bound disk lost writes to the moves: its own floor is shorter
+    assert row["passes"] == round(300 / 280, 3)
+    product = 1.0
+    for k in ("traffic", "guard_band", "base_shift", "passes", "coupling"):
+        product *= row[k]
+    assert abs(product - 300.0 / 200.0) < 0.01
+    assert parts["median"]["coupling"] == row["coupling"]
