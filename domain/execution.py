@@ -84,6 +84,8 @@ def check_transition(key: str, current: TaskState, target: TaskState) -> None:
 SPEC_FIELDS = ("key", "topic", "partition", "action", "source_replicas", "source_log_dirs", "target_replicas",
                "target_log_dirs", "size_bytes", "leader", "batch", "after")
 """The fields a plan gives a task (the ``execution.start`` command's task specification), in stored order."""
+NO_READER = -1
+"""A task update's ``reader`` that clears it (a follower read abandoned: the copy reads from the leader)."""
 PROGRESS_FIELDS = ("bytes_done", "bytes_total", "rate_bytes_per_s", "attempts", "reader", "leader_attempts")
 """The fields a replicated task update may set besides the state."""
 
@@ -190,11 +192,14 @@ class Task:
     def with_progress(self, *, bytes_done: int | None = None, bytes_total: int | None = None,
                       rate_bytes_per_s: float | None = None, attempts: int | None = None,
                       reader: int | None = None, leader_attempts: int | None = None) -> Task:
-        """The record with the given measurements replaced (``None`` keeps a field)."""
+        """The record with the given measurements replaced (``None`` keeps a field; ``reader`` :data:`NO_READER`
+        clears it)."""
         changes: JsonDict = {k: v for k, v in (("bytes_done", bytes_done), ("bytes_total", bytes_total),
                                                ("rate_bytes_per_s", rate_bytes_per_s), ("attempts", attempts),
                                                ("reader", reader), ("leader_attempts", leader_attempts))
                              if v is not None}
+        if reader == NO_READER:
+            changes["reader"] = None
         return replace(self, **changes) if changes else self
 
     # ------------------------------------------------------------------ store boundary

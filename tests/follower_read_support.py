@@ -38,6 +38,8 @@ class RacingController(FakeKafkaCluster):
         """Partition -> (replica order the controller still decides elections on, metadata reads left)."""
         self.answers: list[tuple[TP, int]] = []
         """Every election answer, in order."""
+        self.lagging: set[tuple[TP, int]] = set()
+        """(partition, broker) kept out of the ISR (:meth:`leave_isr`)."""
 
     def alter_reassignments(self, targets: Mapping[TP, list[int] | None]) -> dict[TP, str | None]:
         old = {tp: list(p.replicas) for tp in targets if (p := self._get(tp)) is not None}
@@ -54,7 +56,22 @@ class RacingController(FakeKafkaCluster):
                 del self.before[tp]
             else:
                 self.before[tp] = (old, left - 1)
+        self._lag_isr()
         return super().live()
+
+    def leave_isr(self, tp: TP, broker: int) -> None:
+        """``broker`` falls out of the partition's ISR for good (alive, lagging); when it led, the first other
+        in-sync replica is elected, as Kafka's controller does."""
+        self.lagging.add((tp, broker))
+        self._lag_isr()
+
+    def _lag_isr(self) -> None:
+        for tp, broker in self.lagging:
+            p = self._get(tp)
+            if p is not None and broker in p.isr:
+                p.isr = [b for b in p.isr if b != broker]
+                if p.leader == broker:
+                    p.leader = p.isr[0] if p.isr else -1
 
     def elect_preferred(self, partitions: Iterable[TP]) -> dict[TP, int]:
         tps = list(partitions)

@@ -11,26 +11,30 @@ in flight whose replica set differs is sent, with the new replicas the plan leav
 (:class:`~.placement.Placement`). A task whose copy reads from a follower (:mod:`.read_source`; recorded
 as ``Task.reader``) first makes it leader and after the copy makes the plan's first replica leader again,
 each change a reorder, then (a later pass, the order seen) a preferred election, then (the leader seen)
-the next phase (:meth:`TaskDriver._lead`). With the replica set reached, the KIP-113 log-dir moves
+the next phase (:meth:`TaskDriver._lead`); a reader lost during the lead-in is dropped and the copy
+reads the leader (:meth:`TaskDriver._fall_back`). With the replica set reached, the KIP-113 log-dir moves
 follow, their future replicas measured, and the task completes when every replica sits in its target dir.
 :func:`cancel_reason` says why an open task must be cancelled (a dead broker, its topic deleted or grown);
-:func:`cancel_task` prepares the requests that undo a started one (cancel the reassignment, move future
-replicas back); :func:`has_future` tells whether something of it is still in the cluster.
+:meth:`TaskDriver.abort` starts cancelling a started task and :meth:`TaskDriver.undo` drives an aborting
+one: :func:`cancel_task` prepares the requests that undo it (cancel the reassignment, move future replicas
+back) while :func:`has_future` or the metadata shows something of it in the cluster; then a follower read's
+leadership is put back (:func:`~.read_source.restore_order`, the lead-out's steps) before it is ABORTED.
 
 Guarantee: requests are only prepared into the pass's :class:`~.submit.Submission` and state changes
 into its :class:`~.changes.TaskChanges` (the reconcile commits them before anything is sent). A started
 task the cluster shows neither in flight nor done is re-sent only when two passes running agree (a stale
 metadata read never duplicates a submission), and at most ``max_attempts`` times; each leader change of
 a follower read sends at most ``max_attempts`` requests too (then the task is given up on, naming the
-cluster's last answer). Both counts are task fields, committed before the requests are sent, so they
-survive a failover; the passes a task went unseen are the driver's only state (:meth:`TaskDriver.forget`
-drops them).
+cluster's last answer; a cancelled one's restore is ABORTED naming the wanted and the seen leader). Both
+counts are task fields, committed before the requests are sent, so they survive a failover; the passes a
+task went unseen are the driver's only state (:meth:`TaskDriver.forget` drops them).
 
 Cost: O(replicas of the task) per task and pass, no I/O.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from collectors.disk_rates import DiskLoad
@@ -38,12 +42,24 @@ from controlplane.executor.changes import TaskChanges
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.live import DirMap, future_dir, main_dir
 from controlplane.executor.placement import Placement
-from controlplane.executor.read_source import lead_order, lead_step, settle_order, submit_order
+from controlplane.executor.read_source import (
+    blocked,
+    lead_order,
+    lead_step,
+    old_order,
+    reader_lost,
+    restore_order,
+    settle_order,
+    submit_order,
+)
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import involved_brokers, removed_brokers
-from domain.execution import Execution, Task
+from domain.execution import NO_READER, Execution, Task
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 
+log = logging.getLogger("guardian.executor")
+FALLBACK = "follower read abandoned"
+"""How a task's reason starts once its reader was dropped (kept in its completion reason)."""
 __all__ = ["TaskDriver", "cancel_reason", "cancel_task", "has_future"]
 
 
@@ -173,6 +189,11 @@ class TaskDriver:
             update.progress(t, bytes_done=done, bytes_total=total, rate_bytes_per_s=self.copies.observe(t, now, done))
             return
         lead = t.reader if t.reader is not None else (None if resubmit else reader)
+        lost = reader_lost(t, p, live) if lead is not None and lead == t.reader else None
+        if lost is not None:
+            if self._fall_back(t, p, live, lost, update, submit):
+                return
+            lead = None
         if lead is None and t.action == "reassign" and settle_order(t, p, live):
             lead = p.replicas[0]  # copied in a reader's order by an executor that did not record the reader
         if lead is not None and lead != t.reader:
@@ -184,7 +205,8 @@ class TaskDriver:
             return
         if t.action == "reassign" and list(p.replicas) != target:
             order = submit_order(t, lead)  # a copy whose reader was made leader first: its first submission now
-            send("reassign", tp, order, first=not resubmit or (lead is not None and t.attempts == 0))
+            fresh = lost is not None or (lead is not None and t.attempts == 0)  # no copy was sent yet
+            send("reassign", tp, order, first=not resubmit or fresh)
             if lead is not None and p.leader == lead and submit.reassign.get(tp) == order:
                 update.note(t, f"copy reads from broker {lead}, made leader")  # not the lead-in's last refusal
             if submit.reassign.get(tp) == order and submit.owner.get(tp) == t.key:
@@ -212,7 +234,9 @@ class TaskDriver:
                 pending_dirs.append((b, d, None))
         if not pending_dirs:
             self.copies.final(t, now)
-            update.complete(t, "target replicas and log dirs reached", bytes_done=max(t.bytes_total, t.bytes_done))
+            kept = f" ({t.reason})" if t.reason.startswith(FALLBACK) else ""
+            update.complete(t, f"target replicas and log dirs reached{kept}",
+                            bytes_done=max(t.bytes_total, t.bytes_done))
             return
         if t.action == "move_log_dir":
             update.progress(t, bytes_done=done, bytes_total=max(total, t.size_bytes),
@@ -243,3 +267,65 @@ class TaskDriver:
             submit.elect.append(t.tp)
             submit.leader_steps.add(t.tp)
         submit.owner[t.tp] = t.key
+
+    def _fall_back(self, t: Task, p: PartitionMeta, live: LiveCluster, lost: str, update: TaskChanges,
+                   submit: Submission) -> bool:
+        """A lead-in whose reader was lost (:func:`~.read_source.reader_lost`): send the order before the task
+        back while the metadata shows the lead-in's reorder (a counted request; True: this pass's step), else
+        clear ``reader`` (False: the copy is submitted now, reading the leader). Both noted in the reason."""
+        note = f"{FALLBACK}: {lost}"
+        order = old_order(t, p)
+        if order is not None and t.leader_attempts < self.max_attempts and blocked(order, "reorder", p, live) is None:
+            update.progress(t, leader_attempts=t.leader_attempts + 1)
+            update.note(t, f"{note}; restoring replicas {order}")
+            submit.reassign[t.tp] = order
+            submit.owner[t.tp] = t.key
+            return True
+        log.warning("task %s: %s; the copy reads from leader %s", t.key, note, p.leader)
+        update.progress(t, reader=NO_READER)
+        update.note(t, f"{note}; the copy reads from leader {p.leader}")
+        return False
+
+    def abort(self, t: Task, reason: str, live: LiveCluster, dirs: DirMap, update: TaskChanges,
+              submit: Submission) -> None:
+        """IN_PROGRESS -> ABORTING, its cancel prepared; a follower read's leader change counts afresh."""
+        update.abort(t, reason)
+        if t.reader is not None and t.leader_attempts:
+            update.progress(t, leader_attempts=0)
+        cancel_task(t, live, dirs, submit)
+
+    def undo(self, t: Task, live: LiveCluster, dirs: DirMap, update: TaskChanges, submit: Submission) -> None:
+        """An aborting task: its cancel sent again while the cluster shows something of it; then, with a
+        reader recorded, its leadership put back (:func:`~.read_source.restore_order`: one counted reorder or
+        election per pass, a step that cannot take waits, counted); then ABORTED — after ``max_attempts``
+        with the wanted and the seen leader in its reason."""
+        tp = t.tp
+        ra = live.reassignments.get(tp)
+        if ra is not None and t.reader is not None and not ra.adding and not ra.removing:
+            return  # a reorder being applied (its leader change): nothing to cancel
+        if ra is not None or has_future(t, dirs):
+            cancel_task(t, live, dirs, submit)
+            return
+        reason = t.reason or "cancelled"
+        p = live.partitions.get(tp)
+        order = restore_order(t, p) if p is not None else None
+        step = lead_step(p, order) if p is not None and order is not None else None
+        if p is None or order is None or step is None:
+            update.aborted(t, reason if p is None or order is None else f"{reason}; replicas {order} led by {order[0]}")
+            return
+        sent = t.leader_attempts
+        why = blocked(order, step, p, live)
+        if sent >= self.max_attempts:
+            update.aborted(t, f"{reason}; leadership not restored after {sent} attempts{f' ({why})' if why else ''}: "
+                              f"wanted replicas {order} led by {order[0]}, the cluster shows replicas "
+                              f"{list(p.replicas)} led by {p.leader}")
+            return
+        update.progress(t, leader_attempts=sent + 1)
+        if why is not None:
+            return  # counted: bounded by max_attempts
+        if step == "reorder":
+            submit.reassign[tp] = order
+        else:
+            submit.elect.append(tp)
+            submit.leader_steps.add(tp)
+        submit.owner[tp] = t.key

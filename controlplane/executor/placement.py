@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.live import DirMap, main_dir, replica_disk
+from controlplane.executor.read_source import copy_source
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import recorded_dir
 from controlplane.executor.throttle import ThrottlePolicy, bytes_per_util
@@ -203,9 +204,7 @@ class Placement:
                 continue
             size = float(t.size_bytes)
             left = float(self.meter.remaining(t.key, size)) if t.state == TaskState.IN_PROGRESS else size
-            lead = (readers or {}).get(tp, p.leader) if t.state == TaskState.PENDING else (
-                t.reader if t.reader in p.replicas else p.leader)  # a follower read's reader, also while made leader
-            src_disk = replica_disk(t, dirs, lead)
+            src_disk = replica_disk(t, dirs, copy_source(t, p, readers))
             if src_disk is not None:
                 out[src_disk] = out.get(src_disk, 0.0) + left
             if t.state == TaskState.IN_PROGRESS:

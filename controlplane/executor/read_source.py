@@ -26,6 +26,16 @@ it takes. Each change sends at most ``max_attempts`` requests (``Task.leader_att
 stale read or an ELECTION_NOT_NEEDED costs one), then the task is given up on with the cluster's last
 answer (:mod:`.drive`). A task holds its slots under the caps through both leader changes (the caps bound
 the tasks in progress; freeing them in the lead-out was 0.5-1 % faster on the bench, not taken).
+**Fallback** — a reader that leaves the ISR (or the replica set, or dies) before the lead-in is done is
+dropped (:func:`reader_lost`): the order before the task is sent back if the metadata shows the lead-in's
+reorder (:func:`old_order`, one more counted request), then ``reader`` is cleared (write-ahead) and the copy
+is submitted as without follower reads, reading the leader; the task's reason says so. **Cancel** — a task
+cancelled with a reader recorded (stop with rollback, a dead broker, its topic changed) is ABORTED only once
+its copy's cancel took effect and its leadership is back (:func:`restore_order`): the order before the task
+and its first replica leading, or the plan's when the copy was already done — the same reorder / election
+steps, counted afresh (``leader_attempts`` reset when the cancel is decided); a step that cannot take (a
+replica of the order dead, the wanted leader out of the ISR) waits a pass, counted; after ``max_attempts``
+the task is ABORTED anyway, its reason naming the wanted and the seen leader (:mod:`.drive`).
 
 Guarantee: only tasks whose leader is the plan's source leader and whose final leader is the target's
 first replica either way (the old leader leaves the replica set, or stays first) use another reader, and
@@ -33,15 +43,17 @@ none with a leadership task of its own in the execution (a drain's elections sta
 alive, in the ISR, kept by the plan and on a disk with live load figures. The copy stays throttled: the
 leader-side throttled-replica lists name every source replica and a replica that may lead gets a rate
 (:mod:`.throttle_sync`). A task completes only with the plan's order and its first replica leading; its
-copy is never submitted before the reader leads. A task cancelled once its lead-in started leaves its old
-replicas in the reader's order, the reader leading once its election took (the leader stays in sync; a
-preferred election keeps the reader). Deterministic; every decision is a function of the task record and
-the metadata read this pass, so a new executor taking over mid-way goes on where the cluster stands.
+copy is never submitted before the reader leads, and never waits on a reader out of the ISR. A cancelled
+task counts as cancelled only with its old replicas back in their order and its old leader leading (or
+its reason saying why not, after at most ``max_attempts`` counted passes). Deterministic; every decision is a
+function of the task record and the metadata read this pass, so a new executor taking over mid-way goes
+on where the cluster stands.
 
 Cost: O(pending tasks x (log + replicas)) per pass; no extra admin call (the reorders and elections ride in
 the pass's submission). In passes: the copy starts two passes after its task (reorder, election, copy),
 and the task completes two passes after its copy (reorder, election, check) — three passes more than when
-the election rode with the reorder, which the bench measures (README).
+the election rode with the reorder, which the bench measures (README). A fallback costs one pass when the
+lead-in's reorder is undone; a cancelled task takes up to two passes more (reorder, election) to be ABORTED.
 """
 
 from __future__ import annotations
@@ -60,6 +72,15 @@ MARGIN = 0.6
 seeds 11-30, sim-s against no follower reads: with the leader changes as reconciled steps (three passes more per
 such copy) 0.6 -1.1 %, 0.7 -0.2 %, 0.9 about +4 %; before, with each election sent beside its reorder, 0.9 -3.7 %
 (-5.5 % before kafkasim honoured the retention check), 1.0 -2.9 %, 0.8 -4.3 %, 0.7 -4.1 %."""
+
+
+def copy_source(t: Task, p: PartitionMeta, readers: Mapping[TP, int] | None = None) -> int:
+    """The broker whose disk a data task's copy reads (its caps, the backlog, the reader choice count it
+    there): a pending task's reader chosen this pass (``readers``), a started one's recorded reader while it
+    is still a replica (being made leader, leading the copy, or in the lead-out), else the leader."""
+    if t.state == TaskState.PENDING:
+        return (readers or {}).get(t.tp, p.leader)
+    return t.reader if t.reader is not None and t.reader in p.replicas else p.leader
 
 
 def candidates(t: Task, p: PartitionMeta, live: LiveCluster, dirs: DirMap) -> list[tuple[int, DiskKey]]:
@@ -112,7 +133,7 @@ def plan_readers(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, bud
         adding = [b for b in t.target_replicas if b not in p.replicas]
         if t.state == TaskState.IN_PROGRESS:
             left = float(remaining(t.key, float(t.size_bytes)))
-            add(replica_disk(t, dirs, t.reader if t.reader in p.replicas else p.leader), left)
+            add(replica_disk(t, dirs, copy_source(t, p)), left)
             for b in adding or t.adding:
                 cur = main_dir(dirs, t.topic, t.partition, b)
                 if cur is not None:
@@ -183,3 +204,48 @@ def lead_step(p: PartitionMeta, order: list[int]) -> Literal["reorder", "elect"]
         return "reorder"
     return "elect" if p.leader != order[0] else None
 
+
+
+def reader_lost(t: Task, p: PartitionMeta, live: LiveCluster) -> str | None:
+    """Why a task's lead-in can no longer make its reader leader (the fallback's reason), or ``None``: the
+    reader's broker is dead, no longer a replica, or out of the ISR. Only during the lead-in (a recorded
+    reader, no copy submitted yet, the replica set not the target's)."""
+    r = t.reader
+    if (r is None or t.action != "reassign" or t.attempts != 0
+            or sorted(p.replicas) == sorted(t.target_replicas)):
+        return None
+    if r not in live.alive:
+        return f"broker {r} is dead"
+    if r not in p.replicas:
+        return f"broker {r} is no longer a replica"
+    return None if r in p.isr else f"broker {r} left the ISR {list(p.isr)}"
+
+
+def old_order(t: Task, p: PartitionMeta) -> list[int] | None:
+    """The order before the task, when the metadata shows its old replica set in another order (a lead-in's
+    reorder seen), else ``None``."""
+    src = list(t.source_replicas)
+    return src if sorted(p.replicas) == sorted(src) and list(p.replicas) != src else None
+
+
+def restore_order(t: Task, p: PartitionMeta) -> list[int] | None:
+    """The replica order a cancelled follower-read task puts back, its first replica leading: the order
+    before the task when the cluster shows the old replica set (the copy cancelled or never sent), the plan's
+    when it shows the target's (the copy was done: the lead-out's), ``None`` without a reader or with
+    another replica set. Call it with nothing of the task in flight."""
+    if t.reader is None or t.action != "reassign":
+        return None
+    if sorted(p.replicas) == sorted(t.source_replicas):
+        return list(t.source_replicas)
+    if sorted(p.replicas) == sorted(t.target_replicas):
+        return list(t.target_replicas)
+    return None
+
+
+def blocked(order: list[int], step: str, p: PartitionMeta, live: LiveCluster) -> str | None:
+    """Why the next step of a leader change to ``order`` cannot take now (a reorder naming a dead broker is
+    refused; a preferred election of a replica out of the ISR finds no preferred leader), or ``None``."""
+    if step == "reorder":
+        dead = [b for b in order if b not in live.alive]
+        return f"broker {dead[0]} is dead" if dead else None
+    return None if order[0] in p.isr else f"broker {order[0]} is not in the ISR {list(p.isr)}"

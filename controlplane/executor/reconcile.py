@@ -10,7 +10,8 @@ named phases (:meth:`Executor.run_pass` reads like this list):
    metadata, in-flight reassignments, the log dirs of started tasks, live disk load;
 2. **cancel** — a task whose old or new replica set has a dead broker, or whose topic was deleted or
    changed partition count, is cancelled with the reason recorded (the others continue); ``stop``
-   aborts what has not started (with rollback, what has);
+   aborts what has not started (with rollback, what has; a started task is ABORTED once the cluster shows
+   nothing of it and, for a follower read, its old order and leader are back: :meth:`~.drive.TaskDriver.undo`);
 3. **drive** — each started task is compared with the cluster (:mod:`.drive`): completed, progress
    recorded, or — when the cluster shows it neither in flight nor done on two passes running — re-sent
    (bounded by ``max_attempts``);
@@ -64,7 +65,7 @@ from collectors.disk_rates import DiskLoad, DiskRate
 from controlplane.executor.changes import TaskChanges
 from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.copy_meter import CopyMeter
-from controlplane.executor.drive import TaskDriver, cancel_reason, cancel_task, has_future
+from controlplane.executor.drive import TaskDriver, cancel_reason
 from controlplane.executor.lease import ExecutionLease, LeaseGuard, throttle_record
 from controlplane.executor.live import (
     DirMap,
@@ -74,7 +75,7 @@ from controlplane.executor.live import (
     live_snapshot,
 )
 from controlplane.executor.placement import Placement, pending_work
-from controlplane.executor.read_source import plan_readers
+from controlplane.executor.read_source import copy_source, plan_readers
 from controlplane.executor.settings import policy_for
 from controlplane.executor.submit import Submission, send
 from controlplane.executor.tasks import (
@@ -451,20 +452,16 @@ class Executor:
             if t.state == TaskState.PENDING:
                 p.update.aborted(t, reason)
             else:
-                p.update.abort(t, reason)
-                cancel_task(t, p.live, p.dirs, p.submit)
+                self.driver.abort(t, reason, p.live, p.dirs, p.update, p.submit)
 
     def _drive_started(self, p: _Pass) -> None:
         """Phase 3: compare every started task with the cluster (an aborting one is aborted once the cluster
-        shows nothing of it, else its cancel is sent again)."""
+        shows nothing of it and a follower read's leadership is back, else its cancel or restore goes on)."""
         for t in p.tasks.values():
             if p.update.changed(t.key):
                 continue
             if t.state == TaskState.ABORTING:
-                if t.tp not in p.live.reassignments and not has_future(t, p.dirs):
-                    p.update.aborted(t, t.reason or "cancelled")
-                else:
-                    cancel_task(t, p.live, p.dirs, p.submit)
+                self.driver.undo(t, p.live, p.dirs, p.update, p.submit)
             elif t.state == TaskState.IN_PROGRESS:
                 self.driver.drive(t, p.live, p.dirs, p.now, p.update, p.submit, resubmit=True)
 
@@ -483,8 +480,8 @@ class Executor:
         self._readers = plan_readers(merged, live, p.dirs, {d: self.placement.budget(d) for d in self.last_disks},
                                      self.copies.remaining) if self._follower_reads() else {}
         leaders = {tp: part.leader for tp, part in live.partitions.items()} | {
-            t.tp: t.reader for t in merged.values() if t.reader is not None and t.state in RUNNING_STATES
-            and t.tp in live.partitions and t.reader in live.partitions[t.tp].replicas} | self._readers
+            t.tp: copy_source(t, live.partitions[t.tp], self._readers) for t in merged.values()
+            if t.action == "reassign" and t.state in OPEN_STATES and t.tp in live.partitions}
         caps = {**DEFAULT_CAPS, **ex.caps}
         ordered = order_tasks(ready, ex.options.get("ordering", self.config.ordering), urp,
                               [t for t in merged.values() if t.state in OPEN_STATES], leaders, caps["per_disk"])

@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from controlplane.state.registration import ADMIN_OFFSETS, TOPOLOGY_KEYS, check_registration
 from domain.errors import json_path
-from domain.execution import Action, TaskState
+from domain.execution import NO_READER, Action, TaskState
 from kafkaio.endpoints import EndpointsError
 from raft.protocol import CommandRejected, JsonDict
 
@@ -171,7 +171,8 @@ class TaskUpdate(_Cmd):
     bytes_total: Annotated[int, Field(ge=0)] | None = None
     rate_bytes_per_s: Annotated[float, Field(ge=0)] | None = None
     attempts: Annotated[int, Field(ge=0)] | None = None
-    reader: Annotated[int, Field(ge=0)] | None = None
+    reader: Annotated[int, Field(ge=NO_READER)] | None = None
+    """The kept follower a copy reads from; :data:`~domain.execution.NO_READER` clears it; ``None`` keeps it."""
     leader_attempts: Annotated[int, Field(ge=0)] | None = None
 
 

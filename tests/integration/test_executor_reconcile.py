@@ -80,6 +80,32 @@ def test_200_partition_rebalance_completes_within_caps_and_removes_every_throttl
         assert after.partitions[move.id].leader == move.replicas[0] or move.id not in led
 
 
+def test_stop_with_rollback_gives_follower_reads_their_old_order_and_leader_back(make_sim: Any) -> None:
+    sim = make_sim(scenario(brokers=6, topics=2, partitions=30, rf=2, size_gb=0.2, speed=10))
+    live = sim.live()
+    plan = one_replica_plan(live)
+    ex = make_executor(sim, ThrottlePolicy(initial=4e6, follower_reads=True))
+    eid = ex.start(plan, caps={"per_broker": 3})
+    for _ in range(40):  # until some follower reads are under way: lead-in done or copying
+        ex.run_pass()
+        reading = [t for t in tasks_of(ex, eid).values() if t["reader"] is not None and t["state"] == "IN_PROGRESS"]
+        if any(t["attempts"] for t in reading):
+            break
+        time.sleep(0.1)
+    assert reading
+    ex.stop(eid, rollback=True)
+    report = ex.run(interval_s=0.2)
+    assert report.status == "stopped"
+    after = sim.live()
+    assert after.reassignments == {} and sim.leftover_throttles() == {}
+    aborted = [t for t in tasks_of(ex, eid).values() if t["reader"] is not None and t["state"] == "ABORTED"]
+    assert aborted
+    for t in aborted:  # the copy cancelled: the old order, its first replica leading (done: the plan's)
+        p = after.partitions[(t["topic"], t["partition"])]
+        want = t["source_replicas"] if sorted(p.replicas) == sorted(t["source_replicas"]) else t["target_replicas"]
+        assert (list(p.replicas), p.leader) == (want, want[0]), (t["key"], t["reason"], p)
+
+
 def test_killing_a_destination_broker_cancels_exactly_its_tasks(make_sim: Any) -> None:
     sim = make_sim(scenario(brokers=6, topics=2, partitions=20, rf=2, size_gb=0.5, speed=10))
     live = sim.live()

@@ -9,9 +9,13 @@ from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.drive import TaskDriver
 from controlplane.executor.placement import Placement
 from controlplane.executor.read_source import (
+    copy_source,
     lead_order,
     lead_step,
+    old_order,
     plan_readers,
+    reader_lost,
+    restore_order,
     settle_order,
     submit_order,
 )
@@ -127,3 +131,25 @@ def test_no_follower_read_when_the_leaders_disk_has_no_live_figures() -> None:
     assert plan_readers({t.key: t}, cluster([t]), dir_map([t]), {**budgets, (1, "/d1"): 10e6},
                         lambda _k, d: d) == {t.tp: 3}  # with them, the quiet follower reads
 
+
+
+def test_reader_lost_old_order_restore_order_and_copy_source() -> None:
+    t = replace(task("t:0", [1, 2], ["/d1", "/d1"], [3, 2], GB), state=TaskState.IN_PROGRESS, reader=2)
+    live = cluster([t])
+
+    def meta(replicas: tuple[int, ...], leader: int, isr: tuple[int, ...]) -> PartitionMeta:
+        return PartitionMeta("t", 0, replicas, leader, isr)
+
+    assert reader_lost(t, meta((2, 1), 2, (2, 1)), live) is None
+    assert reader_lost(t, meta((2, 1), 1, (1,)), live) == "broker 2 left the ISR [1]"
+    assert reader_lost(t, meta((1, 4), 1, (1, 4)), live) == "broker 2 is no longer a replica"
+    assert reader_lost(replace(t, attempts=1), meta((2, 1), 1, (1,)), live) is None  # the copy was sent
+    assert reader_lost(t, meta((2, 3), 2, (2, 3)), live) is None  # the target's set: the lead-out
+    assert old_order(t, meta((2, 1), 1, (1,))) == [1, 2] and old_order(t, meta((1, 2), 1, (1,))) is None
+    assert restore_order(t, meta((2, 1), 2, (2, 1))) == [1, 2]  # the copy cancelled: the order before the task
+    assert restore_order(t, meta((2, 3), 2, (2, 3))) == [3, 2]  # the copy was done: the plan's order
+    assert restore_order(replace(t, reader=None), meta((2, 1), 2, (2, 1))) is None
+    assert copy_source(t, meta((2, 1), 1, (2, 1))) == 2 and copy_source(t, meta((1, 4), 1, (1, 4))) == 1
+    pending = replace(t, state=TaskState.PENDING, reader=None)
+    assert copy_source(pending, meta((1, 2), 1, (1, 2)), {t.tp: 2}) == 2
+    assert copy_source(pending, meta((1, 2), 1, (1, 2))) == 1

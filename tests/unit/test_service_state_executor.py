@@ -9,6 +9,7 @@ import pytest
 from controlplane.executor.service import ExecutorService
 from controlplane.state.commands import validate_command
 from controlplane.state.store import LocalStateStore
+from domain.execution import NO_READER
 from raft.protocol import CommandRejected
 
 AT = "2026-11-22T01:00:00Z"
@@ -69,6 +70,21 @@ def test_task_updates_carry_progress_fields_and_execution_progress_is_stored() -
                           "updates": [{"key": "t:0", "state": "IN_PROGRESS", "rate_bytes_per_s": -1}]})
     with pytest.raises(CommandRejected, match="unknown execution"):
         store.propose(cmd("execution.progress", execution_id=999, progress={}))
+
+
+def test_a_reader_is_recorded_kept_by_updates_that_do_not_name_it_and_cleared_by_no_reader() -> None:
+    store, eid = started([spec("t:0")])
+
+    def update(**fields: Any) -> dict[str, Any]:  # through the canonical (Raft) form: absent fields are null
+        store.propose(cmd("execution.tasks", execution_id=eid, updates=[{"key": "t:0", "state": "IN_PROGRESS",
+                                                                          **fields}]))
+        return dict(store.read(lambda s: s["executions"][str(eid)]["tasks"]["t:0"]))
+
+    assert update(reader=2, leader_attempts=1)["reader"] == 2
+    assert update(leader_attempts=2)["reader"] == 2
+    assert update(reader=NO_READER, attempts=1)["reader"] is None
+    with pytest.raises(CommandRejected, match="reader"):
+        update(reader=-2)
 
 
 class _FlippingStore(LocalStateStore):
