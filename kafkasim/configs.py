@@ -93,15 +93,9 @@ def check_static_config(key: str, value: str) -> None:
             raise ValueError(f"{key} must be an integer >= 1 (ms), got {value!r}")
 
 
-def retention_check_s(static_configs: Mapping[str, str]) -> float:
-    """A broker's retention check interval in seconds (its ``log.retention.check.interval.ms``, else Kafka's)."""
-    return int(static_configs.get(RETENTION_CHECK) or str(SETTABLE_STATIC_DEFAULTS[RETENTION_CHECK])) / 1000.0
-
-
-def remote_log_task_s(static_configs: Mapping[str, str]) -> float:
-    """A broker's remote log manager task interval in seconds (its ``remote.log.manager.task.interval.ms``, else
-    Kafka's)."""
-    return int(static_configs.get(REMOTE_LOG_TASK) or str(SETTABLE_STATIC_DEFAULTS[REMOTE_LOG_TASK])) / 1000.0
+def interval_s(static_configs: Mapping[str, str], key: str) -> float:
+    """A broker's interval ``key`` (one of :data:`INTERVAL_KEYS`, in ms) in seconds: its own, else Kafka's default."""
+    return int(static_configs.get(key) or str(SETTABLE_STATIC_DEFAULTS[key])) / 1000.0
 
 
 def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | None:

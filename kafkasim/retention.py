@@ -8,7 +8,7 @@ Goal
 
 Method
     :class:`RetentionClock` keeps, per broker (the engine's broker index), its interval (seconds, from its
-    read-only configs, :func:`kafkasim.configs.retention_check_s`) and the simulated time of its next check.
+    read-only configs, :func:`kafkasim.configs.interval_s`) and the simulated time of its next check.
     :meth:`RetentionClock.sync` runs on every engine rebuild: a new broker, a changed interval or a broker
     back from the dead (its :attr:`~kafkasim.model.Broker.revivals` counted up, so that a kill and revive
     between two rebuilds counts too) starts its schedule at ``now + interval`` (Kafka's extra 30 s delay
@@ -35,12 +35,10 @@ Cost
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-
 import numpy as np
 import numpy.typing as npt
 
-from kafkasim.configs import retention_check_s
+from kafkasim.configs import RETENTION_CHECK, interval_s
 from kafkasim.model import Broker
 
 F64 = npt.NDArray[np.float64]
@@ -48,18 +46,17 @@ BOOL = npt.NDArray[np.bool_]
 
 
 class RetentionClock:
-    """Per broker: the retention check interval (s) and the simulated time of the next check; ``interval_of``
-    reads a broker's interval (seconds) from its read-only configs (default: ``log.retention.check.interval.ms``)."""
+    """Per broker: the retention check interval (s, its ``log.retention.check.interval.ms``) and the simulated time
+    of the next check."""
 
-    def __init__(self, interval_of: Callable[[Mapping[str, str]], float] = retention_check_s) -> None:
-        self.interval_of = interval_of
+    def __init__(self) -> None:
         self.interval: F64 = np.zeros(0)
         self.next: F64 = np.zeros(0)
         self._revivals: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     def sync(self, brokers: list[Broker], t: float) -> None:
         """Read every broker's interval; (re)start the schedule of new, changed or revived brokers at ``t``."""
-        interval = np.array([self.interval_of(b.static_configs) for b in brokers], dtype=np.float64)
+        interval = np.array([interval_s(b.static_configs, RETENTION_CHECK) for b in brokers], dtype=np.float64)
         revivals = np.array([b.revivals for b in brokers], dtype=np.int64)
         n_old = len(self.interval)
         restart = np.ones(len(brokers), dtype=bool)

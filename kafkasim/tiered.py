@@ -71,7 +71,7 @@ import numpy.typing as npt
 
 from kafkasim import configs as kc
 from kafkasim import model as m
-from kafkasim.configs import remote_log_task_s
+from kafkasim.configs import REMOTE_LOG_TASK, interval_s
 from kafkasim.model import Cluster, Partition, SimError, Topic
 from kafkasim.records import split_batches, synthetic_batch
 from kafkasim.remote_store import LocalDirStore, RemoteStore
@@ -321,7 +321,7 @@ class TieredManager:
     def _interval(self, cl: Cluster, p: Partition) -> float:
         """The leader's ``remote.log.manager.task.interval.ms`` in seconds (Kafka's default with no leader)."""
         leader = cl.brokers.get(p.leader) if p.leader >= 0 else None
-        return remote_log_task_s(leader.static_configs if leader is not None else {})
+        return interval_s(leader.static_configs if leader is not None else {}, REMOTE_LOG_TASK)
 
     def _tick_partition(self, cl: Cluster, topic: Topic, p: Partition, key: PKey, t: float, dt: float) -> None:
         eng = self.engine

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from kafkasim.configs import REMOTE_LOG_TASK, RETENTION_CHECK, remote_log_task_s, retention_check_s
+from kafkasim.configs import REMOTE_LOG_TASK, RETENTION_CHECK, interval_s
 from kafkasim.protocol import Handler
 from kafkasim.records import store_batches
 from kafkasim.retention import RetentionClock
@@ -118,7 +118,7 @@ def test_the_interval_is_described_validated_and_read_only() -> None:
     cl = fed.clusters["c"]
     entries = {k: (v, ro, src) for k, v, ro, src in Handler()._broker_configs(cl, cl.brokers[1])}
     assert entries[RETENTION_CHECK] == ("300000", True, 5)  # Kafka's default, from the default source
-    assert retention_check_s({}) == 300.0 and retention_check_s({RETENTION_CHECK: "1500"}) == 1.5
+    assert interval_s({}, RETENTION_CHECK) == 300.0 and interval_s({RETENTION_CHECK: "1500"}, RETENTION_CHECK) == 1.5
     fed = federation("1500", {})
     cl = fed.clusters["c"]
     entries = {k: (v, ro, src) for k, v, ro, src in Handler()._broker_configs(cl, cl.brokers[1])}
@@ -142,13 +142,13 @@ def test_the_remote_log_manager_interval_is_described_validated_and_read_only() 
     cl = fed.clusters["c"]
     entries = {k: (v, ro, src) for k, v, ro, src in Handler()._broker_configs(cl, cl.brokers[1])}
     assert entries[REMOTE_LOG_TASK] == ("30000", True, 5)  # Kafka's default (KIP-405), from the default source
-    assert remote_log_task_s({}) == 30.0 and remote_log_task_s({REMOTE_LOG_TASK: "500"}) == 0.5
-    assert [remote_log_task_s(b.static_configs) for b in cl.brokers.values()] == [30.0] * 3  # what tasks read
+    assert interval_s({}, REMOTE_LOG_TASK) == 30.0 and interval_s({REMOTE_LOG_TASK: "500"}, REMOTE_LOG_TASK) == 0.5
+    assert [interval_s(b.static_configs, REMOTE_LOG_TASK) for b in cl.brokers.values()] == [30.0] * 3  # what tasks read
     fed = build_federation({"clusters": [{"name": "c", "brokers": [{"count": 1}],
                                           "broker_configs": {REMOTE_LOG_TASK: "2000"}}]})
     cl = fed.clusters["c"]
     assert dict((k, v) for k, v, _, _ in Handler()._broker_configs(cl, cl.brokers[1]))[REMOTE_LOG_TASK] == "2000"
-    assert remote_log_task_s(cl.brokers[1].static_configs) == 2.0
+    assert interval_s(cl.brokers[1].static_configs, REMOTE_LOG_TASK) == 2.0
     for bad in ("0", "soon"):
         with pytest.raises(ScenarioError, match=r"broker_configs: remote.log.manager.task.interval.ms must be"):
             build_federation({"clusters": [{"name": "c", "brokers": [{"count": 1}],
