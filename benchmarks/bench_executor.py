@@ -20,7 +20,8 @@ each copy's throttled side (:mod:`controlplane.executor.joint_throttle`) and, as
 with the old choice (both sides, max-min fair); printed for each: completion over that floor per seed (median,
 range) and the worst tick's util; for the joint choice, also where its time over that floor goes
 (:func:`decompose`: the traffic during the move, from a no-move twin run of the same seed; the guard band between
-the threshold and the executor's planning target; the base shift, the passes and the coupling of the schedule). Writes ``out/bench/executor.json``.
+the threshold and the executor's planning target; the base shift, the passes and the coupling of the schedule).
+Writes ``out/bench/executor.json``.
 """
 
 from __future__ import annotations
