@@ -131,7 +131,8 @@ def refused_by_follower(cluster: ServiceCluster, request: Any, timeout: float = 
             pinned.close()
         stable = stable_pair({n: tiered_status(cluster, n) for n in cluster.procs}, cluster, expect=view) is not None
         attempts.append(f"  leader {leader} follower {follower} term {term}: {answer} (leader unchanged: {stable})")
-        if stable and error is not None:
+        if stable:
+            assert error is not None, "a follower under a stable leader accepted a write:\n" + "\n".join(attempts)
             return error, leader, attempts
     raise AssertionError(f"no follower answered under a stable leader within {timeout:.0f} s:\n"
                          + "\n".join(attempts) + "\n" + describe(cluster))
