@@ -46,7 +46,7 @@ from parentwatch import watch_parent
 from raft.auth import LOCAL_KEY_FILE, read_key
 from raft.errors import StartupRefused
 from tiered.metrics import TieredCollector
-from tiered.node import TieredNode
+from tiered.node import COMPACTION_MIN_ENTRIES, TieredNode
 from tiered.server import Authorizer, ServerTls, start_server
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     """Create the node (Raft store under ``data_dir/raft``), the API app and the scheduler (not started)."""
     settings = ensure_admin_token(settings)
     store = RaftStateStore(settings.raft.self_addr, settings.raft.peers, settings.data_dir / "raft",
-                           key=raft_key(settings))
+                           key=raft_key(settings), settings=settings.raft.timing())
     local_key = settings.data_dir / "raft" / LOCAL_KEY_FILE  # a single node's own key, when it generated one
     if local_key.exists():
         register_secret(local_key.read_bytes())
@@ -201,7 +201,8 @@ def start_tiered(settings: Settings, ctx: ServiceContext) -> grpc.Server:
     """The tiered-metadata Raft member (``data_dir/tiered``), its /metrics collector and its gRPC server."""
     conf = settings.tiered
     tls = tiered_tls(settings)  # unreadable TLS files refuse the start before anything is opened
-    node = TieredNode(conf.raft_addr, conf.raft_peers, settings.data_dir / "tiered", key=raft_key(settings))
+    node = TieredNode(conf.raft_addr, conf.raft_peers, settings.data_dir / "tiered", key=raft_key(settings),
+                      settings=settings.raft.timing(compaction_min_entries=COMPACTION_MIN_ENTRIES))
     ctx.tiered = node
     ctx.metrics.registry.register(TieredCollector(node))
     if not conf.tls and not _loopback(conf.host):

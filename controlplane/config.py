@@ -7,6 +7,8 @@ Example::
     self_addr = "127.0.0.1:7001"
     peers = ["127.0.0.1:7002", "127.0.0.1:7003"]
     key_file = "/etc/guardian/raft.key"      # same secret on every node (required with peers)
+    election_timeout_ms = [200, 500]         # both Raft groups; across IDCs or on pausing VMs e.g. [1000, 2000]
+    heartbeat_ms = 50                        # with heartbeat_ms = 100
     [http]
     host = "127.0.0.1"
     port = 8080
@@ -42,11 +44,12 @@ import hashlib
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from domain.errors import ContractError, Problem, json_path
+from raft.node import RaftSettings
 
 Role = Literal["viewer", "operator", "admin"]
 ROLE_RANK: dict[str, int] = {"viewer": 0, "operator": 1, "admin": 2}
@@ -78,12 +81,31 @@ class RaftConf(_Conf):
     key_file: Path | None = None
     """File holding the group's shared Raft transport key (e.g. `openssl rand -base64 32`)."""
     key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    heartbeat_ms: Annotated[int, Field(ge=10, le=10_000)] = 50
+    """How often the leader sends appends/heartbeats (both Raft groups of the node: state and tiered)."""
+    election_timeout_ms: Annotated[list[Annotated[int, Field(ge=50, le=60_000)]], Field(min_length=2, max_length=2)] = [
+        200, 500]
+    """[min, max] ms a follower waits without hearing the leader before it stands for election (a random value in
+    the range). The defaults fail over in ~0.6 s on one LAN; a group spanning IDCs, or nodes that pause (GC, a
+    loaded VM), needs more — e.g. [1000, 2000] with heartbeat_ms = 100 — or a pause of ~0.2 s starts an
+    election."""
 
     @model_validator(mode="after")
     def _one_key_source(self) -> RaftConf:
         if self.key_file is not None and self.key_env is not None:
             raise ValueError("set raft.key_file or raft.key_env, not both")
+        low, high = self.election_timeout_ms
+        if not 3 * self.heartbeat_ms < low < high:
+            raise ValueError(f"raft.election_timeout_ms = [{low}, {high}] with raft.heartbeat_ms = "
+                             f"{self.heartbeat_ms}: need 3 x heartbeat_ms < min < max (a leader must be heard several "
+                             "times per timeout)")
         return self
+
+    def timing(self, **overrides: Any) -> RaftSettings:
+        """The Raft settings these timeouts give (the connection timeout at least the longest election timeout)."""
+        low, high = (v / 1000.0 for v in self.election_timeout_ms)
+        return RaftSettings(heartbeat_period=self.heartbeat_ms / 1000.0, election_timeout_min=low,
+                            election_timeout_max=high, connection_timeout=max(2.0, high), **overrides)
 
 
 class HttpConf(_Conf):

@@ -46,6 +46,11 @@ class Appended:
     """A retry of an applied idempotent request: the ids (and index) are those of its first application."""
 
 
+COMPACTION_MIN_ENTRIES = 20000
+"""Entries the tiered group's Raft log keeps before it compacts into a snapshot (the state group keeps
+RaftSettings' default)."""
+
+
 class TieredNode:
     """Store + state machine + Raft node; see the module docstring."""
 
@@ -54,7 +59,7 @@ class TieredNode:
         self.store = TieredStore(Path(data_dir) / "store")
         self.machine = TieredStateMachine(self.store)
         self.raft = RaftNode(self_addr, peers, self.machine, Path(data_dir) / "raft", validator=validate,
-                             key=key, settings=settings or RaftSettings(compaction_min_entries=20000))
+                             key=key, settings=settings or RaftSettings(compaction_min_entries=COMPACTION_MIN_ENTRIES))
         self._lock = threading.Lock()
         self.appended_events = 0
         self.appended_groups = 0
