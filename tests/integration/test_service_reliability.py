@@ -73,13 +73,17 @@ def test_leader_kill_loses_no_acknowledged_write(cluster: ServiceCluster) -> Non
 
     thread = threading.Thread(target=writer)
     thread.start()
-    time.sleep(1.5)
+    deadline = time.monotonic() + 30
+    while len(acked) <= 20 and time.monotonic() < deadline:
+        time.sleep(0.05)  # progress before the kill, however slow a loaded machine makes it
     before_kill = len(acked)
     killed_at = time.monotonic()
     cluster.kill(leader)
     new_leader = cluster.leader(timeout=10.0, exclude=leader)
     failover_s = time.monotonic() - killed_at
-    time.sleep(1.5)
+    deadline = time.monotonic() + 30
+    while len(acked) <= before_kill + 20 and time.monotonic() < deadline:
+        time.sleep(0.05)  # writes resume on the new leader
     stop.set()
     thread.join(10)
 
