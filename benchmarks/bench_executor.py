@@ -102,7 +102,8 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
         scraper = DiskScraper(urls, eps.hardware)
         scrapers.append(scraper)
         executor = Executor(LocalStateStore(), admin, ExecutorConfig("bench", throttle=policy,
-                                                                     ordering=ORDERING), scraper, eps)
+                                                                     ordering=ORDERING, interval_s=PASS_S),
+                            scraper, eps)
         executor.ensure_cluster(ep["bootstrap_servers"])
         eng = runner.server.fed.engine
 
@@ -128,7 +129,8 @@ def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any
         runner.call(lambda: eng.listeners.append(sample))
         wall0 = time.perf_counter()
         report = executor.run(interval_s=0.0, on_pass=lambda r: None if r.finished else runner.call(
-            lambda: eng.advance(PASS_S)))  # done at the pass that finished the execution
+            lambda: eng.advance(float(math.ceil(min(r.next_pass_s or PASS_S, PASS_S))))))  # done at the pass that
+        # finished the execution; the next pass sooner when the executor asks (whole ticks of the simulator)
         runner.call(lambda: eng.listeners.remove(sample))
         ticks = [i for i, c in enumerate(copying) if c]
         sim_s = runner.call(lambda: eng.t) - t_sim0

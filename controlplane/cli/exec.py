@@ -127,7 +127,8 @@ def _executor(connect: ConnectOptions, state: Path, opts: _Opts) -> tuple[Execut
     view = standalone(endpoints) if endpoints.metrics_urls else None
     facts: FactsSource = view if view is not None else endpoints
     owner = LeaseOwner.this_process("cli", cid, identity=f"{socket.gethostname()}:{state.resolve()}")
-    executor = Executor(store, admin, ExecutorConfig(cluster, ordering=opts.ordering, throttle=opts.policy),
+    executor = Executor(store, admin, ExecutorConfig(cluster, ordering=opts.ordering, throttle=opts.policy,
+                                                     interval_s=opts.interval),
                         view, facts, lease=ExecutionLease(admin, cluster, owner, opts.lease_ttl))
     try:
         executor.ensure_cluster(endpoints.bootstrap_servers)
@@ -205,7 +206,7 @@ def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> N
                 break
             if report.execution_id is None:
                 break
-            time.sleep(opts.interval)
+            time.sleep(min(opts.interval, report.next_pass_s or opts.interval))
     except KeyboardInterrupt:
         if ctx is not None:
             ctx.stop()

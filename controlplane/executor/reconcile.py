@@ -141,6 +141,12 @@ class ExecutorConfig:
     max_attempts: int = 5
     who: str = "guardian-executor"
     check_limits: CheckLimits = field(default_factory=CheckLimits)
+    interval_s: float = 5.0
+    """The longest the loop waits between passes; copies' rates are planned to hold that long."""
+    min_interval_s: float = 1.0
+    """The shortest: the next pass comes sooner than ``interval_s`` — when a copy is expected to end (its slots
+    and disk budget then go to the next copy at once, not at the end of the interval), or while the first disk
+    rates are one scrape away — but never sooner than this (:attr:`PassReport.next_pass_s`)."""
 
 
 @dataclass
@@ -158,6 +164,8 @@ class PassReport:
     rate_bytes_per_s: float = 0.0
     eta_s: float | None = None
     error: str | None = None
+    next_pass_s: float | None = None
+    """Seconds until the next pass is due when sooner than the loop's interval (``None``: the interval)."""
 
     @property
     def finished(self) -> bool:
@@ -217,6 +225,7 @@ class Executor:
         self.copies = CopyMeter()
         self.throttles = MigrationThrottles(store, admin, config.cluster, config.throttle, self.copies,
                                             self._propose, lambda: self.guard.announce_throttles())
+        self.throttles.interval_s = config.interval_s
         self.placement = Placement(admin, config.throttle, self.copies,
                                    lambda: self.copies.disk_migration([], self.throttles.commanded))
         self.driver = TaskDriver(self.copies, self.placement, scraper, config.max_attempts)
@@ -400,6 +409,7 @@ class Executor:
         self._submit(p, failed, rates, lists)   #    ... then submit, then raise the rates
         self._progress(p, rates)                # 9. record progress; finish when nothing is open
         self._finish(p)
+        p.report.next_pass_s = self._next_pass(p)
         return p.report
 
     def _read(self) -> _Pass | None:
@@ -490,6 +500,18 @@ class Executor:
             self.placement.measure_backlog(merged, live, p.dirs, self._readers)
         return select_batch(ordered, running, caps, leaders,
                             placed=self.placement.placed_dirs(running, p.dirs), place=self.placement.place)
+
+    def _next_pass(self, p: _Pass) -> float | None:
+        """When the next pass is due, if sooner than the interval: the earliest end the throttle expects of a copy
+        (ended, it is seen complete and its slots go to the next task), or — the first disk rates being one scrape
+        away — at once; both bounded below by ``min_interval_s``."""
+        if p.report.finished:
+            return None
+        waiting = self.scraper is not None and self._scrapes < 2 and p.ex.status == ExecutionStatus.RUNNING
+        soon = 0.0 if waiting else self.throttles.next_end_s
+        if soon is None:
+            return None
+        return min(max(soon, self.config.min_interval_s), self.config.interval_s)
 
     def _follower_reads(self) -> bool:
         """Copies may read from a follower (:mod:`.read_source`): asked for, and rates follow disk headroom."""
@@ -691,4 +713,4 @@ class Executor:
                 on_pass(report)
             if report.finished and report.error is None:
                 return report
-            time.sleep(interval_s)
+            time.sleep(min(interval_s, report.next_pass_s) if report.next_pass_s is not None else interval_s)

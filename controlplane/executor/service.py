@@ -98,7 +98,8 @@ class ExecutorService:
             owner = LeaseOwner.this_process("service", getattr(admin, "client_id", None) or client_id("service"),
                                             identity=self.group)
             self._executors[cluster] = Executor(self.store, admin, ExecutorConfig(cluster, ordering=self.ordering,
-                                                                                  throttle=self.policy),
+                                                                                  throttle=self.policy,
+                                                                                  interval_s=self.interval_s),
                                                 scraper, endpoints,
                                                 ingress=self.ingress(cluster) if self.ingress else None,
                                                 lease=ExecutionLease(admin, cluster, owner, self.lease_ttl_s))
@@ -201,15 +202,17 @@ class ExecutorService:
                 log.warning("lease sweep of %s failed: %s", cluster, exc)
 
     def start(self) -> None:
-        """Run passes every ``interval_s`` (fixed delay) in a daemon thread."""
+        """Run passes every ``interval_s`` (fixed delay; sooner when a cluster's pass asks for it,
+        :attr:`PassReport.next_pass_s`) in a daemon thread."""
         if self._thread is not None:
             return
         self._stop.clear()
 
         def loop() -> None:
             while not self._stop.is_set():
-                self.run_once()
-                self._stop.wait(self.interval_s)
+                reports = self.run_once()
+                self._stop.wait(min([self.interval_s, *(r.next_pass_s for r in reports.values()
+                                                         if r.next_pass_s is not None)]))
 
         self._thread = threading.Thread(target=loop, name="guardian-executor", daemon=True)
         self._thread.start()

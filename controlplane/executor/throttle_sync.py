@@ -156,6 +156,11 @@ class MigrationThrottles:
         self._propose = propose
         self.commanded: dict[str, float] = {}
         """Flow key -> bytes/s its throttles allowed it in the last pass with a fresh clock."""
+        self.interval_s = 0.0
+        """The longest the loop waits between passes: the rates chosen must hold at least that long (a pass may
+        come sooner than the last interval suggests, or as late as this)."""
+        self.next_end_s: float | None = None
+        """Seconds until the first copy of the last pass is expected to end at its planned rate (joint choice)."""
         self.in_force: dict[tuple[int, str], float] = {}
         """(broker, config) -> the rate recorded in force when this pass's rates were computed."""
         self._pass_clock: tuple[float | None, float | None] = (None, None)
@@ -184,6 +189,7 @@ class MigrationThrottles:
         a fresh clock (``now``) also remembers the rate each flow was commanded and the flows themselves
         (for the next pass)."""
         lists = dict(lists or {})
+        self.next_end_s = None
         if not flows:
             return {}, lists
         policy = self.policy
@@ -197,7 +203,8 @@ class MigrationThrottles:
         if now is not None:
             self.meter.remember(flows)
         last, latest = self._pass_clock
-        horizon = 1.25 * (latest - last) if last is not None and latest is not None and latest > last else None
+        horizon = 1.25 * max(latest - last, self.interval_s) if last is not None and latest is not None and \
+            latest > last else None
         self.in_force = previous
         ceilings = self.protection_ceilings()
         if policy.mode == "adaptive" and policy.choice == "joint":
@@ -258,6 +265,9 @@ class MigrationThrottles:
             for d in dsts:
                 work[d] = work.get(d, 0.0) + left / len(dsts)
         choice = choose(flows, res, work, ceiling, caps, forced, horizon, floor=policy.floor)
+        self.next_end_s = min((float(f.remaining_bytes) / (choice.planned[f.key] - f.ingress_bytes_per_s) for f in flows
+                               if f.remaining_bytes is not None
+                               and choice.planned.get(f.key, 0.0) > f.ingress_bytes_per_s), default=None)
         floors = side_floors(flows, choice.sides)
         rates: dict[Role, float] = {}
         for key, target in choice.rates.items():
