@@ -165,7 +165,8 @@ class IntervalsConf(_Conf):
     throttle_s: Annotated[float, Field(gt=0)] = 5.0  # evaluates each published round once, at most 5 s after it
     """Throttle protection period (it evaluates each published round once)."""
     executor_s: Annotated[float, Field(gt=0)] = 5.0
-    """Executor reconcile pass period."""
+    """Executor reconcile pass period: the longest between passes (a pass comes sooner, never under 1 s, when a copy
+    is expected to end, so its slots and disk budget go to the next copy at once)."""
     auto_rebalance_check_s: Annotated[float, Field(gt=0)] = 60.0
     """How often auto-rebalance checks its clusters (window, threshold, running executions)."""
 

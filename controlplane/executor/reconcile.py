@@ -33,7 +33,8 @@ named phases (:meth:`Executor.run_pass` reads like this list):
    (:mod:`.throttle_sync`); then **submit** — copies whose throttle failed are held, the rest sent, and a
    rate that rises is raised only after its new copies started;
 9. **progress** — bytes, rate and ETA recorded; with nothing open, the throttles are removed and the
-   execution finishes.
+   execution finishes; else the pass says when the next is due if sooner than the loop's interval — when a
+   copy is expected to end, so its slots and disk budget go to the next copy at once (``next_pass_s``).
 
 Guarantee: a pass that finds a move in flight or done never sends it again, so a crash or failover
 never loses nor duplicates a submission (tasks are IN_PROGRESS in the store before anything is sent); a
@@ -689,7 +690,8 @@ class Executor:
     # ------------------------------------------------------------------ loop
     def run(self, interval_s: float = 1.0, on_pass: Callable[[PassReport], None] | None = None,
             should_stop: Callable[[], bool] | None = None, max_errors: int = 30) -> PassReport:
-        """Run passes every ``interval_s`` (fixed delay) until the execution finishes.
+        """Run passes every ``interval_s`` (fixed delay; sooner when a pass asks, :attr:`PassReport.next_pass_s`)
+        until the execution finishes.
 
         A pass that cannot reach the cluster is retried; ``max_errors`` consecutive failures give up
         (the execution stays resumable).
