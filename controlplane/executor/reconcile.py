@@ -509,7 +509,7 @@ class Executor:
         if p.report.finished:
             return None
         waiting = self.scraper is not None and self._scrapes < 2 and p.ex.status == ExecutionStatus.RUNNING
-        soon = 0.0 if waiting else self.throttles.next_end_s
+        soon = 0.0 if waiting else self.throttles.next_end_s if p.flows else None  # no copy: its last value is old
         if soon is None:
             return None
         return min(max(soon, self.config.min_interval_s), self.config.interval_s)

@@ -54,3 +54,17 @@ def test_without_the_joint_choice_the_interval_stands() -> None:
     _, executor = started(120 * MB, choice="fair")
     executor.run_pass()
     assert executor.run_pass().next_pass_s is None
+
+
+def test_a_pass_without_copies_does_not_reuse_an_earlier_expected_end() -> None:
+    fake = FakeKafkaCluster({b: ("/d1",) for b in (1, 2, 3)})
+    fake.add_topic("t", [[1, 2]], size_bytes=400 * MB)
+    policy = ThrottlePolicy(mode="adaptive", util_threshold=0.75, initial=20e6)
+    executor = Executor(LocalStateStore(), fake, ExecutorConfig("c1", throttle=policy),
+                        scraper=StaticDisks([(b, "/d1") for b in (1, 2, 3)], {}))
+    executor.ensure_cluster(fake.bootstrap_servers)
+    executor.start(Plan("c1", "leaders", (PartitionMove("t", 0, (2, 1), (None, None)),)))  # an election, no copy
+    executor.run_pass()
+    executor.throttles.next_end_s = 0.5  # what an earlier copy left behind
+    report = executor.run_pass()
+    assert not report.finished and report.next_pass_s is None
