@@ -261,12 +261,7 @@ class TaskDriver:
                                             f"shows replicas {list(p.replicas)} led by {p.leader}"))
             return
         update.progress(t, leader_attempts=sent + 1)
-        if step == "reorder":
-            submit.reassign[t.tp] = order
-        else:
-            submit.elect.append(t.tp)
-            submit.leader_steps.add(t.tp)
-        submit.owner[t.tp] = t.key
+        _send_step(t, order, step, submit)
 
     def _fall_back(self, t: Task, p: PartitionMeta, live: LiveCluster, lost: str, update: TaskChanges,
                    submit: Submission) -> bool:
@@ -278,8 +273,7 @@ class TaskDriver:
         if order is not None and t.leader_attempts < self.max_attempts and blocked(order, "reorder", p, live) is None:
             update.progress(t, leader_attempts=t.leader_attempts + 1)
             update.note(t, f"{note}; restoring replicas {order}")
-            submit.reassign[t.tp] = order
-            submit.owner[t.tp] = t.key
+            _send_step(t, order, "reorder", submit)
             return True
         log.warning("task %s: %s; the copy reads from leader %s", t.key, note, p.leader)
         update.progress(t, reader=NO_READER)
@@ -321,11 +315,16 @@ class TaskDriver:
                               f"{list(p.replicas)} led by {p.leader}")
             return
         update.progress(t, leader_attempts=sent + 1)
-        if why is not None:
-            return  # counted: bounded by max_attempts
-        if step == "reorder":
-            submit.reassign[tp] = order
-        else:
-            submit.elect.append(tp)
-            submit.leader_steps.add(tp)
-        submit.owner[tp] = t.key
+        if why is None:  # else counted and waiting: bounded by max_attempts
+            _send_step(t, order, step, submit)
+
+
+def _send_step(t: Task, order: list[int], step: str, submit: Submission) -> None:
+    """Prepare one request of a leader change to ``order`` (:func:`~.read_source.lead_step`): a reorder (a
+    reassignment that copies nothing) or a preferred election, owned by ``t``."""
+    if step == "reorder":
+        submit.reassign[t.tp] = order
+    else:
+        submit.elect.append(t.tp)
+        submit.leader_steps.add(t.tp)
+    submit.owner[t.tp] = t.key

@@ -205,7 +205,6 @@ def lead_step(p: PartitionMeta, order: list[int]) -> Literal["reorder", "elect"]
     return "elect" if p.leader != order[0] else None
 
 
-
 def reader_lost(t: Task, p: PartitionMeta, live: LiveCluster) -> str | None:
     """Why a task's lead-in can no longer make its reader leader (the fallback's reason), or ``None``: the
     reader's broker is dead, no longer a replica, or out of the ISR. Only during the lead-in (a recorded

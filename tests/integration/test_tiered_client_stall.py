@@ -19,7 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.integration.tiered_support import TOKEN, Group
+from tests.integration.tiered_support import TOKEN, Group, running_group
 from tiered.client import TieredClient
 from tiered.proto import pb
 
@@ -28,13 +28,8 @@ STALL_S = 0.4
 
 @pytest.fixture()
 def group(tmp_path: Path) -> Iterator[Group]:
-    g = Group(tmp_path, compaction=20000)
-    g.start()
-    try:
-        g.leader(60)
+    with running_group(tmp_path, 20000) as g:
         yield g
-    finally:
-        g.close()
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.integration.tiered_support import TOKEN, Group
+from tests.integration.tiered_support import TOKEN, Group, running_group
 from tiered.client import COPY_STARTED, TieredClient
 
 WRITERS = 3
@@ -31,13 +31,8 @@ COMPACTION = 150
 
 @pytest.fixture()
 def group(tmp_path: Path) -> Iterator[Group]:
-    g = Group(tmp_path, COMPACTION)
-    g.start()
-    try:
-        g.leader(60)
+    with running_group(tmp_path, COMPACTION) as g:
         yield g
-    finally:
-        g.close()
 
 
 def batch(n: int, base: int) -> list[dict[str, Any]]:

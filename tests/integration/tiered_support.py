@@ -16,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,6 +173,18 @@ class Group:
                     return m.index
             time.sleep(0.05)
         raise TimeoutError("no ready tiered leader")
+
+
+@contextmanager
+def running_group(base: Path, compaction: int) -> Iterator[Group]:
+    """A started :class:`Group` with a ready leader (up to 60 s), closed on exit."""
+    group = Group(base, compaction)
+    group.start()
+    try:
+        group.leader(60)
+        yield group
+    finally:
+        group.close()
 
 
 if __name__ == "__main__":
