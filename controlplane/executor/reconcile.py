@@ -225,8 +225,8 @@ class Executor:
         self.clock = clock
         self.copies = CopyMeter()
         self.throttles = MigrationThrottles(store, admin, config.cluster, config.throttle, self.copies,
-                                            self._propose, lambda: self.guard.announce_throttles())
-        self.throttles.interval_s = config.interval_s
+                                            self._propose, lambda: self.guard.announce_throttles(),
+                                            interval_s=config.interval_s)
         self.placement = Placement(admin, config.throttle, self.copies,
                                    lambda: self.copies.disk_migration([], self.throttles.commanded))
         self.driver = TaskDriver(self.copies, self.placement, scraper, config.max_attempts)

@@ -116,9 +116,9 @@ class ThrottlePolicy:
     every copy on both sides, max-min fair (:func:`fair_shares`), the choice before 2026-11-28."""
     follower_reads: bool = False
     """Adaptive only: a copy whose leader's disk is the busier may read from a kept in-sync follower made leader
-    for the move (:mod:`.read_source`): bench_executor -1.1 % sim-s over 20 seeds (each leader change a reconciled
-    reorder then election, three passes more per such copy), at the price of two leader changes clients see per
-    such partition and two more reassignment entries (the reorders)."""
+    for the move (:mod:`.read_source`): bench_executor -2.8 % sim-s over 20 seeds (-1.1 % with fixed 5 s passes;
+    each leader change a reconciled reorder then election, three passes more per such copy), at the price of two
+    leader changes clients see per such partition and two more reassignment entries (the reorders)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "fixed"):

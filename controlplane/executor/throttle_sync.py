@@ -144,7 +144,8 @@ class MigrationThrottles:
     """The migration throttles of one cluster (see the module docstring)."""
 
     def __init__(self, store: StateStore, admin: KafkaCluster, cluster: str, policy: ThrottlePolicy,
-                 meter: CopyMeter, propose: Callable[..., Any], announce: Callable[[], None] | None = None) -> None:
+                 meter: CopyMeter, propose: Callable[..., Any], announce: Callable[[], None] | None = None,
+                 interval_s: float = 0.0) -> None:
         self.store = store
         self.announce = announce
         """Called after a change is recorded in the store and before it is applied (the executor records its
@@ -156,7 +157,7 @@ class MigrationThrottles:
         self._propose = propose
         self.commanded: dict[str, float] = {}
         """Flow key -> bytes/s its throttles allowed it in the last pass with a fresh clock."""
-        self.interval_s = 0.0
+        self.interval_s = interval_s
         """The longest the loop waits between passes: the rates chosen must hold at least that long (a pass may
         come sooner than the last interval suggests, or as late as this)."""
         self.next_end_s: float | None = None
