@@ -105,7 +105,8 @@ class RaftConf(_Conf):
         """The Raft settings these timeouts give (the connection timeout at least the longest election timeout)."""
         low, high = (v / 1000.0 for v in self.election_timeout_ms)
         return RaftSettings(heartbeat_period=self.heartbeat_ms / 1000.0, election_timeout_min=low,
-                            election_timeout_max=high, connection_timeout=max(2.0, high), **overrides)
+                            election_timeout_max=high, connection_timeout=max(RaftSettings.connection_timeout, high),
+                            **overrides)
 
 
 class HttpConf(_Conf):
