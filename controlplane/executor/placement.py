@@ -36,7 +36,7 @@ from controlplane.executor.live import DirMap, main_dir, replica_disk
 from controlplane.executor.read_source import copy_source
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import recorded_dir
-from controlplane.executor.throttle import ThrottlePolicy, bytes_per_util
+from controlplane.executor.throttle import PendingWork, ThrottlePolicy, bytes_per_util
 from domain.execution import Task, TaskState
 from kafkaio.admin import AdminError, LiveCluster
 from kafkaio.port import KafkaCluster
@@ -217,14 +217,14 @@ class Placement:
 
 
 def pending_work(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
-                 disks: Mapping[tuple[int, str], DiskRate], readers: Mapping[tuple[str, int], int] | None = None
-                 ) -> dict[tuple[int, str], float]:
-    """Bytes every disk will read or write for the data tasks not started yet: a reassignment reads its
-    leader's disk (its ``readers`` entry's, when it has one) and writes each new replica's planned dir (left
-    to the executor: spread over the broker's disks with live data, as the placement may pick any); a
+                 readers: Mapping[tuple[str, int], int] | None = None) -> PendingWork:
+    """Bytes the data tasks not started yet will read or write: a reassignment reads its leader's disk (its
+    ``readers`` entry's, when it has one) and writes each new replica's planned dir — or, left to the executor,
+    its broker (:meth:`~.throttle.PendingWork.expected` puts those bytes where :meth:`Placement.place` will); a
     log-dir move reads and writes its broker's two dirs. What the migration throttle weighs to put first the
     disks that bound the execution."""
     out: dict[tuple[int, str], float] = {}
+    brokers: dict[int, float] = {}
     for t in tasks.values():
         if t.state != TaskState.PENDING or t.action == "elect_leader":
             continue
@@ -242,9 +242,10 @@ def pending_work(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
             if src_disk is not None:
                 out[src_disk] = out.get(src_disk, 0.0) + size
             for b, d in adding:
-                dsts = [(b, d)] if d else [k for k in disks if k[0] == b]
-                for k in dsts:
-                    out[k] = out.get(k, 0.0) + size / len(adding) / len(dsts)
+                if d:
+                    out[(b, d)] = out.get((b, d), 0.0) + size / len(adding)
+                else:
+                    brokers[b] = brokers.get(b, 0.0) + size / len(adding)
         else:
             for b, d in zip(t.target_replicas, wanted, strict=True):
                 cur = main_dir(dirs, t.topic, t.partition, b)
@@ -252,4 +253,4 @@ def pending_work(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
                 if d and old and d != old:
                     out[(b, old)] = out.get((b, old), 0.0) + size
                     out[(b, d)] = out.get((b, d), 0.0) + size
-    return out
+    return PendingWork(out, brokers)

@@ -554,7 +554,7 @@ class Executor:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}
         if not p.flows:
             return {}, lists
-        pending = pending_work(p.tasks, p.live, p.dirs, self.last_disks, self._readers)
+        pending = pending_work(p.tasks, p.live, p.dirs, self._readers)
         return self.throttles.rates(p.flows, p.now, self.last_disks, network, lists, pending)
 
     def _throttles(self, p: _Pass, rates: Mapping[tuple[int, str], float],

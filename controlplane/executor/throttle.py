@@ -231,6 +231,43 @@ def disk_budgets(disks: Mapping[DiskKey, DiskRate], migration: Mapping[DiskKey, 
     return out
 
 
+@dataclass(frozen=True)
+class PendingWork:
+    """Bytes the tasks not started yet will read or write: per disk where the disk is known, and per destination
+    broker for the new replicas whose disk the executor places when their task starts."""
+
+    disks: Mapping[DiskKey, float] = field(default_factory=dict)
+    brokers: Mapping[int, float] = field(default_factory=dict)
+
+    def expected(self, work: Mapping[DiskKey, float], budgets: Mapping[DiskKey, float]) -> dict[DiskKey, float]:
+        """``work`` plus this pending work, each broker's unplaced bytes put where the placement will put them:
+        it sends each new replica to the broker's disk that finishes its work first, so together they fill the
+        disks with a budget up to one common finish time (water-filling ``(work + x) / budget``). Spread evenly
+        instead, a broker's least loaded disk — the one that gets them — looked quieter than it would be."""
+        out = dict(work)
+        for d, x in self.disks.items():
+            out[d] = out.get(d, 0.0) + x
+        for b, amount in sorted(self.brokers.items()):
+            cap = {d: max(c, 1.0) for d, c in budgets.items() if d[0] == b}
+            for d, x in fill_to_level({d: out.get(d, 0.0) for d in cap}, cap, amount).items():
+                out[d] = out.get(d, 0.0) + x
+        return out
+
+
+def fill_to_level(load: Mapping[DiskKey, float], cap: Mapping[DiskKey, float], amount: float) -> dict[DiskKey, float]:
+    """``amount`` split over the disks so that ``(load + x) / cap`` is one level on every disk that gets a share
+    and no lower on the others (``{}`` without disks). O(n log n) for n disks."""
+    keys = sorted(cap, key=lambda d: (load[d] / cap[d], d))
+    if not keys or amount <= 0:
+        return {}
+    for n in range(len(keys), 0, -1):  # the largest prefix (least loaded first) whose level covers them all
+        active = keys[:n]
+        level = (amount + sum(load[d] for d in active)) / sum(cap[d] for d in active)
+        if level * cap[active[-1]] >= load[active[-1]]:
+            return {d: level * cap[d] - load[d] for d in active}
+    return {keys[0]: amount}  # not reached: the least loaded disk alone always covers itself
+
+
 def flow_disk_migration(flows: Sequence[Flow]) -> dict[DiskKey, float]:
     """Migration bytes/s per disk from the flows' observed rates (a copy reads its source, writes its destination)."""
     out: dict[DiskKey, float] = {}

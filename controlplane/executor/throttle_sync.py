@@ -38,9 +38,11 @@ from controlplane.executor.throttle import (
     CATCH_UP_MARGIN,
     Flow,
     NetRate,
+    PendingWork,
     Role,
     ThrottlePolicy,
     broker_rates,
+    disk_budgets,
     resources,
 )
 from controlplane.state.store import StateStore
@@ -180,13 +182,13 @@ class MigrationThrottles:
 
     def rates(self, flows: list[Flow], now: float | None, disks: Mapping[tuple[int, str], DiskRate],
               network: Mapping[int, NetRate] | None, lists: Lists | None = None,
-              pending: Mapping[tuple[int, str], float] | None = None) -> tuple[dict[Role, float], Lists]:
+              pending: PendingWork | None = None) -> tuple[dict[Role, float], Lists]:
         """KIP-73 / KIP-113 rates per ``(broker, config)`` for this pass's ``flows``, and the throttled-replica
         ``lists`` they need: the policy's rates from live disk headroom and the migration each disk carried,
         capped by the throttle protection's ceilings (never below what the copies need to ever finish). The
         adaptive ``joint`` choice (:mod:`.joint_throttle`) also chooses the side each copy is listed on (the
         lists are cut to it), weighing each disk by the work left on it (``pending``: bytes the tasks not
-        started yet will read or write per disk); otherwise every copy is listed on both sides. A pass with
+        started yet will read or write); otherwise every copy is listed on both sides. A pass with
         a fresh clock (``now``) also remembers the rate each flow was commanded and the flows themselves
         (for the next pass)."""
         lists = dict(lists or {})
@@ -210,7 +212,7 @@ class MigrationThrottles:
         ceilings = self.protection_ceilings()
         if policy.mode == "adaptive" and policy.choice == "joint":
             rates, sides, lists = self._joint(flows, disks, network, previous, epoch, migration, horizon, lists,
-                                              pending or {}, ceilings)
+                                              pending or PendingWork(), ceilings)
         else:
             rates = broker_rates(flows, disks, policy, previous, epoch, network, migration, horizon)
             sides = {f.key: BOTH if f.kind == "move" else DIRS for f in flows}
@@ -226,7 +228,7 @@ class MigrationThrottles:
     def _joint(self, flows: list[Flow], disks: Mapping[tuple[int, str], DiskRate],
                network: Mapping[int, NetRate] | None, previous: Mapping[Role, float], epoch: float,
                migration: Mapping[tuple[int, str], float], horizon: float | None, lists: Lists,
-               pending: Mapping[tuple[int, str], float], ceilings: Mapping[Role, float]
+               pending: PendingWork, ceilings: Mapping[Role, float]
                ) -> tuple[dict[Role, float], dict[str, str], Lists]:
         """The joint choice (:func:`~.joint_throttle.choose`) turned into rates within the policy's limits, and
         the lists cut to the chosen sides. A copy touching a disk without live data stays on both sides at
@@ -257,7 +259,7 @@ class MigrationThrottles:
         blind_roles |= {r for i, f in enumerate(flows) if f.kind != "move" and i not in seen for r in roles_on(f, DIRS)}
         for r in blind_roles:
             caps[r] = min(caps.get(r, math.inf), previous.get(r, policy.initial))
-        work = dict(pending)
+        work: dict[tuple[int, str], float] = {}
         for f in flows:
             left = float(f.remaining_bytes or 0.0)
             if f.src_disk is not None:
@@ -265,6 +267,7 @@ class MigrationThrottles:
             dsts = [f.dst_disk] if f.dst_disk is not None else [d for d in disks if d[0] == f.dst_broker]
             for d in dsts:
                 work[d] = work.get(d, 0.0) + left / len(dsts)
+        work = pending.expected(work, disk_budgets(disks, migration, policy.util_threshold - policy.headroom))
         choice = choose(flows, res, work, ceiling, caps, forced, horizon, floor=policy.floor)
         self.next_end_s = min((float(f.remaining_bytes) / (choice.planned[f.key] - f.ingress_bytes_per_s) for f in flows
                                if f.remaining_bytes is not None
