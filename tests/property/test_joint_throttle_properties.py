@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.joint_throttle import choose, realized, roles_on
-from controlplane.executor.throttle import Flow, resources
+from controlplane.executor.throttle import Flow, fill_to_level, resources
 
 BROKERS = (1, 2, 3, 4)
 DIRS = ("/d1", "/d2")
@@ -43,3 +45,19 @@ def test_no_resource_exceeds_its_budget_and_every_copy_is_throttled(
         assert roles_on(f, c.sides[f.key]) and all(r in c.rates for r in roles_on(f, c.sides[f.key]))
         assert got[f.key] <= ceiling * (1 + 1e-9)
     assert all(rate >= 0 for rate in c.rates.values())
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e11), st.floats(1e6, 5e8)), min_size=1, max_size=12),
+       st.floats(0, 1e11))
+def test_filling_to_a_level_keeps_the_bytes_and_levels_the_disks_that_get_some(
+        disks: list[tuple[float, float]], amount: float) -> None:
+    load = {(1, f"/d{i}"): w for i, (w, _) in enumerate(disks)}
+    cap = {(1, f"/d{i}"): c for i, (_, c) in enumerate(disks)}
+    got = fill_to_level(load, cap, amount)
+    assert math.isclose(sum(got.values()), amount, rel_tol=1e-9, abs_tol=1.0)
+    assert all(x >= -1e-3 for x in got.values())
+    levels = [(load[d] + x) / cap[d] for d, x in got.items()]
+    if levels:
+        top = max(levels)
+        assert max(levels) - min(levels) <= 1e-9 * max(top, 1.0)
+        assert all(load[d] / cap[d] >= top * (1 - 1e-9) for d in load if d not in got)  # none left below it

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
-from controlplane.executor.placement import Placement
+from controlplane.executor.placement import Placement, pending_work
 from controlplane.executor.throttle import ThrottlePolicy
 from domain.execution import Task
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
@@ -61,3 +61,24 @@ def test_a_full_best_disk_lets_the_task_use_a_quiet_neighbour() -> None:
     new = task("n:0", 1, "/d1", 3, 1 * GB)
     p = placement([*heavy, some, new])
     assert p.place(new, lambda d: d == (3, "/d2")) == {(3, "/d1")}
+
+
+def test_pending_new_replicas_left_to_the_executor_count_per_broker_and_fill_its_quietest_disks() -> None:
+    # two pending 6 GB copies to broker 2, whose dirs the executor places; broker 2's /d2 must still read 20 GB.
+    # The placement would send both to /d1 (it finishes first), so the throttle's criticality counts them there,
+    # not half on the busy /d2 (spread evenly, /d1 looked quieter than it would be)
+    heavy = [task(f"h:{i}", 2, "/d2", 3, 5 * GB) for i in range(4)]
+    new = [task(f"n:{i}", 1, "/d1", 2, 6 * GB) for i in range(2)]
+    tasks = [*heavy, *new]
+    live = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta(t.topic, t.partition, t.source_replicas,
+                                                                   t.source_replicas[0], t.source_replicas)
+                                              for t in tasks}, {}, {})
+    dirs = {(t.topic, t.partition, t.source_replicas[0]):
+            [ReplicaDir(str(t.source_log_dirs[0]), t.size_bytes, 0, False)] for t in tasks}
+    pending = pending_work({t.key: t for t in tasks}, live, dirs)
+    assert pending.brokers == {3: 20 * GB, 2: 12 * GB}
+    assert pending.disks == {(2, "/d2"): 20 * GB, (1, "/d1"): 12 * GB}
+    budgets = {d: 60e6 for d in DISKS}
+    work = pending.expected({}, budgets)
+    assert work[(2, "/d1")] == 12 * GB and (2, "/d2") in work and work[(2, "/d2")] == 20 * GB
+    assert work[(3, "/d1")] == work[(3, "/d2")] == 10 * GB  # equal disks share a broker's bytes equally
