@@ -59,6 +59,8 @@ from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 
 log = logging.getLogger("guardian.executor")
 FALLBACK = "follower read abandoned"
+REFUSED = "; last refused: "
+"""Joins an aborting task's cancel reason and the cluster's last refusal of a step restoring its leadership."""
 """How a task's reason starts once its reader was dropped (kept in its completion reason)."""
 __all__ = ["TaskDriver", "cancel_reason", "cancel_task", "has_future"]
 
@@ -304,8 +306,9 @@ class TaskDriver:
         p = live.partitions.get(tp)
         order = restore_order(t, p) if p is not None else None
         step = lead_step(p, order) if p is not None and order is not None else None
-        if p is None or order is None or step is None:
-            update.aborted(t, reason if p is None or order is None else f"{reason}; replicas {order} led by {order[0]}")
+        if p is None or order is None or step is None:  # nothing (more) to restore: a refusal on the way is moot
+            done = reason.split(REFUSED)[0] or "cancelled"
+            update.aborted(t, done if p is None or order is None else f"{done}; replicas {order} led by {order[0]}")
             return
         sent = t.leader_attempts
         why = blocked(order, step, p, live)

@@ -66,7 +66,7 @@ from collectors.disk_rates import DiskLoad, DiskRate
 from controlplane.executor.changes import TaskChanges
 from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.copy_meter import CopyMeter
-from controlplane.executor.drive import TaskDriver, cancel_reason
+from controlplane.executor.drive import REFUSED, TaskDriver, cancel_reason
 from controlplane.executor.lease import ExecutionLease, LeaseGuard, throttle_record
 from controlplane.executor.live import (
     DirMap,
@@ -575,9 +575,17 @@ class Executor:
 
     def _record_refusals(self, p: _Pass, refused: Mapping[str, str]) -> None:
         """Record why the cluster refused a started task's request (the task stays IN_PROGRESS: the next
-        passes find it neither in flight nor done and send it again, up to ``max_attempts``)."""
-        rows = [{"key": k, "state": TaskState.IN_PROGRESS.value, "reason": why} for k, why in sorted(refused.items())
-                if k in p.tasks and p.tasks[k].state == TaskState.IN_PROGRESS]
+        passes find it neither in flight nor done and send it again, up to ``max_attempts``) or an aborting
+        task's restore step (it stays ABORTING; the refusal follows why it was cancelled, replacing the last
+        one, so the reason it is finally ABORTED with names both)."""
+        rows = []
+        for k, why in sorted(refused.items()):
+            t = p.tasks.get(k)
+            if t is None or t.state not in (TaskState.IN_PROGRESS, TaskState.ABORTING):
+                continue
+            if t.state == TaskState.ABORTING:
+                why = f"{t.reason.split(REFUSED)[0] or 'cancelled'}{REFUSED}{why}"
+            rows.append({"key": k, "state": t.state.value, "reason": why})
         if rows:
             self._propose("execution.tasks", "submission refused", execution_id=p.ex.id, updates=rows)
 

@@ -207,3 +207,31 @@ def test_a_reader_lost_during_the_lead_in_falls_back_to_reading_from_the_leader(
     restored = [i for i, calls in enumerate(per_pass) if ("alter_reassignments", {TP0: [1, 2]}) in calls]
     assert restored == ([lost_at] if how == "isr" else [])  # the lead-in's reorder undone before the copy
     assert restored == [] or restored[0] < copies[0][0]
+
+
+@pytest.mark.parametrize("lag", [2, 10**6])
+def test_a_refused_election_while_a_cancel_restores_the_leader_is_named_in_the_reason_until_it_takes(lag: int) -> None:
+    fake, executor, eid = follower_read_setup(lag=1, max_attempts=3)
+    refused: list[str] = []
+
+    def stop(i: int) -> None:
+        if i == 4:  # the copy in flight, read from broker 2: the restore's elections race its reorder
+            fake.lag = lag
+            executor.stop(eid, rollback=True)
+        t = task0(executor, eid)
+        if t["state"] == "ABORTING" and "last refused" in t["reason"]:
+            refused.append(t["reason"])
+
+    status, _, _ = drive(fake, [executor], eid, before=stop)
+    t = task0(executor, eid)
+    assert status == "stopped" and t["state"] == "ABORTED", t
+    assert refused and refused[0] == ("execution stopped with rollback; last refused: preferred election refused: "
+                                      "ELECTION_NOT_NEEDED (84)"), refused
+    if lag == 2:  # the election took at last: the refusal on the way is not the task's outcome
+        assert shows(fake) == ([1, 2], 1)
+        assert t["reason"] == "execution stopped with rollback; replicas [1, 2] led by 1", t["reason"]
+    else:
+        assert shows(fake) == ([1, 2], 2) and t["leader_attempts"] == 3
+        assert t["reason"] == ("execution stopped with rollback; last refused: preferred election refused: "
+                               "ELECTION_NOT_NEEDED (84); leadership not restored after 3 attempts: wanted replicas "
+                               "[1, 2] led by 1, the cluster shows replicas [1, 2] led by 2"), t["reason"]
