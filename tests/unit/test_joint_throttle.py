@@ -17,7 +17,7 @@ from controlplane.executor.joint_throttle import (
     realized,
     roles_on,
 )
-from controlplane.executor.throttle import Flow, ThrottlePolicy, broker_rates, resources
+from controlplane.executor.throttle import Flow, PendingWork, ThrottlePolicy, broker_rates, resources
 from controlplane.executor.throttle_sync import MigrationThrottles
 from controlplane.state.store import LocalStateStore
 from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -147,7 +147,7 @@ def test_the_catch_up_floor_is_spent_inside_the_disk_budget_not_on_top_of_it() -
     policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, floor=1e6, choice="joint")
     throttles = MigrationThrottles(LocalStateStore(), None, "c1", policy, CopyMeter(), lambda *a, **k: None)  # type: ignore[arg-type]
     lists = {"t": {LEADER_REPLICAS: {"0:1", "1:1"}, FOLLOWER_REPLICAS: {"0:2", "1:3"}}}
-    rates, cut = throttles.rates(flows, None, disks, None, lists, work)
+    rates, cut = throttles.rates(flows, None, disks, None, lists, PendingWork(work))
     sides = {f.key: FOLLOWER if f"{f.tp[1]}:{f.dst_broker}" in cut["t"][FOLLOWER_REPLICAS] else LEADER
              for f in flows if f.tp is not None}
     assert sum(realized(flows, sides, rates).values()) <= 60e6 * (1 + 1e-6)  # the source disk's budget, floors in
@@ -173,17 +173,17 @@ def test_the_sync_cuts_the_lists_to_the_chosen_sides_and_backs_up_every_replica_
     policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, floor=1e6, choice="joint")
     throttles = MigrationThrottles(LocalStateStore(), None, "c1", policy, CopyMeter(), lambda *a, **k: None)  # type: ignore[arg-type]
     lists = {"t": {LEADER_REPLICAS: {"0:1", "0:4", "1:3"}, FOLLOWER_REPLICAS: {"0:2", "1:2"}}}
-    rates, cut = throttles.rates(FLOWS, None, DISKS, None, lists, {})
+    rates, cut = throttles.rates(FLOWS, None, DISKS, None, lists, PendingWork())
     # the idle disk's copy leaves broker 2's follower rate to the other one: listed on its leader's side only
     assert cut["t"][FOLLOWER_REPLICAS] == {"0:2"} and cut["t"][LEADER_REPLICAS] == {"1:3"}
     assert set(rates) == {(2, FOLLOWER_RATE), (3, LEADER_RATE)}
     lists = {"t": {LEADER_REPLICAS: {"0:1", "1:3", "1:4"}, FOLLOWER_REPLICAS: {"0:2", "1:2"}}}
-    rates, cut = throttles.rates(FLOWS, None, DISKS, None, lists, {})
+    rates, cut = throttles.rates(FLOWS, None, DISKS, None, lists, PendingWork())
     assert cut["t"][LEADER_REPLICAS] == {"1:3", "1:4"}  # broker 4 may take over leadership of t-1 ...
     assert rates[(4, LEADER_RATE)] >= 1e6  # ... and then throttles it too
     fair = MigrationThrottles(LocalStateStore(), None, "c1", ThrottlePolicy(choice="fair"), CopyMeter(),  # type: ignore[arg-type]
                               lambda *a, **k: None)
-    assert fair.rates(FLOWS, None, DISKS, None, lists, {})[1] == lists  # the old choice: both sides
+    assert fair.rates(FLOWS, None, DISKS, None, lists, PendingWork())[1] == lists  # the old choice: both sides
 
 
 def test_policy_rejects_an_unknown_choice() -> None:
