@@ -11,8 +11,9 @@ rate. Choosing the side per copy puts the copies that must run fast into groups 
 Method, per pass:
 
 1. **Criticality**: every disk's remaining work (bytes its copies in flight and the tasks still pending
-   must read or write, ``work``) over its budget is the time it needs at the least, ``T_d``; the largest
-   bounds the execution. A disk is weighted ``(T_d / T_max)^K`` (:data:`SHARPNESS`).
+   must read or write, ``work``; a pending new replica whose disk the executor will choose counted where the
+   placement will put it, :meth:`~.throttle.PendingWork.expected`) over its budget is the time it needs at the
+   least, ``T_d``; the largest bounds the execution. A disk is weighted ``(T_d / T_max)^K`` (:data:`SHARPNESS`).
 2. **Rates for a side choice** (an LP): every group ``(broker, rate)`` gives each of its ``n_g`` copies
    ``y_g`` bytes/s; a task runs at ``z_t``, at most ``y_g`` of every group its copies are listed in (it
    ends with its slowest copy, and Kafka reports its copies' progress only as a whole: weighing copies

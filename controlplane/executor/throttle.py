@@ -110,8 +110,9 @@ class ThrottlePolicy:
     """Network capacity of each broker (each direction); ``None``: network headroom is not considered."""
     choice: str = "joint"
     """Adaptive only: ``joint`` (default) chooses per copy the KIP-73 side it is throttled on and the rates for
-    makespan (:mod:`.joint_throttle`, catch-up floors inside its util budget) — 1.22× the reads + writes floor
-    vs 1.37× with ``fair`` on bench_executor's lock-step scenario, worst tick util 0.752 vs 0.76, and no slower
+    makespan (:mod:`.joint_throttle`, catch-up floors inside its util budget) — 1.14× the reads + writes floor
+    vs 1.29× with ``fair`` on bench_executor's lock-step scenario (medians of 20 seeds), worst tick util 0.76 vs
+    0.79, and no slower
     than ``fair`` on the rolling-release drain of tests/integration/test_executor_cli.py; ``fair`` throttles
     every copy on both sides, max-min fair (:func:`fair_shares`), the choice before 2026-11-28."""
     follower_reads: bool = False
