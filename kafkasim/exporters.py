@@ -8,10 +8,13 @@ stock broker's MBeans: ``kafka_server_brokertopicmetrics_{bytesin,bytesout,messa
 ``_logendoffset`` / ``_logstartoffset{topic,partition}``, ``kafka_cluster_partition_underreplicated``,
 ``kafka_server_replicamanager_*``, ``kafka_controller_kafkacontroller_*``,
 ``kafka_network_requestmetrics_totaltimems{request,quantile}`` and ``_requests_total{request}``,
-``kafka_log_logmanager_logdirectoryoffline{logdirectory}``. Nothing else: no per-partition byte
-counters (stock brokers have none — per-partition rates are Δ``logendoffset`` × the topic's bytes
-per message), no consumer lag (that is Kafka's admin API or a kafka_exporter), no ``kafkasim_*``
-series unless ``sim_series`` is asked for (tests of the simulator itself).
+``kafka_log_logmanager_logdirectoryoffline{logdirectory}``, and with remote storage the tiered-storage
+meters and gauges ``kafka_server_brokertopicmetrics_remote{copy,fetch}bytes_total``,
+``..._remote{copy,fetch,delete}{requests,errors}_total``, ``..._remote{copy,delete}lag{bytes,segments}``,
+``..._remotelogsizebytes`` (per ``topic`` and over all; :mod:`kafkasim.tiered_metrics`).
+Nothing else: no per-partition byte counters (stock brokers have none — per-partition rates are
+Δ``logendoffset`` × the topic's bytes per message), no consumer lag (that is Kafka's admin API or a
+kafka_exporter), no ``kafkasim_*`` series unless ``sim_series`` is asked for (tests of the simulator itself).
 
 :func:`render_node` writes what node_exporter shows on such a host (:func:`host_layout`): a root
 disk ``sda`` (``/dev/sda1`` on ``/``), one block device per log dir (``sdb``, ``sdc``… or

@@ -13,6 +13,23 @@ Kafka (JMX exporter style)
   ``kafka_server_brokertopicmetrics_replicationbytesin_total``    counter, follower replication in
   ``kafka_server_brokertopicmetrics_replicationbytesout_total``   counter, leader replication out
   ``kafka_server_brokertopicmetrics_reassignmentbytesin_total``   counter, reassignment copies in
+  Tiered storage (KIP-405/KIP-963; only with remote storage, i.e. a :class:`kafkasim.tiered.TieredManager`;
+  each per ``topic`` once first marked or recorded, and without ``topic``: all topics of the broker; marked
+  and recorded on the partition's leader, see :mod:`kafkasim.tiered_metrics`):
+  ``kafka_server_brokertopicmetrics_remotecopybytes_total``       counter, bytes of segments copied (COPY_FINISHED)
+  ``kafka_server_brokertopicmetrics_remotecopyrequests_total``    counter, segment uploads begun
+  ``kafka_server_brokertopicmetrics_remotecopyerrors_total``      counter, copy runs that failed
+  ``kafka_server_brokertopicmetrics_remotefetchbytes_total``      counter, bytes fetched from remote segments
+  ``kafka_server_brokertopicmetrics_remotefetchrequests_total``   counter, fetches served from remote
+  ``kafka_server_brokertopicmetrics_remotefetcherrors_total``     counter, remote reads that failed
+  ``kafka_server_brokertopicmetrics_remotedeleterequests_total``  counter, remote segment deletes begun
+  ``kafka_server_brokertopicmetrics_remotedeleteerrors_total``    counter, deletes the remote store refused
+  ``kafka_server_brokertopicmetrics_remotecopylagbytes`` / ``_remotecopylagsegments``  gauges, closed local
+  segments not copied yet, recorded after each successful copy (not a live view: they keep their value
+  between copies)
+  ``kafka_server_brokertopicmetrics_remotedeletelagbytes`` / ``_remotedeletelagsegments``  gauges, remote
+  segments past retention not deleted yet (recorded at each task run and after each delete)
+  ``kafka_server_brokertopicmetrics_remotelogsizebytes``          gauge, bytes in remote storage (each task run)
   ``kafka_server_brokertopicpartitionmetrics_bytesin_total{topic,partition}``   counter (extension
   reporter: per-partition, reported by the partition's leader)
   ``kafka_server_brokertopicpartitionmetrics_bytesout_total{topic,partition}``  counter (idem)
@@ -182,6 +199,9 @@ def kafka_lines(out: list[str], cl: Cluster, b: Broker, requests: dict[str, int]
         full = f"kafka_server_brokertopicmetrics_{metric}_total"
         head(full, "counter", f"BrokerTopicMetrics {metric}")
         add(f"{full} {_num(float(arr[g]))}")
+    tiered = getattr(eng, "tiered_metrics", None)  # kafkasim.tiered_metrics.TieredMetrics: remote storage on
+    if tiered is not None:
+        tiered.lines(out, cl.name, b.id)
     # per partition (vectorised over this broker's replicas; label strings built once per layout)
     reps = eng.broker_replicas[g] if g < len(eng.broker_replicas) else []
     st = _static(eng, b, reps)

@@ -33,7 +33,10 @@ Method
     *ahead* of older jobs, with a state check first (the new leader copies from the highest copied offset it
     reads from Guardian, as Kafka's does; a failed job's segments wait for the next run); a job of
     the deposed leader that reaches Guardian afterwards is refused (``FAILED_PRECONDITION``): counted in
-    ``stats["fenced"]``, never applied.  When a reassignment adds a replica, the worker asks
+    ``stats["fenced"]``, never applied.  Kafka's tiered-storage meters and gauges (copy/fetch/delete requests,
+    bytes and errors; copy and delete lag; remote log size) are marked and recorded on the leader where and when
+    Kafka's ``RemoteLogManager`` does (:mod:`kafkasim.tiered_metrics`); the exporters render them.
+    When a reassignment adds a replica, the worker asks
     ``LocalStartFetchOffset(local log start, log end, ingress offsets/s, follower_tail_s)``; the local bytes
     below that offset count as already held by the new replica (its DescribeLogDirs size is the bytes it
     holds of the leader's local log), so it copies only ``[start, log end)``.  Topics that are deleted
@@ -87,6 +90,7 @@ from kafkasim.segments import (
     retention_limit,
     slice_batches,
 )
+from kafkasim.tiered_metrics import TieredMetrics
 from tiered.client import COPY_FINISHED, COPY_STARTED, DELETE_FINISHED, DELETE_STARTED, TieredClient
 
 log = logging.getLogger("kafkasim.tiered")
@@ -188,7 +192,13 @@ class Job:
     payloads: list[bytes] = field(default_factory=list)
     check_state: bool = False
     start: tuple[int, int, float, float] = (0, 0, 0.0, 0.0)
-    broker: int = -1  # start: the new replica
+    broker: int = -1  # start: the new replica; copy, delete: the leader that runs it
+    begun: int = 0
+    """Uploads (copy) or remote deletes (delete) the worker began (``RemoteCopy/DeleteRequestsPerSec``)."""
+    done_bytes: int = 0
+    """Bytes of the segments whose ``COPY_FINISHED`` the worker recorded (``RemoteCopyBytesPerSec``)."""
+    store_error: bool = False
+    """The remote store refused a delete (``RemoteDeleteErrorsPerSec``)."""
 
     @property
     def where(self) -> tuple[str, str, int]:
@@ -224,8 +234,14 @@ class TieredManager:
         self._thread: threading.Thread | None = None
         self._cache: collections.OrderedDict[str, list[Batch]] = collections.OrderedDict()
         self.stats: dict[str, int] = collections.defaultdict(int)
+        self.metrics = TieredMetrics()
+        """The brokers' tiered-storage meters and gauges (:mod:`kafkasim.tiered_metrics`), rendered by the exporters."""
+        self.engine.tiered_metrics = self.metrics
+        self._leaders: dict[PKey, int] = {}
+        """The leader each partition's gauge values were last recorded on (dropped there when it changes)."""
         for cl in self.engine.clusters.values():
             cl.remote_storage = True
+            self.metrics.enabled.add(cl.name)
         self.tasks: TaskSchedule[PKey] = TaskSchedule(int(getattr(self.engine, "seed", 0)))
         """Each tiered partition's remote log manager task (copies, then remote retention), on its leader."""
         self._parts: dict[PKey, tuple[Cluster, Topic, Partition]] = {}
@@ -340,6 +356,10 @@ class TieredManager:
             phase = self.tasks.phase(f"{cl.name}/{topic.name}/{p.index}")
             self.tasks.start(key, t - dt + phase * self._interval(cl, p))
         leader_ok = p.leader >= 0 and cl.brokers[p.leader].alive
+        was = self._leaders.get(key, p.leader)
+        if was != p.leader:  # the old leader's task is gone: its gauges forget the partition (Kafka's remove*)
+            self.metrics.remove_partition(cl.name, was, topic.name, p.index)
+        self._leaders[key] = p.leader
         changed = key in self.epochs and self.epochs[key] != p.leader_epoch
         self.epochs[key] = p.leader_epoch
         if changed:  # the new leader takes over what the old one was copying (its jobs will be fenced) ...
@@ -425,7 +445,7 @@ class TieredManager:
         jobs: list[Job] = []
         for k in range(0, len(chosen), MAX_SEGMENTS_PER_JOB):
             chunk = chosen[k:k + MAX_SEGMENTS_PER_JOB]
-            job = self._job("copy", cl, topic, p, segments=chunk,
+            job = self._job("copy", cl, topic, p, segments=chunk, broker=p.leader,
                             check_state=after_change or any(seg.tried for seg in chunk))
             for seg in chunk:
                 seg.state, seg.owner, seg.tried = COPYING, job.id, seg.tried + 1
@@ -452,19 +472,47 @@ class TieredManager:
         failed before, become one delete job."""
         r_ms = self._int(cl, topic.name, "retention.ms")
         r_bytes = self._int(cl, topic.name, "retention.bytes")
+        remote = sum(seg.size for seg in lg.segments if seg.state in (COPIED, DELETING))
+        self.metrics.record(cl.name, p.leader, topic.name, p.index, "RemoteLogSizeBytes", int(remote))
         lg.expire_remote(t, retention_limit(-2, r_bytes), retention_limit(-2, r_ms) / 1000.0)
+        self._record_delete_lag(cl.name, p.leader, topic.name, p.index, lg)
         doomed = [seg for seg in lg.segments if seg.state == DELETING and seg.owner == 0]
         if doomed:
-            job = self._job("delete", cl, topic, p, segments=doomed)
+            job = self._job("delete", cl, topic, p, segments=doomed, broker=p.leader)
             for seg in doomed:
                 seg.owner = job.id
                 job.ranges.append((seg.segment_id, 0, 0, seg.remote_path))
             self._enqueue(job, front=after_change)
 
+    def _record_delete_lag(self, cluster: str, broker: int, topic: str, index: int, lg: TieredLog) -> None:
+        """``RemoteDeleteLag{Bytes,Segments}``: the remote segments retention wants deleted and still there."""
+        doomed = [seg.size for seg in lg.segments if seg.state == DELETING]
+        self.metrics.record(cluster, broker, topic, index, "RemoteDeleteLagBytes", int(sum(doomed)))
+        self.metrics.record(cluster, broker, topic, index, "RemoteDeleteLagSegments", len(doomed))
+
+    def _record_copy_lag(self, cluster: str, broker: int, topic: str, index: int, lg: TieredLog) -> None:
+        """``RemoteCopyLag{Bytes,Segments}`` as Kafka records them after a copy: the closed local segments not
+        copied yet (``onlyLocalLogSegmentsSize`` less the active segment)."""
+        waiting = [seg.size for seg in lg.segments if seg.state in (LOCAL, COPYING)]
+        self.metrics.record(cluster, broker, topic, index, "RemoteCopyLagBytes", int(sum(waiting)))
+        self.metrics.record(cluster, broker, topic, index, "RemoteCopyLagSegments", len(waiting))
+
+    def _still_leads(self, job: Job) -> bool:
+        """Whether ``job.broker`` still leads the job's partition (else Kafka cancelled its task: no record)."""
+        ref = self._parts.get(job.key)
+        return ref is not None and ref[2].leader == job.broker
+
     def _drop(self, key: PKey) -> None:
         lg = self.logs.pop(key)
         self.epochs.pop(key, None)
-        self._parts.pop(key, None)
+        ref = self._parts.pop(key, None)
+        leader = self._leaders.pop(key, None)
+        if ref is not None:
+            cl, topic, p = ref
+            if cl.topics.get(topic.name) is not topic:
+                self.metrics.remove_topic(cl.name, topic.name)
+            elif leader is not None:
+                self.metrics.remove_partition(cl.name, leader, topic.name, p.index)
         self._fresh.discard(key)
         self._run_left.pop(key, None)
         self.tasks.cancel(key)
@@ -487,10 +535,37 @@ class TieredManager:
                         self.stats["deleted_segments"] += 1
                     elif seg.owner == job.id:
                         seg.owner = 0  # retried next tick under the then current epoch
+                self._delete_metrics(outcome, job)
             elif job.kind == "start" and outcome == "ok":
                 self._follower_start((job.key, job.broker), int(value))
             if outcome != "ok":
                 self._retry_at[job.key] = time.monotonic() + 0.5
+
+    def _delete_metrics(self, outcome: str, job: Job) -> None:
+        ref, lg = self._parts.get(job.key), self.logs.get(job.key)
+        if ref is None or lg is None:
+            return
+        cl, topic, p = ref
+        if job.begun:
+            self.metrics.mark(cl.name, job.broker, topic.name, "RemoteDeleteRequests", job.begun)
+        if job.store_error:
+            self.metrics.mark(cl.name, job.broker, topic.name, "RemoteDeleteErrors")
+        if outcome == "ok" and self._still_leads(job):
+            self._record_delete_lag(cl.name, job.broker, topic.name, p.index, lg)
+
+    def _copy_metrics(self, outcome: str, job: Job) -> None:
+        ref, lg = self._parts.get(job.key), self.logs.get(job.key)
+        if ref is None or lg is None:
+            return
+        cl, topic, p = ref
+        if job.begun:
+            self.metrics.mark(cl.name, job.broker, topic.name, "RemoteCopyRequests", job.begun)
+        if job.done_bytes:
+            self.metrics.mark(cl.name, job.broker, topic.name, "RemoteCopyBytes", job.done_bytes)
+        if outcome == "error":  # a fenced job is the deposed leader's: Kafka cancelled that task, no error
+            self.metrics.mark(cl.name, job.broker, topic.name, "RemoteCopyErrors")
+        if job.done_bytes and self._still_leads(job):
+            self._record_copy_lag(cl.name, job.broker, topic.name, p.index, lg)
 
     def _copy_result(self, outcome: str, job: Job, value: Any) -> None:
         for seg, got in zip(job.segments, value if outcome == "ok" else [None] * len(job.segments), strict=True):
@@ -503,6 +578,7 @@ class TieredManager:
                 seg.state, seg.owner = LOCAL, 0
         if outcome == "fenced":
             self.stats["fenced"] += 1
+        self._copy_metrics(outcome, job)
 
     def _follower_start(self, target: tuple[PKey, int], offset: int) -> None:
         key, b = target
@@ -526,7 +602,12 @@ class TieredManager:
             return None
         seg, batches, stop = lg.locate(offset)
         if seg is not None:
-            batches = self._remote_batches(seg)
+            self.metrics.mark(cl.name, p.leader, p.topic, "RemoteFetchRequests")
+            try:
+                batches = self._remote_batches(seg)
+            except Exception:
+                self.metrics.mark(cl.name, p.leader, p.topic, "RemoteFetchErrors")
+                raise
             self.stats["remote_fetches"] += 1
         elif offset < lg.local_start:
             raise SimError(m.OFFSET_OUT_OF_RANGE, f"offset {offset} is no longer in remote storage")
@@ -538,6 +619,7 @@ class TieredManager:
         data = b"".join(chunks)
         if seg is not None:
             self.stats["remote_bytes_read"] += len(data)
+            self.metrics.mark(cl.name, p.leader, p.topic, "RemoteFetchBytes", len(data))
         return data
 
     def _remote_batches(self, seg: Segment) -> list[Batch]:
@@ -591,7 +673,12 @@ class TieredManager:
             ids = [r[0] for r in job.ranges]
             md.append(*where, job.epoch, [dict(kind=DELETE_STARTED, segment_id=i) for i in ids])
             for _sid, _, _, path in job.ranges:
-                self.store.delete(path)
+                job.begun += 1
+                try:
+                    self.store.delete(path)
+                except Exception:
+                    job.store_error = True
+                    raise
             md.append(*where, job.epoch, [dict(kind=DELETE_FINISHED, segment_id=i) for i in ids])
             return None
         done: dict[tuple[int, int], tuple[int, str]] = md.copied(*where) if job.check_state else {}
@@ -603,10 +690,12 @@ class TieredManager:
                      leader_epoch=job.epoch, size_bytes=job.ranges[k][2], remote_path=job.ranges[k][3])
                 for k in todo])
             for k in todo:
+                job.begun += 1
                 self.store.put(job.ranges[k][3], job.payloads[k])
             md.append(*where, job.epoch, [
                 dict(kind=COPY_FINISHED, segment_id=sid, size_bytes=job.ranges[k][2])
                 for k, sid in zip(todo, ids, strict=True)])
+            job.done_bytes = sum(job.ranges[k][2] for k in todo)
             for k, sid in zip(todo, ids, strict=True):
                 got[k] = (sid, job.ranges[k][3])
         return got

@@ -34,6 +34,7 @@ from kafkaio.endpoints import EndpointsError, MetricsEndpoint, parse_endpoints
 from kafkaio.offset_fetch import GroupOffsets
 from kafkaio.source import KafkaState
 from kafkasim.httpd import BasicAuth
+from kafkasim.tiered_metrics import GAUGES, METERS, gauge_name, meter_name
 from kafkasim.tls import TlsMaterial
 from tests.metrics_server import MetricsServer
 from tests.snapshots import dumps, small_doc
@@ -247,7 +248,13 @@ STOCK_MBEANS = [
     ("kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions", "Value"),
     ("kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce", "99thPercentile"),
     ("kafka.network:type=RequestMetrics,name=TotalTimeMs,request=FetchConsumer", "50thPercentile"),
+    # tiered storage (KIP-405 RemoteStorageMetrics, KIP-963 gauges), per topic and over all topics
+    *[(f"kafka.server:type=BrokerTopicMetrics,name={n}PerSec{t}", "Count") for n in METERS
+      for t in (",topic=orders", "")],
+    *[(f"kafka.server:type=BrokerTopicMetrics,name={n}{t}", "Value") for n in GAUGES for t in (",topic=orders", "")],
     # not read by Guardian: no rule may turn these into a series
+    ("kafka.server:type=BrokerTopicMetrics,name=RemoteLogMetadataCount,topic=orders", "Value"),
+    ("kafka.server:type=BrokerTopicMetrics,name=BuildRemoteLogAuxStateRequestsPerSec", "Count"),
     ("kafka.log:type=Log,name=NumLogSegments,topic=orders,partition=3", "Value"),
     ("kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec,topic=orders", "Count"),
     ("kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce", "Mean"),
@@ -259,8 +266,19 @@ def test_the_jmx_exporter_rules_yield_exactly_the_names_the_collectors_read() ->
     assert doc["lowercaseOutputName"] is True
     rendered = {(mb, attr): _render(doc["rules"], mb, attr) for mb, attr in STOCK_MBEANS}
     names = {r[0] for r in rendered.values() if r is not None}
-    read = set(JMX_METRICS) | {n for n in HOST_METRICS if n.startswith("kafka_")}
+    # the tiered-storage series: what kafkasim's brokers export, and every kafka_ name the alert rules read
+    tiered = {meter_name(n) for n in METERS} | {gauge_name(n) for n in GAUGES}
+    alerts = yaml.safe_load((ROOT / "deploy" / "prometheus" / "guardian-rules.yml").read_text())["groups"]
+    alerted = {n for g in alerts for r in g["rules"] for n in re.findall(r"\bkafka_[a-z0-9_]+", r["expr"])}
+    assert alerted and alerted <= tiered
+    read = set(JMX_METRICS) | {n for n in HOST_METRICS if n.startswith("kafka_")} | tiered
     assert names == read
+    assert rendered[("kafka.server:type=BrokerTopicMetrics,name=RemoteCopyBytesPerSec,topic=orders", "Count")] == (
+        "kafka_server_brokertopicmetrics_remotecopybytes_total", {"topic": "orders"})
+    assert rendered[("kafka.server:type=BrokerTopicMetrics,name=RemoteCopyErrorsPerSec", "Count")] == (
+        "kafka_server_brokertopicmetrics_remotecopyerrors_total", {})
+    assert rendered[("kafka.server:type=BrokerTopicMetrics,name=RemoteCopyLagBytes,topic=orders", "Value")] == (
+        "kafka_server_brokertopicmetrics_remotecopylagbytes", {"topic": "orders"})
     assert rendered[("kafka.log:type=Log,name=LogEndOffset,topic=orders,partition=3", "Value")] == (
         "kafka_log_log_logendoffset", {"topic": "orders", "partition": "3"})
     assert rendered[("kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=orders", "Count")] == (
@@ -269,7 +287,7 @@ def test_the_jmx_exporter_rules_yield_exactly_the_names_the_collectors_read() ->
         "kafka_server_brokertopicmetrics_bytesin_total", {})
     assert rendered[("kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce", "99thPercentile")] == (
         "kafka_network_requestmetrics_totaltimems", {"request": "Produce", "quantile": "0.99"})
-    for mb, attr in STOCK_MBEANS[-3:]:
+    for mb, attr in STOCK_MBEANS[-5:]:
         assert rendered[(mb, attr)] is None, mb
     # every name the collector reads is a JMX rule's or a node_exporter name the deploy notes list
     node_doc = (ROOT / "deploy" / "node_exporter.md").read_text()
