@@ -36,7 +36,7 @@ from controlplane.executor.live import DirMap, main_dir, replica_disk
 from controlplane.executor.read_source import copy_source
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import recorded_dir
-from controlplane.executor.throttle import PendingWork, ThrottlePolicy, bytes_per_util
+from controlplane.executor.throttle import PLACEMENT_MIN_BUDGET, PendingWork, ThrottlePolicy, bytes_per_util
 from domain.execution import Task, TaskState
 from kafkaio.admin import AdminError, LiveCluster
 from kafkaio.port import KafkaCluster
@@ -162,7 +162,7 @@ class Placement:
         policy = self.policy
         k = bytes_per_util(rate)
         u0 = max(rate.util - self.migration().get(disk, 0.0) / k, 0.0)
-        return max((policy.util_threshold - policy.headroom - u0) * k, 1e6)
+        return max((policy.util_threshold - policy.headroom - u0) * k, PLACEMENT_MIN_BUDGET)
 
     def roomiest_dir(self, broker: int, size: int, exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         """The broker's disk that would finish its copy work first: least ``(bytes still to read from or

@@ -232,6 +232,11 @@ def disk_budgets(disks: Mapping[DiskKey, DiskRate], migration: Mapping[DiskKey, 
     return out
 
 
+PLACEMENT_MIN_BUDGET = 1e6
+"""Bytes/s a disk's migration budget counts as at the least when the placement compares finish times (a disk at
+its threshold still finishes, late)."""
+
+
 @dataclass(frozen=True)
 class PendingWork:
     """Bytes the tasks not started yet will read or write: per disk where the disk is known, and per destination
@@ -249,7 +254,7 @@ class PendingWork:
         for d, x in self.disks.items():
             out[d] = out.get(d, 0.0) + x
         for b, amount in sorted(self.brokers.items()):
-            cap = {d: max(c, 1.0) for d, c in budgets.items() if d[0] == b}
+            cap = {d: max(c, PLACEMENT_MIN_BUDGET) for d, c in budgets.items() if d[0] == b}
             for d, x in fill_to_level({d: out.get(d, 0.0) for d in cap}, cap, amount).items():
                 out[d] = out.get(d, 0.0) + x
         return out
