@@ -59,9 +59,9 @@ from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 
 log = logging.getLogger("guardian.executor")
 FALLBACK = "follower read abandoned"
+"""How a task's reason starts once its reader was dropped (kept in its completion reason)."""
 REFUSED = "; last refused: "
 """Joins an aborting task's cancel reason and the cluster's last refusal of a step restoring its leadership."""
-"""How a task's reason starts once its reader was dropped (kept in its completion reason)."""
 __all__ = ["TaskDriver", "cancel_reason", "cancel_task", "has_future"]
 
 

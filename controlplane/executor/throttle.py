@@ -262,7 +262,7 @@ class PendingWork:
 
 def fill_to_level(load: Mapping[DiskKey, float], cap: Mapping[DiskKey, float], amount: float) -> dict[DiskKey, float]:
     """``amount`` split over the disks so that ``(load + x) / cap`` is one level on every disk that gets a share
-    and no lower on the others (``{}`` without disks). O(n log n) for n disks."""
+    and no lower on the others (``{}`` without disks). O(n²) for n disks (a broker's: a dozen)."""
     keys = sorted(cap, key=lambda d: (load[d] / cap[d], d))
     if not keys or amount <= 0:
         return {}
