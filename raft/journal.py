@@ -224,7 +224,13 @@ class ChecksummedJournal:
         self._end = offset
 
     def deleteEntriesTo(self, entryTo: int) -> None:
-        """Drop the first ``entryTo`` entries (log compaction): rewrite to a temp file, then rename."""
+        """Drop the first ``entryTo`` entries (log compaction): rewrite to a temp file, then rename. A cut at or
+        past the end (a compaction that finished after a snapshot from the leader replaced the journal) is
+        refused: pysyncobj needs the entry its log starts at, and would fail on every message after."""
+        if entryTo >= len(self._entries):
+            log.warning("Raft journal %s: compaction up to entry %d of %d refused (the journal was replaced "
+                        "meanwhile)", self.path, entryTo, len(self._entries))
+            return
         keep = self._entries[entryTo:]
         tmp = self.path.with_name(self.path.name + ".tmp")
         chunks = [JOURNAL_MAGIC]

@@ -15,7 +15,8 @@ Method
     :class:`VerifyingSerializer` replaces pysyncobj's receiver (``setTransmissionData``; the object's
     class is swapped once at start, the sender side is pysyncobj's): chunks go to
     ``snapshot.bin.1.tmp``; at the last chunk the file is fsynced and ``verify(path)`` (the snapshot
-    codec's full check: magic, head CRC, attachment length and CRC) runs *before* the rename.  A file
+    codec's full check: magic, head CRC, attachment length and CRC) runs *before* the rename, and this node's
+    own compaction still writing a snapshot (a forked child) is cancelled first.  A file
     that fails is deleted and the transfer refused: the follower keeps its snapshot, journal and state
     and answers nothing, so the leader's next append finds the follower's log still short, moves its
     next index back below its own log start and sends the snapshot again.  :func:`restart_transfer`
@@ -39,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -124,10 +126,27 @@ class VerifyingSerializer(Serializer):
                         "leader sends it again", self._guardian_received, exc)
             tmp.unlink(missing_ok=True)
             return False
+        self._guardian_cancel_own_dump()
         os.replace(tmp, target)
         _fsync_dir(target.parent)
         self.installed += 1
         return True
+
+    def _guardian_cancel_own_dump(self) -> None:
+        """Stop this node's own log compaction still writing a snapshot (a forked child): finishing after the
+        install it would replace the installed file with this node's older state, and pysyncobj would then
+        cut the journal up to an index past its end — empty, which every later append message trips over
+        (seen in CI: a follower stopped mid-compaction, sent the leader's snapshot on resuming)."""
+        pid = int(getattr(self, "_Serializer__pid", 0))
+        if pid <= 0:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+        self._Serializer__pid = 0
+        log.warning("snapshot transfer: this node's own log compaction (pid %d) was cancelled; the installed "
+                    "snapshot replaces its state", pid)
 
 
 def install_verifying_receiver(obj: Any, verify: Verify) -> VerifyingSerializer:

@@ -85,3 +85,17 @@ def test_a_full_disk_refuses_the_write_keeps_the_file_whole_and_recovers(tmp_pat
     j.add(b"b", 2, 1)
     j._destroy()
     assert [e[0] for e in ChecksummedJournal(path)] == [b"a", b"b"]
+
+
+def test_a_compaction_past_the_journal_end_keeps_every_entry(tmp_path: Path) -> None:
+    # a node's own compaction (up to entry 20) finished after the leader's snapshot replaced its journal with
+    # entries 5 and 6: cutting 15 entries would leave none, and pysyncobj reads the first entry on every message
+    j = ChecksummedJournal(tmp_path / "journal.bin")
+    j.add(b"snap-5", 5, 2)
+    j.add(b"snap-6", 6, 2)
+    j.deleteEntriesTo(15)
+    assert [e[1] for e in j] == [5, 6]
+    j.deleteEntriesTo(1)  # a real compaction still cuts
+    assert [e[1] for e in j] == [6]
+    j._destroy()
+    assert [e[1] for e in ChecksummedJournal(tmp_path / "journal.bin")] == [6]

@@ -4,11 +4,12 @@ snapshot and state), a whole one is installed, and a reconnect restarts the send
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pysyncobj.serializer import Serializer
+from pysyncobj.serializer import SERIALIZER_STATE, Serializer
 
 from raft.storage import SnapshotCodec, verify_snapshot_file
 from raft.transfer import VerifyingSerializer, install_verifying_receiver, restart_transfer
@@ -111,3 +112,22 @@ def test_a_reconnect_restarts_the_transmission_at_its_first_chunk(files: tuple[P
     restart_transfer(Transport(), ser, "stranger")  # unknown or None nodes are ignored
     restart_transfer(Transport(), ser, None)
     assert not ser.getTransmissionData("peer")[1]
+
+
+def test_an_installed_transfer_cancels_the_nodes_own_compaction_still_writing(files: tuple[Path, Path]) -> None:
+    # the follower's own compaction (a forked child in pysyncobj) is still writing when the leader's snapshot
+    # arrives: finishing later it would put the follower's older state over the installed file, and pysyncobj
+    # would cut the journal past its end
+    leader, follower = files
+    receiver = install_verifying_receiver(_Obj(follower), verify_snapshot_file)
+    child = subprocess.Popen(["sleep", "60"])
+    receiver._Serializer__pid = child.pid
+    try:
+        assert [receiver.setTransmissionData(c) for c in chunks(sender(leader))][-1] is True
+        assert child.poll() is not None or child.wait(5) is not None  # killed (reaped by the receiver)
+        assert receiver._Serializer__pid == 0
+        assert receiver.checkSerializing()[0] == SERIALIZER_STATE.NOT_SERIALIZING  # pysyncobj compacts nothing
+        assert verify_snapshot_file(follower) == 900
+    finally:
+        if child.poll() is None:
+            child.kill()
