@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from collectors.promtext import parse_fast
 from kafkasim.configs import REMOTE_COPY_QUOTA, REMOTE_LOG_TASK, RETENTION_CHECK
 from kafkasim.model import Cluster, Partition
 from kafkasim.records import store_batches
@@ -35,22 +36,16 @@ from tests.unit.test_kafkasim_tiered import FakeMetadata, batch, federation
 from tiered.model import EventKind
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: -?\d+)?$')
 P = "kafka_server_brokertopicmetrics_"
 Series = dict[tuple[str, str], float]
 """(name, topic label or "") -> value."""
 
 
 def parse(text: str) -> Series:
-    out: Series = {}
-    for ln in text.splitlines():
-        if not ln or ln.startswith("#"):
-            continue
-        m = SAMPLE.match(ln)
-        assert m, f"malformed sample {ln!r}"
-        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
-        out[(m.group(1), labels.get("topic", ""))] = float(m.group(3))
-    return out
+    payload = parse_fast(text)
+    assert payload.bad_lines == 0, f"malformed sample {payload.first_bad!r}"
+    return {(name, labels.get("topic", "")): value
+            for name, samples in payload.families.items() for labels, value in samples}
 
 
 @dataclass
