@@ -1,9 +1,10 @@
-"""Goal: TLS material for kafkasim's listeners, as a small private PKI would issue it.
+"""Goal: TLS material for kafkasim's listeners (and ``guardian lab``'s brokers), as a small private PKI would issue it.
 
 Method: with the ``cryptography`` package, one self-signed CA (ECDSA P-256) signs a server
 certificate whose subject alternative names are ``127.0.0.1`` and ``localhost`` (what clients
 verify when they connect to kafkasim's bootstrap addresses) and a client certificate (CN
-``guardian``) for mutual TLS.  :meth:`TlsMaterial.write` puts them as PEM files in a directory
+``guardian``) for mutual TLS; with ``server_also_client`` the server certificate serves as a client
+certificate too (brokers and controllers authenticate each other with it).  :meth:`TlsMaterial.write` puts them as PEM files in a directory
 (private keys mode 0600); :meth:`TlsMaterial.server_context` builds the ``ssl.SSLContext`` a listener
 uses, optionally requiring a client certificate signed by the same CA.
 
@@ -56,7 +57,8 @@ class TlsFiles:
 class TlsMaterial:
     """A CA, a server certificate for 127.0.0.1/localhost and a client certificate (all in memory)."""
 
-    def __init__(self, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"), client_cn: str = "guardian") -> None:
+    def __init__(self, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"), client_cn: str = "guardian",
+                 server_also_client: bool = False) -> None:
         self.files: TlsFiles | None = None
         now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
         until = now + dt.timedelta(days=VALID_DAYS)
@@ -79,17 +81,18 @@ class TlsMaterial:
                 sans.append(x509.IPAddress(ipaddress.ip_address(h)))
             except ValueError:
                 sans.append(x509.DNSName(h))
-        self.server_key, self.server_cert = self._leaf("localhost", sans, ExtendedKeyUsageOID.SERVER_AUTH, now, until)
-        self.client_key, self.client_cert = self._leaf(client_cn, [], ExtendedKeyUsageOID.CLIENT_AUTH, now, until)
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] + ([ExtendedKeyUsageOID.CLIENT_AUTH] if server_also_client else [])
+        self.server_key, self.server_cert = self._leaf("localhost", sans, usages, now, until)
+        self.client_key, self.client_cert = self._leaf(client_cn, [], [ExtendedKeyUsageOID.CLIENT_AUTH], now, until)
 
-    def _leaf(self, cn: str, sans: list[x509.GeneralName], usage: x509.ObjectIdentifier, now: dt.datetime,
+    def _leaf(self, cn: str, sans: list[x509.GeneralName], usages: list[x509.ObjectIdentifier], now: dt.datetime,
               until: dt.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
         key = ec.generate_private_key(ec.SECP256R1())
         b = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(self.ca_cert.subject)
              .public_key(key.public_key()).serial_number(x509.random_serial_number())
              .not_valid_before(now).not_valid_after(until)
              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
              .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()),
                             critical=False))
         if sans:

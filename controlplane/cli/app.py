@@ -1,7 +1,7 @@
 """``guardian``: the operator's command line, one module per command group. Every command has ``--help``.
 
 Goal: one root Typer app that mounts the groups (``plan``, ``schema``, ``sim``, ``snapshot``,
-``analytics``, ``throttle``, ``exec``, ``clusters``, ``topic``) and the top-level ``serve``/``cluster``/``token-hash``/
+``analytics``, ``throttle``, ``exec``, ``clusters``, ``topic``, ``lab``) and the top-level ``serve``/``cluster``/``token-hash``/
 ``migrate-idc`` commands.
 Method: each group lives in its own module of this package and exports its Typer app; the shared consoles,
 exit codes and rejected-input reporting are in :mod:`controlplane.cli.common`. The analytics commands
@@ -31,6 +31,7 @@ from controlplane.cli.tiered import tiered_app
 from controlplane.cli.topic import topic_app
 from controlplane.logs import LEVELS, setup_logging
 from domain.redaction import register_secret
+from kafkalab.cli import register as register_lab
 
 app = typer.Typer(help="Guardian: control plane for a federation of Kafka clusters.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -46,6 +47,11 @@ app.add_typer(exec_app, name="exec")
 app.add_typer(anomalies_app, name="anomalies")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(topic_app, name="topic")
+lab_app = typer.Typer(help="Real Apache Kafka brokers on this machine (KRaft, SASL_SSL, JBOD on loop devices, "
+                           "JMX exporter + node_exporter): the reference Guardian is checked against.",
+                      no_args_is_help=True)
+register_lab(lab_app)
+app.add_typer(lab_app, name="lab")
 app.command("migrate-idc")(migrate_idc_cmd)
 app.command("serve")(serve_cmd)
 app.command("cluster")(cluster_cmd)
