@@ -107,7 +107,7 @@ def generate(directory: Path) -> LabSecrets:
 
 
 def pbkdf2_hash(password: str, salt: str) -> str:
-    """The JMX exporter's ``PBKDF2WithHmacSHA256`` hash (``keyLength`` in bytes), as the agent prints it: lower-case hex."""
+    """The JMX exporter's ``PBKDF2WithHmacSHA256`` hash (its ``keyLength`` is in bytes) as lower-case hex."""
     return hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), PBKDF2_ITERATIONS, PBKDF2_KEY_BYTES).hex()
 
 

@@ -42,7 +42,8 @@ class LogDir:
 
     @staticmethod
     def from_json(d: dict[str, str | None]) -> LogDir:
-        return LogDir(Path(str(d["path"])), Path(d["image"]) if d.get("image") else None, d.get("device"))
+        image = d.get("image")
+        return LogDir(Path(str(d["path"])), Path(image) if image else None, d.get("device"))
 
 
 def loop_unavailable() -> str | None:

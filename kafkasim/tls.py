@@ -1,12 +1,13 @@
-"""Goal: TLS material for kafkasim's listeners (and ``guardian lab``'s brokers), as a small private PKI would issue it.
+"""Goal: TLS material for kafkasim's listeners (and ``guardian lab``'s brokers), as a small private PKI issues it.
 
 Method: with the ``cryptography`` package, one self-signed CA (ECDSA P-256) signs a server
 certificate whose subject alternative names are ``127.0.0.1`` and ``localhost`` (what clients
 verify when they connect to kafkasim's bootstrap addresses) and a client certificate (CN
 ``guardian``) for mutual TLS; with ``server_also_client`` the server certificate serves as a client
-certificate too (brokers and controllers authenticate each other with it).  :meth:`TlsMaterial.write` puts them as PEM files in a directory
-(private keys mode 0600); :meth:`TlsMaterial.server_context` builds the ``ssl.SSLContext`` a listener
-uses, optionally requiring a client certificate signed by the same CA.
+certificate too (brokers and controllers authenticate each other with it).  :meth:`TlsMaterial.write`
+puts them as PEM files in a directory (private keys mode 0600); :meth:`TlsMaterial.server_context`
+builds the ``ssl.SSLContext`` a listener uses, optionally requiring a client certificate signed by the
+same CA.
 
 Guarantee: the files are what OpenSSL-based clients (librdkafka, kcat, Python's ``ssl``) load with
 their usual options (``ssl.ca.location`` / ``ssl_cafile``, ``ssl.certificate.location`` +

@@ -1,8 +1,8 @@
 """``guardian``: the operator's command line, one module per command group. Every command has ``--help``.
 
 Goal: one root Typer app that mounts the groups (``plan``, ``schema``, ``sim``, ``snapshot``,
-``analytics``, ``throttle``, ``exec``, ``clusters``, ``topic``, ``lab``) and the top-level ``serve``/``cluster``/``token-hash``/
-``migrate-idc`` commands.
+``analytics``, ``throttle``, ``exec``, ``clusters``, ``topic``, ``lab``) and the top-level
+``serve``/``cluster``/``token-hash``/``migrate-idc`` commands.
 Method: each group lives in its own module of this package and exports its Typer app; the shared consoles,
 exit codes and rejected-input reporting are in :mod:`controlplane.cli.common`. The analytics commands
 (ClickHouse, PySpark) are mounted by a function so that heavy package is imported in one place only.
