@@ -48,6 +48,13 @@ def _answered(exc: BaseException) -> bool:
     return isinstance(exc, BrokerResponseError) and not isinstance(exc, NotControllerError | NotLeaderForPartitionError)
 
 
+def _alter_configs(admin: Any, resources: list[Any]) -> Any:
+    """IncrementalAlterConfigs, validated by the broker only: kafka-python's own check
+    (``raise_on_unknown``) refuses every key a broker does not list in DescribeConfigs, and a real
+    Kafka broker lists the KIP-73 throttle rates only once they are set."""
+    return admin.alter_configs(resources, incremental=True, raise_on_unknown=False)
+
+
 class KafkaAdmin:
     """The :class:`~kafkaio.port.KafkaCluster` port over one :class:`KafkaConnection`; reconnects after any failure.
 
@@ -265,10 +272,13 @@ class KafkaAdmin:
         if resources:
             self._check_alter("setting broker throttles",
                               self._call("setting broker configs",
-                                         lambda a: a.alter_configs(resources, incremental=True)))
+                                         lambda a: _alter_configs(a, resources)))
 
     def alter_topic_lists(self, topic: str, key: str, append: Iterable[str] = (), subtract: Iterable[str] = ()) -> None:
-        """APPEND / SUBTRACT entries of a list-type topic config (e.g. throttled replicas)."""
+        """APPEND / SUBTRACT entries of a list-type topic config (e.g. throttled replicas); a list a SUBTRACT
+        emptied is deleted. Kafka keeps an emptied list as an empty dynamic override, which ``kafka-configs
+        --describe`` shows as a throttle config left behind; the read-back and DELETE close that (a writer
+        appending in the milliseconds between them would lose its entry, and re-adds it on its next pass)."""
         add, sub = ",".join(sorted(set(append))), ",".join(sorted(set(subtract)))
         for op, value in (("SUBTRACT", sub), ("APPEND", add)):
             if not value:
@@ -276,9 +286,16 @@ class KafkaAdmin:
             res = ConfigResource(ConfigResourceType.TOPIC, topic, configs={key: (op, value)})
 
             def alter(a: Any, r: Any = res) -> Any:
-                return a.alter_configs([r], incremental=True)
+                return _alter_configs(a, [r])
 
             self._check_alter(f"{op} {key} on {topic}", self._call("altering topic configs", alter))
+        if sub and not add:
+            def read(a: Any) -> Any:
+                cfg = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]).get("topic", {})
+                return cfg.get(topic, {}).get(key, {}).get("value")
+
+            if self._call("describing topic configs", read) == "":
+                self.set_topic_configs({topic: {key: None}})
 
     def set_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None:
         """Incrementally SET (value) or DELETE (``None``) topic configs."""
@@ -291,7 +308,7 @@ class KafkaAdmin:
         if resources:
             self._check_alter("setting topic configs",
                               self._call("setting topic configs",
-                                         lambda a: a.alter_configs(resources, incremental=True)))
+                                         lambda a: _alter_configs(a, resources)))
 
     def set_client_quotas(self, client_id: str, quotas: Mapping[str, float | None]) -> None:
         """Set (a rate) or remove (``None``) client-id quotas such as ``consumer_byte_rate`` (AlterClientQuotas;
