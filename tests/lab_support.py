@@ -140,13 +140,64 @@ def start_lab(base: Path, brokers: int = 4, log_dirs: int = 3, idcs: int = 1, **
 
 @contextlib.contextmanager
 def running_lab(base: Path, **kw: Any) -> Iterator[Lab]:
-    """A lab for the ``with`` block; stopped (devices released) afterwards, its logs kept on failure."""
+    """A lab for the ``with`` block, stopped (devices released) afterwards. With ``GUARDIAN_TEST_LAB=DIR`` (a
+    developer's lab already up in DIR) that lab is used and left running."""
+    reuse = os.environ.get("GUARDIAN_TEST_LAB")
+    if reuse:
+        doc = kl.load_state(Path(reuse))
+        endpoints = base / "lab-endpoints.json"
+        endpoints.write_text(json.dumps(doc["endpoints"]))
+        yield Lab(doc, endpoints)
+        return
     lab = start_lab(base, **kw)
     try:
         yield lab
     finally:
         problems = kl.down(lab.directory)
         assert not problems, problems
+
+
+def replica_sizes(lab: Lab, topic: str) -> dict[tuple[int, int, str, bool], int]:
+    """``(partition, broker, log dir, is future) -> bytes`` of every replica of ``topic`` (DescribeLogDirs,
+    straight from Kafka through kafka-python, not through Guardian's port)."""
+    admin = lab.admin(client_id="test-logdirs")
+    try:
+        out: dict[tuple[int, int, str, bool], int] = {}
+        for broker in lab.broker_ids:
+            with contextlib.suppress(Exception):  # a dead broker answers nothing
+                for resp in admin.describe_log_dirs([topic], brokers=[broker]):
+                    for d in resp["log_dirs"]:
+                        for t in d["topics"]:
+                            if t["name"] != topic:
+                                continue
+                            for p in t["partitions"]:
+                                key = (int(p["partition_index"]), broker, str(d["log_dir"]), bool(p["is_future_key"]))
+                                out[key] = int(p["partition_size"])
+        return out
+    finally:
+        admin.close()
+
+
+def throttle_configs(lab: Lab, topics: list[str]) -> dict[str, dict[str, str]]:
+    """Every KIP-73/KIP-113 throttle override left on the lab's brokers and on ``topics`` (empty = clean),
+    as ``kafka-configs --describe`` shows them (an empty-valued override counts)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = lab.admin(client_id="test-configs")
+    try:
+        res = [ConfigResource(ConfigResourceType.BROKER, str(b)) for b in lab.broker_ids]
+        res += [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics]
+        out: dict[str, dict[str, str]] = {}
+        for kind, by_name in admin.describe_configs(res).items():
+            for name, cfg in by_name.items():
+                left = {k: str(v.get("value")) for k, v in cfg.items()
+                        if ("throttled" in k or k == "replica.alter.log.dirs.io.max.bytes.per.second")
+                        and v.get("value") is not None}
+                if left:
+                    out[f"{kind}:{name}"] = left
+        return out
+    finally:
+        admin.close()
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0, every_s: float = 0.5) -> T:

