@@ -19,6 +19,7 @@ Cost: one admin request per call (per-broker requests go out concurrently inside
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -290,12 +291,27 @@ class KafkaAdmin:
 
             self._check_alter(f"{op} {key} on {topic}", self._call("altering topic configs", alter))
         if sub and not add:
-            def read(a: Any) -> Any:
-                cfg = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]).get("topic", {})
-                return cfg.get(topic, {}).get(key, {}).get("value")
+            self._delete_if_emptied(topic, key, set(subtract))
 
-            if self._call("describing topic configs", read) == "":
+    def _delete_if_emptied(self, topic: str, key: str, subtracted: set[str], tries: int = 15) -> None:
+        """DELETE ``key`` of ``topic`` once a SUBTRACT left it empty. The read may reach a broker whose metadata
+        does not show the SUBTRACT yet (the controller applied it; brokers learn it within milliseconds): while
+        a subtracted entry is still listed, read again (up to ``tries`` times, 0.2 s apart)."""
+        def read(a: Any) -> Any:
+            cfg = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]).get("topic", {})
+            return cfg.get(topic, {}).get(key, {}).get("value")
+
+        for _ in range(tries):
+            value = self._call("describing topic configs", read)
+            if value is None:
+                return
+            entries = {e for e in str(value).split(",") if e}
+            if not entries:
                 self.set_topic_configs({topic: {key: None}})
+                return
+            if not entries & subtracted:
+                return
+            time.sleep(0.2)
 
     def set_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None:
         """Incrementally SET (value) or DELETE (``None``) topic configs."""

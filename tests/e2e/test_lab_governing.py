@@ -13,6 +13,7 @@ broker JVM killed with ``-9`` is healed until no partition is under-replicated. 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -271,3 +272,103 @@ def wait_for_clean(lab: Lab, timeout_s: float = 30) -> dict[str, dict[str, str]]
         time.sleep(1)
         left = throttle_configs(lab, [TOPIC])
     return left
+
+
+def execution_end(url: str, execution_id: int, timeout_s: float) -> dict[str, Any]:
+    """The execution once it is no longer running, pending or stopping."""
+    def probe() -> dict[str, Any] | None:
+        e = api(url, "GET", f"/api/v1/executions/{execution_id}")
+        return None if e["status"] in ("running", "pending", "stopping") else dict(e)
+    return wait_for(f"execution {execution_id} to end", probe, timeout_s, 1.0)
+
+
+def in_flight(lab: Lab) -> dict[Any, Any]:
+    admin = lab.admin(client_id="test-reassignments")
+    try:
+        return dict(admin.list_partition_reassignments())
+    finally:
+        admin.close()
+
+
+def wait_copying(lab: Lab, partition: int, broker: int, final: int, timeout_s: float = 60) -> None:
+    """Until the new replica of ``partition`` on ``broker`` holds 10-60 % of ``final`` bytes (a copy in progress)."""
+    def probe() -> bool:
+        got = [s for (p, b, _, _), s in replica_sizes(lab, TOPIC).items() if p == partition and b == broker]
+        return bool(got) and 0.1 * final <= got[0] <= 0.6 * final
+    wait_for(f"partition {partition} copying onto broker {broker}", probe, timeout_s, 0.3)
+
+
+def size_of(lab: Lab, partition: int) -> int:
+    return max(s for (p, _, _, fut), s in replica_sizes(lab, TOPIC).items() if p == partition and not fut)
+
+
+def test_stop_with_rollback_leaves_no_throttle(lab: Lab, governed: tuple[Service, str]) -> None:
+    _, url = governed
+    now = placement(lab)
+    p = sorted(q for q, (reps, _, _) in now.items() if 4 not in reps)[0]
+    reps, _, dirs = now[p]
+    move = {"topic": TOPIC, "partition": p, "replicas": [reps[0], 4],
+            "log_dirs": [dirs[reps[0]], lab.log_dirs(4)[2]]}
+    execution_id = start_execution(url, lab.cluster, [move])
+    wait_copying(lab, p, 4, size_of(lab, p))
+    assert broker_throttles(lab), "a copy in progress runs under throttles"
+    api(url, "POST", f"/api/v1/executions/{execution_id}/stop", json={"rollback": True})
+    done = execution_end(url, execution_id, 120)
+    left = wait_for_clean(lab)
+    print(f"\nstopped mid-copy with rollback: execution {done['status']}, in flight {in_flight(lab)}, left {left}")
+    assert not left, f"throttle configs left after a stop: {left}"
+    assert not in_flight(lab)
+    assert placement(lab)[p][0] == reps  # rolled back
+
+
+def test_lease_refuses_a_second_executor_and_its_successor_cleans_after_kill9(
+        lab: Lab, governed: tuple[Service, str], tmp_path: Path) -> None:
+    _, url = governed
+    now = placement(lab)
+    free = sorted(q for q, (reps, _, _) in now.items() if 4 not in reps)
+    p, q = free[0], free[1]
+    reps, _, dirs = now[p]
+    cli_plan = tmp_path / "cli-plan.json"
+    cli_plan.write_text(json.dumps(plan_doc(lab.cluster, [
+        {"topic": TOPIC, "partition": p, "replicas": [reps[0], 4], "log_dirs": [dirs[reps[0]], lab.log_dirs(4)[0]]}])))
+    cli = subprocess.Popen([sys.executable, "-m", "controlplane.cli", "exec", "run", "-p", str(cli_plan),
+                            "-c", lab.cluster, "-e", str(lab.endpoints_file), "--throttle", f"fixed:{RATE}",
+                            "--interval", "1", "--lease-intervals", "5", "--quiet",
+                            "--state-file", str(tmp_path / "cli-exec.json")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_copying(lab, p, 4, size_of(lab, p))
+        reps_q, _, dirs_q = now[q]
+        service_move = {"topic": TOPIC, "partition": q, "replicas": [reps_q[0], 4],
+                        "log_dirs": [dirs_q[reps_q[0]], lab.log_dirs(4)[1]]}
+        plan_id = api(url, "POST", "/api/v1/plans/import", json=plan_doc(lab.cluster, [service_move]))["plan_id"]
+        api(url, "POST", f"/api/v1/plans/{plan_id}/approve")
+        refused = httpx.post(f"{url}/api/v1/plans/{plan_id}/execute", headers=H, timeout=30,
+                             json={"throttle": {"mode": "fixed", "fixed_rate": RATE}})
+        assert refused.status_code == 409 and "lease" in refused.text.lower(), refused.text
+        os.killpg(cli.pid, signal.SIGKILL)
+        cli.wait(10)
+        killed_at = time.monotonic()
+        assert broker_throttles(lab), "the killed executor's throttles are still set"
+        assert in_flight(lab), "the killed executor's move is still in flight"
+
+        def successor() -> int | None:
+            r = httpx.post(f"{url}/api/v1/plans/{plan_id}/execute", headers=H, timeout=30,
+                           json={"throttle": {"mode": "fixed", "fixed_rate": RATE}})
+            return int(r.json()["execution_id"]) if r.status_code == 201 else None
+        execution_id = wait_for("the lease to expire and the service to take over", successor, 60, 1.0)
+        took_over = time.monotonic() - killed_at
+        done = execution_end(url, execution_id, 240)
+        left = wait_for_clean(lab)
+        print(f"\nsecond executor refused (409, lease held); CLI executor killed -9 mid-copy; the service took the "
+              f"lease {took_over:.0f} s later, cancelled the dead holder's move, ran its own to {done['status']}; "
+              f"throttle configs left: {left}")
+        assert done["status"] == "completed", done["status"]
+        assert not left, f"throttle configs left after kill -9 of the executor: {left}"
+        assert not in_flight(lab)
+        after = placement(lab)
+        assert after[p][0] == reps  # the dead holder's move was cancelled (reverted), never left unthrottled
+        assert 4 in after[q][0]
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
