@@ -19,6 +19,9 @@ Method
     * otherwise the largest epoch <= the requested one and the start offset of the first larger epoch;
       none smaller: ``(requested, start of the first larger epoch)``; none larger: ``(-1, -1)``.
 
+    :func:`epoch_at` is ``epochForOffset``: the epoch a batch at an offset was written in (a broker stamps
+    each batch it appends with its leader epoch, which is what a consumer's position carries).
+
     kafkasim keeps one log per partition (no per-replica divergence), so one history per partition is
     every replica's cache.
 
@@ -77,3 +80,13 @@ def end_offset_for(history: list[EpochEntry], requested: int, log_end: int) -> E
     if higher == 0:
         return requested, history[0][1]
     return history[higher - 1][0], history[higher][1]
+
+
+def epoch_at(history: list[EpochEntry], offset: int) -> tuple[int, int | None]:
+    """The leader epoch ``offset`` was written in (Kafka's ``epochForOffset``: the entry with the largest start
+    offset <= ``offset``; -1 before the first) and where the next epoch starts (None: ``offset`` is in the
+    latest epoch).  A broker stamps every batch with its epoch, and no batch spans two epochs."""
+    starts = [s for _, s in history]
+    k = bisect.bisect_right(starts, offset)
+    epoch = history[k - 1][0] if k > 0 else UNDEFINED_EPOCH
+    return epoch, history[k][1] if k < len(history) else None

@@ -31,7 +31,7 @@ from typing import Any
 
 from kafkasim import configs as kc
 from kafkasim import model as m
-from kafkasim.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, end_offset_for, truncate_from_start
+from kafkasim.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, end_offset_for, epoch_at, truncate_from_start
 from kafkasim.groups import GROUP_VERSIONS, GroupCoordinator
 from kafkasim.model import Broker, Cluster, SimError
 from kafkasim.records import split_batches, store_batches, synthetic_batch
@@ -561,18 +561,21 @@ class Handler:
                     if p.leader != b.id:
                         raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
                     start, end = cl.engine.partition_offsets(p.slot)
-                    epoch = p.leader_epoch
+                    history = truncate_from_start(p.epochs, start)
+                    epoch = history[-1][0]  # LATEST: the latest epoch
                     if rp.timestamp == -1:
                         off = end
                     elif rp.timestamp == -2:
-                        off = start
+                        off, epoch = start, history[0][0]  # EARLIEST: the epoch at the log start
                     elif rp.timestamp == -3:
                         off = max(end - 1, 0)
+                        epoch = epoch_at(history, off)[0]
                     else:
                         off = end
                         for base, _last, max_ts, _buf in p.batches:
                             if max_ts >= rp.timestamp:
                                 off, ts = base, max_ts
+                                epoch = epoch_at(history, off)[0]  # the found batch's epoch
                                 break
                 except SimError as e:
                     code = e.code

@@ -7,16 +7,19 @@ truncateFromStart, endOffsetFor); the handler cases follow ``ReplicaManager.last
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pytest
 
 from kafkasim import model as m
 from kafkasim.engine import Engine
-from kafkasim.epochs import assign, end_offset_for, truncate_from_start
+from kafkasim.epochs import assign, end_offset_for, epoch_at, truncate_from_start
 from kafkasim.model import Cluster
 from kafkasim.protocol import Handler
+from kafkasim.records import split_batches, store_batches, synthetic_batch
 from kafkasim.wire import REGISTRY, ReqContext, api_versions_list, encode_response
+from tests.records import record_batch
 
 UNDEF = (-1, -1)
 
@@ -206,3 +209,44 @@ def test_fencing_hosting_and_leadership_errors() -> None:
 
 def test_offset_for_leader_epoch_is_advertised_with_kafka_python_versions() -> None:
     assert (23, 2, 4) in api_versions_list()
+
+
+# ---------------------------------------------------------------- batches carry their epoch
+
+def test_epoch_at_an_offset() -> None:
+    h = history((0, 0), (2, 100), (5, 250))
+    assert epoch_at(h, 0) == (0, 100) and epoch_at(h, 99) == (0, 100)
+    assert epoch_at(h, 100) == (2, 250) and epoch_at(h, 300) == (5, None)
+    assert epoch_at(history((3, 10)), 5) == (-1, 10)
+
+
+def test_batches_are_stamped_with_the_epoch_they_were_written_in() -> None:
+    c = cluster()
+    p = c.partition("t", 0)
+    set_offsets(c, 0, 100)
+    c.set_broker_alive(1, False)  # epoch 1 from offset 100
+    c.engine.f["msg_size"][p.slot] = 100.0
+    first = synthetic_batch(c, p, 90, 120, 1 << 20)
+    (batch,) = split_batches(first)
+    assert struct.unpack_from(">i", first, 12)[0] == 0  # epoch 0
+    assert batch[1] == 10  # offsets 90..99: the batch stops where epoch 1 starts
+    later = synthetic_batch(c, p, 100, 120, 1 << 20)
+    assert struct.unpack_from(">i", later, 12)[0] == 1
+    base, _, _ = store_batches(c, p, record_batch([b"x", b"y"]))
+    stored = p.batches[-1][3]
+    assert struct.unpack_from(">q", stored, 0)[0] == base and struct.unpack_from(">i", stored, 12)[0] == 1
+    assert split_batches(stored)  # still a valid batch (the epoch is outside the CRC)
+
+
+def test_list_offsets_reports_the_epoch_of_the_offset_found() -> None:
+    c = cluster()
+    set_offsets(c, 0, 100)
+    c.set_broker_alive(1, False)
+    set_offsets(c, 0, 150)
+    Q = REGISTRY[2]["request"]
+    T = Q.ListOffsetsTopic
+    req = Q(version=7, replica_id=-1, isolation_level=0, topics=[T(name="t", partitions=[
+        T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts) for ts in (-2, -1, -3)])])
+    resp = Handler().handle(ReqContext("x", "127.0.0.1", c, c.brokers[2]), 2, 7, req)
+    got = [(p.offset, p.leader_epoch) for p in resp.topics[0].partitions]
+    assert got == [(0, 0), (150, 1), (149, 1)]
