@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import IncompatibleBrokerVersion
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.structs import OffsetAndMetadata
 
 from kafkasim.wire import REGISTRY, min_version
 from tests.integration.kafkasim_support import Sim, start_sim
@@ -116,3 +117,26 @@ def test_kafka_python_refuses_unadvertised_apis_without_sending_them(sim: Sim) -
         assert admin.describe_cluster()["cluster_id"]  # the client is still healthy
     finally:
         admin.close()
+
+
+def test_an_idempotent_producer_gets_a_producer_id_and_a_group_is_deleted(sim: Sim) -> None:
+    """InitProducerId (kafka-python's producer is idempotent by default since KIP-679) and DeleteGroups (an emptied
+    real group; a simulated group is refused as NON_EMPTY_GROUP, an unknown one as GROUP_ID_NOT_FOUND)."""
+    bs = sim.bootstrap("east")
+    producer = KafkaProducer(bootstrap_servers=bs)
+    admin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=10000)
+    try:
+        producer.send("orders", b"x", partition=0).get(10)
+        assert producer._transaction_manager.producer_id_and_epoch.producer_id >= 1000
+        consumer = KafkaConsumer(bootstrap_servers=bs, group_id="fidelity-g", enable_auto_commit=False)
+        consumer.assign([TopicPartition("orders", 0)])
+        consumer.commit({TopicPartition("orders", 0): OffsetAndMetadata(1, "", -1)})
+        consumer.close()
+        assert "fidelity-g" in {g["group_id"] for g in admin.list_groups()}
+        got = admin.delete_groups(["fidelity-g", "orders-consumer-tail-1", "nope"])
+        assert got == {"fidelity-g": "OK", "orders-consumer-tail-1": "NonEmptyGroupError",
+                       "nope": "GroupIdNotFoundError"}
+        assert "fidelity-g" not in {g["group_id"] for g in admin.list_groups()}
+    finally:
+        admin.close()
+        producer.close()
