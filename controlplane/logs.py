@@ -20,11 +20,17 @@ Method
     bearer tokens, ``password=...`` pairs and every secret the process registered when it read it.
     Third-party loggers (uvicorn, pysyncobj, kafka-python, apscheduler) propagate to the root, so
     their lines get the same format and the same masking; kafka-python's per-connection chatter is
-    held at WARNING unless the level asked for is DEBUG.
+    held at WARNING unless the level asked for is DEBUG.  ERROR means an operator must act, so the
+    handler's :class:`RetriedErrorFilter` writes kafka-python's ERROR records as WARNING: the library
+    reconnects, refreshes metadata and retries on its own (a dead broker's refused connections, a
+    position it re-validates), and what it gives up on reaches Guardian's code as an exception, which
+    logs at the level the failure deserves.  (The record is changed in place, so handlers after this
+    one see WARNING too.)
 
 Guarantee
     After :func:`setup_logging`, a record reaching the root handler is written on one line with no
-    registered secret and no URL password in it.  Calling it again changes level/format in place.
+    registered secret and no URL password in it, and no kafka-python record is written above WARNING
+    but a CRITICAL one.  Calling it again changes level/format in place.
 
 Cost
     Per record one ``%`` merge, the redactor's regular expressions (a few µs) and one write.
@@ -78,6 +84,19 @@ class RedactingFilter(logging.Filter):
             record.exc_text = redact(record.exc_text)
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
+        return True
+
+
+_RETRIED_BY_LIBRARY = ("kafka",)  # logger trees whose ERROR lines report what the library retries itself
+
+
+class RetriedErrorFilter(logging.Filter):
+    """ERROR records of kafka-python's loggers (``kafka``, ``kafka.*``) become WARNING; others pass as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and any(
+                record.name == root or record.name.startswith(root + ".") for root in _RETRIED_BY_LIBRARY):
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
         return True
 
 
@@ -138,6 +157,7 @@ def setup_logging(level: str = "INFO", fmt: LogFormat = "text", stream: TextIO |
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter(fmt))
+    handler.addFilter(RetriedErrorFilter())
     handler.addFilter(RedactingFilter())
     root.addHandler(handler)
     root.setLevel(name)

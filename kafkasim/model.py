@@ -41,6 +41,8 @@ from kafkasim.configs import (
     parse_partition_rates,
     parse_throttled_replicas,
 )
+from kafkasim.epochs import assign as assign_epoch
+from kafkasim.epochs import truncate_from_start
 
 REASSIGNMENT_LOG_MAX = 10_000
 """Entries of :attr:`Cluster.reassignment_log` kept (oldest dropped; the per-partition counts never are)."""
@@ -74,6 +76,8 @@ PREFERRED_LEADER_NOT_AVAILABLE = 80
 NO_REASSIGNMENT_IN_PROGRESS = 85
 INVALID_RECORD = 87
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
 # group coordinator errors (kafkasim.groups)
 OFFSET_METADATA_TOO_LARGE = 12
 NOT_COORDINATOR = 16
@@ -179,6 +183,9 @@ class Partition:
     isr: list[int]
     log_dirs: dict[int, int]
     leader_epoch: int = 0
+    epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
+    """Leader-epoch history ``(epoch, start offset)`` (:mod:`kafkasim.epochs`); only :meth:`Cluster.set_leader`
+    changes it."""
     reassignment: Reassignment | None = None
     futures: dict[int, FutureReplica] = field(default_factory=dict)
     batches: deque[tuple[int, int, int, bytes]] = field(default_factory=deque)
@@ -499,6 +506,18 @@ class Cluster:
         return cur
 
     # ---------------------------------------------------------------- leadership
+    def set_leader(self, p: Partition, leader: int) -> None:
+        """Leadership of ``p`` moves to ``leader`` (-1: no leader): the leader epoch goes up by one, and a new
+        leader starts its epoch at the log end offset (Kafka's ``Partition.makeLeader`` assigns the epoch's
+        start offset in the leader-epoch cache; retention first trims entries before the log start)."""
+        p.leader = leader
+        p.leader_epoch += 1
+        if leader < 0:
+            return  # no broker becomes leader: no log records this epoch
+        start, end = self.engine.partition_offsets(p.slot) if self.engine is not None else (0, 0)
+        p.epochs = truncate_from_start(p.epochs, start)
+        assign_epoch(p.epochs, p.leader_epoch, end)
+
     def elect_preferred(self, p: Partition) -> int:
         """Make the first alive in-sync replica of the assignment leader; returns an error code."""
         pref = p.replicas[0]
@@ -506,8 +525,7 @@ class Cluster:
             return ELECTION_NOT_NEEDED
         if not self.brokers[pref].alive or pref not in p.isr:
             return PREFERRED_LEADER_NOT_AVAILABLE
-        p.leader = pref
-        p.leader_epoch += 1
+        self.set_leader(p, pref)
         if self.engine is not None:
             self.engine.mark_dirty()
         return NONE
@@ -534,8 +552,7 @@ class Cluster:
                     if broker_id in p.isr:
                         p.isr = [r for r in p.isr if r != broker_id]
                     if p.leader == broker_id:
-                        p.leader = p.isr[0] if p.isr else -1
-                        p.leader_epoch += 1
+                        self.set_leader(p, p.isr[0] if p.isr else -1)
                     if not adding and total_in is not None:
                         p.down_mark[broker_id] = float(total_in[p.slot]) - p.catchup.pop(broker_id, 0.0)
                 else:
@@ -550,8 +567,7 @@ class Cluster:
                     if p.leader == -1:
                         p.catchup.clear()
                         p.isr = [broker_id]
-                        p.leader = broker_id
-                        p.leader_epoch += 1
+                        self.set_leader(p, broker_id)
         if self.engine is not None:
             self.engine.mark_dirty()
 
@@ -579,8 +595,7 @@ class Cluster:
                     p.isr = [r for r in p.isr if r != broker_id]
                 if p.leader == broker_id:
                     alive = [r for r in p.isr if self.brokers[r].alive]
-                    p.leader = alive[0] if alive else -1
-                    p.leader_epoch += 1
+                    self.set_leader(p, alive[0] if alive else -1)
         if self.engine is not None:
             self.engine.mark_dirty()
         return hit
@@ -601,8 +616,7 @@ class Cluster:
                     del p.log_dirs[b]
             if p.leader not in orig:
                 alive = [r for r in p.isr if self.brokers[r].alive]
-                p.leader = alive[0] if alive else -1
-                p.leader_epoch += 1
+                self.set_leader(p, alive[0] if alive else -1)
         else:
             self.validate_assignment(replicas)
             orig = p.reassignment.original if p.reassignment else list(p.replicas)
@@ -680,8 +694,7 @@ class Cluster:
         p.futures = {b: f for b, f in p.futures.items() if b in ra.target}
         p.reassignment = None
         if p.leader not in p.isr:
-            p.leader = p.isr[0] if p.isr else -1
-            p.leader_epoch += 1
+            self.set_leader(p, p.isr[0] if p.isr else -1)
         if self.engine is not None:
             self.engine.mark_dirty()
 

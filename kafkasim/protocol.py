@@ -31,6 +31,7 @@ from typing import Any
 
 from kafkasim import configs as kc
 from kafkasim import model as m
+from kafkasim.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, end_offset_for, epoch_at, truncate_from_start
 from kafkasim.groups import GROUP_VERSIONS, GroupCoordinator
 from kafkasim.model import Broker, Cluster, SimError
 from kafkasim.records import split_batches, store_batches, synthetic_batch
@@ -479,8 +480,8 @@ class Handler:
                     else:
                         alive = [r for r in p.replicas if cl.brokers[r].alive]
                         if alive:
-                            p.leader, p.isr = alive[0], [alive[0]]
-                            p.leader_epoch += 1
+                            p.isr = [alive[0]]
+                            cl.set_leader(p, alive[0])
                             cl.engine.mark_dirty()
                             code = 0
                         else:
@@ -560,24 +561,69 @@ class Handler:
                     if p.leader != b.id:
                         raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
                     start, end = cl.engine.partition_offsets(p.slot)
-                    epoch = p.leader_epoch
+                    history = truncate_from_start(p.epochs, start)
+                    epoch = history[-1][0]  # LATEST: the latest epoch
                     if rp.timestamp == -1:
                         off = end
                     elif rp.timestamp == -2:
-                        off = start
+                        off, epoch = start, history[0][0]  # EARLIEST: the epoch at the log start
                     elif rp.timestamp == -3:
                         off = max(end - 1, 0)
+                        epoch = epoch_at(history, off)[0]
                     else:
                         off = end
                         for base, _last, max_ts, _buf in p.batches:
                             if max_ts >= rp.timestamp:
                                 off, ts = base, max_ts
+                                epoch = epoch_at(history, off)[0]  # the found batch's epoch
                                 break
                 except SimError as e:
                     code = e.code
                 parts.append(RT.ListOffsetsPartitionResponse(partition_index=rp.partition_index, error_code=code,
                                                              timestamp=ts, offset=off, leader_epoch=epoch))
             out.append(RT(name=t.name, partitions=parts))
+        return R(version=v, throttle_time_ms=0, topics=out)
+
+    # -- 23 OffsetForLeaderEpoch
+    def api_23(self, ctx: ReqContext, v: int, req: Any) -> Any:
+        """Per partition, where the requested leader epoch ended (KIP-101/KIP-320), as Kafka's
+        ``ReplicaManager.lastOffsetForLeaderEpoch``: an offline replica answers KAFKA_STORAGE_ERROR, a broker
+        not hosting the partition NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION if no such partition);
+        then ``current_leader_epoch`` (unless -1) is checked against the partition's epoch (older:
+        FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH); only the leader answers (followers too:
+        NOT_LEADER_OR_FOLLOWER, whatever ``replica_id``); the answer is
+        :func:`kafkasim.epochs.end_offset_for` over the history trimmed to the log start, ``(-1, -1)``
+        with no error when undefined."""
+        cl, b = ctx.cluster, ctx.broker
+        R = REGISTRY[23]["response"]
+        RT = R.OffsetForLeaderTopicResult
+        out = []
+        for t in req.topics:
+            parts = []
+            for rp in t.partitions:
+                code, epoch, end = 0, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+                try:
+                    p = cl.partition(t.topic, rp.partition)
+                    if b.id not in p.replicas:
+                        raise SimError(m.NOT_LEADER_OR_FOLLOWER, "replica not hosted here")
+                    if cl.replica_offline(p, b.id):
+                        raise SimError(m.KAFKA_STORAGE_ERROR, "replica offline")
+                    current = rp.current_leader_epoch
+                    if current != -1 and p.leader_epoch > current:
+                        raise SimError(m.FENCED_LEADER_EPOCH, "fenced leader epoch")
+                    if current != -1 and p.leader_epoch < current:
+                        raise SimError(m.UNKNOWN_LEADER_EPOCH, "unknown leader epoch")
+                    if p.leader != b.id:
+                        raise SimError(m.NOT_LEADER_OR_FOLLOWER, "not leader")
+                    start, leo = cl.engine.partition_offsets(p.slot)
+                    epoch, end = end_offset_for(truncate_from_start(p.epochs, start), rp.leader_epoch, leo)
+                    if end == UNDEFINED_EPOCH_OFFSET:
+                        epoch = UNDEFINED_EPOCH  # UnifiedLog.endOffsetForEpoch: None -> the response's defaults
+                except SimError as e:
+                    code = e.code
+                parts.append(RT.EpochEndOffset(error_code=code, partition=rp.partition, leader_epoch=epoch,
+                                               end_offset=end))
+            out.append(RT(topic=t.topic, partitions=parts))
         return R(version=v, throttle_time_ms=0, topics=out)
 
     # -- 0 Produce

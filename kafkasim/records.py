@@ -2,7 +2,8 @@
 
 Goal: real Produce/Fetch clients see a consistent log although most of it is simulated traffic.
 Method: :func:`split_batches` reads v2 batch headers (no decompression); :func:`store_batches`
-keeps real batches per partition with Kafka offsets from the engine; :func:`synthetic_batch`
+keeps real batches per partition with Kafka offsets from the engine and the leader's epoch stamped in, as a
+broker stamps them; :func:`synthetic_batch`
 builds records for offsets produced by the simulation.
 Guarantee: stored memory is bounded (``Cluster.max_batch_bytes_per_partition`` per partition,
 ``Engine.batch_budget`` overall; oldest batches are evicted first and then read as simulated records).
@@ -17,6 +18,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c
 
 from kafkasim import model as m
+from kafkasim.epochs import epoch_at
 from kafkasim.model import Cluster, Partition, SimError
 
 BATCH_HEADER = 61
@@ -82,7 +84,8 @@ def store_batches(cl: Cluster, p: Partition, records: bytes, log_append_ms: int 
         base = eng.append_real(p.slot, len(raw), last_delta + 1)
         if first < 0:
             first = base
-        buf = struct.pack(">q", base) + raw[8:]
+        # the broker's offsets and its leader epoch, as Kafka's LogValidator stamps them (outside the CRC)
+        buf = struct.pack(">q", base) + raw[8:12] + struct.pack(">i", p.leader_epoch) + raw[16:]
         p.batches.append((base, base + last_delta, max_ts, buf))
         for cb in eng.append_listeners:
             cb(cl, p, p.batches[-1])
@@ -115,9 +118,13 @@ _FILL = b"kafkasim-simulated-record:" * 64
 def synthetic_batch(cl: Cluster, p: Partition, start: int, end: int, max_bytes: int) -> bytes:
     """Records standing in for simulated producer traffic at offsets [start, end) (at least one record).
 
-    Values are ``msg_size`` bytes of filler (capped at 64 KiB); timestamps are the simulated clock.
+    Values are ``msg_size`` bytes of filler (capped at 64 KiB); timestamps are the simulated clock; the batch
+    carries the leader epoch its first offset was produced in and stops where the next epoch starts.
     """
     eng = cl.engine
+    epoch, next_epoch = epoch_at(p.epochs, start)
+    if next_epoch is not None and next_epoch > start:
+        end = min(end, next_epoch)  # a batch never spans two leader epochs
     msg = int(min(max(float(eng.f["msg_size"][p.slot]), 1.0), 65536.0))
     count = int(max(1, min(end - start, SYNTH_MAX_RECORDS, max_bytes // (msg + 24))))
     value = (_FILL * (msg // len(_FILL) + 1))[:msg]
@@ -127,4 +134,6 @@ def synthetic_batch(cl: Cluster, p: Partition, start: int, end: int, max_bytes: 
     for _ in range(count):
         builder.append(ts, None, value)
     builder.close()
-    return bytes(builder.buffer())
+    buf = bytearray(builder.buffer())
+    struct.pack_into(">i", buf, 12, max(epoch, 0))  # the epoch these offsets were produced in
+    return bytes(buf)

@@ -78,6 +78,7 @@ SUPPORTED: dict[int, int] = {
     19: 7,  # CreateTopics
     20: 6,  # DeleteTopics
     22: 4,  # InitProducerId
+    23: 4,  # OffsetForLeaderEpoch (kafka-python's schema: 2-4, as Kafka 4.x)
     32: 4,  # DescribeConfigs
     33: 2,  # AlterConfigs
     34: 2,  # AlterReplicaLogDirs

@@ -142,3 +142,27 @@ def test_clickhouse_connect_errors_do_not_carry_the_url_password(captured: io.St
         connect("http://default:ChPw-31337@127.0.0.1:1/", migrate=False)
     assert "ChPw-31337" not in str(err.value) and "default:***@127.0.0.1:1" in str(err.value)
     assert "ChPw-31337" not in captured.getvalue()
+
+
+def test_kafka_python_errors_are_written_as_warnings(captured: io.StringIO) -> None:
+    """Issue 38: kafka-python's retried failures (a dead broker's refused connections, a position it re-validates)
+    filled the controller's log with ERROR lines; ERROR is kept for what an operator must act on."""
+    logging.getLogger("kafka.consumer.fetcher").error("Fetch to node %s failed: %s", 1, "ECONNREFUSED")
+    try:
+        raise ConnectionResetError("reset by peer")
+    except ConnectionResetError:
+        logging.getLogger("kafka.net.transport").exception("Error receiving network data")
+    logging.getLogger("kafka").error("bare library logger")
+    logging.getLogger("kafka.conn").critical("still critical")
+    logging.getLogger("kafkaio.admin").error("guardian's own kafka edge keeps its level")
+    logging.getLogger("guardian.executor").error("plan refused")
+    got = lines(captured)
+    assert [line.split(" ", 2)[1:] for line in got] == [
+        ["WARNING", "kafka.consumer.fetcher: Fetch to node 1 failed: ECONNREFUSED"],
+        ["WARNING", got[1].split(" ", 2)[2]],
+        ["WARNING", "kafka: bare library logger"],
+        ["CRITICAL", "kafka.conn: still critical"],
+        ["ERROR", "kafkaio.admin: guardian's own kafka edge keeps its level"],
+        ["ERROR", "guardian.executor: plan refused"],
+    ]
+    assert "Error receiving network data" in got[1] and "ConnectionResetError: reset by peer" in got[1]
