@@ -1,4 +1,4 @@
-"""``guardian lab up|down|status|kill-broker|start-broker``: real Kafka brokers on this machine.
+"""``guardian lab up|down|status|jars|kill-broker|start-broker``: real Kafka brokers on this machine.
 
 Goal: the operator's (and the tests') handle on :mod:`kafkalab.lab`, with a clear message and exit code 2
 for anything refused, never a traceback.
@@ -20,6 +20,7 @@ import typer
 
 from kafkalab.disks import DiskMode
 from kafkalab.errors import LabError
+from kafkalab.jars import ensure_jars
 from kafkalab.lab import DEFAULT_DIR, LabSpec, down, kill_node, start_node, status, up
 
 DirOption = typer.Option(Path(os.environ.get("GUARDIAN_LAB_DIR", str(DEFAULT_DIR))), "--dir",
@@ -80,6 +81,15 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(doc["endpoints"], indent=2, sort_keys=True))
         elif endpoints_file is not None:
             typer.echo(str(endpoints_file))
+
+    @app.command("jars")
+    def lab_jars() -> None:
+        """Fetch the lab's jars from Maven Central once (kafkalab/pom.xml) and print where they are."""
+        try:
+            jars = ensure_jars()
+        except LabError as exc:
+            raise _fail(exc) from None
+        typer.echo(f"Kafka {jars.kafka_version} and {jars.agent.name} in {jars.directory}")
 
     @app.command("down")
     def lab_down(directory: Path = DirOption,
