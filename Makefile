@@ -6,10 +6,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help venv test unit lint demo bench cluster clean
+.PHONY: help venv lab-jars test unit lint demo demo-kafka bench cluster clean
 
 help:
 	@echo "make demo   - run the Guardian demo on embedded defaults"
+	@echo "make demo-kafka - the same acts on real Apache Kafka brokers (guardian lab; needs root for loop devices)"
 	@echo "make test   - lint (ruff, mypy, import contracts) and the test suite"
 	@echo "make lint   - ruff + mypy + import-linter only"
 	@echo "make cluster - three local controller nodes (Raft) until Ctrl-C"
@@ -30,6 +31,17 @@ $(STAMP): pyproject.toml
 	command -v systemd-analyze >/dev/null || (apt-get update -qq && apt-get install -y -qq systemd) || echo "WARNING: systemd not installed (unit verification will skip)"
 	@touch $(STAMP)
 
+# guardian lab: Maven for the jars, node_exporter for the disks, mkfs.ext4/losetup for the loop devices
+LAB_STAMP := $(VENV)/.lab-installed
+$(LAB_STAMP): $(STAMP) kafkalab/pom.xml
+	command -v mvn >/dev/null || (apt-get update -qq && apt-get install -y -qq maven)
+	command -v prometheus-node-exporter >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus-node-exporter)
+	command -v mkfs.ext4 >/dev/null || (apt-get update -qq && apt-get install -y -qq e2fsprogs)
+	$(BIN)/guardian lab jars
+	@touch $(LAB_STAMP)
+
+lab-jars: $(LAB_STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -38,11 +50,14 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
 
-test: lint
-	$(BIN)/python -m pytest -q -m "not bench" $(PYTEST_ARGS)
+test: lint $(LAB_STAMP)
+	GUARDIAN_REQUIRE_LAB=1 $(BIN)/python -m pytest -q -m "not bench" $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m controlplane.demo
+
+demo-kafka: $(LAB_STAMP)
+	$(BIN)/python -m controlplane.demo --kafka
 
 cluster: $(STAMP)
 	$(BIN)/guardian cluster --nodes 3
