@@ -116,7 +116,9 @@ class KafkaAdmin:
                                                           tuple(v["removing_replicas"]))
                    for tp, v in a.list_partition_reassignments().items()}
             cluster = a.describe_cluster()
-            alive = frozenset(int(b["broker_id"]) for b in cluster["brokers"])
+            # kafka-python asks for fenced brokers too (KRaft: a broker that stopped heartbeating stays listed,
+            # fenced, until it is unregistered); a fenced broker answers nothing and leads nothing
+            alive = frozenset(int(b["broker_id"]) for b in cluster["brokers"] if not b.get("is_fenced"))
             racks = {int(b["broker_id"]): str(b.get("rack") or "") for b in cluster["brokers"]}
             parts: dict[TP, PartitionMeta] = {}
             sizes: dict[str, int] = {}

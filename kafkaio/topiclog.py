@@ -58,14 +58,29 @@ def _leader(a: Any, topic: str) -> int:
     raise kerrors.LeaderNotAvailableError(f"{topic}-0 has no leader")
 
 
+CREATE_VISIBLE_S = 10.0
+"""How long a created topic may take to show in the metadata with a leader."""
+
+
 def ensure_topic(a: Any, topic: str, configs: Mapping[str, str]) -> None:
     """Create ``topic`` (one partition, RF min(3, brokers)) with ``configs`` unless it exists."""
     if any(str(t.get("name") or t.get("topic")) == topic and not t.get("error_code")
            for t in a.describe_topics([topic])):
         return
-    rf = min(3, len(a.describe_cluster()["brokers"]))
+    rf = min(3, len([b for b in a.describe_cluster()["brokers"] if not b.get("is_fenced")]))
     with contextlib.suppress(kerrors.TopicAlreadyExistsError):  # another executor created it first
         a.create_topics([NewTopic(topic, 1, rf, topic_configs=dict(configs))])
+    # Kafka's controller answers CreateTopics before every broker's metadata has the topic: a read at once may
+    # reach a broker that answers UNKNOWN_TOPIC_OR_PARTITION (seen on Kafka 4.2). Wait until it has a leader.
+    deadline = time.monotonic() + CREATE_VISIBLE_S
+    while True:
+        try:
+            _leader(a, topic)
+            return
+        except (kerrors.UnknownTopicOrPartitionError, kerrors.LeaderNotAvailableError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def append(a: Any, topic: str, key: bytes, value: bytes, timeout_ms: int = 15000) -> tuple[int, int]:
