@@ -254,7 +254,9 @@ def set_topology(ctx: Ctx, name: str, body: TopologyIn, request: Request, who: A
 
 @router.get("/api/v1/clusters/{name}")
 def get_cluster(ctx: Ctx, name: str, _: Viewer) -> dict[str, Any]:
-    """One cluster, with the figures of its latest snapshot when there is one."""
+    """One cluster, with the figures of its latest snapshot when there is one, ``last_error`` (the latest error
+    of a loop on it that has not succeeded since: loop, kind, message, when; null when none) and ``status``
+    (per loop: last success, last error, errors in a row, overdue; errors counted by kind)."""
     cluster = cluster_or_404(ctx, name)
     snap = ctx.snapshots.get(name)
     if snap is not None:
@@ -264,6 +266,9 @@ def get_cluster(ctx: Ctx, name: str, _: Viewer) -> dict[str, Any]:
             "pools": {p: {"max_util": s.max_util, "mean_util": s.mean_util, "peak_to_mean": s.peak_to_mean}
                       for p, s in pool_stats(snap).items()}}
     cluster["maintenance"] = read(ctx, lambda s: dict(s["maintenance"].get(name, {})))
+    status = ctx.cluster_status.report(name)
+    cluster["last_error"] = status.pop("last_error")
+    cluster["status"] = status
     return cluster
 
 

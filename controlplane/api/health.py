@@ -57,7 +57,10 @@ def metrics(ctx: Ctx) -> Response:
         ctx.metrics.raft_term.set(float(status.get("term") or 0))
         ctx.metrics.raft_commit_index.set(float(status.get("commit_index") or 0))
         own = generate_latest(ctx.metrics.registry)
-        federation = ctx.metrics.federation.exposition(ctx.snapshots.entries, ctx.store.read)
+        federation = ctx.metrics.federation.exposition(
+            ctx.snapshots.entries, ctx.store.read,
+            awaited=ctx.cluster_status.expected() if status.get("is_leader") else None,
+            errors=ctx.cluster_status.error_counts)
         return Response(own + federation.encode(), media_type=CONTENT_TYPE_LATEST)
 
 
