@@ -32,7 +32,7 @@ def test_a_hanging_cluster_delays_the_pass_once_by_its_deadline_then_never() -> 
     assert first == {"a": "fine", "b": "fine"}
     assert 0.3 <= first_s < 1.0  # waited for the new hang up to its deadline, no longer
     assert fan.suspects() == {"hung"}
-    assert status.last_error("hung")["kind"] == "timeout"
+    assert (status.last_error("hung") or {}).get("kind") == "timeout"
     assert status.report("hung")["loops"]["collect"]["overdue"] is True
     for _ in range(3):  # the suspect is not waited for, and its task still in flight is not started again
         t0 = time.monotonic()
@@ -64,8 +64,8 @@ def test_errors_are_counted_by_kind_and_named_per_cluster() -> None:
     counts = status.error_counts(["east", "west", "ok", "never"])
     assert counts["east"]["auth"] == 1 and counts["west"]["unreachable"] == 1
     assert counts["ok"] == dict.fromkeys(ERROR_KINDS, 0) == counts["never"]
-    assert "refused" in status.last_error("east")["message"]
-    assert status.last_error("east")["loop"] == "executor"
+    east = status.last_error("east") or {}
+    assert "refused" in east["message"] and east["loop"] == "executor"
 
 
 def test_concurrency_is_bounded_and_suspects_never_take_a_healthy_slot() -> None:
@@ -106,7 +106,7 @@ def test_error_kinds_and_metrics_failures() -> None:
         assert error_kind(wrapped) == "unreachable"
     assert error_kind(ValueError("bad")) == "error"
     assert metrics_error({}) is None
-    kind, message = metrics_error({"https://b1:7071/metrics": "HTTP 401: 'Unauthorized'",
-                                   "https://b2:9100/metrics": "timed out"})
-    assert kind == "metrics_auth" and "b1:7071" in message
-    assert metrics_error({"https://b2:9100/metrics": "timed out"})[0] == "metrics"
+    refused = metrics_error({"https://b1:7071/metrics": "HTTP 401: 'Unauthorized'",
+                             "https://b2:9100/metrics": "timed out"})
+    assert refused is not None and refused[0] == "metrics_auth" and "b1:7071" in refused[1]
+    assert (metrics_error({"https://b2:9100/metrics": "timed out"}) or ("",))[0] == "metrics"
