@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 import kafka.errors as kerrors
 
-from kafkaio.errors import KafkaAuthError
+from kafkaio.errors import KafkaAuthError, KafkaUnreachable
 
 FAILURE_KINDS = ("auth", "unreachable", "timeout", "error")
 
@@ -36,12 +36,16 @@ def failure_kind(exc: BaseException) -> str:
             break
         if isinstance(cur, _AUTH):
             return "auth"
+        if isinstance(cur, KafkaUnreachable):
+            return "unreachable"
         if isinstance(cur, _TIMEOUT):
             return "timeout"
         if isinstance(cur, _UNREACHABLE):
             return "unreachable"
         cur = cur.__cause__ or cur.__context__
     text = str(exc).lower()
+    if "no bootstrap server reachable" in text:
+        return "unreachable"
     if "timed out" in text or "timeout" in text:
         return "timeout"
     if any(w in text for w in ("connection refused", "no brokers", "unreachable", "not reachable",

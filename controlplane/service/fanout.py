@@ -6,12 +6,14 @@ over when they stop), and is reported as that cluster's status and error, not as
 
 Method: :meth:`ClusterFanout.run` gives each cluster's work its own thread; at most ``workers`` of them
 run at once for the clusters in good standing, and at most ``suspect_workers`` for *suspect* clusters
-(whose last task ran past its deadline), so suspects never take a healthy cluster's slot. A pass waits
-for each healthy cluster's task until it ends or has run ``deadline_s`` (then it is *overdue*: recorded as
-a ``timeout`` error, its slot freed, the cluster becomes suspect) and does not wait for suspects at all.
+(whose last task failed or ran past its deadline), so suspects never take a healthy cluster's slot. A pass
+waits for each healthy cluster's task until it ends or has run ``deadline_s`` (then it is *overdue*:
+recorded as a ``timeout`` error, its slot freed, the cluster becomes suspect) and does not wait for suspects
+at all: a cluster whose calls fail slowly (a closed port: kafka-python retries until its bootstrap timeout)
+delays at most the one pass that found it failing.
 An overdue task is not killed (Python threads cannot be): it ends when its own I/O timeout fires, and a
 cluster never has two tasks of one loop in flight — a pass skips a cluster whose previous task still runs.
-A suspect cluster whose task ends within its deadline is in good standing again. Every outcome goes to
+A suspect cluster whose task succeeds within its deadline is in good standing again. Every outcome goes to
 :class:`~controlplane.service.cluster_status.ClusterStatus` (ok; error with its kind; overdue).
 
 Guarantee: a pass returns within ``ceil(healthy / workers) x deadline_s`` plus the time to start threads,
@@ -71,7 +73,7 @@ class ClusterFanout:
 
     # ------------------------------------------------------------------ views
     def suspects(self) -> set[str]:
-        """Clusters whose last task ran past the deadline and that have not finished one in time since."""
+        """Clusters whose last task failed or ran past the deadline (not waited for until one succeeds in time)."""
         with self._lock:
             return set(self._suspect)
 
@@ -157,7 +159,7 @@ class ClusterFanout:
                 if t.slot_held:
                     t.slot_held = False
                     slots.release()
-                if late:
+                if late or t.error is not None:
                     self._suspect.add(t.cluster)
                 else:
                     self._suspect.discard(t.cluster)

@@ -61,6 +61,7 @@ def test_errors_are_counted_by_kind_and_named_per_cluster() -> None:
         raise ConnectionRefusedError(111, "Connection refused")
 
     assert fan.run({"east": refused, "west": closed, "ok": lambda: 1}) == {"ok": 1}
+    assert fan.suspects() == {"east", "west"}  # failing clusters are not waited for until they succeed
     counts = status.error_counts(["east", "west", "ok", "never"])
     assert counts["east"]["auth"] == 1 and counts["west"]["unreachable"] == 1
     assert counts["ok"] == dict.fromkeys(ERROR_KINDS, 0) == counts["never"]
