@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--baseline-s", type=float, default=120.0)
+    ap.add_argument("--keep", type=Path, default=None, help="keep the nodes' data and logs under this directory")
     args = ap.parse_args(argv)
     sim = SimRunner(build_federation(federation_spec(HEALTHY + 1)))
     doc = sim.start()
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     holes = black_holes(2)
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = args.keep or Path(tmp)
         cluster = ServiceCluster(root, intervals={"auto_rebalance_check_s": 60.0})
         cluster.start_all()
         watch = Watch(cluster)

@@ -218,6 +218,9 @@ def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> N
             ctx.stop()
         executor.release_lease()
         executor.admin.close()
+        close_view = getattr(executor.scraper, "close", None)
+        if close_view is not None:  # the standalone collector's https sessions ("Unclosed client session")
+            close_view()
     final = executor.execution(execution_id) or {}
     out.print(f"execution {execution_id} {final.get('status')}: {final.get('reason', '')}", markup=False)
     if final.get("status") not in ("completed", "stopped"):

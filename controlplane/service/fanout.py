@@ -6,19 +6,21 @@ over when they stop), and is reported as that cluster's status and error, not as
 
 Method: :meth:`ClusterFanout.run` gives each cluster's work its own thread; at most ``workers`` of them
 run at once for the clusters in good standing, and at most ``suspect_workers`` for *suspect* clusters
-(whose last task failed or ran past its deadline), so suspects never take a healthy cluster's slot. A pass
+(whose last task failed, or took longer than ``patience_s``, a quarter of the deadline by default: an
+exporter that answers in 8 s), so suspects never take a healthy cluster's slot. A pass
 waits for each healthy cluster's task until it ends or has run ``deadline_s`` (then it is *overdue*:
 recorded as a ``timeout`` error, its slot freed, the cluster becomes suspect) and does not wait for suspects
 at all: a cluster whose calls fail slowly (a closed port: kafka-python retries until its bootstrap timeout)
 delays at most the one pass that found it failing.
 An overdue task is not killed (Python threads cannot be): it ends when its own I/O timeout fires, and a
 cluster never has two tasks of one loop in flight — a pass skips a cluster whose previous task still runs.
-A suspect cluster whose task succeeds within its deadline is in good standing again. Every outcome goes to
+A suspect cluster whose task succeeds within ``patience_s`` is in good standing again. Every outcome goes to
 :class:`~controlplane.service.cluster_status.ClusterStatus` (ok; error with its kind; overdue).
 
 Guarantee: a pass returns within ``ceil(healthy / workers) x deadline_s`` plus the time to start threads,
 whatever the suspect clusters do (usually within the slowest healthy cluster's time); a task's exception
-never escapes (logged through the summarising logger, counted by kind). Cost: one short-lived thread per
+never escapes (counted by kind; logged through :data:`controlplane.logs.CLIENT_ERRORS`: one line per
+cluster and kind per minute, with a count). Cost: one short-lived thread per
 cluster per pass (20 clusters x 5 loops at their intervals: a few thread starts per second).
 """
 
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.config import IntervalsConf
-from controlplane.logs import cluster_scope
+from controlplane.logs import CLIENT_ERRORS, cluster_scope
 from controlplane.service.cluster_status import ClusterStatus, error_kind
 
 log = logging.getLogger(__name__)
@@ -56,11 +58,14 @@ class ClusterFanout:
     """Runs one loop's per-cluster work (see the module docstring)."""
 
     def __init__(self, loop: str, status: ClusterStatus, *, deadline_s: float, workers: int = 8,
-                 suspect_workers: int = 4, on_error: Callable[[str, str, BaseException], None] | None = None,
+                 suspect_workers: int = 4, patience_s: float | None = None,
+                 on_error: Callable[[str, str, BaseException], None] | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.loop = loop
         self.status = status
         self.deadline_s = deadline_s
+        self.patience_s = deadline_s / 4 if patience_s is None else patience_s
+        """A task that took longer than this (but succeeded) leaves its cluster suspect: not waited for."""
         self.on_error = on_error
         """Called (cluster, kind, exception) when a task raises: the loop's own logging/counting."""
         self._slots = threading.Semaphore(max(1, workers))
@@ -73,7 +78,7 @@ class ClusterFanout:
 
     # ------------------------------------------------------------------ views
     def suspects(self) -> set[str]:
-        """Clusters whose last task failed or ran past the deadline (not waited for until one succeeds in time)."""
+        """Clusters whose last task failed or was slow (not waited for until one succeeds within ``patience_s``)."""
         with self._lock:
             return set(self._suspect)
 
@@ -136,8 +141,9 @@ class ClusterFanout:
         self.status.error(t.cluster, self.loop, "timeout",
                           f"{self.loop}: no answer within {self.deadline_s:.0f} s (still trying; other clusters "
                           "go on without it)", done=False)
-        log.warning("%s of %s: still running after %.0f s; the loop goes on without it", self.loop, t.cluster,
-                    now - (t.started or now))
+        CLIENT_ERRORS.log(log, logging.WARNING, (t.cluster, "timeout"),
+                          "%s of %s: still running after %.0f s; the loop goes on without it", self.loop, t.cluster,
+                          now - (t.started or now))
 
     def _run_task(self, t: _Task) -> None:
         slots = self._suspect_slots if t.suspect else self._slots
@@ -155,7 +161,7 @@ class ClusterFanout:
         finally:
             with self._changed:
                 t.finished = self._mono()
-                late = t.overdue or (t.started is not None and t.finished - t.started > self.deadline_s)
+                late = t.overdue or (t.started is not None and t.finished - t.started > self.patience_s)
                 if t.slot_held:
                     t.slot_held = False
                     slots.release()
@@ -180,7 +186,8 @@ class ClusterFanout:
             except Exception:
                 log.exception("%s: reporting the error of %s failed", self.loop, t.cluster)
         else:
-            log.warning("%s of %s failed (%s): %s", self.loop, t.cluster, kind, t.error)
+            CLIENT_ERRORS.log(log, logging.WARNING, (t.cluster, kind), "%s of %s failed (%s): %s", self.loop,
+                              t.cluster, kind, t.error)
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait until no task of this loop runs (tests, shutdown); False when some still do at ``timeout_s``."""

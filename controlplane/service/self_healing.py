@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from controlplane.logs import CLIENT_ERRORS
 from controlplane.service.context import ServiceContext
 from controlplane.service.fanout import ClusterFanout, loop_fanout
 from controlplane.service.notify import Notifier
@@ -149,7 +150,8 @@ class SelfHealingJob:
         if self.fanout is None:
             def failed(name: str, kind: str, exc: BaseException) -> None:
                 ctx.metrics.loop_errors.labels("self_healing").inc()
-                log.warning("self-healing of %s failed (%s): %s", name, kind, exc)
+                CLIENT_ERRORS.log(log, logging.WARNING, (name, kind),
+                                  "self-healing of %s failed (%s): %s", name, kind, exc)
 
             self.fanout = loop_fanout("self_healing", ctx.settings.intervals, ctx.cluster_status, on_error=failed)
         self.fanout.forget(set(clusters))

@@ -338,7 +338,9 @@ class ThrottleService:
         return lineage, info
 
     def _skip(self, cluster: str, at: str, trigger: str, why: str) -> dict[str, Any]:
-        log.info("throttle %s: skipped: %s", cluster, why)
+        before = self.last.get(cluster)
+        if before is None or before.skipped != why:  # said once per reason, not every pass
+            log.info("throttle %s: skipped: %s", cluster, why)
         self.last[cluster] = Evaluation(at, trigger, None, [], skipped=why)
         return {"trigger": trigger, "skipped": why, "decisions": []}
 

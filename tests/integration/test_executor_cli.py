@@ -48,6 +48,7 @@ def test_restart_mid_run_resumes_without_duplicate_submission(make_sim: Any, tmp
     second = guardian(*args)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "resuming execution" in second.stdout
+    assert "Unclosed" not in second.stderr, second.stderr[-2000:]  # its collector's sessions are closed
     final = max(read_state(state)["executions"].values(), key=lambda e: e["id"])
     assert final["status"] == "completed" and counts(final) == {"COMPLETED": len(plan.moves)}
     assert len(sim.submissions) == len(plan.moves)

@@ -71,7 +71,7 @@ def test_errors_are_counted_by_kind_and_named_per_cluster() -> None:
 
 def test_concurrency_is_bounded_and_suspects_never_take_a_healthy_slot() -> None:
     status = ClusterStatus()
-    fan = ClusterFanout("throttle", status, deadline_s=0.2, workers=2, suspect_workers=1)
+    fan = ClusterFanout("throttle", status, deadline_s=0.2, workers=2, suspect_workers=1, patience_s=0.2)
     running, peak = [0], [0]
     lock = threading.Lock()
 
@@ -111,3 +111,23 @@ def test_error_kinds_and_metrics_failures() -> None:
                              "https://b2:9100/metrics": "timed out"})
     assert refused is not None and refused[0] == "metrics_auth" and "b1:7071" in refused[1]
     assert (metrics_error({"https://b2:9100/metrics": "timed out"}) or ("",))[0] == "metrics"
+
+
+def test_a_slow_but_successful_cluster_is_not_waited_for_until_it_is_quick_again() -> None:
+    status = ClusterStatus()
+    fan = ClusterFanout("collect", status, deadline_s=2.0, patience_s=0.1)
+    delay = [0.3]
+
+    def slow_exporters() -> str:
+        time.sleep(delay[0])
+        return "round"
+
+    assert fan.run({"slow": slow_exporters}) == {"slow": "round"}  # first time: waited (within the deadline)
+    assert fan.suspects() == {"slow"} and status.last_error("slow") is None  # slow is not an error
+    t0 = time.monotonic()
+    assert fan.run({"slow": slow_exporters, "quick": lambda: 1}) == {"quick": 1}
+    assert time.monotonic() - t0 < 0.2
+    assert fan.wait_idle(5)
+    delay[0] = 0.0
+    fan.run({"slow": slow_exporters})
+    assert fan.wait_idle(5) and fan.suspects() == set()
