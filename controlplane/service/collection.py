@@ -38,7 +38,7 @@ from collectors.builder import Collected
 from collectors.collector import ClusterCollector
 from collectors.completeness import UsabilityPolicy
 from controlplane.logs import CLIENT_ERRORS, cluster_scope
-from controlplane.service.cluster_status import metrics_error
+from controlplane.service.cluster_status import error_kind, metrics_error
 from controlplane.service.clusters import ClusterBindings, ClusterClients, endpoints_of
 from controlplane.service.context import ServiceContext
 from controlplane.service.fanout import ClusterFanout, loop_fanout
@@ -112,7 +112,9 @@ class CollectionJob:
             self._collect(ctx, name, cluster, maintenance)
         except Exception as exc:
             log.warning("collection of %s failed: %s", name, exc)
+            ctx.cluster_status.error(name, "collect", error_kind(exc), f"collect: {exc}")
             return None
+        ctx.cluster_status.ok(name, "collect")
         return self.board.latest(name)
 
     def _collect(self, ctx: ServiceContext, name: str, cluster: Mapping[str, Any],
