@@ -171,7 +171,8 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
                                    bind=executor_binding(rounds, bindings),
                                    ingress=lambda cluster: partial(partition_ingress, ctx.snapshots, cluster),
                                    group=",".join(sorted({settings.raft.self_addr, *settings.raft.peers})),
-                                   fanout=loop_fanout("executor", settings.intervals, ctx.cluster_status))
+                                   fanout=loop_fanout("executor", settings.intervals, ctx.cluster_status,
+                                                      count_error=ctx.metrics.loop_errors.labels("executor").inc))
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, AutoRebalanceJob()),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),

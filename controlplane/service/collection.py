@@ -37,7 +37,7 @@ from typing import Any
 from collectors.builder import Collected
 from collectors.collector import ClusterCollector
 from collectors.completeness import UsabilityPolicy
-from controlplane.logs import CLIENT_ERRORS, cluster_scope
+from controlplane.logs import cluster_scope
 from controlplane.service.cluster_status import error_kind, metrics_error
 from controlplane.service.clusters import ClusterBindings, ClusterClients, endpoints_of
 from controlplane.service.context import ServiceContext
@@ -94,12 +94,8 @@ class CollectionJob:
 
     def _fanout_of(self, ctx: ServiceContext) -> ClusterFanout:
         if self.fanout is None:
-            def failed(name: str, kind: str, exc: BaseException) -> None:
-                ctx.metrics.loop_errors.labels("collect").inc()
-                CLIENT_ERRORS.log(log, logging.WARNING, (name, kind),
-                                  "collection of %s failed (%s): %s", name, kind, exc)
-
-            self.fanout = loop_fanout("collect", ctx.settings.intervals, ctx.cluster_status, on_error=failed)
+            self.fanout = loop_fanout("collect", ctx.settings.intervals, ctx.cluster_status,
+                                      count_error=ctx.metrics.loop_errors.labels("collect").inc)
         return self.fanout
 
     def collect(self, ctx: ServiceContext, name: str) -> Round | None:

@@ -60,6 +60,7 @@ class ClusterFanout:
     def __init__(self, loop: str, status: ClusterStatus, *, deadline_s: float, workers: int = 8,
                  suspect_workers: int = 4, patience_s: float | None = None,
                  on_error: Callable[[str, str, BaseException], None] | None = None,
+                 count_error: Callable[[], object] | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.loop = loop
         self.status = status
@@ -67,7 +68,9 @@ class ClusterFanout:
         self.patience_s = deadline_s / 4 if patience_s is None else patience_s
         """A task that took longer than this (but succeeded) leaves its cluster suspect: not waited for."""
         self.on_error = on_error
-        """Called (cluster, kind, exception) when a task raises: the loop's own logging/counting."""
+        """Called (cluster, kind, exception) when a task raises, instead of the summarised log line."""
+        self.count_error = count_error
+        """Called once per task that raised (e.g. the loop's ``guardian_loop_errors_total`` child's ``inc``)."""
         self._slots = threading.Semaphore(max(1, workers))
         self._suspect_slots = threading.Semaphore(max(1, suspect_workers))
         self._lock = threading.Lock()
@@ -180,6 +183,8 @@ class ClusterFanout:
             return
         kind = error_kind(t.error)
         self.status.error(t.cluster, self.loop, kind, f"{self.loop}: {t.error}")
+        if self.count_error is not None:
+            self.count_error()
         if self.on_error is not None:
             try:
                 self.on_error(t.cluster, kind, t.error)
@@ -202,8 +207,8 @@ class ClusterFanout:
 
 
 def loop_fanout(loop: str, intervals: IntervalsConf, status: ClusterStatus,
-                on_error: Callable[[str, str, BaseException], None] | None = None) -> ClusterFanout:
+                count_error: Callable[[], object] | None = None) -> ClusterFanout:
     """The fan-out of loop ``loop`` as ``[intervals]`` configures it (``cluster_deadline_s``, ``cluster_workers``;
-    half as many slots again for suspect clusters)."""
+    half as many slots again for suspect clusters); ``count_error`` is called per failed task."""
     return ClusterFanout(loop, status, deadline_s=intervals.cluster_deadline_s, workers=intervals.cluster_workers,
-                         suspect_workers=max(1, intervals.cluster_workers // 2), on_error=on_error)
+                         suspect_workers=max(1, intervals.cluster_workers // 2), count_error=count_error)

@@ -43,7 +43,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from controlplane.logs import CLIENT_ERRORS
 from controlplane.service.context import ServiceContext
 from controlplane.service.fanout import ClusterFanout, loop_fanout
 from controlplane.service.notify import Notifier
@@ -148,12 +147,8 @@ class SelfHealingJob:
             self.history.pop(gone, None)
             self.seen.pop(gone, None)
         if self.fanout is None:
-            def failed(name: str, kind: str, exc: BaseException) -> None:
-                ctx.metrics.loop_errors.labels("self_healing").inc()
-                CLIENT_ERRORS.log(log, logging.WARNING, (name, kind),
-                                  "self-healing of %s failed (%s): %s", name, kind, exc)
-
-            self.fanout = loop_fanout("self_healing", ctx.settings.intervals, ctx.cluster_status, on_error=failed)
+            self.fanout = loop_fanout("self_healing", ctx.settings.intervals, ctx.cluster_status,
+                                      count_error=ctx.metrics.loop_errors.labels("self_healing").inc)
         self.fanout.forget(set(clusters))
         done = self.fanout.run({name: partial(self.run_cluster, ctx, name, HealingSettings.of(settings.get(name)),
                                               maintenance.get(name, frozenset())) for name in clusters})
