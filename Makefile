@@ -57,7 +57,7 @@ demo: $(STAMP)
 	$(BIN)/python -m controlplane.demo
 
 demo-kafka: $(LAB_STAMP)
-	$(BIN)/python -m controlplane.demo --kafka
+	$(BIN)/python -m controlplane.demo_kafka
 
 cluster: $(STAMP)
 	$(BIN)/guardian cluster --nodes 3

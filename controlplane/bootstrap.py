@@ -29,10 +29,11 @@ from controlplane.api.app import create_app
 from controlplane.config import ROLE_RANK, HttpConf, Settings, TokenConf, hash_token
 from controlplane.executor.service import ExecutorService
 from controlplane.service.analytics_job import AnalyticsJob
-from controlplane.service.auto_rebalance import run_auto_rebalance
+from controlplane.service.auto_rebalance import AutoRebalanceJob
 from controlplane.service.clusters import ClusterBindings
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
+from controlplane.service.fanout import loop_fanout
 from controlplane.service.leased_lines import LineCollector, LineService
 from controlplane.service.observation import RoundBoard, executor_binding
 from controlplane.service.scheduler import Job, LeaderScheduler
@@ -159,7 +160,9 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     ctx.metrics.registry.register(LineCollector(lines))
     ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=round_binding(rounds, bindings),
                                    max_snapshot_age_s=settings.max_snapshot_age_s,
-                                   lineage=LineageReader(ch) if ch is not None else None, lines=lines)
+                                   lineage=LineageReader(ch) if ch is not None else None, lines=lines,
+                                   status=ctx.cluster_status, deadline_s=settings.intervals.cluster_deadline_s,
+                                   workers=settings.intervals.cluster_workers)
     if ch is not None:
         ctx.load_model = partial(partition_peaks, ch)
     rollups = RollupWriter(ctx.clickhouse) if ctx.clickhouse is not None else None
@@ -167,9 +170,11 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     ctx.executor = ExecutorService(store, interval_s=settings.intervals.executor_s,
                                    bind=executor_binding(rounds, bindings),
                                    ingress=lambda cluster: partial(partition_ingress, ctx.snapshots, cluster),
-                                   group=",".join(sorted({settings.raft.self_addr, *settings.raft.peers})))
+                                   group=",".join(sorted({settings.raft.self_addr, *settings.raft.peers})),
+                                   fanout=loop_fanout("executor", settings.intervals, ctx.cluster_status,
+                                                      count_error=ctx.metrics.loop_errors.labels("executor").inc))
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
-                Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, run_auto_rebalance),
+                Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, AutoRebalanceJob()),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
                 Job("executor", settings.intervals.executor_s, lambda c: c.executor.run_once()),
                 Job("self_healing", settings.intervals.collect_s, SelfHealingJob(rounds)),

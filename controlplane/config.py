@@ -170,6 +170,11 @@ class IntervalsConf(_Conf):
     is expected to end, so its slots and disk budget go to the next copy at once)."""
     auto_rebalance_check_s: Annotated[float, Field(gt=0)] = 60.0
     """How often auto-rebalance checks its clusters (window, threshold, running executions)."""
+    cluster_deadline_s: Annotated[float, Field(gt=0, le=60)] = 10.0
+    """How long a loop waits for one cluster's work before it goes on without it (the cluster is then reported
+    ``timeout`` and not waited for again until its work ends in time; other clusters are never delayed by it)."""
+    cluster_workers: Annotated[int, Field(ge=1, le=256)] = 8
+    """Clusters one loop works on at once (plus up to half as many that ran past their deadline)."""
 
 
 class DiskThresholdConf(_Conf):

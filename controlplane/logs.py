@@ -20,7 +20,10 @@ Method
     bearer tokens, ``password=...`` pairs and every secret the process registered when it read it.
     Third-party loggers (uvicorn, pysyncobj, kafka-python, apscheduler) propagate to the root, so
     their lines get the same format and the same masking; kafka-python's per-connection chatter is
-    held at WARNING unless the level asked for is DEBUG.  ERROR means an operator must act, so the
+    held at WARNING unless the level asked for is DEBUG, and what passes is summarised (one line per
+    logger and message template per minute, with the count held back: :class:`SummarisingFilter`).
+    A cluster's client errors go through :data:`CLIENT_ERRORS` (:class:`Summariser`): one line per
+    cluster and error kind per minute, with a count.  ERROR means an operator must act, so the
     handler's :class:`RetriedErrorFilter` writes kafka-python's ERROR records as WARNING: the library
     reconnects, refreshes metadata and retries on its own (a dead broker's refused connections, a
     position it re-validates), and what it gives up on reaches Guardian's code as an exception, which
@@ -41,7 +44,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -158,12 +163,77 @@ def setup_logging(level: str = "INFO", fmt: LogFormat = "text", stream: TextIO |
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter(fmt))
     handler.addFilter(RetriedErrorFilter())
+    if name != "DEBUG":
+        handler.addFilter(SummarisingFilter(_QUIET))  # before redaction: it keys on the message template
     handler.addFilter(RedactingFilter())
     root.addHandler(handler)
     root.setLevel(name)
     for noisy in _QUIET:
         logging.getLogger(noisy).setLevel(logging.DEBUG if name == "DEBUG" else logging.WARNING)
     return handler
+
+
+class Summariser:
+    """Repeated lines summarised: the first line of a key is written at once, later ones of the same key are
+    counted and at most one is written per ``window_s``, ending ``(N more like it in the last 60 s)``.
+
+    The key is what makes two lines "the same": ``(cluster, kind)`` for a cluster's client errors (one line
+    per cluster and kind per minute), ``(logger, message template)`` for third-party loggers. Thread-safe;
+    O(1) per line; one entry per key (keys are bounded by clusters x kinds, templates)."""
+
+    def __init__(self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window_s = window_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[Hashable, float] = {}
+        self._held: dict[Hashable, int] = {}
+
+    def admit(self, key: Hashable) -> int | None:
+        """None: hold this line back (counted); else write it, with this many held back since the last one."""
+        now = self.clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.window_s:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)
+
+    def log(self, logger: logging.Logger, level: int, key: Hashable, msg: str, *args: object) -> None:
+        """``logger.log(level, msg, *args)`` unless held back (see the class docstring)."""
+        held = self.admit(key)
+        if held is None:
+            return
+        if held:
+            logger.log(level, msg + " (%d more like it in the last %.0f s)", *args, held, self.window_s)
+        else:
+            logger.log(level, msg, *args)
+
+
+CLIENT_ERRORS = Summariser()
+"""The process's summariser of cluster client errors: one line per cluster and error kind per minute."""
+
+
+class SummarisingFilter(logging.Filter):
+    """On the root handler, for records of the loggers under ``prefixes`` (kafka-python's): one record per
+    logger and message template per window, the next one carrying the count held back."""
+
+    def __init__(self, prefixes: tuple[str, ...], window_s: float = 60.0) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+        self.summary = Summariser(window_s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not any(record.name == p or record.name.startswith(p + ".") for p in self.prefixes):
+            return True
+        held = self.summary.admit((record.name, str(record.msg)))
+        if held is None:
+            return False
+        if held:
+            record.msg = f"{record.msg} (%d more like it in the last %.0f s)"
+            record.args = (*(record.args if isinstance(record.args, tuple) else (record.args,) if record.args
+                             else ()), held, self.summary.window_s)
+        return True
 
 
 def install_redaction() -> None:

@@ -24,6 +24,10 @@ body bytes, and the reader decodes them (in the caller's thread, not the client'
 when they differ from the previous response's. A 100,000-partition cluster's Metadata is ~4 MB
 and costs kafka-python most of a second to decode; between two rounds it is almost always the same.
 
+Before each new client, one TCP connect per bootstrap address (:func:`kafkaio.reach.tcp_reach`, at most 2 s):
+when none accepts, :class:`~kafkaio.errors.KafkaUnreachable` says why per address (refused, no answer, cannot
+resolve) at once, instead of kafka-python's "Unable to bootstrap" after the whole bootstrap timeout.
+
 Guarantee: exactly one ``KafkaAdminClient`` per :class:`KafkaConnection` at a time; callers on any
 thread may share it (kafka-python runs all I/O on one thread and ``run`` is thread-safe). A wrong
 password or an untrusted certificate raises :class:`~kafkaio.errors.KafkaAuthError` within one
@@ -52,7 +56,8 @@ from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from kafkaio.endpoints import ClusterEndpoints
-from kafkaio.errors import KafkaAuthError
+from kafkaio.errors import KafkaAuthError, KafkaUnreachable
+from kafkaio.reach import tcp_reach
 from kafkaio.security import PLAINTEXT, SecurityError, SecuritySettings
 
 log = logging.getLogger("guardian.kafkaio")
@@ -332,6 +337,10 @@ class KafkaConnection:
                                                f"{self.security.describe()}: {exc}", self.name,
                                                self.security.describe())
             raise self.auth_failure from None
+        unreachable = self._why_unreachable()
+        if unreachable is not None:  # kafka-python would retry until its bootstrap timeout
+            kwargs.clear()
+            raise KafkaUnreachable(unreachable)
         factory = _NetClientFactory()
         try:
             return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
@@ -348,6 +357,16 @@ class KafkaConnection:
             raise
         finally:
             kwargs.clear()
+
+    def _why_unreachable(self) -> str | None:
+        """Why, when no bootstrap address even accepts a TCP connection (None when some does: a later failure
+        is then Kafka's, not the network's). Asked before each new client: one TCP connect per address."""
+        addresses = [a.strip() for a in self.bootstrap_servers.split(",") if a.strip()]
+        reach = tcp_reach(addresses, timeout_s=min(2.0, self.bootstrap_timeout_ms / 1000))
+        if not reach or any(why is None for why in reach.values()):
+            return None
+        return f"cluster {self.name}: no bootstrap server reachable: " + "; ".join(
+            f"{a}: {why}" for a, why in reach.items())
 
     def drop(self, client: Any = None) -> None:
         """Close the client (only if it is still ``client``, when given); the next call reconnects."""

@@ -39,3 +39,8 @@ class KafkaAuthError(AdminError, KafkaSourceError):
         super().__init__(message)
         self.cluster = cluster
         self.security = security
+
+
+class KafkaUnreachable(AdminError, KafkaSourceError):
+    """No bootstrap server of the cluster accepts a TCP connection (the message says why for each address:
+    connection refused, no answer, cannot resolve)."""

@@ -354,7 +354,10 @@ class ChecksummedJournal:
             self.full_error = f"{free} bytes free, below the {min_free_bytes} reserved"
             return False
         # a write failed for space a moment ago: refuse for a second, then let a write probe again
-        return self.full_error is None or time.monotonic() - self.full_at > 1.0
+        if self.full_error is None or time.monotonic() - self.full_at > 1.0:
+            self.full_error = None  # above the reserve again (a failing write would set it anew)
+            return True
+        return False
 
 
 class _suppress_os:

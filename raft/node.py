@@ -22,6 +22,9 @@ Guarantees
   node, as leader, has committed a barrier entry of its term, so the state it sees is caught up;
   ``on_leader_lost()`` runs when it stops being leader (a leader cut off from the majority steps
   down after ``leader_fallback`` seconds, one election timeout by default).
+* A node whose journal's disk is below ``min_free_bytes`` is not ready; as leader it hands leadership
+  to a caught-up follower within about a second (writes then succeed through the new leader); both
+  recover by themselves once space is back.
 
 The Raft thread runs until :meth:`RaftNode.close` or until the main thread exits.  Never call
 ``propose`` from inside ``apply`` (it would wait for itself); keep the leadership callbacks
@@ -79,6 +82,8 @@ _FAIL_NAMES = {
 }
 #: pysyncobj failures after which the command may still have been committed.
 _MAYBE_APPLIED = {FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME, FAIL_REASON.NOT_LEADER}
+#: How often the monitor checks that the journal can append (a leader that cannot steps down).
+STORAGE_CHECK_S = 1.0
 #: Command types reserved for the Raft layer itself (never reach the state machine).
 INTERNAL_PREFIX = "raft."
 
@@ -303,6 +308,8 @@ class RaftNode:
         self._on_raft_thread: list[Callable[[], None]] = []  # run by the next tick (list ops are atomic)
         self._obj.addOnTickCallback(self._run_on_raft_thread)
         self._wait_replayed(snap_index)
+        self._storage_checked_at = 0.0
+        self._storage_episode = False
         self._monitor = threading.Thread(
             target=self._monitor_loop, name=f"raft-monitor-{self_addr}", daemon=True
         )
@@ -533,13 +540,16 @@ class RaftNode:
 
     @property
     def ready(self) -> bool:
-        """A leader is known and this node's state is caught up with it.
+        """A leader is known, this node's state is caught up with it and its journal can append.
 
         Leader: it has committed its barrier of the current term.  Follower: it has applied
-        everything the leader told it was committed.
+        everything the leader told it was committed.  Either: its journal's disk is above the reserve
+        (``min_free_bytes``) — a leader below it hands leadership over (:meth:`_check_storage`).
         """
         if self._closed or self._fatal is not None:
             return False
+        if self.storage_problem() is not None:
+            return False  # it could not append what the leader sends next (and must not lead)
         if self.is_leader:
             return self._leader_term == self._obj.raftCurrentTerm
         st = self._raw_status()
@@ -619,6 +629,7 @@ class RaftNode:
                 break
             try:
                 self._check_leadership()
+                self._check_storage()
             except Exception:  # keep monitoring whatever a callback does
                 log.exception("leadership monitor step failed")
         if self._leader_term is not None:
@@ -641,6 +652,34 @@ class RaftNode:
                 self._leader_term = term
                 if self._on_leader_gained is not None:
                     self._on_leader_gained(term)
+
+    def storage_problem(self) -> str | None:
+        """Why this node cannot append to its journal now (its disk is below ``min_free_bytes``, or a write
+        just failed for space), None when it can."""
+        if self.journal.has_space(self.settings.min_free_bytes):
+            return None
+        return self.journal.full_error or "no space for the journal"
+
+    def _check_storage(self) -> None:
+        """At most once a second: a leader that cannot append hands leadership to a caught-up follower (it
+        could commit nothing: every write would be refused while healthy followers redirect to it)."""
+        now = time.monotonic()
+        if now - self._storage_checked_at < STORAGE_CHECK_S:
+            return
+        self._storage_checked_at = now
+        problem = self.storage_problem()
+        if problem is None:
+            if self._storage_episode:
+                log.warning("Raft journal %s: space is back; this node can append (and lead) again",
+                            self.journal.path)
+            self._storage_episode = False
+            return
+        if not self._storage_episode:
+            log.error("Raft journal %s cannot append (%s): this node is not ready%s", self.journal.path, problem,
+                      "; handing leadership over" if self.is_leader else "")
+            self._storage_episode = True
+        if self.is_leader and self.peers:
+            self.step_down(f"journal cannot append: {problem}", timeout=1.0)
 
     def _fire_lost(self) -> None:
         if self._on_leader_lost is not None:

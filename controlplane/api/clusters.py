@@ -13,7 +13,10 @@ one replicated command (``cluster.register``, ``cluster.topology``, ``cluster.re
 endpoints parser before it is proposed (:func:`controlplane.state.registration.check_registration`:
 400 naming the JSON path, e.g. ``$.rack_to_idc.regex: needs a named group (?P<idc>...)``); the state
 machine refuses what its preconditions forbid (409: e.g. removing a cluster with approved or executing
-plans or a running execution). Before proposing, the API also checks
+plans or a running execution). A registration's bootstrap addresses must read as ``host:port`` (400
+``$.bootstrap_servers``), and unless ``?probe=false`` the cluster is probed once before it is proposed
+(:mod:`controlplane.service.registration_probe`: a wrong Kafka or metrics password, a closed port, a failing
+endpoint is a 400 naming it). Before proposing, the API also checks
 what only it can: the cron window parses and fires (400 ``$.window_cron``), and a pool is not given
 brokers that hold replicas of topics that would then straddle pools (409 naming brokers and topics;
 checked against the latest snapshot, and said so when there is none). Guarantee: a 404 for an unknown
@@ -31,15 +34,17 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from apscheduler.triggers.cron import CronTrigger
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import Field, field_validator, model_validator
 
 from controlplane.api.deps import Admin, Ctx, Viewer, cluster_or_404, propose, read
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import NAME_PATTERN, BrokerId, Name, StrictIn, int_in
+from controlplane.service.registration_probe import probe_registration
 from controlplane.state.registration import TOPOLOGY_KEYS, check_registration
 from domain import ClusterSnapshot, pool_stats
 from kafkaio.endpoints import EndpointsError
+from kafkaio.reach import AddressError, parse_address
 from kafkaio.security import SecuritySettings
 
 router = APIRouter(tags=["federation"])
@@ -134,7 +139,7 @@ class ClusterIn(TopologyIn):
     """A cluster as an operator registers it (one cluster of an endpoints document, plus its name)."""
 
     name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
-    bootstrap_servers: Annotated[list[Annotated[str, Field(min_length=3)]], Field(min_length=1)]
+    bootstrap_servers: Annotated[list[Annotated[str, Field(min_length=1, max_length=300)]], Field(min_length=1)]
     security: SecuritySettings | None = None
     brokers: list[BrokerIn] = Field(default_factory=list, max_length=100_000)
     metrics_urls: dict[str, str] = Field(default_factory=dict)
@@ -146,6 +151,16 @@ class ClusterIn(TopologyIn):
     @classmethod
     def _split(cls, value: Any) -> Any:
         return [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_port(cls, value: list[str]) -> list[str]:
+        for i, address in enumerate(value):
+            try:
+                parse_address(address)
+            except AddressError as exc:
+                raise ValueError(f"[{i}]: {exc}") from None
+        return value
 
 
 def registration(body: TopologyIn) -> dict[str, Any]:
@@ -227,11 +242,20 @@ def list_clusters(ctx: Ctx, _: Viewer) -> list[dict[str, Any]]:
 
 
 @router.post("/api/v1/clusters", status_code=201)
-def register_cluster(ctx: Ctx, body: ClusterIn, request: Request, who: Admin) -> Any:
-    """Register (or update) a cluster: bootstrap servers, Kafka client ``security`` (secrets by ``*_file`` /
-    ``*_env`` reference only), metrics endpoints per broker, rack -> IDC rule, IDC overrides, hardware profile,
-    consumer-offsets source (``admin`` or an exporter URL)."""
+def register_cluster(ctx: Ctx, body: ClusterIn, request: Request, who: Admin,
+                     probe: Annotated[bool, Query(description="connect once to the bootstrap servers and every "
+                                                  "metrics endpoint first (400 naming what failed)")] = True) -> Any:
+    """Register (or update) a cluster: bootstrap servers (``host:port``), Kafka client ``security`` (secrets by
+    ``*_file`` / ``*_env`` reference only), metrics endpoints per broker, rack -> IDC rule, IDC overrides,
+    hardware profile, consumer-offsets source (``admin`` or an exporter URL). Unless ``probe=false``, Guardian
+    first connects once to the cluster with its security settings and scrapes every metrics endpoint once: a
+    refused login, an unreachable bootstrap or a failing endpoint is a 400 naming it and its JSON path."""
     record = checked(body.name, registration(body))
+    if probe:
+        problems = probe_registration(body.name, record)
+        if problems:
+            raise ApiError(400, "registration probe failed (register with ?probe=false to skip it): " + "; ".join(
+                f"{p['path']}: {p['message']}" for p in problems), problems=problems)
     return propose(ctx, request, who, {"type": "cluster.register", **record})
 
 
@@ -254,7 +278,9 @@ def set_topology(ctx: Ctx, name: str, body: TopologyIn, request: Request, who: A
 
 @router.get("/api/v1/clusters/{name}")
 def get_cluster(ctx: Ctx, name: str, _: Viewer) -> dict[str, Any]:
-    """One cluster, with the figures of its latest snapshot when there is one."""
+    """One cluster, with the figures of its latest snapshot when there is one, ``last_error`` (the latest error
+    of a loop on it that has not succeeded since: loop, kind, message, when; null when none) and ``status``
+    (per loop: last success, last error, errors in a row, overdue; errors counted by kind)."""
     cluster = cluster_or_404(ctx, name)
     snap = ctx.snapshots.get(name)
     if snap is not None:
@@ -264,6 +290,9 @@ def get_cluster(ctx: Ctx, name: str, _: Viewer) -> dict[str, Any]:
             "pools": {p: {"max_util": s.max_util, "mean_util": s.mean_util, "peak_to_mean": s.peak_to_mean}
                       for p, s in pool_stats(snap).items()}}
     cluster["maintenance"] = read(ctx, lambda s: dict(s["maintenance"].get(name, {})))
+    status = ctx.cluster_status.report(name)
+    cluster["last_error"] = status.pop("last_error")
+    cluster["status"] = status
     return cluster
 
 

@@ -99,7 +99,7 @@ def _state_overview(s: dict[str, Any]) -> dict[str, Any]:
 @router.get("/api/v1/overview")
 def overview(ctx: Ctx, _: Viewer) -> dict[str, Any]:
     """Every registered cluster with its latest snapshot's figures (brokers by state, pools' estimated
-    util, coverage), snapshot age, throttles in force and active execution."""
+    util, coverage), snapshot age, throttles in force, active execution and the last error of a loop on it."""
     registered: dict[str, Any] = read(ctx, _state_overview)
     figures = ctx.metrics.federation.clusters(ctx.snapshots.entries)
     lines = ctx.throttle.lines if ctx.throttle is not None else None
@@ -107,7 +107,8 @@ def overview(ctx: Ctx, _: Viewer) -> dict[str, Any]:
     clusters = []
     for name in sorted(registered):
         entry: dict[str, Any] = {"name": name, **registered[name], "snapshot": None, "snapshot_age_s": None,
-                                 "leased_lines": lines.summary(name) if lines is not None else []}
+                                 "leased_lines": lines.summary(name) if lines is not None else [],
+                                 "last_error": ctx.cluster_status.last_error(name)}
         held = figures.get(name)
         if held is not None:
             entry["snapshot"] = held.summary

@@ -35,10 +35,14 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=None, responses={503: problem_response(503)})
 def readyz(ctx: Ctx) -> dict[str, Any] | Response:
-    """Readiness: a leader is known, this node's state is caught up and, on the leader, its loops run."""
+    """Readiness: a leader is known, this node's state is caught up, its Raft journal can append (its disk is
+    above the reserve) and, on the leader, its loops run."""
     with _HEALTH_READS:
         status = ctx.store.status()
     if not status.get("ready"):
+        if status.get("storage_error"):
+            return problem(503, f"not ready: the Raft journal cannot append ({status['storage_error']}); a leader "
+                                "hands leadership over, and the node is ready again once space is back", raft=status)
         return problem(503, "not ready: no leader known or state not caught up", raft=status)
     loops = ctx.loops.report() if ctx.loops is not None else {}
     stale = ctx.loops.stale_loops() if ctx.loops is not None and status.get("is_leader") else {}
@@ -57,7 +61,10 @@ def metrics(ctx: Ctx) -> Response:
         ctx.metrics.raft_term.set(float(status.get("term") or 0))
         ctx.metrics.raft_commit_index.set(float(status.get("commit_index") or 0))
         own = generate_latest(ctx.metrics.registry)
-        federation = ctx.metrics.federation.exposition(ctx.snapshots.entries, ctx.store.read)
+        federation = ctx.metrics.federation.exposition(
+            ctx.snapshots.entries, ctx.store.read,
+            awaited=ctx.cluster_status.expected() if status.get("is_leader") else None,
+            errors=ctx.cluster_status.error_counts)
         return Response(own + federation.encode(), media_type=CONTENT_TYPE_LATEST)
 
 

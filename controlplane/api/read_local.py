@@ -7,7 +7,9 @@ lineage) and whether they set ``client.rack``, and the per-topic, per-IDC read d
 Method: :func:`controlplane.service.read_local.check_registered` over a short-lived admin connection and
 ClickHouse's audit records of the last ``window_s`` seconds; ``POST .../read-local/fix`` (admin) applies
 the fixes the brokers accept at run time and lists the read-only ones (server.properties + restart).
-Guarantee: 404 for an unknown cluster; 502 naming the failure when the cluster cannot be read; the
+Guarantee: 404 for an unknown cluster; 503 naming the cluster within 5 s when it cannot be reached (calls
+give up after 4 s; a closed or silent port is known after one TCP connect of at most 2 s); 502 naming the
+failure when the cluster answers but cannot be read; the
 action log records every fix call. Cost: one DescribeConfigs per broker, one metadata read, one query.
 """
 
@@ -21,6 +23,7 @@ from controlplane.api.deps import Admin, Ctx, Viewer, cluster_or_404
 from controlplane.api.errors import ApiError
 from controlplane.service.read_local import check_registered
 from kafkaio.errors import AdminError
+from kafkaio.failures import failure_kind
 
 router = APIRouter(tags=["federation"])
 Window = Annotated[float, Query(gt=0, le=31 * 86400, description="audit window, seconds")]
@@ -31,6 +34,8 @@ def _check(ctx: Ctx, name: str, window_s: float, fix: bool) -> dict[str, Any]:
     try:
         return check_registered(name, record, ctx.clickhouse, window_s, fix=fix)
     except AdminError as exc:
+        if failure_kind(exc) in ("unreachable", "timeout"):
+            raise ApiError(503, f"cluster {name!r} is unreachable: {exc}") from None
         raise ApiError(502, f"cluster {name!r} could not be read: {exc}") from None
 
 

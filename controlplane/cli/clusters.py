@@ -184,8 +184,13 @@ def clusters_register(
         help="file holding the metrics endpoints' basic-auth password")] = None,
     metrics_bearer_token_file: Annotated[str | None, typer.Option(
         help="file holding the metrics endpoints' bearer token")] = None,
+    probe: Annotated[bool, typer.Option(
+        help="the service connects once to the cluster and scrapes every metrics endpoint before accepting it "
+             "(--no-probe: register a cluster that is not reachable yet)")] = True,
 ) -> None:
-    """Register (or update) CLUSTER with the service: connection and security, metrics endpoints, topology."""
+    """Register (or update) CLUSTER with the service: connection and security, metrics endpoints, topology.
+    The service first connects once and scrapes every endpoint (``--no-probe`` skips it): a wrong password,
+    closed port or failing endpoint is refused, naming it."""
     try:
         eps = connect.endpoints()
     except EndpointsError as exc:
@@ -200,7 +205,7 @@ def clusters_register(
     body.update(_topology_flags(rack_to_idc, rack_idc, idc, hardware_file))
     if consumer_offsets is not None:
         body["consumer_offsets"] = consumer_offsets
-    result = _call("POST", url.rstrip("/") + "/api/v1/clusters", token, body)
+    result = _call("POST", url.rstrip("/") + "/api/v1/clusters" + ("" if probe else "?probe=false"), token, body)
     verb = "registered" if result.get("created") else "updated"
     how = result.get("security", "PLAINTEXT")
     if result.get("sasl_mechanism"):

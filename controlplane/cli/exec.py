@@ -36,7 +36,7 @@ from controlplane.executor.control import (
     queue_request,
     take_requests,
 )
-from controlplane.executor.lease import ExecutionLease, LeaseOwner, client_id
+from controlplane.executor.lease import ExecutionLease, LeaseHeld, LeaseOwner, client_id, leftovers
 from controlplane.executor.live import FactsSource
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import (
@@ -218,6 +218,9 @@ def _drive(executor: Executor, state: Path, execution_id: int, opts: _Opts) -> N
             ctx.stop()
         executor.release_lease()
         executor.admin.close()
+        close_view = getattr(executor.scraper, "close", None)
+        if close_view is not None:  # the standalone collector's https sessions ("Unclosed client session")
+            close_view()
     final = executor.execution(execution_id) or {}
     out.print(f"execution {execution_id} {final.get('status')}: {final.get('reason', '')}", markup=False)
     if final.get("status") not in ("completed", "stopped"):
@@ -335,6 +338,42 @@ def _restore_impl(shared: ExecOptions, execution: int | None, opts: _Opts) -> No
 
     eid = _start_or_resume(executor, state, build, lambda a: a.get("options", {}).get("release") == "restore")
     _drive(executor, state, eid, opts)
+
+
+@exec_app.command("cleanup")
+@exec_options
+def exec_cleanup(shared: ExecOptions) -> None:
+    """Undo what an executor whose lease on CLUSTER expired left behind — its moves in flight cancelled (they
+    revert), its throttles removed — then hand the lease back. Exit 1 while another executor holds the lease.
+    ``exec run|drain|restore`` do the same when they take the lease; the controller's loop sweeps every
+    registered cluster with nothing to do."""
+    _quiet_kafka()
+    opts = _Opts(shared)
+    executor, _ = _executor(shared, _state_path(shared.state_file, shared.cluster), opts)
+    try:
+        lease = executor.lease
+        tip = lease.peek() if lease is not None else None
+        left = leftovers(tip) if tip is not None and lease is not None and tip.token != lease.token else {}
+        try:
+            executor.hold_lease()
+        except LeaseHeld as exc:
+            _die(str(exc), 1)
+        executor.release_lease()
+    except AdminError as exc:
+        _die(f"cannot read the execution lease of {shared.cluster}: {exc}", 2)
+    finally:
+        executor.admin.close()
+        close_view = getattr(executor.scraper, "close", None)
+        if close_view is not None:
+            close_view()
+    if not left:
+        out.print(f"{shared.cluster}: no executor left moves or throttles behind", markup=False)
+        return
+    throttles = left.get("throttles") or {}
+    assert tip is not None
+    out.print(f"{shared.cluster}: cleaned up after {tip.describe()}: {len(left.get('moves') or [])} move(s) "
+              f"cancelled, throttles removed on {len(throttles.get('brokers') or {})} broker(s) and "
+              f"{len(throttles.get('topics') or {})} topic(s)", markup=False)
 
 
 @exec_app.command("stop")

@@ -12,7 +12,10 @@ so the group's next leader renews it at once while a CLI or another group is ref
 because of another executor's lease or of reassignments it does not own is recorded in the action log
 (``execution.refused``) and raised (the API answers 409). Every ``sweep_every`` passes the loop also reads
 the lease of each registered cluster with nothing to do and, when its holder's lease expired with moves
-or throttles left behind, takes it, cleans them up and hands it back.
+or throttles left behind, takes it, cleans them up and hands it back. In the service each cluster's pass
+or sweep runs on its own through the ``fanout`` port (a per-cluster deadline, bounded concurrency): a
+cluster whose lease read hangs is that cluster's ``timeout``, never a late pass for another cluster nor a
+loop that looks dead.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from collectors.disk_rates import DiskLoad
 from controlplane.executor.conflicts import ExecutionConflict
@@ -47,6 +51,14 @@ Binding = tuple[KafkaCluster, DiskLoad | None, FactsSource | None]
 """A cluster's admin client, its live disk load and where its broker facts come from."""
 
 
+class ClusterWork(Protocol):
+    """Port: runs each cluster's work on its own (:class:`controlplane.service.fanout.ClusterFanout`)."""
+
+    def run(self, work: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+        """Run ``work[cluster]()`` per cluster; the results of those that ended in time."""
+        ...
+
+
 def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
     """Standalone binding of a registered cluster (no observer in the process): an admin client of its own
     and a collector run once per pass (None without bootstrap servers). The service binds through the
@@ -65,8 +77,12 @@ class ExecutorService:
                  bind: Callable[[str, Mapping[str, Any]], Binding | None] = bind_cluster,
                  ordering: str = "small_first",
                  ingress: Callable[[str], Callable[[str, int], float]] | None = None,
-                 group: str = "", lease_intervals: int = 10, sweep_every: int = 12) -> None:
+                 group: str = "", lease_intervals: int = 10, sweep_every: int = 12,
+                 fanout: ClusterWork | None = None) -> None:
         self.store = store
+        self.fanout = fanout
+        """Runs each cluster's pass or sweep on its own (deadline, bounded concurrency); None: in turn."""
+        self._bind_lock = threading.Lock()
         self.group = group
         """The controller group's identity (its nodes share one lease token)."""
         self.lease_ttl_s = max(lease_intervals * interval_s, 5.0)
@@ -87,6 +103,10 @@ class ExecutorService:
 
     def executor(self, cluster: str) -> Executor:
         """The executor of ``cluster`` (created on first use). Raises KeyError for an unknown cluster."""
+        with self._bind_lock:
+            return self._executor(cluster)
+
+    def _executor(self, cluster: str) -> Executor:
         if cluster not in self._executors:
             record = self.store.read(lambda s: json.loads(json.dumps(s["clusters"].get(cluster))))
             if record is None:
@@ -158,48 +178,69 @@ class ExecutorService:
             for executor in self._executors.values():
                 executor.forget()
             self._leading = True
-        out = {}
         self._passes += 1
+        busy = self._clusters_needing_passes()
+        failed: dict[str, PassReport] = {}
+        work: dict[str, Callable[[], PassReport | None]] = {c: partial(self._pass, c, failed) for c in busy}
         if self.sweep_every and self._passes % self.sweep_every == 1:
-            self._sweep()
+            registered = self.store.read(lambda s: list(s["clusters"]))
+            work.update({c: partial(self._sweep_one, c) for c in sorted(set(registered) - set(busy))})
         self.migrations.run_once()
-        for cluster in self._clusters_needing_passes():
-            with cluster_scope(cluster):
-                try:
-                    out[cluster] = report = self.executor(cluster).run_pass()
-                except Exception as exc:  # one cluster's trouble never stops the others
-                    log.warning("executor pass on %s failed: %s", cluster, exc)
-                    out[cluster] = PassReport(None, "error", error=str(exc))
-                    continue
-                before = self.last.get(cluster)
-                if report.submitted or report.completed or report.cancelled or report.error or before is None or (
-                        (before.execution_id, before.status) != (report.execution_id, report.status)):
-                    log.info("executor %s: execution %s %s; submitted %d, completed %d, cancelled %d; %s/%s bytes%s",
-                             cluster, report.execution_id, report.status, report.submitted, report.completed,
-                             report.cancelled, report.bytes_done, report.bytes_total,
-                             f"; error: {report.error}" if report.error else "")
+        if self.fanout is not None:
+            done = self.fanout.run(work)
+        else:
+            done = {}
+            for cluster, call in sorted(work.items()):
+                with cluster_scope(cluster):
+                    try:
+                        done[cluster] = call()
+                    except Exception as exc:  # one cluster's trouble never stops the others
+                        log.warning("executor %s on %s failed: %s", "pass" if cluster in failed else "lease sweep",
+                                    cluster, exc)
+        out = {**failed, **{c: r for c, r in done.items() if isinstance(r, PassReport)}}
         self.last.update(out)
         return out
 
+    def _pass(self, cluster: str, failed: dict[str, PassReport]) -> PassReport:
+        """One reconcile pass on ``cluster``; a failure is put in ``failed`` as an ``error`` report and raised
+        (the fan-out counts it as the cluster's error)."""
+        try:
+            report = self.executor(cluster).run_pass()
+        except Exception as exc:
+            failed[cluster] = self.last[cluster] = PassReport(None, "error", error=str(exc))
+            raise
+        before = self.last.get(cluster)
+        self.last[cluster] = report
+        if report.submitted or report.completed or report.cancelled or report.error or before is None or (
+                (before.execution_id, before.status) != (report.execution_id, report.status)):
+            log.info("executor %s: execution %s %s; submitted %d, completed %d, cancelled %d; %s/%s bytes%s",
+                     cluster, report.execution_id, report.status, report.submitted, report.completed,
+                     report.cancelled, report.bytes_done, report.bytes_total,
+                     f"; error: {report.error}" if report.error else "")
+        return report
+
     def _sweep(self) -> None:
-        """Clean up after dead executors: a registered cluster with nothing to do whose lease expired with moves
-        or throttles left behind is taken over (which cleans them) and handed back."""
+        """Clean up after dead executors on every registered cluster with nothing to do (in turn)."""
         busy = set(self._clusters_needing_passes())
         for cluster in sorted(set(self.store.read(lambda s: list(s["clusters"]))) - busy):
             try:
-                executor = self.executor(cluster)
-                lease = executor.lease
-                if lease is None or lease.held:
-                    continue
-                tip = lease.peek()
-                if tip is None or tip.token == lease.token or tip.holds_at(time.time() * 1000) or not leftovers(tip):
-                    continue
-                log.warning("execution lease of %s expired with leftovers of %s: cleaning up", cluster,
-                            tip.describe())
-                executor.hold_lease()
-                executor.release_lease()
+                self._sweep_one(cluster)
             except Exception as exc:  # one cluster's trouble never stops the others
                 log.warning("lease sweep of %s failed: %s", cluster, exc)
+
+    def _sweep_one(self, cluster: str) -> None:
+        """A registered cluster with nothing to do whose lease expired with moves or throttles left behind is
+        taken over (which cleans them) and handed back."""
+        executor = self.executor(cluster)
+        lease = executor.lease
+        if lease is None or lease.held:
+            return
+        tip = lease.peek()
+        if tip is None or tip.token == lease.token or tip.holds_at(time.time() * 1000) or not leftovers(tip):
+            return
+        log.warning("execution lease of %s expired with leftovers of %s: cleaning up", cluster, tip.describe())
+        executor.hold_lease()
+        executor.release_lease()
 
     def start(self) -> None:
         """Run passes every ``interval_s`` (fixed delay; sooner when a cluster's pass asks for it,

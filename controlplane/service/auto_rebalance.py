@@ -1,13 +1,19 @@
 """Scheduled auto-rebalance: opt-in per cluster, inside its cron window, only when the imbalance
 exceeds the cluster's threshold in two successive snapshots (one noisy measurement near the threshold
 does not start a round) and no execution runs there. Proposes, approves and starts the plan as
-``auto-rebalance`` so the action log says who did it and why."""
+``auto-rebalance`` so the action log says who did it and why.
+
+In the service, :class:`AutoRebalanceJob` decides for each cluster on its own through the loop's
+:class:`~controlplane.service.fanout.ClusterFanout` (starting a plan takes the cluster's lease: an
+unreachable cluster must not hold up the others) and logs a cluster's decision only when it changed
+(no "auto-rebalance is off" line per cluster per check)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
@@ -15,6 +21,7 @@ from apscheduler.triggers.cron import CronTrigger
 from collectors.builder import PLACEHOLDER_DIR
 from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.service.context import ServiceContext
+from controlplane.service.fanout import ClusterFanout, loop_fanout
 from controlplane.service.planning import PlanRequestError, load_snapshot, make_plan
 from controlplane.service.snapshots import StaleSnapshotError
 from controlplane.state.commands import meta
@@ -36,16 +43,50 @@ def in_window(cron: str, minutes: int, now: datetime) -> bool:
 def run_auto_rebalance(ctx: ServiceContext, now: datetime | None = None) -> list[dict[str, Any]]:
     """One pass over every cluster; returns what it decided per cluster (also logged)."""
     now = now or datetime.now(UTC)
-    clusters, busy, finished = ctx.store.read(lambda s: (
-        {n: dict(c["auto_rebalance"]) for n, c in s["clusters"].items()},
-        {e["cluster"] for e in s["executions"].values() if e["status"] in ACTIVE_EXECUTION},
-        _last_finished(s["executions"].values())))
+    clusters, busy, finished = _inputs(ctx)
     decisions = []
     for name, policy in sorted(clusters.items()):
         decision = _decide(ctx, name, policy, name in busy, finished.get(name), now)
         log.info("auto-rebalance %s: %s", name, decision)
         decisions.append({"cluster": name, **decision})
     return decisions
+
+
+class AutoRebalanceJob:
+    """Scheduler job ``auto_rebalance``: :func:`run_auto_rebalance`'s decisions, one cluster per fan-out task,
+    each logged when it differs from that cluster's previous one."""
+
+    def __init__(self) -> None:
+        self.fanout: ClusterFanout | None = None
+        self.last: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, ctx: ServiceContext, now: datetime | None = None) -> list[dict[str, Any]]:
+        at = now or datetime.now(UTC)
+        if self.fanout is None:
+            self.fanout = loop_fanout("auto_rebalance", ctx.settings.intervals, ctx.cluster_status)
+        clusters, busy, finished = _inputs(ctx)
+        self.fanout.forget(set(clusters))
+        for gone in set(self.last) - set(clusters):
+            del self.last[gone]
+        done = self.fanout.run({name: partial(self._one, ctx, name, policy, name in busy, finished.get(name), at)
+                                for name, policy in clusters.items()})
+        return [{"cluster": name, **done[name]} for name in sorted(done)]
+
+    def _one(self, ctx: ServiceContext, name: str, policy: dict[str, Any], busy: bool, finished: datetime | None,
+             now: datetime) -> dict[str, Any]:
+        decision = _decide(ctx, name, policy, busy, finished, now)
+        if decision != self.last.get(name):
+            log.info("auto-rebalance %s: %s", name, decision)
+        self.last[name] = decision
+        return decision
+
+
+def _inputs(ctx: ServiceContext) -> tuple[dict[str, dict[str, Any]], set[str], dict[str, datetime]]:
+    result: tuple[dict[str, dict[str, Any]], set[str], dict[str, datetime]] = ctx.store.read(lambda s: (
+        {n: dict(c["auto_rebalance"]) for n, c in s["clusters"].items()},
+        {e["cluster"] for e in s["executions"].values() if e["status"] in ACTIVE_EXECUTION},
+        _last_finished(s["executions"].values())))
+    return result
 
 
 def unexecutable(snap: ClusterSnapshot, plan: Plan) -> list[str]:

@@ -5,7 +5,11 @@ endpoint, one admin round — and let every consumer read that round instead of 
 
 Method: one :class:`collectors.ClusterCollector` per cluster, kept across passes (rates need history)
 and built on the cluster's shared clients (:class:`~controlplane.service.clusters.ClusterBindings`).
-Clusters are collected concurrently, so a slow one does not delay the others. Each round gets the
+Clusters are collected through the loop's :class:`~controlplane.service.fanout.ClusterFanout`:
+each on its own, with a per-cluster deadline and bounded concurrency, so an unreachable or hanging cluster
+never delays another's round nor makes the loop look dead; each cluster's outcome is its status
+(:class:`~controlplane.service.cluster_status.ClusterStatus`: a refused login is ``auth``, failed metrics
+endpoints are ``metrics_auth`` / ``metrics`` under the ``scrape`` row). Each round gets the
 replicated policies (maintenance flags, pool membership, IDC placement) overlaid on its snapshot and is
 published to the :class:`~controlplane.service.observation.RoundBoard` — whatever its completeness:
 each consumer judges it by its own usability policy (throttle protection acts on a partial round, the
@@ -26,16 +30,18 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from collectors.builder import Collected
 from collectors.collector import ClusterCollector
 from collectors.completeness import UsabilityPolicy
 from controlplane.logs import cluster_scope
+from controlplane.service.cluster_status import error_kind, metrics_error
 from controlplane.service.clusters import ClusterBindings, ClusterClients, endpoints_of
 from controlplane.service.context import ServiceContext
+from controlplane.service.fanout import ClusterFanout, loop_fanout
 from controlplane.service.observation import Round, RoundBoard
 from domain.inflight import settle_moves
 from domain.policies import apply_policies
@@ -66,21 +72,31 @@ class CollectionJob:
         self._collectors: dict[str, tuple[ClusterEndpoints, ClusterCollector]] = {}
         self._lock = threading.Lock()
         self.last_refusal: dict[str, list[str]] = {}
+        self.fanout: ClusterFanout | None = None
 
     def __call__(self, ctx: ServiceContext) -> None:
         clusters, maintenance = ctx.store.read(lambda s: (
             {n: dict(c) for n, c in s["clusters"].items()},
             {n: dict(m) for n, m in s["maintenance"].items()}))
+        ctx.cluster_status.retain(clusters)
+        ctx.cluster_status.awaited_since(clusters)
         with self._lock:
             for gone in set(self._collectors) - set(clusters):
                 self._collectors.pop(gone)[1].close()
                 self.board.drop(gone)
             self.bindings.retain(clusters)
-            if not clusters:
-                return
-            with ThreadPoolExecutor(max_workers=min(8, len(clusters)), thread_name_prefix="collect") as pool:
-                for name, cluster in sorted(clusters.items()):
-                    pool.submit(self._collect, ctx, name, cluster, maintenance.get(name, {}))
+        if not clusters:
+            return
+        fanout = self._fanout_of(ctx)
+        fanout.forget(set(clusters))
+        fanout.run({name: partial(self._collect, ctx, name, cluster, maintenance.get(name, {}))
+                    for name, cluster in clusters.items()})
+
+    def _fanout_of(self, ctx: ServiceContext) -> ClusterFanout:
+        if self.fanout is None:
+            self.fanout = loop_fanout("collect", ctx.settings.intervals, ctx.cluster_status,
+                                      count_error=ctx.metrics.loop_errors.labels("collect").inc)
+        return self.fanout
 
     def collect(self, ctx: ServiceContext, name: str) -> Round | None:
         """Collect and publish one round of ``name`` now (tests, step-driven scenarios); None when it failed."""
@@ -88,8 +104,13 @@ class CollectionJob:
                                                          dict(s["maintenance"].get(name) or {})))
         if not cluster:
             raise KeyError(f"unknown cluster {name!r}")
-        with self._lock:
+        try:
             self._collect(ctx, name, cluster, maintenance)
+        except Exception as exc:
+            log.warning("collection of %s failed: %s", name, exc)
+            ctx.cluster_status.error(name, "collect", error_kind(exc), f"collect: {exc}")
+            return None
+        ctx.cluster_status.ok(name, "collect")
         return self.board.latest(name)
 
     def _collect(self, ctx: ServiceContext, name: str, cluster: Mapping[str, Any],
@@ -104,18 +125,26 @@ class CollectionJob:
         clients: ClusterClients | None = None
         try:
             clients = self.bindings.get(name, cluster)
-            held = self._collectors.get(name)
-            if held is None or held[0] != clients.endpoints or held[1].source is not clients.source:
-                if held is not None:
-                    held[1].close()
-                held = (clients.endpoints, self._make(clients))
-                self._collectors[name] = held
+            with self._lock:
+                held = self._collectors.get(name)
+                if held is None or held[0] != clients.endpoints or held[1].source is not clients.source:
+                    if held is not None:
+                        held[1].close()
+                    held = (clients.endpoints, self._make(clients))
+                    self._collectors[name] = held
             collected = held[1].collect_once()
-        except Exception as exc:  # one cluster's failure never stops the others
-            ctx.metrics.loop_errors.labels("collect").inc()
-            log.warning("collection of %s failed: %s", name, exc)
-            ctx.snapshots.refuse(name, clients.connection.auth_failure if clients is not None else None)
-            return
+        except Exception as exc:  # raised to the fan-out: this cluster's status, never another's
+            auth = clients.connection.auth_failure if clients is not None else None
+            ctx.snapshots.refuse(name, auth)
+            if auth is not None and auth is not exc:
+                raise auth from exc
+            raise
+        cov = collected.coverage
+        scrape = metrics_error({**cov.metrics_failed_urls, **cov.endpoints_failed, **cov.exporters_failed})
+        if scrape is None:
+            ctx.cluster_status.ok(name, "scrape")
+        else:
+            ctx.cluster_status.error(name, "scrape", *scrape)
         ctx.snapshots.refuse(name, None)
         observed_at = datetime.now(UTC)
         published = self.board.publish(collected, apply_policies(collected.snapshot, cluster, maintenance), observed_at)

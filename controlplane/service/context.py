@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controlplane.config import Settings
+from controlplane.service.cluster_status import ClusterStatus
 from controlplane.service.metrics import ServiceMetrics
 from controlplane.service.snapshots import SnapshotCache
 from controlplane.state.store import StateStore
@@ -28,6 +29,8 @@ class ServiceContext:
     snapshots: SnapshotCache = field(default_factory=SnapshotCache)
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
     http_of: dict[str, str] = field(default_factory=dict)
+    cluster_status: ClusterStatus = field(default_factory=ClusterStatus)
+    """Per cluster and loop: last success, last error by kind, error counts (API, UI, /metrics)."""
     clickhouse: Any = None
     """:class:`analytics_spark.clickhouse.ClickHouse` when configured (rollups, analytics)."""
     executor: Any = None

@@ -37,6 +37,8 @@ from domain.execution import ACTIVE_STATUSES
 
 FAMILIES: dict[str, tuple[str, str]] = {
     "guardian_snapshot_age_seconds": ("gauge", "Seconds since this node observed the cluster's latest snapshot"),
+    "guardian_cluster_errors_total": ("counter", "Errors of the leader's loops on the cluster by kind (auth, "
+                                      "metrics_auth, unreachable, timeout, metrics, error)"),
     "guardian_snapshot_taken_timestamp_seconds": ("gauge", "When the latest snapshot was taken (Unix time)"),
     "guardian_brokers": ("gauge", "Brokers of the latest snapshot by state"),
     "guardian_dead_brokers": ("gauge", "Brokers the latest snapshot shows dead"),
@@ -249,15 +251,34 @@ class FederationFigures:
             self._state_seq, self._state_lines = seq, lines
         return lines
 
-    def exposition(self, snapshots: Snapshots, read: StateRead, now: float | None = None) -> str:
-        """The text exposition of every family of :data:`FAMILIES` (families without samples omitted)."""
+    def exposition(self, snapshots: Snapshots, read: StateRead, now: float | None = None,
+                   awaited: Mapping[str, float] | None = None,
+                   errors: Callable[[list[str]], Mapping[str, Mapping[str, int]]] | None = None) -> str:
+        """The text exposition of every family of :data:`FAMILIES` (families without samples omitted).
+
+        ``awaited``: cluster -> since when (Unix time) this node has been expected to observe it (the leader's
+        collection job); a registered cluster among them with no snapshot yet is exported with that age, so
+        the stale-snapshot alert fires for a cluster that never produced data. ``errors``: registered
+        clusters -> errors by kind, exported for every registered cluster (zeros included)."""
         at = time.time() if now is None else now
         clusters = self.clusters(snapshots)
+        registered: list[str] = sorted(read(lambda s: list(s["clusters"]))) if (awaited or errors) else []
         clock: dict[str, list[str]] = {"guardian_snapshot_age_seconds": [],
-                                       "guardian_snapshot_taken_timestamp_seconds": []}
-        for name, figures in sorted(clusters.items()):
+                                       "guardian_snapshot_taken_timestamp_seconds": [],
+                                       "guardian_cluster_errors_total": []}
+        ages = {name: at - figures.observed_at for name, figures in clusters.items()}
+        for name in registered:
+            if name not in ages and awaited is not None and name in awaited:
+                ages[name] = at - awaited[name]
+        for name, age in sorted(ages.items()):
             clock["guardian_snapshot_age_seconds"].append(
-                sample("guardian_snapshot_age_seconds", {"cluster": name}, max(0.0, at - figures.observed_at)))
+                sample("guardian_snapshot_age_seconds", {"cluster": name}, max(0.0, age)))
+        if errors is not None:
+            for name, kinds in sorted(errors(registered).items()):
+                clock["guardian_cluster_errors_total"] += [
+                    sample("guardian_cluster_errors_total", {"cluster": name, "kind": kind}, n)
+                    for kind, n in kinds.items()]
+        for name, figures in sorted(clusters.items()):
             clock["guardian_snapshot_taken_timestamp_seconds"].append(
                 sample("guardian_snapshot_taken_timestamp_seconds", {"cluster": name},
                        figures.snapshot.taken_at.timestamp()))

@@ -83,13 +83,17 @@ def apply_fixes(port: KafkaCluster, report: NearestReadsReport) -> dict[str, lis
     return {"applied": [f.to_json() for f in dynamic], "manual": [f.to_json() for f in report.fixes if not f.dynamic]}
 
 
+CALL_TIMEOUT_MS = 4000
+"""An API call against a cluster gives up after this (an unreachable cluster answers 503 within 5 s)."""
+
+
 def check_registered(name: str, record: Mapping[str, Any], clickhouse: Any = None, window_s: float = 3600.0,
                      fix: bool = False) -> dict[str, Any]:
     """The check of registered cluster ``name`` over a short-lived admin connection (and, with ``fix``,
     the fixes applied); flows from ClickHouse when configured, else none and said so."""
     endpoints = endpoints_of(name, record)
     rows: list[dict[str, Any]] = fetch_flows(clickhouse, name, window_s) if clickhouse is not None else []
-    admin = KafkaAdmin.for_endpoints(endpoints, client_id="guardian-read-local")
+    admin = KafkaAdmin.for_endpoints(endpoints, client_id="guardian-read-local", request_timeout_ms=CALL_TIMEOUT_MS)
     try:
         report = check_read_local(admin, endpoints, flows_of(rows))
         body: dict[str, Any] = {"cluster": name, "window_s": window_s, **report.to_json()}

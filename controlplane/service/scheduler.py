@@ -188,6 +188,7 @@ class LeaderScheduler:
                      ", ".join(self.jobs), "act" if leading else "stand by")
         if not leading:
             self._stepped_down_for = None
+            self.ctx.cluster_status.stop_awaiting()  # a follower observes nothing: no snapshot age to export
             return
         stale = self.stale_loops()
         if not stale:

@@ -27,6 +27,8 @@ A failed log dir's replicas are offline, so they are re-created on other brokers
 Guarantee: a mass failure (share of brokers, or a whole IDC) raises one alert and moves nothing; at most
 ``max_concurrent_fixes`` anomalies of a cluster are ``fixing`` at once (and the executor runs one execution
 per cluster); a fix is started only on a usable round. Every action is in the action log and notified.
+Each cluster is evaluated on its own through the loop's
+:class:`~controlplane.service.fanout.ClusterFanout` (per-cluster deadline, bounded concurrency).
 Cost: the detectors' (O(rounds x (disks + partitions))) per new round; one plan per fix started.
 """
 
@@ -38,9 +40,11 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from controlplane.service.context import ServiceContext
+from controlplane.service.fanout import ClusterFanout, loop_fanout
 from controlplane.service.notify import Notifier
 from controlplane.service.observation import LatestRound, Round
 from controlplane.state.commands import OPEN_ANOMALY_STATES, meta
@@ -126,6 +130,8 @@ class SelfHealingJob:
         self.listed: dict[str, dict[int, float]] = {}
         """Per cluster: broker -> when (wall clock) the log-dir listing in the round in hand was read (a broker
         without one: :attr:`began`)."""
+        self.fanout: ClusterFanout | None = None
+        """Each cluster's detection and fixes on its own (a fix starts an execution: the cluster's lease)."""
         self.counters: dict[str, Counter[str]] = {}
         """Per cluster: ``rounds`` evaluated and, per kind, the rounds it was found in (``confirmed:<kind>``
         when confirmed)."""
@@ -137,18 +143,16 @@ class SelfHealingJob:
         clusters, settings, maintenance = ctx.store.read(lambda s: (
             sorted(s["clusters"]), {n: dict(v) for n, v in (s.get("self_healing") or {}).items()},
             {n: frozenset(int(b) for b in m) for n, m in s["maintenance"].items()}))
-        out = []
         for gone in set(self.history) - set(clusters):
             self.history.pop(gone, None)
             self.seen.pop(gone, None)
-        for name in clusters:
-            try:
-                out.append({"cluster": name, **self.run_cluster(ctx, name, HealingSettings.of(settings.get(name)),
-                                                                maintenance.get(name, frozenset()))})
-            except Exception as exc:  # one cluster's failure never stops the others
-                ctx.metrics.loop_errors.labels("self_healing").inc()
-                log.warning("self-healing of %s failed: %s", name, exc)
-        return out
+        if self.fanout is None:
+            self.fanout = loop_fanout("self_healing", ctx.settings.intervals, ctx.cluster_status,
+                                      count_error=ctx.metrics.loop_errors.labels("self_healing").inc)
+        self.fanout.forget(set(clusters))
+        done = self.fanout.run({name: partial(self.run_cluster, ctx, name, HealingSettings.of(settings.get(name)),
+                                              maintenance.get(name, frozenset())) for name in clusters})
+        return [{"cluster": name, **done[name]} for name in clusters if name in done]
 
     # ------------------------------------------------------------------ one cluster
     def run_cluster(self, ctx: ServiceContext, name: str, settings: HealingSettings,

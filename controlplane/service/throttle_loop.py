@@ -21,6 +21,10 @@ evaluation of the disks named by on-call alerts. Per pass and cluster:
    (new leader after a failover, manual throttles from the API) is applied; levers this node applied
    that left the state are removed.
 
+Clusters are evaluated side by side through a :class:`~controlplane.service.fanout.ClusterFanout` (a
+per-cluster deadline, bounded concurrency; a cluster whose levers hang is that cluster's ``timeout``
+status, never a late evaluation of another).
+
 The source/actuator are ports: :class:`controlplane.service.throttle_source.RoundThrottleSource` reads
 the observer's rounds, :class:`kafkaio.levers.KafkaLevers` sets the levers through the cluster's shared
 client.
@@ -35,9 +39,12 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Protocol
 
 from controlplane.config import ThrottleConf
+from controlplane.service.cluster_status import ClusterStatus
+from controlplane.service.fanout import ClusterFanout
 from controlplane.service.leased_lines import LineService
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
@@ -136,13 +143,15 @@ class Evaluation:
 
 
 class ThrottleService:
-    """Throttle protection for every bound cluster; thread-safe (one evaluation at a time)."""
+    """Throttle protection for every bound cluster; thread-safe (one evaluation per cluster at a time; clusters
+    are evaluated side by side, each within the fan-out's deadline)."""
 
     def __init__(self, store: StateStore, config: ThrottleConfig | None = None,
                  bind: Callable[[str, Mapping[str, Any]], ClusterBinding | None] | None = None,
                  max_snapshot_age_s: float = 120.0, clock: Callable[[], datetime] | None = None,
                  lineage: Callable[[str], Lineage | None] | None = None,
-                 lines: LineService | None = None) -> None:
+                 lines: LineService | None = None, status: ClusterStatus | None = None,
+                 deadline_s: float = 10.0, workers: int = 8) -> None:
         self.store = store
         self.lines = lines
         """Leased-line accounting and protection (None: neither)."""
@@ -162,6 +171,11 @@ class ThrottleService:
         """Per cluster, the published round the last evaluation used."""
         self.runs = 0
         self._lock = threading.RLock()
+        """Guards the alerts and the per-cluster locks; an evaluation holds its cluster's lock only."""
+        self._locks: dict[str, threading.RLock] = {}
+        self.status = status or ClusterStatus()
+        self.fanout = ClusterFanout("throttle", self.status, deadline_s=deadline_s, workers=workers,
+                                    suspect_workers=max(1, workers // 2))
 
     # ------------------------------------------------------------------ wiring
     def bind(self, cluster: str, binding: ClusterBinding) -> None:
@@ -183,18 +197,26 @@ class ThrottleService:
 
     # ------------------------------------------------------------------ the loop
     def job(self, _ctx: object = None) -> list[dict[str, Any]]:
-        """One scheduled pass over every registered cluster (the scheduler's ``Job.run``)."""
+        """One scheduled pass over every registered cluster (the scheduler's ``Job.run``): each cluster through
+        the loop's fan-out (its own deadline; one slow cluster never delays another's evaluation)."""
         clusters = self.store.read(lambda s: {n: dict(c) for n, c in s["clusters"].items()})
-        out = []
-        for name, record in sorted(clusters.items()):
-            out.append({"cluster": name, **self.evaluate(name, trigger="interval", record=record)})
+        self.fanout.forget(set(clusters))
+        done = self.fanout.run({name: partial(self.evaluate, name, "interval", None, record)
+                                for name, record in clusters.items()})
         self.runs += 1
-        return out
+        return [{"cluster": name, **done[name]} for name in sorted(done)]
+
+    def _cluster_lock(self, cluster: str) -> threading.RLock:
+        with self._lock:
+            lock = self._locks.get(cluster)
+            if lock is None:
+                lock = self._locks[cluster] = threading.RLock()
+            return lock
 
     def evaluate(self, cluster: str, trigger: str = "interval", only: set[DiskId] | None = None,
                  record: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Observe, plan, act and record for one cluster; returns what was done (never raises)."""
-        with self._lock:
+        with self._cluster_lock(cluster):
             at = self.clock().isoformat()
             if record is None:
                 record = self.store.read(lambda s: dict(s["clusters"].get(cluster) or {}))
@@ -217,8 +239,9 @@ class ThrottleService:
             if age > self.max_snapshot_age_s:
                 return self._skip(cluster, at, trigger, f"snapshot is {age:.0f} s old; not acting on it")
             active = parse_active(self.store.read(lambda s: dict(s["throttles"].get(cluster, {}))))
-            alert_disks = frozenset(a.disk for a in self.alerts.values()
-                                    if a.cluster == cluster and a.status == "firing")
+            with self._lock:
+                alert_disks = frozenset(a.disk for a in self.alerts.values()
+                                        if a.cluster == cluster and a.status == "firing")
             lineage, lineage_info = self._lineage_for(cluster, obs.lineage)
             inp = ThrottleInput(transfers=obs.transfers, lineage=lineage,
                                 expected_bytes_in=self._expected(cluster), partition_throttle=obs.partition_throttle,
@@ -315,7 +338,9 @@ class ThrottleService:
         return lineage, info
 
     def _skip(self, cluster: str, at: str, trigger: str, why: str) -> dict[str, Any]:
-        log.info("throttle %s: skipped: %s", cluster, why)
+        before = self.last.get(cluster)
+        if before is None or before.skipped != why:  # said once per reason, not every pass
+            log.info("throttle %s: skipped: %s", cluster, why)
         self.last[cluster] = Evaluation(at, trigger, None, [], skipped=why)
         return {"trigger": trigger, "skipped": why, "decisions": []}
 
@@ -426,10 +451,11 @@ class ThrottleService:
             by_cluster: dict[str, set[DiskId]] = defaultdict(set)
             for a in new:
                 by_cluster[a.cluster].add(a.disk)
-            results = [{"cluster": c, **self.evaluate(c, trigger="alert", only=disks)}
-                       for c, disks in sorted(by_cluster.items())]
-            return {"accepted": len(alerts) - dup, "duplicates": dup, "firing": len(new), "resolved": resolved,
-                    "evaluations": results}
+        # evaluated outside the service-wide lock: each cluster under its own
+        results = [{"cluster": c, **self.evaluate(c, trigger="alert", only=disks)}
+                   for c, disks in sorted(by_cluster.items())]
+        return {"accepted": len(alerts) - dup, "duplicates": dup, "firing": len(new), "resolved": resolved,
+                "evaluations": results}
 
     # ------------------------------------------------------------------ explain
     def explain(self, cluster: str) -> dict[str, Any]:

@@ -13,7 +13,9 @@ broker JVM killed with ``-9`` is healed until no partition is under-replicated. 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import logging
 import os
 import re
 import signal
@@ -27,12 +29,15 @@ from typing import Any
 
 import httpx
 import pytest
+from kafka import TopicPartition
 from kafka.admin import NewTopic
 
 from collectors.build.names import BROKER_METRICS, M_DM_INFO, M_ROTATION
 from collectors.disk_rates import HOST_METRICS
 from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
+from controlplane.logs import setup_logging
+from domain.lease import LEASE_TOPIC
 from tests.integration.service_support import served_service
 from tests.lab_support import Lab, replica_sizes, running_lab, throttle_configs, wait_for
 
@@ -42,7 +47,7 @@ TOKEN = "lab-admin-token"
 H = {"Authorization": f"Bearer {TOKEN}", "X-Guardian-Reason": "lab e2e"}
 TOPIC = "skew"
 RATE = 4_000_000  # bytes/s: the fixed migration throttle the copies run under
-PARTITION_BYTES = 48_000_000
+PARTITION_BYTES = 24_000_000
 OPTIONAL_SERIES = {
     M_DM_INFO: "only on hosts with device-mapper volumes (dm-N): the lab's log dirs are loop devices",
     M_ROTATION: "only for ATA disks (node_exporter reads the rotation rate from udev): loop devices have none",
@@ -65,7 +70,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                 admin.create_topics([NewTopic(TOPIC, replica_assignments=assign)])
         finally:
             admin.close()
-        produce(lab, TOPIC, {p: PARTITION_BYTES for p in range(6)})
+        # the two partitions the throttled copies move are the larger ones (long copies measure the rate)
+        produce(lab, TOPIC, {p: PARTITION_BYTES * (4 if p < 2 else 1) for p in range(6)})
         yield lab
 
 
@@ -82,7 +88,17 @@ def produce(lab: Lab, topic: str, sizes: dict[int, int], record: int = 1000) -> 
 
 
 @pytest.fixture(scope="module")
-def governed(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, str]]:
+def controller_log() -> Iterator[io.StringIO]:
+    """The controller's log as ``guardian serve`` writes it (its own handler and filters), for the module."""
+    out = io.StringIO()
+    handler = setup_logging("INFO", stream=out)
+    yield out
+    logging.getLogger().removeHandler(handler)
+
+
+@pytest.fixture(scope="module")
+def governed(lab: Lab, controller_log: io.StringIO,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, str]]:
     """The controller with its API served, the lab registered through ``guardian clusters register``."""
     with served_service(tmp_path_factory.mktemp("guardian"),
                         intervals=IntervalsConf(collect_s=2.0, throttle_s=1.0, executor_s=1.0),
@@ -212,14 +228,14 @@ def broker_throttles(lab: Lab) -> dict[int, dict[str, int]]:
     return {int(k.split(":")[1]): {kk: int(float(v)) for kk, v in cfg.items()} for k, cfg in left.items()}
 
 
-def slope(samples: list[tuple[float, int]], final: int) -> float:
-    """Least-squares bytes/s over the samples between 15 % and 85 % of ``final`` (start-up burst and tail cut)."""
-    mid = [(t, s) for t, s in samples if 0.15 * final <= s <= 0.85 * final]
+def copy_rate(samples: list[tuple[float, int]], final: int) -> float:
+    """Bytes/s of a copy: from the first sample holding >= 5 % of ``final`` to the last holding <= 95 % (what an
+    operator computes from two readings of the new replica's size). Kafka's replication quota lets the first
+    second burst and pays it back after, so a window inside the copy would see less than the quota."""
+    mid = [(t, s) for t, s in samples if 0.05 * final <= s <= 0.95 * final]
     assert len(mid) >= 4, f"too few samples inside the copy to measure its rate: {samples}"
-    n = len(mid)
-    mt = sum(t for t, _ in mid) / n
-    ms = sum(s for _, s in mid) / n
-    return sum((t - mt) * (s - ms) for t, s in mid) / sum((t - mt) ** 2 for t, _ in mid)
+    (t1, s1), (t2, s2) = mid[0], mid[-1]
+    return (s2 - s1) / (t2 - t1)
 
 
 def test_plan_executes_under_real_throttles_at_their_rate(lab: Lab, governed: tuple[Service, str]) -> None:
@@ -250,7 +266,7 @@ def test_plan_executes_under_real_throttles_at_their_rate(lab: Lab, governed: tu
     follower = in_force.get(dest, {}).get("follower.replication.throttled.rate")
     alter_dirs = in_force.get(ib, {}).get("replica.alter.log.dirs.io.max.bytes.per.second")
     assert follower and alter_dirs, in_force
-    inter_rate, intra_rate = slope(inter, final[inter_p]), slope(intra, final[intra_p])
+    inter_rate, intra_rate = copy_rate(inter, final[inter_p]), copy_rate(intra, final[intra_p])
     print(f"\ninter-broker copy of {final[inter_p] / 1e6:.0f} MB: {inter_rate / 1e6:.2f} MB/s under a follower "
           f"throttle of {follower / 1e6:.2f} MB/s ({inter_rate / follower:.2f}x); intra-broker copy: "
           f"{intra_rate / 1e6:.2f} MB/s under replica.alter.log.dirs.io.max.bytes.per.second "
@@ -372,3 +388,136 @@ def test_lease_refuses_a_second_executor_and_its_successor_cleans_after_kill9(
     finally:
         if cli.poll() is None:
             os.killpg(cli.pid, signal.SIGKILL)
+
+
+def all_placement(lab: Lab) -> dict[tuple[str, int], tuple[tuple[int, ...], int, dict[int, str]]]:
+    """:func:`placement` of every topic but Guardian's own lease log."""
+    admin = lab.admin(client_id="test-topics")
+    try:
+        topics = sorted(t for t in admin.list_topics() if t != LEASE_TOPIC)
+    finally:
+        admin.close()
+    return {(t, p): v for t in topics for p, v in placement(lab, t).items()}
+
+
+def run_plan(url: str, svc: Service, cluster: str, kind: str, params: dict[str, Any], rate: int) -> dict[str, Any]:
+    """Propose ``kind`` over a snapshot taken now, approve it, execute it at ``rate``; the finished execution."""
+    fresh_snapshot(svc, cluster, time.time() + 0.1)
+    plan_id = api(url, "POST", "/api/v1/plans", json={"cluster": cluster, "kind": kind, "params": params})["plan_id"]
+    api(url, "POST", f"/api/v1/plans/{plan_id}/approve")
+    ex = api(url, "POST", f"/api/v1/plans/{plan_id}/execute",
+             json={"throttle": {"mode": "fixed", "fixed_rate": rate}})["execution_id"]
+    return execution_end(url, int(ex), 600)
+
+
+def test_drain_then_restore_is_exact(lab: Lab, governed: tuple[Service, str]) -> None:
+    svc, url = governed
+    before = all_placement(lab)
+    on4 = sorted(k for k, (reps, _, _) in before.items() if 4 in reps)
+    assert on4, "broker 4 holds replicas before the drain"
+    t0 = time.monotonic()
+    drained = run_plan(url, svc, lab.cluster, "drain", {"brokers": [4]}, 40_000_000)
+    assert drained["status"] == "completed", drained["status"]
+    mid = all_placement(lab)
+    assert not [k for k, (reps, _, _) in mid.items() if 4 in reps]
+    restored = run_plan(url, svc, lab.cluster, "restore", {}, 40_000_000)
+    assert restored["status"] == "completed", restored["status"]
+    after = all_placement(lab)
+    diff = {k: (before[k], after.get(k)) for k in before if after.get(k) != before[k]}
+    print(f"\ndrain of broker 4 ({len(on4)} partitions with a replica there) then restore in "
+          f"{time.monotonic() - t0:.0f} s: {len(before) - len(diff)}/{len(before)} partitions exactly as before "
+          f"(replica order, leader, log dirs)")
+    assert not diff, f"not restored exactly: {diff}"
+    assert not wait_for_clean(lab)
+
+
+def test_a_consumer_with_client_rack_fetches_from_its_rack_follower(lab: Lab) -> None:
+    topic = "nearby"
+    admin = lab.admin()
+    try:
+        admin.create_topics([NewTopic(topic, replica_assignments={0: [1, 2]})])
+    finally:
+        admin.close()
+    wait_for("nearby's leader", lambda: placement(lab, topic)[0][1] == 1, 30)
+    produce(lab, topic, {0: 4_000_000})
+    wait_for("the follower in sync", lambda: replica_sizes(lab, topic).get((0, 2, placement(lab, topic)[0][2][2],
+                                                                             False), 0) >= 4_000_000, 60)
+
+    def bytes_out(broker: int) -> float:
+        for line in lab.scrape(lab.jmx_url(broker)).splitlines():
+            if line.startswith("kafka_server_brokertopicmetrics_bytesout_total{") and f'topic="{topic}"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    leader0, follower0 = bytes_out(1), bytes_out(2)
+    consumer = lab.consumer(client_rack=lab.node(2)["rack"], enable_auto_commit=False, group_id=None,
+                            fetch_max_bytes=1 << 20, metadata_max_age_ms=2000)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got = 0
+        deadline = time.monotonic() + 90
+        while got < 4_000_000 and time.monotonic() < deadline:
+            for records in consumer.poll(1000).values():
+                got += sum(len(r.value) for r in records)
+    finally:
+        consumer.close()
+    time.sleep(2)
+    leader_d, follower_d = bytes_out(1) - leader0, bytes_out(2) - follower0
+    print(f"\nclient.rack={lab.node(2)['rack']}: consumed {got / 1e6:.1f} MB; bytes out of the follower (broker 2) "
+          f"{follower_d / 1e6:.1f} MB, of the leader (broker 1) {leader_d / 1e6:.1f} MB")
+    assert got >= 4_000_000
+    assert follower_d >= 0.9 * got
+    assert leader_d <= 0.1 * got
+
+
+def under_replicated(lab: Lab) -> list[str] | None:
+    """Partitions whose ISR is not their replica set (``None`` when the metadata could not be read: the admin
+    client can pick the dead broker)."""
+    try:
+        admin = lab.admin(client_id="test-urp")
+        try:
+            metas = admin.describe_topics()
+        finally:
+            admin.close()
+    except Exception:
+        return None
+    return [f"{t['name']}-{p['partition_index']}" for t in metas for p in t["partitions"]
+            if set(p["isr_nodes"]) != set(p["replica_nodes"])]
+
+
+def test_a_broker_killed_with_sigkill_is_healed(lab: Lab, governed: tuple[Service, str]) -> None:
+    _, url = governed
+    api(url, "PUT", f"/api/v1/clusters/{lab.cluster}/self-healing", json={"enabled": True, "grace_s": 10.0})
+    victim = 4
+    held = sorted(k for k, (reps, _, _) in all_placement(lab).items() if victim in reps)
+    assert held
+    lab.kill(victim)
+    t0 = time.monotonic()
+    urp = wait_for("under-replicated partitions after the kill", lambda: under_replicated(lab), 60)
+    t_urp = time.monotonic() - t0
+
+    def healed() -> bool:
+        urp_now = under_replicated(lab)
+        if urp_now is None or urp_now:
+            return False
+        with contextlib.suppress(Exception):
+            return not [k for k, (reps, _, _) in all_placement(lab).items() if victim in reps]
+        return False
+    wait_for("every partition fully replicated without the dead broker", healed, 600, 2.0)
+    t_healed = time.monotonic() - t0
+    fixed = [a for a in api(url, "GET", "/api/v1/anomalies") if a["kind"] == "broker-dead"]
+    print(f"\nbroker {victim} killed -9 holding {len(held)} replicas: {len(urp)} partitions under-replicated after "
+          f"{t_urp:.0f} s; healed (0 under-replicated, none on broker {victim}) {t_healed:.0f} s after the kill "
+          f"(grace 10 s); anomalies: {[(a['status'], a.get('summary')) for a in fixed]}")
+    assert fixed
+
+
+def test_no_error_line_while_governing_the_lab(controller_log: io.StringIO) -> None:
+    """Issue 38 on real Kafka: everything above (collection, executions, a stop, a killed executor, drain and
+    restore, a broker killed and healed) logged no ERROR: what the controller retries by itself is a WARNING."""
+    lines = controller_log.getvalue().splitlines()
+    errors = [line for line in lines if " ERROR " in line or " CRITICAL " in line]
+    print(f"\ncontroller log: {len(lines)} lines, {len(errors)} ERROR")
+    assert not errors, "\n".join(errors[:20])

@@ -47,7 +47,7 @@ def fresh_snapshot_text(cluster: str = "c1") -> str:
 
 
 def register(client: TestClient, name: str = "c1") -> None:
-    r = client.post("/api/v1/clusters", headers=auth("admin"),
+    r = client.post("/api/v1/clusters?probe=false", headers=auth("admin"),
                     json={"name": name, "bootstrap_servers": ["127.0.0.1:19092"]})
     assert r.status_code == 201, r.text
 

@@ -5,6 +5,7 @@ JSON path, and read back without a secret (real app, local store)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from controlplane.api.app import create_app
 from controlplane.cli.clusters import registration_body
 from controlplane.cli.connect_options import ConnectOptions
 from controlplane.config import Settings, TokenConf, hash_token
+from controlplane.launcher import free_ports
 from controlplane.service.clusters import endpoints_of
 from controlplane.service.context import ServiceContext
 from controlplane.state.store import LocalStateStore
@@ -68,7 +70,7 @@ def _clean(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_register_show_and_bind_a_secured_cluster(client: TestClient, ctx: ServiceContext) -> None:
-    r = client.post("/api/v1/clusters", headers=auth("admin"), json=_clean(operator_body()))
+    r = client.post("/api/v1/clusters?probe=false", headers=auth("admin"), json=_clean(operator_body()))
     assert r.status_code == 201, r.text
     assert r.json() == {"cluster": "east", "created": True, "security": "SASL_SSL",
                         "sasl_mechanism": "SCRAM-SHA-512", "username": "guardian"}
@@ -94,7 +96,7 @@ def test_register_show_and_bind_a_secured_cluster(client: TestClient, ctx: Servi
 
 
 def test_the_older_metrics_urls_form_and_an_offsets_exporter(client: TestClient, ctx: ServiceContext) -> None:
-    r = client.post("/api/v1/clusters", headers=auth("admin"), json={
+    r = client.post("/api/v1/clusters?probe=false", headers=auth("admin"), json={
         "name": "old", "bootstrap_servers": ["k1:9092"], "metrics_urls": {"1": "http://k1:7071/metrics"},
         "consumer_offsets": "http://exporter:9308/metrics"})
     assert r.status_code == 201, r.text
@@ -129,7 +131,7 @@ def test_the_older_metrics_urls_form_and_an_offsets_exporter(client: TestClient,
 def test_bad_registrations_are_400s_naming_the_json_path(client: TestClient, change: Any, path: str) -> None:
     body = _clean(operator_body())
     change(body)
-    r = client.post("/api/v1/clusters", headers=auth("admin"), json=body)
+    r = client.post("/api/v1/clusters?probe=false", headers=auth("admin"), json=body)
     assert r.status_code == 400, r.text
     problem = r.json()
     assert problem["detail"].startswith(path) or any(p["path"].startswith(path) for p in problem["problems"]), \
@@ -141,13 +143,14 @@ def test_bad_registrations_are_400s_naming_the_json_path(client: TestClient, cha
 def test_a_literal_password_is_refused_by_name(client: TestClient) -> None:
     body = _clean(operator_body())
     body["security"]["password"] = SECRET
-    r = client.post("/api/v1/clusters", headers=auth("admin"), json=body)
+    r = client.post("/api/v1/clusters?probe=false", headers=auth("admin"), json=body)
     assert r.status_code == 400 and "'password' is not accepted" in r.json()["detail"]
     assert "password_file" in r.json()["detail"] and SECRET not in r.text
 
 
 def test_edit_the_declared_topology(client: TestClient, ctx: ServiceContext) -> None:
-    assert client.post("/api/v1/clusters", headers=auth("admin"), json=_clean(operator_body())).status_code == 201
+    assert client.post("/api/v1/clusters?probe=false", headers=auth("admin"),
+                       json=_clean(operator_body())).status_code == 201
     r = client.put("/api/v1/clusters/east/topology", headers=auth("admin"), json={
         "rack_to_idc": {"table": {"rack-1": "north", "rack-2": "south"}}, "idc_overrides": {"3": "west"},
         "hardware": {"rules": [{"brokers": [1, 2], "log_dirs": "/kafka/*", "kind": "ssd"}],
@@ -176,8 +179,32 @@ def test_the_cli_body_from_kafka_style_flags_registers(client: TestClient, ctx: 
                              metrics_url=["1=https://k1:7071/metrics", "1=https://k1:9100/metrics"])
     body = registration_body(connect.endpoints())
     assert body["brokers"] == [{"id": 1, "metrics": ["https://k1:7071/metrics", "https://k1:9100/metrics"]}]
-    r = client.post("/api/v1/clusters", headers=auth("admin"), json=body)
+    r = client.post("/api/v1/clusters?probe=false", headers=auth("admin"), json=body)
     assert r.status_code == 201, r.text
     eps = endpoints_of("east", ctx.store.read(lambda s: dict(s["clusters"]["east"])))
     assert eps.security == connect.endpoints().security
     assert [m.url for m in eps.brokers[0].metrics_endpoints] == ["https://k1:7071/metrics", "https://k1:9100/metrics"]
+
+
+@pytest.mark.parametrize("address", ["000", "k1", "k1:", "k1:0", "k1:99999", "::1:9092", "k 1:9092"])
+def test_a_bootstrap_address_must_be_host_port(client: TestClient, address: str) -> None:
+    r = client.post("/api/v1/clusters?probe=false", headers=auth("admin"),
+                    json={"name": "typo", "bootstrap_servers": ["k2:9092", address]})
+    assert r.status_code == 400, r.text
+    assert r.json()["problems"][0]["path"] == "$.bootstrap_servers"
+    assert "[1]" in r.json()["detail"] and "host:port" in r.json()["detail"]
+
+
+def test_registration_probes_the_bootstrap_and_every_endpoint_unless_told_not_to(client: TestClient) -> None:
+    closed, dead_metrics = free_ports(2)
+    body = {"name": "closed", "bootstrap_servers": [f"127.0.0.1:{closed}"],
+            "brokers": [{"id": 1, "metrics": [f"http://127.0.0.1:{dead_metrics}/metrics"]}]}
+    t0 = time.monotonic()
+    r = client.post("/api/v1/clusters", headers=auth("admin"), json=body)
+    assert time.monotonic() - t0 < 8
+    assert r.status_code == 400, r.text
+    problems = {p["path"]: p["message"] for p in r.json()["problems"]}
+    assert "connection refused" in problems["$.bootstrap_servers"]
+    assert f"127.0.0.1:{dead_metrics}" in problems["$.brokers[0].metrics[0]"]
+    assert client.get("/api/v1/clusters", headers=auth("viewer")).json() == []
+    assert client.post("/api/v1/clusters?probe=false", headers=auth("admin"), json=body).status_code == 201

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ def test_restart_mid_run_resumes_without_duplicate_submission(make_sim: Any, tmp
     second = guardian(*args)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "resuming execution" in second.stdout
+    assert "Unclosed" not in second.stderr, second.stderr[-2000:]  # its collector's sessions are closed
     final = max(read_state(state)["executions"].values(), key=lambda e: e["id"])
     assert final["status"] == "completed" and counts(final) == {"COMPLETED": len(plan.moves)}
     assert len(sim.submissions) == len(plan.moves)
@@ -164,3 +166,35 @@ def test_exec_run_measures_ingress_so_a_fixed_throttle_below_it_still_finishes(m
     final = max(read_state(tmp_path / "state.json")["executions"].values(), key=lambda e: e["id"])
     assert final["status"] == "completed" and counts(final) == {"COMPLETED": 3}
     assert sim.leftover_throttles() == {}
+
+
+def test_exec_cleanup_undoes_what_a_dead_executor_left_once_its_lease_expired(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(scenario(brokers=6, topics=2, partitions=10, rf=2, size_gb=1.0, speed=5))
+    before = {tp: p.replicas for tp, p in sim.live().partitions.items()}
+    plan_file = write_plan(one_replica_plan(sim.live()), tmp_path / "plan.json")
+    common = ["-e", str(sim.endpoints_file), "-c", "c1", "--quiet", "--interval", "0.2", "--lease-intervals", "5"]
+    run = guardian_popen("exec", "run", *common, "--plan", str(plan_file), "--state-file", str(tmp_path / "dead.json"),
+                         "--throttle", "fixed:1MB")
+    try:
+        wait_state(tmp_path / "dead.json",
+                   lambda e: counts(e)["IN_PROGRESS"] >= 3 and (e.get("progress") or {}).get("throttles"))
+    finally:
+        run.send_signal(signal.SIGKILL)  # the executor dies with moves in flight and throttles set
+        run.wait(10)
+    assert sim.leftover_throttles() and sim.live().reassignments
+    other = ["--state-file", str(tmp_path / "operator.json")]  # another executor: it must wait for the expiry
+    held = guardian("exec", "cleanup", *common, *other)
+    assert held.returncode == 1 and "is leased to" in held.stderr, held.stdout + held.stderr
+    deadline = time.monotonic() + 30
+    while True:
+        cleanup = guardian("exec", "cleanup", *common, *other)
+        if cleanup.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr
+    assert "cleaned up after" in cleanup.stdout and "move(s) cancelled" in cleanup.stdout
+    assert sim.leftover_throttles() == {}
+    assert sim.live().reassignments == {}
+    assert {tp: p.replicas for tp, p in sim.live().partitions.items()} == before
+    again = guardian("exec", "cleanup", *common, *other)
+    assert again.returncode == 0 and "no executor left" in again.stdout

@@ -86,7 +86,7 @@ def test_leader_kill_mid_execution_resumes_without_duplicate_submission(
     t0 = time.monotonic()
     cluster.wait_up()
     leader = cluster.leader()
-    code, body = cluster.request(leader, "POST", "/api/v1/clusters", {
+    code, body = cluster.request(leader, "POST", "/api/v1/clusters?probe=false", {
         "name": "c1", **register_fields(sim.c1)})
     assert code == 201, body
     wait_for("a collected snapshot",

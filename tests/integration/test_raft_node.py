@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +308,49 @@ def test_pysyncobj_errors_reach_the_log_without_any_logging_configured() -> None
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "boom from pysyncobj" in done.stderr and "truncating already-applied" in done.stderr
     assert done.stdout.strip() == "1"
+
+
+@contextlib.contextmanager
+def three_nodes(root: Path) -> Iterator[list[RaftNode]]:
+    """Three in-process nodes with the shared key; all closed after."""
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    nodes: list[RaftNode] = []
+    try:
+        nodes = [RaftNode(a, addrs, DemoStateMachine(), root / f"n{i}", key=KEY) for i, a in enumerate(addrs)]
+        yield nodes
+    finally:
+        for n in nodes:
+            n.close()
+
+
+def test_a_leader_below_its_disk_reserve_hands_leadership_over_and_recovers(tmp_path: Path) -> None:
+    with three_nodes(tmp_path) as nodes:
+        assert wait_for(lambda: any(n.ready and n.is_leader for n in nodes), 10)
+        full = next(i for i, n in enumerate(nodes) if n.is_leader)
+        nodes[full].propose({"type": "put", "key": "a", "value": 1})
+        assert wait_for(lambda: all(n.state()[1] == nodes[full].state()[1] for n in nodes))
+        reserve = nodes[full].settings
+        nodes[full].settings = replace(reserve, min_free_bytes=1 << 62)  # its disk is now below the reserve
+        t0 = time.monotonic()
+        assert wait_for(lambda: any(n.is_leader and n.ready for i, n in enumerate(nodes) if i != full), 10)
+        handed_over_s = time.monotonic() - t0
+        assert handed_over_s < 10 and not nodes[full].is_leader
+        assert not nodes[full].ready and nodes[full].status()["storage_error"]
+        leader = next(n for n in nodes if n.is_leader)
+        assert leader.propose({"type": "put", "key": "b", "value": 1}) == {"key": "b", "version": 1}
+        nodes[full].settings = reserve  # space is back
+        assert wait_for(lambda: nodes[full].ready, 10)
+        assert wait_for(lambda: nodes[full].read(lambda sm: sorted(sm.kv)) == ["a", "b"], 5)
+        print(f"\nleader below its disk reserve handed leadership over in {handed_over_s:.2f} s")
+
+
+def test_a_follower_below_its_disk_reserve_is_not_ready_until_space_is_back(tmp_path: Path) -> None:
+    with three_nodes(tmp_path) as nodes:
+        assert wait_for(lambda: all(n.ready for n in nodes), 10)
+        follower = next(n for n in nodes if not n.is_leader)
+        reserve = follower.settings
+        follower.settings = replace(reserve, min_free_bytes=1 << 62)
+        assert not follower.ready and follower.status()["storage_error"]
+        follower.settings = reserve
+        assert wait_for(lambda: follower.ready, 5)
+        assert follower.status()["storage_error"] is None

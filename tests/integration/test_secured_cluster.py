@@ -182,14 +182,24 @@ def test_topology_set_through_the_cli(world: World) -> None:
     assert restore.returncode == 0, restore.stderr
 
 
-def test_a_wrong_password_is_a_502_naming_the_cluster_and_mechanism(world: World) -> None:
+def test_a_wrong_password_is_a_400_at_registration_or_a_named_error_and_a_502(world: World) -> None:
     bad = {**world.cluster, "name": "east-bad",
            "security": {**world.cluster["security"], "password_file": str(world.wrong_password_file)}}
     with TestClient(world.service.app) as client:
-        assert world.api(client, "POST", "/api/v1/clusters", bad).status_code == 201
+        r = world.api(client, "POST", "/api/v1/clusters", bad)  # probed: the login is refused at once
+        assert r.status_code == 400, r.text
+        assert [p["path"] for p in r.json()["problems"]] == ["$.security"]
+        assert "authentication failed" in r.json()["detail"] and "probe=false" in r.json()["detail"]
+        assert world.api(client, "GET", "/api/v1/clusters/east-bad").status_code == 404
+        assert world.api(client, "POST", "/api/v1/clusters?probe=false", bad).status_code == 201
         t0 = time.monotonic()
         assert world.service.collection.collect(world.service.ctx, "east-bad") is None
         assert time.monotonic() - t0 < 10, "a refused login must not wait for timeouts"
+        shown = world.api(client, "GET", "/api/v1/clusters/east-bad").json()
+        assert shown["last_error"]["kind"] == "auth" and "authentication failed" in shown["last_error"]["message"]
+        assert shown["status"]["errors"]["auth"] >= 1
+        overview = world.api(client, "GET", "/api/v1/overview").json()
+        assert [c["last_error"]["kind"] for c in overview["clusters"] if c["name"] == "east-bad"] == ["auth"]
         r = world.api(client, "POST", "/api/v1/plans", {"cluster": "east-bad"})
         assert r.status_code == 502, r.text
         problem = r.json()
@@ -198,6 +208,26 @@ def test_a_wrong_password_is_a_502_naming_the_cluster_and_mechanism(world: World
         assert problem["detail"].startswith("no usable snapshot of cluster 'east-bad': cluster east-bad: "
                                             f"authentication failed with SASL_SSL/{MECHANISM}")
         assert world.api(client, "DELETE", "/api/v1/clusters/east-bad").status_code == 200
+
+
+def test_a_wrong_metrics_password_is_a_400_at_registration_or_a_named_error(world: World) -> None:
+    brokers = [{**b, "metrics": [{**m, "password_file": str(world.wrong_password_file)} if isinstance(m, dict)
+                                 else m for m in b["metrics"]]} for b in world.cluster["brokers"]]
+    bad = {**world.cluster, "name": "east-badm", "brokers": brokers}
+    with TestClient(world.service.app) as client:
+        r = world.api(client, "POST", "/api/v1/clusters", bad)
+        assert r.status_code == 400, r.text
+        paths = [p["path"] for p in r.json()["problems"]]
+        assert paths and all(p.startswith("$.brokers[") for p in paths), paths
+        assert "refused Guardian's credentials" in r.json()["detail"] and "HTTP 401" in r.json()["detail"]
+        assert world.api(client, "POST", "/api/v1/clusters?probe=false", bad).status_code == 201
+        assert world.service.collection.collect(world.service.ctx, "east-badm") is not None  # Kafka answers
+        shown = world.api(client, "GET", "/api/v1/clusters/east-badm").json()
+        assert shown["last_error"]["kind"] == "metrics_auth" and shown["last_error"]["loop"] == "scrape"
+        metrics = client.get("/metrics").text
+        assert 'guardian_cluster_errors_total{cluster="east-badm",kind="metrics_auth"} 1' in metrics
+        assert 'guardian_cluster_errors_total{cluster="east",kind="metrics_auth"}' in metrics
+        assert world.api(client, "DELETE", "/api/v1/clusters/east-badm").status_code == 200
 
 
 def test_exec_run_with_security_flags_moves_the_partitions(world: World) -> None:

@@ -48,7 +48,7 @@ def anomalies(cluster: ServiceCluster, node: int, kind: str) -> list[dict[str, A
 def test_leader_killed_mid_fix_the_fix_completes_once(sim: SimProcess, cluster: ServiceCluster) -> None:
     cluster.wait_up()
     leader = cluster.leader()
-    code, body = cluster.request(leader, "POST", "/api/v1/clusters", {
+    code, body = cluster.request(leader, "POST", "/api/v1/clusters?probe=false", {
         "name": "c1", **register_fields(sim.c1)})
     assert code == 201, body
     code, body = cluster.request(leader, "PUT", "/api/v1/clusters/c1/self-healing",

@@ -42,7 +42,7 @@ def converged_hashes(cluster: ServiceCluster, nodes: list[int], timeout: float =
 def test_leader_kill_loses_no_acknowledged_write(cluster: ServiceCluster) -> None:
     cluster.wait_up()
     leader = cluster.leader()
-    code, _ = cluster.request(leader, "POST", "/api/v1/clusters",
+    code, _ = cluster.request(leader, "POST", "/api/v1/clusters?probe=false",
                               {"name": "c1", "bootstrap_servers": ["127.0.0.1:9092"]})
     assert code == 201
 

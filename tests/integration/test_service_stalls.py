@@ -102,7 +102,7 @@ def test_loops_survive_sigstop_of_leader_and_follower_and_plans_still_execute(
         sim: SimProcess, cluster: ServiceCluster) -> None:
     cluster.wait_up()
     leader = cluster.leader()
-    code, body = cluster.request(leader, "POST", "/api/v1/clusters", {
+    code, body = cluster.request(leader, "POST", "/api/v1/clusters?probe=false", {
         "name": "c1", **register_fields(sim.c1)})
     assert code == 201, body
     leader = assert_loops_advance(cluster, "start")

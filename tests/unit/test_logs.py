@@ -12,7 +12,7 @@ import pytest
 
 from analytics_spark.clickhouse import ClickHouseUnavailable, connect
 from controlplane.api.access import redact as access_redact
-from controlplane.logs import cluster_scope, setup_logging
+from controlplane.logs import Summariser, cluster_scope, setup_logging
 from domain.redaction import mask_url, redact, register_secret
 from kafkaio.security import SecuritySettings
 
@@ -166,3 +166,31 @@ def test_kafka_python_errors_are_written_as_warnings(captured: io.StringIO) -> N
         ["ERROR", "guardian.executor: plan refused"],
     ]
     assert "Error receiving network data" in got[1] and "ConnectionResetError: reset by peer" in got[1]
+
+
+def test_repeated_lines_are_summarised_per_key_and_window() -> None:
+    clock = [0.0]
+    summary = Summariser(window_s=60, clock=lambda: clock[0])
+    assert summary.admit(("east", "auth")) == 0
+    for _ in range(5):
+        clock[0] += 1
+        assert summary.admit(("east", "auth")) is None
+    assert summary.admit(("west", "auth")) == 0  # another cluster is its own line
+    clock[0] = 61
+    assert summary.admit(("east", "auth")) == 5
+
+
+def test_kafka_python_lines_are_summarised_once_a_minute() -> None:
+    stream = io.StringIO()
+    handler = setup_logging("INFO", stream=stream)
+    try:
+        noisy = logging.getLogger("kafka.net.manager")
+        for _ in range(50):
+            noisy.error("Connection to %s failed: %s", "node-1", "refused")
+        logging.getLogger("guardian.test").error("ours %d", 1)
+        logging.getLogger("guardian.test").error("ours %d", 1)
+        lines = stream.getvalue().splitlines()
+        assert sum("Connection to node-1 failed" in line for line in lines) == 1
+        assert sum("ours 1" in line for line in lines) == 2  # our own lines are never summarised here
+    finally:
+        logging.getLogger().removeHandler(handler)

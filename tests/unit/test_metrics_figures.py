@@ -144,3 +144,26 @@ def test_metrics_at_100_clusters_answers_within_budget(tmp_path: Path) -> None:
           f"(budget {SCRAPE_BUDGET_S * 1000:.0f} ms); "
           f"figures of a new snapshot {observing * 10:.1f} ms per cluster, off the scrape path")
     assert median(times) < SCRAPE_BUDGET_S
+
+
+def test_a_registered_cluster_without_data_ages_on_the_leader_and_every_cluster_has_error_series(
+        tmp_path: Path) -> None:
+    ctx = ServiceContext(settings=Settings(data_dir=tmp_path), store=state_with(["east", "nodata"]))
+    snap = snapshot("east")
+    observed = datetime(2026, 1, 1, tzinfo=UTC)
+    ctx.snapshots.put(snap, observed_at=observed)
+    t0 = observed.timestamp()
+    ctx.cluster_status.awaited_since(["east", "nodata"], now=t0 - 30)  # the leader's collection began here
+    ctx.cluster_status.error("nodata", "collect", "metrics_auth", "HTTP 401")
+    text = ctx.metrics.federation.exposition(ctx.snapshots.entries, ctx.store.read, now=t0 + 400,
+                                             awaited=ctx.cluster_status.expected(),
+                                             errors=ctx.cluster_status.error_counts)
+    got = families(text)
+    assert dict((lb["cluster"], v) for lb, v in got["guardian_snapshot_age_seconds"]) == {"east": 400.0,
+                                                                                        "nodata": 430.0}
+    errors = {(lb["cluster"], lb["kind"]): v for lb, v in got["guardian_cluster_errors"]}
+    assert errors[("nodata", "metrics_auth")] == 1.0
+    assert errors[("east", "metrics_auth")] == 0.0 and len(errors) == 2 * 6
+    # a follower (nothing awaited) exports no age for a cluster it never observed
+    follower = families(ctx.metrics.federation.exposition(ctx.snapshots.entries, ctx.store.read, now=t0 + 400))
+    assert [lb["cluster"] for lb, _ in follower["guardian_snapshot_age_seconds"]] == ["east"]

@@ -104,6 +104,8 @@ async function viewOverview() {
       s ? `${s.disks_with_metrics}/${s.disks} disks · ${s.partitions_with_rates}/${s.partitions} partitions` : "–",
       c.throttles ? link("#/throttles", String(c.throttles)) : "0",
       ex ? link("#/executions/" + ex.id, `#${ex.id} ${ex.status} ${pct(ex.bytes_total ? ex.bytes_done / ex.bytes_total : 0)}`) : "–",
+      c.last_error ? h("span", { class: "bad last-error", title: c.last_error.message },
+        `${c.last_error.kind} (${c.last_error.loop}): ${c.last_error.message.slice(0, 160)}`) : "–",
     ];
   });
   const total = data.clusters.reduce((a, c) => a + (c.snapshot ? c.snapshot.brokers : 0), 0);
@@ -116,7 +118,7 @@ async function viewOverview() {
       h("div", { class: "card" }, h("b", { class: dead ? "bad" : "ok" }, dead), "dead brokers"),
       h("div", { class: "card" }, h("b", {}, data.clusters.filter(c => c.execution).length), "executions running")),
     table(["cluster", "brokers alive", "dead", "imbalance per pool (estimated util)", "snapshot age", "coverage",
-           "throttles", "execution"], rows, [1, 2]),
+           "throttles", "execution", "last error"], rows, [1, 2]),
   ];
   if (optional.anomalies) out.push(await anomaliesPanel());
   return out;
