@@ -48,7 +48,20 @@ def _check(code: int, what: str) -> None:
         raise kerrors.for_code(code)(what)
 
 
-def _leader(a: Any, topic: str) -> int:
+def _leader(a: Any, topic: str, wait_s: float = 0.0) -> int:
+    """The leader of ``topic``-0; for ``wait_s`` seconds a topic unknown or leaderless is asked again (a broker's
+    metadata may lag a CreateTopics the controller has just applied)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return _leader_once(a, topic)
+        except (kerrors.UnknownTopicOrPartitionError, kerrors.LeaderNotAvailableError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _leader_once(a: Any, topic: str) -> int:
     for t in a.describe_topics([topic]):
         if t.get("error_code", 0):
             _check(int(t["error_code"]), f"describing topic {topic}")
@@ -60,6 +73,8 @@ def _leader(a: Any, topic: str) -> int:
 
 CREATE_VISIBLE_S = 10.0
 """How long a created topic may take to show in the metadata with a leader."""
+LAGGING_METADATA_S = 3.0
+"""How long an append waits for a broker's metadata to show the log (the lease log exists once ensured)."""
 
 
 def ensure_topic(a: Any, topic: str, configs: Mapping[str, str]) -> None:
@@ -72,15 +87,7 @@ def ensure_topic(a: Any, topic: str, configs: Mapping[str, str]) -> None:
         a.create_topics([NewTopic(topic, 1, rf, topic_configs=dict(configs))])
     # Kafka's controller answers CreateTopics before every broker's metadata has the topic: a read at once may
     # reach a broker that answers UNKNOWN_TOPIC_OR_PARTITION (seen on Kafka 4.2). Wait until it has a leader.
-    deadline = time.monotonic() + CREATE_VISIBLE_S
-    while True:
-        try:
-            _leader(a, topic)
-            return
-        except (kerrors.UnknownTopicOrPartitionError, kerrors.LeaderNotAvailableError):
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.2)
+    _leader(a, topic, CREATE_VISIBLE_S)
 
 
 def append(a: Any, topic: str, key: bytes, value: bytes, timeout_ms: int = 15000) -> tuple[int, int]:
@@ -93,7 +100,7 @@ def append(a: Any, topic: str, key: bytes, value: bytes, timeout_ms: int = 15000
     request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=timeout_ms, topic_data=[topic_data(
         name=topic, partition_data=[topic_data.PartitionProduceData(index=0, records=builder.buffer())])],
         min_version=3, max_version=9)
-    response = _run(a, request, _leader(a, topic))
+    response = _run(a, request, _leader(a, topic, LAGGING_METADATA_S))
     part = response.responses[0].partition_responses[0]
     _check(int(part.error_code), f"appending to {topic}-0")
     stamped = int(getattr(part, "log_append_time_ms", -1))
