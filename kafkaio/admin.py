@@ -347,7 +347,11 @@ class KafkaAdmin:
 
     @staticmethod
     def _check_alter(what: str, result: Any) -> None:
+        """Raise on any resource the broker refused. kafka-python 3 reports each resource as ``"OK"`` or as the
+        error's text (``"[Error 42] InvalidRequestError: ..."``), not an error object: anything but ``"OK"`` (or an
+        error object with errno 0) is a refusal."""
         for per_type in (result or {}).values():
             for name, status in per_type.items():
-                if status not in ("OK", None) and getattr(status, "errno", 0) != 0:
-                    raise AdminError(f"{what} ({name}) failed: {status}")
+                if status in ("OK", None) or (not isinstance(status, str) and getattr(status, "errno", None) == 0):
+                    continue
+                raise AdminError(f"{what} ({name}) failed: {status}")

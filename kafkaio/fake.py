@@ -12,7 +12,7 @@ reassignments, dynamic broker configs and topic configs. The port's calls act on
   replicas appear at once, empty, in the dir named earlier through ``alter_log_dirs`` — answered
   ``ReplicaNotAvailableError`` as Kafka's LogManager does — or else the broker's roomiest dir); the
   original replica set cancels it, ``None`` cancels it (``NoReassignmentInProgressError`` when none
-  is in flight); dead or unknown brokers give ``InvalidReplicaAssignmentError``. A move completes when
+  is in flight); dead or unknown brokers give ``InvalidReplicationAssignmentError``. A move completes when
   told (:meth:`finish`), when :meth:`copy` has filled every new replica, or after ``complete_after``
   metadata reads (``None``: never by itself); completion switches the replica set to the target,
   keeps the leader if it stays in sync and otherwise elects the first in-sync replica.
@@ -384,7 +384,7 @@ class FakeKafkaCluster:
             self._cancel(p)
             return None
         if not replicas or len(set(replicas)) != len(replicas) or any(b not in self.alive for b in replicas):
-            return "InvalidReplicaAssignmentError"
+            return "InvalidReplicationAssignmentError"
         original = p.reassignment.original if p.reassignment is not None else list(p.replicas)
         if list(replicas) == original:
             return None  # nothing to do
@@ -557,10 +557,11 @@ class FakeKafkaCluster:
             raise TopicExists(f"topic {topic!r} already exists")
         parts = sorted(assignment)
         if parts != list(range(len(parts))) or not parts:
-            raise AdminError(f"creating topic {topic} failed: InvalidReplicaAssignmentError (partitions {parts})")
+            raise AdminError(f"creating topic {topic} failed: InvalidReplicationAssignmentError (partitions {parts})")
         bad = sorted({b for r in assignment.values() for b in r if b not in self.alive})
-        if bad or any(len(set(r)) != len(r) or not r for r in assignment.values()):
-            raise AdminError(f"creating topic {topic} failed: InvalidReplicaAssignmentError (brokers {bad})")
+        if bad or any(len(set(r)) != len(r) or not r for r in assignment.values()) \
+                or len({len(r) for r in assignment.values()}) > 1:  # KRaft: one replication factor per topic
+            raise AdminError(f"creating topic {topic} failed: InvalidReplicationAssignmentError (brokers {bad})")
         self.add_topic(topic, [list(assignment[p]) for p in parts])
         if configs:
             self.topic_cfg[topic] = dict(configs)

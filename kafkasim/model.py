@@ -358,6 +358,11 @@ class Cluster:
             plan = [assignments[i] for i in idx]
             for reps in plan:
                 self.validate_assignment(reps)
+            if len({len(reps) for reps in plan}) > 1:  # as KRaft's controller: one replication factor per topic
+                raise SimError(INVALID_REPLICA_ASSIGNMENT,
+                               f"The manual partition assignment includes a partition with {len(plan[-1])} "
+                               f"replica(s), but this is not consistent with previous partitions, which have "
+                               f"{len(plan[0])} replica(s).")
         else:
             if num_partitions == -1:
                 num_partitions = 1

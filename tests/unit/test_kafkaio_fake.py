@@ -57,7 +57,7 @@ def test_cancel_restores_the_original_replicas_and_invalid_targets_are_refused()
     assert ("t", 0, 3) not in fake.log_dirs([3])
     fake.kill(4)
     assert fake.alter_reassignments({("t", 0): [4, 2], ("t", 1): [2, 2], ("u", 0): [1]}) == {
-        ("t", 0): "InvalidReplicaAssignmentError", ("t", 1): "InvalidReplicaAssignmentError",
+        ("t", 0): "InvalidReplicationAssignmentError", ("t", 1): "InvalidReplicationAssignmentError",
         ("u", 0): "UnknownTopicOrPartitionError"}
 
 
