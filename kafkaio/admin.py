@@ -257,7 +257,12 @@ class KafkaAdmin:
         return self._call("electing preferred leaders", write)
 
     def set_broker_configs(self, changes: Mapping[int, Mapping[str, str | None]]) -> None:
-        """Incrementally SET (value) or DELETE (``None``) dynamic broker configs."""
+        """Incrementally SET (value) or DELETE (``None``) dynamic broker configs.
+
+        Every ``alter_configs`` here passes ``raise_on_unknown=False``: kafka-python otherwise first describes the
+        resource and refuses, client-side, any key the broker reports ``read_only`` — and Kafka reports the KIP-73
+        and KIP-113 throttle rates read-only (they are not in its reconfigurable set, yet IncrementalAlterConfigs
+        sets them), so no throttle could be set on a real broker. The broker validates the change itself."""
         resources = [ConfigResource(ConfigResourceType.BROKER, str(b),
                                     configs={k: (("SET", v) if v is not None else ("DELETE", None))
                                              for k, v in cfg.items()})
@@ -265,7 +270,7 @@ class KafkaAdmin:
         if resources:
             self._check_alter("setting broker throttles",
                               self._call("setting broker configs",
-                                         lambda a: a.alter_configs(resources, incremental=True)))
+                                         lambda a: a.alter_configs(resources, incremental=True, raise_on_unknown=False)))
 
     def alter_topic_lists(self, topic: str, key: str, append: Iterable[str] = (), subtract: Iterable[str] = ()) -> None:
         """APPEND / SUBTRACT entries of a list-type topic config (e.g. throttled replicas)."""
@@ -276,7 +281,7 @@ class KafkaAdmin:
             res = ConfigResource(ConfigResourceType.TOPIC, topic, configs={key: (op, value)})
 
             def alter(a: Any, r: Any = res) -> Any:
-                return a.alter_configs([r], incremental=True)
+                return a.alter_configs([r], incremental=True, raise_on_unknown=False)
 
             self._check_alter(f"{op} {key} on {topic}", self._call("altering topic configs", alter))
 
@@ -291,7 +296,7 @@ class KafkaAdmin:
         if resources:
             self._check_alter("setting topic configs",
                               self._call("setting topic configs",
-                                         lambda a: a.alter_configs(resources, incremental=True)))
+                                         lambda a: a.alter_configs(resources, incremental=True, raise_on_unknown=False)))
 
     def set_client_quotas(self, client_id: str, quotas: Mapping[str, float | None]) -> None:
         """Set (a rate) or remove (``None``) client-id quotas such as ``consumer_byte_rate`` (AlterClientQuotas;

@@ -38,6 +38,7 @@ Cost: O(partitions) per metadata or log-dir read; everything else O(items of the
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, LogRecord, Part
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 0, 3, 80, 84
 DEFAULT_CAPACITY = 4_000_000_000_000
+QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"})
 
 
 @dataclass
@@ -341,8 +343,8 @@ class FakeKafkaCluster:
                     entries[k] = ConfigEntry(value, "STATIC_BROKER_CONFIG" if value is not None else "DEFAULT_CONFIG",
                                              True)
                 elif k in self.broker_cfg.get(b, {}):
-                    entries[k] = ConfigEntry(self.broker_cfg[b][k], "DYNAMIC_BROKER_CONFIG", False)
-                else:
+                    entries[k] = ConfigEntry(self.broker_cfg[b][k], "DYNAMIC_BROKER_CONFIG", k in BROKER_THROTTLE_KEYS)
+                elif k not in BROKER_THROTTLE_KEYS:  # Kafka describes its quota-type rates only when set
                     entries[k] = ConfigEntry(None, "DEFAULT_CONFIG", False)
             out[b] = entries
         return out
@@ -402,6 +404,8 @@ class FakeKafkaCluster:
         p.reassignment = _Reassignment(self.complete_after, list(replicas), original)
         p.replicas = list(replicas) + [b for b in original if b not in replicas]
         p.isr = [b for b in p.isr if b in original]
+        if all(b in p.isr for b in replicas):  # nothing to copy (a reorder, a shrink): Kafka completes it at once
+            self._complete_reassignment(p)
         return None
 
     def _cancel(self, p: _Partition) -> None:
@@ -440,7 +444,9 @@ class FakeKafkaCluster:
         if path not in self.log_dir_paths.get(broker, []):
             return "LogDirNotFoundError"
         p = self._get((topic, index))
-        if p is None or broker not in p.dirs:
+        if p is None:
+            return "UnknownTopicOrPartitionError"
+        if broker not in p.dirs:
             self.preferred_dirs[key] = path  # as Kafka's LogManager: used when the replica is created
             return "ReplicaNotAvailableError"
         if p.dirs[broker] == path:
@@ -498,6 +504,7 @@ class FakeKafkaCluster:
         self._enter("alter_topic_lists")
         if topic not in self.topics:
             raise AdminError(f"altering topic configs failed: UnknownTopicOrPartitionError: {topic}")
+        _check_topic_config(key, ",".join(sorted(add)))
         self.calls.append(("alter_topic_lists", (topic, key, sorted(add), sorted(sub))))
         cfg = self.topic_cfg.setdefault(topic, {})
         entries = [e for e in cfg.get(key, "").split(",") if e and e not in sub]
@@ -517,6 +524,10 @@ class FakeKafkaCluster:
         for topic, cfg in todo.items():
             if topic not in self.topics:
                 raise AdminError(f"altering topic configs failed: UnknownTopicOrPartitionError: {topic}")
+            for k, v in cfg.items():
+                if v is not None:
+                    _check_topic_config(k, v)
+        for topic, cfg in todo.items():
             current = self.topic_cfg.setdefault(topic, {})
             for k, v in cfg.items():
                 if v is None:
@@ -529,6 +540,11 @@ class FakeKafkaCluster:
         if not quotas:
             return
         self._enter("set_client_quotas")
+        for k, v in quotas.items():  # AlterClientQuotas' refusals (INVALID_REQUEST, Kafka's messages)
+            if k not in QUOTA_KEYS:
+                raise AdminError(f"alter client quota {client_id}/{k}: Invalid configuration key {k}")
+            if v is not None and not v > 0:
+                raise AdminError(f"alter client quota {client_id}/{k}: Quota {k} must be greater than 0")
         self.calls.append(("set_client_quotas", (client_id, dict(quotas))))
         current = self.quotas.setdefault(client_id, {})
         for k, v in quotas.items():
@@ -602,6 +618,19 @@ class FakeKafkaCluster:
         other.submissions, other.cancels = Counter(), Counter()
         other.stale_reads, other._last = 0, None
         return other
+
+
+def _check_topic_config(key: str, value: str) -> None:
+    """Refuse what Kafka's topic config validation refuses for the keys Guardian sets (INVALID_CONFIG): a
+    throttled-replica list that is not ``*`` or ``partition:broker,...``, a non-integer ``*.ms`` / ``*.bytes``."""
+    if key in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        entries = [e.strip() for e in value.split(",")]
+        if value.strip() != "*" and not all(re.fullmatch(r"(\d+:\d+)?", e) for e in entries):
+            raise AdminError(f"altering topic configs failed: InvalidConfigurationError: Invalid value {value} for "
+                             f"configuration {key}: must be the format [partitionId]:[brokerId],... or *")
+    elif key.endswith((".ms", ".bytes")) and not re.fullmatch(r"-?\d+", value.strip()):
+        raise AdminError(f"altering topic configs failed: InvalidConfigurationError: Invalid value {value} for "
+                         f"configuration {key}: Not a number of type LONG")
 
 
 def _conforms(fake: FakeKafkaCluster) -> KafkaCluster:

@@ -190,6 +190,10 @@ class FakeBackend(Backend):
     def quotas(self, client_id: str) -> dict[str, float]:
         return dict(self.fake.quotas.get(client_id, {}))
 
+    def wait(self, what: str, probe: Callable[[], T], timeout_s: float = 30.0) -> T:
+        """The fake changes only when called: what has not happened after a few polls never will."""
+        return wait_until(what, probe, min(timeout_s, 0.5), every_s=0.05)
+
 
 # ------------------------------------------------------------------------------------------------ wire
 class WireBackend(Backend):
