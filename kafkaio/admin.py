@@ -108,8 +108,11 @@ class KafkaAdmin:
                                                           tuple(v["removing_replicas"]))
                    for tp, v in a.list_partition_reassignments().items()}
             cluster = a.describe_cluster()
-            alive = frozenset(int(b["broker_id"]) for b in cluster["brokers"])
-            racks = {int(b["broker_id"]): str(b.get("rack") or "") for b in cluster["brokers"]}
+            # kafka-python asks DescribeCluster v2+ to include fenced brokers (KRaft): a broker killed -9 is fenced
+            # after its session times out and stays listed, flagged ``is_fenced`` — it is not alive
+            up = [b for b in cluster["brokers"] if not b.get("is_fenced")]
+            alive = frozenset(int(b["broker_id"]) for b in up)
+            racks = {int(b["broker_id"]): str(b.get("rack") or "") for b in up}
             parts: dict[TP, PartitionMeta] = {}
             sizes: dict[str, int] = {}
             for t in a.describe_topics():

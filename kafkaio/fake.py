@@ -12,7 +12,8 @@ reassignments, dynamic broker configs and topic configs. The port's calls act on
   replicas appear at once, empty, in the dir named earlier through ``alter_log_dirs`` — answered
   ``ReplicaNotAvailableError`` as Kafka's LogManager does — or else the broker's roomiest dir); the
   original replica set cancels it, ``None`` cancels it (``NoReassignmentInProgressError`` when none
-  is in flight); dead or unknown brokers give ``InvalidReplicationAssignmentError``. A move completes when
+  is in flight); unknown brokers give ``InvalidReplicationAssignmentError``, a dead broker is accepted
+  (as KRaft accepts any registered broker: the move waits for it). A move completes when
   told (:meth:`finish`), when :meth:`copy` has filled every new replica, or after ``complete_after``
   metadata reads (``None``: never by itself); completion switches the replica set to the target,
   keeps the leader if it stays in sync and otherwise elects the first in-sync replica.
@@ -385,7 +386,7 @@ class FakeKafkaCluster:
                 return "NoReassignmentInProgressError"
             self._cancel(p)
             return None
-        if not replicas or len(set(replicas)) != len(replicas) or any(b not in self.alive for b in replicas):
+        if not replicas or len(set(replicas)) != len(replicas) or any(b not in self.log_dir_paths for b in replicas):
             return "InvalidReplicationAssignmentError"
         original = p.reassignment.original if p.reassignment is not None else list(p.replicas)
         if list(replicas) == original:
