@@ -272,8 +272,8 @@ class KafkaAdmin:
                      for b, cfg in sorted(changes.items()) if cfg]
         if resources:
             self._check_alter("setting broker throttles",
-                              self._call("setting broker configs",
-                                         lambda a: a.alter_configs(resources, incremental=True, raise_on_unknown=False)))
+                              self._call("setting broker configs", lambda a: a.alter_configs(
+                                  resources, incremental=True, raise_on_unknown=False)))
 
     def alter_topic_lists(self, topic: str, key: str, append: Iterable[str] = (), subtract: Iterable[str] = ()) -> None:
         """APPEND / SUBTRACT entries of a list-type topic config (e.g. throttled replicas)."""
@@ -298,8 +298,8 @@ class KafkaAdmin:
                      for t, cfg in sorted(changes.items()) if cfg]
         if resources:
             self._check_alter("setting topic configs",
-                              self._call("setting topic configs",
-                                         lambda a: a.alter_configs(resources, incremental=True, raise_on_unknown=False)))
+                              self._call("setting topic configs", lambda a: a.alter_configs(
+                                  resources, incremental=True, raise_on_unknown=False)))
 
     def set_client_quotas(self, client_id: str, quotas: Mapping[str, float | None]) -> None:
         """Set (a rate) or remove (``None``) client-id quotas such as ``consumer_byte_rate`` (AlterClientQuotas;

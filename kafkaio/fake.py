@@ -149,6 +149,8 @@ class FakeKafkaCluster:
         """Remove a topic and its configs."""
         del self.topics[name]
         self.topic_cfg.pop(name, None)
+        self.logs.pop(name, None)
+        self.log_start.pop(name, None)
 
     def _new_partition(self, replicas: list[int], size: int, dirs: Sequence[str] | None) -> _Partition:
         alive = [b for b in replicas if b in self.alive]
@@ -585,8 +587,12 @@ class FakeKafkaCluster:
         self.calls.append(("create_topic", (topic, {p: list(r) for p, r in assignment.items()})))
 
     def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:
-        """Create the one-partition ``topic`` unless it exists (not a partition the executor sees)."""
+        """Create the one-partition ``topic`` with ``configs`` unless it exists: a topic like any other, as on
+        Kafka (in the metadata, replicas on the first min(3, alive) brokers, its configs described)."""
         self._enter("ensure_log")
+        if topic not in self.topics:
+            self.add_topic(topic, [sorted(self.alive)[:3]])
+            self.topic_cfg[topic] = dict(configs)
         self.logs.setdefault(topic, [])
 
     def append_log(self, topic: str, key: bytes, value: bytes) -> tuple[int, int]:

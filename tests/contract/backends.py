@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kafka import KafkaProducer
 from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest
@@ -42,8 +42,6 @@ from kafkalab import lab as kl
 from kafkasim.scenario import build_federation
 from tests.integration.kafkasim_support import Sim, client_kwargs, start_federation
 from tests.lab_support import Lab, start_lab
-
-T = TypeVar("T")
 
 BROKERS = (1, 2, 3)
 SIM_CLUSTER = "contract"
@@ -70,8 +68,9 @@ def unique(prefix: str) -> str:
     return f"ct-{prefix}-{os.getpid()}-{int(time.time() * 1000) % 10**7}-{next(_names)}"
 
 
-def wait_until(what: str, probe: Callable[[], T], timeout_s: float = 30.0, every_s: float = 0.25) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what`` and the last value."""
+def wait_until(what: str, probe: Callable[[], Any], timeout_s: float = 30.0, every_s: float = 0.25) -> Any:
+    """Poll ``probe`` until it returns something truthy (returned); fail naming ``what`` and the last value.
+    (Typed ``Any``: probes are ``a and b and value`` expressions.)"""
     deadline = time.monotonic() + timeout_s
     last: Any = None
     while True:
@@ -148,8 +147,8 @@ class Backend:
     def client_config(self) -> dict[str, Any]:
         raise NotImplementedError(f"{self.name} has no wire")
 
-    def wait(self, what: str, probe: Callable[[], T], timeout_s: float = 30.0) -> T:
-        """:func:`wait_until` (the fake answers at once, so its waits are immediate)."""
+    def wait(self, what: str, probe: Callable[[], Any], timeout_s: float = 30.0) -> Any:
+        """:func:`wait_until`."""
         return wait_until(what, probe, timeout_s)
 
     def close(self) -> None:
@@ -190,7 +189,7 @@ class FakeBackend(Backend):
     def quotas(self, client_id: str) -> dict[str, float]:
         return dict(self.fake.quotas.get(client_id, {}))
 
-    def wait(self, what: str, probe: Callable[[], T], timeout_s: float = 30.0) -> T:
+    def wait(self, what: str, probe: Callable[[], Any], timeout_s: float = 30.0) -> Any:
         """The fake changes only when called: what has not happened after a few polls never will."""
         return wait_until(what, probe, min(timeout_s, 0.5), every_s=0.05)
 

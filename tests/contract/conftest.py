@@ -75,7 +75,9 @@ def wire_backend(request: pytest.FixtureRequest) -> Backend:
     return _backend(request, str(request.param))
 
 
-def xfail_on(request: pytest.FixtureRequest, backend: Backend, names: set[str], reason: str) -> None:
-    """Mark this test a strict xfail on the backends named (a difference listed in kafkasim/README.md's table)."""
+def xfail_on(request: pytest.FixtureRequest, backend: Backend, names: set[str], reason: str,
+             raises: type[BaseException] | None = None) -> None:
+    """Mark this test a strict xfail on the backends named (a difference listed in kafkasim/README.md's table);
+    with ``raises``, only that exception counts as the expected failure (anything else fails the test)."""
     if backend.name in names:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason, raises=raises))

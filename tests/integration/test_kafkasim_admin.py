@@ -77,8 +77,11 @@ def test_create_partitions_and_delete(admin: KafkaAdminClient) -> None:
 
 
 def test_alter_configs_topic_broker_and_partition_throttle(sim: SimRunner, admin: KafkaAdminClient) -> None:
+    # raise_on_unknown=False: Kafka (and kafkasim) flag the throttle rates read-only, which kafka-python's client-side
+    # check takes for "unknown" (tests/contract/test_configs.py)
     admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "2",
-                                        configs={"follower.replication.throttled.rate": "10000000"})], raise_on_unknown=False)
+                                        configs={"follower.replication.throttled.rate": "10000000"})],
+                        raise_on_unknown=False)
     admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "orders",
                                         configs={"leader.replication.throttled.replicas": "0:1,1:2"})])
     admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "orders", configs={
