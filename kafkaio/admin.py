@@ -24,7 +24,13 @@ from typing import Any, TypeVar
 
 from kafka import TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
-from kafka.errors import BrokerResponseError, NotControllerError, NotLeaderForPartitionError, TopicAlreadyExistsError
+from kafka.errors import (
+    BrokerResponseError,
+    NotControllerError,
+    NotLeaderForPartitionError,
+    TopicAlreadyExistsError,
+    UnknownBrokerIdError,
+)
 from kafka.structs import TopicPartitionReplica
 
 from domain.throttles import (
@@ -82,7 +88,14 @@ class KafkaAdmin:
             client = None
             try:
                 client = self.connection.client()
-                return fn(client)
+                try:
+                    return fn(client)
+                except UnknownBrokerIdError:
+                    # the client's broker list predates a broker that (re)joined since (kafka-python refreshes it every
+                    # 5 minutes): raised before anything was sent to that broker, so reconnect and try once more
+                    self.connection.drop(client)
+                    client = self.connection.client()
+                    return fn(client)
             except Exception as exc:  # report; reconnect next time unless the broker answered
                 if not _answered(exc):
                     self.connection.drop(client)
