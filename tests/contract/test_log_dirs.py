@@ -1,5 +1,5 @@
 """Contract: KIP-113 AlterReplicaLogDirs — the error names, a future replica in flight (throttled by
-``replica.alter.log.dirs.io.max.bytes.per.second``) and its completion, a move to the current dir."""
+``replica.alter.log.dirs.io.max.bytes.per.second``), cancelled by naming the current dir, and its completion."""
 
 from __future__ import annotations
 
@@ -48,6 +48,13 @@ def test_future_replica_in_flight_then_complete(backend: Backend) -> None:
         # the replica is still served from its current dir: the partition is unchanged
         meta = backend.port.live().partitions[(t, 0)]
         assert meta.replicas == (1, 2) and set(meta.isr) == {1, 2}
+
+        # naming the current dir cancels the future replica (ReplicaManager removes it, creates none)
+        assert backend.port.alter_log_dirs({(t, 0, b): cur.log_dir}) == {(t, 0, b): None}
+        backend.wait("the future replica cancelled", lambda: [(e.log_dir, e.is_future) for e in backend.port.log_dirs(
+            [b], [t])[(t, 0, b)]] == [(cur.log_dir, False)])
+        assert backend.port.alter_log_dirs({(t, 0, b): other}) == {(t, 0, b): None}
+        backend.wait("the future replica again", lambda: len(backend.port.log_dirs([b], [t])[(t, 0, b)]) == 2)
 
         backend.port.set_broker_configs({b: {DIR_RATE: None}})
         backend.proceed([(t, 0)])
