@@ -25,7 +25,13 @@ from typing import Any, TypeVar
 
 from kafka import TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
-from kafka.errors import BrokerResponseError, NotControllerError, NotLeaderForPartitionError, TopicAlreadyExistsError
+from kafka.errors import (
+    BrokerResponseError,
+    NotControllerError,
+    NotLeaderForPartitionError,
+    TopicAlreadyExistsError,
+    UnknownBrokerIdError,
+)
 from kafka.structs import TopicPartitionReplica
 
 from domain.throttles import (
@@ -90,7 +96,14 @@ class KafkaAdmin:
             client = None
             try:
                 client = self.connection.client()
-                return fn(client)
+                try:
+                    return fn(client)
+                except UnknownBrokerIdError:
+                    # the client's broker list predates a broker that (re)joined since (kafka-python refreshes it every
+                    # 5 minutes): raised before anything was sent to that broker, so reconnect and try once more
+                    self.connection.drop(client)
+                    client = self.connection.client()
+                    return fn(client)
             except Exception as exc:  # report; reconnect next time unless the broker answered
                 if not _answered(exc):
                     self.connection.drop(client)
@@ -116,10 +129,11 @@ class KafkaAdmin:
                                                           tuple(v["removing_replicas"]))
                    for tp, v in a.list_partition_reassignments().items()}
             cluster = a.describe_cluster()
-            # kafka-python asks for fenced brokers too (KRaft: a broker that stopped heartbeating stays listed,
-            # fenced, until it is unregistered); a fenced broker answers nothing and leads nothing
-            alive = frozenset(int(b["broker_id"]) for b in cluster["brokers"] if not b.get("is_fenced"))
-            racks = {int(b["broker_id"]): str(b.get("rack") or "") for b in cluster["brokers"]}
+            # kafka-python asks DescribeCluster v2+ to include fenced brokers (KRaft): a broker killed -9 is fenced
+            # after its session times out and stays listed, flagged ``is_fenced`` — it is not alive
+            up = [b for b in cluster["brokers"] if not b.get("is_fenced")]
+            alive = frozenset(int(b["broker_id"]) for b in up)
+            racks = {int(b["broker_id"]): str(b.get("rack") or "") for b in up}
             parts: dict[TP, PartitionMeta] = {}
             sizes: dict[str, int] = {}
             for t in a.describe_topics():
@@ -267,7 +281,12 @@ class KafkaAdmin:
         return self._call("electing preferred leaders", write)
 
     def set_broker_configs(self, changes: Mapping[int, Mapping[str, str | None]]) -> None:
-        """Incrementally SET (value) or DELETE (``None``) dynamic broker configs."""
+        """Incrementally SET (value) or DELETE (``None``) dynamic broker configs.
+
+        Every ``alter_configs`` here passes ``raise_on_unknown=False``: kafka-python otherwise first describes the
+        resource and refuses, client-side, any key the broker reports ``read_only`` — and Kafka reports the KIP-73
+        and KIP-113 throttle rates read-only (they are not in its reconfigurable set, yet IncrementalAlterConfigs
+        sets them), so no throttle could be set on a real broker. The broker validates the change itself."""
         resources = [ConfigResource(ConfigResourceType.BROKER, str(b),
                                     configs={k: (("SET", v) if v is not None else ("DELETE", None))
                                              for k, v in cfg.items()})
@@ -382,7 +401,11 @@ class KafkaAdmin:
 
     @staticmethod
     def _check_alter(what: str, result: Any) -> None:
+        """Raise on any resource the broker refused. kafka-python 3 reports each resource as ``"OK"`` or as the
+        error's text (``"[Error 42] InvalidRequestError: ..."``), not an error object: anything but ``"OK"`` (or an
+        error object with errno 0) is a refusal."""
         for per_type in (result or {}).values():
             for name, status in per_type.items():
-                if status not in ("OK", None) and getattr(status, "errno", 0) != 0:
-                    raise AdminError(f"{what} ({name}) failed: {status}")
+                if status in ("OK", None) or (not isinstance(status, str) and getattr(status, "errno", None) == 0):
+                    continue
+                raise AdminError(f"{what} ({name}) failed: {status}")

@@ -43,7 +43,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import kafka.errors as kerrors
@@ -281,6 +281,21 @@ class MetadataReader:
         return decoded
 
 
+async def know_brokers(mgr: Any, nodes: Iterable[int], timeout_ms: int) -> None:
+    """Refresh the client's broker list when it lacks one of ``nodes``.
+
+    kafka-python refreshes its cluster metadata every 5 minutes (or after a failure it saw); a broker that
+    (re)joined since — a restarted broker is fenced, dropped from the metadata, then registered again — is
+    unknown to it until then, and every request to it fails client-side with ``UnknownBrokerIdError`` (the
+    collectors' log dirs and group offsets of that broker for up to 5 minutes). One Metadata round trip,
+    only in that case; a broker still unknown afterwards fails as before."""
+    wanted = list(nodes)
+    if all(mgr.cluster.broker_metadata(n) is not None for n in wanted):
+        return
+    with contextlib.suppress(Exception):  # the request that follows reports what is still wrong
+        await mgr.wait_for(mgr.cluster.request_update(), timeout_ms)
+
+
 # ---------------------------------------------------------------------- the connection
 class KafkaConnection:
     """The one ``KafkaAdminClient`` of a cluster (created on first use, again after :meth:`drop`)."""
@@ -425,6 +440,8 @@ class KafkaConnection:
 
         async def go(client: Any) -> Any:
             mgr = client._manager
+            if node_id is not None:
+                await know_brokers(mgr, [node_id], timeout)
             return await mgr.wait_for(mgr.send(request, node_id=node_id, request_timeout_ms=timeout), timeout)
 
         return self.run(go)
@@ -436,6 +453,7 @@ class KafkaConnection:
 
         async def go(client: Any) -> tuple[dict[int, Any], dict[int, str]]:
             mgr = client._manager
+            await know_brokers(mgr, requests, timeout)
             futs = {}
             errs: dict[int, str] = {}
             for node, req in requests.items():

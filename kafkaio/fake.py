@@ -12,7 +12,8 @@ reassignments, dynamic broker configs and topic configs. The port's calls act on
   replicas appear at once, empty, in the dir named earlier through ``alter_log_dirs`` — answered
   ``ReplicaNotAvailableError`` as Kafka's LogManager does — or else the broker's roomiest dir); the
   original replica set cancels it, ``None`` cancels it (``NoReassignmentInProgressError`` when none
-  is in flight); dead or unknown brokers give ``InvalidReplicaAssignmentError``. A move completes when
+  is in flight); unknown brokers give ``InvalidReplicationAssignmentError``, a dead broker is accepted
+  (as KRaft accepts any registered broker: the move waits for it). A move completes when
   told (:meth:`finish`), when :meth:`copy` has filled every new replica, or after ``complete_after``
   metadata reads (``None``: never by itself); completion switches the replica set to the target,
   keeps the leader if it stays in sync and otherwise elects the first in-sync replica.
@@ -38,6 +39,7 @@ Cost: O(partitions) per metadata or log-dir read; everything else O(items of the
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +53,7 @@ from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, LogRecord, Part
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 0, 3, 80, 84
 DEFAULT_CAPACITY = 4_000_000_000_000
+QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"})
 
 
 @dataclass
@@ -146,6 +149,8 @@ class FakeKafkaCluster:
         """Remove a topic and its configs."""
         del self.topics[name]
         self.topic_cfg.pop(name, None)
+        self.logs.pop(name, None)
+        self.log_start.pop(name, None)
 
     def _new_partition(self, replicas: list[int], size: int, dirs: Sequence[str] | None) -> _Partition:
         alive = [b for b in replicas if b in self.alive]
@@ -341,8 +346,8 @@ class FakeKafkaCluster:
                     entries[k] = ConfigEntry(value, "STATIC_BROKER_CONFIG" if value is not None else "DEFAULT_CONFIG",
                                              True)
                 elif k in self.broker_cfg.get(b, {}):
-                    entries[k] = ConfigEntry(self.broker_cfg[b][k], "DYNAMIC_BROKER_CONFIG", False)
-                else:
+                    entries[k] = ConfigEntry(self.broker_cfg[b][k], "DYNAMIC_BROKER_CONFIG", k in BROKER_THROTTLE_KEYS)
+                elif k not in BROKER_THROTTLE_KEYS:  # Kafka describes its quota-type rates only when set
                     entries[k] = ConfigEntry(None, "DEFAULT_CONFIG", False)
             out[b] = entries
         return out
@@ -383,8 +388,8 @@ class FakeKafkaCluster:
                 return "NoReassignmentInProgressError"
             self._cancel(p)
             return None
-        if not replicas or len(set(replicas)) != len(replicas) or any(b not in self.alive for b in replicas):
-            return "InvalidReplicaAssignmentError"
+        if not replicas or len(set(replicas)) != len(replicas) or any(b not in self.log_dir_paths for b in replicas):
+            return "InvalidReplicationAssignmentError"
         original = p.reassignment.original if p.reassignment is not None else list(p.replicas)
         if list(replicas) == original:
             return None  # nothing to do
@@ -402,6 +407,8 @@ class FakeKafkaCluster:
         p.reassignment = _Reassignment(self.complete_after, list(replicas), original)
         p.replicas = list(replicas) + [b for b in original if b not in replicas]
         p.isr = [b for b in p.isr if b in original]
+        if all(b in p.isr for b in replicas):  # nothing to copy (a reorder, a shrink): Kafka completes it at once
+            self._complete_reassignment(p)
         return None
 
     def _cancel(self, p: _Partition) -> None:
@@ -440,7 +447,9 @@ class FakeKafkaCluster:
         if path not in self.log_dir_paths.get(broker, []):
             return "LogDirNotFoundError"
         p = self._get((topic, index))
-        if p is None or broker not in p.dirs:
+        if p is None:
+            return "UnknownTopicOrPartitionError"
+        if broker not in p.dirs:
             self.preferred_dirs[key] = path  # as Kafka's LogManager: used when the replica is created
             return "ReplicaNotAvailableError"
         if p.dirs[broker] == path:
@@ -498,6 +507,7 @@ class FakeKafkaCluster:
         self._enter("alter_topic_lists")
         if topic not in self.topics:
             raise AdminError(f"altering topic configs failed: UnknownTopicOrPartitionError: {topic}")
+        _check_topic_config(key, ",".join(sorted(add)))
         self.calls.append(("alter_topic_lists", (topic, key, sorted(add), sorted(sub))))
         cfg = self.topic_cfg.setdefault(topic, {})
         entries = [e for e in cfg.get(key, "").split(",") if e and e not in sub]
@@ -517,6 +527,10 @@ class FakeKafkaCluster:
         for topic, cfg in todo.items():
             if topic not in self.topics:
                 raise AdminError(f"altering topic configs failed: UnknownTopicOrPartitionError: {topic}")
+            for k, v in cfg.items():
+                if v is not None:
+                    _check_topic_config(k, v)
+        for topic, cfg in todo.items():
             current = self.topic_cfg.setdefault(topic, {})
             for k, v in cfg.items():
                 if v is None:
@@ -529,6 +543,11 @@ class FakeKafkaCluster:
         if not quotas:
             return
         self._enter("set_client_quotas")
+        for k, v in quotas.items():  # AlterClientQuotas' refusals (INVALID_REQUEST, Kafka's messages)
+            if k not in QUOTA_KEYS:
+                raise AdminError(f"alter client quota {client_id}/{k}: Invalid configuration key {k}")
+            if v is not None and not v > 0:
+                raise AdminError(f"alter client quota {client_id}/{k}: Quota {k} must be greater than 0")
         self.calls.append(("set_client_quotas", (client_id, dict(quotas))))
         current = self.quotas.setdefault(client_id, {})
         for k, v in quotas.items():
@@ -557,18 +576,23 @@ class FakeKafkaCluster:
             raise TopicExists(f"topic {topic!r} already exists")
         parts = sorted(assignment)
         if parts != list(range(len(parts))) or not parts:
-            raise AdminError(f"creating topic {topic} failed: InvalidReplicaAssignmentError (partitions {parts})")
+            raise AdminError(f"creating topic {topic} failed: InvalidReplicationAssignmentError (partitions {parts})")
         bad = sorted({b for r in assignment.values() for b in r if b not in self.alive})
-        if bad or any(len(set(r)) != len(r) or not r for r in assignment.values()):
-            raise AdminError(f"creating topic {topic} failed: InvalidReplicaAssignmentError (brokers {bad})")
+        if bad or any(len(set(r)) != len(r) or not r for r in assignment.values()) \
+                or len({len(r) for r in assignment.values()}) > 1:  # KRaft: one replication factor per topic
+            raise AdminError(f"creating topic {topic} failed: InvalidReplicationAssignmentError (brokers {bad})")
         self.add_topic(topic, [list(assignment[p]) for p in parts])
         if configs:
             self.topic_cfg[topic] = dict(configs)
         self.calls.append(("create_topic", (topic, {p: list(r) for p, r in assignment.items()})))
 
     def ensure_log(self, topic: str, configs: Mapping[str, str]) -> None:
-        """Create the one-partition ``topic`` unless it exists (not a partition the executor sees)."""
+        """Create the one-partition ``topic`` with ``configs`` unless it exists: a topic like any other, as on
+        Kafka (in the metadata, replicas on the first min(3, alive) brokers, its configs described)."""
         self._enter("ensure_log")
+        if topic not in self.topics:
+            self.add_topic(topic, [sorted(self.alive)[:3]])
+            self.topic_cfg[topic] = dict(configs)
         self.logs.setdefault(topic, [])
 
     def append_log(self, topic: str, key: bytes, value: bytes) -> tuple[int, int]:
@@ -601,6 +625,19 @@ class FakeKafkaCluster:
         other.submissions, other.cancels = Counter(), Counter()
         other.stale_reads, other._last = 0, None
         return other
+
+
+def _check_topic_config(key: str, value: str) -> None:
+    """Refuse what Kafka's topic config validation refuses for the keys Guardian sets (INVALID_CONFIG): a
+    throttled-replica list that is not ``*`` or ``partition:broker,...``, a non-integer ``*.ms`` / ``*.bytes``."""
+    if key in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        entries = [e.strip() for e in value.split(",")]
+        if value.strip() != "*" and not all(re.fullmatch(r"(\d+:\d+)?", e) for e in entries):
+            raise AdminError(f"altering topic configs failed: InvalidConfigurationError: Invalid value {value} for "
+                             f"configuration {key}: must be the format [partitionId]:[brokerId],... or *")
+    elif key.endswith((".ms", ".bytes")) and not re.fullmatch(r"-?\d+", value.strip()):
+        raise AdminError(f"altering topic configs failed: InvalidConfigurationError: Invalid value {value} for "
+                         f"configuration {key}: Not a number of type LONG")
 
 
 def _conforms(fake: FakeKafkaCluster) -> KafkaCluster:

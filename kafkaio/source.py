@@ -47,7 +47,7 @@ from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from domain.throttles import BROKER_THROTTLE_KEYS, CAPABILITY_KEYS, TOPIC_THROTTLE_KEYS
-from kafkaio.connection import KafkaConnection, _RawBody
+from kafkaio.connection import KafkaConnection, _RawBody, know_brokers
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import KafkaAuthError, KafkaSourceError
 from kafkaio.offset_fetch import GroupOffsets, RawOffsetFetchRequest, decode_offset_fetch, offsets_of_response
@@ -436,6 +436,7 @@ class KafkaSource:
             mgr = client._manager
             errors: dict[str, str] = {}
             listed: int | None = None
+            await know_brokers(mgr, alive, timeout)
             if relist:
                 futs = {b: mgr.send(ListGroupsRequest(min_version=0), node_id=b, request_timeout_ms=timeout)
                         for b in alive}

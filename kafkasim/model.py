@@ -33,6 +33,7 @@ from typing import Any
 
 from kafkasim.configs import (
     BROKER_DYNAMIC_KEYS,
+    BROKER_STATIC_KEYS,
     PT_FETCH,
     PT_PRODUCE,
     RACK_AWARE_SELECTOR,
@@ -365,6 +366,11 @@ class Cluster:
             plan = [assignments[i] for i in idx]
             for reps in plan:
                 self.validate_assignment(reps)
+            if len({len(reps) for reps in plan}) > 1:  # as KRaft's controller: one replication factor per topic
+                raise SimError(INVALID_REPLICA_ASSIGNMENT,
+                               f"The manual partition assignment includes a partition with {len(plan[-1])} "
+                               f"replica(s), but this is not consistent with previous partitions, which have "
+                               f"{len(plan[0])} replica(s).")
         else:
             if num_partitions == -1:
                 num_partitions = 1
@@ -464,10 +470,14 @@ class Cluster:
             if bid not in self.brokers:
                 raise SimError(INVALID_REQUEST, f"unknown broker {bid}")
             targets = [self.brokers[bid]]
+        frozen = sorted({k for k, _, _ in ops if k in BROKER_STATIC_KEYS or k in ("broker.rack", "broker.id",
+                                                                                     "log.dirs")})
+        if frozen:  # as Kafka's ConfigAdminManager: server.properties-only keys are refused, whatever the op
+            raise SimError(INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(frozen)})")
         for b in targets:
             new = self._apply_ops(dict(b.configs), ops)
             for k, v in new.items():
-                if k not in BROKER_DYNAMIC_KEYS and k != "broker.rack":
+                if k not in BROKER_DYNAMIC_KEYS:
                     raise SimError(INVALID_CONFIG, f"Cannot update broker config {k} dynamically")
                 if k in BROKER_DYNAMIC_KEYS:
                     try:
@@ -478,8 +488,6 @@ class Cluster:
                         raise SimError(INVALID_CONFIG, f"Invalid value {v!r} for {k}")
             if not validate_only:
                 b.configs = new
-                if "broker.rack" in new:
-                    b.rack = new["broker.rack"]
 
     @staticmethod
     def _apply_ops(cur: dict[str, str], ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
@@ -732,7 +740,7 @@ class Cluster:
             if et not in ("user", "client-id", "ip"):
                 raise SimError(INVALID_REQUEST, f"unknown entity type {et}")
         if value is not None and (not math.isfinite(value) or value <= 0):
-            raise SimError(INVALID_REQUEST, f"quota {key} must be positive")
+            raise SimError(INVALID_REQUEST, f"Quota {key} must be greater than 0")
         cur = self.quotas.setdefault(entity, {})
         if value is None:
             cur.pop(key, None)

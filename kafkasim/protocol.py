@@ -247,9 +247,12 @@ class Handler:
             out.append((k, static if static is not None else kc.SETTABLE_STATIC_DEFAULTS[k], True,
                         4 if static is not None else 5))
         for k in sorted(kc.BROKER_DYNAMIC_KEYS):
+            # Kafka's replication / log-dir throttle rates are dynamic *quota* configs (DynamicConfig.Broker), not
+            # KafkaConfig keys: described only when set, and flagged read-only although AlterConfigs sets them
+            quota = k != kc.REMOTE_COPY_QUOTA
             if k in b.configs:
-                out.append((k, b.configs[k], False, 2))
-            else:
+                out.append((k, b.configs[k], quota, 2))
+            elif not quota:
                 out.append((k, str(2**63 - 1), False, 5))
         if cl.partition_throttle:
             out.append((kc.PT_ENABLE, "true", True, 4))

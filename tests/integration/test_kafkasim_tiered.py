@@ -211,7 +211,7 @@ def test_move_copies_only_the_local_tail(env: Env) -> None:
     wait_for(lambda: (x := env.log("move-t")) and sum(s.state == COPIED and not s.local for s in x.segments) >= 8,
              90, "16+ MB in remote")
     env.admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "4", configs={
-        "follower.replication.throttled.rate": "10000000"})])
+        "follower.replication.throttled.rate": "10000000"})], raise_on_unknown=False)
     eng = env.runner.server.fed.engine
     cl = env.runner.server.fed.clusters[CLUSTER]
     dirs = env.admin.describe_log_dirs({"move-t": [0]}, brokers=[1])[0]["log_dirs"]

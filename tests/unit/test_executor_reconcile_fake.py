@@ -129,12 +129,12 @@ def test_a_partial_submission_starts_the_accepted_tasks_and_records_why_the_othe
 
 def test_a_refusal_that_lasts_ends_in_a_dead_task_naming_the_last_answer() -> None:
     fake, executor, eid = setup({T0: (3, 2), T1: (4, 1)}, max_attempts=2)
-    fake.refuse[T1] = "InvalidReplicaAssignmentError"
+    fake.refuse[T1] = "InvalidReplicationAssignmentError"
     report = run_until_done(fake, executor)
     dead = tasks(executor, eid)["t:1"]
     assert dead["state"] == "DEAD" and fake.submissions[T1] == 0
     assert dead["reason"] == ("gave up after 2 submissions (reassign did not take effect; "
-                              "last answer: reassignment refused: InvalidReplicaAssignmentError)")
+                              "last answer: reassignment refused: InvalidReplicationAssignmentError)")
     assert report.status == "failed" and tasks(executor, eid)["t:0"]["state"] == "COMPLETED"
 
 

@@ -56,9 +56,12 @@ def test_cancel_restores_the_original_replicas_and_invalid_targets_are_refused()
     assert live.reassignments == {} and live.partitions[("t", 0)].replicas == (1, 2)
     assert ("t", 0, 3) not in fake.log_dirs([3])
     fake.kill(4)
-    assert fake.alter_reassignments({("t", 0): [4, 2], ("t", 1): [2, 2], ("u", 0): [1]}) == {
-        ("t", 0): "InvalidReplicaAssignmentError", ("t", 1): "InvalidReplicaAssignmentError",
+    # as KRaft: an unknown broker is refused, a registered but dead one is accepted (the move waits for it)
+    assert fake.alter_reassignments({("t", 0): [9, 2], ("t", 1): [2, 2], ("u", 0): [1]}) == {
+        ("t", 0): "InvalidReplicationAssignmentError", ("t", 1): "InvalidReplicationAssignmentError",
         ("u", 0): "UnknownTopicOrPartitionError"}
+    assert fake.alter_reassignments({("t", 0): [4, 2]}) == {("t", 0): None}
+    assert fake.live().reassignments[("t", 0)].adding == (4,)
 
 
 def test_a_dir_named_before_the_replica_exists_is_where_the_reassignment_creates_it() -> None:
