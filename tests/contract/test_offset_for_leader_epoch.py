@@ -8,12 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kafka.errors import IncompatibleBrokerVersion
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from tests.contract.backends import Backend, unique
-from tests.contract.conftest import xfail_on
 
 NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 6, 74, 75
 Topic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
@@ -42,10 +40,6 @@ def ask(backend: Backend, node: int, topic: str, epochs: list[tuple[int, int]]) 
 
 def test_offset_for_leader_epoch(wire_backend: Backend, request: pytest.FixtureRequest) -> None:
     backend = wire_backend
-    xfail_on(request, backend, {"kafkasim"},
-             "kafkasim on this branch does not implement OffsetForLeaderEpoch (API 23; issue 38): "
-             "helper 2 implements it on branch simfix — the lead flips this after merging",
-             raises=IncompatibleBrokerVersion)
     t = unique("ofle")
     backend.create_topic(t, {0: [1, 2]})
     try:
