@@ -47,6 +47,7 @@ from kafkaio.types import TP
 
 log = logging.getLogger("guardian.executor")
 KEY = b"lease"
+LAGGING_METADATA_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,19 @@ class ExecutionLease:
         return self.clock() * 1000
 
     def refresh(self) -> LeaseRecord | None:
-        """Read the records appended since the last read and fold them into the tip."""
-        got = self.admin.read_log(self.topic, self._next)
+        """Read the records appended since the last read and fold them into the tip. Once this executor made
+        sure the log exists, a broker answering that it does not know the log is one whose metadata lags the
+        creation (real Kafka, the first seconds after CreateTopics): asked again for up to
+        :data:`LAGGING_METADATA_S`."""
+        deadline = self.monotonic() + LAGGING_METADATA_S
+        while True:
+            try:
+                got = self.admin.read_log(self.topic, self._next)
+                break
+            except AdminError as exc:
+                if not (self._ready and "UnknownTopicOrPartition" in str(exc) and self.monotonic() < deadline):
+                    raise
+                time.sleep(0.2)
         records = [r for r in (LeaseRecord.from_bytes(x.value, x.offset, x.ts_ms) for x in got.records)
                    if r is not None]
         self.tip = fold(records, self.tip if self._read_once else None, got.first if not self._read_once else 0)
