@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -71,7 +72,14 @@ def _make_loop(path: Path, image: Path, size_bytes: int) -> LogDir:
         f.truncate(size_bytes)
     _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(image)],
          f"mkfs.ext4 of {image}")
-    device = _run(["losetup", "-f", "--show", "--direct-io=on", str(image)], f"losetup of {image}")
+    for attempt in range(3):  # another process may take the free device between losetup's lookup and its claim
+        try:
+            device = _run(["losetup", "-f", "--show", "--direct-io=on", str(image)], f"losetup of {image}")
+            break
+        except LabError:
+            if attempt == 2:
+                raise
+            time.sleep(0.2)
     made = LogDir(path, image, device)
     try:
         path.mkdir(parents=True, exist_ok=True)
