@@ -30,8 +30,7 @@ from typing import Any
 
 import httpx
 import uvicorn
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka import KafkaProducer
 from rich.console import Console
 
 from controlplane import demo
@@ -68,24 +67,6 @@ def _produce(cfg: dict[str, Any], stop: threading.Event, seed_bytes: int) -> Non
         producer.close()
 
 
-def _left_throttles(cfg: dict[str, Any], brokers: list[int], topics: list[str]) -> dict[str, dict[str, str]]:
-    admin = KafkaAdminClient(client_id="demo-check", **cfg)
-    try:
-        res = [ConfigResource(ConfigResourceType.BROKER, str(b)) for b in brokers]
-        res += [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics]
-        out: dict[str, dict[str, str]] = {}
-        for kind, by_name in admin.describe_configs(res).items():
-            for name, entries in by_name.items():
-                left = {k: str(v.get("value")) for k, v in entries.items()
-                        if ("throttled" in k or k == "replica.alter.log.dirs.io.max.bytes.per.second")
-                        and v.get("value") is not None}
-                if left:
-                    out[f"{kind} {name}"] = left
-        return out
-    finally:
-        admin.close()
-
-
 def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 600.0) -> int:
     """Run the acts on the lab; the exit code as the module docstring says."""
     console = Console(width=max(120, Console().width))
@@ -109,17 +90,9 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
     console.print(f"Kafka {doc['kafka_version']}: {len(doc['nodes'])} brokers on {doc['bootstrap_servers']} "
                   f"(SASL_SSL SCRAM-SHA-512); {endpoints['lab']['disks_note']}", markup=False)
     cfg = kl.admin_config(doc)
-    admin = KafkaAdminClient(client_id="demo-setup", **cfg)
-    try:
-        admin.create_topics([NewTopic(TOPIC, replica_assignments={p: [1 + p % 3, 1 + (p + 1) % 3]
-                                                                   for p in range(6)})])
-    finally:
-        admin.close()
+    kl.create_topic(doc, TOPIC, {p: [1 + p % 3, 1 + (p + 1) % 3] for p in range(6)})
     stop = threading.Event()
     writer = threading.Thread(target=_produce, args=(cfg, stop, SEED_BYTES), name="demo-producer", daemon=True)
-    writer.start()
-    console.print(f"topic {TOPIC!r}: six partitions on brokers 1-3 only, a producer writing "
-                  f"{PRODUCE_BYTES_PER_S / 1e6:.0f} MB/s after seeding {SEED_BYTES / 1e6:.0f} MB", markup=False)
     service: Service | None = None
     server: uvicorn.Server | None = None
     code = 1
@@ -132,9 +105,15 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
                            headers={"Authorization": f"Bearer {demo.TOKEN}", "X-Guardian-Reason": "make demo-kafka"})
         demo.wait_for("the API", lambda: demo._up(api), 20, console)
-        api.post("/api/v1/clusters", json=demo.registration(endpoints["clusters"][demo.CLUSTER])).raise_for_status()
+        r = api.post("/api/v1/clusters", json=demo.registration(endpoints["clusters"][demo.CLUSTER]))
+        if r.status_code != 201:
+            console.print(f"[red]registration refused:[/] {r.status_code} {r.text}")
+            return 2
         service.scheduler.start()
-        time.sleep(20)  # the producer's load shows in two collection rounds
+        writer.start()
+        console.print(f"topic {TOPIC!r}: six partitions on brokers 1-3 only, a producer writing "
+                      f"{PRODUCE_BYTES_PER_S / 1e6:.0f} MB/s after seeding {SEED_BYTES / 1e6:.0f} MB", markup=False)
+        time.sleep(40)  # the seed, then the producer's load shows in collection rounds
         before = demo.wait_for("a usable snapshot", lambda: service.ctx.snapshots.get(demo.CLUSTER), 60, console)
         console.print(snapshot_table(before))
         api.put(f"/api/v1/clusters/{demo.CLUSTER}/auto-rebalance",
@@ -166,7 +145,7 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
                                     f"lab {demo.CLUSTER}: estimated disk utilisation before / after",
                                     measured=(measured_utils(before), measured_utils(after)))
         stop.set()
-        left = _left_throttles(cfg, [n["id"] for n in doc["nodes"]], [TOPIC])
+        left = kl.throttle_overrides(doc, [TOPIC])
         summary["throttle_configs_left"] = left
         console.print(f"throttle configs left on the brokers and topics: {left or 'none'}", markup=False)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -181,7 +160,8 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
         problems = kl.down(lab_dir)
         for p in problems:
             console.print(f"[red]lab down:[/] {p}")
-        writer.join(10)
+        if writer.is_alive():
+            writer.join(10)
     return code
 
 

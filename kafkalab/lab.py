@@ -217,6 +217,46 @@ def admin_config(doc: dict[str, Any]) -> dict[str, Any]:
             "sasl_plain_password": s.password(creds.KAFKA_USER), "ssl_cafile": str(s.ca_file)}
 
 
+THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                 "replica.alter.log.dirs.io.max.bytes.per.second", "leader.replication.throttled.replicas",
+                 "follower.replication.throttled.replicas")
+
+
+def throttle_overrides(doc: dict[str, Any], topics: list[str]) -> dict[str, dict[str, str]]:
+    """Every KIP-73/KIP-113 throttle override on the lab's brokers and on ``topics``, as ``kafka-configs
+    --describe`` shows them (an empty-valued override counts): ``{"broker:1": {key: value}, "topic:t": ...}``;
+    empty when nothing is left."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = KafkaAdminClient(client_id="guardian-lab-check", **admin_config(doc))
+    try:
+        res = [ConfigResource(ConfigResourceType.BROKER, str(n["id"])) for n in doc["nodes"]]
+        res += [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics]
+        out: dict[str, dict[str, str]] = {}
+        for kind, by_name in admin.describe_configs(res).items():
+            for name, cfg_ in by_name.items():
+                left = {k: str(v.get("value")) for k, v in cfg_.items()
+                        if k in THROTTLE_KEYS and v.get("value") is not None}
+                if left:
+                    out[f"{kind}:{name}"] = left
+        return out
+    finally:
+        admin.close()
+
+
+def create_topic(doc: dict[str, Any], name: str, assignment: dict[int, list[int]]) -> None:
+    """Create ``name`` with an explicit replica assignment (partition -> brokers, first = preferred leader)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(client_id="guardian-lab-setup", **admin_config(doc))
+    try:
+        admin.create_topics([NewTopic(name, replica_assignments=assignment)])
+    finally:
+        admin.close()
+
+
 def _registered_brokers(doc: dict[str, Any]) -> set[int]:
     from kafka import KafkaAdminClient  # kafka-python: imported when a lab starts, not when the CLI does
 
@@ -369,11 +409,13 @@ def _cluster_id() -> str:
 
 
 def endpoints_document(doc: dict[str, Any]) -> dict[str, Any]:
-    """The endpoints document ``guardian sim up --realistic`` writes, for the lab's one cluster."""
+    """The endpoints document ``guardian sim up --realistic`` writes (an operator's registration: bootstrap
+    servers, security by file reference, each broker's metrics endpoints, the rack→IDC rule, the hardware
+    profile), for the lab's one cluster; the request body of ``POST /api/v1/clusters`` as it is."""
     s = creds.LabSecrets(Path(doc["dir"]))
     metric = {"ca_file": str(s.ca_file), "username": creds.METRICS_USER,
               "password_file": str(s.password_file(creds.METRICS_USER))}
-    brokers = [{"id": n["id"], "host": "127.0.0.1", "port": n["ports"]["client"],
+    brokers = [{"id": n["id"],
                 "metrics": [{"kind": "jmx", "url": n["jmx_url"], **metric},
                             {"kind": "node", "url": doc["node_exporter"]["url"], **metric}]}
                for n in doc["nodes"]]
@@ -392,7 +434,6 @@ def endpoints_document(doc: dict[str, Any]) -> dict[str, Any]:
                              "username": creds.KAFKA_USER,
                              "password_file": str(s.password_file(creds.KAFKA_USER)),
                              "ca_file": str(s.ca_file)},
-                "partition_throttle": False,
                 "brokers": brokers,
                 "rack_to_idc": {"regex": RACK_REGEX},
                 "hardware": hardware}}}

@@ -179,25 +179,8 @@ def replica_sizes(lab: Lab, topic: str) -> dict[tuple[int, int, str, bool], int]
 
 
 def throttle_configs(lab: Lab, topics: list[str]) -> dict[str, dict[str, str]]:
-    """Every KIP-73/KIP-113 throttle override left on the lab's brokers and on ``topics`` (empty = clean),
-    as ``kafka-configs --describe`` shows them (an empty-valued override counts)."""
-    from kafka.admin import ConfigResource, ConfigResourceType
-
-    admin = lab.admin(client_id="test-configs")
-    try:
-        res = [ConfigResource(ConfigResourceType.BROKER, str(b)) for b in lab.broker_ids]
-        res += [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics]
-        out: dict[str, dict[str, str]] = {}
-        for kind, by_name in admin.describe_configs(res).items():
-            for name, cfg in by_name.items():
-                left = {k: str(v.get("value")) for k, v in cfg.items()
-                        if ("throttled" in k or k == "replica.alter.log.dirs.io.max.bytes.per.second")
-                        and v.get("value") is not None}
-                if left:
-                    out[f"{kind}:{name}"] = left
-        return out
-    finally:
-        admin.close()
+    """Every KIP-73/KIP-113 throttle override left on the lab's brokers and on ``topics`` (empty = clean)."""
+    return kl.throttle_overrides(lab.doc, topics)
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0, every_s: float = 0.5) -> T:

@@ -106,3 +106,20 @@ def test_cli_refusals_are_exit_2_with_a_message(tmp_path: Path) -> None:
     (tmp_path / "bad" / "lab.json").write_text(json.dumps({"format": "other"}))
     r = runner.invoke(app, ["status", "--dir", str(tmp_path / "bad")])
     assert r.exit_code == 2 and "not a guardian.lab/v1 state file" in r.output
+
+
+def test_the_endpoints_document_is_what_the_api_registers(tmp_path: Path) -> None:
+    """The lab writes an operator's document: one cluster of it is ``POST /api/v1/clusters``'s body as it is."""
+    from controlplane.api.clusters import ClusterIn
+
+    s = creds.generate(tmp_path)
+    doc = {"dir": str(tmp_path), "cluster": "lab", "kafka_version": "4.2.0", "disks": "loop", "disks_note": None,
+           "bootstrap_servers": "127.0.0.1:9001,127.0.0.1:9011", "disk_kind": "ssd", "disk_max_bytes_per_s": 2e8,
+           "node_exporter": {"url": "https://127.0.0.1:9100/metrics"},
+           "nodes": [{"id": i, "jmx_url": f"https://127.0.0.1:700{i}/metrics", "log_dirs": [f"/l/b{i}/data1"],
+                      "ports": {"client": 9001}} for i in (1, 2)]}
+    cluster = kl.endpoints_document(doc)["clusters"]["lab"]
+    body = ClusterIn.model_validate({"name": "lab", **cluster})
+    assert [b.id for b in body.brokers] == [1, 2]
+    assert cluster["security"]["password_file"] == str(s.password_file(creds.KAFKA_USER))
+    assert s.password(creds.KAFKA_USER) not in json.dumps(cluster)

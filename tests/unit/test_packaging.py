@@ -20,7 +20,7 @@ EXTRAS = {"analytics": {"pyspark", "pandas", "pyarrow", "chdb"}, "plots": {"matp
 OPTIONAL_MODULES = {
     "analytics_spark.jobs", "analytics_spark.slices", "analytics_spark.transforms", "analytics_spark.plot",
     "analytics_spark.seed", "analytics_spark.sql.baseline", "analytics_spark.sql.engine",
-    "controlplane.picture", "controlplane.demo",
+    "controlplane.picture", "controlplane.demo", "controlplane.demo_kafka",
 }
 """The heavy optional modules: each needs an extra (the CLI and the service import them only when used)."""
 
