@@ -205,7 +205,7 @@ def figures(snapshot: ClusterSnapshot) -> dict[str, Any]:
             "measured_max_util": max(d.util for b in snapshot.brokers for d in b.disks)}
 
 
-def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> Table:
+def before_after_table(before: dict[str, Any], after: dict[str, Any], measured_by: str = "simulated") -> Table:
     table = Table(title="disk load before and after Guardian acted")
     for col in ("pool", "max util before", "max util after", "mean util", "peak/mean before", "peak/mean after"):
         table.add_column(col, justify="left" if col == "pool" else "right")
@@ -213,7 +213,7 @@ def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> Table:
         a = after["pools"].get(pool, b)
         table.add_row(pool, f"{b['max_util']:.2f}", f"{a['max_util']:.2f}", f"{a['mean_util']:.2f}",
                       f"{b['peak_to_mean']:.2f}", f"{a['peak_to_mean']:.2f}")
-    table.caption = (f"measured (simulated) disk util, hottest disk: {before['measured_max_util']:.2f} -> "
+    table.caption = (f"measured ({measured_by}) disk util, hottest disk: {before['measured_max_util']:.2f} -> "
                      f"{after['measured_max_util']:.2f}")
     return table
 

@@ -140,7 +140,7 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
                                    "balanced": balanced, "threshold": demo.THRESHOLD,
                                    "before": demo.figures(before), "after": demo.figures(after),
                                    "executions": api.get("/api/v1/executions").json()}
-        console.print(demo.before_after_table(summary["before"], summary["after"]))
+        console.print(demo.before_after_table(summary["before"], summary["after"], "node_exporter"))
         picture = plot_before_after(disk_utils(before), disk_utils(after), out_dir / "disk-load.png",
                                     f"lab {demo.CLUSTER}: estimated disk utilisation before / after",
                                     measured=(measured_utils(before), measured_utils(after)))
