@@ -195,6 +195,10 @@ class PartitionDetails(Mapping[tuple[str, int], PartitionDetail]):
                                migration_bytes_per_s=float(a["migration"][i]),
                                share_groups=list(self._share.get(i, ())))
 
+    def share_read(self) -> dict[tuple[str, int], tuple[ShareReader, ...]]:
+        """Only the partitions KIP-932 share groups read, with those groups (no object per other partition)."""
+        return {self._keys[i]: rs for i, rs in sorted(self._share.items())}
+
     def __iter__(self) -> Iterator[tuple[str, int]]:
         return iter(self._keys)
 

@@ -27,9 +27,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.build.partition_rates import F64
+import numpy as np
+import numpy.typing as npt
+
 from kafkaio.offset_fetch import GroupOffsets
 from kafkaio.share_groups import ShareGroup, share_positions
+
+F64 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
