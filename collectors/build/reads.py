@@ -113,10 +113,12 @@ def admin_positions(state: KafkaState, ix: PartitionIndex, leo: F64, sources: So
     the rates stand for at most ``hold_s`` (``groups``). The offsets arrive as columns
     (:class:`~kafkaio.offset_fetch.GroupOffsets`): partition indexes, rates and moves are numpy over the
     rows; the rate tracker sees one segment per (group, topic); Python touches each row only to fill
-    the two dictionaries. KIP-932 share groups come in as one row per group and partition at the share-partition
-    start offset (:mod:`collectors.build.share`): one reader per share group, however many members fetch there."""
-    tab = GroupOffsets.concat([state.group_offsets, share_table(state.share_groups)]) if state.share_groups \
-        else state.group_offsets
+    the two dictionaries. KIP-932 share groups come in as one row per group and partition at their position
+    (:mod:`collectors.build.share`: the SPSO, moved up by the broker's lag where reported): one reader per share
+    group, however many members fetch there."""
+    tab = state.group_offsets
+    if state.share_groups:
+        tab = GroupOffsets.concat([tab, share_table(state.share_groups, ix.pidx, leo)])
     if not len(tab):
         return 0
     fresh = state.group_offsets_fresh

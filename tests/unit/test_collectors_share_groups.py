@@ -7,7 +7,7 @@ import numpy as np
 
 from collectors.build.partition_rates import PartitionIndex
 from collectors.build.reads import admin_positions
-from collectors.build.share import ShareReader, share_readers
+from collectors.build.share import ShareReader, position, share_readers, share_table
 from collectors.build.state import GroupBook
 from collectors.build.topology import Sources
 from collectors.pagecache import position_disk_reads
@@ -22,21 +22,35 @@ from planners.throttle import ClientShare, Lineage
 J0, J1 = ("jobs", 0), ("jobs", 1)
 
 
-def workers(spso: int, members: int = 3, j1: int | None = None) -> ShareGroup:
+def workers(spso: int, members: int = 3, j1: int | None = None, lag: int | None = None) -> ShareGroup:
     ms = tuple(ShareMember(f"m{k}", f"worker-{k}", "h", None, 3, ("jobs",), (J0,) if k else (J0, J1))
                for k in range(members))
-    offs = {J0: SharePartitionOffset("jobs", 0, spso, 0, 7), J1: SharePartitionOffset("jobs", 1, j1, 0, None)}
+    offs = {J0: SharePartitionOffset("jobs", 0, spso, 0, lag), J1: SharePartitionOffset("jobs", 1, j1, 0, None)}
     return ShareGroup("workers", "Stable", 5, 5, "simple", ms, offs)
 
 
-def test_share_readers_report_spso_lag_and_every_member_of_each_partition() -> None:
+def test_share_readers_report_spso_position_lag_and_every_member_of_each_partition() -> None:
     pidx = {J0: 0, J1: 1}
-    got = share_readers({"workers": workers(1500)}, pidx, np.array([1520.0, np.nan]))
+    got = share_readers({"workers": workers(1500, lag=7)}, pidx, np.array([1520.0, np.nan]))
     (r0,), (r1,) = got[0], got[1]
-    assert r0 == ShareReader("workers", 1500, 20.0, 7, ("worker-0", "worker-1", "worker-2"), 3)
+    # the broker says 7 records are not delivery-complete: the position is 1513, past the persisted SPSO
+    assert r0 == ShareReader("workers", 1500, 1513.0, 7.0, 7, ("worker-0", "worker-1", "worker-2"), 3)
     assert r1.start_offset is None and r1.lag is None and r1.members == ("worker-0",)  # no SPSO, no LEO: no lag
+    no_lag = share_readers({"workers": workers(1500)}, pidx, np.array([1520.0, 0.0]))[0][0]
+    assert (no_lag.position, no_lag.lag) == (1500.0, 20.0)  # v0 (no broker lag): LEO - SPSO
     assert share_readers({"workers": workers(1600)}, pidx, np.array([1520.0, 0.0]))[0][0].lag == 0.0  # never < 0
     assert share_readers({"workers": workers(1)}, {}, np.array([])) == {}  # partitions the metadata lacks
+
+
+def test_the_position_is_where_records_stop_being_delivery_complete() -> None:
+    assert position(1638, 0, 2000.0) == 2000.0  # persisted SPSO behind, everything acknowledged (seen on 4.2.0)
+    assert position(2000, 3000, 5000.0) == 2000.0
+    assert position(2000, 4000, 5000.0) == 2000.0  # never below the SPSO
+    assert position(2000, None, 5000.0) == 2000.0 and position(2000, 5, float("nan")) == 2000.0
+    assert position(None, 0, 10.0) is None
+    assert position(10, -5, 100.0) == 100.0  # never past the log end
+    tab = share_table({"workers": workers(1638, lag=0)}, {J0: 0}, np.array([2000.0]))
+    assert tab.as_dict() == {"workers": {J0: 2000}}  # one row (3 members), J1 without SPSO: none
 
 
 def test_a_share_group_of_three_members_is_one_position_and_one_disk_reader() -> None:
@@ -66,7 +80,7 @@ def test_a_share_group_of_three_members_is_one_position_and_one_disk_reader() ->
 
 
 def reader(group: str, members: tuple[str, ...]) -> ShareReader:
-    return ShareReader(group, 10, 5.0, None, members, len(members))
+    return ShareReader(group, 10, 10.0, 5.0, None, members, len(members))
 
 
 def test_attribution_lists_every_member_each_with_its_part_of_the_groups_reads() -> None:
