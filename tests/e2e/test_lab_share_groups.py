@@ -115,9 +115,9 @@ def test_a_share_group_with_three_members_on_one_partition(lab: Lab, tmp_path: P
         leo = log_end(lab, topic)
         assert leo == FIRST + SECOND
 
-        g, state = share_group(source, group)
-        assert g is not None and len(g.members) == MEMBERS  # paused members are still members (session: 45 s)
-        o = g.offsets[tp]
+        paused, state = share_group(source, group)
+        assert paused is not None and len(paused.members) == MEMBERS  # still members while paused (session: 45 s)
+        o = paused.offsets[tp]
         assert o.start_offset == spso  # nothing acknowledged while paused
         assert o.lag == SECOND  # Kafka's own share-partition lag (KIP-1226): the records that arrived while paused
         assert group not in state.group_offsets.groups  # not read as a consumer group
