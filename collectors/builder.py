@@ -28,7 +28,7 @@ import time
 from collections.abc import Hashable
 from datetime import UTC, datetime
 
-from collectors.build import assemble, behaviours, disks, methods, partition_rates, reads, topology, windows
+from collectors.build import assemble, behaviours, disks, methods, partition_rates, reads, share, topology, windows
 from collectors.build.names import PLACEHOLDER_DIR, WANTED_METRICS
 from collectors.build.records import Collected, CopyInFlight, ModelConfig, PartitionDetail, PartitionDetails
 from collectors.build.series import SeriesIndex
@@ -134,7 +134,7 @@ class LoadModel:
                                brokers=tuple(final_brokers), topics=topics, extra={"coverage": cov})
         details = PartitionDetails(ix.keys, ix.pidx, {"leo": fin.leo, "residence": rd.residence, "m_in": fin.m_in,
                                                       "m_out": m_out, "migration": beh.migration},
-                                   rd.readers, beh.lagging)
+                                   rd.readers, beh.lagging, share.share_readers(state.share_groups, ix.pidx, fin.leo))
         return Collected(snapshot=snap, coverage=cov, behaviours=beh.behaviours, partitions=details,
                          throttles=state.throttles(), quotas=list(state.quotas), copies=beh.copies,
                          broker_configs=state.broker_configs,

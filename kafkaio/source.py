@@ -17,7 +17,9 @@ between): ListGroups on every alive broker (every ``groups_list_every`` reads; c
 groups, at most ``groups_max``, sorted by name), FindCoordinator for groups without a known
 coordinator (batched, v4+), then one OffsetFetch per coordinator (all its groups in one v8+ request,
 else one per group), all in flight at once; a v8 answer comes back undecoded and is read into columns
-by :mod:`kafkaio.offset_fetch` (no object per partition), in the caller's thread.
+by :mod:`kafkaio.offset_fetch` (no object per partition), in the caller's thread. KIP-932 share groups (ListGroups'
+``GroupType`` ``share``) are read in the same pass, while the OffsetFetch requests are in flight: ShareGroupDescribe
+and DescribeShareGroupOffsets at their coordinators (:mod:`kafkaio.share_groups`).
 
 Guarantee: every failure is recorded in :attr:`KafkaState.errors` (``what -> message``); a round
 only fails as a whole (:class:`KafkaSourceError`) when cluster metadata itself cannot be read, and
@@ -25,8 +27,8 @@ then the connection's client is dropped so the next round reconnects. A refused 
 :class:`~kafkaio.errors.KafkaAuthError` (a :class:`KafkaSourceError` too).
 Cost: one Metadata request, one ListPartitionReassignments, one DescribeClientQuotas, and
 DescribeLogDirs + DescribeConfigs of the brokers due this round (all brokers when ``full``); every
-``groups_every`` rounds one OffsetFetch per group coordinator (and, every ``groups_list_every`` reads,
-one ListGroups per broker).
+``groups_every`` rounds one OffsetFetch per group coordinator, plus ShareGroupDescribe + DescribeShareGroupOffsets
+per coordinator of a share group (and, every ``groups_list_every`` reads, one ListGroups per broker).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from kafkaio.connection import KafkaConnection, _RawBody, know_brokers
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import KafkaAuthError, KafkaSourceError
 from kafkaio.offset_fetch import GroupOffsets, RawOffsetFetchRequest, decode_offset_fetch, offsets_of_response
+from kafkaio.share_groups import SHARE_GROUP_TYPE, ShareGroup, read_share_groups
 from kafkaio.types import NO_LEADER, BrokerMeta, LogDirMeta, PartitionMeta, Reassignment, ReplicaDir
 
 log = logging.getLogger("guardian.collectors.kafka")
@@ -90,6 +93,9 @@ class KafkaState:
     group_offsets_fresh: bool = False
     groups_listed: int = 0
     """Consumer groups the last ListGroups found (before the ``groups_max`` cap)."""
+    share_groups: dict[str, ShareGroup] = field(default_factory=dict)
+    """KIP-932 share groups (members, assignments, share-partition start offsets), read with the consumer groups'
+    offsets (:mod:`kafkaio.share_groups`)."""
 
     @property
     def futures(self) -> list[tuple[int, str, tuple[str, int], int]]:
@@ -154,6 +160,11 @@ class KafkaSourceOptions:
     """Reads of the committed offsets between ListGroups (a new group is seen within this many reads)."""
     groups_max: int = 2000
     """At most this many groups' offsets are read (the first by name)."""
+    share_groups: bool = True
+    """Read KIP-932 share groups too (ShareGroupDescribe + DescribeShareGroupOffsets at their coordinators, with the
+    consumer groups' offsets; brokers that do not offer them cost nothing)."""
+    share_groups_max: int = 500
+    """At most this many share groups are read (the first by name)."""
 
 
 _COORDINATOR_MOVED = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
@@ -184,6 +195,7 @@ class KafkaSource:
         self.bootstrap_servers = connection.bootstrap_servers
         self._meta_parts: tuple[Any, dict[tuple[str, int], PartitionMeta], set[str], dict[str, str]] | None = None
         self._groups: list[str] = []
+        self._share_groups: list[str] = []
         self._coordinators: dict[str, int] = {}
         self._rounds = 0
         self._reads = 0
@@ -325,6 +337,7 @@ class KafkaSource:
                 self._group_offsets(state, alive)
             else:
                 state.group_offsets, state.groups_listed = previous.group_offsets, previous.groups_listed
+                state.share_groups = previous.share_groups
         self._rounds += 1
         ages = [state.log_dirs_at[b] for b in alive if b in state.log_dirs_at]
         state.details_age_s = max(state.fetched_at - min(ages), 0.0) if ages and not state.full else 0.0
@@ -436,6 +449,7 @@ class KafkaSource:
             mgr = client._manager
             errors: dict[str, str] = {}
             listed: int | None = None
+            shares: set[str] = set()
             await know_brokers(mgr, alive, timeout)
             if relist:
                 futs = {b: mgr.send(ListGroupsRequest(min_version=0), node_id=b, request_timeout_ms=timeout)
@@ -450,11 +464,15 @@ class KafkaSource:
                     if resp.error_code:
                         errors[f"list_groups broker {b}"] = f"error code {resp.error_code}"
                         continue
-                    names.update(g.group_id for g in resp.groups if g.protocol_type in ("consumer", ""))
+                    names.update(g.group_id for g in resp.groups if g.protocol_type in ("consumer", "")
+                                 and getattr(g, "group_type", None) != SHARE_GROUP_TYPE)
+                    shares.update(g.group_id for g in resp.groups
+                                  if getattr(g, "group_type", None) == SHARE_GROUP_TYPE)
                 listed = len(names)
                 self._groups = sorted(names)[: max(opts.groups_max, 0)]
-                self._coordinators = {g: c for g, c in self._coordinators.items() if g in names}
-            unknown = [g for g in self._groups if g not in self._coordinators]
+                self._share_groups = sorted(shares)[: max(opts.share_groups_max, 0)] if opts.share_groups else []
+                self._coordinators = {g: c for g, c in self._coordinators.items() if g in names or g in shares}
+            unknown = [g for g in (*self._groups, *self._share_groups) if g not in self._coordinators]
             if unknown:
                 await self._find_coordinators(mgr, unknown, timeout, errors)
             by_coord: dict[int, list[str]] = {}
@@ -474,6 +492,20 @@ class KafkaSource:
                     for g in groups:
                         req = OffsetFetchRequest(group_id=g, topics=None, min_version=2, max_version=7)
                         sends.append((c, g, mgr.send(req, node_id=c, request_timeout_ms=timeout)))
+            share_coord: dict[int, list[str]] = {}
+            for g in self._share_groups:
+                c = self._coordinators.get(g)
+                if c is not None:
+                    share_coord.setdefault(c, []).append(g)
+            # the OffsetFetch requests are in flight while the share groups are read
+            share_read, share_failed = await read_share_groups(mgr, share_coord, timeout, errors)
+            for c in share_failed:
+                for g in share_coord.get(c, []):
+                    self._coordinators.pop(g, None)
+            for gid, sg in share_read.items():
+                if sg.error_code in _COORDINATOR_MOVED:
+                    self._coordinators.pop(gid, None)
+            state.share_groups = share_read
             answers: list[tuple[int, str | None, Any]] = []
             for c, single, fut in sends:
                 try:

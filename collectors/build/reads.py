@@ -36,6 +36,7 @@ from collectors.build.disks import DiskRound
 from collectors.build.names import M_GROUP_LAG, M_GROUP_OFFSET
 from collectors.build.partition_rates import F64, PartitionIndex
 from collectors.build.series import SeriesIndex
+from collectors.build.share import share_table
 from collectors.build.state import GroupBook, Holds, PartHold
 from collectors.build.topology import Sources
 from collectors.completeness import Coverage
@@ -96,7 +97,8 @@ def consumer_positions(sources: Sources, ix: PartitionIndex, leo_lead_val: F64, 
     cov.consumer_offsets = {
         "source": "admin" if n_admin else ("exporter" if from_exporters else "none"),
         "groups": len({g for gs in positions.values() for g in gs}), "partitions": len(positions),
-        "groups_listed": state.groups_listed, "fresh": state.group_offsets_fresh}
+        "groups_listed": state.groups_listed, "fresh": state.group_offsets_fresh,
+        "share_groups": len(state.share_groups)}
     return Positions(positions, group_rate)
 
 
@@ -111,8 +113,12 @@ def admin_positions(state: KafkaState, ix: PartitionIndex, leo: F64, sources: So
     the rates stand for at most ``hold_s`` (``groups``). The offsets arrive as columns
     (:class:`~kafkaio.offset_fetch.GroupOffsets`): partition indexes, rates and moves are numpy over the
     rows; the rate tracker sees one segment per (group, topic); Python touches each row only to fill
-    the two dictionaries."""
+    the two dictionaries. KIP-932 share groups come in as one row per group and partition at their position
+    (:mod:`collectors.build.share`: the SPSO, moved up by the broker's lag where reported): one reader per share
+    group, however many members fetch there."""
     tab = state.group_offsets
+    if state.share_groups:
+        tab = GroupOffsets.concat([tab, share_table(state.share_groups, ix.pidx, leo)])
     if not len(tab):
         return 0
     fresh = state.group_offsets_fresh

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from collectors.build.names import M_NAMES
+from collectors.build.share import ShareReader
 from collectors.completeness import Coverage
 from collectors.pagecache import Behaviours
 from collectors.promtext import Payload
@@ -95,6 +96,9 @@ class PartitionDetail:
     cached_readers: list[str] = field(default_factory=list)
     lagging_followers: list[int] = field(default_factory=list)
     migration_bytes_per_s: float = 0.0
+    share_groups: list[ShareReader] = field(default_factory=list)
+    """KIP-932 share groups reading the partition: SPSO, lag, the members assigned it (one reader each in the
+    readers above, whatever their member count)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -103,7 +107,8 @@ class PartitionDetail:
                 else round(self.residence_s, 3),
                 "disk_readers": self.disk_readers, "cached_readers": self.cached_readers,
                 "lagging_followers": self.lagging_followers,
-                "migration_bytes_per_s": round(self.migration_bytes_per_s, 3)}
+                "migration_bytes_per_s": round(self.migration_bytes_per_s, 3),
+                "share_groups": [s.as_dict() for s in self.share_groups]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +173,10 @@ class PartitionDetails(Mapping[tuple[str, int], PartitionDetail]):
     would cost more than the rest of the build)."""
 
     def __init__(self, keys: list[tuple[str, int]], pidx: dict[tuple[str, int], int], arrays: dict[str, Any],
-                 readers: dict[int, tuple[list[str], list[str]]], lagging: dict[int, list[int]]) -> None:
+                 readers: dict[int, tuple[list[str], list[str]]], lagging: dict[int, list[int]],
+                 share: dict[int, tuple[ShareReader, ...]] | None = None) -> None:
         self._keys = keys
+        self._share = share or {}
         self._pidx = pidx
         self._a = arrays
         self._readers = readers
@@ -185,7 +192,12 @@ class PartitionDetails(Mapping[tuple[str, int], PartitionDetail]):
                                leo=None if math.isnan(leo) else leo, residence_s=None if math.isnan(res) else res,
                                disk_readers=list(disk), cached_readers=list(cached),
                                lagging_followers=list(self._lagging.get(i, [])),
-                               migration_bytes_per_s=float(a["migration"][i]))
+                               migration_bytes_per_s=float(a["migration"][i]),
+                               share_groups=list(self._share.get(i, ())))
+
+    def share_read(self) -> dict[tuple[str, int], tuple[ShareReader, ...]]:
+        """Only the partitions KIP-932 share groups read, with those groups (no object per other partition)."""
+        return {self._keys[i]: rs for i, rs in sorted(self._share.items())}
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         return iter(self._keys)

@@ -38,6 +38,7 @@ from collectors.completeness import UsabilityPolicy
 from controlplane.service.clusters import ClusterBindings, has_broker_metrics
 from controlplane.service.leased_lines import audit_flows_of
 from controlplane.service.observation import PROTECTION_POLICY, LatestRound, Round
+from controlplane.service.share_lineage import with_round_share_members
 from controlplane.service.throttle_loop import ClusterBinding, Observation
 from domain import ClusterSnapshot, Partition, PartitionId, Topic
 from domain.throttles import PT_ENABLE
@@ -139,6 +140,7 @@ class RoundThrottleSource:
                 except Exception as exc:  # the audit topic is optional evidence: protect without it
                     log.warning("throttle %s: reading the audit topic failed: %s", self.cluster, exc)
                     self.audit.close()
+            lineage = with_round_share_members(lineage, r.collected)  # KIP-932: every member of a share group
             return observation_of(r, lineage, bool(self._capable), placed)
 
 
