@@ -183,17 +183,34 @@ class ClientShare:
 
 
 @dataclass(frozen=True, slots=True)
+class AssignedClient:
+    """A consumer-group member assigned a partition (Kafka's DescribeGroups answer for a classic group), by the
+    client id its quota is set on. ``reads_disk``: the collectors' position estimate has the group reading the
+    partition beyond the page cache (a lagging group), rather than tailing it from memory."""
+
+    group: str
+    client_id: str
+    reads_disk: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Lineage:
     """Who reads and writes what: per partition from audit data, or per topic (top clients) as fallback.
 
     ``topic_source`` says where the per-topic clients came from (the live audit topic, or a lineage run
-    of the audit analytics); it is recorded with every client-quota decision."""
+    of the audit analytics); it is recorded with every client-quota decision. ``assignments`` are the
+    consumer-group members assigned each partition (read only where it matters: partitions read from an
+    overloaded disk of a cluster without a partition-level throttle); they are the preferred source of a
+    fetch flow's clients. ``unassigned`` says, per partition, which reading groups' assignments could not be
+    read and why (e.g. a KIP-848 group)."""
 
     fetch: Mapping[PartitionId, tuple[ClientShare, ...]] = field(default_factory=dict)
     produce: Mapping[PartitionId, tuple[ClientShare, ...]] = field(default_factory=dict)
     topic_consumers: Mapping[str, tuple[ClientShare, ...]] = field(default_factory=dict)
     topic_producers: Mapping[str, tuple[ClientShare, ...]] = field(default_factory=dict)
     topic_source: str = "the audit topic"
+    assignments: Mapping[PartitionId, tuple[AssignedClient, ...]] = field(default_factory=dict)
+    unassigned: Mapping[PartitionId, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,8 +409,9 @@ def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: M
                            lineage: Lineage, read: bool) -> float:
     """Bytes/s ``client`` moves through the partitions one broker leads *now*: each partition's current
     traffic times the client's share of it (audit lineage of the partition; else its share of the topic's
-    bytes, or an equal share when the topic's shares carry no bytes). Lineage says who, the live metrics
-    say how much (audit intervals and lineage runs lag behind)."""
+    bytes, or an equal share when the topic's shares carry no bytes; a partition read by consumer groups whose
+    assignments are known: an equal share per group, given to the member assigned it). Lineage says who, the
+    live metrics say how much (audit intervals and lineage runs lag behind)."""
     per_part = lineage.fetch if read else lineage.produce
     per_topic = lineage.topic_consumers if read else lineage.topic_producers
     total = 0.0
@@ -406,6 +424,11 @@ def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: M
             mine = sum(s.bytes_per_s for s in shares if s.client_id == client)
             total += now * (mine / whole) if whole > 0 else 0.0
             continue
+        assigned = lineage.assignments.get(pid) if read else None
+        if assigned:  # each group reading the partition gets an equal share of its bytes out
+            groups = {a.group for a in assigned}
+            total += now * len({a.group for a in assigned if a.client_id == client}) / len(groups)
+            continue
         tshares = per_topic.get(pid[0], ())
         if any(s.client_id == client for s in tshares):
             whole = sum(s.bytes_per_s for s in tshares)
@@ -414,14 +437,39 @@ def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: M
     return total
 
 
-def _responsible(entry: QueueEntry, lineage: Lineage, read: bool) -> tuple[list[ClientShare], str]:
+NO_PARTITION_THROTTLE = "the cluster has no partition-level throttle"
+
+
+def _responsible(entry: QueueEntry, lineage: Lineage, read: bool) -> tuple[list[ClientShare], str, str]:
+    """The clients whose quota relieves ``entry``, where they came from (recorded on the lever) and the lever's
+    explanation.
+
+    A fetch flow prefers the consumer-group members assigned the partition: those of the groups estimated to
+    read it from disk, else of every group assigned it. Then the audit lineage of the partition, then the
+    topic's top clients."""
     pid = (entry.flow.topic, entry.flow.partition)
+    name = f"{entry.flow.topic}-{entry.flow.partition}"
+    assigned = lineage.assignments.get(pid) if read else None
+    if assigned:
+        lagging = [a for a in assigned if a.reads_disk]
+        chosen = lagging or list(assigned)
+        groups = sorted({a.group for a in chosen})
+        clients = sorted({a.client_id for a in chosen})
+        label = "group " + ", ".join(groups) if len(groups) == 1 else "groups " + ", ".join(groups)
+        why = f"client quota of {label}'s members assigned {name} (consumer-group assignment)"
+        if not lagging:
+            why += "; no group is estimated to read it from disk, so every group assigned it"
+        return [ClientShare(c, 0.0) for c in clients], "consumer-group assignment", why
+    missing = lineage.unassigned.get(pid, ()) if read else ()
+    gap = f"; no member assignment for {name}: {'; '.join(missing)}" if missing else ""
     shares = (lineage.fetch if read else lineage.produce).get(pid)
     if shares:
-        return sorted(shares, key=lambda s: (-s.bytes_per_s, s.client_id)), "audit lineage of the partition"
+        return (sorted(shares, key=lambda s: (-s.bytes_per_s, s.client_id)), "audit lineage of the partition",
+                f"client quota (audit lineage of {name}){gap}")
     tshares = (lineage.topic_consumers if read else lineage.topic_producers).get(entry.flow.topic, ())
-    return (sorted(tshares, key=lambda s: (-s.bytes_per_s, s.client_id))[:3],
-            f"top clients of the topic from {lineage.topic_source} (no audit lineage for the partition)")
+    source = f"top clients of the topic from {lineage.topic_source} (no audit lineage for the partition)"
+    return (sorted(tshares, key=lambda s: (-s.bytes_per_s, s.client_id))[:3], source,
+            f"client quota ({source}){gap}")
 
 
 @dataclass
@@ -477,9 +525,9 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
         lever = Lever(f"{'fetch' if read else 'produce'}:{_safe(f.topic)}:{f.partition}", kind,
                       {"topic": f.topic, "partition": f.partition})
         return [(lever, rate, lever_total)], max(lever_total - rate, 0.0) * ratio, "partition-level throttle"
-    clients, source = _responsible(entry, inp.lineage, read)
+    clients, source, mechanism = _responsible(entry, inp.lineage, read)
     if not clients:
-        return [], 0.0, "client quota (no client known for the topic)"
+        return [], 0.0, f"client quota (no client known for the topic): {NO_PARTITION_THROTTLE}"
     out: list[tuple[Lever, float, float]] = []
     relieved = 0.0
     share_total = sum(c.bytes_per_s for c in clients) or float(len(clients))
@@ -497,7 +545,7 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
                        "lineage": source})
         out.append((lever, rate, on_broker))
         relieved += min(max(on_broker - rate, 0.0), want) * ratio
-    return out, min(relieved, f.bytes_per_s), f"client quota ({source})"
+    return out, min(relieved, f.bytes_per_s), f"{mechanism}: {NO_PARTITION_THROTTLE}"
 
 
 def _util_now(util: float | None, disk_bytes: float, max_bps: float) -> float | None:
@@ -621,7 +669,7 @@ def _throttle_disk(did: DiskId, max_bps: float, util: float | None, state: DiskH
         causes = [_entry_evidence(e) for e in c.entries]
         why = (f"disk {did[0]}:{did[1]} unhealthy ({state.reason}); {causes[0]['behaviour']} of "
                f"{causes[0]['topic']}-{causes[0]['partition']} at {causes[0]['bytes_per_s'] / 1e6:.1f} MB/s is "
-               f"abnormal; limit {c.lever.kind} to {c.rate / 1e6:.2f} MB/s")
+               f"abnormal; limit {c.lever.kind} to {c.rate / 1e6:.2f} MB/s — {c.mechanism}")
         evidence = {"disk": list(did), "util": util, "await_ms": state.last_await_ms,
                     "thresholds": {"util_high": th.util_high, "util_low": th.util_low,
                                    "await_high_ms": th.await_high_ms, "await_low_ms": th.await_low_ms,
