@@ -21,6 +21,9 @@ The pipeline, per disk (log dir), one pass per collection interval:
 5. **Relaxation**: on a healthy disk each protection throttle is released once its cause is gone (its
    flow vanished or it no longer binds), else raised by ``relax_factor`` per interval while the
    predicted util stays below the low mark (hysteresis), and released when it reaches its original rate.
+   A client quota is never released on one quiet sample: Kafka enforces it by muting the client for its
+   throttle time, so its flow vanishes between bursts while the client still lags (seen on real Kafka:
+   releasing then let the consumer burst the disk back to util 1); it is relaxed step by step instead.
 
 Complexity: O(replicas + transfers) to index flows, O(q log q) per unhealthy disk with q flows on it.
 Everything here is plain data; nothing reads a clock or does I/O.
@@ -692,7 +695,9 @@ def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequenc
         original = float(a.evidence.get("original_rate_bytes_per_s", 0.0) or 0.0)
         step = int(a.evidence.get("relax_step", 0) or 0)
         base = {**dict(a.evidence), "disk": list(did), "util": util, "health": state.reason}
-        if flow_now < config.min_abnormal_bytes_per_s:
+        # a client quota pauses its client (Kafka mutes the channel for the throttle time): one quiet sample is
+        # not its cause gone, so a quota is relaxed step by step below instead of released at once
+        if flow_now < config.min_abnormal_bytes_per_s and a.kind not in (CONSUMER_QUOTA, PRODUCER_QUOTA):
             decisions[a.key] = ThrottleDecision(
                 "release", a.key, a.kind, a.target, a.rate_bytes_per_s, did,
                 f"disk {did[0]}:{did[1]} healthy and the throttled behaviour no longer loads it "

@@ -15,7 +15,7 @@ lab is registered with ``guardian clusters register -e`` and Guardian's loops ru
 Measured from node_exporter's own counters for the hot log dir's device, scraped by the test every 2.5 s
 (util = Δ ``node_disk_io_time_seconds_total`` / Δt over 5 s, reads = Δ ``node_disk_read_bytes_total`` / Δt):
 
-* item 4 — the max util over the 60 s after Guardian set the quota is ≤ target + 0.1 (target 0.65, Guardian's
+* item 4 — the max util over the 60 s after Guardian set the quota (AlterClientQuotas answered) is ≤ target + 0.1 (target 0.65, Guardian's
   default), the disk having been above its high mark before; the consumer still lags at the end (the disk was
   held, not emptied);
 * item 5 — over the same 60 s, Guardian's two read estimates for ``orders-3`` (each round's, averaged over the
@@ -90,6 +90,8 @@ class Scene:
     explain: str = ""
     quota_on_kafka: list[dict[str, Any]] = field(default_factory=list)
     lag_at_end: int = 0
+    history: list[tuple[str, str, str]] = field(default_factory=list)
+    """(at, action type, what) of every throttle action Guardian recorded."""
     timings: dict[str, float] = field(default_factory=dict)
 
     def util(self, start: float, end: float, span_s: float = 5.0) -> list[tuple[float, float]]:
@@ -201,6 +203,9 @@ def run(lab: Lab, svc: Service, url: str, scene: Scene) -> Scene:
         key = f"consumer-quota:{CLIENT}"
 
         def quota_set() -> dict[str, Any] | None:
+            # Guardian has acted once AlterClientQuotas returned (the service notes the lever as applied)
+            if svc.ctx.throttle is None or key not in svc.ctx.throttle.applied.get(lab.cluster, {}):
+                return None
             return svc.ctx.store.read(lambda s: dict(s["throttles"].get(lab.cluster, {})).get(key))
 
         try:
@@ -218,6 +223,9 @@ def run(lab: Lab, svc: Service, url: str, scene: Scene) -> Scene:
         scene.quota_on_kafka = [q for q in (r.collected.quotas if r is not None else [])
                                 if CLIENT in str(q)]
         ex = guardian("throttle", "explain", lab.cluster, "--url", url, env={"GUARDIAN_TOKEN": TOKEN})
+        scene.history = svc.ctx.store.read(lambda s: [
+            (a["at"][11:19], a["type"], re.sub(r".*(limit|relax|released)", r"\1", a["why"])[:90])
+            for a in s["actions"] if a["type"].startswith("throttle.")])
         scene.explain = ex.stdout + ex.stderr
     finally:
         stop.set()
@@ -246,6 +254,8 @@ def test_protection_holds_a_real_hot_disk_with_the_assigned_consumers_quota(scen
     print(f"lever: {scene.throttle['kind']} {scene.throttle['target']} at "
           f"{scene.throttle['rate_bytes_per_s'] / 1e6:.2f} MB/s; why: {scene.throttle.get('why')}")
     print(f"timings: {scene.timings}")
+    print("util per 5 s after acting: " + ", ".join(f"{t - scene.acted_at:+.0f}s {u:.2f}" for t, u in after))
+    print(f"Guardian's throttle actions: {scene.history}")
     assert peak_before > 0.85, "the disk was not hot before Guardian acted: nothing was shown"
     assert len(after) >= 10 and peak_after <= TARGET + 0.1
     # held, not emptied: the consumer still read from disk at the end of the window and still lags
