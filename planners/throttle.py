@@ -21,9 +21,11 @@ The pipeline, per disk (log dir), one pass per collection interval:
 5. **Relaxation**: on a healthy disk each protection throttle is released once its cause is gone (its
    flow vanished or it no longer binds), else raised by ``relax_factor`` per interval while the
    predicted util stays below the low mark (hysteresis), and released when it reaches its original rate.
-   A client quota is never released on one quiet sample: Kafka enforces it by muting the client for its
-   throttle time, so its flow vanishes between bursts while the client still lags (seen on real Kafka:
-   releasing then let the consumer burst the disk back to util 1); it is relaxed step by step instead.
+   A client quota is released for a vanished flow only after ``quota_quiet_samples`` quiet evaluations in a
+   row (the caller counts them), and relaxed only while ``max(util, its rate / the disk's ceiling)`` plus the
+   step stays under the low mark: Kafka enforces a quota by muting the client for its throttle time, so its
+   flow vanishes between bursts while the client still lags (seen on real Kafka: releasing or relaxing on
+   such a sample let the consumer drive the disk back to util 1 within seconds).
 
 Complexity: O(replicas + transfers) to index flows, O(q log q) per unhealthy disk with q flows on it.
 Everything here is plain data; nothing reads a clock or does I/O.
@@ -101,6 +103,10 @@ class ThrottleConfig:
     release_unbound_ratio: float = 0.8
     """Release when the lever carries less than this fraction of its rate (it no longer binds)."""
     max_queue_evidence: int = 10
+    quota_quiet_samples: int = 6
+    """A client quota whose flow vanished is released only after this many consecutive quiet evaluations: Kafka
+    mutes a throttled client for up to its quota window (11 s by default), so a shorter silence is the quota
+    working, not the cause gone."""
 
     def thresholds_for(self, kind: DiskKind) -> HealthThresholds:
         """The thresholds of ``kind`` (HDD's when the kind is not configured)."""
@@ -241,6 +247,9 @@ class ThrottleInput:
     active: tuple[ActiveThrottle, ...] = ()
     alerts: frozenset[DiskId] = frozenset()
     """Disks with a firing on-call alert."""
+    quiet: Mapping[str, int] = field(default_factory=dict)
+    """Per active client-quota lever, the consecutive evaluations (before this one) in which its flow was below
+    ``min_abnormal_bytes_per_s`` (:attr:`ThrottlePlan.lever_flows`)."""
     fail_slow: Mapping[DiskId, str] = field(default_factory=dict)
     """Disks the fail-slow detector flags (-> why): slow at normal load is the hardware's fault, so no client
     is throttled for it (self-healing moves leadership off instead); the skip is reported as the disk's reason."""
@@ -397,6 +406,9 @@ class ThrottlePlan:
     health: Mapping[DiskId, DiskHealth]
     decisions: tuple[ThrottleDecision, ...]
     reports: tuple[DiskReport, ...]
+    lever_flows: Mapping[str, float] = field(default_factory=dict)
+    """Bytes/s of the throttled behaviour still on the disk, per active lever examined for relaxation (the
+    caller counts a client quota's quiet samples from it: :attr:`ThrottleInput.quiet`)."""
 
 
 def _partition_index(snapshot: ClusterSnapshot) -> tuple[dict[PartitionId, Partition], dict[int, set[PartitionId]]]:
@@ -573,6 +585,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
     wanted = set(only) if only is not None else None
     new_health: dict[DiskId, DiskHealth] = dict(health)
     decisions: dict[str, ThrottleDecision] = {}
+    lever_flows: dict[str, float] = {}
     reports: list[DiskReport] = []
     for broker in snapshot.brokers:
         if not broker.is_alive:
@@ -598,7 +611,8 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
                 predicted = _throttle_disk(did, disk.max_bytes_per_s, util, state, queue, snapshot, inp, parts,
                                            led, active, decisions, config, th)
             elif state.below > 0 or (util is not None and util < th.util_low):
-                _relax_disk(did, disk.max_bytes_per_s, util, dflows, parts, active, decisions, config, th, state)
+                _relax_disk(did, disk.max_bytes_per_s, util, dflows, parts, active, decisions, config, th, state,
+                            inp.quiet, lever_flows)
             reports.append(DiskReport(did, disk.kind.value, state, util, _finite(disk.await_ms), predicted,
                                       per_behaviour, tuple(queue)))
     # throttles on disks that no longer exist or whose broker died: release them
@@ -612,7 +626,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
                                                 "the disk it protected is gone or its broker is down",
                                                 {"disk": list(gone)})
     ordered = tuple(sorted(decisions.values(), key=lambda d: (d.protects, d.action, d.key)))
-    return ThrottlePlan(new_health, ordered, tuple(reports))
+    return ThrottlePlan(new_health, ordered, tuple(reports), lever_flows)
 
 
 def _disk_of(a: ActiveThrottle) -> DiskId | None:
@@ -687,17 +701,20 @@ def _throttle_disk(did: DiskId, max_bps: float, util: float | None, state: DiskH
 def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequence[Flow],
                 parts: Mapping[PartitionId, Partition], active: Mapping[str, ActiveThrottle],
                 decisions: dict[str, ThrottleDecision], config: ThrottleConfig, th: HealthThresholds,
-                state: DiskHealth) -> None:
+                state: DiskHealth, quiet: Mapping[str, int], lever_flows: dict[str, float]) -> None:
     mine = [a for a in active.values() if a.set_by == WHO and _disk_of(a) == did and a.key not in decisions]
     budget = util if util is not None else 0.0
     for a in sorted(mine, key=lambda x: x.key):
         flow_now, carried = _lever_load(a, dflows, parts)
+        lever_flows[a.key] = flow_now
+        quota = a.kind in (CONSUMER_QUOTA, PRODUCER_QUOTA)
         original = float(a.evidence.get("original_rate_bytes_per_s", 0.0) or 0.0)
         step = int(a.evidence.get("relax_step", 0) or 0)
         base = {**dict(a.evidence), "disk": list(did), "util": util, "health": state.reason}
-        # a client quota pauses its client (Kafka mutes the channel for the throttle time): one quiet sample is
-        # not its cause gone, so a quota is relaxed step by step below instead of released at once
-        if flow_now < config.min_abnormal_bytes_per_s and a.kind not in (CONSUMER_QUOTA, PRODUCER_QUOTA):
+        vanished = flow_now < config.min_abnormal_bytes_per_s
+        if vanished and quota and quiet.get(a.key, 0) + 1 < config.quota_quiet_samples:
+            continue  # Kafka mutes a throttled client for its throttle time: a short silence is the quota working
+        if vanished:
             decisions[a.key] = ThrottleDecision(
                 "release", a.key, a.kind, a.target, a.rate_bytes_per_s, did,
                 f"disk {did[0]}:{did[1]} healthy and the throttled behaviour no longer loads it "
@@ -712,9 +729,12 @@ def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequenc
         new_rate = a.rate_bytes_per_s * config.relax_factor
         share = flow_now / carried if carried else 1.0
         extra = (new_rate - a.rate_bytes_per_s) * min(share, 1.0) / max_bps if max_bps > 0 else math.inf
-        if budget + extra >= th.util_low:
+        # a quota'd client that still reads here reads all its quota allows, between its muted spells: judge
+        # the relaxation on that, not on one sample that may fall in a mute
+        load = max(budget, a.rate_bytes_per_s / max_bps) if quota and max_bps > 0 else budget
+        if load + extra >= th.util_low:
             continue  # hold: relaxing now would push the disk back above the low mark
-        budget += extra
+        budget = load + extra
         if original and new_rate >= original:
             decisions[a.key] = ThrottleDecision(
                 "release", a.key, a.kind, a.target, a.rate_bytes_per_s, did,

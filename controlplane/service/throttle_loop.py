@@ -157,6 +157,8 @@ class ThrottleService:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.health: dict[str, dict[DiskId, DiskHealth]] = defaultdict(dict)
         self.history: dict[str, dict[PartitionId, deque[float]]] = defaultdict(dict)
+        self.quiet: dict[str, dict[str, int]] = defaultdict(dict)
+        """Per cluster and lever, the consecutive evaluations in which its throttled flow was quiet."""
         self.alerts: dict[str, AlertRecord] = {}
         self.applied: dict[str, dict[str, tuple[str, dict[str, Any], float]]] = defaultdict(dict)
         self.last: dict[str, Evaluation] = {}
@@ -224,9 +226,12 @@ class ThrottleService:
             lineage, lineage_info = self._lineage_for(cluster, obs.lineage)
             inp = ThrottleInput(transfers=obs.transfers, lineage=lineage,
                                 expected_bytes_in=self._expected(cluster), partition_throttle=obs.partition_throttle,
-                                active=active, alerts=alert_disks, fail_slow=fail_slow_disks(self.store, cluster))
+                                active=active, alerts=alert_disks, fail_slow=fail_slow_disks(self.store, cluster),
+                                quiet=dict(self.quiet[cluster]))
             plan = plan_throttles(obs.snapshot, inp, self.health[cluster], self.config, only)
             self.health[cluster] = dict(plan.health)
+            self.quiet[cluster] = {k: self.quiet[cluster].get(k, 0) + 1 if f < self.config.min_abnormal_bytes_per_s
+                                   else 0 for k, f in plan.lever_flows.items()}
             self._note_spared(cluster, plan)
             applied = []
             for decision in plan.decisions:

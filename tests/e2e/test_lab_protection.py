@@ -15,7 +15,8 @@ lab is registered with ``guardian clusters register -e`` and Guardian's loops ru
 Measured from node_exporter's own counters for the hot log dir's device, scraped by the test every 2.5 s
 (util = Δ ``node_disk_io_time_seconds_total`` / Δt over 5 s, reads = Δ ``node_disk_read_bytes_total`` / Δt):
 
-* item 4 — the max util over the 60 s after Guardian set the quota (AlterClientQuotas answered) is ≤ target + 0.1 (target 0.65, Guardian's
+* item 4 — the max util over the 60 s after Guardian set the quota (AlterClientQuotas answered) is
+  ≤ target + 0.1 (target 0.65, Guardian's
   default), the disk having been above its high mark before; the consumer still lags at the end (the disk was
   held, not emptied);
 * item 5 — over the same 60 s, Guardian's two read estimates for ``orders-3`` (each round's, averaged over the

@@ -214,3 +214,31 @@ def test_group_assignments_caps_the_groups_it_asks_for() -> None:
     assert r is not None
     GroupAssignments(fake, max_groups=50).lineage(r, ThrottleConfig(), Lineage())
     assert len(fake.calls[0][1]) == 50
+
+
+def test_a_client_quota_outlasts_the_silences_of_kafkas_muting_and_goes_once_the_flow_stays_gone() -> None:
+    """Kafka mutes a throttled client for its throttle time: a quiet evaluation holds the quota; a quota is
+    released after ``quota_quiet_samples`` quiet evaluations in a row, and relaxed only while the rate it lets
+    through (the lagging client reads all of it) plus the step stays under the low mark."""
+    from planners.throttle import ActiveThrottle, parse_active  # noqa: F401  (parse_active: the state's shape)
+
+    cfg = ThrottleConfig()
+    quiet_disk = hot_snapshot(util=0.05, read=0.0, await_ms=2.0)  # the consumer is muted: no reads this sample
+    active = (ActiveThrottle("consumer-quota:replay-1", CONSUMER_QUOTA,
+                             {"client_id": "replay-1", "quota": "consumer_byte_rate"}, 80 * MB,
+                             {"disk": [1, "/d1"], "original_rate_bytes_per_s": 160 * MB,
+                              "causes": [{"topic": "orders", "partition": 0}]}),)
+    healthy = {(1, "/d1"): DiskHealth(below=3)}
+
+    def plan(snap: Any, quiet: int) -> Any:
+        return plan_throttles(snap, ThrottleInput(active=active, quiet={"consumer-quota:replay-1": quiet}),
+                              healthy, cfg)
+
+    held = plan(quiet_disk, 0)
+    assert held.decisions == () and held.lever_flows == {"consumer-quota:replay-1": 0.0}
+    gone = plan(quiet_disk, cfg.quota_quiet_samples - 1)
+    assert [d.action for d in gone.decisions] == ["release"]
+    # reading again at its quota (80 MB/s of a 200 MB/s disk), though this sample caught it muted (util 0.05):
+    # doubling would let 0.8 through, over the low mark
+    reading = hot_snapshot(util=0.05, read=80 * MB, await_ms=2.0)
+    assert plan(reading, 0).decisions == ()
