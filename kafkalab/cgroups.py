@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -148,10 +149,14 @@ def release(doc: dict[str, Any], node_id: int | None = None) -> list[str]:
                 for pid in (group / "cgroup.procs").read_text().split():
                     with contextlib.suppress(OSError):
                         root.write_text(pid)
-            try:
-                group.rmdir()
-            except OSError as exc:
-                problems.append(f"rmdir {group}: {exc}")
+            for attempt in range(50):  # a JVM that just exited may still be leaving the group (EBUSY)
+                try:
+                    group.rmdir()
+                    break
+                except OSError as exc:
+                    if attempt == 49:
+                        problems.append(f"rmdir {group}: {exc}")
+                    time.sleep(0.1)
         if not problems:
             doc["cgroups"].pop(key, None)
     return problems
