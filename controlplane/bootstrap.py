@@ -158,7 +158,8 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     rounds = RoundBoard()
     lines = LineService(settings.leased_lines)
     ctx.metrics.registry.register(LineCollector(lines))
-    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle), bind=round_binding(rounds, bindings),
+    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle),
+                                   bind=round_binding(rounds, bindings, throttle_config(settings.throttle)),
                                    max_snapshot_age_s=settings.max_snapshot_age_s,
                                    lineage=LineageReader(ch) if ch is not None else None, lines=lines,
                                    status=ctx.cluster_status, deadline_s=settings.intervals.cluster_deadline_s,

@@ -44,7 +44,17 @@ from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import AdminError, TopicExists
 from kafkaio.security import PLAINTEXT, SecuritySettings
-from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, PartitionMeta, Reassignment, ReplicaDir
+from kafkaio.types import (
+    TP,
+    ConfigEntry,
+    GroupDescription,
+    GroupMember,
+    LiveCluster,
+    LogRead,
+    PartitionMeta,
+    Reassignment,
+    ReplicaDir,
+)
 
 T = TypeVar("T")
 
@@ -369,6 +379,34 @@ class KafkaAdmin:
         if errors:
             raise AdminError(f"alter client quota {client_id}/{sorted(quotas)}: {errors}")
 
+    def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:
+        """DescribeGroups of ``groups``, one request per coordinator (FindCoordinator first), each member's
+        assignment decoded as the consumer protocol's ``ConsumerProtocolAssignment`` when the group's protocol
+        type is ``consumer`` (other protocol types, e.g. Connect's, carry no partition assignment: none is
+        read). See :class:`~kafkaio.types.GroupDescription` for what Kafka answers for a KIP-848 group."""
+        from kafka.protocol.admin import DescribeGroupsRequest
+
+        wanted = sorted(set(groups))
+        if not wanted:
+            return {}
+
+        def read(a: Any) -> list[Any]:
+            async def go() -> list[Any]:
+                coordinators = await a._find_coordinator_ids(wanted)
+                by_node: dict[int, list[str]] = {}
+                for g, node in sorted(coordinators.items()):
+                    by_node.setdefault(int(node), []).append(g)
+                return [await a._manager.send(DescribeGroupsRequest(groups=gs, include_authorized_operations=False),
+                                              node_id=node) for node, gs in sorted(by_node.items())]
+
+            return list(a._manager.run(go))
+
+        out: dict[str, GroupDescription] = {}
+        for resp in self._call("describing consumer groups", read):
+            for g in resp.groups:
+                out[g.group_id] = _group_description(g)
+        return out
+
     def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]],
                      configs: Mapping[str, str] | None = None) -> None:
         """CreateTopics with an explicit replica assignment (``kafka-topics --create --replica-assignment``)."""
@@ -409,3 +447,26 @@ class KafkaAdmin:
                 if status in ("OK", None) or (not isinstance(status, str) and getattr(status, "errno", None) == 0):
                     continue
                 raise AdminError(f"{what} ({name}) failed: {status}")
+
+
+def _group_description(g: Any) -> GroupDescription:
+    """One DescribeGroups answer as plain data (assignments decoded for the ``consumer`` protocol type)."""
+    from kafka.errors import for_code
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+    error = None
+    if g.error_code:
+        message = getattr(g, "error_message", None) or ""
+        error = f"{for_code(g.error_code).__name__}" + (f": {message}" if message else "")
+    members = []
+    for m in g.members:
+        tps: list[TP] = []
+        if g.protocol_type == "consumer" and m.member_assignment:
+            try:
+                decoded = ConsumerProtocolAssignment.decode(bytes(m.member_assignment))
+                tps = sorted((str(tp.topic), int(tp.partition)) for tp in decoded.partitions())
+            except Exception:  # a client that wrote a foreign assignment: its member is kept without partitions
+                tps = []
+        members.append(GroupMember(str(m.member_id), str(m.client_id), str(m.client_host), tuple(tps)))
+    return GroupDescription(str(g.group_id), str(g.group_state or ""), str(g.protocol_type or ""),
+                            tuple(sorted(members, key=lambda x: x.member_id)), error)

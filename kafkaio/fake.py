@@ -20,6 +20,11 @@ reassignments, dynamic broker configs and topic configs. The port's calls act on
 * ``alter_log_dirs``: a dir other than the replica's starts a future replica (completes like a move);
   its current dir cancels the future; an unknown dir gives ``LogDirNotFoundError``.
 * ``elect_preferred``: error code 0, 84 (not needed) or 80 (preferred replica dead or out of sync).
+* ``describe_groups`` answers as Kafka 4.x answers DescribeGroups v6 (what kafka-python 3.x sends it): a
+  classic group set with :meth:`set_group` with its state, protocol type and members (client id, host,
+  assignment); a KIP-848 ``consumer`` group (``classic=False``) with ``GroupIdNotFoundError`` "Group G is not a
+  classic group." and no members; a group it does not know with ``GroupIdNotFoundError`` "Group G not found.",
+  state ``Dead``.
 * configs: incremental SET / DELETE on brokers, APPEND / SUBTRACT on topic list configs; read-only broker
   configs (``static_cfg``: server.properties, e.g. ``broker.rack``, ``replica.selector.class``) are
   described with ``read_only`` and refused by ``set_broker_configs`` as Kafka refuses them.
@@ -48,8 +53,19 @@ from typing import Any
 from domain.nearest_reads import READ_ONLY_KEYS as READ_ONLY_BROKER_KEYS
 from domain.throttles import BROKER_THROTTLE_KEYS, FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.errors import AdminError, TopicExists
-from kafkaio.port import KafkaCluster
-from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, LogRecord, PartitionMeta, Reassignment, ReplicaDir
+from kafkaio.port import GroupReader, KafkaCluster
+from kafkaio.types import (
+    TP,
+    ConfigEntry,
+    GroupDescription,
+    GroupMember,
+    LiveCluster,
+    LogRead,
+    LogRecord,
+    PartitionMeta,
+    Reassignment,
+    ReplicaDir,
+)
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 0, 3, 80, 84
 DEFAULT_CAPACITY = 4_000_000_000_000
@@ -112,6 +128,8 @@ class FakeKafkaCluster:
         self.topic_cfg: dict[str, dict[str, str]] = {}
         self.quotas: dict[str, dict[str, float]] = {}
         """client id -> quota key -> bytes/s (set_client_quotas)."""
+        self.groups: dict[str, GroupDescription] = {}
+        """group id -> what DescribeGroups answers for it (:meth:`set_group`)."""
         self.preferred_dirs: dict[tuple[str, int, int], str] = {}
         self.complete_after = complete_after
         """Metadata reads after which a new move completes by itself (``None``: only when told or copied)."""
@@ -557,6 +575,29 @@ class FakeKafkaCluster:
                 current[k] = v
 
 
+    # ------------------------------------------------------------------ consumer groups
+    def set_group(self, group: str, members: Sequence[tuple[str, Sequence[TP]]] = (), classic: bool = True,
+                  state: str | None = None, protocol_type: str = "consumer") -> None:
+        """A consumer group: ``members`` as ``(client id, assigned partitions)`` (member ids ``<client>-<n>``,
+        host ``/127.0.0.1``); ``classic=False`` makes it a KIP-848 group, which DescribeGroups does not describe.
+        The state defaults to ``Stable`` with members and ``Empty`` without."""
+        if not classic:
+            self.groups[group] = GroupDescription(group, "Dead", "", (),
+                                                  f"GroupIdNotFoundError: Group {group} is not a classic group.")
+            return
+        ms = tuple(GroupMember(f"{client}-{i}", client, "/127.0.0.1", tuple(sorted(tps)))
+                   for i, (client, tps) in enumerate(members))
+        self.groups[group] = GroupDescription(group, state or ("Stable" if ms else "Empty"), protocol_type, ms)
+
+    def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:
+        """DescribeGroups v6 of ``groups`` (see the module docstring)."""
+        wanted = sorted(set(groups))
+        self._enter("describe_groups")
+        self.calls.append(("describe_groups", tuple(wanted)))
+        return {g: self.groups.get(g) or GroupDescription(g, "Dead", "", (),
+                                                          f"GroupIdNotFoundError: Group {g} not found.")
+                for g in wanted}
+
     # ------------------------------------------------------------------ a small log on the cluster
     @property
     def clock_ms(self) -> int:
@@ -642,3 +683,7 @@ def _check_topic_config(key: str, value: str) -> None:
 
 def _conforms(fake: FakeKafkaCluster) -> KafkaCluster:
     return fake  # mypy checks here that the fake implements the port
+
+
+def _reads_groups(fake: FakeKafkaCluster) -> GroupReader:
+    return fake  # ... and the consumer-group port

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from kafkaio.types import TP, ConfigEntry, LiveCluster, LogRead, ReplicaDir
+from kafkaio.types import TP, ConfigEntry, GroupDescription, LiveCluster, LogRead, ReplicaDir
 
 
 class KafkaCluster(Protocol):
@@ -100,4 +100,15 @@ class KafkaCluster(Protocol):
 
     def read_log(self, topic: str, start: int = 0) -> LogRead:
         """``topic``-0's records from ``start`` (or its first offset, if later) to its end."""
+        ...
+
+
+class GroupReader(Protocol):
+    """The consumer-group port: who is assigned what (throttle protection's finest stock lever on a cluster
+    without a partition-level throttle is the client quota of the members assigned a hot partition)."""
+
+    def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:
+        """DescribeGroups of ``groups`` (each at its coordinator): state, protocol type and every member's
+        client id, host and decoded assignment; a group Kafka could not describe carries its answer in
+        ``error``. Raises :class:`~kafkaio.errors.AdminError` when the cluster cannot be asked at all."""
         ...

@@ -133,3 +133,32 @@ class LogRead:
     first: int
     end: int
     records: tuple[LogRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One member of a classic consumer group as DescribeGroups reports it, its assignment decoded
+    (the consumer protocol's ``ConsumerProtocolAssignment``: the partitions the group leader gave it)."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    assignment: tuple[TP, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """One group as DescribeGroups answers for it.
+
+    ``error`` is ``None`` when Kafka described the group, else its answer in words. Kafka 4.x answers
+    DescribeGroups v6 for a KIP-848 ``consumer`` group (and share or streams groups) with
+    ``GROUP_ID_NOT_FOUND`` "Group G is not a classic group." — its members and assignments are only in
+    ConsumerGroupDescribe (API 69), which kafka-python 3.x does not implement — and, before v6, with state
+    ``Dead`` and no members, as for a group that does not exist. ``members`` is empty then, and for a
+    classic group that is ``Empty`` (offsets only, no consumer running) or rebalancing."""
+
+    group: str
+    state: str
+    protocol_type: str
+    members: tuple[GroupMember, ...] = ()
+    error: str | None = None

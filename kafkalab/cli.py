@@ -1,4 +1,4 @@
-"""``guardian lab up|down|status|jars|kill-broker|start-broker``: real Kafka brokers on this machine.
+"""``guardian lab up|down|status|jars|kill-broker|start-broker|confine|unconfine``: real Kafka brokers on this machine.
 
 Goal: the operator's (and the tests') handle on :mod:`kafkalab.lab`, with a clear message and exit code 2
 for anything refused, never a traceback.
@@ -21,7 +21,7 @@ import typer
 from kafkalab.disks import DiskMode
 from kafkalab.errors import LabError
 from kafkalab.jars import ensure_jars
-from kafkalab.lab import DEFAULT_DIR, LabSpec, down, kill_node, start_node, status, up
+from kafkalab.lab import DEFAULT_DIR, LabSpec, confine, down, kill_node, start_node, status, unconfine, up
 
 DirOption = typer.Option(Path(os.environ.get("GUARDIAN_LAB_DIR", str(DEFAULT_DIR))), "--dir",
                          help="the lab's directory (state, TLS files, passwords, logs; env GUARDIAN_LAB_DIR)")
@@ -135,3 +135,41 @@ def register(app: typer.Typer) -> None:
         except LabError as exc:
             raise _fail(exc) from None
         typer.echo(f"broker {broker} started (pid {pid})", err=True)
+
+    @app.command("confine")
+    def lab_confine(
+        broker: int = typer.Option(..., "--broker"),
+        memory: str | None = typer.Option(None, "--memory",
+                                          help="the broker JVM's memory cgroup limit (heap, non-heap and page "
+                                               "cache), e.g. 512M: a small page cache"),
+        read_rate: str | None = typer.Option(None, "--read-rate",
+                                             help="cap the broker's disk reads at this many bytes/s, e.g. 4M: its "
+                                                  "log dirs' devices saturate there (declared as their ceiling)"),
+        evict: bool = typer.Option(False, "--evict", help="drop the cached pages of the broker's log dirs' files"),
+        endpoints_file: Path | None = typer.Option(None, "--endpoints-file",
+                                                   help="rewrite this endpoints document with the declared ceiling"),
+        directory: Path = DirOption,
+    ) -> None:
+        """Give a broker a small page cache and/or slow disks (cgroup v1 memory and blkio; undone by unconfine/down)."""
+        if memory is None and read_rate is None and not evict:
+            raise typer.BadParameter("give --memory, --read-rate and/or --evict")
+        try:
+            doc = confine(directory, broker, _size(memory) if memory else None, _size(read_rate) if read_rate else None,
+                          evict, endpoints_file)
+        except LabError as exc:
+            raise _fail(exc) from None
+        typer.echo(json.dumps((doc.get("cgroups") or {}).get(str(broker), []), indent=2))
+
+    @app.command("unconfine")
+    def lab_unconfine(broker: int = typer.Option(..., "--broker"), directory: Path = DirOption,
+                      endpoints_file: Path | None = typer.Option(None, "--endpoints-file",
+                                                                 help="rewrite this endpoints document")) -> None:
+        """Undo ``confine`` for one broker."""
+        try:
+            problems = unconfine(directory, broker, endpoints_file)
+        except LabError as exc:
+            raise _fail(exc) from None
+        for p in problems:
+            typer.echo(f"error: {p}", err=True)
+        if problems:
+            raise typer.Exit(1)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafkalab import cgroups
 from kafkalab import config as cfg
 from kafkalab import credentials as creds
 from kafkalab.disks import DiskMode, LogDir, provision, release
@@ -420,8 +421,11 @@ def endpoints_document(doc: dict[str, Any]) -> dict[str, Any]:
                             {"kind": "node", "url": doc["node_exporter"]["url"], **metric}]}
                for n in doc["nodes"]]
     log_dir_names = sorted({Path(p).name for n in doc["nodes"] for p in n["log_dirs"]})
-    hardware = [{"brokers": "*", "log_dirs": f"*/{name}", "kind": doc["disk_kind"],
-                 "max_bytes_per_s": doc["disk_max_bytes_per_s"]} for name in log_dir_names]
+    # a node whose reads are capped (guardian lab confine --read-rate) declares that ceiling for its disks
+    hardware = [{"brokers": [node], "log_dirs": "*", "kind": doc["disk_kind"], "max_bytes_per_s": rate}
+                for node, rate in sorted(cgroups.read_ceilings(doc).items())]
+    hardware += [{"brokers": "*", "log_dirs": f"*/{name}", "kind": doc["disk_kind"],
+                  "max_bytes_per_s": doc["disk_max_bytes_per_s"]} for name in log_dir_names]
     note = ("each log dir is an ext4 file system on its own loop device" if doc["disks"] == "loop"
             else f"log dirs are plain directories sharing one device ({doc['disks_note']}): disk figures "
                  "measured on this lab are the host disk's, not a log dir's")
@@ -471,6 +475,7 @@ def down(directory: Path, keep_dir: bool = False, grace_s: float = 15.0) -> list
     for pid in pids:
         _stop_pid(pid, grace_s)
     problems = [f"process {pid} is still running" for pid in pids if pid_alive(pid)]
+    problems += cgroups.release(doc)
     problems += release([LogDir.from_json(d) for d in doc.get("log_dirs", [])])
     if not keep_dir and not problems:
         shutil.rmtree(directory, ignore_errors=True)
@@ -515,12 +520,58 @@ def start_node(directory: Path, node_id: int) -> int:
     return pid
 
 
+def confine(directory: Path, node_id: int, memory_bytes: int | None = None, read_bytes_per_s: int | None = None,
+            evict_cache: bool = False, endpoints_file: Path | None = None) -> dict[str, Any]:
+    """Give node ``node_id`` a small page cache (``memory_bytes``: its JVM's memory cgroup limit) and/or disks that
+    read at most ``read_bytes_per_s`` (:mod:`kafkalab.cgroups`), and/or drop its log dirs' cached pages
+    (``evict_cache``). A read ceiling is declared for the node's disks in the endpoints document (the state's, and
+    ``endpoints_file`` rewritten when given), so that Guardian's disk model matches the disk. Returns the state.
+    Undone by :func:`unconfine` and by :func:`down`; a node restarted afterwards starts unconfined."""
+    directory = directory.resolve()
+    doc = load_state(directory)
+    n = _node(doc, node_id)
+    if not pid_alive(n["pid"]):
+        raise LabError(f"node {node_id} is not running")
+    if memory_bytes is not None:
+        cgroups.confine_memory(doc, node_id, memory_bytes)
+    if read_bytes_per_s is not None:
+        cgroups.throttle_reads(doc, node_id, read_bytes_per_s)
+    _save_state(directory, doc)
+    if evict_cache:
+        cgroups.evict([Path(p) for p in n["log_dirs"]])
+    _rewrite_endpoints(directory, doc, endpoints_file)
+    return doc
+
+
+def unconfine(directory: Path, node_id: int, endpoints_file: Path | None = None) -> list[str]:
+    """Undo :func:`confine` for one node (its JVM back in the root cgroups, its read ceiling no longer declared)."""
+    directory = directory.resolve()
+    doc = load_state(directory)
+    _node(doc, node_id)
+    problems = cgroups.release(doc, node_id)
+    _save_state(directory, doc)
+    _rewrite_endpoints(directory, doc, endpoints_file)
+    return problems
+
+
+def _rewrite_endpoints(directory: Path, doc: dict[str, Any], endpoints_file: Path | None) -> None:
+    if "endpoints" not in doc:
+        return
+    doc["endpoints"] = endpoints_document(doc)
+    _save_state(directory, doc)
+    if endpoints_file is not None:
+        tmp = endpoints_file.with_suffix(endpoints_file.suffix + ".tmp")
+        tmp.write_text(json.dumps(doc["endpoints"], indent=2, sort_keys=True) + "\n")
+        tmp.replace(endpoints_file)
+
+
 def status(directory: Path) -> dict[str, Any]:
     """Each node's pid and whether it runs, the disks mode, the bootstrap servers."""
     doc = load_state(directory.resolve())
     return {"cluster": doc["cluster"], "kafka_version": doc["kafka_version"], "disks": doc.get("disks"),
             "bootstrap_servers": doc.get("bootstrap_servers"),
             "nodes": [{"id": n["id"], "rack": n["rack"], "pid": n["pid"], "running": pid_alive(n["pid"]),
-                       "log_dirs": n["log_dirs"]} for n in doc["nodes"]],
+                       "log_dirs": n["log_dirs"], "cgroups": (doc.get("cgroups") or {}).get(str(n["id"]), [])}
+                      for n in doc["nodes"]],
             "node_exporter": {"running": pid_alive(doc.get("node_exporter", {}).get("pid")),
                               "url": doc.get("node_exporter", {}).get("url")}}

@@ -21,6 +21,11 @@ The pipeline, per disk (log dir), one pass per collection interval:
 5. **Relaxation**: on a healthy disk each protection throttle is released once its cause is gone (its
    flow vanished or it no longer binds), else raised by ``relax_factor`` per interval while the
    predicted util stays below the low mark (hysteresis), and released when it reaches its original rate.
+   A client quota is released for a vanished flow only after ``quota_quiet_samples`` quiet evaluations in a
+   row (the caller counts them), and relaxed only while ``max(util, its rate / the disk's ceiling)`` plus the
+   step stays under the low mark: Kafka enforces a quota by muting the client for its throttle time, so its
+   flow vanishes between bursts while the client still lags (seen on real Kafka: releasing or relaxing on
+   such a sample let the consumer drive the disk back to util 1 within seconds).
 
 Complexity: O(replicas + transfers) to index flows, O(q log q) per unhealthy disk with q flows on it.
 Everything here is plain data; nothing reads a clock or does I/O.
@@ -98,6 +103,11 @@ class ThrottleConfig:
     release_unbound_ratio: float = 0.8
     """Release when the lever carries less than this fraction of its rate (it no longer binds)."""
     max_queue_evidence: int = 10
+    quota_quiet_samples: int = 10
+    """A client quota whose flow vanished is released only after this many consecutive quiet evaluations: Kafka
+    mutes a throttled client for up to its quota window (11 s by default) and again while its average stays
+    over the quota — on the lab, 12 s of silence after a quota cut from 2.2 to 0.5 MB/s — so a shorter silence
+    is the quota working, not the cause gone."""
 
     def thresholds_for(self, kind: DiskKind) -> HealthThresholds:
         """The thresholds of ``kind`` (HDD's when the kind is not configured)."""
@@ -183,17 +193,34 @@ class ClientShare:
 
 
 @dataclass(frozen=True, slots=True)
+class AssignedClient:
+    """A consumer-group member assigned a partition (Kafka's DescribeGroups answer for a classic group), by the
+    client id its quota is set on. ``reads_disk``: the collectors' position estimate has the group reading the
+    partition beyond the page cache (a lagging group), rather than tailing it from memory."""
+
+    group: str
+    client_id: str
+    reads_disk: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Lineage:
     """Who reads and writes what: per partition from audit data, or per topic (top clients) as fallback.
 
     ``topic_source`` says where the per-topic clients came from (the live audit topic, or a lineage run
-    of the audit analytics); it is recorded with every client-quota decision."""
+    of the audit analytics); it is recorded with every client-quota decision. ``assignments`` are the
+    consumer-group members assigned each partition (read only where it matters: partitions read from an
+    overloaded disk of a cluster without a partition-level throttle); they are the preferred source of a
+    fetch flow's clients. ``unassigned`` says, per partition, which reading groups' assignments could not be
+    read and why (e.g. a KIP-848 group)."""
 
     fetch: Mapping[PartitionId, tuple[ClientShare, ...]] = field(default_factory=dict)
     produce: Mapping[PartitionId, tuple[ClientShare, ...]] = field(default_factory=dict)
     topic_consumers: Mapping[str, tuple[ClientShare, ...]] = field(default_factory=dict)
     topic_producers: Mapping[str, tuple[ClientShare, ...]] = field(default_factory=dict)
     topic_source: str = "the audit topic"
+    assignments: Mapping[PartitionId, tuple[AssignedClient, ...]] = field(default_factory=dict)
+    unassigned: Mapping[PartitionId, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +248,9 @@ class ThrottleInput:
     active: tuple[ActiveThrottle, ...] = ()
     alerts: frozenset[DiskId] = frozenset()
     """Disks with a firing on-call alert."""
+    quiet: Mapping[str, int] = field(default_factory=dict)
+    """Per active client-quota lever, the consecutive evaluations (before this one) in which its flow was below
+    ``min_abnormal_bytes_per_s`` (:attr:`ThrottlePlan.lever_flows`)."""
     fail_slow: Mapping[DiskId, str] = field(default_factory=dict)
     """Disks the fail-slow detector flags (-> why): slow at normal load is the hardware's fault, so no client
     is throttled for it (self-healing moves leadership off instead); the skip is reported as the disk's reason."""
@@ -377,6 +407,9 @@ class ThrottlePlan:
     health: Mapping[DiskId, DiskHealth]
     decisions: tuple[ThrottleDecision, ...]
     reports: tuple[DiskReport, ...]
+    lever_flows: Mapping[str, float] = field(default_factory=dict)
+    """Bytes/s of the throttled behaviour still on the disk, per active lever examined for relaxation (the
+    caller counts a client quota's quiet samples from it: :attr:`ThrottleInput.quiet`)."""
 
 
 def _partition_index(snapshot: ClusterSnapshot) -> tuple[dict[PartitionId, Partition], dict[int, set[PartitionId]]]:
@@ -392,8 +425,9 @@ def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: M
                            lineage: Lineage, read: bool) -> float:
     """Bytes/s ``client`` moves through the partitions one broker leads *now*: each partition's current
     traffic times the client's share of it (audit lineage of the partition; else its share of the topic's
-    bytes, or an equal share when the topic's shares carry no bytes). Lineage says who, the live metrics
-    say how much (audit intervals and lineage runs lag behind)."""
+    bytes, or an equal share when the topic's shares carry no bytes; a partition read by consumer groups whose
+    assignments are known: an equal share per group, given to the member assigned it). Lineage says who, the
+    live metrics say how much (audit intervals and lineage runs lag behind)."""
     per_part = lineage.fetch if read else lineage.produce
     per_topic = lineage.topic_consumers if read else lineage.topic_producers
     total = 0.0
@@ -406,6 +440,11 @@ def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: M
             mine = sum(s.bytes_per_s for s in shares if s.client_id == client)
             total += now * (mine / whole) if whole > 0 else 0.0
             continue
+        assigned = lineage.assignments.get(pid) if read else None
+        if assigned:  # each group reading the partition gets an equal share of its bytes out
+            groups = {a.group for a in assigned}
+            total += now * len({a.group for a in assigned if a.client_id == client}) / len(groups)
+            continue
         tshares = per_topic.get(pid[0], ())
         if any(s.client_id == client for s in tshares):
             whole = sum(s.bytes_per_s for s in tshares)
@@ -414,14 +453,39 @@ def _client_rate_on_broker(client: str, broker_parts: set[PartitionId], parts: M
     return total
 
 
-def _responsible(entry: QueueEntry, lineage: Lineage, read: bool) -> tuple[list[ClientShare], str]:
+NO_PARTITION_THROTTLE = "the cluster has no partition-level throttle"
+
+
+def _responsible(entry: QueueEntry, lineage: Lineage, read: bool) -> tuple[list[ClientShare], str, str]:
+    """The clients whose quota relieves ``entry``, where they came from (recorded on the lever) and the lever's
+    explanation.
+
+    A fetch flow prefers the consumer-group members assigned the partition: those of the groups estimated to
+    read it from disk, else of every group assigned it. Then the audit lineage of the partition, then the
+    topic's top clients."""
     pid = (entry.flow.topic, entry.flow.partition)
+    name = f"{entry.flow.topic}-{entry.flow.partition}"
+    assigned = lineage.assignments.get(pid) if read else None
+    if assigned:
+        lagging = [a for a in assigned if a.reads_disk]
+        chosen = lagging or list(assigned)
+        groups = sorted({a.group for a in chosen})
+        clients = sorted({a.client_id for a in chosen})
+        label = "group " + ", ".join(groups) if len(groups) == 1 else "groups " + ", ".join(groups)
+        why = f"client quota of {label}'s members assigned {name} (consumer-group assignment)"
+        if not lagging:
+            why += "; no group is estimated to read it from disk, so every group assigned it"
+        return [ClientShare(c, 0.0) for c in clients], "consumer-group assignment", why
+    missing = lineage.unassigned.get(pid, ()) if read else ()
+    gap = f"; no member assignment for {name}: {'; '.join(missing)}" if missing else ""
     shares = (lineage.fetch if read else lineage.produce).get(pid)
     if shares:
-        return sorted(shares, key=lambda s: (-s.bytes_per_s, s.client_id)), "audit lineage of the partition"
+        return (sorted(shares, key=lambda s: (-s.bytes_per_s, s.client_id)), "audit lineage of the partition",
+                f"client quota (audit lineage of {name}){gap}")
     tshares = (lineage.topic_consumers if read else lineage.topic_producers).get(entry.flow.topic, ())
-    return (sorted(tshares, key=lambda s: (-s.bytes_per_s, s.client_id))[:3],
-            f"top clients of the topic from {lineage.topic_source} (no audit lineage for the partition)")
+    source = f"top clients of the topic from {lineage.topic_source} (no audit lineage for the partition)"
+    return (sorted(tshares, key=lambda s: (-s.bytes_per_s, s.client_id))[:3], source,
+            f"client quota ({source}){gap}")
 
 
 @dataclass
@@ -477,9 +541,9 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
         lever = Lever(f"{'fetch' if read else 'produce'}:{_safe(f.topic)}:{f.partition}", kind,
                       {"topic": f.topic, "partition": f.partition})
         return [(lever, rate, lever_total)], max(lever_total - rate, 0.0) * ratio, "partition-level throttle"
-    clients, source = _responsible(entry, inp.lineage, read)
+    clients, source, mechanism = _responsible(entry, inp.lineage, read)
     if not clients:
-        return [], 0.0, "client quota (no client known for the topic)"
+        return [], 0.0, f"client quota (no client known for the topic): {NO_PARTITION_THROTTLE}"
     out: list[tuple[Lever, float, float]] = []
     relieved = 0.0
     share_total = sum(c.bytes_per_s for c in clients) or float(len(clients))
@@ -497,7 +561,7 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
                        "lineage": source})
         out.append((lever, rate, on_broker))
         relieved += min(max(on_broker - rate, 0.0), want) * ratio
-    return out, min(relieved, f.bytes_per_s), f"client quota ({source})"
+    return out, min(relieved, f.bytes_per_s), f"{mechanism}: {NO_PARTITION_THROTTLE}"
 
 
 def _util_now(util: float | None, disk_bytes: float, max_bps: float) -> float | None:
@@ -522,6 +586,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
     wanted = set(only) if only is not None else None
     new_health: dict[DiskId, DiskHealth] = dict(health)
     decisions: dict[str, ThrottleDecision] = {}
+    lever_flows: dict[str, float] = {}
     reports: list[DiskReport] = []
     for broker in snapshot.brokers:
         if not broker.is_alive:
@@ -547,7 +612,8 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
                 predicted = _throttle_disk(did, disk.max_bytes_per_s, util, state, queue, snapshot, inp, parts,
                                            led, active, decisions, config, th)
             elif state.below > 0 or (util is not None and util < th.util_low):
-                _relax_disk(did, disk.max_bytes_per_s, util, dflows, parts, active, decisions, config, th, state)
+                _relax_disk(did, disk.max_bytes_per_s, util, dflows, parts, active, decisions, config, th, state,
+                            inp.quiet, lever_flows)
             reports.append(DiskReport(did, disk.kind.value, state, util, _finite(disk.await_ms), predicted,
                                       per_behaviour, tuple(queue)))
     # throttles on disks that no longer exist or whose broker died: release them
@@ -561,7 +627,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
                                                 "the disk it protected is gone or its broker is down",
                                                 {"disk": list(gone)})
     ordered = tuple(sorted(decisions.values(), key=lambda d: (d.protects, d.action, d.key)))
-    return ThrottlePlan(new_health, ordered, tuple(reports))
+    return ThrottlePlan(new_health, ordered, tuple(reports), lever_flows)
 
 
 def _disk_of(a: ActiveThrottle) -> DiskId | None:
@@ -621,7 +687,7 @@ def _throttle_disk(did: DiskId, max_bps: float, util: float | None, state: DiskH
         causes = [_entry_evidence(e) for e in c.entries]
         why = (f"disk {did[0]}:{did[1]} unhealthy ({state.reason}); {causes[0]['behaviour']} of "
                f"{causes[0]['topic']}-{causes[0]['partition']} at {causes[0]['bytes_per_s'] / 1e6:.1f} MB/s is "
-               f"abnormal; limit {c.lever.kind} to {c.rate / 1e6:.2f} MB/s")
+               f"abnormal; limit {c.lever.kind} to {c.rate / 1e6:.2f} MB/s — {c.mechanism}")
         evidence = {"disk": list(did), "util": util, "await_ms": state.last_await_ms,
                     "thresholds": {"util_high": th.util_high, "util_low": th.util_low,
                                    "await_high_ms": th.await_high_ms, "await_low_ms": th.await_low_ms,
@@ -636,15 +702,20 @@ def _throttle_disk(did: DiskId, max_bps: float, util: float | None, state: DiskH
 def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequence[Flow],
                 parts: Mapping[PartitionId, Partition], active: Mapping[str, ActiveThrottle],
                 decisions: dict[str, ThrottleDecision], config: ThrottleConfig, th: HealthThresholds,
-                state: DiskHealth) -> None:
+                state: DiskHealth, quiet: Mapping[str, int], lever_flows: dict[str, float]) -> None:
     mine = [a for a in active.values() if a.set_by == WHO and _disk_of(a) == did and a.key not in decisions]
     budget = util if util is not None else 0.0
     for a in sorted(mine, key=lambda x: x.key):
         flow_now, carried = _lever_load(a, dflows, parts)
+        lever_flows[a.key] = flow_now
+        quota = a.kind in (CONSUMER_QUOTA, PRODUCER_QUOTA)
         original = float(a.evidence.get("original_rate_bytes_per_s", 0.0) or 0.0)
         step = int(a.evidence.get("relax_step", 0) or 0)
         base = {**dict(a.evidence), "disk": list(did), "util": util, "health": state.reason}
-        if flow_now < config.min_abnormal_bytes_per_s:
+        vanished = flow_now < config.min_abnormal_bytes_per_s
+        if vanished and quota and quiet.get(a.key, 0) + 1 < config.quota_quiet_samples:
+            continue  # Kafka mutes a throttled client for its throttle time: a short silence is the quota working
+        if vanished:
             decisions[a.key] = ThrottleDecision(
                 "release", a.key, a.kind, a.target, a.rate_bytes_per_s, did,
                 f"disk {did[0]}:{did[1]} healthy and the throttled behaviour no longer loads it "
@@ -659,9 +730,12 @@ def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequenc
         new_rate = a.rate_bytes_per_s * config.relax_factor
         share = flow_now / carried if carried else 1.0
         extra = (new_rate - a.rate_bytes_per_s) * min(share, 1.0) / max_bps if max_bps > 0 else math.inf
-        if budget + extra >= th.util_low:
+        # a quota'd client that still reads here reads all its quota allows, between its muted spells: judge
+        # the relaxation on that, not on one sample that may fall in a mute
+        load = max(budget, a.rate_bytes_per_s / max_bps) if quota and max_bps > 0 else budget
+        if load + extra >= th.util_low:
             continue  # hold: relaxing now would push the disk back above the low mark
-        budget += extra
+        budget = load + extra
         if original and new_rate >= original:
             decisions[a.key] = ThrottleDecision(
                 "release", a.key, a.kind, a.target, a.rate_bytes_per_s, did,

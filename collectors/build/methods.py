@@ -10,7 +10,9 @@ available wins:
   leader's size delta (``size_delta``), else the last good value (``held``);
 * bytes-out: the leader's topic-level bytes-out split over its partitions of that topic
   (``topic_split``) by consumer activity (committed-offset deltas × bytes per message) or, where no
-  consumer is seen, by bytes-in; else ``held``.
+  consumer is seen, by bytes-in; else ``held``. Bytes per message: the topic's bytes-in over messages-in,
+  else the partition's log size over its offsets (a partition nobody writes now still has a consumer's
+  offset rate in bytes).
 
 Method: whole-array numpy selections over the partition index; the split groups partitions by
 (leader, topic) with ``np.unique`` + ``np.bincount`` and finds each group's topic-level rate by
@@ -48,7 +50,8 @@ class InFigures:
     m_in: npt.NDArray[np.int8]
     in_fresh: npt.NDArray[np.bool_]
     bpm: F64
-    """Bytes per message: the topic's ratio, else this partition's bytes-in / messages-in."""
+    """Bytes per message: the topic's ratio, else this partition's bytes-in / messages-in, else its log's size
+    over its offsets (:func:`stored_bytes_per_msg`)."""
 
 
 def bytes_in(ix: PartitionIndex, pc: PartitionCounters, tc: TopicCounters, phold: PartHold, now: float,
@@ -75,7 +78,20 @@ def bytes_in(ix: PartitionIndex, pc: PartitionCounters, tc: TopicCounters, phold
     b_in, in_fresh = phold.hold("in", g, b_in, now, hold_s)
     m_in[~in_fresh & ~np.isnan(b_in)] = M_CODES["held"]
     bpm = np.where(np.isnan(ratio), np.where(msgs > 0, b_in / np.where(msgs > 0, msgs, 1.0), np.nan), ratio)
+    bpm = np.where(np.isnan(bpm), stored_bytes_per_msg(pc, leo), bpm)
     return InFigures(tid, topic_ids, ratio, msgs, leo, b_in, m_in, in_fresh, bpm)
+
+
+def stored_bytes_per_msg(pc: PartitionCounters, leo: F64) -> F64:
+    """Bytes per message of what each partition *stores*: its log's size over its offsets (LEO − log start),
+    NaN where either is unknown or the log is empty. The rates give no ratio for a partition nobody writes
+    now — yet that is where a lagging consumer replays old data (found on the lab: without it, a consumer
+    reading a 200 MB partition no longer written had no offset rate in bytes, so no bytes-out share and no
+    disk-read estimate)."""
+    size = np.where(np.isnan(pc.size_lead_val), pc.size_any_val, pc.size_lead_val)
+    span = leo - pc.lso_lead_val
+    ok = (span > 0) & (size > 0)
+    return np.where(ok, size / np.where(ok, span, 1.0), np.nan)
 
 
 def bytes_out(ix: PartitionIndex, tc: TopicCounters, fin: InFigures,

@@ -100,6 +100,10 @@ def _print_explain(data: dict[str, Any]) -> None:
         return
     if data.get("skipped"):
         out.print(f"last evaluation skipped: {data['skipped']}", markup=False)
+    elif data.get("evaluated") is False:
+        out.print(f"cluster {data.get('cluster')} has not been evaluated yet", markup=False)
+    if data.get("levers"):
+        out.print(f"levers: {data['levers']}", markup=False)
     for d in data.get("disks", []):
         state = "UNHEALTHY" if d["unhealthy"] else "healthy"
         util = f"{d['util']:.2f}" if isinstance(d.get("util"), (int, float)) else "n/a"
@@ -119,6 +123,13 @@ def _print_explain(data: dict[str, Any]) -> None:
     for t in data.get("throttles", []):
         out.print(f"in force: {t['key']} {_mb(t['rate_bytes_per_s'])} MB/s (by {t.get('set_by')}): {t.get('why')}",
                   markup=False)
+    if not data.get("throttles") and not data.get("applied", data.get("decisions")) and not data.get("skipped") \
+            and "disks_evaluated" in data:
+        hot = data.get("hottest")
+        hottest = (f"; hottest {hot['broker']}:{hot['path']} util {hot['util']:.2f}"
+                   if isinstance(hot, dict) and isinstance(hot.get("util"), (int, float)) else "")
+        out.print(f"nothing throttled: {data['disks_evaluated']} disk(s) evaluated, "
+                  f"{data.get('unhealthy_disks', 0)} unhealthy{hottest}", markup=False)
 
 
 def _offline(path: Path) -> dict[str, Any]:

@@ -140,6 +140,8 @@ class Evaluation:
     applied: list[dict[str, Any]]
     skipped: str = ""
     lineage: dict[str, Any] = field(default_factory=dict)
+    levers: str = ""
+    """Which levers protection uses on the cluster, and why (its capability)."""
 
 
 class ThrottleService:
@@ -164,6 +166,8 @@ class ThrottleService:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.health: dict[str, dict[DiskId, DiskHealth]] = defaultdict(dict)
         self.history: dict[str, dict[PartitionId, deque[float]]] = defaultdict(dict)
+        self.quiet: dict[str, dict[str, int]] = defaultdict(dict)
+        """Per cluster and lever, the consecutive evaluations in which its throttled flow was quiet."""
         self.alerts: dict[str, AlertRecord] = {}
         self.applied: dict[str, dict[str, tuple[str, dict[str, Any], float]]] = defaultdict(dict)
         self.last: dict[str, Evaluation] = {}
@@ -245,9 +249,12 @@ class ThrottleService:
             lineage, lineage_info = self._lineage_for(cluster, obs.lineage)
             inp = ThrottleInput(transfers=obs.transfers, lineage=lineage,
                                 expected_bytes_in=self._expected(cluster), partition_throttle=obs.partition_throttle,
-                                active=active, alerts=alert_disks, fail_slow=fail_slow_disks(self.store, cluster))
+                                active=active, alerts=alert_disks, fail_slow=fail_slow_disks(self.store, cluster),
+                                quiet=dict(self.quiet[cluster]))
             plan = plan_throttles(obs.snapshot, inp, self.health[cluster], self.config, only)
             self.health[cluster] = dict(plan.health)
+            self.quiet[cluster] = {k: self.quiet[cluster].get(k, 0) + 1 if f < self.config.min_abnormal_bytes_per_s
+                                   else 0 for k, f in plan.lever_flows.items()}
             self._note_spared(cluster, plan)
             applied = []
             for decision in plan.decisions:
@@ -258,7 +265,8 @@ class ThrottleService:
                 applied += self._lines(cluster, binding, obs, active, plan, at)
             self._reconcile(cluster, binding)
             self._learn(cluster, obs.snapshot, plan)
-            self.last[cluster] = Evaluation(at, trigger, plan, applied, lineage=lineage_info)
+            self.last[cluster] = Evaluation(at, trigger, plan, applied, lineage=lineage_info,
+                                            levers=levers_of(obs.partition_throttle))
             unhealthy = sorted(f"{d[0]}:{d[1]}" for d, h in plan.health.items() if h.unhealthy)
             return {"trigger": trigger, "unhealthy": unhealthy, "decisions": applied, "lineage": lineage_info}
 
@@ -333,6 +341,11 @@ class ThrottleService:
                                  else "the latest lineage run has no rows for the cluster")
         info.update({"topic_clients": lineage.topic_source,
                      "topics": len(set(lineage.topic_consumers) | set(lineage.topic_producers))})
+        if lineage.assignments or lineage.unassigned:
+            info["member_assignments"] = {f"{t}-{p}": sorted({f"{a.group}/{a.client_id}" for a in rows})
+                                          for (t, p), rows in sorted(lineage.assignments.items())}
+        if lineage.unassigned:
+            info["unassigned"] = {f"{t}-{p}": list(why) for (t, p), why in sorted(lineage.unassigned.items())}
         if fallback:
             info["fallback_reason"] = fallback
         return lineage, info
@@ -466,8 +479,15 @@ class ThrottleService:
                 return {"cluster": cluster, "evaluated": False}
             out: dict[str, Any] = {"cluster": cluster, "evaluated": True, "at": ev.at, "trigger": ev.trigger,
                                    "skipped": ev.skipped, "applied": ev.applied, "lineage": ev.lineage,
-                                   "disks": []}
+                                   "levers": ev.levers, "disks": []}
             if ev.plan is not None:
+                rated = [r for r in ev.plan.reports if r.util is not None]
+                out["disks_evaluated"] = len(ev.plan.reports)
+                out["unhealthy_disks"] = sum(1 for r in ev.plan.reports if r.health.unhealthy)
+                if rated:
+                    hot = max(rated, key=lambda r: (r.util or 0.0, r.disk))
+                    out["hottest"] = {"broker": hot.disk[0], "path": hot.disk[1], "util": hot.util,
+                                      "await_ms": hot.await_ms}
                 for r in ev.plan.reports:
                     if not (r.health.unhealthy or r.queue or r.health.above or r.health.missing):
                         continue
@@ -485,6 +505,17 @@ class ThrottleService:
             out["alerts"] = [{"fingerprint": a.fingerprint, "status": a.status, "disk": list(a.disk),
                               "received_at": a.received_at} for a in self.alerts.values() if a.cluster == cluster]
             return _jsonable(out)
+
+
+def levers_of(partition_throttle: bool) -> str:
+    """Which levers throttle protection uses on a cluster with (or without) the partition-level throttle, and why."""
+    if partition_throttle:
+        return ("partition-level throttles (topic configs guardian.partition.throttle.fetch/produce.bytes.per.second): "
+                "the brokers report guardian.partition.throttle.enable=true")
+    return ("client-id quotas (consumer_byte_rate / producer_byte_rate, AlterClientQuotas) of the clients of the hot "
+            "partition — for a read, the consumer-group members assigned it (DescribeGroups), else the audit "
+            "lineage: the cluster has no partition-level throttle (its brokers report no "
+            "guardian.partition.throttle.enable, as stock Kafka)")
 
 
 def fail_slow_disks(store: StateStore, cluster: str) -> dict[DiskId, str]:

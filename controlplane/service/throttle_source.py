@@ -16,18 +16,32 @@ Method (:func:`observation_of`, pure):
   from the lowest alive broker id);
 * lineage: per-partition client shares from the live audit topic (:class:`~kafkaio.audit.AuditShares`),
   read only when the round shows the audit topic; with them, each client's IDC and serving broker
-  (leased-line accounting).
+  (leased-line accounting);
+* member assignments (:class:`GroupAssignments`), on a cluster *without* the partition-level throttle only:
+  stock Kafka's finest lever for a hot partition is the client-id quota of the consumers assigned it. The
+  partitions that matter (:func:`watched_partitions`) are those with attributed disk reads led on a disk that
+  is not clearly healthy (util or await above its kind's low mark); the groups that matter are the ones with
+  committed offsets on them this round (the collectors' readers of the partition). Those groups — and only
+  those — are described (DescribeGroups at their coordinators), each at most once per ``ttl_s``; the classic
+  groups' decoded assignments name the members assigned each hot partition (:func:`assignments_of`). A KIP-848
+  ``consumer`` group cannot be described this way: Kafka answers DescribeGroups with "not a classic group"
+  and its assignment is only in ConsumerGroupDescribe, which kafka-python 3.x does not implement; the planner
+  is told so per partition (``Lineage.unassigned``) and falls back to the audit lineage.
 
 The source refuses (raises :class:`ObserveError`) when there is no round yet or the round fails the
 protection usability policy (no broker metrics at all); the throttle service then skips the cluster.
 Guarantee: an unchanged round yields an :class:`Observation` with the same ``round_seq`` (the service
-evaluates each round once). Cost: O(partitions) per new round.
+evaluates each round once); a failed DescribeGroups never fails the observation (the planner falls back).
+Cost: O(partitions) per new round; DescribeGroups (+ FindCoordinator) only while a disk is above its low mark,
+for the groups reading its partitions, at most once per group per ``ttl_s``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -43,8 +57,10 @@ from controlplane.service.throttle_loop import ClusterBinding, Observation
 from domain import ClusterSnapshot, Partition, PartitionId, Topic
 from domain.throttles import PT_ENABLE
 from kafkaio.audit import AuditShares, ShareKey
+from kafkaio.port import GroupReader
+from kafkaio.types import GroupDescription
 from planners.line_accounting import AuditFlow
-from planners.throttle import ClientShare, Lineage, Transfer
+from planners.throttle import AssignedClient, ClientShare, Lineage, ThrottleConfig, Transfer
 
 log = logging.getLogger(__name__)
 
@@ -106,15 +122,123 @@ def lineage_of(shares: Mapping[ShareKey, Mapping[str, float]]) -> Lineage:
                                     for t, v in t_prod.items()})
 
 
+def watched_partitions(r: Round, config: ThrottleConfig) -> dict[PartitionId, tuple[list[str], list[str]]]:
+    """The partitions whose readers matter, with the groups that read them: ``(disk readers, cached readers)``
+    by the collectors' position estimate (groups with committed offsets on the partition this round).
+
+    A partition matters when it is led on a disk whose util or await is above its kind's *low* mark (the planner
+    may throttle there, or hold a throttle) and the attribution estimate gives it at least
+    ``config.min_abnormal_bytes_per_s`` of disk reads (a flow the planner would queue). Pure; O(partitions)."""
+    warm: set[tuple[int, str]] = set()
+    for b in r.observed_brokers:
+        for d in b.disks:
+            th = config.thresholds_for(d.kind)
+            util, wait = d.util, d.await_ms
+            if (math.isfinite(util) and util > th.util_low) or (math.isfinite(wait) and wait > th.await_low_ms):
+                warm.add((b.id, d.path))
+    if not warm:
+        return {}
+    reads = r.attributed_disk_reads
+    out: dict[PartitionId, tuple[list[str], list[str]]] = {}
+    for p in r.collected.snapshot.iter_partitions():
+        if reads.get(p.id, 0.0) < config.min_abnormal_bytes_per_s or p.leader is None or p.leader not in p.replicas:
+            continue
+        i = p.replicas.index(p.leader)
+        if i >= len(p.log_dirs) or (p.leader, p.log_dirs[i]) not in warm:
+            continue
+        detail = r.collected.partitions.get(p.id)
+        if detail is not None and (detail.disk_readers or detail.cached_readers):
+            out[p.id] = (sorted(detail.disk_readers), sorted(detail.cached_readers))
+    return out
+
+
+NOT_CLASSIC = ("a KIP-848 consumer group: Kafka answers DescribeGroups with \"not a classic group\", and its "
+               "assignment is only in ConsumerGroupDescribe, which kafka-python 3.x does not implement")
+
+
+def assignments_of(watched: Mapping[PartitionId, tuple[list[str], list[str]]],
+                   groups: Mapping[str, GroupDescription]
+                   ) -> tuple[dict[PartitionId, tuple[AssignedClient, ...]], dict[PartitionId, tuple[str, ...]]]:
+    """Per watched partition, the members assigned it (by group and client id; ``reads_disk`` for the groups the
+    position estimate has reading from disk), and why some reading groups name nobody (not described, not a
+    classic group, no member, or no member assigned the partition). Pure; O(groups x members)."""
+    assigned: dict[PartitionId, tuple[AssignedClient, ...]] = {}
+    missing: dict[PartitionId, tuple[str, ...]] = {}
+    for pid, (disk, cached) in sorted(watched.items()):
+        rows: list[AssignedClient] = []
+        why: list[str] = []
+        for g in sorted(set(disk) | set(cached)):
+            d = groups.get(g)
+            if d is None:
+                why.append(f"group {g} was not described")
+            elif d.error is not None:
+                why.append(f"group {g} is {NOT_CLASSIC}" if "not a classic group" in d.error
+                           else f"group {g}: {d.error}")
+            elif d.protocol_type != "consumer":
+                why.append(f"group {g} has protocol type {d.protocol_type!r}, not a consumer group's")
+            elif not d.members:
+                why.append(f"group {g} has no member ({d.state})")
+            else:
+                mine = sorted({m.client_id for m in d.members if pid in m.assignment})
+                if not mine:
+                    why.append(f"no member of group {g} is assigned {pid[0]}-{pid[1]} ({d.state})")
+                rows += [AssignedClient(g, c, g in disk) for c in mine]
+        if rows:
+            assigned[pid] = tuple(rows)
+        if why:
+            missing[pid] = tuple(why)
+    return assigned, missing
+
+
+class GroupAssignments:
+    """The member assignments of the groups reading the partitions that matter, described at most once per group
+    per ``ttl_s`` (a classic group's assignment changes only when it rebalances) through the cluster's
+    :class:`~kafkaio.port.GroupReader`."""
+
+    def __init__(self, reader: GroupReader, ttl_s: float = 30.0, max_groups: int = 50,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.reader = reader
+        self.ttl_s = ttl_s
+        self.max_groups = max_groups
+        self.clock = clock
+        self._seen: dict[str, tuple[float, GroupDescription]] = {}
+        self.described = 0
+        """Groups described so far (what this costs the cluster)."""
+
+    def lineage(self, r: Round, config: ThrottleConfig, base: Lineage) -> Lineage:
+        """``base`` with the assignments of the partitions that matter in round ``r`` (unchanged when none)."""
+        watched = watched_partitions(r, config)
+        if not watched:
+            return base
+        wanted = sorted({g for disk, cached in watched.values() for g in (*disk, *cached)})[: self.max_groups]
+        now = self.clock()
+        due = [g for g in wanted if g not in self._seen or now - self._seen[g][0] >= self.ttl_s]
+        if due:
+            try:
+                got = self.reader.describe_groups(due)
+            except Exception as exc:  # assignments are the preferred evidence, not a precondition
+                log.warning("throttle %s: describing groups %s failed: %s", r.cluster, due, exc)
+                got = {}
+            for g, d in got.items():
+                self._seen[g] = (now, d)
+            self.described += len(got)
+        known = {g: self._seen[g][1] for g in wanted if g in self._seen}
+        assigned, missing = assignments_of(watched, known)
+        return replace(base, assignments=assigned, unassigned=missing)
+
+
 class RoundThrottleSource:
     """``ThrottleSource`` of one cluster over the observer's published rounds."""
 
     def __init__(self, rounds: LatestRound, cluster: str, audit: AuditShares | None = None,
-                 policy: UsabilityPolicy = PROTECTION_POLICY) -> None:
+                 policy: UsabilityPolicy = PROTECTION_POLICY, groups: GroupReader | None = None,
+                 config: ThrottleConfig | None = None) -> None:
         self.rounds = rounds
         self.cluster = cluster
         self.audit = audit
         self.policy = policy
+        self.assignments = GroupAssignments(groups) if groups is not None else None
+        self.config = config or ThrottleConfig()
         self._capable: bool | None = None
         self._lock = threading.Lock()
 
@@ -140,20 +264,24 @@ class RoundThrottleSource:
                 except Exception as exc:  # the audit topic is optional evidence: protect without it
                     log.warning("throttle %s: reading the audit topic failed: %s", self.cluster, exc)
                     self.audit.close()
+            if self.assignments is not None and not self._capable:
+                lineage = self.assignments.lineage(r, self.config, lineage)
             lineage = with_round_share_members(lineage, r.collected)  # KIP-932: every member of a share group
             return observation_of(r, lineage, bool(self._capable), placed)
 
 
-def round_binding(rounds: LatestRound, bindings: ClusterBindings) -> Callable[[str, Mapping[str, Any]],
-                                                                            ClusterBinding | None]:
-    """The throttle service's ``bind``: a registered cluster's round source and levers on its shared client
-    (None when the cluster declares no broker metrics endpoint: its disks cannot be observed)."""
+def round_binding(rounds: LatestRound, bindings: ClusterBindings, config: ThrottleConfig | None = None
+                  ) -> Callable[[str, Mapping[str, Any]], ClusterBinding | None]:
+    """The throttle service's ``bind``: a registered cluster's round source (group assignments read through its
+    shared admin client) and levers on its shared client (None when the cluster declares no broker metrics
+    endpoint: its disks cannot be observed)."""
     def bind(cluster: str, record: Mapping[str, Any]) -> ClusterBinding | None:
         if not record.get("bootstrap_servers"):
             return None
         clients = bindings.get(cluster, record)
         if not has_broker_metrics(clients.endpoints):
             return None
-        return ClusterBinding(RoundThrottleSource(rounds, cluster, clients.audit), clients.levers)
+        return ClusterBinding(RoundThrottleSource(rounds, cluster, clients.audit, groups=clients.admin, config=config),
+                              clients.levers)
 
     return bind

@@ -9,10 +9,13 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain.throttles import CONSUMER_QUOTA
 from planners.throttle import (
+    AssignedClient,
     DiskHealth,
     Flow,
     HealthThresholds,
+    Lineage,
     ThrottleConfig,
     ThrottleInput,
     abnormal_queue,
@@ -117,3 +120,33 @@ def test_throttling_reaches_the_target_when_reads_suffice(reads: list[float], u:
     if (u - cfg.target_util) * 200 * MB <= abnormal * 0.95 and report.predicted_util is not None:
         # enough read traffic exists: the walk stops once the prediction is under the target
         assert report.predicted_util < cfg.target_util + 0.01
+
+
+members = st.lists(st.tuples(st.sampled_from(["g1", "g2", "g3"]), st.sampled_from(["c1", "c2", "c3", "c4"]),
+                             st.booleans()), max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 100 * MB, allow_nan=False), members), min_size=1, max_size=4),
+       st.floats(0.86, 1.0))
+def test_on_stock_kafka_only_members_assigned_a_queued_partition_are_throttled(rows: list, u: float) -> None:
+    """Without the partition throttle, every consumer quota names a member assigned a queued partition — of a
+    group estimated to read it from disk whenever one is — and no quota goes below the floor."""
+    cfg = ThrottleConfig()
+    parts = [part("t", i, [1, 2], ["/d1", "/d1"], bytes_in=1 * MB, bytes_out=r + 2 * MB, disk_read=r)
+             for i, (r, _) in enumerate(rows)]
+    assignments = {("t", i): tuple(AssignedClient(g, c, d) for g, c, d in ms) for i, (_, ms) in enumerate(rows) if ms}
+    snap = snapshot({1: [disk("/d1", u, 10.0)], 2: [disk("/d1")]}, parts)
+    plan = plan_throttles(snap, ThrottleInput(lineage=Lineage(assignments=assignments), partition_throttle=False),
+                          {(1, "/d1"): DiskHealth(unhealthy=True)}, cfg)
+    allowed: set[str] = set()
+    for r in plan.reports:
+        for e in r.queue:
+            rows_p = assignments.get((e.flow.topic, e.flow.partition), ())
+            lagging = [a for a in rows_p if a.reads_disk]
+            allowed |= {a.client_id for a in (lagging or rows_p)}
+    for d in plan.decisions:
+        assert d.kind == CONSUMER_QUOTA and d.action == "set"
+        assert d.target["client_id"] in allowed
+        assert d.rate_bytes_per_s >= cfg.min_rate_bytes_per_s
+        assert "(consumer-group assignment)" in d.why and d.why.endswith("the cluster has no partition-level throttle")
