@@ -34,7 +34,7 @@ ALL = ["fake", "kafkasim", "kafka"]
 WIRE = ["kafkasim", "kafka"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped once the contract tests are done, not at the end of the run
 def kafkasim_backend() -> Iterator[SimBackend]:
     quiet_kafka_logs()
     sim = start_kafkasim()
@@ -46,7 +46,7 @@ def kafkasim_backend() -> Iterator[SimBackend]:
         sim.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped once the contract tests are done, not at the end of the run
 def kafka_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabBackend]:
     require_lab()
     quiet_kafka_logs()
