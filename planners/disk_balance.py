@@ -236,6 +236,11 @@ def _mean(ws: Workspace, disks: np.ndarray) -> float:
     return float(ws.load[disks].sum()) / total_max if total_max > 0 else 0.0
 
 
+MOVES_PER_REPLICA = 4
+"""A shedding run stops after this many steps per replica of the cluster (disks marked ``move-cap``): a bound that
+guarantees the run ends; no run that converges comes near it."""
+
+
 class _Shedder:
     """Sheds hot disks one replica at a time, hottest first; remembers replicas moved onto each disk."""
 
@@ -254,7 +259,17 @@ class _Shedder:
         cands: dict[int, _Pile] = {}
         stuck: dict[int, str] = {}
         held: tuple[float, int] | None = None  # an entry due on the heap: pushed and popped in one step below
+        # every step moves one replica; a run never needs more steps than a few per replica of the disks it
+        # sheds — past that, disks are handing replicas round (a run was seen doing so for 15 min on 16 disks)
+        steps_left = MOVES_PER_REPLICA * len(ws.index.replica_columns.load) + 100
         while heap or held is not None:
+            steps_left -= 1
+            if steps_left < 0:
+                for _, j in heap:
+                    stuck[j] = "move-cap"
+                if held is not None:
+                    stuck[held[1]] = "move-cap"
+                break
             if held is not None:  # the same entry push-then-pop gives (entries are distinct tuples, no NaN)
                 neg, i = heapq.heappushpop(heap, held)
                 held = None
@@ -458,6 +473,9 @@ def _notes(ws: Workspace, pool: str, stuck: dict[int, str], mean: float, options
                       f"no move fixes (add partitions or use a faster disk)")
         elif why == "bounds":
             reason = "the plan's byte/partition bound is reached; run again after this plan"
+        elif why == "move-cap":
+            reason = (f"the planner stopped after {MOVES_PER_REPLICA} moves per replica (disks were handing "
+                      "replicas round); the plan is valid, not balanced further")
         elif ws.util(i) <= options.threshold * idc_means.get(idc, 0.0) + 1e-12:
             reason = (f"balanced within {idc}, whose mean is {idc_means[idc]:.3f}: placement policies keep "
                       f"replicas in that IDC")
