@@ -185,6 +185,28 @@ def wait_released(in_force: Any, timeout_s: float) -> bool:
     return False
 
 
+def wait_balanced(service: Service, api: httpx.Client, console: Console, timeout_s: float,
+                  every_s: float) -> list[ClusterSnapshot]:
+    """Print each round's progress until auto-rebalance has :func:`balanced` the cluster or ``timeout_s``; returns
+    the distinct snapshots taken since the last execution ended."""
+    deadline = time.monotonic() + timeout_s
+    settled: list[ClusterSnapshot] = []
+    last = ""
+    while time.monotonic() < deadline and not balanced(settled):
+        line, active, completed = progress_line(api)
+        snap = service.ctx.snapshots.get(CLUSTER)
+        if active or not completed or snap is None:
+            settled.clear()
+        elif not settled or settled[-1] is not snap:
+            settled.append(snap)
+        line += f"; peak/mean now {worst_peak_to_mean(snap):.2f}"
+        if line != last:
+            console.print(f"[{time.strftime('%H:%M:%S')}] {line}", markup=False)
+            last = line
+        time.sleep(every_s)
+    return settled
+
+
 def balanced(settled: list[ClusterSnapshot]) -> bool:
     """Balanced: the median peak/mean of the last ``SETTLE_ROUNDS`` snapshots, all taken after the last
     execution ended, is within the threshold (one round's noise neither ends nor prolongs the demo)."""
@@ -270,21 +292,7 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
         api.put(f"/api/v1/clusters/{CLUSTER}/auto-rebalance",
                 json={"enabled": True, "window_cron": "* * * * *", "window_minutes": 30,
                       "threshold": THRESHOLD, "max_partitions": MOVES_PER_ROUND}).raise_for_status()
-        deadline = time.monotonic() + timeout_s
-        settled: list[ClusterSnapshot] = []  # distinct snapshots since the last execution ended
-        last = ""
-        while time.monotonic() < deadline and not balanced(settled):
-            line, active, completed = progress_line(api)
-            snap = service.ctx.snapshots.get(CLUSTER)
-            if active or not completed or snap is None:
-                settled.clear()
-            elif not settled or settled[-1] is not snap:
-                settled.append(snap)
-            line += f"; peak/mean now {worst_peak_to_mean(snap):.2f}"
-            if line != last:
-                console.print(f"[{time.strftime('%H:%M:%S')}] {line}", markup=False)
-                last = line
-            time.sleep(1.0)
+        settled = wait_balanced(service, api, console, timeout_s, every_s=1.0)
         if not balanced(settled):
             console.print(f"[red]not balanced within {timeout_s:.0f} s[/]")
             service.collection(service.ctx)  # the figures below are then of the latest assignment

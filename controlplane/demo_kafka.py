@@ -38,7 +38,6 @@ from controlplane.bootstrap import Service, build_service
 from controlplane.logs import setup_logging
 from controlplane.picture import disk_utils, measured_utils, plot_before_after
 from controlplane.report import snapshot_table
-from domain import ClusterSnapshot
 from kafkalab import lab as kl
 from kafkalab.errors import LabError
 
@@ -119,21 +118,7 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
         api.put(f"/api/v1/clusters/{demo.CLUSTER}/auto-rebalance",
                 json={"enabled": True, "window_cron": "* * * * *", "window_minutes": 30,
                       "threshold": demo.THRESHOLD, "max_partitions": 4}).raise_for_status()
-        settled: list[ClusterSnapshot] = []
-        deadline = time.monotonic() + timeout_s
-        last = ""
-        while time.monotonic() < deadline and not demo.balanced(settled):
-            line, active, completed = demo.progress_line(api)
-            snap = service.ctx.snapshots.get(demo.CLUSTER)
-            if active or not completed or snap is None:
-                settled.clear()
-            elif not settled or settled[-1] is not snap:
-                settled.append(snap)
-            line += f"; peak/mean now {demo.worst_peak_to_mean(snap):.2f}"
-            if line != last:
-                console.print(f"[{time.strftime('%H:%M:%S')}] {line}", markup=False)
-                last = line
-            time.sleep(2.0)
+        settled = demo.wait_balanced(service, api, console, timeout_s, every_s=2.0)
         balanced = demo.balanced(settled)
         after = demo.representative(settled) if settled else service.ctx.snapshots.get(demo.CLUSTER) or before
         summary: dict[str, Any] = {"kafka_version": doc["kafka_version"], "disks": endpoints["lab"]["disks_note"],

@@ -330,12 +330,8 @@ def up(spec: LabSpec, endpoints_file: Path | None = None) -> dict[str, Any]:
     except BaseException:
         down(directory, keep_dir=True)
         raise
-    doc["endpoints"] = endpoints_document(doc)
-    _save_state(directory, doc)
-    if endpoints_file is not None:
-        tmp = endpoints_file.with_suffix(endpoints_file.suffix + ".tmp")
-        tmp.write_text(json.dumps(doc["endpoints"], indent=2, sort_keys=True) + "\n")
-        tmp.replace(endpoints_file)
+    doc["endpoints"] = {}
+    _rewrite_endpoints(directory, doc, endpoints_file)
     return doc
 
 
@@ -555,6 +551,7 @@ def unconfine(directory: Path, node_id: int, endpoints_file: Path | None = None)
 
 
 def _rewrite_endpoints(directory: Path, doc: dict[str, Any], endpoints_file: Path | None) -> None:
+    """(Re)write the endpoints document into the state and, atomically, into ``endpoints_file``."""
     if "endpoints" not in doc:
         return
     doc["endpoints"] = endpoints_document(doc)
