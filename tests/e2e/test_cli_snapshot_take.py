@@ -31,8 +31,10 @@ def test_snapshot_take_against_a_kafkasim_process(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "kafkasim did not write its endpoints"
             time.sleep(0.2)
         out = tmp_path / "s.json"
+        # three rounds: kafkasim creates its audit topic a moment after it starts, on a loaded machine between
+        # the first two rounds — a partition needs two rounds that both saw it to have a rate
         r = subprocess.run([*GUARDIAN, "snapshot", "take", "-e", str(eps), "-c", "east", "-o", str(out),
-                            "--rounds", "2", "--interval", "1"], capture_output=True, text=True, timeout=90)
+                            "--rounds", "3", "--interval", "1"], capture_output=True, text=True, timeout=90)
         assert r.returncode == 0, r.stderr
         snap = parse_snapshot(out.read_text())
         doc = json.loads(out.read_text())
