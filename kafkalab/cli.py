@@ -32,6 +32,14 @@ def _fail(exc: LabError) -> typer.Exit:
     return typer.Exit(2)
 
 
+def _undone(problems: list[str]) -> None:
+    """Name each thing that could not be undone; exit 1 when there is any."""
+    for p in problems:
+        typer.echo(f"error: {p}", err=True)
+    if problems:
+        raise typer.Exit(1)
+
+
 def _size(text: str) -> int:
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     t = text.strip().lower().removesuffix("b").removesuffix("i")
@@ -99,10 +107,7 @@ def register(app: typer.Typer) -> None:
             problems = down(directory, keep_dir=keep)
         except LabError as exc:
             raise _fail(exc) from None
-        for p in problems:
-            typer.echo(f"error: {p}", err=True)
-        if problems:
-            raise typer.Exit(1)
+        _undone(problems)
         typer.echo("lab stopped", err=True)
 
     @app.command("status")
@@ -169,7 +174,4 @@ def register(app: typer.Typer) -> None:
             problems = unconfine(directory, broker, endpoints_file)
         except LabError as exc:
             raise _fail(exc) from None
-        for p in problems:
-            typer.echo(f"error: {p}", err=True)
-        if problems:
-            raise typer.Exit(1)
+        _undone(problems)

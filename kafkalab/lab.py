@@ -202,7 +202,8 @@ def _format_storage(java: str, jars: Jars, cluster_id: str, nodes: list[dict[str
             raise LabError(f"formatting node {n['id']}'s storage failed: {out.strip()[-800:]}")
 
 
-def _https_get(url: str, ca_file: Path, user: str, password: str, timeout: float = 5.0) -> str:
+def https_get(url: str, ca_file: Path, user: str, password: str, timeout: float = 5.0) -> str:
+    """One GET of an exporter of the lab over https with basic auth (the lab's CA)."""
     ctx = ssl.create_default_context(cafile=str(ca_file))
     req = urllib.request.Request(url, headers={
         "Authorization": "Basic " + b64encode(f"{user}:{password}".encode()).decode()})
@@ -293,8 +294,8 @@ def _poll_ready(doc: dict[str, Any], timeout_s: float) -> None:
             got = _registered_brokers(doc)
             if got >= want:
                 for n in doc["nodes"]:
-                    _https_get(n["jmx_url"], s.ca_file, creds.METRICS_USER, metrics_pw)
-                _https_get(doc["node_exporter"]["url"], s.ca_file, creds.METRICS_USER, metrics_pw)
+                    https_get(n["jmx_url"], s.ca_file, creds.METRICS_USER, metrics_pw)
+                https_get(doc["node_exporter"]["url"], s.ca_file, creds.METRICS_USER, metrics_pw)
                 return
             last = f"brokers registered: {sorted(got)} of {sorted(want)}"
         except Exception as exc:  # not up yet: connection refused, no controller, TLS not listening

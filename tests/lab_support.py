@@ -12,10 +12,7 @@ import contextlib
 import json
 import os
 import shutil
-import ssl
 import time
-import urllib.request
-from base64 import b64encode
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,11 +104,7 @@ class Lab:
     def scrape(self, url: str) -> str:
         """One authenticated https scrape of an exporter of the lab."""
         s = creds.LabSecrets(self.directory)
-        ctx = ssl.create_default_context(cafile=str(s.ca_file))
-        auth = b64encode(f"{creds.METRICS_USER}:{s.password(creds.METRICS_USER)}".encode()).decode()
-        req = urllib.request.Request(url, headers={"Authorization": f"Basic {auth}"})
-        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
-            return str(r.read().decode())
+        return kl.https_get(url, s.ca_file, creds.METRICS_USER, s.password(creds.METRICS_USER), timeout=10)
 
     def jmx_url(self, node_id: int) -> str:
         return str(self.node(node_id)["jmx_url"])
