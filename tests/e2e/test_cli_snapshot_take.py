@@ -30,16 +30,20 @@ def test_snapshot_take_against_a_kafkasim_process(tmp_path: Path) -> None:
             assert sim.poll() is None, "kafkasim exited"
             assert time.monotonic() < deadline, "kafkasim did not write its endpoints"
             time.sleep(0.2)
+        doc_eps = json.loads(eps.read_text())
+        # kafkasim creates its audit topic at its first audit interval (3 wall-s at speed 20); a partition needs
+        # two rounds that both saw it to have a rate, so the snapshot starts once the topic exists
+        truth_url = doc_eps["control_url"] + "/snapshot?cluster=east"  # what `guardian sim truth` prints
+        while "__guardian_audit" not in {t["name"] for t in http_json(truth_url)["topics"]}:
+            assert time.monotonic() < deadline, "kafkasim did not create its audit topic"
+            time.sleep(0.2)
         out = tmp_path / "s.json"
-        # three rounds: kafkasim creates its audit topic a moment after it starts, on a loaded machine between
-        # the first two rounds — a partition needs two rounds that both saw it to have a rate
         r = subprocess.run([*GUARDIAN, "snapshot", "take", "-e", str(eps), "-c", "east", "-o", str(out),
-                            "--rounds", "3", "--interval", "1"], capture_output=True, text=True, timeout=90)
+                            "--rounds", "2", "--interval", "1"], capture_output=True, text=True, timeout=90)
         assert r.returncode == 0, r.stderr
         snap = parse_snapshot(out.read_text())
         doc = json.loads(out.read_text())
-        doc_eps = json.loads(eps.read_text())
-        truth = http_json(doc_eps["control_url"] + "/snapshot?cluster=east")  # what `guardian sim truth` prints
+        truth = http_json(truth_url)
         assert {b.id for b in snap.brokers} == {b["id"] for b in truth["brokers"]}
         assert {(b.id, b.idc, b.rack) for b in snap.brokers} == {(b["id"], b["idc"], b["rack"])
                                                                  for b in truth["brokers"]}
