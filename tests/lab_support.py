@@ -150,15 +150,16 @@ def running_lab(base: Path, **kw: Any) -> Iterator[Lab]:
         assert not problems, problems
 
 
-def replica_sizes(lab: Lab, topic: str) -> dict[tuple[int, int, str, bool], int]:
+def replica_sizes(lab: Lab, topic: str, admin: KafkaAdminClient | None = None) -> dict[tuple[int, int, str, bool], int]:
     """``(partition, broker, log dir, is future) -> bytes`` of every replica of ``topic`` (DescribeLogDirs,
-    straight from Kafka through kafka-python, not through Guardian's port)."""
-    admin = lab.admin(client_id="test-logdirs")
+    straight from Kafka through kafka-python, not through Guardian's port), through ``admin`` when given (a
+    reader sampling a copy keeps one client: a SASL_SSL handshake per reading costs ~1 s on a loaded machine)."""
+    client = admin or lab.admin(client_id="test-logdirs")
     try:
         out: dict[tuple[int, int, str, bool], int] = {}
         for broker in lab.broker_ids:
             with contextlib.suppress(Exception):  # a dead broker answers nothing
-                for resp in admin.describe_log_dirs([topic], brokers=[broker]):
+                for resp in client.describe_log_dirs([topic], brokers=[broker]):
                     for d in resp["log_dirs"]:
                         for t in d["topics"]:
                             if t["name"] != topic:
@@ -168,7 +169,8 @@ def replica_sizes(lab: Lab, topic: str) -> dict[tuple[int, int, str, bool], int]
                                 out[key] = int(p["partition_size"])
         return out
     finally:
-        admin.close()
+        if admin is None:
+            client.close()
 
 
 def throttle_configs(lab: Lab, topics: list[str]) -> dict[str, dict[str, str]]:

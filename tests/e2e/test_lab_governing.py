@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from kafka import TopicPartition
 from kafka.admin import NewTopic
@@ -228,14 +229,18 @@ def broker_throttles(lab: Lab) -> dict[int, dict[str, int]]:
     return {int(k.split(":")[1]): {kk: int(float(v)) for kk, v in cfg.items()} for k, cfg in left.items()}
 
 
-def copy_rate(samples: list[tuple[float, int | None]], final: int) -> float:
-    """Bytes/s of a whole copy, as an operator computes it from two readings: ``final`` bytes over the time from
-    the last reading without the new replica to the first holding all of it (Kafka's quota is a rate over an
-    11 s window: it lets a copy's first second burst and pays it back after, so the whole copy is the measure)."""
+def copy_rate(samples: list[tuple[float, int | None]], final: int) -> tuple[float, float]:
+    """``(rate while copying, rate of the whole copy)`` in bytes/s. The first is the least-squares slope of the new
+    replica's size over the readings between 5 % and 95 % of ``final`` — what the throttle governs; the second is
+    ``final`` over the time from the last reading without the new replica to the first holding all of it, which
+    adds Kafka's start of the copy (fetcher set-up, the first fetch) and the readings' spacing at both ends."""
     absent = [t for t, s in samples if s is None or s == 0]
     done = [t for t, s in samples if s is not None and s >= 0.99 * final]
     assert absent and done, f"the copy was not seen from start to end: {samples}"
-    return final / (done[0] - absent[-1])
+    mid = [(t, s) for t, s in samples if s is not None and 0.05 * final <= s <= 0.95 * final]
+    assert len(mid) >= 4, f"too few readings while copying to measure its rate: {samples}"
+    slope = float(np.polyfit([t for t, _ in mid], [s for _, s in mid], 1)[0])
+    return slope, final / (done[0] - absent[-1])
 
 
 def test_plan_executes_under_real_throttles_at_their_rate(lab: Lab, governed: tuple[Service, str]) -> None:
@@ -247,33 +252,37 @@ def test_plan_executes_under_real_throttles_at_their_rate(lab: Lab, governed: tu
     intra: list[tuple[float, int | None]] = []
     in_force: dict[int, dict[str, int]] = {}
     t0 = time.monotonic()
+    reader = lab.admin(client_id="test-copy-reader")
     while time.monotonic() - t0 < 240:
-        sizes = replica_sizes(lab, TOPIC)
-        now = time.monotonic() - t0
+        before = time.monotonic()
+        sizes = replica_sizes(lab, TOPIC, reader)
+        now = (before + time.monotonic()) / 2 - t0  # the reading's moment: the middle of its DescribeLogDirs
         got_inter = [s for (p, b, _, _), s in sizes.items() if p == inter_p and b == dest]
         got_intra = [s for (p, b, d, fut), s in sizes.items() if p == intra_p and b == ib and d == idir]
         inter.append((now, got_inter[0] if got_inter else None))
         intra.append((now, got_intra[0] if got_intra else None))
-        for b, cfg in broker_throttles(lab).items():
-            in_force.setdefault(b, {}).update(cfg)
+        if len(inter) % 3 == 1:  # the throttles in force (a second client, read less often than the sizes)
+            for b, cfg in broker_throttles(lab).items():
+                in_force.setdefault(b, {}).update(cfg)
         status = api(url, "GET", f"/api/v1/executions/{execution_id}")["status"]
         if status not in ("running", "pending"):
             break
-        time.sleep(0.5)
+        time.sleep(0.3)
+    reader.close()
     assert status == "completed", status
     follower = in_force.get(dest, {}).get("follower.replication.throttled.rate")
     alter_dirs = in_force.get(ib, {}).get("replica.alter.log.dirs.io.max.bytes.per.second")
     assert follower and alter_dirs, in_force
-    inter_rate, intra_rate = copy_rate(inter, final[inter_p]), copy_rate(intra, final[intra_p])
-    print(f"\ninter-broker copy of {final[inter_p] / 1e6:.0f} MB: {inter_rate / 1e6:.2f} MB/s under a follower "
-          f"throttle of {follower / 1e6:.2f} MB/s ({inter_rate / follower:.2f}x); intra-broker copy: "
+    (inter_rate, inter_whole), (intra_rate, intra_whole) = (copy_rate(inter, final[inter_p]),
+                                                            copy_rate(intra, final[intra_p]))
+    print(f"\ninter-broker copy of {final[inter_p] / 1e6:.0f} MB: {inter_rate / 1e6:.2f} MB/s while copying under a "
+          f"follower throttle of {follower / 1e6:.2f} MB/s ({inter_rate / follower:.2f}x; whole copy "
+          f"{inter_whole / follower:.2f}x); intra-broker copy of {final[intra_p] / 1e6:.0f} MB: "
           f"{intra_rate / 1e6:.2f} MB/s under replica.alter.log.dirs.io.max.bytes.per.second "
-          f"{alter_dirs / 1e6:.2f} MB/s ({intra_rate / alter_dirs:.2f}x); took {time.monotonic() - t0:.0f} s")
-    # Kafka delivers 0.79-0.88 of a 4 MB/s KIP-73/KIP-113 quota on these copies (issue 31 asks for +-20 %, so the
-    # target sits at its edge: README); the bounds here catch what matters for safety — a copy faster than its
-    # throttle (none applied) or stalled under it — without failing on Kafka's quota granularity
-    assert 0.7 * follower <= inter_rate <= 1.2 * follower
-    assert 0.7 * alter_dirs <= intra_rate <= 1.2 * alter_dirs
+          f"{alter_dirs / 1e6:.2f} MB/s ({intra_rate / alter_dirs:.2f}x; whole copy {intra_whole / alter_dirs:.2f}x); "
+          f"took {time.monotonic() - t0:.0f} s")
+    assert 0.8 * follower <= inter_rate <= 1.2 * follower
+    assert 0.8 * alter_dirs <= intra_rate <= 1.2 * alter_dirs
     after = placement(lab)
     assert after[inter_p][0] == (dest, moves[0]["replicas"][1]) and after[inter_p][2][dest] == moves[0]["log_dirs"][0]
     assert after[intra_p][2][ib] == idir

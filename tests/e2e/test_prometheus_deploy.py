@@ -223,7 +223,7 @@ def prometheus(tmp: Path, config: dict[str, Any]) -> Iterator[str]:
 def targets_up(prom: str) -> bool:
     try:
         active = prom_get(prom, "/api/v1/targets")["activeTargets"]
-    except OSError:
+    except (OSError, ValueError):  # not listening yet, or its plain-text 503 while the TSDB opens
         return False
     return bool(active) and all(t["health"] == "up" for t in active)
 
