@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import secrets
 import socket
 import ssl
@@ -25,6 +26,7 @@ from fastapi import FastAPI
 from analytics_spark.clickhouse import ClickHouse, ClickHouseUnavailable, connect
 from analytics_spark.clickhouse.rollups import RollupWriter
 from analytics_spark.clickhouse.store import LineageReader, partition_peaks
+from controlplane import DISTRIBUTION, __version__
 from controlplane.api.app import create_app
 from controlplane.config import ROLE_RANK, HttpConf, Settings, TokenConf, hash_token
 from controlplane.executor.service import ExecutorService
@@ -272,6 +274,7 @@ def serve(settings: Settings, *, http_of: dict[str, str] | None = None, parent_p
     except StartupRefused as exc:
         raise SystemExit(f"error: {exc}") from None
     warn_plaintext(settings, http_of or {})
+    log.info("guardian %s (%s, Python %s) starting", __version__, DISTRIBUTION, platform.python_version())
     log.info("node %s (peers %s) serving %s://%s:%d%s, data dir %s", settings.raft.self_addr,
              ",".join(settings.raft.peers) or "none", settings.http.scheme, settings.http.host, settings.http.port,
              " (client certificates required)" if settings.http.tls_client_ca_file else "", settings.data_dir)

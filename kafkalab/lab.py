@@ -52,7 +52,7 @@ from kafkalab.jars import Jars, ensure_jars
 FORMAT = "guardian.lab/v1"
 STATE_FILE = "lab.json"
 DEFAULT_DIR = Path(".guardian/lab")
-RULES = Path(__file__).resolve().parent.parent / "deploy" / "jmx_exporter" / "kafka-broker.yml"
+RULES = Path(__file__).with_name("jmx_rules.yml")  # deploy/jmx_exporter/kafka-broker.yml (a link; the wheel has a copy)
 NODE_EXPORTER = "prometheus-node-exporter"
 LAB_DIR_GLOB = "/data*"
 RACK_REGEX = r"^(?P<idc>.+?)(?:-r\d+)?$"
@@ -316,7 +316,7 @@ def up(spec: LabSpec, endpoints_file: Path | None = None) -> dict[str, Any]:
     java = _java()
     jars = ensure_jars()
     if not RULES.exists():
-        raise LabError(f"{RULES} is missing: the JMX exporter's rules ship in the repository's deploy/ directory")
+        raise LabError(f"{RULES} is missing: the JMX exporter's rules ship with the package (reinstall it)")
     if shutil.which(NODE_EXPORTER) is None:
         raise LabError(f"{NODE_EXPORTER} is not installed (apt-get install prometheus-node-exporter)")
     directory.mkdir(parents=True, exist_ok=True)

@@ -465,7 +465,7 @@ def connect(
                 client = clickhouse_connect.get_client(interface="chdb", path=str(path))
             except ImportError as exc:  # chdb ships with the analytics extra
                 raise ClickHouseUnavailable(
-                    f"embedded ClickHouse needs chdb ({exc}): pip install 'guardian[analytics]', "
+                    f"embedded ClickHouse needs chdb ({exc}): pip install 'kafka-guardian[analytics]', "
                     "or set [clickhouse] mode = \"url\" or \"off\"") from exc
             embedded = True
     except ClickHouseUnavailable:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from controlplane import __version__
 from controlplane.api import (
     actions,
     alerts,
@@ -53,7 +54,7 @@ ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, migratio
 def create_app(ctx: ServiceContext) -> FastAPI:
     """The FastAPI application over ``ctx``. A context without a throttle service gets one that is bound
     to no cluster (alerts are recorded and evaluations skipped with a reason; nothing is contacted)."""
-    app = FastAPI(title="Guardian", version="0.1.0", docs_url=None, redoc_url=None,  # /docs: dashboard.py, offline
+    app = FastAPI(title="Guardian", version=__version__, docs_url=None, redoc_url=None,  # /docs: dashboard.py, offline
                   description="Control plane for a federation of Kafka clusters. Every error is an RFC 7807 "
                               "problem (`application/problem+json`); request bodies are JSON.")
     app.state.ctx = ctx

@@ -10,6 +10,7 @@ and joins the cached per-cluster figures (O(series)); ``/status`` reads the clus
 
 from __future__ import annotations
 
+import platform
 import threading
 from typing import Any
 
@@ -17,6 +18,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from controlplane import DISTRIBUTION, __version__
 from controlplane.api.deps import Ctx, Viewer, read
 from controlplane.api.errors import problem
 from controlplane.api.schemas import problem_response
@@ -70,6 +72,13 @@ def metrics(ctx: Ctx) -> Response:
 
 @router.get("/api/v1/status")
 def status(ctx: Ctx, _: Viewer) -> dict[str, Any]:
-    """Raft role, term, leader and commit index of this node."""
+    """Raft role, term, leader and commit index of this node, and the version it runs."""
     with _HEALTH_READS:
-        return {"raft": ctx.store.status(), "clusters": read(ctx, lambda s: sorted(s["clusters"]))}
+        return {"raft": ctx.store.status(), "clusters": read(ctx, lambda s: sorted(s["clusters"])),
+                "version": __version__}
+
+
+@router.get("/api/v1/version")
+def version(_: Viewer) -> dict[str, str]:
+    """The version this node runs (as ``guardian --version`` and the ``guardian_build_info`` metric say)."""
+    return {"version": __version__, "distribution": DISTRIBUTION, "python": platform.python_version()}

@@ -1,5 +1,5 @@
 """``python -m controlplane.cli``: the ``guardian`` command line (what the launcher and tests spawn)."""
 
-from controlplane.cli.app import main
+from controlplane.cli.root import main
 
 main()

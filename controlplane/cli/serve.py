@@ -144,6 +144,16 @@ def cluster_cmd(
         group.close()
 
 
-def token_hash(token: Annotated[str, typer.Argument(help="the bearer token to hash for the config file")]) -> None:
-    """Print the SHA-256 of a bearer token (what the config's [[tokens]] sha256 holds)."""
+def token_hash(token: Annotated[str | None, typer.Argument(
+        help="the bearer token to hash for the config file; omit it to read the token from stdin (so it stays out "
+             "of the shell's history and the process list)")] = None) -> None:
+    r"""Print the SHA-256 of a bearer token (what the config's \[\[tokens]] sha256 holds).
+
+    Example: ``openssl rand -hex 24 | tee admin.token | guardian token-hash``, then in the config
+    ``\[\[tokens]]`` ``name = "admin"``, ``role = "admin"``, ``sha256 = "<the line printed>"``."""
+    if token is None:
+        token = typer.get_text_stream("stdin").readline().strip()
+    if not token:
+        err.print("error: no token given (an argument, or one line on stdin)", markup=False)
+        raise typer.Exit(EXIT_INVALID_INPUT)
     print(hash_token(token))

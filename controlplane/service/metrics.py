@@ -7,8 +7,11 @@ from figures cached per cluster, so a scrape never walks a snapshot or copies th
 
 from __future__ import annotations
 
+import platform
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controlplane import __version__
 from controlplane.service.metrics_figures import FederationFigures
 
 
@@ -33,6 +36,9 @@ class ServiceMetrics:
                                registry=self.registry)
         self.http_requests = Counter("guardian_http_requests_total", "HTTP requests served",
                                      ["method", "route", "status"], registry=self.registry)
+        self.build_info = Gauge("guardian_build_info", "1, labelled with the version this node runs",
+                                ["version", "python"], registry=self.registry)
+        self.build_info.labels(version=__version__, python=platform.python_version()).set(1)
         self.raft_is_leader = Gauge("guardian_raft_is_leader", "1 when this node is the Raft leader",
                                     registry=self.registry)
         self.raft_term = Gauge("guardian_raft_term", "Current Raft term", registry=self.registry)

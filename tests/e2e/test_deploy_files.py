@@ -80,6 +80,8 @@ def test_the_unit_runs_guardian_serve_as_its_own_user_with_credentials_and_a_sta
             k, v = ln.split("=", 1)
             keys.setdefault(k, []).append(v)
     assert keys["ExecStart"] == ["/opt/guardian/bin/guardian serve --config /etc/guardian/guardian.toml"]
+    # installed as CI installs it (tests/e2e/test_wheel_install.py): the wheel, into the venv ExecStart runs
+    assert "/opt/guardian/bin/pip install dist/kafka_guardian-*.whl" in UNIT.read_text()
     assert keys["User"] == ["guardian"] and keys["NoNewPrivileges"] == ["yes"] and keys["ProtectSystem"] == ["strict"]
     assert keys["StateDirectory"] == ["guardian"]
     creds = {v.split(":", 1)[0] for v in keys["LoadCredential"]}
@@ -185,7 +187,10 @@ def test_the_containerfile_installs_the_package_and_runs_guardian_serve_as_non_r
         for part in src.split():
             assert (ROOT / part).exists(), part
     runs = " ".join(v for i, v in steps if i == "RUN")
-    assert re.search(r"pip install \"?\.\$\{EXTRAS\}", runs), runs
+    # the wheel is built, then installed (as README and the unit say, and tests/e2e/test_wheel_install.py checks)
+    assert re.search(r"pip wheel --no-deps --wheel-dir /wheels \.", runs), runs
+    assert re.search(r"pip install \"\$\(ls /wheels/kafka_guardian-\*\.whl\)\$\{EXTRAS\}\"", runs), runs
+    assert "/opt/guardian/bin/guardian --version" in runs
     final = max(i for i, (ins, _) in enumerate(steps) if ins == "FROM")
     users = [v for ins, v in steps[final:] if ins == "USER"]
     assert users and not users[-1].startswith(("0", "root")), users

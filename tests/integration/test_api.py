@@ -58,6 +58,18 @@ def test_health_endpoints_need_no_token(client: TestClient) -> None:
     assert "guardian_raft_is_leader" in client.get("/metrics").text
 
 
+def test_the_version_is_in_the_api_the_openapi_document_and_the_metrics(client: TestClient) -> None:
+    from controlplane import DISTRIBUTION, __version__
+
+    assert client.get("/api/v1/version").status_code == 401  # a viewer token, as /api/v1/status
+    got = client.get("/api/v1/version", headers=auth("viewer")).json()
+    assert got["version"] == __version__ and got["distribution"] == DISTRIBUTION and got["python"].startswith("3.")
+    assert client.get("/api/v1/status", headers=auth("viewer")).json()["version"] == __version__
+    assert client.get("/openapi.json").json()["info"]["version"] == __version__
+    line = next(ln for ln in client.get("/metrics").text.splitlines() if ln.startswith("guardian_build_info{"))
+    assert f'version="{__version__}"' in line and line.endswith(" 1.0"), line
+
+
 @pytest.mark.parametrize("path", ["/api/v1/clusters", "/api/v1/plans", "/api/v1/status", "/api/v1/actions"])
 def test_no_token_is_401_and_unknown_token_is_401(client: TestClient, path: str) -> None:
     r = client.get(path)

@@ -108,6 +108,8 @@ def test_serve_logs_one_json_line_per_event_with_no_secret(tmp_path: Path) -> No
     messages = " ".join(d["msg"] for d in docs)
     assert "serving http://127.0.0.1" in messages and "ClickHouse unavailable" in messages
     assert "this node leads" in messages
+    from controlplane import __version__
+    assert f"guardian {__version__} (kafka-guardian, Python 3." in messages  # the version, logged at start
     assert "Ch-Pw-4417" not in err and token not in err
     assert "default:***@127.0.0.1" in messages
 

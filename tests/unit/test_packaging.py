@@ -1,4 +1,4 @@
-"""The base install works without the heavy extras (``guardian[analytics]``, ``guardian[plots]``).
+"""The base install works without the heavy extras (``kafka-guardian[analytics]``, ``kafka-guardian[plots]``).
 
 A fresh virtualenv per test run would be too slow, so a fresh interpreter blocks the extras' packages with
 an import hook (any ``import pyspark|pandas|pyarrow|matplotlib|chdb|py4j`` raises ImportError, as when they
