@@ -3,7 +3,8 @@
 Goal: commands that talk to a service (``guardian throttle``, ``guardian exec watch --url``,
 ``guardian migrate-idc --url``, ``guardian topic create --url``) reach it the same way. Method: ``urllib``
 GET or POST (JSON body) with a bearer token, the JSON answer parsed; an HTTP error becomes
-:class:`ApiUnavailable` carrying the problem's ``detail``, a connection failure one naming the URL.
+:class:`ApiUnavailable` carrying the problem's ``detail``, a connection failure one naming the URL; a
+follower's 307/308 to the leader is followed once, a write included (urllib follows only GETs).
 Guarantee: no retry and no exit here — the command decides (exit on the first read, keep the last
 view while watching). Cost: one HTTP round trip (10 s timeout).
 """
@@ -14,6 +15,7 @@ import contextlib
 import json
 import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Annotated, Any
 
@@ -41,12 +43,18 @@ def post_json(url: str, token: str | None, body: Any, why: str = "", cafile: str
                  cafile)
 
 
-def _send(req: urllib.request.Request, url: str, cafile: str | None = None) -> Any:
+def _send(req: urllib.request.Request, url: str, cafile: str | None = None, redirected: bool = False) -> Any:
     context = ssl.create_default_context(cafile=cafile) if cafile else None
     try:
         with urllib.request.urlopen(req, timeout=10, context=context) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
+        location = exc.headers.get("Location") if exc.code in (307, 308) else None
+        if location and not redirected:  # a follower sends a write to the leader; urllib follows GETs only
+            target = urllib.parse.urljoin(url, location)
+            again = urllib.request.Request(target, data=req.data, headers=dict(req.header_items()),
+                                           method=req.get_method())
+            return _send(again, target, cafile, redirected=True)
         detail = exc.read().decode("utf-8", "replace")
         with contextlib.suppress(ValueError, AttributeError):
             detail = json.loads(detail).get("detail", detail)

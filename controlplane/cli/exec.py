@@ -25,7 +25,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.live import Live
 
-from controlplane.cli.api_client import ApiUnavailable, TokenOpt, get_json
+from controlplane.cli.api_client import ApiUnavailable, TokenOpt, get_json, post_json
 from controlplane.cli.common import err, out
 from controlplane.cli.connect_options import ConnectOptions
 from controlplane.cli.exec_options import ExecOptions, StateOpt, exec_options
@@ -381,12 +381,48 @@ def exec_stop(
     state_file: StateOpt = None,
     cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
     rollback: Annotated[bool, typer.Option(help="also cancel in-flight moves (they revert)")] = False,
+    url: Annotated[str | None, typer.Option("--url", help="stop a controller's execution through its API (base "
+                                                          "URL) instead of a local state file's")] = None,
+    execution: Annotated[int | None, typer.Option(help="with --url: the execution id (default: the one running, "
+                                                       "of --cluster if given)")] = None,
+    token: Annotated[str | None, typer.Option("--token", envvar="GUARDIAN_TOKEN",
+                                              help="with --url: an operator token")] = None,
+    reason: Annotated[str, typer.Option(help="with --url: why (recorded in the action log)")] = "guardian exec stop",
+    ca_file: Annotated[str | None, typer.Option("--ca-file", envvar="GUARDIAN_CA_FILE",
+                                                help="with --url: CA of an https API")] = None,
 ) -> None:
-    """Ask the executor owning the state file to stop: no new moves; with --rollback cancel in-flight ones."""
-    state = _state_path(state_file, cluster)
-    queue_request(state, {"op": "stop", "rollback": rollback, "why": "guardian exec stop"})
-    out.print(f"stop{' with rollback' if rollback else ''} queued for {state} (applied on the executor's next "
-              f"pass, or when the execution is resumed)", markup=False)
+    """Stop an execution: no new moves; with --rollback cancel in-flight ones (they revert, their throttles go).
+
+    With ``--url`` the controller's execution (``--execution N``, or the one running); without it, the local
+    ``exec run`` owning the state file (applied on its next pass)."""
+    if url is None:
+        if execution is not None:
+            _die("--execution needs --url (a local stop acts on the state file's running execution)", 2)
+        state = _state_path(state_file, cluster)
+        queue_request(state, {"op": "stop", "rollback": rollback, "why": reason})
+        out.print(f"stop{' with rollback' if rollback else ''} queued for {state} (applied on the executor's next "
+                  f"pass, or when the execution is resumed)", markup=False)
+        return
+    base = url.rstrip("/") + "/api/v1/executions"
+    try:
+        if execution is None:
+            query = "?" + urllib.parse.urlencode({"cluster": cluster}) if cluster else ""
+            running = [e for e in get_json(base + query, token, ca_file) if e["status"] in ("running", "stopping")]
+            if len(running) != 1:
+                listed = ", ".join(f"{e['id']} ({e['cluster']}, {e['status']})" for e in running) or "none"
+                _die(f"give --execution: {len(running)} execution(s) running{f' on {cluster}' if cluster else ''} "
+                     f"({listed})", 2)
+            execution = int(running[0]["id"])
+        answer = post_json(f"{base}/{execution}/stop", token, {"rollback": rollback}, why=reason, cafile=ca_file)
+    except ApiUnavailable as exc:
+        _die(str(exc), 1)
+    result = answer if isinstance(answer, dict) else {}
+    if result.get("changed") is False:
+        out.print(f"execution {execution} is {result.get('status')}: nothing to stop", markup=False)
+        return
+    out.print(f"execution {execution}: stop{' with rollback' if result.get('rollback') else ''} recorded "
+              f"(status {result.get('status', 'stopping')}); the executor applies it on its next pass — follow it "
+              f"with: guardian exec watch --url {url} --execution {execution}", markup=False, soft_wrap=True)
 
 
 @exec_app.command("caps")
