@@ -86,7 +86,8 @@ def _state_overview(s: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in s["clusters"]:
         out[name] = {"throttles": len(s["throttles"].get(name, {})), "execution": None,
-                     "maintenance": sorted(s["maintenance"].get(name, {}))}
+                     "maintenance": sorted(s["maintenance"].get(name, {})),
+                     "auto_rebalance": s["clusters"][name].get("auto_rebalance", {"enabled": False})}
     for e in s["executions"].values():
         if e["status"] in active and e["cluster"] in out:
             prog = progress_json(e)
@@ -99,7 +100,8 @@ def _state_overview(s: dict[str, Any]) -> dict[str, Any]:
 @router.get("/api/v1/overview")
 def overview(ctx: Ctx, _: Viewer) -> dict[str, Any]:
     """Every registered cluster with its latest snapshot's figures (brokers by state, pools' estimated
-    util, coverage), snapshot age, throttles in force, active execution and the last error of a loop on it."""
+    util, coverage), snapshot age, throttles in force, active execution, auto-rebalance policy (the dashboard's
+    Pause/Resume sends it back with ``enabled`` flipped) and the last error of a loop on it."""
     registered: dict[str, Any] = read(ctx, _state_overview)
     figures = ctx.metrics.federation.clusters(ctx.snapshots.entries)
     lines = ctx.throttle.lines if ctx.throttle is not None else None

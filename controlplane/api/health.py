@@ -78,6 +78,12 @@ def status(ctx: Ctx, _: Viewer) -> dict[str, Any]:
                 "version": __version__}
 
 
+@router.get("/api/v1/whoami")
+def whoami(who: Viewer) -> dict[str, str]:
+    """The calling token's name and role (the dashboard shows the buttons that role may use)."""
+    return {"name": who.name, "role": who.role}
+
+
 @router.get("/api/v1/version")
 def version(_: Viewer) -> dict[str, str]:
     """The version this node runs (as ``guardian --version`` and the ``guardian_build_info`` metric say)."""

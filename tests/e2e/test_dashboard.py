@@ -1,6 +1,9 @@
 """The dashboard in a real headless Chromium (Debian's ``chromium`` driven by Playwright, no ``playwright install``)
 against a controller observing a kafkasim federation: every page renders the controller's data, the console
-stays clean, no request goes to any host but the controller, and an operator approves a plan through the page.
+stays clean, no request goes to any host but the controller, and through the page (each button only for a role
+that may use it, each confirmed with a reason that reaches the action log): an operator approves a plan,
+executes one at a fixed rate and stops it (without, then with rollback) and removes a manual throttle; an
+admin pauses and resumes auto-rebalance.
 
 With ``GUARDIAN_SCREENSHOTS=docs/screenshots`` the screenshots are written there (README shows them);
 otherwise under the test's temporary directory."""
@@ -32,7 +35,7 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-VIEWER, OPERATOR = "viewer-token-0123456789", "operator-token-0123456789"
+VIEWER, OPERATOR, ADMIN = "viewer-token-0123456789", "operator-token-0123456789", "admin-token-0123456789"
 
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
@@ -60,7 +63,8 @@ def propose_move(svc: Service, snap: ClusterSnapshot, index: int) -> int:
 @pytest.fixture(scope="module")
 def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controller]:
     tokens = [TokenConf(name="viewer", role="viewer", sha256=hash_token(VIEWER)),
-              TokenConf(name="olga", role="operator", sha256=hash_token(OPERATOR))]
+              TokenConf(name="olga", role="operator", sha256=hash_token(OPERATOR)),
+              TokenConf(name="ada", role="admin", sha256=hash_token(ADMIN))]
     with start_sim() as sim, served_service(tmp_path_factory.mktemp("ui"), tokens=tokens, intervals=IntervalsConf(
             collect_s=1.0, throttle_s=1.0, executor_s=0.5)) as (svc, base):
         snap = register_and_observe(svc, sim.endpoints, ("east", "west"))["east"]
@@ -207,3 +211,110 @@ def test_a_1000_broker_cluster_renders_its_hottest_log_dirs(controller: Controll
     assert "3400 cooler log dirs not drawn" in browser.page.locator("#view").inner_text()
     print(f"\nheat map of 1,000 brokers x 4 log dirs: {elapsed:.2f} s to first render")
     assert elapsed < 10
+
+
+def actions_of(controller: Controller, kind: str, who: str) -> list[dict[str, Any]]:
+    return list(controller.service.ctx.store.read(
+        lambda s: [dict(a) for a in s["actions"] if a["type"] == kind and a["who"] == who]))
+
+
+def execution_of(controller: Controller, eid: int) -> dict[str, Any]:
+    return dict(controller.service.ctx.store.read(lambda s: dict(s["executions"][str(eid)])))
+
+
+def no_execution_running(controller: Controller) -> bool:
+    return bool(controller.service.ctx.store.read(lambda s: not any(
+        e["status"] in ("pending", "running", "stopping") for e in s["executions"].values()
+        if e["cluster"] == "east")))
+
+
+def test_an_operator_executes_a_plan_and_stops_it_without_then_with_rollback(controller: Controller,
+                                                                             browser: Browser) -> None:
+    svc, page = controller.service, browser.page
+    wait_for("the fixture's execution to end", lambda: no_execution_running(controller), 120)
+    snap = svc.ctx.snapshots.get("east")
+    assert snap is not None
+    plan_id = propose_move(svc, snap, 2)
+    svc.ctx.store.propose({"type": "plan.approve", "meta": meta("bob"), "plan_id": plan_id})
+    sign_in(browser, controller.base, OPERATOR)
+    page.goto(controller.base + f"/ui#/plans/{plan_id}")
+    page.wait_for_selector("#execute")
+    assert page.locator("#approve").count() == 0  # approved: only Execute is offered
+    page.fill("#execute-rate", "1k")  # 1 kB/s: the copy stays in flight while the test stops it
+    page.once("dialog", lambda d: d.accept("slow copy, to be stopped"))
+    page.click("#execute")
+    page.wait_for_selector("#stop")
+    eid = int(page.url.rsplit("/", 1)[1])
+    started = execution_of(controller, eid)
+    assert started["plan_id"] == plan_id and started["started_by"] == "olga"
+    assert started["options"]["throttle"]["mode"] == "fixed"
+
+    page.once("dialog", lambda d: d.dismiss())  # cancelled: nothing is sent
+    page.click("#stop")
+    time.sleep(0.5)
+    assert execution_of(controller, eid)["status"] == "running"
+    assert actions_of(controller, "execution.stop", "olga") == []
+
+    page.once("dialog", lambda d: d.accept("stop: no new moves"))
+    page.click("#stop")
+    page.wait_for_function("document.getElementById('execution-status')?.textContent === 'stopping'")
+    assert execution_of(controller, eid)["rollback"] is False
+    assert page.locator("#stop").count() == 0 and page.locator("#stop-rollback").count() == 1
+
+    page.once("dialog", lambda d: d.accept("roll the copy back"))
+    page.click("#stop-rollback")
+    wait_for("the rollback to end the execution", lambda: execution_of(controller, eid)["status"] not in (
+        "running", "stopping"), 90)
+    ended = execution_of(controller, eid)
+    assert ended["rollback"] is True and ended["status"] == "stopped", ended["status"]  # not completed: rolled back
+    assert any(t["state"] == "ABORTED" for t in ended["tasks"].values()), ended["tasks"]
+    stops = actions_of(controller, "execution.stop", "olga")
+    assert [a["why"] for a in stops] == ["stop: no new moves", "roll the copy back"]
+    page.wait_for_function("!['running', 'stopping'].includes("
+                           "document.getElementById('execution-status')?.textContent.split(' ')[0])", timeout=20000)
+    assert page.locator("#stop-rollback").count() == 0
+
+
+def test_buttons_follow_the_role_and_an_operator_removes_a_manual_throttle(controller: Controller,
+                                                                          browser: Browser) -> None:
+    ctx, page = controller.service.ctx, browser.page
+    ctx.store.propose({"type": "throttle.set", "meta": meta("olga", "manual, to be removed"), "cluster": "west",
+                       "key": "broker-2-follower", "kind": "broker_follower", "target": {"broker": 2},
+                       "rate_bytes_per_s": 10e6, "evidence": {"manual": True}})
+    sign_in(browser, controller.base, VIEWER)
+    page.click("#nav >> text=Throttles")
+    page.wait_for_selector("text=broker-2-follower")
+    assert page.locator("#view button").count() == 0  # a viewer sees no action
+    page.click("#signout")
+    sign_in(browser, controller.base, OPERATOR)
+    page.click("#nav >> text=Throttles")
+    page.wait_for_selector("#remove-west-broker-2-follower")
+    page.once("dialog", lambda d: d.accept("the consumer is fixed"))
+    page.click("#remove-west-broker-2-follower")
+    page.wait_for_selector("#remove-west-broker-2-follower", state="detached")
+    assert ctx.store.read(lambda s: "broker-2-follower" not in s["throttles"].get("west", {}))
+    assert actions_of(controller, "throttle.clear", "olga")[-1]["why"] == "the consumer is fixed"
+    page.goto(controller.base + "/ui#/")
+    page.wait_for_selector("text=Federation")
+    assert page.locator("#view button[id^=auto-]").count() == 0  # pausing auto-rebalance needs admin
+
+
+def test_an_admin_pauses_and_resumes_auto_rebalance(controller: Controller, browser: Browser) -> None:
+    ctx, page = controller.service.ctx, browser.page
+    ctx.store.propose({"type": "cluster.auto_rebalance", "meta": meta("ada"), "name": "west", "enabled": True,
+                       "window_cron": "0 3 * * *", "window_minutes": 120, "threshold": 1.4, "max_partitions": 20,
+                       "load_basis": "window"})
+    sign_in(browser, controller.base, ADMIN)
+    page.wait_for_selector("#auto-west:text-is('Pause')")
+    page.once("dialog", lambda d: d.accept("release freeze"))
+    page.click("#auto-west")
+    page.wait_for_selector("#auto-west:text-is('Resume')")
+    policy = ctx.store.read(lambda s: dict(s["clusters"]["west"]["auto_rebalance"]))
+    assert policy == {"enabled": False, "window_cron": "0 3 * * *", "window_minutes": 120, "threshold": 1.4,
+                      "max_partitions": 20, "load_basis": "window"}  # only enabled changed
+    page.once("dialog", lambda d: d.accept("freeze over"))
+    page.click("#auto-west")
+    page.wait_for_selector("#auto-west:text-is('Pause')")
+    assert ctx.store.read(lambda s: s["clusters"]["west"]["auto_rebalance"]["enabled"]) is True
+    assert [a["why"] for a in actions_of(controller, "cluster.auto_rebalance", "ada")][-2:] == [
+        "release freeze", "freeze over"]

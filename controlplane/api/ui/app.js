@@ -2,6 +2,9 @@
 // Routes (location.hash): #/ overview, #/cluster/NAME heat map, #/executions, #/executions/ID,
 // #/throttles, #/plans, #/plans/ID, #/actions. The token is entered once and kept in sessionStorage;
 // every view is re-read every REFRESH_MS. No request leaves this controller.
+// Actions (approve/reject, execute, stop with or without rollback, pause/resume auto-rebalance, remove a
+// manual throttle) are shown only to a token whose role may use them (GET /api/v1/whoami); each asks for a
+// reason before it is sent (cancel = nothing sent) and the reason goes to the action log.
 "use strict";
 
 const REFRESH_MS = 5000;
@@ -10,6 +13,10 @@ const HEAT_CELLS = 600;      // heat-map cells drawn (hottest first); the rest a
 const ROWS = 300;            // table rows drawn for long lists
 let timer = null;
 let optional = { anomalies: false };   // API endpoints another build may not have (from /openapi.json)
+let me = null;                          // {name, role} of the token in use (GET /api/v1/whoami)
+const RANK = { viewer: 0, operator: 1, admin: 2 };
+let executeRate = "";                   // the plan page's fixed-rate field, kept across refreshes
+function can(role) { return me !== null && (RANK[me.role] ?? -1) >= RANK[role]; }
 
 // ------------------------------------------------------------------ DOM helpers
 function h(tag, attrs, ...children) {
@@ -76,6 +83,26 @@ async function api(path, options) {
   if (!res.ok) throw new ApiError(res.status, (body && body.detail) || res.statusText || String(res.status));
   return body;
 }
+// One action: ask for confirmation and a reason (recorded in the action log), send, re-render.
+async function act(question, path, init, then) {
+  const why = window.prompt(`${question}\nGive a reason to confirm (recorded in the action log):`, "");
+  if (why === null) return;                       // cancelled: nothing sent
+  if (!why.trim()) { showError(new ApiError(0, "not sent: a reason is required")); return; }
+  const req = Object.assign({ method: "POST" }, init || {});
+  req.headers = Object.assign({ "X-Guardian-Reason": why }, req.headers || {});
+  if (req.json !== undefined) {
+    req.body = JSON.stringify(req.json);
+    req.headers["Content-Type"] = "application/json";
+    delete req.json;
+  }
+  try {
+    const answer = await api(path, req);
+    if (then) then(answer);
+    await render();
+  } catch (e) { showError(e); }
+}
+function button(id, cls, label, onclick) { return h("button", { id, class: cls, type: "button", onclick }, label); }
+
 async function discover() {
   try {
     const spec = await (await fetch("/openapi.json")).json();
@@ -95,6 +122,15 @@ async function viewOverview() {
       h("div", {}, h("b", {}, p), " max ", h("span", { class: utilClass(f.max_util) }, pct(f.max_util)),
         " · mean ", pct(f.mean_util), " · peak/mean ", ratio(f.peak_to_mean))) : h("span", { class: "muted" }, "no snapshot");
     const ex = c.execution;
+    const ar = c.auto_rebalance || { enabled: false };
+    const policy = Object.fromEntries(["window_cron", "window_minutes", "threshold", "max_partitions", "load_basis"]
+      .filter(k => ar[k] !== undefined).map(k => [k, ar[k]]));
+    const toggle = can("admin") && ar.window_cron ? button(`auto-${c.name}`, ar.enabled ? "danger" : "primary",
+      ar.enabled ? "Pause" : "Resume", () => act(`${ar.enabled ? "Pause" : "Resume"} auto-rebalance of ${c.name}?`,
+        `/api/v1/clusters/${encodeURIComponent(c.name)}/auto-rebalance`,
+        { method: "PUT", json: Object.assign(policy, { enabled: !ar.enabled }) })) : null;
+    const auto = h("div", { class: "auto-rebalance" }, h("span", { class: ar.enabled ? "ok" : "muted" },
+      ar.enabled ? `on (${ar.window_cron}, > ${ratio(ar.threshold)})` : (ar.window_cron ? "paused" : "off")), " ", toggle);
     return [
       link("#/cluster/" + encodeURIComponent(c.name), c.name),
       s ? String(alive) : "–",
@@ -103,6 +139,7 @@ async function viewOverview() {
       age === null ? "–" : h("span", { class: stale ? "bad" : "", title: s.taken_at }, secs(age) + (stale ? " (stale)" : "")),
       s ? `${s.disks_with_metrics}/${s.disks} disks · ${s.partitions_with_rates}/${s.partitions} partitions` : "–",
       c.throttles ? link("#/throttles", String(c.throttles)) : "0",
+      auto,
       ex ? link("#/executions/" + ex.id, `#${ex.id} ${ex.status} ${pct(ex.bytes_total ? ex.bytes_done / ex.bytes_total : 0)}`) : "–",
       c.last_error ? h("span", { class: "bad last-error", title: c.last_error.message },
         `${c.last_error.kind} (${c.last_error.loop}): ${c.last_error.message.slice(0, 160)}`) : "–",
@@ -118,7 +155,7 @@ async function viewOverview() {
       h("div", { class: "card" }, h("b", { class: dead ? "bad" : "ok" }, dead), "dead brokers"),
       h("div", { class: "card" }, h("b", {}, data.clusters.filter(c => c.execution).length), "executions running")),
     table(["cluster", "brokers alive", "dead", "imbalance per pool (estimated util)", "snapshot age", "coverage",
-           "throttles", "execution", "last error"], rows, [1, 2]),
+           "throttles", "auto-rebalance", "execution", "last error"], rows, [1, 2]),
   ];
   if (optional.anomalies) out.push(await anomaliesPanel());
   return out;
@@ -202,8 +239,17 @@ async function viewExecution(id) {
       rate(t.rate_bytes_per_s), t.state === "IN_PROGRESS" ? secs(eta) : "–", t.reason || ""];
   });
   const f = p.bytes_total ? p.bytes_done / p.bytes_total : (e.progress && e.progress.fraction) || 0;
+  const stop = rollback => act(rollback ? `Stop execution ${e.id} and roll back its in-flight moves?`
+    : `Stop execution ${e.id}? (no new move starts; moves in flight finish)`,
+    `/api/v1/executions/${e.id}/stop`, { json: { rollback } });
+  const live = e.status === "running" || (e.status === "stopping" && !e.rollback);
+  const buttons = live && can("operator") ? h("div", { class: "actions-bar" },
+    e.status === "running" ? button("stop", "danger", "Stop", () => stop(false)) : null,
+    button("stop-rollback", "danger", "Stop and roll back", () => stop(true))) : null;
   return [
-    h("h1", {}, `Execution #${e.id} · ${e.cluster} · ${e.status}`),
+    h("h1", {}, `Execution #${e.id} · ${e.cluster} · `, h("span", { id: "execution-status" }, e.status +
+      (e.status === "stopping" && e.rollback ? " (rolling back)" : ""))),
+    buttons,
     h("div", { class: "cards" },
       h("div", { class: "card" }, h("b", {}, pct(f)), `${bytes(p.bytes_done)} of ${bytes(p.bytes_total)}`),
       h("div", { class: "card" }, h("b", {}, rate(p.rate_bytes_per_s)), "copy rate"),
@@ -224,11 +270,14 @@ async function viewThrottles() {
     const ev = t.evidence || {};
     const why = t.why || (ev.manual ? "manual" : "") || Object.entries(ev).slice(0, 4).map(([k, v]) =>
       `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ");
+    const remove = ev.manual && can("operator") ? button(`remove-${t.cluster}-${t.key}`, "danger", "Remove",
+      () => act(`Remove the manual throttle ${t.key} of ${t.cluster}?`,
+        `/api/v1/throttles/${encodeURIComponent(t.cluster)}/${encodeURIComponent(t.key)}`, { method: "DELETE" })) : "";
     return [t.cluster, t.key, t.kind, JSON.stringify(t.target), rate(t.rate_bytes_per_s), t.since || "",
-      t.set_by || "", why];
+      t.set_by || "", why, remove];
   });
   return [h("h1", {}, "Throttles in force"), list.length ? table(["cluster", "key", "kind", "target", "rate", "since",
-    "set by", "why"], rows, [4]) : h("p", { class: "muted" }, "no throttle in force")];
+    "set by", "why", ""], rows, [4]) : h("p", { class: "muted" }, "no throttle in force")];
 }
 
 async function viewActions() {
@@ -252,13 +301,13 @@ async function viewPlans() {
     "proposed at"], rows) : h("p", { class: "muted" }, "no plans yet")];
 }
 
-async function decide(id, verb) {
-  const why = window.prompt(`Why ${verb} plan ${id}? (recorded in the action log)`, "") ;
-  if (why === null) return;
-  try {
-    await api(`/api/v1/plans/${id}/${verb}`, { method: "POST", headers: { "X-Guardian-Reason": why } });
-    await render();
-  } catch (e) { showError(e); }
+function decide(id, verb) { return act(`${verb === "approve" ? "Approve" : "Reject"} plan ${id}?`, `/api/v1/plans/${id}/${verb}`); }
+
+function execute(id) {
+  const rate = document.getElementById("execute-rate").value.trim();
+  const json = rate ? { throttle: { mode: "fixed", fixed_rate: rate } } : {};
+  return act(`Execute plan ${id}${rate ? " at a fixed " + rate + "/s" : " under the adaptive throttle"}?`,
+    `/api/v1/plans/${id}/execute`, { json }, answer => { location.hash = "#/executions/" + answer.execution_id; });
 }
 
 async function viewPlan(id) {
@@ -270,10 +319,13 @@ async function viewPlan(id) {
     m.current_replicas ? JSON.stringify(m.current_replicas) : "?", JSON.stringify(m.replicas),
     m.current_log_dirs ? m.current_log_dirs.join(", ") : "?", m.log_dirs.join(", "), bytes(m.size_bytes)]);
   const rec = r.record;
-  const buttons = r.status === "proposed" ? h("div", { class: "actions-bar" },
-    h("button", { class: "primary", id: "approve", type: "button", onclick: () => decide(r.id, "approve") }, "Approve"),
-    h("button", { class: "danger", id: "reject", type: "button", onclick: () => decide(r.id, "reject") }, "Reject"),
-    h("span", { class: "muted" }, "needs an operator token")) : null;
+  const buttons = !can("operator") ? null : r.status === "proposed" ? h("div", { class: "actions-bar" },
+    button("approve", "primary", "Approve", () => decide(r.id, "approve")),
+    button("reject", "danger", "Reject", () => decide(r.id, "reject"))) :
+    r.status === "approved" ? h("div", { class: "actions-bar" },
+      button("execute", "primary", "Execute", () => execute(r.id)),
+      h("input", { id: "execute-rate", placeholder: "fixed rate, e.g. 40MB (empty: adaptive)", size: 34,
+                   value: executeRate, oninput: ev => { executeRate = ev.target.value; } })) : null;
   return [
     h("h1", {}, `Plan #${r.id} · ${r.cluster} · ${r.kind}`),
     h("p", {}, "Status: ", h("b", { id: "plan-status" }, r.status),
@@ -312,7 +364,7 @@ function showError(e) {
   const box = document.getElementById("error");
   box.hidden = false;
   box.textContent = (e.status ? `${e.status}: ` : "") + e.message;
-  if (e.status === 401) { sessionStorage.removeItem(TOKEN_KEY); showLogin("The token was refused."); }
+  if (e.status === 401) { sessionStorage.removeItem(TOKEN_KEY); me = null; showLogin("The token was refused."); }
 }
 
 function showLogin(message) {
@@ -333,6 +385,7 @@ async function render() {
   const route = ROUTES.find(([re]) => re.test(hash)) || ROUTES[0];
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.page === route[1]);
   try {
+    if (me === null) me = await api("/api/v1/whoami");
     const content = await route[2](hash.match(route[0]));
     document.getElementById("view").replaceChildren(...[content].flat().filter(Boolean));
     document.getElementById("error").hidden = true;
@@ -353,9 +406,10 @@ function schedule() {
 document.getElementById("login").addEventListener("submit", ev => {
   ev.preventDefault();
   sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value.trim());
+  me = null;
   document.getElementById("token").value = "";
   render();
 });
-document.getElementById("signout").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); showLogin(); });
+document.getElementById("signout").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); me = null; showLogin(); });
 window.addEventListener("hashchange", render);
 discover().then(() => { render(); schedule(); });
