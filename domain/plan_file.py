@@ -115,6 +115,38 @@ def plan_json_schema() -> dict[str, Any]:
     return PlanDoc.model_json_schema()
 
 
+KIND_REASSIGNMENT = "reassignment"
+"""The kind of a plan read from a bare Kafka reassignment JSON (:func:`parse_reassignment`)."""
+
+
+def is_bare_reassignment(text: str | bytes) -> bool:
+    """True when ``text`` is a JSON object with Kafka's ``version`` + ``partitions`` and no ``format``: what
+    ``kafka-reassign-partitions --generate`` or Cruise Control write, not a ``guardian.plan/v1`` document."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "format" not in doc and "version" in doc and "partitions" in doc
+
+
+def parse_reassignment(text: str | bytes, cluster: str) -> Plan:
+    """A bare Kafka reassignment JSON ``{"version": 1, "partitions": [...]}`` as a plan of ``cluster`` (kind
+    ``reassignment``, no leaders, no summary). :class:`ContractError` names every problem's JSON path."""
+    try:
+        doc = ReassignmentDoc.model_validate_json(text)
+    except ValidationError as exc:
+        raise ContractError("Kafka reassignment JSON", validation_problems(exc)) from None
+    problems = [Problem(f"$.partitions[{i}].log_dirs", f"{len(e.log_dirs)} log dirs for {len(e.replicas)} replicas")
+                for i, e in enumerate(doc.partitions) if e.log_dirs is not None and len(e.log_dirs) != len(e.replicas)]
+    if problems:
+        raise ContractError("Kafka reassignment JSON", problems)
+    return Plan(cluster=cluster, kind=KIND_REASSIGNMENT, moves=tuple(
+        PartitionMove(topic=e.topic, partition=e.partition, replicas=tuple(e.replicas),
+                      log_dirs=tuple(None if d == ANY_LOG_DIR else d for d in e.log_dirs)
+                      if e.log_dirs is not None else (None,) * len(e.replicas))
+        for e in doc.partitions))
+
+
 def parse_plan(text: str | bytes) -> Plan:
     """Parse a plan document. Raises :class:`ContractError` naming every problem's JSON path.
 

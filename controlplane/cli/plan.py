@@ -272,7 +272,9 @@ def plan_pool_grow(
 @plan_app.command("validate")
 def plan_validate(
     snapshot: SnapshotOpt,
-    plan: Annotated[Path, typer.Option("--plan", "-p", help="guardian.plan/v1 file")],
+    plan: Annotated[Path, typer.Option("--plan", "-p", help="guardian.plan/v1 file, or a bare Kafka reassignment "
+                                                            "JSON {\"version\": 1, \"partitions\": [...]} (as "
+                                                            "kafka-reassign-partitions or Cruise Control write it)")],
     headroom: Annotated[float, typer.Option(min=0.0, max=0.9, help="fraction of each disk kept free")] = 0.10,
     max_bytes: Annotated[int | None, typer.Option(min=0, help="fail if the plan copies more bytes")] = None,
     max_partitions: Annotated[int | None, typer.Option(min=0, help="fail if the plan moves more partitions")] = None,
@@ -280,7 +282,7 @@ def plan_validate(
     """Check PLAN against SNAPSHOT; exit 1 naming every broken constraint, 2 on unreadable input."""
     try:
         snap = read_snapshot(snapshot)
-        parsed = read_plan(plan)
+        parsed = read_plan(plan, bare_cluster=snap.cluster)
     except ContractError as exc:
         fail_input(exc)
     limits = CheckLimits(capacity_headroom=headroom, max_bytes_to_move=max_bytes,

@@ -23,16 +23,28 @@ from controlplane.cli.common import EXIT_INVALID_INPUT, EXIT_VIOLATIONS, Snapsho
 from controlplane.cli.connect_options import ConnectOptions
 from controlplane.cli.option_set import option_set
 from controlplane.files import write_atomic
-from controlplane.report import snapshot_table
+from controlplane.report import hottest_tables, snapshot_summary, snapshot_table
 from kafkaio.endpoints import EndpointsError
 
 snapshot_app = typer.Typer(help="Take and inspect snapshot files.", no_args_is_help=True)
 
 
 @snapshot_app.command("show")
-def snapshot_show(snapshot: SnapshotOpt) -> None:
-    """Summarise a snapshot: per pool brokers, disks, replicas and estimated disk utilisation."""
-    out.print(snapshot_table(load_snapshot(snapshot)))
+def snapshot_show(
+    snapshot: SnapshotOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as one JSON document")] = False,
+    top: Annotated[int, typer.Option(min=0, max=100_000, help="hottest disks and brokers listed")] = 10,
+) -> None:
+    """Summarise a snapshot: per pool brokers, disks, replicas and estimated disk utilisation; the hottest disks
+    and brokers."""
+    snap = load_snapshot(snapshot)
+    summary = snapshot_summary(snap, top)
+    if as_json:
+        print(json.dumps(summary, indent=2, allow_nan=False))
+        return
+    out.print(snapshot_table(snap))
+    for table in hottest_tables(summary):
+        out.print(table)
 
 
 @snapshot_app.command("take")

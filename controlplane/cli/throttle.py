@@ -9,6 +9,7 @@ with no service, cluster or network.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,14 +38,23 @@ def _mb(x: Any) -> str:
 
 
 @throttle_app.command("list")
-def throttle_list(url: UrlOpt = "http://127.0.0.1:8080", token: TokenOpt = None,
+def throttle_list(cluster_arg: Annotated[str | None, typer.Argument(metavar="[CLUSTER]",
+                                                                     help="only this cluster (or --cluster)")] = None,
+                  url: UrlOpt = "http://127.0.0.1:8080", token: TokenOpt = None,
                   cluster: Annotated[str | None, typer.Option(help="only this cluster")] = None,
                   as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
-    """Throttles in force: key, mechanism, target, rate, since, who and why."""
-    query = f"?cluster={cluster}" if cluster else ""
+    """Throttles in force (of CLUSTER, or every cluster): key, mechanism, target, rate, since, who and why."""
+    if cluster_arg is not None and cluster is not None and cluster_arg != cluster:
+        err.print(f"error: two clusters given ({cluster_arg!r} and --cluster {cluster!r})", markup=False)
+        raise typer.Exit(2)
+    cluster = cluster_arg or cluster
+    query = "?" + urllib.parse.urlencode({"cluster": cluster}) if cluster else ""
     rows = _get(url.rstrip("/") + "/api/v1/throttles" + query, token)
     if as_json:
         print(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        out.print(f"nothing throttled{f' on {cluster}' if cluster else ''}", markup=False)
         return
     table = Table(title=f"{len(rows)} throttle(s) in force")
     for col in ("cluster", "key", "kind", "target", "MB/s", "since", "by", "why"):
@@ -123,13 +133,20 @@ def _print_explain(data: dict[str, Any]) -> None:
     for t in data.get("throttles", []):
         out.print(f"in force: {t['key']} {_mb(t['rate_bytes_per_s'])} MB/s (by {t.get('set_by')}): {t.get('why')}",
                   markup=False)
-    if not data.get("throttles") and not data.get("applied", data.get("decisions")) and not data.get("skipped") \
-            and "disks_evaluated" in data:
+    if data.get("throttles") or data.get("applied", data.get("decisions")):
+        return
+    if data.get("offline"):
+        unhealthy = sum(1 for d in data.get("disks", []) if d["unhealthy"])
+        out.print(f"nothing would be throttled on {data.get('cluster')}: {unhealthy} unhealthy disk(s) in this "
+                  "snapshot", markup=False)
+    elif "disks_evaluated" in data and not data.get("skipped"):
         hot = data.get("hottest")
         hottest = (f"; hottest {hot['broker']}:{hot['path']} util {hot['util']:.2f}"
                    if isinstance(hot, dict) and isinstance(hot.get("util"), (int, float)) else "")
         out.print(f"nothing throttled: {data['disks_evaluated']} disk(s) evaluated, "
                   f"{data.get('unhealthy_disks', 0)} unhealthy{hottest}", markup=False)
+    else:
+        out.print(f"nothing throttled on {data.get('cluster')}", markup=False)
 
 
 def _offline(path: Path) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,12 +24,14 @@ from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot
 from tests.throttle_support import hot_snapshot
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def guardian(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("guardian", path=str(Path(sys.executable).parent))
-    assert exe, "the guardian console script is installed in the venv"
-    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120,
-                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+    """The checkout's ``guardian`` (``python -m controlplane.cli`` from the repository root)."""
+    return subprocess.run([sys.executable, "-m", "controlplane.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin",
+                                                                 "NO_COLOR": "1"})
 
 
 class Source:
@@ -51,6 +52,8 @@ def server(tmp_path: Path) -> Iterator[str]:
     settings = Settings(data_dir=tmp_path, tokens=[TokenConf(name="viewer", role="viewer", sha256=hash_token("v"))])
     store = LocalStateStore()
     store.propose({"type": "cluster.register", "meta": {"who": "t", "at": "2026-11-22T00:00:00Z"}, "name": "c1",
+                   "bootstrap_servers": ["127.0.0.1:9"]})
+    store.propose({"type": "cluster.register", "meta": {"who": "t", "at": "2026-11-22T00:00:00Z"}, "name": "c2",
                    "bootstrap_servers": ["127.0.0.1:9"]})
     service = ThrottleService(store)
     service.bind("c1", ClusterBinding(Source(), Actuator()))
@@ -93,6 +96,20 @@ def test_list_and_explain_over_http(server: str) -> None:
     assert r.returncode == 1 and "401" in r.stderr
 
 
+def test_list_takes_the_cluster_as_an_argument_and_says_when_nothing_is_throttled(server: str) -> None:
+    r = guardian("throttle", "list", "c1", "--url", server, "--token", "v", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [t["key"] for t in json.loads(r.stdout)] == ["fetch:orders:0"]
+    quiet = guardian("throttle", "list", "c2", "--url", server, "--token", "v")
+    assert quiet.returncode == 0 and quiet.stdout.strip() == "nothing throttled on c2", quiet.stdout + quiet.stderr
+    assert guardian("throttle", "list", "--cluster", "c2", "--url", server, "--token", "v").stdout == quiet.stdout
+    both = guardian("throttle", "list", "c1", "--cluster", "c2", "--url", server, "--token", "v")
+    assert both.returncode == 2 and "two clusters" in both.stderr
+    explained = guardian("throttle", "explain", "c2", "--url", server, "--token", "v")
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.strip().splitlines()[-1] == "nothing throttled on c2", explained.stdout
+
+
 def test_unreachable_service_is_a_clear_error() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -113,3 +130,9 @@ def test_explain_offline_on_a_snapshot(tmp_path: Path) -> None:
     r = guardian("throttle", "explain", "--snapshot", bad)
     assert r.returncode == 2 and "$.format" in r.stderr
     assert guardian("throttle", "explain").returncode == 2
+    calm = tmp_path / "calm.json"
+    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    calm.write_text(dump_snapshot(generate_snapshot(GeneratorSpec(brokers=3, disks_per_broker=2, partitions=10,
+                                                                  seed=1, skew="uniform", cluster="calm"))))
+    r = guardian("throttle", "explain", "--snapshot", calm)
+    assert r.returncode == 0 and "nothing would be throttled on calm" in r.stdout, r.stdout + r.stderr

@@ -65,7 +65,8 @@ def test_the_version_is_in_the_api_the_openapi_document_and_the_metrics(client: 
     got = client.get("/api/v1/version", headers=auth("viewer")).json()
     assert got["version"] == __version__ and got["distribution"] == DISTRIBUTION and got["python"].startswith("3.")
     assert client.get("/api/v1/status", headers=auth("viewer")).json()["version"] == __version__
-    assert client.get("/api/v1/whoami", headers=auth("operator")).json() == {"name": "operator-user", "role": "operator"}
+    me = client.get("/api/v1/whoami", headers=auth("operator")).json()
+    assert me == {"name": "operator-user", "role": "operator"}
     assert client.get("/openapi.json").json()["info"]["version"] == __version__
     line = next(ln for ln in client.get("/metrics").text.splitlines() if ln.startswith("guardian_build_info{"))
     assert f'version="{__version__}"' in line and line.endswith(" 1.0"), line
