@@ -46,7 +46,7 @@ from controlplane.service.throttle_source import round_binding
 from controlplane.state.raft_store import RaftStateStore
 from domain.redaction import mask_url, register_secret
 from parentwatch import watch_parent
-from raft.auth import LOCAL_KEY_FILE, read_key
+from raft.auth import LOCAL_KEY_FILE, placeholder_problem, read_key
 from raft.errors import StartupRefused
 from tiered.metrics import TieredCollector
 from tiered.node import COMPACTION_MIN_ENTRIES, TieredNode
@@ -117,6 +117,9 @@ def raft_key(settings: Settings) -> bytes | None:
         value = os.environ.get(conf.key_env, "").strip()
         if len(value) < 16:
             raise StartupRefused(f"raft.key_env names ${conf.key_env}, which is unset or shorter than 16 characters")
+        problem = placeholder_problem(value.encode(), f"${conf.key_env} (raft.key_env)")
+        if problem is not None:
+            raise StartupRefused(problem)
         register_secret(value)
         return value.encode()
     if conf.peers:

@@ -55,10 +55,25 @@ LOG_BURST = 10
 LOG_WINDOW_S = 10.0
 
 
+PLACEHOLDERS = (b"replace-me", b"replace me", b"change-me", b"changeme", b"change me")
+"""Text of a sample key left in place (deploy/k8s/secret.yaml ships ``REPLACE-ME: ...``): never a key."""
+
+
+def placeholder_problem(key: bytes, where: str) -> str | None:
+    """Why ``key`` (from ``where``) is a sample left in place rather than a key; None when it is not one."""
+    low = key.lower()
+    found = next((p for p in PLACEHOLDERS if p in low), None)
+    if found is None:
+        return None
+    return (f"{where} holds the sample text {found.decode()!r}, not a key: put the output of "
+            "`openssl rand -base64 32` there (the same on every node)")
+
+
 def read_key(path: Path) -> bytes:
     """The key stored in ``path`` (surrounding whitespace stripped).
 
-    Raises :class:`StartupRefused` naming the file when it is missing, unreadable or too short.
+    Raises :class:`StartupRefused` naming the file when it is missing, unreadable, too short or a sample text
+    left in place (``REPLACE-ME``).
     A file readable by group or others is accepted with a warning.
     """
     try:
@@ -69,6 +84,9 @@ def read_key(path: Path) -> bytes:
     if len(text) < MIN_KEY_CHARS:
         raise StartupRefused(f"the Raft key file {path} holds {len(text)} characters; "
                              f"need at least {MIN_KEY_CHARS} (e.g. `openssl rand -base64 32 > {path}`)")
+    problem = placeholder_problem(text, f"the Raft key file {path}")
+    if problem is not None:
+        raise StartupRefused(problem)
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         log.warning("the Raft key file %s is readable by other users (mode %o); chmod 600 it",
                     path, stat.S_IMODE(mode))

@@ -23,6 +23,7 @@ from pydantic import Field
 from controlplane.api.deps import Ctx, Operator, propose, read, snapshot_or_409
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import Name, StrictIn, int_in
+from controlplane.config import ROLE_RANK
 from kafkaio.errors import AdminError, KafkaAuthError, TopicExists
 from planners import NewTopic, PlannerError, PreallocateOptions, plan_preallocation
 from planners.workspace import Bounds
@@ -51,7 +52,11 @@ class TopicIn(StrictIn):
 
 @router.post("/api/v1/topics", status_code=201)
 def create_topic(ctx: Ctx, body: TopicIn, request: Request, who: Operator) -> Any:
-    """Plan the topic's assignment with the preallocate planner and create it with exactly that assignment."""
+    """Plan the topic's assignment with the preallocate planner and create it with exactly that assignment. A
+    ``placement`` becomes the topic's placement policy, which needs an admin token (as ``PUT .../placement``)."""
+    if body.placement is not None and ROLE_RANK[who.role] < ROLE_RANK["admin"]:
+        raise ApiError(403, f"$.placement: {who.name} has role {who.role}; setting a topic's placement policy needs "
+                            "admin (create it without placement, or ask an admin)")
     snap = snapshot_or_409(ctx, body.cluster)
     if body.name in snap.index.topic_by_name:
         raise ApiError(409, f"topic {body.name!r} already exists on cluster {body.cluster!r}")

@@ -23,7 +23,7 @@ import typer
 
 from controlplane.bootstrap import serve, token_path
 from controlplane.cli.common import EXIT_INVALID_INPUT, err, fail_input, out
-from controlplane.config import hash_token, load_settings
+from controlplane.config import Settings, hash_token, load_settings
 from controlplane.launcher import PortTaken, ServiceCluster
 from controlplane.logs import LEVELS, LogFormat, setup_logging
 from domain import ContractError
@@ -39,7 +39,8 @@ def serve_cmd(
                                                         "(followers redirect writes there)")] = None,
     host: Annotated[str | None, typer.Option(help="HTTP bind address (default 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(min=0, max=65535, help="HTTP port (default 8080)")] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="journal, snapshots, tokens (default var/guardian[-N])")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="journal, snapshots, tokens (default: the config's data_dir, "
+                                                       "else var/guardian, var/guardian-N with --node-id N)")] = None,
     log_level: Annotated[str | None, typer.Option(help=f"one of {', '.join(LEVELS)} (default: the config's "
                                                        "logging.level, INFO)")] = None,
     log_format: Annotated[str | None, typer.Option(help="text or json (default: the config's logging.format, "
@@ -79,8 +80,8 @@ def serve_cmd(
                 raise typer.Exit(EXIT_INVALID_INPUT)
             http_of = dict(zip(addrs, urls, strict=True))
     http = settings.http.model_copy(update={k: v for k, v in (("host", host), ("port", port)) if v is not None})
-    default_dir = Path(f"var/guardian-{node_id}") if node_id else settings.data_dir
-    settings = settings.model_copy(update={"raft": raft, "http": http, "data_dir": data_dir or default_dir,
+    settings = settings.model_copy(update={"raft": raft, "http": http,
+                                           "data_dir": node_data_dir(settings, node_id, data_dir),
                                            "logging": settings.logging.model_copy(update={"level": level,
                                                                                           "format": log_fmt})})
     if not settings.tokens:
@@ -88,6 +89,16 @@ def serve_cmd(
     out.print(f"guardian node {raft.self_addr} (peers {raft.peers or 'none'}) "
               f"{http.scheme}://{http.host}:{http.port}", markup=False)
     serve(settings, http_of=http_of, parent_pid=parent_pid)
+
+
+def node_data_dir(settings: Settings, node_id: int | None, data_dir: Path | None) -> Path:
+    """Where a node keeps its state: ``--data-dir``; else the config's ``data_dir`` when the config sets it;
+    else ``var/guardian-N`` with ``--node-id N`` (local nodes side by side), ``var/guardian`` without."""
+    if data_dir is not None:
+        return data_dir
+    if node_id is not None and "data_dir" not in settings.model_fields_set:
+        return Path(f"var/guardian-{node_id}")
+    return settings.data_dir
 
 
 def cluster_cmd(

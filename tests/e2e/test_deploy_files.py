@@ -150,7 +150,7 @@ def test_each_pod_derives_its_node_id_and_the_peers_from_its_name(ordinal: int) 
     assert argv[0] == "serve" and opt["--node-id"] == str(ordinal + 1)
     peers, http_peers = opt["--peers"].split(","), opt["--http-peers"].split(",")
     assert peers == [f"guardian-{i}.{sts['spec']['serviceName']}:7001" for i in range(3)]
-    assert len(http_peers) == 3 and http_peers[ordinal] == f"http://guardian-{ordinal}.guardian:8080"
+    assert len(http_peers) == 3 and http_peers[ordinal] == f"https://guardian-{ordinal}.guardian:8080"
     assert opt["--data-dir"] == "/var/lib/guardian"
 
 
@@ -170,6 +170,23 @@ def test_config_and_secret_load_as_the_service_would(tmp_path: Path) -> None:
     assert {(t.name, t.role) for t in settings.tokens} == {("admin", "admin"), ("alertmanager", "operator"),
                                                            ("grafana", "viewer")}
     assert str(settings.data_dir) == mounts["data"]
+
+
+def test_the_k8s_api_is_https_only_off_loopback() -> None:
+    """Before: the example served bearer tokens over plain HTTP on 0.0.0.0."""
+    (cm,) = by_kind("ConfigMap")
+    (sts,) = by_kind("StatefulSet")
+    http = tomllib.loads(cm["data"]["guardian.toml"])["http"]
+    assert http["host"] == "0.0.0.0" and http["tls_cert_file"] and http["tls_key_file"]
+    pod = sts["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert secrets["tls"] == "guardian-tls"
+    assert all(str(Path(http[k]).parent) == mounts["tls"] for k in ("tls_cert_file", "tls_key_file"))
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS", probe
+    assert all(p.startswith("https://") for p in container["args"][0].split("--http-peers ")[1].split()[0].split(","))
 
 
 # ------------------------------------------------------------------ container build file

@@ -202,3 +202,17 @@ def test_configuration_endpoints(client: TestClient) -> None:
 def test_openapi_lists_the_endpoints(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert "/api/v1/plans/{plan_id}/approve" in paths and "/api/v1/executions/{execution_id}/stop" in paths
+
+
+def test_an_operator_cannot_set_a_placement_policy_through_topic_create(client: TestClient) -> None:
+    """Before: ``topic create --placement`` with an operator token set the topic's policy (placement needs admin)."""
+    register(client)
+    body = {"cluster": "c1", "name": "ledger", "partitions": 3, "expected_bytes_in_per_s": 1e6,
+            "placement": {"idc-a": 3}}
+    r = client.post("/api/v1/topics", headers=auth("operator"), json=body)
+    assert r.status_code == 403 and "$.placement" in r.json()["detail"] and "needs admin" in r.json()["detail"]
+    plain = {k: v for k, v in body.items() if k != "placement"}
+    r = client.post("/api/v1/topics", headers=auth("operator"), json=plain)
+    assert r.status_code == 409 and "snapshot" in r.json()["detail"]  # allowed; refused only for the missing snapshot
+    r = client.post("/api/v1/topics", headers=auth("admin"), json=body)
+    assert r.status_code == 409  # an admin passes the role check (then the missing snapshot)

@@ -41,3 +41,20 @@ def test_an_unreadable_or_short_key_is_named(tmp_path: Path) -> None:
     assert done.returncode != 0 and "short.key" in done.stderr and "Traceback" not in done.stderr
     done = serve(tmp_path, '[raft]\nkey_env = "GUARDIAN_TEST_UNSET_KEY"\n', *peers)
     assert done.returncode != 0 and "GUARDIAN_TEST_UNSET_KEY" in done.stderr
+
+
+def test_the_k8s_secret_s_sample_key_is_refused_as_a_key(tmp_path: Path) -> None:
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    secret = next(d for d in yaml.safe_load_all((root / "deploy" / "k8s" / "secret.yaml").read_text())
+                  if d and d["kind"] == "Secret")
+    sample = tmp_path / "raft.key"
+    sample.write_text(secret["stringData"]["raft.key"] + "\n")
+    sample.chmod(0o600)
+    a, b = free_ports(2)
+    done = serve(tmp_path, f'[raft]\nkey_file = "{sample}"\n', "--node-id", "1", "--peers",
+                 f"127.0.0.1:{a},127.0.0.1:{b}")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "raft.key" in errors[0] and "not a key" in errors[0], done.stderr
