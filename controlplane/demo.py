@@ -8,11 +8,12 @@
 2. A one-node Guardian controller (Raft journal + chdb under ``out/demo/state``) with its REST API on
    a free loopback port; the cluster is registered the way an operator registers one (both endpoints
    of every broker, the Kafka client security settings by file reference, the rack→IDC rule, the hardware
-   profile) and opted into auto-rebalance through the API.
+   profile) and opted into auto-rebalance through the API. Its dashboard (``/ui``, token printed) is up
+   while the demo runs; ``--keep`` (``make demo DEMO_ARGS=--keep``) keeps it up afterwards until Ctrl-C.
 3. The leader's loops act on their own: collection (rollups into chdb), auto-rebalance (plan, approve,
    execute with an adaptive migration throttle) and throttle protection.
-4. The before/after of disk load is printed and drawn to ``out/demo/disk-load.png``; the figures go to
-   ``out/demo/summary.json``.
+4. The before/after of disk load is printed and drawn to ``out/demo/disk-load.png`` (one mean per pool in
+   both: total load over total disk throughput); the figures go to ``out/demo/summary.json``.
 5. "3 a.m.": a consumer starts replaying a week of a partition led from an HDD; the throttle protection
    throttles that partition's fetches until the disk is back near its target, and releases the throttle
    once the consumer has caught up.
@@ -20,6 +21,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -229,7 +231,8 @@ def figures(snapshot: ClusterSnapshot) -> dict[str, Any]:
 
 def before_after_table(before: dict[str, Any], after: dict[str, Any], measured_by: str = "simulated") -> Table:
     table = Table(title="disk load before and after Guardian acted")
-    for col in ("pool", "max util before", "max util after", "mean util", "peak/mean before", "peak/mean after"):
+    for col in ("pool", "max util before", "max util after", "mean util after", "peak/mean before",
+                "peak/mean after"):
         table.add_column(col, justify="left" if col == "pool" else "right")
     for pool, b in before["pools"].items():
         a = after["pools"].get(pool, b)
@@ -240,6 +243,11 @@ def before_after_table(before: dict[str, Any], after: dict[str, Any], measured_b
     return table
 
 
+def table_means(after: dict[str, Any]) -> dict[str, float]:
+    """Pool -> the "mean util" :func:`before_after_table` prints (the picture draws these, and no other)."""
+    return {pool: float(f["mean_util"]) for pool, f in after["pools"].items()}
+
+
 def registration(cluster: dict[str, Any]) -> dict[str, Any]:
     """What an operator registers for the simulated cluster: one cluster of ``sim up --realistic``'s endpoints
     document (bootstrap servers, security settings by file reference, both metrics endpoints of every broker,
@@ -247,9 +255,10 @@ def registration(cluster: dict[str, Any]) -> dict[str, Any]:
     return {"name": CLUSTER, **cluster, "bootstrap_servers": cluster["bootstrap_servers"].split(",")}
 
 
-def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int:
+def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0, keep: bool = False) -> int:
     """Run the demo; returns the exit code: 0 when auto-rebalance brought every pool's peak/mean disk load
-    within the threshold before ``timeout_s`` and the throttle protection acted on the replay."""
+    within the threshold before ``timeout_s`` and the throttle protection acted on the replay. ``keep``
+    (``--keep``): the controller and its dashboard stay up after the demo until Ctrl-C."""
     console = Console(width=max(120, Console().width))
     setup_logging("WARNING")
     for noisy in ("asyncio", "kafka"):  # client reconnects and the simulator's shutdown are not news here
@@ -282,7 +291,9 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {TOKEN}",
                                                                          "X-Guardian-Reason": "make demo"})
         wait_for("the API", lambda: _up(api), 20, console)
-        console.print(f"controller: http://127.0.0.1:{port}/docs  (token {TOKEN!r})", markup=False)
+        console.print(f"dashboard: http://127.0.0.1:{port}/ui  (paste the token {TOKEN!r}; API docs at /docs) — "
+                      f"up while the demo runs{'' if keep else ', it stops when the demo ends (--keep keeps it)'}",
+                      markup=False)
         api.post("/api/v1/clusters", json=registration(endpoints)).raise_for_status()
         service.scheduler.start()
         before = wait_for("the first usable snapshot", lambda: service.ctx.snapshots.get(CLUSTER), 60, console)
@@ -307,6 +318,7 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
         console.print(before_after_table(summary["before"], summary["after"]))
         picture = plot_before_after(disk_utils(before), disk_utils(after), out_dir / "disk-load.png",
                                     f"cluster {CLUSTER}: estimated disk utilisation before / after",
+                                    means=table_means(summary["after"]),
                                     measured=(measured_utils(before), measured_utils(after)))
         summary["replay"] = replay_act(sim, service, api, after, console)
         throttles = [a for a in api.get("/api/v1/actions", params={"limit": 5000}).json()
@@ -318,7 +330,17 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0) -> int
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         console.print(f"picture: {picture}\nsummary: {out_dir / 'summary.json'}", markup=False)
         protected = summary["replay"].get("throttled_after_s") is not None or "skipped" in summary["replay"]
-        return 0 if balanced(settled) and protected else 1
+        code = 0 if balanced(settled) and protected else 1
+        if keep:
+            console.print(f"demo done (exit code {code}); the dashboard stays at http://127.0.0.1:{port}/ui until "
+                          "Ctrl-C", markup=False)
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(1.0)
+        else:
+            console.print("the demo's controller has stopped (to look around afterwards: make demo DEMO_ARGS=--keep)",
+                          markup=False)
+        return code
     finally:
         if server is not None:
             server.should_exit = True
@@ -335,4 +357,4 @@ def _up(api: httpx.Client) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(keep="--keep" in sys.argv[1:]))

@@ -128,6 +128,7 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
         console.print(demo.before_after_table(summary["before"], summary["after"], "node_exporter"))
         picture = plot_before_after(disk_utils(before), disk_utils(after), out_dir / "disk-load.png",
                                     f"lab {demo.CLUSTER}: estimated disk utilisation before / after",
+                                    means=demo.table_means(summary["after"]),
                                     measured=(measured_utils(before), measured_utils(after)))
         stop.set()
         left = kl.throttle_overrides(doc, [TOPIC])

@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display: render straight to files
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from domain import ClusterSnapshot, balance_disks
 
@@ -26,10 +27,23 @@ def measured_utils(snapshot: ClusterSnapshot) -> dict[str, float]:
 
 
 def plot_before_after(before: Mapping[str, float], after: Mapping[str, float], path: Path, title: str,
+                      means: Mapping[str, float],
                       measured: tuple[Mapping[str, float], Mapping[str, float]] | None = None) -> Path:
-    """Bar chart of each disk's utilisation before and after (sorted by the before value), with the mean
-    over the disks before and after as lines (moving load onto faster disks lowers the mean);
+    """Bar chart of each disk's utilisation before and after (sorted by the before value); ``means`` (pool ->
+    mean util) drawn as one line per pool — the table's "mean util" (total load over total disk throughput,
+    the level balancing evens disks towards), so the picture and the table show one mean, the same;
     ``measured`` adds the util the disks reported. Writes and returns ``path``."""
+    fig = figure_before_after(before, after, title, means, measured)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def figure_before_after(before: Mapping[str, float], after: Mapping[str, float], title: str,
+                        means: Mapping[str, float],
+                        measured: tuple[Mapping[str, float], Mapping[str, float]] | None = None) -> Figure:
+    """The figure :func:`plot_before_after` writes."""
     keys = sorted(before, key=lambda k: (-before[k], k))
     x = range(len(keys))
     fig, ax = plt.subplots(figsize=(max(8.0, len(keys) * 0.22), 4.8), dpi=110)
@@ -38,16 +52,12 @@ def plot_before_after(before: Mapping[str, float], after: Mapping[str, float], p
     if measured is not None:
         ax.plot(list(x), [measured[0].get(k, 0.0) for k in keys], "k.", markersize=3, label="measured util before")
         ax.plot(list(x), [measured[1].get(k, 0.0) for k in keys], "b.", markersize=3, label="measured util after")
-    for name, values, colour in (("before", before, "#d9534f"), ("after", after, "#5cb85c")):
-        mean = sum(values.values()) / max(len(values), 1)
-        ax.axhline(mean, color=colour, linestyle="--", linewidth=0.8, label=f"mean {name} {mean:.2f}")
+    for pool, mean in sorted(means.items()):
+        ax.axhline(mean, color="#337ab7", linestyle="--", linewidth=0.8, label=f"mean util ({pool}) {mean:.2f}")
     ax.set_xticks(list(x))
     ax.set_xticklabels(keys, rotation=90, fontsize=6)
     ax.set_ylabel("disk utilisation")
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
