@@ -1,15 +1,17 @@
 # Guardian — every target bootstraps .venv from a clean clone; nothing needs to be pre-installed
-# except python3 (>= 3.11) with venv.
+# except python3 (>= 3.11) with venv. `make demo` needs nothing else and no root. The system tools the
+# tests drive are installed (apt-get, as root) only where missing, by the test stamps below; as another
+# user each missing one is named with what skips without it.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help venv lab-jars test unit lint demo demo-kafka bench cluster clean
+.PHONY: help venv test-tools lab-jars test unit lint demo demo-kafka bench cluster clean
 
 help:
-	@echo "make demo   - run the Guardian demo on embedded defaults"
+	@echo "make demo   - run the Guardian demo on embedded defaults (no root; DEMO_ARGS=--keep keeps its dashboard up)"
 	@echo "make demo-kafka - the same acts on real Apache Kafka brokers (guardian lab; needs root for loop devices)"
 	@echo "make test   - lint (ruff, mypy, import contracts) and the test suite"
 	@echo "make lint   - ruff + mypy + import-linter only"
@@ -20,23 +22,40 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq default-jre-headless)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,analytics,plots]'
 	$(BIN)/python -c "import tiered.proto"  # generate the gRPC/protobuf code from tiered/proto/*.proto
-	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) || echo "WARNING: kcat not installed (kafkasim kcat tests will skip outside CI)"
-	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo "WARNING: chromium not installed (dashboard browser tests will skip)"
-	command -v promtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus) || echo "WARNING: prometheus not installed (deploy/prometheus tests will skip)"
-	command -v amtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus-alertmanager) || echo "WARNING: alertmanager not installed (its config test will skip)"
-	command -v systemd-analyze >/dev/null || (apt-get update -qq && apt-get install -y -qq systemd) || echo "WARNING: systemd not installed (unit verification will skip)"
 	@touch $(STAMP)
+
+# need COMMAND,DEBIAN-PACKAGE,WHAT-SKIPS-WITHOUT-IT: install the package only when the command is missing, only
+# as root with apt-get; otherwise say what is missing and what skips
+define need
+	@if command -v $(1) >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing $(2) (for $(3))"; apt-get update -qq && apt-get install -y -qq $(2) \
+	  || echo "WARNING: $(2) not installed: $(3) will skip"; \
+	else echo "skipped: $(1) is missing and this is not root with apt-get (apt-get install $(2)): $(3) will skip"; fi
+endef
+
+# what the tests drive beyond Python: the lab's JRE, kcat, Chromium, Prometheus, Alertmanager, systemd-analyze
+TEST_STAMP := $(VENV)/.test-tools
+$(TEST_STAMP): $(STAMP)
+	$(call need,java,default-jre-headless,the real-Kafka lab and PySpark tests)
+	$(call need,kcat,kcat,kafkasim's kcat tests)
+	$(call need,chromium,chromium,the dashboard's browser tests)
+	$(call need,promtool,prometheus,the deploy/prometheus tests)
+	$(call need,amtool,prometheus-alertmanager,the Alertmanager config test)
+	$(call need,systemd-analyze,systemd,the unit verification)
+	@touch $(TEST_STAMP)
+
+test-tools: $(TEST_STAMP)
 
 # guardian lab: Maven for the jars, node_exporter for the disks, mkfs.ext4/losetup for the loop devices
 LAB_STAMP := $(VENV)/.lab-installed
-$(LAB_STAMP): $(STAMP) kafkalab/pom.xml
-	command -v mvn >/dev/null || (apt-get update -qq && apt-get install -y -qq maven)
-	command -v prometheus-node-exporter >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus-node-exporter)
-	command -v mkfs.ext4 >/dev/null || (apt-get update -qq && apt-get install -y -qq e2fsprogs)
+$(LAB_STAMP): $(TEST_STAMP) kafkalab/pom.xml
+	$(call need,mvn,maven,the lab's jars (guardian lab))
+	$(call need,prometheus-node-exporter,prometheus-node-exporter,the lab's disk metrics)
+	$(call need,mkfs.ext4,e2fsprogs,the lab's loop-device file systems)
 	$(BIN)/guardian lab jars
 	@touch $(LAB_STAMP)
 
@@ -58,7 +77,7 @@ test: lint $(LAB_STAMP)
 	test $$a -eq 0 -a $$b -eq 0
 
 demo: $(STAMP)
-	$(BIN)/python -m controlplane.demo
+	$(BIN)/python -m controlplane.demo $(DEMO_ARGS)
 
 demo-kafka: $(LAB_STAMP)
 	$(BIN)/python -m controlplane.demo_kafka

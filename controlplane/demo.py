@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import socket
 import sys
 import threading
@@ -243,6 +244,16 @@ def before_after_table(before: dict[str, Any], after: dict[str, Any], measured_b
     return table
 
 
+def real_kafka_note() -> str:
+    """The act on real Kafka brokers (``make demo-kafka``) is not part of ``make demo``: what it needs, and
+    how to get it when Java is missing."""
+    if shutil.which("java") is None:
+        return ("skipped: the same acts on real Apache Kafka brokers (make demo-kafka) need Java, which is not on "
+                "PATH: install a JRE 17+ (as root: apt-get install default-jre-headless), then run make demo-kafka "
+                "(as root, for the brokers' loop-device disks)")
+    return "next: make demo-kafka runs the auto-rebalance act on real Apache Kafka brokers (as root: loop devices)"
+
+
 def table_means(after: dict[str, Any]) -> dict[str, float]:
     """Pool -> the "mean util" :func:`before_after_table` prints (the picture draws these, and no other)."""
     return {pool: float(f["mean_util"]) for pool, f in after["pools"].items()}
@@ -266,8 +277,6 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0, keep: 
     out_dir.mkdir(parents=True, exist_ok=True)
     state = out_dir / "state"
     if state.exists():  # every demo run starts from an empty controller
-        import shutil
-
         shutil.rmtree(state)
     console.rule("Guardian demo")
     fed = build_federation({"seed": 11, "speed": SPEED, "tick_seconds": 1.0,
@@ -331,6 +340,7 @@ def main(out_dir: Path = ROOT / "out" / "demo", timeout_s: float = 300.0, keep: 
         console.print(f"picture: {picture}\nsummary: {out_dir / 'summary.json'}", markup=False)
         protected = summary["replay"].get("throttled_after_s") is not None or "skipped" in summary["replay"]
         code = 0 if balanced(settled) and protected else 1
+        console.print(real_kafka_note(), markup=False)
         if keep:
             console.print(f"demo done (exit code {code}); the dashboard stays at http://127.0.0.1:{port}/ui until "
                           "Ctrl-C", markup=False)
