@@ -2,30 +2,37 @@
 
 Goal: ``plan validate`` takes the reassignment JSON ``kafka-reassign-partitions`` or Cruise Control write (and
 names every broken constraint in it); ``snapshot show`` prints the hottest disks and brokers, and ``--json``
-the same figures as data; plans and snapshots are written 0644 (they hold no secret). Method: the checkout's
-CLI (``python -m controlplane.cli``) in subprocesses on a generated snapshot. Cost: ~10 s.
+the same figures as data; plans and snapshots are written 0644 (they hold no secret). Method: the CLI app
+driven in-process (``CliRunner``) on a generated snapshot. Cost: ~3 s.
 """
 
 from __future__ import annotations
 
 import json
 import stat
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from controlplane.cli.app import app
 from domain import dump_snapshot, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 
-ROOT = Path(__file__).resolve().parents[2]
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def guardian(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "controlplane.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin",
-                                                                 "NO_COLOR": "1"})
+def guardian(*args: str | Path) -> Done:
+    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Done(result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture(scope="module")
