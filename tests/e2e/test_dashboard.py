@@ -229,7 +229,7 @@ def no_execution_running(controller: Controller) -> bool:
 
 
 def test_an_operator_executes_a_plan_and_stops_it_without_then_with_rollback(controller: Controller,
-                                                                             browser: Browser) -> None:
+                                                                             browser: Browser, shots: Path) -> None:
     svc, page = controller.service, browser.page
     wait_for("the fixture's execution to end", lambda: no_execution_running(controller), 120)
     snap = svc.ctx.snapshots.get("east")
@@ -244,6 +244,7 @@ def test_an_operator_executes_a_plan_and_stops_it_without_then_with_rollback(con
     page.once("dialog", lambda d: d.accept("slow copy, to be stopped"))
     page.click("#execute")
     page.wait_for_selector("#stop")
+    page.screenshot(path=str(shots / "execution-stop.png"), full_page=True)
     eid = int(page.url.rsplit("/", 1)[1])
     started = execution_of(controller, eid)
     assert started["plan_id"] == plan_id and started["started_by"] == "olga"
