@@ -4,7 +4,7 @@ Goal: ``pip install kafka_guardian-*.whl`` gives a ``guardian`` that runs: every
 time is in the wheel (the tiered .proto, the dashboard, the lab's POM and JMX rules), and nothing comes from
 the source tree. The Containerfile and the systemd unit install exactly this way.
 
-Method: the repository's tracked files are copied to a temporary directory and ``pip wheel --no-deps
+Method: the repository's files (git's list) are copied to a temporary directory and ``pip wheel --no-deps
 --no-build-isolation`` builds the wheel there (no ``build/`` or ``.egg-info`` left in the repository, no
 network); ``python -m venv --without-pip`` makes a fresh venv and this venv's pip installs the wheel into it
 (``pip --python``, ``--no-deps``). The dependencies are this venv's own: a ``.pth`` line puts its site-packages
@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -40,12 +41,27 @@ RUNTIME_DATA = ("tiered/proto/tiered_metadata.proto", "controlplane/api/ui/index
 """Files modules read at run time: each must be inside the wheel."""
 
 
+def source_files() -> list[str]:
+    """The repository's files a build reads: git's tracked and untracked-not-ignored ones, or (no git checkout)
+    pyproject.toml, README.md, the packages setuptools ships and the JMX rules the lab's link points at."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                                capture_output=True, check=True).stdout.decode()
+        return [rel for rel in listed.split("\0") if rel]
+    except (OSError, subprocess.CalledProcessError):
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+        packages = [p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]]
+        found = ["pyproject.toml", "README.md", "deploy/jmx_exporter/kafka-broker.yml"]
+        for package in packages:
+            found += [str(p.relative_to(ROOT)) for p in (ROOT / package).rglob("*")
+                      if (p.is_file() or p.is_symlink()) and "__pycache__" not in p.parts]
+        return found
+
+
 def build_wheel(tmp: Path) -> Path:
-    """The wheel of the repository's tracked files (a copy: the build leaves nothing in the repository)."""
+    """The wheel of the repository's files (a copy: the build leaves nothing in the repository)."""
     src = tmp / "src"
-    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                             capture_output=True, check=True).stdout
-    for rel in filter(None, tracked.decode().split("\0")):
+    for rel in source_files():
         path = ROOT / rel
         if not (path.exists() or path.is_symlink()):
             continue  # deleted in the work tree
