@@ -5,8 +5,8 @@ register`` against the served API), its loops running as under ``guardian serve`
 Shown here, each on the real brokers: every disk's util and await come from node_exporter for that disk's own
 device; every series Guardian reads exists in the real exporters' output; a plan with an inter-broker and an
 intra-broker move executes under real KIP-73/KIP-113 throttles, each copy's measured rate within ±20 % of the
-throttle in force, and no throttle config is left after completion, after a stop, and after ``kill -9`` of the
-executor; the execution lease refuses a second executor; drain → restore gives back the exact placement; a
+fixed migration rate asked (the rate in force never above 1.3x of it), and no throttle config is left after
+completion, after a stop, and after ``kill -9`` of the executor; the execution lease refuses a second executor; drain → restore gives back the exact placement; a
 broker JVM killed with ``-9`` is healed until no partition is under-replicated. Each test prints its figures.
 """
 
@@ -37,6 +37,7 @@ from collectors.build.names import BROKER_METRICS, M_DM_INFO, M_ROTATION
 from collectors.disk_rates import HOST_METRICS
 from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
+from controlplane.executor.throttle import DELIVERY_MAX
 from controlplane.logs import setup_logging
 from domain.lease import LEASE_TOPIC
 from tests.integration.service_support import served_service
@@ -263,7 +264,8 @@ def test_plan_executes_under_real_throttles_at_their_rate(lab: Lab, governed: tu
         intra.append((now, got_intra[0] if got_intra else None))
         if len(inter) % 3 == 1:  # the throttles in force (a second client, read less often than the sizes)
             for b, cfg in broker_throttles(lab).items():
-                in_force.setdefault(b, {}).update(cfg)
+                for k, v in cfg.items():  # the highest each rate reached
+                    in_force.setdefault(b, {})[k] = max(v, in_force.get(b, {}).get(k, 0))
         status = api(url, "GET", f"/api/v1/executions/{execution_id}")["status"]
         if status not in ("running", "pending"):
             break
@@ -275,14 +277,17 @@ def test_plan_executes_under_real_throttles_at_their_rate(lab: Lab, governed: tu
     assert follower and alter_dirs, in_force
     (inter_rate, inter_whole), (intra_rate, intra_whole) = (copy_rate(inter, final[inter_p]),
                                                             copy_rate(intra, final[intra_p]))
-    print(f"\ninter-broker copy of {final[inter_p] / 1e6:.0f} MB: {inter_rate / 1e6:.2f} MB/s while copying under a "
-          f"follower throttle of {follower / 1e6:.2f} MB/s ({inter_rate / follower:.2f}x; whole copy "
-          f"{inter_whole / follower:.2f}x); intra-broker copy of {final[intra_p] / 1e6:.0f} MB: "
-          f"{intra_rate / 1e6:.2f} MB/s under replica.alter.log.dirs.io.max.bytes.per.second "
-          f"{alter_dirs / 1e6:.2f} MB/s ({intra_rate / alter_dirs:.2f}x; whole copy {intra_whole / alter_dirs:.2f}x); "
-          f"took {time.monotonic() - t0:.0f} s")
-    assert 0.8 * follower <= inter_rate <= 1.2 * follower
-    assert 0.8 * alter_dirs <= intra_rate <= 1.2 * alter_dirs
+    print(f"\nasked {RATE / 1e6:.2f} MB/s (fixed); inter-broker copy of {final[inter_p] / 1e6:.0f} MB: "
+          f"{inter_rate / 1e6:.2f} MB/s while copying ({inter_rate / RATE:.2f}x; whole copy {inter_whole / RATE:.2f}x) "
+          f"under follower.replication.throttled.rate up to {follower / 1e6:.2f} MB/s; intra-broker copy of "
+          f"{final[intra_p] / 1e6:.0f} MB: {intra_rate / 1e6:.2f} MB/s ({intra_rate / RATE:.2f}x; whole copy "
+          f"{intra_whole / RATE:.2f}x) under replica.alter.log.dirs.io.max.bytes.per.second up to "
+          f"{alter_dirs / 1e6:.2f} MB/s; took {time.monotonic() - t0:.0f} s")
+    # Kafka's quota delivers ~0.8 of a rate: the executor sets it up to DELIVERY_MAX x what was asked so that the
+    # copies run at what was asked (controlplane/executor/throttle.py), and never more than that
+    assert RATE <= follower <= DELIVERY_MAX * RATE * 1.001 and RATE <= alter_dirs <= DELIVERY_MAX * RATE * 1.001
+    assert 0.8 * RATE <= inter_rate <= 1.2 * RATE
+    assert 0.8 * RATE <= intra_rate <= 1.2 * RATE
     after = placement(lab)
     assert after[inter_p][0] == (dest, moves[0]["replicas"][1]) and after[inter_p][2][dest] == moves[0]["log_dirs"][0]
     assert after[intra_p][2][ib] == idir

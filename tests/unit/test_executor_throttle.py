@@ -10,6 +10,7 @@ import pytest
 from collectors.disk_rates import DiskRate, DiskScraper, HostSample, parse_host
 from controlplane.executor.live import IngressMeter
 from controlplane.executor.throttle import (
+    DELIVERY_MAX,
     Flow,
     NetRate,
     Schedule,
@@ -94,6 +95,26 @@ def test_flows_share_a_broker_rate_and_unknown_disks_keep_the_previous_rate() ->
     assert rates[(1, LEADER_RATE)] == pytest.approx(20e6)  # its one flow is bounded by the destination disk
     fixed = broker_rates(flows, disks, ThrottlePolicy(mode="fixed", fixed_rate=33e6), {}, NOON)
     assert set(fixed.values()) == {33e6} and len(fixed) == 4
+
+
+def test_a_fixed_rate_is_raised_until_kafka_delivers_it_and_no_further() -> None:
+    """Kafka's quota delivers ~0.8 of a KIP-73 rate: fixed mode sets the rate so the copies get what was asked."""
+    policy = ThrottlePolicy(mode="fixed", fixed_rate=4e6)
+    role = (2, FOLLOWER_RATE)
+
+    def rates(observed: float, prev: float | None) -> float:
+        flow = Flow("a>2", "move", 1, 2, None, (2, "/d1"), observed)
+        return broker_rates([flow], {}, policy, {} if prev is None else {role: prev}, NOON)[role]
+
+    assert rates(0.0, None) == 4e6  # nothing measured yet: the rate asked
+    assert rates(3.9e6, 4e6) == 4e6  # within 5 %: unchanged
+    rate, delivered = 4e6, 0.0
+    for _ in range(8):  # a Kafka that delivers 80 % of the rate in force
+        delivered = 0.8 * rate
+        rate = rates(delivered, rate)
+    assert 0.95 * 4e6 <= 0.8 * rate <= 1.05 * 4e6  # the copies get what was asked, within the deadband
+    assert rates(1e6, 4e6) == 4e6 * DELIVERY_MAX  # a copy slow for another reason: bounded rise
+    assert rates(6e6, 5e6) < 5e6 and rates(9e6, 4.4e6) == 4e6  # a copy faster than asked: back toward it, not below
 
 
 PROM = """# HELP x
