@@ -29,6 +29,8 @@ from tests.integration.service_support import local_service
 LINE_MB_S = 150.0
 COLLECT_S = 1.0
 GRACE_S = 60.0
+HEAL_RATE = 100e6
+"""The allowed heal rate asked for (bytes/s); the line's headroom may lower it (the anomaly then names it)."""
 
 
 def spec(partitions: int, size_gb: float, speed: float) -> dict[str, Any]:
@@ -58,7 +60,8 @@ def run_dead_broker(tmp_path: Path, *, partitions_n: int, size_gb: float, speed:
     """Kill the idc-b broker holding the most bytes; wait for under-replicated 0; the figures."""
     lines = LeasedLinesConf(lines=[LeasedLineConf(src_idc="idc-a", dst_idc="idc-b",
                                                   capacity_bytes_per_s=LINE_MB_S * 1e6)])
-    healing: dict[str, Any] = {} if floor else {"heal_rate_bytes_per_s": 1.0, "heal_bound_s": 7 * 86_400.0}
+    healing: dict[str, Any] = {"heal_rate_bytes_per_s": HEAL_RATE} if floor else \
+        {"heal_rate_bytes_per_s": 1.0, "heal_bound_s": 7 * 86_400.0}
     with Sim(spec(partitions_n, size_gb, speed), tmp_path / "sim") as sim, \
             local_service(tmp_path / "g", intervals=IntervalsConf(collect_s=COLLECT_S, throttle_s=0.5, executor_s=0.5),
                           leased_lines=lines) as service:
