@@ -472,16 +472,18 @@ class SelfHealingJob:
 
     def _budget(self, ctx: ServiceContext, name: str, plan: Plan, now: HealthRound,
                 settings: HealingSettings) -> HealBudget:
-        """The heal's allowed rate and its bottleneck: each protected line's headroom is its target mark less what
-        crosses it now besides migration (the latest accounting)."""
+        """The heal's allowed rate and its bottleneck. Replication first: on a protected line the heal may take
+        everything under the line's target mark but what protection never slows — replication and produce
+        crossing it now (the latest accounting); migrations and consumer fetches make room for it."""
         headroom: dict[tuple[str, str], float] = {}
         lines = getattr(ctx.throttle, "lines", None)
         if lines is not None:
             held = lines.latest.get(name)
             for pair, limit in lines.config.limits.items():
                 usage = held.account.usage(pair) if held is not None else None
-                other = (usage.total - float(usage.bytes_per_s.get("migration", 0.0))) if usage is not None else 0.0
-                headroom[pair] = max(limit.capacity_bytes_per_s * limit.target - other, 0.0)
+                fixed = sum(float(usage.bytes_per_s.get(k, 0.0)) for k in ("replication", "client_produce")) \
+                    if usage is not None else 0.0
+                headroom[pair] = max(limit.capacity_bytes_per_s * limit.target - fixed, 0.0)
         return heal_budget(now.snapshot, plan, bound_s=settings.heal_bound_s,
                            min_rate=settings.heal_rate_bytes_per_s, line_headroom=headroom)
 
