@@ -58,7 +58,8 @@ def fullest_dir(doc: dict[str, Any], broker: int) -> tuple[str, int]:
 
 def healing_plans(service: Service) -> list[dict[str, Any]]:
     """Every plan self-healing proposed."""
-    return service.ctx.store.read(lambda s: [dict(p) for p in s["plans"].values() if p["proposed_by"] == "self-healing"])
+    return service.ctx.store.read(lambda s: [dict(p) for p in s["plans"].values()
+                                             if p["proposed_by"] == "self-healing"])
 
 
 def placements(plan: dict[str, Any]) -> dict[tuple[str, int], set[tuple[int, str]]]:

@@ -79,7 +79,7 @@ def run_rebalance(tmp_path: Path, duration_s: float) -> dict[str, Any]:
                     seen.add(id(h))
                     old_flags += len(old_rule_flags(h.snapshot))
                     moving_rounds += bool(h.adding)
-                    for did, rate in h.copy_bytes.items():
+                    for rate in h.copy_bytes.values():
                         peak["copy_MBps"] = max(peak["copy_MBps"], rate / 1e6)
                     for b in h.snapshot.brokers:
                         for d in b.disks:
@@ -98,10 +98,11 @@ def run_rebalance(tmp_path: Path, duration_s: float) -> dict[str, Any]:
 
 def check(r: dict[str, Any]) -> None:
     found = r["anomalies"]
+    slow = sum(a["kind"] == "disk-fail-slow" for a in found)
     print(f"\nheavy rebalance {r['elapsed'] / 60:.0f} simulated minutes at {SPEED:.0f}x: drains of brokers "
           f"{r['drains']}, {r['moved'] / 1e9:.0f} GB copied; {r['rounds']} rounds ({r['moving_rounds']} with moves "
           f"in flight); busiest: copies {r['peak']['copy_MBps']:.0f} MB/s on one disk, util {r['peak']['util']:.2f}, "
-          f"await {r['peak']['await_ms']:.0f} ms; fail-slow anomalies {sum(a['kind'] == 'disk-fail-slow' for a in found)} "
+          f"await {r['peak']['await_ms']:.0f} ms; fail-slow anomalies {slow} "
           f"(previous rule on the same rounds: {r['old_flags']} disk-rounds flagged); anomalies "
           f"{[(a['kind'], a['summary']) for a in found]}; detector counters {r['counters']}")
     assert r["moving_rounds"] >= r["rounds"] // 2, "copies were in flight most of the time"

@@ -23,7 +23,16 @@ import pytest
 
 from controlplane.config import IntervalsConf, LeasedLineConf, LeasedLinesConf
 from tests.integration.executor_support import Sim
-from tests.integration.healing_support import anomalies, execution, partitions, sim_time, start, truth, wait
+from tests.integration.healing_support import (
+    anomalies,
+    execution,
+    healing_job,
+    partitions,
+    sim_time,
+    start,
+    truth,
+    wait,
+)
 from tests.integration.kafkasim_support import http_json
 from tests.integration.service_support import local_service
 
@@ -78,6 +87,7 @@ def run_dead_broker(tmp_path: Path, *, partitions_n: int, size_gb: float, speed:
         size = held_bytes(doc, victim)
         t0 = sim_time(sim)
         w0 = time.monotonic()
+        rounds0 = healing_job(service).counters["c1"]["rounds"]
         sim.control("/fault/kill-broker", {"cluster": "c1", "broker": victim})
         fixing = wait(lambda: [a for a in anomalies(service, "broker-dead") if a.get("execution_id")],
                       GRACE_S / speed + 60, "the heal started")[0]
@@ -99,6 +109,7 @@ def run_dead_broker(tmp_path: Path, *, partitions_n: int, size_gb: float, speed:
             time.sleep(0.5)
         t_end = sim_time(sim)
         t_healed = t_end if done else None
+        rounds = healing_job(service).counters["c1"]["rounds"] - rounds0
         wall = time.monotonic() - w0
         rec = anomalies(service, "broker-dead")[0]
         if done:
@@ -107,14 +118,16 @@ def run_dead_broker(tmp_path: Path, *, partitions_n: int, size_gb: float, speed:
             assert all(victim not in p["replicas"] for p in partitions(truth(sim)))
         line = http_json(sim.endpoints["control_url"] + "/network")
         rate = float(heal.get("rate_bytes_per_s") or 0.0)
+        interval = max(COLLECT_S * speed, (t_end - t0) / max(rounds, 1))
         return {"victim": victim, "bytes": size, "t_fix": t_fix - t0,
                 "t_healed": None if t_healed is None else t_healed - t0, "t_end": t_end - t0, "wall_s": wall,
-                "rate": rate, "heal": heal, "peak_urp": peak, "anomaly": rec, "interval_sim_s": COLLECT_S * speed,
+                "rate": rate, "heal": heal, "peak_urp": peak, "anomaly": rec, "interval_sim_s": interval,
                 "samples": samples, "urp_end": samples[-1][1] if samples else None, "network": line}
 
 
 def bound_s(r: dict[str, Any]) -> float:
-    """grace + bytes / allowed heal rate + 2 collection intervals (simulated seconds)."""
+    """grace + bytes / allowed heal rate + 2 collection intervals (simulated seconds; an interval as it ran: the
+    simulated time over the rounds the self-healing loop evaluated, at least the configured one)."""
     return GRACE_S + r["bytes"] / r["rate"] + 2 * r["interval_sim_s"]
 
 
