@@ -108,7 +108,7 @@ class DetectorConfig:
     """At or above this util the await is queueing (``1 / (1 - util)`` explodes): the disk is judged by its
     service time per byte instead, and not at all while Guardian's copies load it."""
     own_copy_share: float = 0.3
-    own_copy_util: float = 0.5
+    own_copy_util: float = 0.0
     """A disk whose load is at least ``own_copy_share`` Guardian's copies, at util ``own_copy_util`` or more, is
     not a fail-slow suspect (its await is ours); such rounds neither start nor end a slow streak."""
     min_peers: int = 2
@@ -272,7 +272,7 @@ def _verdicts(r: HealthRound, cfg: DetectorConfig) -> dict[DiskId, DiskVerdict]:
     out: dict[DiskId, DiskVerdict] = {}
     for did, kind, load, aw, util, copies in disks:
         fig: dict[str, Any] = {"await_ms": round(aw, 2), "util": round(util, 4), "bytes_per_s": round(load),
-                               "copy_bytes_per_s": round(copies)}
+                               "copy_bytes_per_s": round(min(copies, load))}
         ours = copies / load if load > 0 else 0.0
         if ours >= cfg.own_copy_share and util >= cfg.own_copy_util:
             out[did] = DiskVerdict(None, {**fig, "basis": f"not judged: {ours:.0%} of its load is Guardian's copies "

@@ -82,6 +82,8 @@ BACKOFF_MAX_S = 600.0
 """A retry (refused plan, execution that did not complete, fault that outlived its fix) waits
 ``BACKOFF_S x 2^(n-1)`` wall seconds after the n-th, at most ``BACKOFF_MAX_S``: one anomaly per fault, no loop."""
 RETRY = "retry: "
+OWN_UNKNOWN = 1e12
+"""Bytes/s credited to a disk for a copy of ours whose rate is not measured yet: the whole load is ours."""
 _BROKER_ERROR = re.compile(r"broker (\d+)$")
 
 
@@ -157,6 +159,37 @@ def _adding(executions: Mapping[str, Mapping[str, Any]], cluster: str) -> dict[t
     return out
 
 
+def _task_copies(executions: Mapping[str, Mapping[str, Any]], cluster: str, since: float,
+                 leaders: Mapping[tuple[str, int], tuple[int, str]]) -> dict[tuple[int, str], float]:
+    """Disk -> bytes/s of Guardian's copies that ran on it since ``since`` (wall clock): every task in flight, or
+    completed since then, at its measured rate on its destination dirs and its leader's (``leaders``: partition ->
+    its leader's disk now) (a copy that began and ended
+    inside one measurement window shows in no round's copies in flight, but in the window's disk rates). A
+    rate not measured yet counts as the disk's whole load (:data:`OWN_UNKNOWN`)."""
+    out: dict[tuple[int, str], float] = {}
+    for ex in executions.values():
+        if ex.get("cluster") != cluster:
+            continue
+        for t in (ex.get("tasks") or {}).values():
+            state = t.get("state")
+            recent = state == "COMPLETED" and str(t.get("updated_at") or "") and \
+                datetime.fromisoformat(str(t["updated_at"])).timestamp() >= since
+            if state != "IN_PROGRESS" and not recent:
+                continue
+            rate = float(t.get("rate_bytes_per_s") or 0.0) or OWN_UNKNOWN
+            src = [int(b) for b in t.get("source_replicas") or ()]
+            dst = [int(b) for b in t.get("target_replicas") or ()]
+            src_dirs, dst_dirs = list(t.get("source_log_dirs") or ()), list(t.get("target_log_dirs") or ())
+            disks = {(b, str(dst_dirs[i])) for i, b in enumerate(dst)
+                     if i < len(dst_dirs) and dst_dirs[i] and (b not in src or src_dirs[src.index(b)] != dst_dirs[i])}
+            lead = leaders.get((str(t.get("topic")), int(t.get("partition", -1))))
+            if disks and lead is not None:
+                disks.add(lead)  # the copies read from the leader
+            for d in disks:
+                out[d] = out.get(d, 0.0) + rate
+    return out
+
+
 def _retries(rec: Mapping[str, Any]) -> tuple[int, float | None]:
     """How many times the anomaly went back to ``confirmed`` for a retry, and when (wall clock) the last time."""
     times = [h["at"] for h in rec.get("history", []) if str(h.get("reason", "")).startswith(RETRY)]
@@ -196,6 +229,10 @@ class SelfHealingJob:
         self.under_since: dict[str, float] = {}
         """Per cluster: the round clock its current under-replicated streak began (absent: none)."""
         self.cfg: dict[str, DetectorConfig] = {}
+        self.copies_seen: dict[str, dict[tuple[int, str], float]] = {}
+        """Per cluster: the copies in flight of the previous round, per disk (their window overlaps the next)."""
+        self.adding_seen: dict[str, dict[tuple[str, int], frozenset[int]]] = {}
+        """Per cluster: the previous round's moves in flight (replicas they add)."""
 
     def __call__(self, ctx: ServiceContext) -> list[dict[str, Any]]:
         if self.notifier is None:
@@ -224,14 +261,34 @@ class SelfHealingJob:
         if r is None or self.seen.get(name) == r.seq:
             return {"action": "skip", "why": "no new round"}
         self.seen[name] = r.seq
-        self.began[name] = r.snapshot.taken_at.timestamp() - float(r.collected.round_seconds.get("total", 0.0))
+        began = r.snapshot.taken_at.timestamp() - float(r.collected.round_seconds.get("total", 0.0))
+        since = self.began.get(name, began - 60.0)  # the previous round's start: this round's rates span since
+        self.began[name] = began
         self.listed[name] = r.collected.log_dirs_read_at
+
+        def recent(v: Mapping[str, Any]) -> bool:
+            return v["status"] in ("running", "stopping") or (
+                bool(v.get("finished_at")) and datetime.fromisoformat(v["finished_at"]).timestamp() >= since)
         executions = ctx.store.read(lambda s: {k: {"cluster": v["cluster"], "status": v["status"],
                                                    "tasks": v.get("tasks") or {}}
                                                for k, v in s["executions"].items()
-                                               if v["cluster"] == name and v["status"] in ("running", "stopping")})
+                                               if v["cluster"] == name and recent(v)})
         hist = self.history.setdefault(name, deque(maxlen=HISTORY))
-        hist.append(health_round(r, maintenance, _adding(executions, name)))
+        now = health_round(r, maintenance, _adding(executions, name))
+        leaders = {p.id: (p.leader, p.log_dirs[p.replicas.index(p.leader)]) for p in now.snapshot.iter_partitions()
+                   if p.leader is not None and p.leader in p.replicas and p.replicas.index(p.leader) < len(p.log_dirs)}
+        copies = dict(now.copy_bytes)
+        ours = _task_copies(executions, name, since, leaders)
+        for d, rate in [*self.copies_seen.get(name, {}).items(), *ours.items()]:
+            copies[d] = max(copies.get(d, 0.0), rate)  # copies of the previous round overlap this one's window
+        adding = dict(now.adding)
+        for tp, bs in self.adding_seen.get(name, {}).items():  # the previous round's own, one round only
+            p = now.snapshot.index.partition_by_id.get(tp)
+            if tp not in adding and p is not None and bs <= set(p.replicas) - set(p.isr):
+                adding[tp] = bs  # still mid-move: a listing read a moment apart from metadata may miss it
+        self.copies_seen[name] = dict(now.copy_bytes)
+        self.adding_seen[name] = dict(now.adding)
+        hist.append(replace(now, copy_bytes=copies, adding=adding))
         cfg = replace(self.detector, grace_s=settings.grace_s, mass_failure_share=settings.mass_failure_share)
         self.cfg[name] = cfg
         findings = detect_all(list(hist), cfg)

@@ -79,7 +79,7 @@ def run_rebalance(tmp_path: Path, duration_s: float) -> dict[str, Any]:
                     seen.add(id(h))
                     old_flags += len(old_rule_flags(h.snapshot))
                     moving_rounds += bool(h.adding)
-                    for rate in h.copy_bytes.values():
+                    for rate in (x for x in h.copy_bytes.values() if x < 1e11):  # measured ones
                         peak["copy_MBps"] = max(peak["copy_MBps"], rate / 1e6)
                     for b in h.snapshot.brokers:
                         for d in b.disks:
@@ -107,7 +107,7 @@ def check(r: dict[str, Any]) -> None:
           f"{[(a['kind'], a['summary']) for a in found]}; detector counters {r['counters']}")
     assert r["moving_rounds"] >= r["rounds"] // 2, "copies were in flight most of the time"
     assert r["moved"] > 0
-    assert not [a for a in found if a["kind"] == "disk-fail-slow"], found
+    assert not [a for a in found if a["kind"] == "disk-fail-slow"], [a["evidence"] for a in found]
     assert not [a for a in found if a["kind"] in ("under-replicated", "under-min-isr")], found
     assert r["plans"] == []
 

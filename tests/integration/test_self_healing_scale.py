@@ -71,11 +71,11 @@ def under_replicated(sim: Sim) -> int:
 
 
 def run_dead_broker(tmp_path: Path, *, partitions_n: int, size_gb: float, speed: float, floor: bool,
-                    timeout_s: float) -> dict[str, Any]:
+                    timeout_s: float, heal_rate: float = HEAL_RATE) -> dict[str, Any]:
     """Kill the idc-b broker holding the most bytes; wait for under-replicated 0; the figures."""
     lines = LeasedLinesConf(lines=[LeasedLineConf(src_idc="idc-a", dst_idc="idc-b",
                                                   capacity_bytes_per_s=LINE_MB_S * 1e6)])
-    healing: dict[str, Any] = {"heal_rate_bytes_per_s": HEAL_RATE} if floor else \
+    healing: dict[str, Any] = {"heal_rate_bytes_per_s": heal_rate} if floor else \
         {"heal_rate_bytes_per_s": 1.0, "heal_bound_s": 7 * 86_400.0}
     with Sim(spec(partitions_n, size_gb, speed), tmp_path / "sim") as sim, \
             local_service(tmp_path / "g", intervals=IntervalsConf(collect_s=COLLECT_S, throttle_s=0.5, executor_s=0.5),
@@ -143,7 +143,9 @@ def report(label: str, r: dict[str, Any]) -> str:
 
 @pytest.mark.timeout(240)
 def test_a_dead_broker_behind_a_leased_line_is_healed_within_its_bound(tmp_path: Path) -> None:
-    r = run_dead_broker(tmp_path, partitions_n=12, size_gb=4.0, speed=40.0, floor=True, timeout_s=150)
+    # 40 MB/s asked (the line carries more): a margin for a loaded machine, whose slower loops serialise copies
+    r = run_dead_broker(tmp_path, partitions_n=12, size_gb=4.0, speed=40.0, floor=True, timeout_s=150,
+                        heal_rate=40e6)
     assert r["bytes"] >= 20e9, r["bytes"]
     assert r["t_healed"] is not None, report("not healed", r)
     assert r["rate"] > 0, r["heal"]
