@@ -35,7 +35,7 @@ from tests.integration.healing_support import (
 )
 
 pytestmark = pytest.mark.timeout(120)
-EVACUATE_AFTER_S = 300.0
+EVACUATE_AFTER_S = 150.0
 
 
 def spec() -> dict[str, Any]:
