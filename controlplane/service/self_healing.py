@@ -476,7 +476,7 @@ class SelfHealingJob:
             if left > 0:
                 waiting.append(f"anomaly {rec['id']} backs off {left:.0f} s ({rec.get('reason', '')[:120]})")
                 continue
-            if f.kind == DISK_FAIL_SLOW and rec.get("plan_id") is not None:
+            if f.kind == DISK_FAIL_SLOW and self._leaders_moved(ctx, rec):
                 self._maybe_evacuate(ctx, name, rec, settings, now, f)  # leadership already off: evacuation next
                 continue
             plan, why = self._plan_for(f, now)
@@ -499,6 +499,14 @@ class SelfHealingJob:
         if waiting:
             return {"action": "wait", "why": "; ".join(waiting)[:500]}
         return {"action": "none", "why": "nothing to fix"}
+
+    @staticmethod
+    def _leaders_moved(ctx: ServiceContext, rec: Mapping[str, Any]) -> bool:
+        """Whether the anomaly's last fix completed (leadership off its disk; a refused one did not)."""
+        if rec.get("plan_id") is None:
+            return False
+        plan = ctx.store.read(lambda s: dict(s["plans"].get(str(rec["plan_id"])) or {}))
+        return plan.get("status") == "completed"
 
     @staticmethod
     def _planning(now: HealthRound) -> ClusterSnapshot:
