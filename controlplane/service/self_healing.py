@@ -7,22 +7,30 @@ failure, inside a grace period or on a broker in maintenance.
 
 Method: per cluster, each new published round (:mod:`controlplane.service.observation`) becomes a
 :class:`~planners.anomalies.HealthRound` in a short history (the maintenance flags of the replicated state,
-admin errors per broker from the round's coverage, copies in flight); the detectors run over it. Findings
-are synchronised with the replicated anomalies (``anomaly.raise``: new, or promoted to ``confirmed``);
-open anomalies no longer observed close as ``fixed`` (a broker that returned: its running fix is stopped).
-Fixes, when ``cluster.self_healing`` is enabled: a plan from :mod:`planners.healing` checked by the one
-invariant checker, proposed and approved as ``self-healing``, the anomaly moved ``confirmed -> fixing`` with
-the plan id (the state refuses a second start: ``expect``), then the executor starts it. Each pass first
-carries every ``fixing`` anomaly forward from the replicated state — approve/start a plan a previous leader
-left, close the anomaly when its execution ends — so a new leader continues a fix and never starts it twice.
-A plan the executor refuses (e.g. metadata that still named a broker just lost) expires at once and the
-anomaly goes back to ``confirmed`` to be planned anew from the next round, at most ``MAX_RETRIES`` times
-before it ends ``failed``.
+admin errors per broker from the round's coverage, copies in flight, the replicas moves add); Guardian's own
+copies are attributed to their disks over the round's whole measurement window (the previous round's copies in
+flight, and the executions' tasks in flight or just completed), so the fail-slow detector does not judge a disk
+busy with them. The detectors run over the history. Findings are synchronised with the replicated anomalies
+(``anomaly.raise``: new, or promoted to ``confirmed``); an open anomaly no longer observed closes ``fixed`` when a
+fix of it ran, else ``cleared`` (the cause went away by itself); the residue of a fixed fault (a dead dir emptied)
+opens no second anomaly. Fixes, when ``cluster.self_healing`` is enabled: a plan from :mod:`planners.healing`,
+planned around every dead log dir (none is a target; a replica kept on one gets Kafka's ``"any"`` dir), checked by
+the one invariant checker, proposed and approved as ``self-healing``, the anomaly moved ``confirmed -> fixing``
+with the plan id (the state refuses a second start: ``expect``), then the executor starts it. A plan that copies
+data carries its heal budget (:func:`planners.healing.heal_budget`: the allowed heal rate, the executor's and
+the leased-line protection's floor for its copies, and the bottleneck when a line or a disk sets the pace,
+named in the anomaly's reason) and runs ``urp_first``. Each pass first carries every ``fixing`` anomaly forward
+from the replicated state — approve/start a plan a previous leader left, judge the anomaly when its execution
+ends — so a new leader continues a fix and never starts it twice. ``fixed`` only once a round collected after
+the end no longer shows the fault. A refused plan (it expires at once), an execution that did not complete, a
+fault that outlived its fix or a heal that cannot be planned sends the anomaly back to ``confirmed`` with the
+reason and the next try, backed off (:data:`BACKOFF_S`): one anomaly per fault, never a refused-plan loop.
 A fail-slow disk loses its leadership at once; if it is still slow ``evacuate_slow_after_s`` after its slow
 streak began (on the round clock: the simulator's where it exports one), its replicas move (same broker's
-healthy dirs first); once that execution ends, the disk is planned again only from a round whose listing of
-its broker's log dirs was read after the end (an evacuation already done would otherwise be planned twice).
-A failed log dir's replicas are offline, so they are re-created on other brokers.
+healthy dirs first); it is ``fixed`` once it holds none (planned again only from a round whose listing of its
+broker's log dirs was read after the evacuation's end), ``cleared`` if judged healthy first; it stays open while
+slow. A failed log dir's replicas are offline, so they are re-created on other brokers.
+Metrics: ``guardian_under_replicated_partitions`` and ``guardian_under_replicated_seconds`` per cluster.
 
 Guarantee: a mass failure (share of brokers, or a whole IDC) raises one alert and moves nothing; at most
 ``max_concurrent_fixes`` anomalies of a cluster are ``fixing`` at once (and the executor runs one execution
