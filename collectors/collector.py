@@ -113,6 +113,7 @@ class ClusterCollector:
         self.last_state = state
         collected = self.model.build(state, scrape)
         collected.removing = {tp: tuple(ra.removing) for tp, ra in state.reassignments.items() if ra.removing}
+        collected.adding = {tp: tuple(ra.adding) for tp, ra in state.reassignments.items() if ra.adding}
         collected.log_dirs_read_at = dict(state.log_dirs_at)
         collected.round_seconds.update({"scrape": t_scrape, "admin": t_admin, "parse": collected.coverage.parse_seconds,
                                         "total": time.perf_counter() - t0})

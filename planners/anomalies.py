@@ -13,13 +13,21 @@ newest last). Persistence is read from the history itself, so the detectors keep
   broker is in maintenance.
 * **log-dir failure** — a dir the round lists as offline (DescribeLogDirs ``KAFKA_STORAGE_ERROR``, with
   Metadata's offline replicas of the broker) on a broker that lives; confirmed while replicas are on it.
-* **fail-slow disk** — a disk whose await is far above the median of its *peers* (same disk kind, other
-  disks, at comparable or higher load: bytes/s at least ``peer_load_band`` x its own) in each of the last
-  ``slow_rounds`` rounds. A disk that is merely busy has busy peers that are as slow, or carries more
-  load than anyone (then only its service time — util per byte/s — is compared with the peers'), so it
-  is not flagged. The evidence carries ``slow_since`` (the round clock the streak began) so a fix can tell
-  how long the disk has been slow; a slow disk that holds no replica stays a warning.
-* **partitions** — under-replicated (ISR smaller than the replica set), under-min-ISR, offline (no leader).
+* **fail-slow disk** — judged per round against the await *expected at its load*: each disk's idle latency
+  ``await x (1 - util)`` (M/M/1: await = service / (1 - util), so load alone does not change it) is compared
+  with its peers' (same disk kind, median); slow when ``slow_await_factor`` x theirs and above
+  ``slow_min_await_ms``. A disk slow against its peers is also checked against *its own history* (its idle
+  latency in healthy rounds before the streak): as slow as it always was is a model, not a failure. A disk
+  busy with Guardian's own copies (``own_copy_share`` of its load, util ``own_copy_util``+; the round's copies
+  in flight per disk) is not judged, nor a saturated one carrying copies (queueing rules its await); a
+  saturated one without copies is judged by its service time (util per byte/s) against its peers'. Rounds
+  that cannot judge a disk neither start nor end a slow streak, so an open anomaly stays open while its disk
+  is slow; confirmed after ``slow_rounds`` slow rounds. The evidence carries ``slow_since`` (the round clock
+  the streak began) and the figures; a slow disk that holds no replica stays a warning.
+  :func:`disk_judged_healthy` says when the slowness is gone (judged healthy ``slow_rounds`` times running).
+* **partitions** — under-replicated (a replica out of the ISR), under-min-ISR, offline (no leader). A partition
+  whose only replicas out of the ISR are the ones a move adds (still copying) is not under-replicated: it
+  was fully replicated before the move and stays so until the move completes.
 * **stuck reassignment** — a partition in flight for ``stuck_rounds`` rounds with no measured copy progress.
 * **unresponsive broker** — admin requests to a broker fail (timeouts) while metadata lists it alive.
 
@@ -28,8 +36,8 @@ rack or IDC, failing at once means a network partition or a power event — aler
 
 Guarantee: deterministic (sorted output, no clock, no randomness); every finding names the evidence it was
 raised on; a detector never raises on NaN/inf metrics (they are skipped). Cost: O(rounds x (brokers x disks
-+ partitions)); the fail-slow median over peers is O(disks^2) per round in the worst case, ~2 ms at 1,000
-disks.
++ partitions)); each round's disk verdicts are computed once (cached on the round): O(disks^2) in the
+worst case, ~2 ms at 1,000 disks.
 """
 
 from __future__ import annotations
@@ -76,6 +84,12 @@ class HealthRound:
     """Partitions with a reassignment in flight -> measured copy bytes/s this round (0: no progress)."""
     min_isr: Mapping[str, int] = field(default_factory=dict)
     """Topic -> ``min.insync.replicas`` where known (else :attr:`DetectorConfig.default_min_isr`)."""
+    copy_bytes: Mapping[DiskId, float] = field(default_factory=dict)
+    """Disk -> bytes/s of replica copies in flight that read or write it (reassignments, KIP-113 moves)."""
+    adding: Mapping[PartitionId, frozenset[int]] = field(default_factory=dict)
+    """Partitions being moved -> the replicas the move adds (still copying, so not yet in the ISR)."""
+    cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Per-round results the detectors share (verdicts per config)."""
 
 
 @dataclass(frozen=True)
@@ -90,8 +104,13 @@ class DetectorConfig:
     """... with await at least this many times its peers' median ..."""
     slow_min_await_ms: float = 50.0
     """... and at least this many milliseconds."""
-    peer_load_band: float = 0.5
-    """A peer counts when its bytes/s is at least this share of the disk's own."""
+    saturated_util: float = 0.97
+    """At or above this util the await is queueing (``1 / (1 - util)`` explodes): the disk is judged by its
+    service time per byte instead, and not at all while Guardian's copies load it."""
+    own_copy_share: float = 0.3
+    own_copy_util: float = 0.0
+    """A disk whose load is at least ``own_copy_share`` Guardian's copies, at util ``own_copy_util`` or more, is
+    not a fail-slow suspect (its await is ours); such rounds neither start nor end a slow streak."""
     min_peers: int = 2
     stuck_rounds: int = 6
     default_min_isr: int = 2
@@ -215,8 +234,28 @@ def detect_offline_dirs(history: Sequence[HealthRound], cfg: DetectorConfig) -> 
     return out
 
 
-def _slow_disks(r: HealthRound, cfg: DetectorConfig) -> dict[DiskId, dict[str, Any]]:
-    """Disks slow against their peers in one round, with the figures that show it."""
+@dataclass(frozen=True)
+class DiskVerdict:
+    """One disk in one round: ``slow`` True / False, or None when the round cannot judge it (its await is
+    explained by load it is not to blame for: saturated under Guardian's own copies, or no usable figures)."""
+
+    slow: bool | None
+    figures: Mapping[str, Any]
+    norm_ms: float | None = None
+    """The disk's load-free latency this round (await x (1 - util)); None when not judged."""
+
+
+def _idle_latency(await_ms: float, util: float, cfg: DetectorConfig) -> float:
+    """The await the disk would show idle: ``await x (1 - util)`` (M/M/1: await = service / (1 - util)), util
+    capped at the saturation mark. The await expected at a load is this over ``1 - util``."""
+    return await_ms * (1.0 - min(max(util, 0.0), cfg.saturated_util))
+
+
+def _verdicts(r: HealthRound, cfg: DetectorConfig) -> dict[DiskId, DiskVerdict]:
+    """Every alive disk of one round judged (module docstring, "fail-slow disk"); cached on the round."""
+    cached = r.cache.get(("verdicts", cfg))
+    if cached is not None:
+        return cached
     disks = []
     for b in r.snapshot.brokers:
         if b.state is BrokerState.DEAD:
@@ -224,59 +263,118 @@ def _slow_disks(r: HealthRound, cfg: DetectorConfig) -> dict[DiskId, dict[str, A
         for d in b.disks:
             load = d.read_bytes_per_s + d.write_bytes_per_s
             if _finite(d.await_ms) and _finite(d.util) and _finite(load):
-                disks.append(((b.id, d.path), d.kind, max(load, 0.0), d.await_ms, d.util))
-    out: dict[DiskId, dict[str, Any]] = {}
-    for did, kind, load, aw, util in disks:
+                disks.append(((b.id, d.path), d.kind, max(load, 0.0), d.await_ms, d.util,
+                              max(float(r.copy_bytes.get((b.id, d.path), 0.0)), 0.0)))
+    judged = [x for x in disks if x[4] < cfg.saturated_util and (x[2] > 0 or x[3] > 0)]
+    norms: dict[Any, list[tuple[DiskId, float, float]]] = defaultdict(list)
+    for did, kind, _load, aw, util, _c in judged:
+        norms[kind].append((did, _idle_latency(aw, util, cfg), aw))
+    out: dict[DiskId, DiskVerdict] = {}
+    for did, kind, load, aw, util, copies in disks:
+        fig: dict[str, Any] = {"await_ms": round(aw, 2), "util": round(util, 4), "bytes_per_s": round(load),
+                               "copy_bytes_per_s": round(min(copies, load))}
+        ours = copies / load if load > 0 else 0.0
+        if ours >= cfg.own_copy_share and util >= cfg.own_copy_util:
+            out[did] = DiskVerdict(None, {**fig, "basis": f"not judged: {ours:.0%} of its load is Guardian's copies "
+                                                          f"(util {util:.2f})"})
+            continue
         if aw < cfg.slow_min_await_ms:
+            out[did] = DiskVerdict(False, fig, _idle_latency(aw, util, cfg))
             continue
-        same = [x for x in disks if x[1] == kind and x[0] != did]
-        peers = [x for x in same if x[2] >= cfg.peer_load_band * load]
-        if len(peers) >= cfg.min_peers:
-            ref = _median([x[3] for x in peers])
-            if aw >= cfg.slow_await_factor * max(ref, 1e-3):
-                out[did] = {"await_ms": round(aw, 2), "util": round(util, 4), "bytes_per_s": round(load),
-                            "peer_await_ms": round(ref, 2), "peers": len(peers), "basis": "await vs peers at >= load"}
+        if util >= cfg.saturated_util:  # queueing rules the await: judge the service time per byte instead
+            served = [x for x in disks if x[1] == kind and x[0] != did and x[2] > 0 and x[4] > 0]
+            if copies > 0 or load <= 0 or len(served) < cfg.min_peers:
+                out[did] = DiskVerdict(None, {**fig, "basis": "not judged: saturated"
+                                                              + (" under Guardian's copies" if copies > 0 else "")})
+                continue
+            ref_cost = _median([x[4] / x[2] for x in served])
+            slow = util / load >= cfg.slow_await_factor * ref_cost
+            out[did] = DiskVerdict(slow, {**fig, "peer_await_ms": round(_median([x[3] for x in served]), 2),
+                                          "peers": len(served), "basis": "service time (util per byte/s) vs peers"})
             continue
-        # the busiest disk of its kind: compare service time (util per byte/s) with every peer's
-        served = [x for x in same if x[2] > 0 and x[4] > 0]
-        if len(served) < cfg.min_peers or load <= 0:
+        norm = _idle_latency(aw, util, cfg)
+        peers = [v for other, v, _aw in norms[kind] if other != did]
+        if len(peers) < cfg.min_peers:
+            out[did] = DiskVerdict(None, {**fig, "basis": "not judged: too few peers"}, norm)
             continue
-        ref_cost = _median([x[4] / x[2] for x in served])
-        ref_aw = _median([x[3] for x in served])
-        if util / load >= cfg.slow_await_factor * ref_cost and aw >= cfg.slow_await_factor * max(ref_aw, 1e-3):
-            out[did] = {"await_ms": round(aw, 2), "util": round(util, 4), "bytes_per_s": round(load),
-                        "peer_await_ms": round(ref_aw, 2), "peers": len(served),
-                        "basis": "service time (util per byte/s) vs peers"}
+        ref = _median(peers)
+        expected = ref / (1.0 - min(util, cfg.saturated_util))
+        slow = norm >= cfg.slow_await_factor * max(ref, 1e-3)
+        peer_await = _median([a for other, _v, a in norms[kind] if other != did])
+        out[did] = DiskVerdict(slow, {**fig, "peer_await_ms": round(peer_await, 2), "idle_latency_ms": round(norm, 2),
+                                      "peer_idle_latency_ms": round(ref, 2), "expected_await_ms": round(expected, 2),
+                                      "peers": len(peers),
+                                      "basis": "await vs the await expected at its load (peers' idle latency)"}, norm)
+    r.cache[("verdicts", cfg)] = out
     return out
 
 
+def _own_baseline(history: Sequence[HealthRound], did: DiskId, before: float, cfg: DetectorConfig) -> float | None:
+    """The disk's own idle latency when it was judged healthy, before ``before`` (median; None: no such round)."""
+    own = [v.norm_ms for r in history if r.at < before
+           for v in [_verdicts(r, cfg).get(did)] if v is not None and v.slow is False and v.norm_ms is not None]
+    return _median(own) if len(own) >= cfg.slow_rounds else None
+
+
 def detect_fail_slow(history: Sequence[HealthRound], cfg: DetectorConfig) -> list[Finding]:
-    """Disks slow against their peers in the newest round; confirmed when slow in ``slow_rounds`` rounds running."""
+    """Disks judged slow in their latest judged round; confirmed after ``slow_rounds`` slow rounds running (rounds
+    that could not judge the disk neither break nor extend the streak, so an open anomaly stays open while its
+    disk is only too busy with Guardian's copies to be judged)."""
     if not history:
         return []
     now = history[-1]
-    latest = _slow_disks(now, cfg)
     out = []
-    for did in sorted(latest):
+    for did in sorted(_verdicts(now, cfg)):
         if did[0] in now.maintenance:
             continue
         streak = 0
         since = now.at
+        last: DiskVerdict | None = None
+        judged_now = _verdicts(now, cfg)[did]
         for r in reversed(history):
-            if did not in (latest if r is now else _slow_disks(r, cfg)):
+            v = _verdicts(r, cfg).get(did)
+            if v is None or v.slow is None:
+                continue
+            if not v.slow:
                 break
             streak += 1
             since = r.at
+            last = last or v
+        if last is None:
+            continue
+        baseline = _own_baseline(history, did, since, cfg)
+        if baseline is not None and last.norm_ms is not None \
+                and last.norm_ms < cfg.slow_await_factor * max(baseline, 1e-3):
+            continue  # as slow as it always was (its own history): a model, not a failing disk
         held = sum(1 for p in now.snapshot.iter_partitions()
                    for i, b in enumerate(p.replicas) if b == did[0] and i < len(p.log_dirs) and p.log_dirs[i] == did[1])
-        ev = {**latest[did], "rounds": streak, "rounds_needed": cfg.slow_rounds, "slow_since": since,
-              "slow_for_s": round(now.at - since, 3), "replicas": held}
+        ev = {**last.figures, "rounds": streak, "rounds_needed": cfg.slow_rounds, "slow_since": since,
+              "slow_for_s": round(now.at - since, 3), "replicas": held,
+              "own_baseline_ms": None if baseline is None else round(baseline, 2)}
+        if judged_now.slow is None:
+            ev["now"] = judged_now.figures.get("basis", "not judged")
         out.append(Finding(DISK_FAIL_SLOW, f"{DISK_FAIL_SLOW}:{did[0]}:{did[1]}", {"broker": did[0], "log_dir": did[1]},
                            ev, streak >= cfg.slow_rounds and held > 0,
                            f"disk {did[1]} of broker {did[0]} is fail-slow: await {ev['await_ms']} ms vs "
-                           f"{ev['peer_await_ms']} ms on {ev['peers']} peer(s) ({streak} round(s))"
+                           f"{ev.get('expected_await_ms', ev.get('peer_await_ms'))} ms expected at its load from "
+                           f"{ev.get('peers', 0)} peer(s) ({streak} round(s))"
                            + ("" if held else "; it holds no replica")))
     return out
+
+
+def disk_judged_healthy(history: Sequence[HealthRound], disk: DiskId, cfg: DetectorConfig) -> bool:
+    """True when the newest rounds judged ``disk`` healthy ``slow_rounds`` times running (its slowness is gone)."""
+    n = 0
+    for r in reversed(history):
+        v = _verdicts(r, cfg).get(disk)
+        if v is None or v.slow is None:
+            continue
+        if v.slow:
+            return False
+        n += 1
+        if n >= cfg.slow_rounds:
+            return True
+    return False
 
 
 def slow_disks(history: Sequence[HealthRound], cfg: DetectorConfig) -> set[DiskId]:
@@ -299,12 +397,14 @@ def detect_partitions(history: Sequence[HealthRound], cfg: DetectorConfig) -> li
             name = f"{p.topic}-{p.partition}"
             if p.leader is None:
                 offline.append(name)
-            if p.id in now.reassigning:
-                continue
             isr = set(p.isr)
-            if len(isr) < len(set(p.replicas)):
+            adding = now.adding.get(p.id, frozenset())
+            if adding and set(p.replicas) - isr <= adding:
+                continue  # under-replicated only because a move's new replica is still copying
+            kept = set(p.replicas) - adding
+            if len(isr & kept) < len(kept):
                 under.append(name)
-            if len(isr) < min(need, len(set(p.replicas))):
+            if len(isr) < min(need, len(kept)):
                 min_isr.append(name)
     out = []
     for kind, names in ((UNDER_REPLICATED, under), (UNDER_MIN_ISR, min_isr), (OFFLINE_PARTITIONS, offline)):

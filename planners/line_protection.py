@@ -11,7 +11,8 @@ Method, per configured line (one direction of an IDC pair), once per collection 
 2. **Priority queue** on a hot line, cut from the top until the predicted util is at ``target``:
 
    a. **migration** — reassignment copies crossing the line, per destination broker in proportion to its
-      share: the broker's migration rate (the executor's ceiling while it runs), never below ``min_rate``;
+      share: the broker's migration rate (the executor's ceiling while it runs), never below ``min_rate``
+      nor below the broker's heal floor (self-healing copies restoring replicas: replication first);
    b. **replication of topics not marked critical** — *catching-up* followers across the line (KIP-73
       slows only out-of-sync replicas; in-sync replication is never throttled): the follower throttle
       never goes below ``bytes_in × (1 + catch_up_margin)``, so the replica still gains on its leader;
@@ -167,9 +168,11 @@ def _line_of(a: ActiveThrottle) -> Pair | None:
 
 
 def _migration_cuts(flows: Sequence[LineFlow], all_flows: Sequence[LineFlow], need: float,
-                    config: LineProtectionConfig) -> list[_Cut]:
+                    config: LineProtectionConfig, floors: Mapping[int, float] | None = None) -> list[_Cut]:
     """Per destination broker, each cut in proportion to its share of the line's migration (a broker's rate
-    governs all its copies, so the cut is taken off its whole copy rate)."""
+    governs all its copies, so the cut is taken off its whole copy rate), never below the broker's heal floor
+    (``floors``: self-healing copies restoring replicas; what the cut cannot take falls to the next tiers)."""
+    floors = floors or {}
     on_line: dict[int, list[LineFlow]] = defaultdict(list)
     for f in flows:
         if f.kind == "migration":
@@ -186,7 +189,7 @@ def _migration_cuts(flows: Sequence[LineFlow], all_flows: Sequence[LineFlow], ne
         line_part = sum(f.bytes_per_s for f in fl)
         total = max(total_to[broker], line_part)
         want = need * line_part / line_total
-        rate = max(config.min_rate_bytes_per_s, total - want)
+        rate = max(config.min_rate_bytes_per_s, floors.get(broker, 0.0), total - want)
         relieved = min(max(total - rate, 0.0), line_part)
         if relieved <= 0:
             continue
@@ -273,7 +276,8 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
                         config: LineProtectionConfig,
                         bytes_in: Mapping[tuple[str, int], float] | None = None,
                         client_rates: Mapping[str, Mapping[int, float]] | None = None,
-                        other_bytes: Mapping[Pair, float] | None = None) -> LinePlan:
+                        other_bytes: Mapping[Pair, float] | None = None,
+                        migration_floors: Mapping[int, float] | None = None) -> LinePlan:
     """One evaluation over every configured line (see the module docstring).
 
     ``other_bytes``: what other clusters put on each line (their latest accounting): the line's health
@@ -282,7 +286,9 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
 
     ``bytes_in``: each partition's live ingress (the catch-up floor); ``client_rates``: per client, the
     bytes/s it fetches from each broker (all of its traffic, inside IDCs too) — what a consumer quota
-    would also slow."""
+    would also slow. ``migration_floors``: destination broker -> the heal floor of the self-healing copies into
+    it (replication first: migration is cut no lower, so the excess falls to catch-up replication and consumer
+    fetches)."""
     bytes_in = bytes_in or {}
     client_rates = client_rates or {}
     other_bytes = other_bytes or {}
@@ -306,7 +312,7 @@ def plan_line_throttles(account: LineAccount, active: Sequence[ActiveThrottle], 
         if state.hot and util > limit.target + config.deadband:
             need = (total - limit.target * limit.capacity_bytes_per_s) * (mine / total if total > 0 else 0.0)
             eps = limit.capacity_bytes_per_s * EPSILON  # a rounding remainder is no reason for the next tier
-            cuts = _migration_cuts(flows, account.flows, need, config)
+            cuts = _migration_cuts(flows, account.flows, need, config, migration_floors)
             need -= sum(c.relieved for c in cuts)
             if need > eps:
                 rep = _replication_cuts(flows, bytes_in, need, config)

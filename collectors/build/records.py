@@ -144,6 +144,8 @@ class Collected:
     removing: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     """Replicas each in-flight reassignment removes (the snapshot shows Kafka's in-flight lists; planners
     read :meth:`planning_snapshot`)."""
+    adding: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    """Replicas each in-flight reassignment adds (copying, not yet in the ISR)."""
     log_dirs_read_at: dict[int, float] = field(default_factory=dict)
     """Broker -> when (wall clock) its log-dir listing in this round was read: listings are re-read in rotation,
     so an intra-broker move that began and ended between two reads of its broker shows only at the next."""

@@ -30,6 +30,10 @@ class SelfHealingIn(StrictIn):
     max_concurrent_fixes: Annotated[int, Field(ge=1, le=100)] = 1
     mass_failure_share: Annotated[float, Field(gt=0, lt=1)] = 0.34
     evacuate_slow_after_s: Annotated[float, Field(ge=0, le=86_400)] = 1800.0
+    heal_bound_s: Annotated[float, Field(gt=0, le=7 * 86_400)] = 3600.0
+    """A heal's copies never run slower than the rate that restores its bytes within this bound."""
+    heal_rate_bytes_per_s: Annotated[float, Field(gt=0, le=100e9)] = 50e6
+    """... nor slower than this rate (bytes/s): the allowed heal rate is max(this, bytes / heal_bound_s)."""
 
 
 class IgnoreIn(StrictIn):

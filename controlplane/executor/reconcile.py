@@ -87,7 +87,7 @@ from controlplane.executor.tasks import (
     select_batch,
     tasks_from_plan,
 )
-from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy
+from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, heal_floors
 from controlplane.executor.throttle_sync import THROTTLE_PREFIX, MigrationThrottles
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
@@ -549,6 +549,8 @@ class Executor:
         """Phase 7: the copy flows in flight (or about to be), their migration rates (NIC headroom too when
         the policy has one) and the throttled-replica entries they need per topic."""
         p.flows, lists = self.copies.flows(p.tasks, p.live, p.dirs, p.submit, self.ingress, self._readers)
+        heal = p.ex.options.get("heal") or {}
+        p.flows = heal_floors(p.flows, float(heal.get("rate_bytes_per_s") or 0.0))
         network = None
         if self.scraper is not None and self.throttles.policy.nic_bytes_per_s:
             network = {b: NetRate(*v) for b, v in self.scraper.network.items()}

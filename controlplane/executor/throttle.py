@@ -19,6 +19,9 @@ in force.
 4. **Limits**: rises are applied by ``gain`` (falls at once), clamped to ``[floor, schedule ceiling]``,
    never below the catch-up floor (Σ ingress of a broker's copies x :data:`CATCH_UP_MARGIN`), and a rate
    one of whose copies touches a disk without live data rises no further (no data, no headroom).
+5. **Replication first**: a self-healing execution's copies carry a heal floor (:func:`heal_floors`, their
+   share of the allowed heal rate the loop recorded on the execution); it is added to the catch-up floor, so
+   neither the schedule ceiling nor a protection's ceiling (disk or leased line) slows a heal below it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from collectors.disk_rates import DiskRate
@@ -155,6 +158,9 @@ class Flow:
     """Bytes still to copy (``None``: unknown)."""
     tp: tuple[str, int] | None = None
     """The partition copied (its throttled-replica list entries name it)."""
+    floor_bytes_per_s: float = 0.0
+    """A rate this copy must never be throttled below, whatever protection or policy ceiling holds: the share
+    of a self-healing execution's allowed heal rate (:func:`heal_floors`; replication first)."""
 
 
 CATCH_UP_MARGIN = 1.2
@@ -168,8 +174,18 @@ def catch_up_floors(flows: Sequence[Flow]) -> dict[tuple[int, str], float]:
         keys = ([(f.dst_broker, FOLLOWER_RATE), (f.src_broker, LEADER_RATE)] if f.kind == "move"
                 else [(f.dst_broker, ALTER_DIRS_RATE)])
         for key in keys:
-            out[key] = out.get(key, 0.0) + f.ingress_bytes_per_s * CATCH_UP_MARGIN
+            out[key] = out.get(key, 0.0) + f.ingress_bytes_per_s * CATCH_UP_MARGIN + f.floor_bytes_per_s
     return out
+
+
+def heal_floors(flows: Sequence[Flow], rate_bytes_per_s: float) -> list[Flow]:
+    """The copies of a self-healing execution with their floors: the allowed heal rate split evenly across the
+    copies in flight (each copy restores a replica of at-risk data; together they never run below the rate
+    that finishes the heal within its bound). ``rate_bytes_per_s`` <= 0: the flows unchanged."""
+    if rate_bytes_per_s <= 0 or not flows:
+        return list(flows)
+    share = rate_bytes_per_s / len(flows)
+    return [replace(f, floor_bytes_per_s=share) for f in flows]
 
 
 Role = tuple[int, str]

@@ -61,11 +61,13 @@ Lists = dict[str, dict[str, set[str]]]
 
 def side_floors(flows: list[Flow], sides: Mapping[str, str]) -> dict[Role, float]:
     """Per rate: the rate below which the copies listed for it can never finish (KIP-73 throttles the follower's
-    whole fetch, new writes included) — Σ their ingress x :data:`~.throttle.CATCH_UP_MARGIN`."""
+    whole fetch, new writes included) — Σ their ingress x :data:`~.throttle.CATCH_UP_MARGIN` — plus their heal
+    floors (:attr:`~.throttle.Flow.floor_bytes_per_s`: a self-healing copy runs at least at its share of the
+    allowed heal rate, above any protection ceiling)."""
     out: dict[Role, float] = {}
     for f in flows:
         for r in roles_on(f, sides[f.key]):
-            out[r] = out.get(r, 0.0) + f.ingress_bytes_per_s * CATCH_UP_MARGIN
+            out[r] = out.get(r, 0.0) + f.ingress_bytes_per_s * CATCH_UP_MARGIN + f.floor_bytes_per_s
     return out
 
 

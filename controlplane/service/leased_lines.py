@@ -86,6 +86,21 @@ class LineRound:
     plan: LinePlan
 
 
+def heal_floors(state: Mapping[str, Any], cluster: str) -> dict[int, float]:
+    """Destination broker -> bytes/s the running self-healing executions of ``cluster`` must keep copying into it:
+    each execution's allowed heal rate (``options.heal``) split over the replicas its in-flight tasks add."""
+    out: dict[int, float] = {}
+    for ex in state.get("executions", {}).values():
+        rate = float(((ex.get("options") or {}).get("heal") or {}).get("rate_bytes_per_s") or 0.0)
+        if ex.get("cluster") != cluster or ex.get("status") != "running" or rate <= 0:
+            continue
+        adding = [int(b) for t in (ex.get("tasks") or {}).values() if t.get("state") == "IN_PROGRESS"
+                  for b in set(t.get("target_replicas") or ()) - set(t.get("source_replicas") or ())]
+        for b in adding:
+            out[b] = out.get(b, 0.0) + rate / len(adding)
+    return out
+
+
 class LineService:
     """Accounting and protection of the leased lines for every cluster (see the module docstring)."""
 
@@ -103,8 +118,10 @@ class LineService:
         return {p: lim.capacity_bytes_per_s for p, lim in self.config.limits.items()}
 
     def evaluate(self, cluster: str, at: str, snapshot: ClusterSnapshot, transfers: tuple[Transfer, ...],
-                 audit: tuple[AuditFlow, ...], active: tuple[ActiveThrottle, ...]) -> LinePlan:
-        """Account one round of ``cluster`` and plan its line throttles (decisions empty when ``protect`` is off)."""
+                 audit: tuple[AuditFlow, ...], active: tuple[ActiveThrottle, ...],
+                 heal_floors: Mapping[int, float] | None = None) -> LinePlan:
+        """Account one round of ``cluster`` and plan its line throttles (decisions empty when ``protect`` is off);
+        ``heal_floors``: :func:`heal_floors` of the cluster (migration into a broker is not cut below it)."""
         account = account_round(snapshot, Accounting(transfers, audit, self.capacities))
         bytes_in = {p.id: p.bytes_in_per_s for p in snapshot.iter_partitions() if math.isfinite(p.bytes_in_per_s)}
         with self._lock:
@@ -115,7 +132,7 @@ class LineService:
                 for u in held.account.lines:
                     other[(u.src_idc, u.dst_idc)] = other.get((u.src_idc, u.dst_idc), 0.0) + u.total
             plan = plan_line_throttles(account, active, self.health.get(cluster, {}), self.config, bytes_in,
-                                       client_fetch_rates(snapshot, audit), other)
+                                       client_fetch_rates(snapshot, audit), other, heal_floors)
             self.health[cluster] = dict(plan.health)
             if not self.protect:
                 plan = LinePlan(plan.health, (), plan.reports)

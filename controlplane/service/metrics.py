@@ -31,6 +31,13 @@ class ServiceMetrics:
                                    "When the loop last finished a pass (Unix time)", ["loop"], registry=self.registry)
         self.open_anomalies = Gauge("guardian_open_anomalies", "Open anomalies (detected, confirmed, fixing)",
                                     ["cluster", "kind"], registry=self.registry)
+        self.under_replicated = Gauge("guardian_under_replicated_partitions",
+                                      "Partitions with a replica out of the ISR (a move's own new replicas "
+                                      "excepted), per the self-healing loop's latest round", ["cluster"],
+                                      registry=self.registry)
+        self.under_replicated_seconds = Gauge("guardian_under_replicated_seconds",
+                                              "How long the cluster has had at least one under-replicated "
+                                              "partition (round clock; 0: none)", ["cluster"], registry=self.registry)
         self.federation = FederationFigures()
         self.actions = Counter("guardian_actions_total", "Commands committed to the replicated state", ["type"],
                                registry=self.registry)

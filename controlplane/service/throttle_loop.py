@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from controlplane.config import ThrottleConf
 from controlplane.service.cluster_status import ClusterStatus
 from controlplane.service.fanout import ClusterFanout
-from controlplane.service.leased_lines import LineService
+from controlplane.service.leased_lines import LineService, heal_floors
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
 from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
@@ -277,7 +277,8 @@ class ThrottleService:
         if self.lines is None:
             return []
         try:
-            line_plan = self.lines.evaluate(cluster, at, obs.snapshot, obs.transfers, obs.audit_flows, active)
+            floors = self.store.read(lambda s: heal_floors(s, cluster))
+            line_plan = self.lines.evaluate(cluster, at, obs.snapshot, obs.transfers, obs.audit_flows, active, floors)
         except Exception as exc:  # accounting must never stop the disk protection
             log.warning("throttle %s: leased-line evaluation failed: %s", cluster, exc)
             return []

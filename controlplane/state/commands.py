@@ -294,16 +294,18 @@ COMMANDS["cluster.topology"] = ClusterTopology
 
 
 # ------------------------------------------------------------------ self-healing (anomalies)
-ANOMALY_STATES = ("detected", "confirmed", "fixing", "fixed", "ignored", "failed")
+ANOMALY_STATES = ("detected", "confirmed", "fixing", "fixed", "cleared", "ignored", "failed")
 OPEN_ANOMALY_STATES = frozenset({"detected", "confirmed", "fixing"})
 ANOMALY_TRANSITIONS: dict[str, frozenset[str]] = {
-    "detected": frozenset({"confirmed", "fixed", "ignored", "failed"}),
-    "confirmed": frozenset({"fixing", "fixed", "ignored", "failed"}),
-    "fixing": frozenset({"confirmed", "fixed", "failed"}),
-    "fixed": frozenset(), "ignored": frozenset(), "failed": frozenset(),
+    "detected": frozenset({"confirmed", "fixed", "cleared", "ignored", "failed"}),
+    "confirmed": frozenset({"fixing", "fixed", "cleared", "ignored", "failed"}),
+    "fixing": frozenset({"confirmed", "fixed", "cleared", "failed"}),
+    "fixed": frozenset(), "cleared": frozenset(), "ignored": frozenset(), "failed": frozenset(),
 }
 """An anomaly's lifecycle: a fix starts only from ``confirmed`` (so it never starts twice), ends once;
-``fixing -> confirmed`` is a retry after the executor refused the fix's plan (that plan expired first)."""
+``fixing -> confirmed`` is a retry (the executor refused the fix's plan, its execution did not complete, or
+the fault outlived it), backed off. ``fixed``: a fix removed the cause; ``cleared``: the cause went away by
+itself (a broker that returned, a disk no longer slow, a passing under-replication)."""
 
 
 class SelfHealingSet(_Cmd):
@@ -315,6 +317,10 @@ class SelfHealingSet(_Cmd):
     max_concurrent_fixes: Annotated[int, Field(ge=1, le=100)] = 1
     mass_failure_share: Annotated[float, Field(gt=0, lt=1)] = 0.34
     evacuate_slow_after_s: Annotated[float, Field(ge=0, le=86_400)] = 1800.0
+    heal_bound_s: Annotated[float, Field(gt=0, le=7 * 86_400)] = 3600.0
+    """A heal's copies never run slower than the rate that restores its bytes within this bound."""
+    heal_rate_bytes_per_s: Annotated[float, Field(gt=0, le=100e9)] = 50e6
+    """... nor slower than this rate (bytes/s): the allowed heal rate is max(this, bytes / heal_bound_s)."""
 
 
 class AnomalyRaise(_Cmd):
@@ -333,8 +339,8 @@ class AnomalyUpdate(_Cmd):
     type: Literal["anomaly.update"]
     meta: Meta
     anomaly_id: Annotated[int, Field(ge=1)]
-    status: Literal["detected", "confirmed", "fixing", "fixed", "ignored", "failed"]
-    expect: Literal["detected", "confirmed", "fixing", "fixed", "ignored", "failed"] | None = None
+    status: Literal["detected", "confirmed", "fixing", "fixed", "cleared", "ignored", "failed"]
+    expect: Literal["detected", "confirmed", "fixing", "fixed", "cleared", "ignored", "failed"] | None = None
     """Refuse unless the anomaly is in this state now (a second leader's duplicate fix is refused)."""
     reason: Annotated[str, Field(max_length=2000)] = ""
     plan_id: Annotated[int, Field(ge=1)] | None = None

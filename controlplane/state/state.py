@@ -435,6 +435,7 @@ class GuardianState:
         self._cluster(cmd.name)
         settings = {"enabled": cmd.enabled, "grace_s": cmd.grace_s, "max_concurrent_fixes": cmd.max_concurrent_fixes,
                     "mass_failure_share": cmd.mass_failure_share, "evacuate_slow_after_s": cmd.evacuate_slow_after_s,
+                    "heal_bound_s": cmd.heal_bound_s, "heal_rate_bytes_per_s": cmd.heal_rate_bytes_per_s,
                     "updated_at": cmd.meta.at.isoformat(), "updated_by": cmd.meta.who}
         self.state.setdefault("self_healing", {})[cmd.name] = settings
         return {"cluster": cmd.name, "self_healing": settings}
@@ -486,7 +487,7 @@ class GuardianState:
             rec["plan_id"] = cmd.plan_id
         if cmd.execution_id is not None:
             rec["execution_id"] = cmd.execution_id
-        if cmd.status in ("fixed", "ignored", "failed"):
+        if cmd.status in ("fixed", "cleared", "ignored", "failed"):
             rec["closed_at"] = at
         anomalies[str(cmd.anomaly_id)] = rec
         return {"anomaly_id": cmd.anomaly_id, "status": cmd.status, "changed": True}

@@ -91,7 +91,7 @@ def test_ignore_needs_an_operator_and_refuses_a_fix_in_flight(
 def test_self_healing_settings(env: tuple[TestClient, dict[str, int], LocalStateStore]) -> None:
     client, _, store = env
     body = {"enabled": True, "grace_s": 120, "max_concurrent_fixes": 2, "mass_failure_share": 0.25,
-            "evacuate_slow_after_s": 600}
+            "evacuate_slow_after_s": 600, "heal_bound_s": 1800, "heal_rate_bytes_per_s": 80e6}
     assert client.put("/api/v1/clusters/c1/self-healing", headers=auth("viewer"), json=body).status_code == 403
     r = client.put("/api/v1/clusters/c1/self-healing", headers=auth("operator"), json=body)
     assert r.status_code == 200, r.text
@@ -99,6 +99,9 @@ def test_self_healing_settings(env: tuple[TestClient, dict[str, int], LocalState
     assert {k: rec[k] for k in body} == body and rec["updated_by"] == "operator-user"
     assert client.put("/api/v1/clusters/nope/self-healing", headers=auth("operator"), json=body).status_code == 404
     for bad in ({"enabled": True, "mass_failure_share": 1.0}, {"enabled": True, "grace_s": -1},
-                {"enabled": True, "max_concurrent_fixes": 0}, {"grace_s": 10}):
+                {"enabled": True, "max_concurrent_fixes": 0}, {"grace_s": 10},
+                {"enabled": True, "heal_rate_bytes_per_s": 0}, {"enabled": True, "heal_bound_s": -5}):
         r = client.put("/api/v1/clusters/c1/self-healing", headers=auth("operator"), json=bad)
         assert r.status_code == 400, (bad, r.text)
+        if "heal_rate_bytes_per_s" in bad or "heal_bound_s" in bad:
+            assert next(k for k in bad if k.startswith("heal")) in r.text, r.text

@@ -82,7 +82,7 @@ def test_a_broker_back_inside_its_grace_period_moves_nothing(sim: Sim, service: 
     sim.control("/fault/kill-broker", {"cluster": "c1", "broker": 4})
     wait(lambda: anomalies(service, "broker-dead"), 20, "detection")
     sim.control("/fault/revive-broker", {"cluster": "c1", "broker": 4})
-    closed = wait(lambda: [a for a in anomalies(service, "broker-dead") if a["status"] == "fixed"], 20, "closed")
+    closed = wait(lambda: [a for a in anomalies(service, "broker-dead") if a["status"] == "cleared"], 20, "closed")
     assert not sim.submissions
     print(f"\nbroker back inside grace: anomaly closed ({closed[0]['reason']}), nothing moved")
 

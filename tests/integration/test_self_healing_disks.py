@@ -35,6 +35,7 @@ from tests.integration.healing_support import (
 )
 
 pytestmark = pytest.mark.timeout(120)
+EVACUATE_AFTER_S = 150.0
 
 
 def spec() -> dict[str, Any]:
@@ -110,6 +111,10 @@ def test_fail_slow_disk_loses_leadership_and_its_clients_are_not_throttled(sim: 
               "the leadership execution completed")
     held_after = on_disk(truth(sim), broker, path)[1]
     assert held_after, "leadership moved, the replicas stay (no evacuation before evacuate_slow_after_s)"
+    t_done = sim_time(sim)
+    wait(lambda: sim_time(sim) - t_done > 120, 30, "six more rounds")
+    (still,) = anomalies(service, "disk-fail-slow")
+    assert still["status"] in ("confirmed", "fixing"), ("the disk is still slow: its anomaly stays open", still)
     note = wait(lambda: [h for a in anomalies(service, "disk-fail-slow") for h in a["history"]
                          if h.get("note") and h.get("by") == "throttle-protection"], 30,
                 "throttle protection's note on the anomaly")
@@ -130,7 +135,7 @@ def test_fail_slow_disk_loses_leadership_and_its_clients_are_not_throttled(sim: 
 
 
 def test_a_disk_that_stays_slow_is_evacuated_to_its_brokers_healthy_dir(sim: Sim, service: Service) -> None:
-    start(sim, service, grace_s=60.0, evacuate_slow_after_s=150.0)
+    start(sim, service, grace_s=60.0, evacuate_slow_after_s=EVACUATE_AFTER_S)
     broker = 4
     doc = truth(sim)
     path, _ = busiest_disk(doc, broker)
@@ -142,7 +147,7 @@ def test_a_disk_that_stays_slow_is_evacuated_to_its_brokers_healthy_dir(sim: Sim
     t_detect = sim_time(sim)
     wait(lambda: not on_disk(truth(sim), broker, path)[0], 30, "leadership off")
     t_off = sim_time(sim)
-    wait(lambda: not on_disk(truth(sim), broker, path)[1], 50, "every replica off the slow disk")
+    wait(lambda: not on_disk(truth(sim), broker, path)[1], 60, "every replica off the slow disk")
     t_empty = sim_time(sim)
     after = truth(sim)
     assert {(p["topic"], p["partition"]) for p in partitions(after) if broker in p["replicas"]} == hosted_before, \
@@ -154,10 +159,19 @@ def test_a_disk_that_stays_slow_is_evacuated_to_its_brokers_healthy_dir(sim: Sim
     assert kinds == ["heal-leaders", "heal-disk"], [(p["kind"], p["status"], p["plan"]["notes"]) for p in plans]
     evac = execution(service, int(plans[1]["execution_id"]))
     assert evac["status"] == "completed"
+    rec = closed[0]
+    assert len(anomalies(service, "disk-fail-slow")) == 1, "one anomaly for the fault"
+    statuses = [h["status"] for h in rec["history"] if not h.get("note")]
+    assert "cleared" not in statuses and statuses[-1] == "fixed" and statuses.count("fixed") == 1, rec["history"]
+    assert rec["reason"].startswith("evacuated"), rec["reason"]
+    assert rec["closed_at"] >= evac["finished_at"], "fixed only once the evacuation ended"
+    evacuating = [h["reason"] for h in rec["history"] if h["status"] == "fixing" and "evacuate it" in h["reason"]]
+    waited = float(evacuating[0].split("still slow after ")[1].split(" s")[0])
+    assert waited >= EVACUATE_AFTER_S, evacuating
     print(f"\nslow disk {broker}:{path} kept slow: detected {t_detect - t0:.0f} s, leadership off {t_off - t0:.0f} s, "
           f"{len(held_before)} replica(s) evacuated to its broker's other dir by {t_empty - t0:.0f} s (simulated, "
-          f"evacuate_slow_after_s 150); {moved_bytes(evac) / 2**20:.0f} MiB moved; anomaly {closed[0]['id']} "
-          f"{closed[0]['status']}: {closed[0]['reason']}")
+          f"evacuate_slow_after_s {EVACUATE_AFTER_S:.0f}, evacuation planned after {waited:.0f} s slow); "
+          f"{moved_bytes(evac) / 2**20:.0f} MiB moved; anomaly {rec['id']} {rec['status']}: {rec['reason']}")
 
 
 def test_failed_log_dir_is_re_created_on_other_brokers(sim: Sim, service: Service) -> None:

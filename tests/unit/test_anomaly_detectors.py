@@ -28,9 +28,17 @@ from planners.anomalies import (
     detect_partitions,
     detect_stuck,
     detect_unresponsive,
+    disk_judged_healthy,
     mass_failure,
 )
-from planners.healing import plan_evacuate_disk, plan_leaders_off, plan_replace_broker
+from planners.healing import (
+    heal_budget,
+    keep_dead_in_place,
+    plan_evacuate_disk,
+    plan_leaders_off,
+    plan_replace_broker,
+    without_dead_dirs,
+)
 from tests.snapshots import broker, disk, partition
 
 
@@ -260,3 +268,84 @@ def test_auto_rebalance_never_proposes_targets_the_executor_refuses() -> None:
     assert "target broker 5 is dead" in unexecutable(s, to_dead)[0]
     assert "unknown log dir" in unexecutable(s, to_unknown)[0]
     assert unexecutable(s, fine) == []
+
+
+# --------------------------------------------------------------------------------- issue 33: own load, history
+def test_a_disk_queueing_at_high_util_is_judged_at_the_await_expected_at_its_load() -> None:
+    # util 0.9 with await 50 ms = 5 ms / (1 - 0.9): what any of its peers (5 ms at util 0.2 -> 4 ms idle) would
+    # show at that load. The previous rule (raw await >= 5x peers at >= half the load) flagged it.
+    queueing = {(3, "/d1"): (50.0, 0.9, 20e6)}
+    assert detect_fail_slow(rounds([snap(slow=queueing)] * 4), CFG) == []
+    # 40x slower at the same util is slow against that expectation
+    (f,) = detect_fail_slow(rounds([snap(slow={(3, "/d1"): (2000.0, 0.9, 20e6)})] * 3), CFG)
+    assert f.confirmed and f.evidence["expected_await_ms"] == 40.0
+
+
+def test_a_disk_busy_with_guardians_copies_is_not_a_suspect() -> None:
+    busy = {(3, "/d1"): (400.0, 0.95, 120e6)}  # 100 MB/s of its 120 are our copies
+    hist = rounds([snap(slow=busy)] * 4, copy_bytes={(3, "/d1"): 100e6})
+    assert detect_fail_slow(hist, CFG) == []
+
+
+def test_an_open_slow_streak_survives_rounds_that_cannot_judge_the_disk() -> None:
+    slow = {(3, "/d1"): (400.0, 0.6, 20e6)}
+    judged = rounds([snap(slow=slow)] * 3)
+    evacuating = [HealthRound(snap(slow={(3, "/d1"): (400.0, 0.8, 80e6)}), at=40.0 + 10 * i,
+                              copy_bytes={(3, "/d1"): 70e6}) for i in range(3)]
+    (f,) = detect_fail_slow(judged + evacuating, CFG)
+    assert f.confirmed and f.evidence["rounds"] == 3 and f.evidence["slow_since"] == 0.0
+    assert "Guardian's copies" in f.evidence["now"]
+    assert not disk_judged_healthy(judged + evacuating, (3, "/d1"), CFG)
+    healed = [HealthRound(snap(), at=100.0 + 10 * i) for i in range(3)]
+    assert detect_fail_slow(judged + evacuating + healed, CFG) == []
+    assert disk_judged_healthy(judged + evacuating + healed, (3, "/d1"), CFG)
+    assert not disk_judged_healthy(judged + evacuating + healed[:2], (3, "/d1"), CFG)
+
+
+def test_a_slow_disk_carries_its_own_healthy_baseline() -> None:
+    (f,) = detect_fail_slow(rounds([snap()] * 4 + [snap(slow={(3, "/d1"): (400.0, 0.6, 20e6)})] * 3), CFG)
+    assert f.confirmed and f.evidence["own_baseline_ms"] == 4.0
+
+
+def test_a_partition_short_only_of_the_replica_a_move_adds_is_not_under_replicated() -> None:
+    s = snap()
+    p = s.index.partition_by_id[("t", 0)]  # replicas (1, 4, 2), all in sync
+    moving = replace(p, replicas=(1, 4, 2, 5), log_dirs=(*p.log_dirs, "/d1"))  # 5 being added
+    s2 = replace(s, topics=tuple(replace(t, partitions=tuple(moving if q.id == p.id else q for q in t.partitions))
+                                 for t in s.topics))
+    assert detect_partitions([HealthRound(s2, 0.0, adding={("t", 0): frozenset({5})})], CFG) == []
+    # without knowing the move it is under-replicated; a move that also lost an original replica still is
+    (f,) = detect_partitions([HealthRound(s2, 0.0)], CFG)
+    assert f.kind == UNDER_REPLICATED
+    lost = replace(moving, isr=(1, 4))
+    s3 = replace(s2, topics=tuple(replace(t, partitions=tuple(lost if q.id == p.id else q for q in t.partitions))
+                                  for t in s2.topics))
+    (f,) = detect_partitions([HealthRound(s3, 0.0, adding={("t", 0): frozenset({5})})], CFG)
+    assert f.kind == UNDER_REPLICATED and f.evidence["examples"] == ["t-0"]
+
+
+def test_heal_plans_keep_dead_dirs_out() -> None:
+    s = snap()
+    dead = {4: frozenset({"/d1"}), 2: frozenset({"/d1"})}
+    planning = without_dead_dirs(s, dead)
+    plan = keep_dead_in_place(plan_evacuate_disk(planning, (4, "/d1"), avoid=[(2, "/d1")], same_broker=False), dead)
+    assert plan.moves
+    for m in plan.moves:
+        placed = set(zip(m.replicas, m.log_dirs, strict=True))
+        assert not placed & {(4, "/d1"), (2, "/d1")}, m
+        assert 4 not in m.replicas
+    kept = [m for m in plan.moves if 2 in m.replicas and m.log_dirs[m.replicas.index(2)] is None]
+    assert kept, "a replica kept on the other dead dir is left where it is (Kafka's 'any')"
+    assert check_plan(s, plan) == []
+
+
+def test_heal_budget_names_the_line_when_it_cannot_carry_the_wanted_rate() -> None:
+    s = snap(dead=(5,))
+    plan = plan_replace_broker(s, [5])
+    roomy = heal_budget(s, plan, bound_s=3600.0, min_rate=10e6)
+    assert roomy.bytes > 0 and roomy.bottleneck == "" and roomy.rate_bytes_per_s == 10e6
+    tight = heal_budget(s, plan, bound_s=3600.0, min_rate=10e6,
+                        line_headroom={("idc-a", "idc-b"): 1e6, ("idc-b", "idc-a"): 1e6})
+    # the new replicas go to idc-b (same IDC first) from leaders in idc-a: every byte crosses idc-a -> idc-b
+    assert tight.bottleneck == "leased line idc-a->idc-b" and tight.rate_bytes_per_s == 1e6
+    assert tight.eta_s == tight.bytes / 1e6 > roomy.eta_s

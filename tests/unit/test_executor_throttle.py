@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from collectors.disk_rates import DiskRate, DiskScraper, HostSample, parse_host
+from controlplane.executor.joint_throttle import FOLLOWER
 from controlplane.executor.live import IngressMeter
 from controlplane.executor.throttle import (
     DELIVERY_MAX,
@@ -16,10 +17,13 @@ from controlplane.executor.throttle import (
     Schedule,
     ThrottlePolicy,
     broker_rates,
+    catch_up_floors,
     fair_shares,
+    heal_floors,
     parse_rate,
     resources,
 )
+from controlplane.executor.throttle_sync import side_floors
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
 from kafkaio.endpoints import parse_endpoints
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
@@ -271,3 +275,15 @@ def test_copies_that_end_in_any_order_leave_no_disk_over_its_budget() -> None:
     x, y = min(follower6 / 2, leader1), min(follower6 / 2, leader4)
     assert x + y <= budget * 1.001  # z ended first: y runs on alone at both brokers' bigger shares
     assert x > 0.3 * budget  # and the copy that keeps going still gets a fair part
+
+
+def test_heal_floors_split_the_allowed_rate_and_lift_the_catch_up_floor() -> None:
+    flows = [Flow("t:0>5", "move", 1, 5, (1, "/d1"), (5, "/d1"), ingress_bytes_per_s=1e6),
+             Flow("t:1>5", "move", 2, 5, (2, "/d1"), (5, "/d2"), ingress_bytes_per_s=1e6)]
+    assert heal_floors(flows, 0.0) == flows
+    healed = heal_floors(flows, 100e6)
+    assert [f.floor_bytes_per_s for f in healed] == [50e6, 50e6]
+    floors = catch_up_floors(healed)
+    assert floors[(5, FOLLOWER_RATE)] == 2 * 1.2e6 + 100e6 and floors[(1, LEADER_RATE)] == 1.2e6 + 50e6
+    sides = side_floors(healed, {f.key: FOLLOWER for f in healed})
+    assert sides[(5, FOLLOWER_RATE)] == 2 * 1.2e6 + 100e6

@@ -142,3 +142,18 @@ def test_a_quota_that_no_longer_binds_is_released_on_a_calm_line() -> None:
 def test_a_rounding_remainder_does_not_reach_the_next_tier() -> None:
     ds = hot([flow("migration", 50, broker=3), flow("client_fetch", 50, client="batch-1")])
     assert {d.kind for d in ds} == {MIGRATION}
+
+
+def test_heal_copies_keep_their_floor_and_the_excess_falls_to_fetches() -> None:
+    # 40 MB/s of heal copies into broker 3 with a 30 MB/s heal floor, 10 of migration into 4, 50 of fetches:
+    # 100 -> 75 MB/s. Without the floor the migration tier alone would relieve all 25.
+    flows = [flow("migration", 40, broker=3), flow("migration", 10, broker=4),
+             flow("client_fetch", 50, client="batch-1", broker=1)]
+    plain = {d.key: d for d in hot(flows)}
+    assert set(plain) == {"migration:broker:3", "migration:broker:4"}
+    ds = {d.key: d for d in hot(flows, migration_floors={3: 30 * MB})}
+    assert ds["migration:broker:3"].rate_bytes_per_s == pytest.approx(30 * MB)  # never below the heal floor
+    assert "consumer-quota:batch-1" in ds, "what the heal floor keeps on the line comes off the fetches"
+    relieved = 10 * MB + (10 * MB - ds["migration:broker:4"].rate_bytes_per_s) \
+        + (50 * MB - ds["consumer-quota:batch-1"].rate_bytes_per_s)
+    assert relieved == pytest.approx(25 * MB, rel=1e-6)

@@ -1,6 +1,7 @@
 """Self-healing re-plans a fail-slow disk after a fix's execution ended only from a round whose log-dir listing
 of that broker was read after the end (listings are re-read in rotation: an older one still shows the replicas
-the execution moved away, and planning from it would move them twice)."""
+the execution moved away, and planning from it would move them twice); a plan the executor refuses backs off
+on the same anomaly and says why."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from controlplane.config import Settings
 from controlplane.service.context import ServiceContext
 from controlplane.service.notify import Notifier
 from controlplane.service.observation import RoundBoard
-from controlplane.service.self_healing import SelfHealingJob
+from controlplane.service.self_healing import SelfHealingJob, backoff_left
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import ClusterSnapshot, Disk
@@ -129,3 +130,32 @@ def test_after_each_fix_only_a_fresh_listing_that_still_shows_the_disk_loaded_pl
     h.round(ended + 1.0)  # a listing after the end still shows the disk slow and loaded: plan again
     assert len(h.executor.started) == 3
     assert moved_off_slow_disk(h.plan(h.executor.started[2])) == ["t-0", "t-1", "t-2", "t-3"]
+
+
+class RefusingExecutor(StoreExecutor):
+    """The executor port refusing every plan (e.g. metadata naming a log dir its broker no longer lists)."""
+
+    def start_approved(self, plan_id: int, why: str = "", by: str | None = None) -> int:
+        self.started.append(plan_id)
+        raise RuntimeError("[unknown-log-dir] t-0: broker 3 has no log dir '/data1'")
+
+
+def test_a_refused_plan_backs_off_on_one_anomaly_and_says_why(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.executor = RefusingExecutor(h.ctx.store)
+    h.ctx.executor = h.executor
+    now = datetime.now(UTC).timestamp()
+    for _ in range(3):
+        h.round(now)
+    assert len(h.executor.started) == 1, h.job.last
+    a = h.anomaly()
+    assert a["status"] == "confirmed" and a["reason"].startswith("retry: executor refused plan"), a["reason"]
+    assert "has no log dir" in a["reason"] and "next try in 10 s" in a["reason"]
+    for _ in range(5):  # inside the backoff: no new plan, the decision says why
+        out = h.round(now)
+    assert len(h.executor.started) == 1 and out["action"] == "wait" and "backs off" in out["why"], out
+    assert h.plan(h.executor.started[0])["status"] == "failed"  # the refused plan expired, not left approved
+    assert backoff_left(a, now=datetime.now(UTC).timestamp() + 10.5) == 0.0
+    twice = {**a, "history": [*a["history"], {**a["history"][-1]}]}
+    assert 10.0 < backoff_left(twice) <= 20.0, "the second retry waits twice as long"
+    assert len(h.ctx.store.read(lambda s: list(s["anomalies"]))) == 1, "one anomaly for the fault, no reopen loop"

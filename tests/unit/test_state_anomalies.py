@@ -56,7 +56,7 @@ def test_a_fix_starts_only_once_even_when_two_leaders_try() -> None:
 def test_transition_table_is_closed_and_terminal_states_are_final() -> None:
     for src, dsts in ANOMALY_TRANSITIONS.items():
         assert dsts <= set(ANOMALY_TRANSITIONS)
-        if src in ("fixed", "ignored", "failed"):
+        if src in ("fixed", "cleared", "ignored", "failed"):
             assert not dsts
     assert "fixing" in ANOMALY_TRANSITIONS["confirmed"] and "fixing" not in ANOMALY_TRANSITIONS["detected"]
 
