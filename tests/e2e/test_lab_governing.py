@@ -6,8 +6,9 @@ Shown here, each on the real brokers: every disk's util and await come from node
 device; every series Guardian reads exists in the real exporters' output; a plan with an inter-broker and an
 intra-broker move executes under real KIP-73/KIP-113 throttles, each copy's measured rate within ±20 % of the
 fixed migration rate asked (the rate in force never above 1.3x of it), and no throttle config is left after
-completion, after a stop, and after ``kill -9`` of the executor; the execution lease refuses a second executor; drain → restore gives back the exact placement; a
-broker JVM killed with ``-9`` is healed until no partition is under-replicated. Each test prints its figures.
+completion, after a stop, and after ``kill -9`` of the executor; the execution lease refuses a second executor;
+drain → restore gives back the exact placement; a broker JVM killed with ``-9`` is healed until no partition is
+under-replicated. Each test prints its figures.
 """
 
 from __future__ import annotations
