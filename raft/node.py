@@ -410,10 +410,14 @@ class RaftNode:
     def _install_snapshot(self, snap: JsonDict, attachment: Path | None = None) -> None:
         with self._lock:
             restore_attached = getattr(self._sm, "restore_attachment", None)
-            if attachment is not None and callable(restore_attached):
-                restore_attached(snap["state"], attachment)
-            else:
-                self._sm.restore(snap["state"])
+            try:
+                if attachment is not None and callable(restore_attached):
+                    restore_attached(snap["state"], attachment)
+                else:
+                    self._sm.restore(snap["state"])
+            except EntryTooNew as exc:  # a snapshot of a state newer than this code: hold, keep the old state
+                self._hold(f"snapshot at entry {snap.get('applied_index')}: {exc}")
+                raise
             self._applied_index = int(snap["applied_index"])
 
     # ------------------------------------------------------------------ proposing

@@ -54,7 +54,7 @@ from domain.execution import (
     IllegalTransition,
     Task,
 )
-from raft.protocol import CommandRejected, JsonDict, canonical_json
+from raft.protocol import CommandRejected, EntryTooNew, JsonDict, canonical_json
 
 ACTION_LOG_LIMIT = 5000
 ACTIVE_EXECUTION = ACTIVE_STATUSES  # the domain's set, under the name the service and the demo import
@@ -86,7 +86,11 @@ class GuardianState:
         return canonical_json(self.state)
 
     def restore(self, snapshot: JsonDict) -> None:
-        """Replace the state with one from :meth:`snapshot`."""
+        """Replace the state with one from :meth:`snapshot`; :class:`raft.protocol.EntryTooNew` (state untouched)
+        when its state version is newer than this code supports."""
+        if group_version(snapshot) > self.supported:
+            raise EntryTooNew(f"the state is at state version {group_version(snapshot)}; this node's code supports "
+                              f"up to {self.supported}: upgrade this node (docs/upgrading.md)")
         self.state = copy.deepcopy(snapshot)
 
     def apply(self, command: JsonDict) -> Any:

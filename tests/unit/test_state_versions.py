@@ -113,3 +113,13 @@ def test_bad_envelope_and_bad_labels_are_named() -> None:
     with pytest.raises(CommandConflict, match="unknown cluster"):
         store.propose({"type": "state.version", "meta": meta("admin"), "version": 2})
         store.propose({"type": "cluster.labels", "meta": meta("op"), "name": "nope", "labels": {}})
+
+
+def test_old_code_refuses_a_snapshot_of_a_newer_state() -> None:
+    new = GuardianState(supported=2)
+    new.apply(prepare(cmd("state.version", version=2), new.state, 2))
+    old = GuardianState(supported=1)
+    with pytest.raises(EntryTooNew, match="state version 2; this node's code supports up to 1"):
+        old.restore(new.snapshot())
+    assert group_version(old.state) == 1
+    GuardianState(supported=2).restore(new.snapshot())
