@@ -29,7 +29,7 @@ from typing import Any
 from analytics_spark.clickhouse.client import ClickHouse, connect
 from analytics_spark.clickhouse.ingest import AuditIngestor, ClickHouseIngestStore, SourceRecord
 
-BASE = datetime(2026, 11, 20, 23, 40, tzinfo=UTC)  # the log spans midnight: two table partitions
+BASE = datetime(2026, 11, 20, 23, 55, tzinfo=UTC)  # the log spans midnight: two table partitions
 
 
 def audit_value(p: int, o: int) -> bytes:
@@ -38,7 +38,7 @@ def audit_value(p: int, o: int) -> bytes:
         return b'{"not": "an audit record"'
     i = p * 1_000_003 + o
     rec = {
-        "ts": (BASE + timedelta(milliseconds=37 * o + 11 * p)).isoformat(), "cluster": f"c{i % 2}",
+        "ts": (BASE + timedelta(milliseconds=200 * o + 11 * p)).isoformat(), "cluster": f"c{i % 2}",
         "broker": i % 3, "broker_idc": "idc-a", "client_id": f"app-{i % 7}", "user": f"svc{i % 2}",
         "client_ip": "10.0.0.9", "client_idc": "idc-b" if i % 5 else "idc-a",
         "api": "fetch" if i % 3 else "produce", "topic": f"t{i % 4}", "partition": i % 6,

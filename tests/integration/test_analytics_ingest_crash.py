@@ -23,16 +23,14 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ARGS = ["--partitions", "3", "--per-partition", "4000", "--batch-size", "1500"]
+ARGS = ["--partitions", "3", "--per-partition", "3000", "--batch-size", "1200"]
 
 # (flag, value): a point of the ingest's write sequence to die at (see the child's docstring)
 KILLS: list[tuple[str, str]] = [
     ("--kill-during", "records:1:4"),   # inside the raw insert
-    ("--kill-after", "records:1"),      # raw rows stored, nothing else
-    ("--kill-after", "rejects:1"),      # raw rows and rejects stored, rollups not
+    ("--kill-after", "rejects:2"),      # a batch committed, then raw rows and rejects stored, rollups not
     ("--kill-during", "rollup:1:2"),    # inside the rollup step
-    ("--kill-after", "rollup:1"),       # everything but the commit
-    ("--kill-after", "commit:1"),       # a clean point
+    ("--kill-after", "rollup:2"),       # a batch committed, then everything but the commit
 ]
 
 
@@ -94,12 +92,12 @@ def test_kill_9_at_every_step_of_the_ingest_leaves_raw_and_rollups_exact(tmp_pat
     assert obs["client_minute"] == exp["client_minute"], _diff(exp["client_minute"], obs["client_minute"])
     assert obs["partition_requests"] == obs["client_requests"] == exp["rows"]
     # every kill point was really reached (a test that never kills proves nothing)
-    assert {"rollup 1", "rejects 1", "commit 1"} <= set(steps_seen)
+    assert {"rollup 2", "rejects 2", "commit 1"} <= set(steps_seen)
 
 
 @pytest.mark.bench
 def test_kill_9_at_random_moments_many_times_leaves_raw_and_rollups_exact(tmp_path: Path) -> None:
-    """The soak form: 12 kills from outside at random moments of inserts, then the exact check."""
+    """The soak form (make bench): 12 kills from outside at random moments of inserts, then the exact check."""
     data = tmp_path / "chdb"
     rng = random.Random(7)
     for _ in range(12):
