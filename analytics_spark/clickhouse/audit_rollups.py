@@ -67,9 +67,12 @@ def roll_up(ch: ClickHouse, keys: Iterable[tuple[str, datetime]]) -> int:
         minutes.add(int(ts.timestamp()) // 60)
     if not minutes:
         return 0
-    where = ("cluster IN {c:Array(String)} AND ts >= toDateTime({lo:UInt32}, 'UTC') "
-             "AND ts < toDateTime({hi:UInt32}, 'UTC') AND intDiv(toUnixTimestamp(ts), 60) IN {m:Array(UInt32)}")
-    params = {"c": sorted(clusters), "lo": min(minutes) * 60, "hi": (max(minutes) + 1) * 60, "m": sorted(minutes)}
+    # 64-bit epoch arithmetic: a valid record may lie past 2106, where 32-bit seconds end
+    where = ("cluster IN {c:Array(String)} AND ts >= fromUnixTimestamp64Milli({lo:Int64}, 'UTC') "
+             "AND ts < fromUnixTimestamp64Milli({hi:Int64}, 'UTC') "
+             "AND intDiv(toUnixTimestamp64Milli(ts), 60000) IN {m:Array(Int64)}")
+    params = {"c": sorted(clusters), "lo": min(minutes) * 60_000, "hi": (max(minutes) + 1) * 60_000,
+              "m": sorted(minutes)}
     for sql in rollup_statements(ch.database, where):
         ch.command(sql, params)
     return len(minutes)
@@ -92,10 +95,10 @@ def rebuild(ch: ClickHouse, start: datetime | None = None, end: datetime | None 
     is recomputed from part of its rows."""
     where, params = "1", dict[str, Any]()
     if start is not None:
-        where += " AND ts >= toDateTime({lo:UInt32}, 'UTC')"
-        params["lo"] = int(start.timestamp()) // 60 * 60
+        where += " AND ts >= fromUnixTimestamp64Milli({lo:Int64}, 'UTC')"
+        params["lo"] = int(start.timestamp()) // 60 * 60_000
     if end is not None:
-        where += " AND ts < toDateTime({hi:UInt32}, 'UTC')"
-        params["hi"] = -(-int(end.timestamp()) // 60) * 60
+        where += " AND ts < fromUnixTimestamp64Milli({hi:Int64}, 'UTC')"
+        params["hi"] = -(-int(end.timestamp()) // 60) * 60_000
     for sql in rollup_statements(ch.database, where):
         ch.command(sql, params)
