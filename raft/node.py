@@ -399,7 +399,9 @@ class RaftNode:
         log.critical("Raft node %s holds: %s", self.self_addr, message)
         self._stop.set()
         self._wake.set()
-        self._obj.destroy()  # asynchronous: the Raft thread stops after this tick
+        replica = getattr(self, "_obj", None)  # None while pysyncobj's constructor still runs: start-up aborts
+        if replica is not None:
+            replica.destroy()  # asynchronous: the Raft thread stops after this tick
 
     def _take_snapshot(self) -> JsonDict:
         if self._held is not None:

@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 
 from controlplane.launcher import ServiceCluster
+from controlplane.state.commands import meta
+from controlplane.state.raft_store import RaftStateStore
 from controlplane.state.versions import ENV_CAP
+from raft.errors import StartupRefused
+from raft.localcluster import free_ports
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -128,3 +132,32 @@ def test_mixed_version_group_never_diverges_and_upgrades(cluster: ServiceCluster
     # a downgrade is refused
     code, body = on_leader("POST", "/api/v1/state/version", {"version": 1})
     assert code == 400 and "never go down" in body["detail"]
+
+
+def test_old_code_restarted_on_a_newer_journal_refuses_to_start_and_new_code_resumes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One node, restarted on its own data: capped at version 1 it refuses to start, naming the entry; uncapped it
+    replays to the same state."""
+    (port,) = free_ports(1)
+    addr = f"127.0.0.1:{port}"
+    store = RaftStateStore(addr, [], tmp_path / "raft")
+    try:
+        assert store.node.wait_ready(10)
+        store.propose({"type": "cluster.register", "meta": meta("op"), "name": "c1",
+                       "bootstrap_servers": ["127.0.0.1:9092"]})
+        store.propose({"type": "state.version", "meta": meta("admin"), "version": 2})
+        store.propose({"type": "cluster.labels", "meta": meta("op"), "name": "c1", "labels": {"tier": "gold"}})
+        digest = store.status()["state_hash"]
+    finally:
+        store.close()
+    monkeypatch.setenv(ENV_CAP, "1")
+    with pytest.raises(StartupRefused, match=r"needs state version 2; this node's code supports up to 1"):
+        RaftStateStore(addr, [], tmp_path / "raft")
+    monkeypatch.delenv(ENV_CAP)
+    store = RaftStateStore(addr, [], tmp_path / "raft")
+    try:
+        assert store.node.wait_ready(10)
+        assert store.status()["state_hash"] == digest
+        assert store.read(lambda s: s["clusters"]["c1"]["labels"]) == {"tier": "gold"}
+    finally:
+        store.close()
