@@ -3,9 +3,9 @@
 The catalogue (clusters, topics, pools, tenants, clients, IDCs) comes from ``random.Random(seed)``;
 the rows are generated inside ClickHouse by one ``INSERT ... SELECT FROM numbers(N)`` whose
 values are hashes of the row number, so the same (seed, rows, days, end) always gives the same
-data set, and 10 M rows take seconds. Rows go into ``audit_records`` (so the minute rollups are
-maintained by their materialized views, as for ingested data); the catalogue goes into
-``topic_inventory``.
+data set, and 10 M rows take seconds. Rows go into ``audit_records`` and the minute rollups of the
+window are then rebuilt from them (:func:`analytics_spark.clickhouse.audit_rollups.rebuild`, what the
+ingest does per batch); the catalogue goes into ``topic_inventory``.
 
 Traffic shape: a diurnal curve (peak mid-afternoon UTC), weekends at 60 %, a per-topic linear
 trend, per-partition skew and noise. Special topics exercise the idle-topic job:
@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from analytics_spark.clickhouse import ClickHouse
+from analytics_spark.clickhouse import ClickHouse, audit_rollups
 
 IDCS = ("idc-a", "idc-b", "idc-c")
 BROKERS_PER_CLUSTER = 6
@@ -210,6 +210,7 @@ def seed_audit(
     FROM numbers({rows})
     """
     ch.command(sql)
+    audit_rollups.rebuild(ch, start, end)
     ch.insert_rows(
         "topic_inventory",
         [(t.cluster, t.name, t.pool, t.tenant, t.partitions, t.replication_factor, t.size_bytes) for t in ts],

@@ -2,8 +2,8 @@
 
     python -m benchmarks.bench_analytics --rows 10000000
 
-Steps, each timed: seed N rows into a fresh chdb (the minute rollups are maintained by their
-materialized views during the insert); the ClickHouse-only baseline (every model as SQL over
+Steps, each timed: seed N rows into a fresh chdb (the minute rollups are then rebuilt from the raw
+table, as the ingest does per batch); the ClickHouse-only baseline (every model as SQL over
 the rollups); the Spark path (day-sliced export with aggregation pushed down to ClickHouse,
 local[2] Spark, results written back); a cross-check that both agree; the weekly-profile plot.
 Prints a table and writes JSON to out/bench/analytics.json (PNG beside it).

@@ -17,6 +17,7 @@ dying leaves the others running). Cost: N Python processes (~150 MB each with Cl
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import secrets
@@ -164,7 +165,8 @@ class ServiceCluster:
 
     def request(self, node: int, method: str, path: str, body: Any = None,
                 timeout: float = 3.0) -> tuple[int, Any]:
-        """(status, JSON) from node; redirects are returned, not followed; (0, error) when unreachable."""
+        """(status, JSON) from node; redirects are returned, not followed; (0, error) when unreachable or when the
+        answer breaks off (a node killed between a response's headers and its body: ``IncompleteRead``)."""
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(f"{self.url(node)}{path}", data=data, method=method,
                                      headers={"Authorization": f"Bearer {self.token}",
@@ -179,8 +181,8 @@ class ServiceCluster:
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             return exc.code, json.loads(raw) if raw else None
-        except (OSError, ValueError) as exc:
-            return 0, str(exc)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            return 0, f"{type(exc).__name__}: {exc}"
 
     def client_context(self) -> ssl.SSLContext:
         """An SSL context trusting the group's CA (with the client certificate when there is one)."""

@@ -22,6 +22,10 @@ Guarantees
   node, as leader, has committed a barrier entry of its term, so the state it sees is caught up;
   ``on_leader_lost()`` runs when it stops being leader (a leader cut off from the majority steps
   down after ``leader_fallback`` seconds, one election timeout by default).
+* A committed entry the state machine cannot apply with this code (:class:`~raft.protocol.EntryTooNew`:
+  it needs a newer state version) is never skipped: the node *holds* — it applies nothing more, takes
+  no snapshot, leaves the group (no vote, no lead) and reports not ready with the reason — until it is
+  restarted on code that can apply it, when it replays the entry from its journal (docs/upgrading.md).
 * A node whose journal's disk is below ``min_free_bytes`` is not ready; as leader it hands leadership
   to a caught-up follower within about a second (writes then succeed through the new leader); both
   recover by themselves once space is back.
@@ -59,6 +63,7 @@ from raft.journal import ChecksummedJournal
 from raft.protocol import (
     CommandConflict,
     CommandRejected,
+    EntryTooNew,
     JsonDict,
     StateMachine,
     Validator,
@@ -238,6 +243,7 @@ class RaftNode:
                                      "every node); none was given")
             key = local_key(self.data_dir.root)
         self._fatal: str | None = None
+        self._held: str | None = None  # why this node stopped applying (an entry newer than its code)
         self.journal = ChecksummedJournal(self.data_dir.journal, fault=journal_fault)
         try:
             snap_index = self._check_files()
@@ -365,6 +371,8 @@ class RaftNode:
     def _apply_entry(self, payload: str, index: int) -> JsonDict:
         """Apply one committed entry (Raft thread). Never raises: errors become results."""
         with self._lock:
+            if self._held is not None:  # the state stays as it was before the held entry
+                return {"ok": False, "error": f"not applied: this node holds ({self._held})", "index": index}
             self._applied_index = index
             try:
                 command = decode_command(payload)
@@ -375,21 +383,43 @@ class RaftNode:
                 return {"ok": True, "result": result, "index": index}
             except CommandRejected as exc:
                 return {"ok": False, "error": str(exc), "index": index}
+            except EntryTooNew as exc:
+                self._applied_index = index - 1
+                self._hold(f"entry {index}: {exc}")
+                return {"ok": False, "error": f"not applied on {self.self_addr}: {exc}", "index": index}
             except Exception as exc:  # a state machine bug must not wedge the Raft thread
                 log.exception("state machine failed to apply entry %d: %s", index, payload[:200])
                 return {"ok": False, "error": f"internal error applying command: {exc!r}", "index": index}
 
+    def _hold(self, message: str) -> None:
+        """Stop applying (Raft thread): leave the group so this node neither votes, leads nor compacts its
+        journal past the entry it could not apply; it serves its status and reports not ready."""
+        self._held = message
+        self._fatal = f"holding: {message}"
+        log.critical("Raft node %s holds: %s", self.self_addr, message)
+        self._stop.set()
+        self._wake.set()
+        replica = getattr(self, "_obj", None)  # None while pysyncobj's constructor still runs: start-up aborts
+        if replica is not None:
+            replica.destroy()  # asynchronous: the Raft thread stops after this tick
+
     def _take_snapshot(self) -> JsonDict:
+        if self._held is not None:
+            raise RaftError(f"no snapshot while holding: {self._held}")
         with self._lock:
             return {"applied_index": self._applied_index, "state": self._sm.snapshot()}
 
     def _install_snapshot(self, snap: JsonDict, attachment: Path | None = None) -> None:
         with self._lock:
             restore_attached = getattr(self._sm, "restore_attachment", None)
-            if attachment is not None and callable(restore_attached):
-                restore_attached(snap["state"], attachment)
-            else:
-                self._sm.restore(snap["state"])
+            try:
+                if attachment is not None and callable(restore_attached):
+                    restore_attached(snap["state"], attachment)
+                else:
+                    self._sm.restore(snap["state"])
+            except EntryTooNew as exc:  # a snapshot of a state newer than this code: hold, keep the old state
+                self._hold(f"snapshot at entry {snap.get('applied_index')}: {exc}")
+                raise
             self._applied_index = int(snap["applied_index"])
 
     # ------------------------------------------------------------------ proposing
@@ -593,7 +623,8 @@ class RaftNode:
             ),
             "ready": self.ready,
             "truncations_of_applied": self.truncations,
-            "storage_error": self._fatal or self.journal.full_error,
+            "storage_error": None if self._held else self._fatal or self.journal.full_error,
+            "held": self._held,
             "snapshot_transfers_installed": self._transfers.installed,
             "snapshot_transfers_refused": self._transfers.refused,
         }

@@ -34,6 +34,15 @@ class CommandRejected(Exception):
     """
 
 
+class EntryTooNew(Exception):
+    """A committed entry this node's code cannot apply (it needs a newer state version than the code supports).
+
+    Raised by ``apply`` before it changes any state. The node must not skip the entry (the others apply it):
+    :class:`raft.node.RaftNode` stops applying, leaves the group and reports not ready (*holds*) until it is
+    restarted on code that can apply it, when it replays the entry from its journal.
+    """
+
+
 class CommandConflict(CommandRejected):
     """A committed command was refused by ``apply`` (its preconditions failed); nothing changed.
 

@@ -28,6 +28,7 @@ import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
+from analytics_spark.clickhouse.audit_rollups import rollup_statements
 from domain.redaction import mask_url, redact, register_secret
 
 if TYPE_CHECKING:  # pyarrow is the analytics extra's: arrow() and insert_arrow() need it, nothing else does
@@ -311,6 +312,57 @@ MIGRATIONS: tuple[Migration, ...] = (
         "the client.rack a fetch carried (KIP-392 nearest-replica reads)",
         (
             """ALTER TABLE {db}.audit_records ADD COLUMN IF NOT EXISTS client_rack LowCardinality(String) DEFAULT ''""",
+        ),
+    ),
+    Migration(
+        7,
+        "audit rollups recomputed from the raw table (exactly once across a killed ingest), read through FINAL views",
+        (
+            # the materialized views committed their part apart from the raw part: a killed insert lost rows
+            "DROP VIEW IF EXISTS {db}.audit_partition_minute_mv",
+            "DROP VIEW IF EXISTS {db}.audit_client_minute_mv",
+            """CREATE TABLE IF NOT EXISTS {db}.audit_partition_rollup (
+                minute DateTime('UTC'),
+                cluster LowCardinality(String),
+                topic LowCardinality(String),
+                partition Int32,
+                api Enum8('produce' = 1, 'fetch' = 2),
+                bytes UInt64,
+                records UInt64,
+                requests UInt64,
+                latency_sum Float64,
+                latency_max Float32
+            ) ENGINE = ReplacingMergeTree(requests)
+            PARTITION BY toDate(minute)
+            ORDER BY (cluster, topic, partition, api, minute)
+            TTL minute + INTERVAL {ttl} DAY""",
+            """CREATE TABLE IF NOT EXISTS {db}.audit_client_rollup (
+                minute DateTime('UTC'),
+                cluster LowCardinality(String),
+                topic LowCardinality(String),
+                api Enum8('produce' = 1, 'fetch' = 2),
+                client_id String,
+                user LowCardinality(String),
+                client_idc LowCardinality(String),
+                broker_idc LowCardinality(String),
+                bytes UInt64,
+                records UInt64,
+                requests UInt64
+            ) ENGINE = ReplacingMergeTree(requests)
+            PARTITION BY toDate(minute)
+            ORDER BY (cluster, topic, api, client_id, user, client_idc, broker_idc, minute)
+            TTL minute + INTERVAL {ttl} DAY""",
+            # the old aggregate tables go (a re-run finds the views here: DROP TABLE drops those too) ...
+            "DROP TABLE IF EXISTS {db}.audit_partition_minute",
+            "DROP TABLE IF EXISTS {db}.audit_client_minute",
+            # ... and the rollups are rebuilt from the raw table, which also repairs rows the views had lost
+            *rollup_statements("{db}", "1"),
+            """CREATE VIEW IF NOT EXISTS {db}.audit_partition_minute AS
+            SELECT minute, cluster, topic, partition, api, bytes, records, requests, latency_sum, latency_max
+            FROM {db}.audit_partition_rollup FINAL""",
+            """CREATE VIEW IF NOT EXISTS {db}.audit_client_minute AS
+            SELECT minute, cluster, topic, api, client_id, user, client_idc, broker_idc, bytes, records, requests
+            FROM {db}.audit_client_rollup FINAL""",
         ),
     ),
 )

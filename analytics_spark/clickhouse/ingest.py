@@ -7,13 +7,17 @@ each value, and writes per batch, in this order:
 1. the valid records into ``audit_records`` together with their provenance
    (``src_topic, src_partition, src_offset``);
 2. the rejected ones (offset, reason, raw prefix) into ``audit_rejects``;
-3. a commit row per partition (``next_offset`` = last offset in the batch + 1) into
+3. the per-partition and per-client minute rollups of the minutes the batch touched, recomputed
+   whole from ``audit_records`` (:mod:`analytics_spark.clickhouse.audit_rollups`: idempotent);
+4. a commit row per partition (``next_offset`` = last offset in the batch + 1) into
    ``audit_ingest_offsets``.
 
-On start it resumes every partition at its committed ``next_offset``. A crash between 1 and 3
-leaves rows past the commit; they are found by their provenance (the *present* set) and skipped
-when the source redelivers them. So a restart neither loses nor duplicates records, and every
-rejected record is counted once.
+On start it resumes every partition at its committed ``next_offset``. A crash (kill -9 included)
+between 1 and 4 leaves rows past the commit; they are found by their provenance (the *present*
+set), their minutes are rolled up again before anything else, and they are skipped when the
+source redelivers them. So a restart neither loses nor duplicates records, in the raw table or in
+the rollups, and every rejected record is counted once
+(``tests/integration/test_analytics_ingest_crash.py`` kills a real ingest process at each step).
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from analytics_spark.clickhouse import ClickHouse
+from analytics_spark.clickhouse import ClickHouse, audit_rollups
 from analytics_spark.clickhouse.audit_records import AUDIT_COLUMNS, validate_many
 
 log = logging.getLogger(__name__)
 
 RAW_PREFIX_BYTES = 1024
+_TS, _CLUSTER = AUDIT_COLUMNS.index("ts"), AUDIT_COLUMNS.index("cluster")
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,15 @@ class IngestStore(Protocol):
         """Insert (partition, offset, reason, raw) of rejected records."""
         ...
 
+    def roll_up(self, topic: str, rows: list[tuple[Any, ...]]) -> None:
+        """Make the rollups exact for the minutes of these stored audit rows (idempotent)."""
+        ...
+
+    def roll_up_stored(self, topic: str, partition: int, from_offset: int) -> None:
+        """Make the rollups exact for the minutes of every stored row of ``partition`` at ``from_offset`` or
+        later (idempotent)."""
+        ...
+
     def commit(self, topic: str, commits: list[Commit]) -> None:
         """Record the batch's progress."""
         ...
@@ -145,6 +159,12 @@ class ClickHouseIngestStore:
             [(self.key(topic), *r) for r in rows],
             ["src_topic", "src_partition", "src_offset", "reason", "raw"],
         )
+
+    def roll_up(self, topic: str, rows: list[tuple[Any, ...]]) -> None:
+        audit_rollups.roll_up(self.ch, {(str(r[_CLUSTER]), r[_TS]) for r in rows})
+
+    def roll_up_stored(self, topic: str, partition: int, from_offset: int) -> None:
+        audit_rollups.roll_up_stored(self.ch, self.key(topic), partition, from_offset)
 
     def commit(self, topic: str, commits: list[Commit]) -> None:
         self.ch.insert_rows(
@@ -200,8 +220,9 @@ class AuditIngestor:
             self._position[p] = start
             self._present[p] = self.store.present_offsets(self.source.topic, p, start)
             if self._present[p]:
-                log.info("audit ingest: partition %d has %d uncommitted stored offsets; they will be "
-                         "skipped on redelivery", p, len(self._present[p]))
+                log.info("audit ingest: partition %d has %d uncommitted stored offsets; their minutes are rolled "
+                         "up again and they will be skipped on redelivery", p, len(self._present[p]))
+                self.store.roll_up_stored(self.source.topic, p, start)
         self.source.seek(positions)
         self._started = True
         return positions
@@ -241,6 +262,7 @@ class AuditIngestor:
                 self.stats.reject_reasons[reason.split(":", 1)[0][:80]] += 1
         self.store.write_records(topic, good)
         self.store.write_rejects(topic, bad)
+        self.store.roll_up(topic, good)
         last: dict[int, int] = {}
         for rec in batch:
             last[rec.partition] = max(last.get(rec.partition, -1), rec.offset)

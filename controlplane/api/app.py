@@ -35,6 +35,7 @@ from controlplane.api import (
     plans,
     read_local,
     snapshots,
+    state_version,
     throttles,
     tiered,
     topics,
@@ -47,7 +48,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
 
 ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, migrations, topics, throttles, leased_lines,
-           ids, actions, alerts, analytics, anomalies, dashboard, tiered, read_local)
+           ids, actions, alerts, analytics, anomalies, dashboard, tiered, read_local, state_version)
 """Router modules in the order their routes are matched (each has ``router``)."""
 
 

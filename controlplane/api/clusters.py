@@ -276,6 +276,19 @@ def set_topology(ctx: Ctx, name: str, body: TopologyIn, request: Request, who: A
                                        **{k: record.get(k) for k in TOPOLOGY_KEYS}})
 
 
+class LabelsIn(StrictIn):
+    labels: dict[str, str] = Field(description="label -> value (owner, team, tier ...); replaces the cluster's labels; "
+                                               "keys: lower-case letters, digits, '.', '_', '-' (at most 63)")
+
+
+@router.put("/api/v1/clusters/{name}/labels")
+def set_labels(ctx: Ctx, name: str, body: LabelsIn, request: Request, who: Admin) -> Any:
+    """Replace the cluster's labels (a command form of state version 2: 409 until the group runs it;
+    docs/upgrading.md)."""
+    cluster_or_404(ctx, name)
+    return propose(ctx, request, who, {"type": "cluster.labels", "name": name, "labels": body.labels})
+
+
 @router.get("/api/v1/clusters/{name}")
 def get_cluster(ctx: Ctx, name: str, _: Viewer) -> dict[str, Any]:
     """One cluster, with the figures of its latest snapshot when there is one, ``last_error`` (the latest error

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from controlplane.service.snapshots import ClusterLoginRefused, StaleSnapshotError
+from controlplane.state.versions import StateVersionTooLow
 from domain import ContractError
 from domain.errors import json_path
 from kafkaio.errors import KafkaAuthError
@@ -72,7 +73,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CommandRejected)
     async def _rejected(_: Request, exc: CommandRejected) -> JSONResponse:
         # invalid (never proposed) -> 400; committed but refused by the state machine -> 409
-        return problem(409 if isinstance(exc, CommandConflict) else 400, str(exc))
+        # a command form newer than the group's state version -> 409 too (docs/upgrading.md)
+        return problem(409 if isinstance(exc, CommandConflict | StateVersionTooLow) else 400, str(exc))
 
     @app.exception_handler(StaleSnapshotError)
     async def _stale(_: Request, exc: StaleSnapshotError) -> JSONResponse:

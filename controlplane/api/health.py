@@ -42,6 +42,8 @@ def readyz(ctx: Ctx) -> dict[str, Any] | Response:
     with _HEALTH_READS:
         status = ctx.store.status()
     if not status.get("ready"):
+        if status.get("held"):
+            return problem(503, f"not ready: this node holds ({status['held']})", raft=status)
         if status.get("storage_error"):
             return problem(503, f"not ready: the Raft journal cannot append ({status['storage_error']}); a leader "
                                 "hands leadership over, and the node is ready again once space is back", raft=status)
@@ -50,8 +52,10 @@ def readyz(ctx: Ctx) -> dict[str, Any] | Response:
     stale = ctx.loops.stale_loops() if ctx.loops is not None and status.get("is_leader") else {}
     if stale:
         names = ", ".join(f"{name} (silent {secs:.0f} s)" for name, secs in sorted(stale.items()))
-        return problem(503, f"not ready: the leader's loops are not running: {names}", loops=loops)
-    return {"status": "ready", "role": status.get("role"), "leader": status.get("leader"), "loops": loops}
+        return problem(503, f"not ready: the leader's loops are not running: {names}", loops=loops,
+                       state_version=status.get("state_version"))
+    return {"status": "ready", "role": status.get("role"), "leader": status.get("leader"), "loops": loops,
+            "state_version": status.get("state_version")}
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
@@ -62,6 +66,10 @@ def metrics(ctx: Ctx) -> Response:
         ctx.metrics.raft_is_leader.set(1 if status.get("is_leader") else 0)
         ctx.metrics.raft_term.set(float(status.get("term") or 0))
         ctx.metrics.raft_commit_index.set(float(status.get("commit_index") or 0))
+        for kind, value in (status.get("state_version") or {}).items():
+            if kind in ("group", "supported"):
+                ctx.metrics.state_version.labels(kind).set(float(value))
+        ctx.metrics.raft_held.set(1 if status.get("held") else 0)
         own = generate_latest(ctx.metrics.registry)
         federation = ctx.metrics.federation.exposition(
             ctx.snapshots.entries, ctx.store.read,

@@ -105,6 +105,11 @@ def _topic() -> Loaded:
     return topic_app
 
 
+def _state() -> Loaded:
+    from controlplane.cli.state import state_app
+    return state_app
+
+
 def _lab() -> Loaded:
     from kafkalab.cli import register
 
@@ -149,6 +154,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("anomalies", "Anomalies found by the detectors, their fixes; ignore one.", _anomalies),
     Entry("clusters", "Register clusters with a running service and edit their declared topology.", _clusters),
     Entry("topic", "Topics: create one with a pre-allocated replica assignment.", _topic),
+    Entry("state", "The replicated state: its version (rolling upgrades).", _state),
     Entry("lab", LAB_HELP, _lab),
     Entry("migrate-idc", "Move TOPICS to the IDC placement --to, every step to completion, in order (offsets "
                          "kept).", _migrate_idc),

@@ -50,6 +50,11 @@ class ServiceMetrics:
                                     registry=self.registry)
         self.raft_term = Gauge("guardian_raft_term", "Current Raft term", registry=self.registry)
         self.raft_commit_index = Gauge("guardian_raft_commit_index", "Raft commit index", registry=self.registry)
+        self.state_version = Gauge("guardian_state_version", "The replicated state's version (kind=group) and the "
+                                   "highest this node's code applies (kind=supported); docs/upgrading.md",
+                                   ["kind"], registry=self.registry)
+        self.raft_held = Gauge("guardian_raft_held", "1 while this node holds: a committed entry needs a newer state "
+                               "version than its code supports (upgrade it)", registry=self.registry)
         self.analytics_runs = Counter("guardian_analytics_runs_total", "Scheduled analytics runs", ["status"],
                                       registry=self.registry)
         self.analytics_last_run = Gauge("guardian_analytics_last_run_timestamp_seconds",

@@ -284,8 +284,30 @@ class AllocateIds(_Cmd):
     count: Annotated[int, Field(ge=1, le=1_000_000)]
 
 
+class StateVersionSet(_Cmd):
+    """Raise the group's state version (:mod:`controlplane.state.versions`); stamped with ``version`` in the log,
+    so a node whose code cannot apply it holds instead of diverging."""
+
+    type: Literal["state.version"]
+    meta: Meta
+    version: Annotated[int, Field(ge=1, le=1000)]
+
+
+LabelKey = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")]
+
+
+class ClusterLabels(_Cmd):
+    """Replace a cluster's labels (owner, team, tier ...): a command form of state version 2."""
+
+    type: Literal["cluster.labels"]
+    meta: Meta
+    name: Name
+    labels: Annotated[dict[LabelKey, Annotated[str, Field(max_length=200)]], Field(max_length=64)]
+
+
 COMMANDS: dict[str, type[_Cmd]] = {}
-for _model in (ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
+for _model in (StateVersionSet, ClusterLabels,
+               ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
                ExecutionStart, ExecutionTasks, ExecutionControl, ExecutionProgress, ThrottleSet, ThrottleClear,
                MaintenanceSet, AllocateIds, ExecutionRefused, MigrationStart, MigrationUpdate, TopicCreated):
     for _literal in _model.model_fields["type"].annotation.__args__:  # type: ignore[union-attr]

@@ -21,6 +21,7 @@ from controlplane.state.commands import (
     AnomalyRaise,
     AnomalyUpdate,
     AutoRebalance,
+    ClusterLabels,
     ClusterRegister,
     ClusterRemove,
     ClusterTopology,
@@ -38,12 +39,14 @@ from controlplane.state.commands import (
     PlanPropose,
     PoolAssign,
     SelfHealingSet,
+    StateVersionSet,
     ThrottleClear,
     ThrottleSet,
     TopicCreated,
     parse_command,
 )
 from controlplane.state.registration import TOPOLOGY_KEYS
+from controlplane.state.versions import group_version, supported_version, unwrap
 from domain.execution import (
     ACTIVE_STATUSES,
     OPEN_STATES,
@@ -51,7 +54,7 @@ from domain.execution import (
     IllegalTransition,
     Task,
 )
-from raft.protocol import CommandRejected, JsonDict, canonical_json
+from raft.protocol import CommandRejected, EntryTooNew, JsonDict, canonical_json
 
 ACTION_LOG_LIMIT = 5000
 ACTIVE_EXECUTION = ACTIVE_STATUSES  # the domain's set, under the name the service and the demo import
@@ -67,8 +70,10 @@ def empty_state() -> JsonDict:
 class GuardianState:
     """The replicated state machine (implements :class:`raft.protocol.StateMachine`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, supported: int | None = None) -> None:
         self.state: JsonDict = empty_state()
+        self.supported = supported_version() if supported is None else supported
+        """The highest state version this node's code applies (an entry needing more: EntryTooNew)."""
 
     # ------------------------------------------------------------------ protocol
     def snapshot(self) -> JsonDict:
@@ -81,11 +86,17 @@ class GuardianState:
         return canonical_json(self.state)
 
     def restore(self, snapshot: JsonDict) -> None:
-        """Replace the state with one from :meth:`snapshot`."""
+        """Replace the state with one from :meth:`snapshot`; :class:`raft.protocol.EntryTooNew` (state untouched)
+        when its state version is newer than this code supports."""
+        if group_version(snapshot) > self.supported:
+            raise EntryTooNew(f"the state is at state version {group_version(snapshot)}; this node's code supports "
+                              f"up to {self.supported}: upgrade this node (docs/upgrading.md)")
         self.state = copy.deepcopy(snapshot)
 
     def apply(self, command: JsonDict) -> Any:
-        """Apply one committed command; raise :class:`CommandRejected` (state untouched) to refuse it."""
+        """Apply one committed command; raise :class:`CommandRejected` (state untouched) to refuse it, and
+        :class:`raft.protocol.EntryTooNew` when it needs a newer state version than this code supports."""
+        command = unwrap(command, self.state, self.supported)
         cmd = parse_command(command)
         handler = getattr(self, "_" + command["type"].replace(".", "_"))
         result = handler(cmd)
@@ -144,6 +155,7 @@ class GuardianState:
             "placement": old.get("placement", {"default": None, "topics": {}}), "pools": old.get("pools", {}),
             "auto_rebalance": old.get("auto_rebalance", {"enabled": False}),
             "registered_at": old.get("registered_at", cmd.meta.at.isoformat()),
+            **({"labels": old["labels"]} if "labels" in old else {}),
         }
         security = cmd.security or {}
         return {"cluster": cmd.name, "created": not old, "security": security.get("protocol", "PLAINTEXT"),
@@ -156,6 +168,21 @@ class GuardianState:
         cluster.update(copy.deepcopy(declared))
         self.state["clusters"][cmd.name] = cluster
         return {"cluster": cmd.name, **declared}
+
+    def _cluster_labels(self, cmd: ClusterLabels) -> JsonDict:
+        cluster = self._cluster(cmd.name)
+        cluster["labels"] = dict(sorted(cmd.labels.items()))
+        self.state["clusters"][cmd.name] = cluster
+        return {"name": cmd.name, "labels": cluster["labels"]}
+
+    def _state_version(self, cmd: StateVersionSet) -> JsonDict:
+        old = group_version(self.state)
+        if cmd.version < old:
+            raise CommandRejected(f"state version {cmd.version} is below the group's version {old}: state versions "
+                                  "never go down")
+        if cmd.version > old:
+            self.state["state_version"] = cmd.version
+        return {"version": cmd.version, "previous": old}
 
     def _cluster_remove(self, cmd: ClusterRemove) -> JsonDict:
         self._cluster(cmd.name)

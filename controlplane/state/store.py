@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from controlplane.state.commands import validate_command
 from controlplane.state.state import GuardianState
+from controlplane.state.versions import LATEST, group_version, prepare
 from raft.protocol import CommandConflict, CommandRejected, JsonDict, canonical_json, state_hash
 
 T = TypeVar("T")
@@ -61,12 +62,15 @@ class LocalStateStore:
         with self._lock:
             seq = int(self._sm.state["log_seq"])
             digest = state_hash(self._sm.state)
+            group = group_version(self._sm.state)
         return {"role": "local", "is_leader": True, "leader": "local", "term": 0, "commit_index": seq,
-                "last_applied": seq, "ready": True, "state_hash": digest}
+                "last_applied": seq, "ready": True, "state_hash": digest,
+                "state_version": {"group": group, "supported": self._sm.supported, "latest": LATEST}}
 
     def propose(self, command: JsonDict, timeout: float = 5.0) -> Any:
         cmd = validate_command(command)  # CommandRejected: invalid, nothing proposed
         with self._lock:
+            cmd = prepare(cmd, self._sm.state, self._sm.supported)
             try:
                 result = self._sm.apply(cmd)
             except CommandRejected as exc:  # preconditions failed; state untouched (as RaftNode reports it)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from analytics_spark.clickhouse import ClickHouse, connect
+from analytics_spark.clickhouse import ClickHouse, audit_rollups, connect
 from analytics_spark.clickhouse.store import LineageReader, cluster_lineage, partition_peaks
 from analytics_spark.jobs import JobSettings
 from analytics_spark.sql.engine import ENGINE, run_sql
@@ -50,6 +50,12 @@ def ch() -> Iterator[ClickHouse]:
     c.close()
 
 
+def insert_audit(ch: ClickHouse, rows: list[tuple[Any, ...]]) -> None:
+    """Audit rows straight into the raw table, then their rollups (what the ingest does per batch)."""
+    ch.insert_rows("audit_records", rows, COLS)
+    audit_rollups.rebuild(ch)
+
+
 def evening_rows(topic: str, partitions: int, rate: float) -> list[tuple[Any, ...]]:
     """Every day of the window, 18:00-19:00 UTC: ``rate`` bytes/s produced into each partition."""
     rows = []
@@ -73,7 +79,7 @@ def balanced_snapshot() -> Any:
 
 
 def test_modelled_peak_plan_moves_the_quiet_partition_the_window_plan_leaves(ch: ClickHouse) -> None:
-    ch.insert_rows("audit_records", evening_rows("evening", 2, PEAK), COLS)
+    insert_audit(ch, evening_rows("evening", 2, PEAK))
     report = run_sql(ch, ["traffic"], JobSettings(days=DAYS, end=END))
     assert report.jobs[0].output_rows["traffic_forecast"] > 0
     model = partition_peaks(ch, "c1")
@@ -117,7 +123,7 @@ def test_modelled_peak_without_a_model_or_with_a_bad_basis_is_a_clear_error(ch: 
 
 
 def test_api_plans_on_the_modelled_peak(ch: ClickHouse, tmp_path: Any) -> None:
-    ch.insert_rows("audit_records", evening_rows("evening", 2, PEAK), COLS)
+    insert_audit(ch, evening_rows("evening", 2, PEAK))
     run_sql(ch, ["traffic"], JobSettings(days=DAYS, end=END))
     token = TokenConf(name="op", role="operator", sha256=hash_token("op-token"))
     ctx = ServiceContext(settings=Settings(data_dir=tmp_path, tokens=[token]), store=LocalStateStore())
@@ -178,7 +184,7 @@ def throttle_with(lineage_port: Any, observed: Lineage | None = None) -> tuple[T
 
 
 def test_throttle_quotes_the_clients_of_the_clickhouse_lineage_run(ch: ClickHouse) -> None:
-    ch.insert_rows("audit_records", lineage_rows("c1", "orders"), COLS)
+    insert_audit(ch, lineage_rows("c1", "orders"))
     rid = run_sql(ch, ["lineage"], JobSettings(days=DAYS, end=END)).jobs[0].run_id
     lineage = cluster_lineage(ch, "c1")
     assert lineage is not None and lineage.topic_source == f"ClickHouse lineage run {rid}"
@@ -214,7 +220,7 @@ def test_throttle_falls_back_to_the_audit_topic_without_lineage_rows(ch: ClickHo
     assert explained["topic_clients"] == "the audit topic"
     assert explained["fallback_reason"] == "no lineage run yet"
     # a lineage run that only knows another cluster: still the audit topic for c1
-    ch.insert_rows("audit_records", lineage_rows("c2", "orders"), COLS)
+    insert_audit(ch, lineage_rows("c2", "orders"))
     run_sql(ch, ["lineage"], JobSettings(days=DAYS, end=END))
     service.job()
     explained = service.explain("c1")["lineage"]
@@ -229,7 +235,7 @@ def test_throttle_falls_back_to_the_audit_topic_without_lineage_rows(ch: ClickHo
 
 
 def test_sql_engine_records_its_runs(ch: ClickHouse) -> None:
-    ch.insert_rows("audit_records", lineage_rows("c1", "orders"), COLS)
+    insert_audit(ch, lineage_rows("c1", "orders"))
     report = run_sql(ch, ["all"], JobSettings(days=DAYS, end=END))
     runs = {r[0]: r[1:] for r in ch.rows(
         f"SELECT job, engine, input_rows, output_rows FROM {ch.table('analytics_runs')}")}
@@ -245,7 +251,7 @@ def test_cli_runs_the_sql_engine(ch: ClickHouse) -> None:
 
     from analytics_spark.cli import register
 
-    ch.insert_rows("audit_records", lineage_rows("c1", "orders"), COLS)
+    insert_audit(ch, lineage_rows("c1", "orders"))
     app = typer.Typer()
     register(app)
     common = ["--chdb-path", str(chdb_path()), "--database", ch.database]
@@ -280,7 +286,7 @@ def test_auto_rebalance_judges_and_plans_on_the_policy_load_basis(ch: ClickHouse
     policy("modelled_peak")
     (d,) = run_auto_rebalance(ctx)
     assert d["action"] == "skip" and "no traffic model" in d["why"]
-    ch.insert_rows("audit_records", evening_rows("evening", 2, PEAK), COLS)
+    insert_audit(ch, evening_rows("evening", 2, PEAK))
     run_sql(ch, ["traffic"], JobSettings(days=DAYS, end=END))
     (d,) = run_auto_rebalance(ctx)
     assert d["action"] == "skip" and "acting if the next one confirms it" in d["why"], d
@@ -296,7 +302,7 @@ def test_lineage_reader_never_waits_behind_a_long_query(ch: ClickHouse) -> None:
     import threading
     import time
 
-    ch.insert_rows("audit_records", lineage_rows("c1", "orders"), COLS)
+    insert_audit(ch, lineage_rows("c1", "orders"))
     run_sql(ch, ["lineage"], JobSettings(days=DAYS, end=END))
     reader = LineageReader(ch, wait_s=0.2)
     first = reader("c1")

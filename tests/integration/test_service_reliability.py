@@ -57,19 +57,27 @@ def test_leader_kill_loses_no_acknowledged_write(cluster: ServiceCluster) -> Non
     acked: list[int] = []
     stop = threading.Event()
     current = {"leader": leader}
+    died: list[str] = []
 
     def writer() -> None:
-        while not stop.is_set():
-            code, body = cluster.request(current["leader"], "POST", "/api/v1/ids", {"count": 1}, timeout=1.0)
-            if code == 200:
-                acked.append(body["first"])
-            else:
-                time.sleep(0.02)
-                for n in list(cluster.procs):
-                    st = cluster.status(n)
-                    if st and st["is_leader"]:
-                        current["leader"] = n
-                        break
+        # An exception here would end the thread silently and read as "no write resumed after the failover":
+        # record it and fail with it instead (a leader killed between a response's headers and its body made
+        # the request raise http.client.IncompleteRead, which the cluster client did not catch).
+        try:
+            while not stop.is_set():
+                code, body = cluster.request(current["leader"], "POST", "/api/v1/ids", {"count": 1}, timeout=1.0)
+                if code == 200:
+                    acked.append(body["first"])
+                else:
+                    time.sleep(0.02)
+                    for n in list(cluster.procs):
+                        st = cluster.status(n)
+                        if st and st["is_leader"]:
+                            current["leader"] = n
+                            break
+        except Exception as exc:
+            died.append(f"{type(exc).__name__}: {exc}")
+            raise
 
     thread = threading.Thread(target=writer)
     thread.start()
@@ -82,10 +90,11 @@ def test_leader_kill_loses_no_acknowledged_write(cluster: ServiceCluster) -> Non
     new_leader = cluster.leader(timeout=10.0, exclude=leader)
     failover_s = time.monotonic() - killed_at
     deadline = time.monotonic() + 30
-    while len(acked) <= before_kill + 20 and time.monotonic() < deadline:
+    while len(acked) <= before_kill + 20 and time.monotonic() < deadline and thread.is_alive():
         time.sleep(0.05)  # writes resume on the new leader
     stop.set()
     thread.join(10)
+    assert not died, f"the writer died: {died[0]}"
 
     print(f"acked {before_kill} before the kill, {len(acked)} in all; failover {failover_s:.2f} s")
     assert before_kill > 20, "the writer made progress before the kill"

@@ -14,7 +14,7 @@ from analytics_spark.clickhouse.ingest import AuditIngestor, Commit, SourceRecor
 
 def rec(i: int, **over: Any) -> dict[str, Any]:
     r = {
-        "ts": 1_763_719_200_000 + i, "cluster": "c1", "broker": 1, "broker_idc": "idc-a",
+        "ts": 1_763_719_200_000 + 7_000 * i, "cluster": "c1", "broker": 1, "broker_idc": "idc-a",
         "client_id": f"cli-{i % 3}", "user": "u", "client_ip": "10.0.0.1", "client_idc": "idc-b",
         "api": "produce" if i % 2 else "fetch", "topic": "orders", "partition": i % 4,
         "bytes": 100 + i, "records": 1, "latency_ms": 1.5,
@@ -68,6 +68,8 @@ class MemStore:
         self.rejects: dict[tuple[int, int], str] = {}
         self.commits: list[Commit] = []
         self.crash_at: str | None = None
+        # (cluster, minute) -> (rows, bytes) as last recomputed from `records` (what the rollup tables hold)
+        self.rollup: dict[tuple[str, int], tuple[int, int]] = {}
 
     def _maybe(self, step: str) -> None:
         if self.crash_at == step:
@@ -92,6 +94,28 @@ class MemStore:
         self._maybe("rejects")
         for p, o, reason, _raw in rows:
             self.rejects[(p, o)] = reason
+
+    def _recompute(self, minutes: set[tuple[str, int]]) -> None:
+        for key in minutes:
+            rows = [r for r in self.records if (r[1], int(r[0].timestamp()) // 60) == key]
+            self.rollup[key] = (len(rows), sum(r[AUDIT_COLUMNS.index("bytes")] for r in rows))
+
+    def roll_up(self, topic: str, rows: list[tuple[Any, ...]]) -> None:
+        self._maybe("rollup")
+        self._recompute({(r[1], int(r[0].timestamp()) // 60) for r in rows})
+
+    def roll_up_stored(self, topic: str, partition: int, from_offset: int) -> None:
+        self._recompute({(r[1], int(r[0].timestamp()) // 60) for r in self.records
+                         if r[-2] == partition and r[-1] >= from_offset})
+
+    def exact_rollup(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """What the rollups must hold: the totals of every stored record's minute."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for r in self.records:
+            key = (r[1], int(r[0].timestamp()) // 60)
+            n, b = out.get(key, (0, 0))
+            out[key] = (n + 1, b + r[AUDIT_COLUMNS.index("bytes")])
+        return out
 
     def commit(self, topic: str, commits: list[Commit]) -> None:
         self._maybe("commit")
@@ -164,7 +188,7 @@ def test_ingest_all_once_and_counts_rejects() -> None:
     assert store.committed("t") == {p: len(log.parts[p]) for p in log.parts}
 
 
-@pytest.mark.parametrize("step", ["records", "rejects", "commit"])
+@pytest.mark.parametrize("step", ["records", "rejects", "rollup", "commit"])
 @pytest.mark.parametrize("crash_batch", [0, 3])
 def test_restart_after_crash_neither_loses_nor_duplicates(step: str, crash_batch: int) -> None:
     log, store = make_log(120, bad_every=9), MemStore()
@@ -183,6 +207,7 @@ def test_restart_after_crash_neither_loses_nor_duplicates(step: str, crash_batch
     assert keys(store) == expected_good
     assert len(store.records) == len(set(keys(store)))  # no duplicates
     assert len(store.rejects) == sum(len(v) for v in log.parts.values()) - len(expected_good)
+    assert store.rollup == store.exact_rollup()  # the rollups too: the stored, uncommitted rows rolled up again
 
 
 def test_replay_of_committed_range_is_skipped() -> None:
