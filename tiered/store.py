@@ -109,6 +109,7 @@ class TieredStore:
         self.parts = self.env.open_db(b"parts")
         self.meta = self.env.open_db(b"meta")
         self.producers = self.env.open_db(b"producers")
+        self.kafka_ids = self.env.open_db(b"kafka_ids")
 
     def close(self) -> None:
         with self._swap:
@@ -152,8 +153,12 @@ class TieredStore:
                 raw = tx.get(prefix + _U64.pack(segment_id), db=self.segments)
                 return None if raw is None else Segment.from_json(json.loads(raw))
 
+            def resolve(uuid: str) -> int | None:
+                raw = tx.get(prefix + uuid.encode(), db=self.kafka_ids)
+                return None if raw is None else int(_U64.unpack(raw)[0])
+
             try:
-                out = plan_group(meta, leader_epoch, events, group_id, lookup, next_seg)
+                out = plan_group(meta, leader_epoch, events, group_id, lookup, next_seg, resolve)
             except GroupRefused:
                 tx.abort()
                 raise
@@ -193,6 +198,12 @@ class TieredStore:
                 tx.put(k, _dumps(seg.to_json()), db=self.segments)
             else:
                 tx.delete(k, db=self.segments)
+            if seg.kafka is not None:
+                uk = prefix + seg.kafka.segment_uuid.encode()
+                if seg.live:
+                    tx.put(uk, _U64.pack(sid), db=self.kafka_ids)
+                else:
+                    tx.delete(uk, db=self.kafka_ids)
         tx.put(prefix, _dumps(out.meta.to_json()), db=self.parts)
         _add_totals(tx, self.meta, key.cluster, partitions=1 if new else 0, groups=1, events=len(out.events),
                     live_segments=out.meta.live_segments - before.live_segments,
@@ -214,6 +225,11 @@ class TieredStore:
                             removed += 1
                             if not cur.delete():
                                 break
+                cur = tx.cursor(db=self.kafka_ids)
+                if cur.set_range(prefix):
+                    while cur.key()[: len(prefix)] == prefix:
+                        if not cur.delete():
+                            break
                 tx.delete(prefix, db=self.parts)
                 _add_totals(tx, self.meta, key.cluster, partitions=-1, groups=-meta.groups, events=-meta.events,
                             live_segments=-meta.live_segments, remote_bytes=-meta.remote_bytes)
@@ -252,6 +268,16 @@ class TieredStore:
             segs = [Segment.from_json(json.loads(v)) for _, v in _range(tx.cursor(db=self.segments), prefix)]
             return PartitionMeta.from_json(json.loads(raw)), segs
 
+    def segment_by_uuid(self, key: PartitionKey, uuid: str) -> Segment | None:
+        """The live segment registered under a Kafka segment uuid (None: unknown or delete-finished)."""
+        prefix = partition_prefix(key)
+        with self._swap, self.env.begin() as tx:
+            raw = tx.get(prefix + uuid.encode(), db=self.kafka_ids)
+            if raw is None:
+                return None
+            seg = tx.get(prefix + bytes(raw), db=self.segments)
+            return None if seg is None else Segment.from_json(json.loads(seg))
+
     def partitions(self, cluster: str | None = None, limit: int = 1000,
                    after: PartitionKey | None = None) -> list[tuple[PartitionKey, PartitionMeta]]:
         """Partitions in key order (of one cluster when given), after ``after``, at most ``limit``."""
@@ -286,7 +312,7 @@ class TieredStore:
         """SHA-256 over every record (tests: equal on nodes that agree).  O(store size)."""
         h = hashlib.sha256()
         with self._swap, self.env.begin() as tx:
-            for db in (self.groups, self.segments, self.parts, self.meta, self.producers):
+            for db in (self.groups, self.segments, self.parts, self.meta, self.producers, self.kafka_ids):
                 for k, v in tx.cursor(db=db):
                     if k == _WATERMARK:
                         continue
