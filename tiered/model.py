@@ -418,6 +418,16 @@ def find_segment(segments: Sequence[Segment], leader_epoch: int, offset: int) ->
     return best[1] if end is not None and offset <= end else None
 
 
+def segment_for_offset(segments: Sequence[Segment], offset: int, leader_epoch: int | None = None) -> Segment | None:
+    """The copied segment holding ``offset``: at ``leader_epoch`` by :func:`find_segment`, or (no epoch) the
+    copy-finished segment whose offsets contain it, the one of the highest leader epoch when several do
+    (an unclean election's divergent copies)."""
+    if leader_epoch is not None:
+        return find_segment(segments, leader_epoch, offset)
+    holding = [s for s in segments if s.state == EventKind.COPY_FINISHED and s.start_offset <= offset <= s.end_offset]
+    return max(holding, key=lambda s: (s.leader_epoch, s.segment_id)) if holding else None
+
+
 def epoch_range(seg: Segment, leader_epoch: int) -> tuple[int | None, int | None]:
     """(first, last) offset of ``leader_epoch`` in ``seg`` ((None, None): the segment has no such epoch)."""
     if seg.kafka is None or not seg.kafka.leader_epochs:

@@ -16,6 +16,7 @@ service (three ``guardian serve`` nodes, a Raft group, TLS and an operator token
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +26,9 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 from kafka.admin import NewTopic
+from typer.testing import CliRunner
 
+from controlplane.cli.app import app
 from kafkalab import tiered as tiered_service
 from tests.lab_support import Lab, running_lab, wait_for
 from tiered.client import COPY_FINISHED, COPY_STARTED, TieredClient
@@ -143,6 +146,15 @@ def test_round_trip_through_remote_storage(lab: Lab, service: TieredClient) -> N
     assert not service.find_segment(lab.cluster, topic_id, 0, 1, 0).found  # no epoch 1 yet
     got = read_all(lab, topic, n)
     assert len(got) == n and got == [value(topic, i) for i in range(n)]
+    # the operator's question, by topic name: which segment holds this offset (at this epoch)?
+    state = lab.doc["tiered"]
+    base = ["tiered", "segment", "--topic", topic, "--partition", "0", "--url", state["nodes"][0]["http"],
+            "--token", Path(state["token_file"]).read_text().strip()]
+    res = CliRunner().invoke(app, [*base, "--offset", str(start - 1), "--epoch", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["segment"]["kafka"]["uuid"] == hit.segment.kafka.segment_uuid
+    res = CliRunner().invoke(app, [*base, "--offset", str(start - 1), "--epoch", "3"])
+    assert res.exit_code == 1 and "no copied segment holds offset" in res.output
 
 
 def test_kill_leader_during_copies_loses_and_duplicates_nothing(lab: Lab, service: TieredClient) -> None:
