@@ -75,6 +75,9 @@ class LabSpec:
     disk_kind: str = "ssd"
     disk_max_bytes_per_s: int = 200_000_000
     tiered: bool = False
+    rlmm: str = "guardian"
+    """With ``tiered``: ``guardian`` (Guardian's RLMM and its service) or ``kafka`` (Kafka's
+    TopicBasedRemoteLogMetadataManager over the INTERNAL listener: the baseline of the bench)."""
     ready_timeout_s: float = 180.0
     extra_props: dict[str, str] = field(default_factory=dict)
 
@@ -83,6 +86,8 @@ class LabSpec:
             raise LabError(f"--brokers: {self.brokers} is out of range (1..12 on one machine)")
         if not 1 <= self.log_dirs <= 8:
             raise LabError(f"--log-dirs: {self.log_dirs} is out of range (1..8)")
+        if self.rlmm not in ("guardian", "kafka"):
+            raise LabError(f"--rlmm: {self.rlmm!r} is not guardian or kafka")
         if not 1 <= self.idcs <= self.brokers:
             raise LabError(f"--idcs: {self.idcs} must be between 1 and the number of brokers ({self.brokers})")
 
@@ -340,12 +345,15 @@ def up(spec: LabSpec, endpoints_file: Path | None = None) -> dict[str, Any]:
 def _start(spec: LabSpec, directory: Path, java: str, jars: Jars, doc: dict[str, Any], plugin_cp: str = "") -> None:
     s = creds.generate(directory)
     n_ctrl = min(cfg.MAX_CONTROLLERS, spec.brokers)
-    ports = _free_ports(spec.brokers * 4 + 1 + (4 * tiered_service.NODES if spec.tiered else 0))
+    service = spec.tiered and spec.rlmm == "guardian"
+    ports = _free_ports(spec.brokers * 4 + 1 + (4 * tiered_service.NODES if service else 0))
     tiered_props: dict[str, str] = {}
-    if spec.tiered:  # the metadata service first: a broker's RLMM connects to it at start-up
+    if service:  # the metadata service first: a broker's RLMM connects to it at start-up
         state = tiered_service.start(directory, doc, ports[spec.brokers * 4 + 1:])
         _save_state(directory, doc)
         tiered_props = tiered_service.broker_properties(state, spec.cluster)
+    elif spec.tiered:
+        tiered_props = tiered_service.kafka_rlmm_properties(directory, s.keystore, s.ca_file, spec.brokers)
     ctrl_ports = {i + 1: ports[i * 4 + 2] for i in range(n_ctrl)}
     voters = cfg.voters(ctrl_ports)
     all_dirs = [directory / "data" / f"b{i + 1}" / f"data{d + 1}" for i in range(spec.brokers)

@@ -164,6 +164,26 @@ def broker_properties(state: dict[str, Any], cluster: str) -> dict[str, str]:
     }
 
 
+def kafka_rlmm_properties(directory: Path, keystore: Path, ca_file: Path, brokers: int) -> dict[str, str]:
+    """Tiered storage with Kafka's own TopicBasedRemoteLogMetadataManager (the bench's baseline): its clients on
+    the INTERNAL listener (mutual TLS with the node's keystore), the same RSM and task interval as ours."""
+    c = "rlmm.config.remote.log.metadata.common.client."
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": RSM_CLASS,
+        "rsm.config.dir": str(directory / "remote-storage"),
+        "rsm.config.delete.on.close": "false",
+        "remote.log.metadata.manager.listener.name": "INTERNAL",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": str(min(3, brokers)),
+        c + "ssl.keystore.type": "PEM",
+        c + "ssl.keystore.location": str(keystore),
+        c + "ssl.truststore.type": "PEM",
+        c + "ssl.truststore.location": str(ca_file),
+        "remote.log.manager.task.interval.ms": str(TASK_INTERVAL_MS),
+        "log.retention.check.interval.ms": "1000",
+    }
+
+
 def stop(state: dict[str, Any], grace_s: float = 10.0) -> list[str]:
     """Stop every node (SIGTERM, then SIGKILL); returns what is still running."""
     from kafkalab.lab import _stop_pid, pid_alive

@@ -17,6 +17,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.server.log.remote.metadata.storage.BrokerReadyCallback;
 import org.apache.kafka.server.log.remote.storage.RemoteLogMetadataManager;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
@@ -29,8 +30,10 @@ import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
  * the latency of each call, a write counted until its future completes (what the broker's copy task waits
  * for).  Every second, and at close, it writes per method: calls, errors, p50/p99/max microseconds, to the
  * JSON file {@code guardian.bench.out}.  Same code path for both managers: the figures compare like with like.
+ * It forwards {@link BrokerReadyCallback#onBrokerReady} (Kafka's manager creates and consumes its metadata topic
+ * only from then on).
  */
-public class TimedRemoteLogMetadataManager implements RemoteLogMetadataManager {
+public class TimedRemoteLogMetadataManager implements RemoteLogMetadataManager, BrokerReadyCallback {
     private static final int MAX_SAMPLES = 1 << 20;
 
     private static final class Stat {
@@ -191,6 +194,13 @@ public class TimedRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public long remoteLogSize(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
         return time("remote_log_size", () -> inner.remoteLogSize(tp, leaderEpoch));
+    }
+
+    @Override
+    public void onBrokerReady() {
+        if (inner instanceof BrokerReadyCallback) {  // TopicBasedRemoteLogMetadataManager initialises here
+            ((BrokerReadyCallback) inner).onBrokerReady();
+        }
     }
 
     @Override
