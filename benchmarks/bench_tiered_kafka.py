@@ -87,6 +87,7 @@ def local_starts(doc: dict[str, Any], partitions: int) -> list[int]:
 def run(manager: str, partitions: int, segments: int, base: Path) -> dict[str, Any]:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError
 
     directory = base / manager
     stats_file = base / f"{manager}-rlmm.json"
@@ -157,8 +158,7 @@ def run(manager: str, partitions: int, segments: int, base: Path) -> dict[str, A
         first = None
         while time.monotonic() - t_start < 300 and first is None:
             try:
-                c = KafkaConsumer(**conf, enable_auto_commit=False, request_timeout_ms=5000,
-                                  api_version_auto_timeout_ms=3000)
+                c = KafkaConsumer(**conf, enable_auto_commit=False, request_timeout_ms=5000)
                 c.assign([tps[0]])
                 c.seek(tps[0], 0)
                 for _ in range(5):
@@ -166,7 +166,7 @@ def run(manager: str, partitions: int, segments: int, base: Path) -> dict[str, A
                         first = time.monotonic() - t_start
                         break
                 c.close()
-            except Exception:  # the broker is not up yet
+            except (KafkaError, OSError):  # the broker is not up yet
                 time.sleep(0.5)
         result["restart_to_first_remote_fetch_s"] = None if first is None else round(first, 1)
         return result
