@@ -53,7 +53,7 @@ test-tools: $(TEST_STAMP)
 # guardian lab: Maven for the jars (and to build Guardian's RLMM plug-in, tiered/rlmm-plugin), node_exporter for
 # the disks, mkfs.ext4/losetup for the loop devices
 LAB_STAMP := $(VENV)/.lab-installed
-RLMM_PLUGIN_SRC := tiered/rlmm-plugin/pom.xml tiered/proto/tiered_metadata.proto $(shell find tiered/rlmm-plugin/src -name '*.java')
+RLMM_PLUGIN_SRC := tiered/rlmm-plugin/pom.xml tiered/proto/tiered_metadata.proto $(wildcard tiered/rlmm-plugin/src/main/java/guardian/tiered/rlmm/*.java)
 $(LAB_STAMP): $(TEST_STAMP) kafkalab/pom.xml $(RLMM_PLUGIN_SRC)
 	$(call need,mvn,maven,the lab's jars (guardian lab))
 	$(call need,prometheus-node-exporter,prometheus-node-exporter,the lab's disk metrics)
