@@ -167,8 +167,8 @@ def test_kill_leader_during_copies_loses_and_duplicates_nothing(lab: Lab, servic
     wait_for("a first segment copied", lambda: any(s.state == COPY_FINISHED
                                                     for s in segments_of(service, lab.cluster, topic)), 60)
     victim = tiered_service.leader(state, 15)
-    tiered_service.kill_node(state, victim)
     copied_before = sum(s.state == COPY_FINISHED for s in segments_of(service, lab.cluster, topic))
+    tiered_service.kill_node(state, victim)
     producer.join(120)
     assert not producer.is_alive()
     new_leader = tiered_service.leader(state, 30)
