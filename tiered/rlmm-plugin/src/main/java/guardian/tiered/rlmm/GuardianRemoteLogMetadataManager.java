@@ -5,11 +5,7 @@ import guardian.tiered.v1.AppendGroupRequest;
 import guardian.tiered.v1.CurrentStateRequest;
 import guardian.tiered.v1.CurrentStateResponse;
 import guardian.tiered.v1.DeletePartitionRequest;
-import guardian.tiered.v1.EpochSegmentsRequest;
-import guardian.tiered.v1.EpochSegmentsResponse;
 import guardian.tiered.v1.EventKind;
-import guardian.tiered.v1.FindSegmentRequest;
-import guardian.tiered.v1.FindSegmentResponse;
 import guardian.tiered.v1.KafkaSegment;
 import guardian.tiered.v1.PartitionRef;
 import guardian.tiered.v1.Segment;
@@ -33,6 +29,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Collectors;
 import org.apache.kafka.common.TopicIdPartition;
@@ -56,9 +53,10 @@ import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
  * majority of the Raft group committed it; the returned future is already complete.  Kafka's topic id
  * (its base64 text), segment uuid, leader-epoch map, custom metadata, broker id and times are stored as
  * given; follow-ups name their segment by its uuid.  Reads ({@code remoteLogSegmentMetadata},
- * {@code listRemoteLogSegments}, {@code highestOffsetForEpoch}, {@code remoteLogSize}) are answered by the
- * service's leader from its current state: no replay on leadership changes, no per-partition cache but
- * the fencing mark.
+ * {@code listRemoteLogSegments}, {@code highestOffsetForEpoch}, {@code remoteLogSize}) are computed from the
+ * partition's live segments as the service's leader answers them ({@code CurrentState}), kept per partition
+ * until this broker writes the partition, its leadership changes or {@code guardian.tiered.cache.ttl.ms}
+ * (5 s) passes: no replay on leadership changes, one call to fill a partition's cache.
  *
  * <p><b>Fencing.</b> An append carries a leader epoch: for a copy start the highest epoch in the
  * segment's epoch map, or this broker's mark for the partition when higher; for updates the mark.  The
@@ -81,6 +79,21 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
     private final ConcurrentHashMap<TopicIdPartition, Object> locks = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<TopicIdPartition, AtomicLong> sequences = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<TopicIdPartition, Integer> marks = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<TopicIdPartition, Cached> cache = new ConcurrentHashMap<>();
+    /** Per partition: odd while this broker's write is in flight, +2 per write (a read caches only across none). */
+    private final ConcurrentHashMap<TopicIdPartition, AtomicLong> writes = new ConcurrentHashMap<>();
+    private long cacheTtlNanos = TimeUnit.MILLISECONDS.toNanos(5000);
+
+    /** A partition's live segments as the service's leader answered them, and when. */
+    private static final class Cached {
+        final List<Segment> segments;
+        final long at;
+
+        Cached(List<Segment> segments, long at) {
+            this.segments = segments;
+            this.at = at;
+        }
+    }
     private final long producerId = 1 + (new SecureRandom().nextLong() & Long.MAX_VALUE) % (Long.MAX_VALUE - 1);
     private volatile TieredClient client;
     private String cluster = "kafka";
@@ -97,6 +110,7 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
         if (broker != null) {
             brokerId = Integer.parseInt(broker.toString());
         }
+        cacheTtlNanos = TimeUnit.MILLISECONDS.toNanos(Long.parseLong(str(configs, "cache.ttl.ms", "5000")));
         boolean plaintext = Boolean.parseBoolean(str(configs, "plaintext", "false"));
         String ca = str(configs, "ca.file", null);
         if (!plaintext && (ca == null || ca.isBlank())) {
@@ -189,12 +203,17 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
             int mark = mark(tp);
             int use = Math.max(epoch, mark);
             long seq = sequences.computeIfAbsent(tp, k -> new AtomicLong()).incrementAndGet();
+            AtomicLong gen = writes.computeIfAbsent(tp, k -> new AtomicLong());
+            gen.incrementAndGet();  // odd: no read caches what it gets until this write is over
+            cache.remove(tp);
             AppendGroupRequest req = AppendGroupRequest.newBuilder().setPartition(ref(tp)).setLeaderEpoch(use)
                     .addEvents(event).setProducerId(producerId).setSequence(seq).build();
             try {
                 client.call(TieredRpc.APPEND_GROUP, req, false);
                 marks.put(tp, use);
             } catch (StatusRuntimeException e) {
+                cache.remove(tp);
+                gen.incrementAndGet();
                 if (e.getStatus().getCode() == Status.Code.FAILED_PRECONDITION) {
                     marks.remove(tp);  // read again at the next write: a newer leader wrote meanwhile
                     throw new RemoteStorageException("fenced by Guardian's tiered-metadata service: " + tp + " epoch "
@@ -204,6 +223,8 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
                         + event.getKind() + " of " + tp + " (" + e.getStatus().getCode() + ": "
                         + e.getStatus().getDescription() + ")", e);
             }
+            cache.remove(tp);
+            gen.incrementAndGet();
         }
     }
 
@@ -286,31 +307,96 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
         }
     }
 
+    /**
+     * The partition's live segments: from the cache when this broker has not written the partition, nor seen
+     * a leadership change, since they were read and they are younger than {@code cache.ttl.ms} (the leader is
+     * the partition's only writer, so its own writes are what changes them); else one leader-only
+     * {@code CurrentState} call.
+     */
+    private List<Segment> segments(TopicIdPartition tp) throws RemoteStorageException {
+        Cached c = cache.get(tp);
+        long now = System.nanoTime();
+        if (c != null && now - c.at < cacheTtlNanos) {
+            return c.segments;
+        }
+        AtomicLong gen = writes.computeIfAbsent(tp, k -> new AtomicLong());
+        long before = gen.get();
+        CurrentStateResponse st = read(() -> client.call(TieredRpc.CURRENT_STATE,
+                CurrentStateRequest.newBuilder().setPartition(ref(tp)).build(), true), tp);
+        List<Segment> segs = List.copyOf(st.getSegmentsList());
+        if (before % 2 == 0) {  // atomic with a writer's remove: cached only if no write of ours began meanwhile
+            cache.compute(tp, (k, old) -> gen.get() == before ? new Cached(segs, now) : old);
+        }
+        return segs;
+    }
+
+    /** The first offset of {@code epoch} in {@code s} (null: the segment has no such epoch). */
+    static Long epochStart(Segment s, int epoch) {
+        Map<Integer, Long> epochs = s.getKafka().getLeaderEpochsMap();
+        if (epochs.isEmpty()) {
+            return s.getLeaderEpoch() == epoch ? s.getStartOffset() : null;
+        }
+        return epochs.get(epoch);
+    }
+
+    /** The last offset of {@code epoch} in {@code s}: the next epoch's start - 1, else the segment's end. */
+    static Long epochEnd(Segment s, int epoch) {
+        if (epochStart(s, epoch) == null) {
+            return null;
+        }
+        Map.Entry<Integer, Long> next = new TreeMap<>(s.getKafka().getLeaderEpochsMap()).higherEntry(epoch);
+        return next == null ? s.getEndOffset() : next.getValue() - 1;
+    }
+
+    /** KIP-405's lookup (the same rules as tiered/model.py's find_segment). */
+    static Optional<Segment> find(List<Segment> segs, int epoch, long offset) {
+        Segment best = null;
+        long bestStart = -1;
+        for (Segment s : segs) {
+            if (s.getState() != EventKind.COPY_FINISHED || !s.hasKafka()) {
+                continue;
+            }
+            Long start = epochStart(s, epoch);
+            if (start != null && start <= offset && start > bestStart) {
+                best = s;
+                bestStart = start;
+            }
+        }
+        return best != null && offset <= epochEnd(best, epoch) ? Optional.of(best) : Optional.empty();
+    }
+
+    /** Copy-finished segments holding {@code epoch}, by that epoch's first offset. */
+    static List<Segment> forEpoch(List<Segment> segs, int epoch) {
+        List<Segment> out = new ArrayList<>();
+        for (Segment s : segs) {
+            if (s.getState() == EventKind.COPY_FINISHED && s.hasKafka() && epochStart(s, epoch) != null) {
+                out.add(s);
+            }
+        }
+        out.sort(Comparator.comparingLong((Segment s) -> epochStart(s, epoch)).thenComparingLong(Segment::getSegmentId));
+        return out;
+    }
+
     @Override
     public Optional<RemoteLogSegmentMetadata> remoteLogSegmentMetadata(TopicIdPartition tp, int epochForOffset,
                                                                        long offset) throws RemoteStorageException {
-        FindSegmentResponse r = read(() -> client.call(TieredRpc.FIND_SEGMENT, FindSegmentRequest.newBuilder()
-                .setPartition(ref(tp)).setLeaderEpoch(epochForOffset).setOffset(offset).build(), true), tp);
-        return r.getFound() && r.getSegment().hasKafka() ? Optional.of(toKafka(tp, r.getSegment())) : Optional.empty();
-    }
-
-    private EpochSegmentsResponse epochSegments(TopicIdPartition tp, int epoch) throws RemoteStorageException {
-        return read(() -> client.call(TieredRpc.EPOCH_SEGMENTS, EpochSegmentsRequest.newBuilder()
-                .setPartition(ref(tp)).setLeaderEpoch(epoch).build(), true), tp);
+        return find(segments(tp), epochForOffset, offset).map(s -> toKafka(tp, s));
     }
 
     @Override
     public Optional<Long> highestOffsetForEpoch(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
-        EpochSegmentsResponse r = epochSegments(tp, leaderEpoch);
-        return r.getHasHighest() ? Optional.of(r.getHighestOffset()) : Optional.empty();
+        Long highest = null;
+        for (Segment s : forEpoch(segments(tp), leaderEpoch)) {
+            long end = epochEnd(s, leaderEpoch);
+            highest = highest == null ? end : Math.max(highest, end);
+        }
+        return Optional.ofNullable(highest);
     }
 
     @Override
     public Iterator<RemoteLogSegmentMetadata> listRemoteLogSegments(TopicIdPartition tp) throws RemoteStorageException {
-        CurrentStateResponse st = read(() -> client.call(TieredRpc.CURRENT_STATE,
-                CurrentStateRequest.newBuilder().setPartition(ref(tp)).build(), true), tp);
         List<RemoteLogSegmentMetadata> out = new ArrayList<>();
-        for (Segment s : st.getSegmentsList()) {
+        for (Segment s : segments(tp)) {
             if (s.hasKafka()) {
                 out.add(toKafka(tp, s));
             }
@@ -323,10 +409,8 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
     public Iterator<RemoteLogSegmentMetadata> listRemoteLogSegments(TopicIdPartition tp, int leaderEpoch)
             throws RemoteStorageException {
         List<RemoteLogSegmentMetadata> out = new ArrayList<>();
-        for (Segment s : epochSegments(tp, leaderEpoch).getSegmentsList()) {
-            if (s.hasKafka()) {
-                out.add(toKafka(tp, s));
-            }
+        for (Segment s : forEpoch(segments(tp), leaderEpoch)) {
+            out.add(toKafka(tp, s));
         }
         return out.iterator();
     }
@@ -334,7 +418,7 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
     @Override
     public long remoteLogSize(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
         long size = 0;
-        for (Segment s : epochSegments(tp, leaderEpoch).getSegmentsList()) {
+        for (Segment s : forEpoch(segments(tp), leaderEpoch)) {
             size += s.getSizeBytes();
         }
         return size;
@@ -346,12 +430,8 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
                                              Set<TopicIdPartition> followerPartitions) {
         // Nothing to replay: the service holds every partition's state.  Forget the fencing marks: the next
         // write of a partition reads the service's mark again.
-        for (TopicIdPartition tp : leaderPartitions) {
-            marks.remove(tp);
-        }
-        for (TopicIdPartition tp : followerPartitions) {
-            marks.remove(tp);
-        }
+        forget(leaderPartitions);
+        forget(followerPartitions);
     }
 
     @Override
@@ -362,6 +442,7 @@ public class GuardianRemoteLogMetadataManager implements RemoteLogMetadataManage
     private void forget(Set<TopicIdPartition> partitions) {
         for (TopicIdPartition tp : partitions) {
             marks.remove(tp);
+            cache.remove(tp);
         }
     }
 
