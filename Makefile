@@ -50,9 +50,11 @@ $(TEST_STAMP): $(STAMP)
 
 test-tools: $(TEST_STAMP)
 
-# guardian lab: Maven for the jars, node_exporter for the disks, mkfs.ext4/losetup for the loop devices
+# guardian lab: Maven for the jars (and to build Guardian's RLMM plug-in, tiered/rlmm-plugin), node_exporter for
+# the disks, mkfs.ext4/losetup for the loop devices
 LAB_STAMP := $(VENV)/.lab-installed
-$(LAB_STAMP): $(TEST_STAMP) kafkalab/pom.xml
+RLMM_PLUGIN_SRC := tiered/rlmm-plugin/pom.xml tiered/proto/tiered_metadata.proto $(wildcard tiered/rlmm-plugin/src/main/java/guardian/tiered/rlmm/*.java)
+$(LAB_STAMP): $(TEST_STAMP) kafkalab/pom.xml $(RLMM_PLUGIN_SRC)
 	$(call need,mvn,maven,the lab's jars (guardian lab))
 	$(call need,prometheus-node-exporter,prometheus-node-exporter,the lab's disk metrics)
 	$(call need,mkfs.ext4,e2fsprogs,the lab's loop-device file systems)

@@ -22,6 +22,7 @@ from kafkalab.disks import DiskMode
 from kafkalab.errors import LabError
 from kafkalab.jars import ensure_jars
 from kafkalab.lab import DEFAULT_DIR, LabSpec, confine, down, kill_node, start_node, status, unconfine, up
+from kafkalab.plugin import ensure_plugin
 
 DirOption = typer.Option(Path(os.environ.get("GUARDIAN_LAB_DIR", str(DEFAULT_DIR))), "--dir",
                          help="the lab's directory (state, TLS files, passwords, logs; env GUARDIAN_LAB_DIR)")
@@ -92,12 +93,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("jars")
     def lab_jars() -> None:
-        """Fetch the lab's jars from Maven Central once (kafkalab/pom.xml) and print where they are."""
+        """Fetch the lab's jars from Maven Central once (kafkalab/pom.xml), build Guardian's RLMM plug-in
+        (tiered/rlmm-plugin) and print where they are."""
         try:
             jars = ensure_jars()
+            plugin = ensure_plugin()
         except LabError as exc:
             raise _fail(exc) from None
         typer.echo(f"Kafka {jars.kafka_version} and {jars.agent.name} in {jars.directory}")
+        typer.echo(f"Guardian's RLMM plug-in and Kafka's LocalTieredStorage in {plugin.directory / 'build'}")
 
     @app.command("down")
     def lab_down(directory: Path = DirOption,

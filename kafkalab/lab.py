@@ -45,9 +45,11 @@ from typing import Any
 from kafkalab import cgroups
 from kafkalab import config as cfg
 from kafkalab import credentials as creds
+from kafkalab import tiered as tiered_service
 from kafkalab.disks import DiskMode, LogDir, provision, release
 from kafkalab.errors import LabError
 from kafkalab.jars import Jars, ensure_jars
+from kafkalab.plugin import ensure_plugin
 
 FORMAT = "guardian.lab/v1"
 STATE_FILE = "lab.json"
@@ -73,6 +75,9 @@ class LabSpec:
     disk_kind: str = "ssd"
     disk_max_bytes_per_s: int = 200_000_000
     tiered: bool = False
+    rlmm: str = "guardian"
+    """With ``tiered``: ``guardian`` (Guardian's RLMM and its service) or ``kafka`` (Kafka's
+    TopicBasedRemoteLogMetadataManager over the INTERNAL listener: the baseline of the bench)."""
     ready_timeout_s: float = 180.0
     extra_props: dict[str, str] = field(default_factory=dict)
 
@@ -81,11 +86,10 @@ class LabSpec:
             raise LabError(f"--brokers: {self.brokers} is out of range (1..12 on one machine)")
         if not 1 <= self.log_dirs <= 8:
             raise LabError(f"--log-dirs: {self.log_dirs} is out of range (1..8)")
+        if self.rlmm not in ("guardian", "kafka"):
+            raise LabError(f"--rlmm: {self.rlmm!r} is not guardian or kafka")
         if not 1 <= self.idcs <= self.brokers:
             raise LabError(f"--idcs: {self.idcs} must be between 1 and the number of brokers ({self.brokers})")
-        if self.tiered:
-            raise LabError("--tiered: Guardian's RemoteLogMetadataManager plugin is not built yet (issue 37); "
-                           "start the lab without --tiered")
 
 
 def idc_name(i: int) -> str:
@@ -162,12 +166,13 @@ def _java() -> str:
     return java
 
 
-def _node_cmd(java: str, jars: Jars, heap: str, node_dir: Path, jmx_port: int) -> list[str]:
+def _node_cmd(java: str, jars: Jars, heap: str, node_dir: Path, jmx_port: int, extra_cp: str = "") -> list[str]:
+    classpath = jars.classpath + (os.pathsep + extra_cp if extra_cp else "")
     return [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={node_dir / 'log4j2.properties'}",
             f"-javaagent:{jars.agent}=127.0.0.1:{jmx_port}:{node_dir / 'jmx-exporter.yml'}",
-            "-cp", jars.classpath, "kafka.Kafka", str(node_dir / "server.properties")]
+            "-cp", classpath, "kafka.Kafka", str(node_dir / "server.properties")]
 
 
 def _spawn(cmd: list[str], log: Path) -> int:
@@ -315,6 +320,7 @@ def up(spec: LabSpec, endpoints_file: Path | None = None) -> dict[str, Any]:
         down(directory)
     java = _java()
     jars = ensure_jars()
+    plugin_cp = ensure_plugin().classpath if spec.tiered else ""
     if not RULES.exists():
         raise LabError(f"{RULES} is missing: the JMX exporter's rules ship with the package (reinstall it)")
     if shutil.which(NODE_EXPORTER) is None:
@@ -326,7 +332,7 @@ def up(spec: LabSpec, endpoints_file: Path | None = None) -> dict[str, Any]:
                            "disk_kind": spec.disk_kind, "disk_max_bytes_per_s": spec.disk_max_bytes_per_s}
     _save_state(directory, doc)
     try:
-        _start(spec, directory, java, jars, doc)
+        _start(spec, directory, java, jars, doc, plugin_cp)
         _wait_ready(doc, spec.ready_timeout_s)
     except BaseException:
         down(directory, keep_dir=True)
@@ -336,10 +342,18 @@ def up(spec: LabSpec, endpoints_file: Path | None = None) -> dict[str, Any]:
     return doc
 
 
-def _start(spec: LabSpec, directory: Path, java: str, jars: Jars, doc: dict[str, Any]) -> None:
+def _start(spec: LabSpec, directory: Path, java: str, jars: Jars, doc: dict[str, Any], plugin_cp: str = "") -> None:
     s = creds.generate(directory)
     n_ctrl = min(cfg.MAX_CONTROLLERS, spec.brokers)
-    ports = _free_ports(spec.brokers * 4 + 1)
+    service = spec.tiered and spec.rlmm == "guardian"
+    ports = _free_ports(spec.brokers * 4 + 1 + (4 * tiered_service.NODES if service else 0))
+    tiered_props: dict[str, str] = {}
+    if service:  # the metadata service first: a broker's RLMM connects to it at start-up
+        state = tiered_service.start(directory, doc, ports[spec.brokers * 4 + 1:])
+        _save_state(directory, doc)
+        tiered_props = tiered_service.broker_properties(state, spec.cluster)
+    elif spec.tiered:
+        tiered_props = tiered_service.kafka_rlmm_properties(directory, s.keystore, s.ca_file, spec.brokers)
     ctrl_ports = {i + 1: ports[i * 4 + 2] for i in range(n_ctrl)}
     voters = cfg.voters(ctrl_ports)
     all_dirs = [directory / "data" / f"b{i + 1}" / f"data{d + 1}" for i in range(spec.brokers)
@@ -367,7 +381,8 @@ def _start(spec: LabSpec, directory: Path, java: str, jars: Jars, doc: dict[str,
         layout = cfg.NodeLayout(node_id=nid, ports=np_, log_dirs=mine, metadata_dir=node_dir / "metadata",
                                 rack=rack, voters=voters, brokers=spec.brokers, keystore=s.keystore,
                                 ca_file=s.ca_file)
-        props = cfg.server_properties(layout) + "".join(f"{k}={v}\n" for k, v in spec.extra_props.items())
+        props = cfg.server_properties(layout) + "".join(f"{k}={v}\n" for k, v in
+                                                        {**tiered_props, **spec.extra_props}.items())
         (node_dir / "server.properties").write_text(props)
         (node_dir / "log4j2.properties").write_text(cfg.log4j2_properties(node_dir / "server.log"))
         creds.write_secret(node_dir / "jmx-exporter.yml", jmx_yaml)  # holds the keystore's password
@@ -377,14 +392,14 @@ def _start(spec: LabSpec, directory: Path, java: str, jars: Jars, doc: dict[str,
                       "jmx_exporter": np_.jmx_exporter},
             "log_dirs": [str(p) for p in mine], "log": str(node_dir / "stdout.log"),
             "jmx_url": f"https://127.0.0.1:{np_.jmx_exporter}/metrics",
-            "cmd": _node_cmd(java, jars, spec.heap, node_dir, np_.jmx_exporter), "pid": None})
+            "cmd": _node_cmd(java, jars, spec.heap, node_dir, np_.jmx_exporter, plugin_cp), "pid": None})
     doc["bootstrap_servers"] = ",".join(f"127.0.0.1:{n['ports']['client']}" for n in doc["nodes"])
     _save_state(directory, doc)
     _format_storage(java, jars, _cluster_id(), doc["nodes"], s)
     for n in doc["nodes"]:
         n["pid"] = _spawn(n["cmd"], Path(n["log"]))
     _save_state(directory, doc)
-    ne_port = ports[-1]
+    ne_port = ports[spec.brokers * 4]
     web = directory / "node-exporter-web.yml"
     web.write_text(cfg.node_exporter_web_config(s.server_cert, s.server_key, creds.METRICS_USER,
                                                 creds.bcrypt_hash(metrics_pw)))
@@ -472,6 +487,8 @@ def down(directory: Path, keep_dir: bool = False, grace_s: float = 15.0) -> list
     for pid in pids:
         _stop_pid(pid, grace_s)
     problems = [f"process {pid} is still running" for pid in pids if pid_alive(pid)]
+    if doc.get("tiered"):  # after the brokers: their RLMM writes to it until they stop
+        problems += tiered_service.stop(doc["tiered"])
     problems += cgroups.release(doc)
     problems += release([LogDir.from_json(d) for d in doc.get("log_dirs", [])])
     if not keep_dir and not problems:
@@ -572,4 +589,8 @@ def status(directory: Path) -> dict[str, Any]:
                        "log_dirs": n["log_dirs"], "cgroups": (doc.get("cgroups") or {}).get(str(n["id"]), [])}
                       for n in doc["nodes"]],
             "node_exporter": {"running": pid_alive(doc.get("node_exporter", {}).get("pid")),
-                              "url": doc.get("node_exporter", {}).get("url")}}
+                              "url": doc.get("node_exporter", {}).get("url")},
+            "tiered": None if not doc.get("tiered") else {
+                "grpc": doc["tiered"]["grpc"], "token_file": doc["tiered"]["token_file"],
+                "nodes": [{"id": n["id"], "pid": n["pid"], "running": pid_alive(n["pid"])}
+                          for n in doc["tiered"]["nodes"]]}}

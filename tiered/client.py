@@ -209,6 +209,21 @@ class TieredClient:
     def current_state(self, cluster: str, topic_id: str, partition: int) -> Any:
         return self._call("CurrentState", pb.CurrentStateRequest(partition=partition_ref(cluster, topic_id, partition)))
 
+    def find_segment(self, cluster: str, topic_id: str, partition: int, leader_epoch: int, offset: int) -> Any:
+        """KIP-405's lookup: the copied segment holding ``offset`` at ``leader_epoch`` (``found`` false: none)."""
+        return self._call("FindSegment", pb.FindSegmentRequest(
+            partition=partition_ref(cluster, topic_id, partition), leader_epoch=leader_epoch, offset=offset))
+
+    def epoch_segments(self, cluster: str, topic_id: str, partition: int, leader_epoch: int) -> Any:
+        """Copied segments holding ``leader_epoch`` and the epoch's highest remote offset."""
+        return self._call("EpochSegments", pb.EpochSegmentsRequest(
+            partition=partition_ref(cluster, topic_id, partition), leader_epoch=leader_epoch))
+
+    def segment_by_uuid(self, cluster: str, topic_id: str, partition: int, segment_uuid: str) -> Any:
+        """The live segment registered under a Kafka segment uuid (``found`` false: none)."""
+        return self._call("SegmentById", pb.SegmentByIdRequest(
+            partition=partition_ref(cluster, topic_id, partition), segment_uuid=segment_uuid))
+
     def local_start_fetch_offset(self, cluster: str, topic_id: str, partition: int, log_start: int, log_end: int,
                                  avg_ingress_per_s: float, threshold_s: float) -> Any:
         return self._call("LocalStartFetchOffset", pb.LocalStartFetchOffsetRequest(

@@ -63,6 +63,7 @@ ALLOWED_BEFORE: dict[EventKind, frozenset[EventKind | None]] = {
 MAX_EVENTS_PER_GROUP = 1000
 MAX_NAME = 255
 MAX_PRODUCERS_PER_PARTITION = 16
+MAX_CUSTOM_METADATA = 16384  # base64 characters of an RSM's custom metadata (Kafka's default cap is 128 bytes)
 
 
 class GroupRefused(Exception):
@@ -100,8 +101,61 @@ class PartitionKey:
 
 
 @dataclass(frozen=True)
+class KafkaSegment:
+    """What a Kafka broker's ``RemoteLogSegmentMetadata`` adds to a segment, kept as Kafka gives it.
+
+    ``segment_uuid`` is the ``RemoteLogSegmentId``'s Uuid (Kafka's base64 text form), ``leader_epochs``
+    the segment's leader-epoch map (epoch -> its first offset in the segment, ascending epochs),
+    ``custom_metadata`` the RSM's opaque bytes (base64 text; empty: none)."""
+
+    segment_uuid: str
+    leader_epochs: tuple[tuple[int, int], ...] = ()
+    max_timestamp_ms: int = -1
+    broker_id: int = -1
+    event_timestamp_ms: int = 0
+    custom_metadata: str = ""
+    txn_index_empty: bool = False
+    topic: str = ""  # the topic's name when the segment was copied (the partition key holds its id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uuid": self.segment_uuid, "epochs": [list(e) for e in self.leader_epochs],
+                "max_ts": self.max_timestamp_ms, "broker": self.broker_id, "event_ts": self.event_timestamp_ms,
+                "custom": self.custom_metadata, "txn_empty": self.txn_index_empty, "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> KafkaSegment:
+        return cls(str(d["uuid"]), tuple((int(e), int(o)) for e, o in d.get("epochs", ())),
+                   int(d.get("max_ts", -1)), int(d.get("broker", -1)), int(d.get("event_ts", 0)),
+                   str(d.get("custom", "")), bool(d.get("txn_empty", False)), str(d.get("topic", "")))
+
+    def check(self) -> None:
+        if not self.segment_uuid or len(self.segment_uuid) > 64:
+            raise GroupRefused("kafka segment id must be 1..64 characters")
+        epochs = [e for e, _ in self.leader_epochs]
+        offsets = [o for _, o in self.leader_epochs]
+        if epochs != sorted(set(epochs)) or offsets != sorted(offsets) or any(e < 0 for e in epochs):
+            raise GroupRefused(f"segment {self.segment_uuid}: leader epochs must be ascending, distinct and >= 0 "
+                               "with non-decreasing start offsets")
+        if len(self.topic) > MAX_NAME:
+            raise GroupRefused(f"segment {self.segment_uuid}: topic name above {MAX_NAME} characters")
+        if len(self.custom_metadata) > MAX_CUSTOM_METADATA:
+            raise GroupRefused(f"segment {self.segment_uuid}: custom metadata above {MAX_CUSTOM_METADATA} characters")
+
+    def epoch_end(self, epoch: int, end_offset: int) -> int | None:
+        """The last offset of ``epoch`` in the segment (None when the segment has no such epoch)."""
+        for i, (e, _) in enumerate(self.leader_epochs):
+            if e == epoch:
+                return self.leader_epochs[i + 1][1] - 1 if i + 1 < len(self.leader_epochs) else end_offset
+        return None
+
+    def epoch_start(self, epoch: int) -> int | None:
+        return next((o for e, o in self.leader_epochs if e == epoch), None)
+
+
+@dataclass(frozen=True)
 class SegmentEvent:
-    """One event of a segment; ``segment_id`` is 0 on copy-started (the allocator assigns it)."""
+    """One event of a segment; ``segment_id`` is 0 on copy-started (the allocator assigns it), and 0 on a
+    follow-up that names its segment by Kafka's segment uuid (``kafka.segment_uuid``) instead."""
 
     kind: EventKind
     segment_id: int
@@ -110,11 +164,15 @@ class SegmentEvent:
     leader_epoch: int
     size_bytes: int
     remote_path: str
+    kafka: KafkaSegment | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": int(self.kind), "segment_id": self.segment_id, "start_offset": self.start_offset,
-                "end_offset": self.end_offset, "leader_epoch": self.leader_epoch, "size_bytes": self.size_bytes,
-                "remote_path": self.remote_path}
+        d = {"kind": int(self.kind), "segment_id": self.segment_id, "start_offset": self.start_offset,
+             "end_offset": self.end_offset, "leader_epoch": self.leader_epoch, "size_bytes": self.size_bytes,
+             "remote_path": self.remote_path}
+        if self.kafka is not None:
+            d["kafka"] = self.kafka.to_json()
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SegmentEvent:
@@ -122,8 +180,9 @@ class SegmentEvent:
             kind = EventKind(int(d["kind"]))
         except ValueError:
             raise GroupRefused(f"unknown event kind {d.get('kind')!r}") from None
+        kafka = KafkaSegment.from_json(d["kafka"]) if d.get("kafka") else None
         return cls(kind, int(d.get("segment_id", 0)), int(d.get("start_offset", 0)), int(d.get("end_offset", 0)),
-                   int(d.get("leader_epoch", 0)), int(d.get("size_bytes", 0)), str(d.get("remote_path", "")))
+                   int(d.get("leader_epoch", 0)), int(d.get("size_bytes", 0)), str(d.get("remote_path", "")), kafka)
 
 
 @dataclass(frozen=True)
@@ -138,20 +197,25 @@ class Segment:
     size_bytes: int
     remote_path: str
     copied: bool = False  # its bytes count in the partition's remote_bytes
+    kafka: KafkaSegment | None = None
 
     @property
     def live(self) -> bool:
         return self.state != EventKind.DELETE_FINISHED
 
     def to_json(self) -> dict[str, Any]:
-        return {"segment_id": self.segment_id, "state": int(self.state), "start_offset": self.start_offset,
-                "end_offset": self.end_offset, "leader_epoch": self.leader_epoch, "size_bytes": self.size_bytes,
-                "remote_path": self.remote_path, "copied": self.copied}
+        d = {"segment_id": self.segment_id, "state": int(self.state), "start_offset": self.start_offset,
+             "end_offset": self.end_offset, "leader_epoch": self.leader_epoch, "size_bytes": self.size_bytes,
+             "remote_path": self.remote_path, "copied": self.copied}
+        if self.kafka is not None:
+            d["kafka"] = self.kafka.to_json()
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Segment:
         return cls(int(d["segment_id"]), EventKind(int(d["state"])), int(d["start_offset"]), int(d["end_offset"]),
-                   int(d["leader_epoch"]), int(d["size_bytes"]), str(d["remote_path"]), bool(d.get("copied")))
+                   int(d["leader_epoch"]), int(d["size_bytes"]), str(d["remote_path"]), bool(d.get("copied")),
+                   KafkaSegment.from_json(d["kafka"]) if d.get("kafka") else None)
 
 
 @dataclass(frozen=True)
@@ -241,11 +305,15 @@ def _check_event(ev: SegmentEvent, leader_epoch: int) -> None:
 
 
 def plan_group(meta: PartitionMeta, leader_epoch: int, events: Sequence[SegmentEvent], group_id: int,
-               lookup: Callable[[int], Segment | None], next_segment_id: int) -> GroupOutcome:
+               lookup: Callable[[int], Segment | None], next_segment_id: int,
+               resolve: Callable[[str], int | None] | None = None) -> GroupOutcome:
     """The outcome of appending ``events`` as group ``group_id``; raises :class:`GroupRefused`.
 
     ``lookup(segment_id)`` returns a segment's stored state; ``next_segment_id`` is the first id the
-    allocator hands out to this batch's copy-started events (consecutive ids in event order).
+    allocator hands out to this batch's copy-started events (consecutive ids in event order);
+    ``resolve(kafka uuid)`` the id of the live segment registered under a Kafka segment uuid (None: none).
+    A follow-up event may name its segment by that uuid (``segment_id`` 0); a copy-started event whose
+    uuid is already registered is refused (a Kafka segment id names one segment).
     """
     if leader_epoch < 0:
         raise GroupRefused("leader_epoch must be >= 0")
@@ -259,17 +327,33 @@ def plan_group(meta: PartitionMeta, leader_epoch: int, events: Sequence[SegmentE
     touched: dict[int, Segment] = {}
     stored: list[SegmentEvent] = []
     new_ids: list[int] = []
+    by_uuid: dict[str, int] = {}  # uuids registered by this batch
+
+    def find(uuid: str) -> int | None:
+        return by_uuid.get(uuid) or (resolve(uuid) if resolve is not None else None)
+
     live, remote = meta.live_segments, meta.remote_bytes
     for ev in events:
         _check_event(ev, leader_epoch)
+        if ev.kafka is not None:
+            ev.kafka.check()
         if ev.kind == EventKind.COPY_STARTED:
             if ev.segment_id != 0:
                 raise GroupRefused("copy-started events get their segment id from Guardian: send segment_id 0")
+            if ev.kafka is not None and find(ev.kafka.segment_uuid) is not None:
+                raise GroupRefused(f"kafka segment {ev.kafka.segment_uuid} is already registered in this partition")
             sid = next_segment_id + len(new_ids)
             new_ids.append(sid)
+            if ev.kafka is not None:
+                by_uuid[ev.kafka.segment_uuid] = sid
             ev = replace(ev, segment_id=sid)
             before: Segment | None = None
         else:
+            if ev.segment_id == 0 and ev.kafka is not None:
+                found = find(ev.kafka.segment_uuid)
+                if found is None:
+                    raise GroupRefused(f"kafka segment {ev.kafka.segment_uuid} is unknown in this partition")
+                ev = replace(ev, segment_id=found)
             before = touched.get(ev.segment_id) or lookup(ev.segment_id)
             if before is None:
                 raise GroupRefused(f"segment {ev.segment_id} is unknown in this partition")
@@ -280,7 +364,8 @@ def plan_group(meta: PartitionMeta, leader_epoch: int, events: Sequence[SegmentE
         if before is not None:  # follow-ups describe the segment registered at copy start
             size = ev.size_bytes if ev.kind == EventKind.COPY_FINISHED and ev.size_bytes else before.size_bytes
             ev = replace(ev, start_offset=before.start_offset, end_offset=before.end_offset, size_bytes=size,
-                         remote_path=before.remote_path, leader_epoch=before.leader_epoch)
+                         remote_path=before.remote_path, leader_epoch=before.leader_epoch,
+                         kafka=_follow_up(before.kafka, ev.kafka))
         copied = before is not None and before.copied
         if ev.kind == EventKind.COPY_STARTED:
             live += 1
@@ -292,11 +377,80 @@ def plan_group(meta: PartitionMeta, leader_epoch: int, events: Sequence[SegmentE
             remote -= ev.size_bytes if copied else 0
             copied = False
         touched[ev.segment_id] = Segment(ev.segment_id, ev.kind, ev.start_offset, ev.end_offset, ev.leader_epoch,
-                                         ev.size_bytes, ev.remote_path, copied)
+                                         ev.size_bytes, ev.remote_path, copied, ev.kafka)
         stored.append(ev)
     new_meta = PartitionMeta(leader_epoch=leader_epoch, last_group_id=group_id, groups=meta.groups + 1,
                              events=meta.events + len(stored), live_segments=live, remote_bytes=remote)
     return GroupOutcome(tuple(stored), touched, new_meta, tuple(new_ids))
+
+
+def _follow_up(before: KafkaSegment | None, update: KafkaSegment | None) -> KafkaSegment | None:
+    """A follow-up keeps the segment's Kafka description and takes the update's broker, time and (when the
+    update has some) custom metadata, as Kafka's ``createWithUpdates`` does."""
+    if before is None or update is None:
+        return before
+    if update.segment_uuid != before.segment_uuid:
+        raise GroupRefused(f"kafka segment {update.segment_uuid} does not name segment {before.segment_uuid}")
+    return replace(before, broker_id=update.broker_id, event_timestamp_ms=update.event_timestamp_ms,
+                   custom_metadata=update.custom_metadata or before.custom_metadata)
+
+
+def find_segment(segments: Sequence[Segment], leader_epoch: int, offset: int) -> Segment | None:
+    """The copied segment holding ``offset`` written at ``leader_epoch`` (KIP-405's lookup).
+
+    Among copy-finished segments with ``leader_epoch`` in their epoch map, the one whose start offset for
+    that epoch is the greatest not above ``offset``; it answers only if ``offset`` is not past that
+    epoch's end in the segment (the next epoch's start - 1, else the segment's end).  Segments without a
+    Kafka epoch map count as holding their ``leader_epoch`` from their start offset.
+    """
+    best: tuple[int, Segment] | None = None
+    for seg in segments:
+        if seg.state != EventKind.COPY_FINISHED:
+            continue
+        start, end = epoch_range(seg, leader_epoch)
+        if start is None or end is None or start > offset:
+            continue
+        if best is None or start > best[0]:
+            best = (start, seg)
+    if best is None:
+        return None
+    _, end = epoch_range(best[1], leader_epoch)
+    return best[1] if end is not None and offset <= end else None
+
+
+def segment_for_offset(segments: Sequence[Segment], offset: int, leader_epoch: int | None = None) -> Segment | None:
+    """The copied segment holding ``offset``: at ``leader_epoch`` by :func:`find_segment`, or (no epoch) the
+    copy-finished segment whose offsets contain it, the one of the highest leader epoch when several do
+    (an unclean election's divergent copies)."""
+    if leader_epoch is not None:
+        return find_segment(segments, leader_epoch, offset)
+    holding = [s for s in segments if s.state == EventKind.COPY_FINISHED and s.start_offset <= offset <= s.end_offset]
+    return max(holding, key=lambda s: (s.leader_epoch, s.segment_id)) if holding else None
+
+
+def epoch_range(seg: Segment, leader_epoch: int) -> tuple[int | None, int | None]:
+    """(first, last) offset of ``leader_epoch`` in ``seg`` ((None, None): the segment has no such epoch)."""
+    if seg.kafka is None or not seg.kafka.leader_epochs:
+        return (seg.start_offset, seg.end_offset) if seg.leader_epoch == leader_epoch else (None, None)
+    return seg.kafka.epoch_start(leader_epoch), seg.kafka.epoch_end(leader_epoch, seg.end_offset)
+
+
+def segments_for_epoch(segments: Sequence[Segment], leader_epoch: int) -> list[Segment]:
+    """Copy-finished segments holding ``leader_epoch``, by that epoch's first offset (Kafka's
+    ``listRemoteLogSegments(partition, epoch)``)."""
+    found: list[tuple[int, int, Segment]] = []
+    for seg in segments:
+        start = epoch_range(seg, leader_epoch)[0] if seg.state == EventKind.COPY_FINISHED else None
+        if start is not None:
+            found.append((start, seg.segment_id, seg))
+    return [seg for _, _, seg in sorted(found, key=lambda x: (x[0], x[1]))]
+
+
+def highest_offset_for_epoch(segments: Sequence[Segment], leader_epoch: int) -> int | None:
+    """The highest offset of ``leader_epoch`` held by a copy-finished segment (None: none holds it)."""
+    ends = [epoch_range(s, leader_epoch)[1] for s in segments if s.state == EventKind.COPY_FINISHED]
+    got = [e for e in ends if e is not None]
+    return max(got) if got else None
 
 
 def local_start_fetch_offset(log_start: int, log_end: int, avg_ingress_per_s: float, threshold_s: float,

@@ -28,6 +28,7 @@ Cost
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
@@ -39,11 +40,25 @@ import grpc
 from raft.errors import NotLeaderError, ProposalFailed, ProposalTimeout, RaftError
 from raft.protocol import CommandConflict, CommandRejected
 from tiered.machine import STALE_PREFIX, STALE_SEQUENCE_PREFIX
-from tiered.model import EventKind, PartitionKey, PartitionMeta, Segment, SegmentEvent, local_start_fetch_offset
+from tiered.model import (
+    EventKind,
+    KafkaSegment,
+    PartitionKey,
+    PartitionMeta,
+    Segment,
+    SegmentEvent,
+    find_segment,
+    highest_offset_for_epoch,
+    local_start_fetch_offset,
+    segments_for_epoch,
+)
 from tiered.node import TieredNode
 from tiered.proto import pb, rpc
 
 LEADER_KEY = "x-tiered-leader"
+READ_KEY = "x-tiered-read"
+"""A read carrying ``x-tiered-read: leader`` is answered by the ready leader only (a follower answers
+UNAVAILABLE with the leader's address, as for writes): it sees every write the leader acknowledged."""
 #: authorize(token, needs_write) -> whether the token may do it.
 Authorizer = Callable[[str, bool], bool]
 MAX_LIMIT = 10000
@@ -85,21 +100,39 @@ def ref_of(key: PartitionKey) -> Any:
     return pb.PartitionRef(cluster=key.cluster, topic_id=key.topic_id, partition=key.partition)
 
 
+def kafka_from_pb(k: Any) -> KafkaSegment:
+    return KafkaSegment(k.segment_uuid, tuple(sorted((int(e), int(o)) for e, o in k.leader_epochs.items())),
+                        k.max_timestamp_ms, k.broker_id, k.event_timestamp_ms,
+                        base64.b64encode(k.custom_metadata).decode() if k.custom_metadata else "", k.txn_index_empty,
+                        k.topic)
+
+
+def kafka_to_pb(k: KafkaSegment) -> Any:
+    return pb.KafkaSegment(segment_uuid=k.segment_uuid, leader_epochs=dict(k.leader_epochs),
+                           max_timestamp_ms=k.max_timestamp_ms, broker_id=k.broker_id,
+                           event_timestamp_ms=k.event_timestamp_ms,
+                           custom_metadata=base64.b64decode(k.custom_metadata) if k.custom_metadata else b"",
+                           txn_index_empty=k.txn_index_empty, topic=k.topic)
+
+
 def event_from_pb(e: Any) -> SegmentEvent:
     return SegmentEvent(EventKind(e.kind) if e.kind else EventKind.COPY_STARTED, e.segment_id, e.start_offset,
-                        e.end_offset, e.leader_epoch, e.size_bytes, e.remote_path)
+                        e.end_offset, e.leader_epoch, e.size_bytes, e.remote_path,
+                        kafka_from_pb(e.kafka) if e.HasField("kafka") else None)
 
 
 def event_to_pb(d: dict[str, Any]) -> Any:
+    kafka = d.get("kafka")
     return pb.SegmentEvent(kind=d["kind"], segment_id=d["segment_id"], start_offset=d["start_offset"],
                            end_offset=d["end_offset"], leader_epoch=d["leader_epoch"], size_bytes=d["size_bytes"],
-                           remote_path=d["remote_path"])
+                           remote_path=d["remote_path"],
+                           kafka=kafka_to_pb(KafkaSegment.from_json(kafka)) if kafka else None)
 
 
 def segment_to_pb(s: Segment) -> Any:
     return pb.Segment(segment_id=s.segment_id, state=int(s.state), start_offset=s.start_offset,
                       end_offset=s.end_offset, leader_epoch=s.leader_epoch, size_bytes=s.size_bytes,
-                      remote_path=s.remote_path)
+                      remote_path=s.remote_path, kafka=None if s.kafka is None else kafka_to_pb(s.kafka))
 
 
 def state_to_pb(key: PartitionKey, m: PartitionMeta) -> Any:
@@ -126,6 +159,18 @@ class TieredServicer(rpc.TieredMetadataServicer):
         if not self.authorize(token, write):
             context.abort(grpc.StatusCode.PERMISSION_DENIED,
                           "token not accepted" + (" for writes (needs operator)" if write else ""))
+
+    def _read(self, context: Any) -> None:
+        """Authorize a read; with ``x-tiered-read: leader`` only the ready leader answers."""
+        self._auth(context, False)
+        if not any(k == READ_KEY and v == "leader" for k, v in context.invocation_metadata()):
+            return
+        raft = self.node.raft
+        if raft.is_leader and raft.ready:
+            return
+        leader = self.grpc_of.get(raft.leader or "", "") if not raft.is_leader else ""
+        context.set_trailing_metadata(((LEADER_KEY, leader),))
+        context.abort(grpc.StatusCode.UNAVAILABLE, f"not the ready leader; leader={leader or 'unknown'}")
 
     def _write(self, context: Any, fn: Callable[[], Any]) -> Any:
         try:
@@ -169,7 +214,7 @@ class TieredServicer(rpc.TieredMetadataServicer):
         return pb.DeletePartitionResponse(deleted=self._write(context, lambda: self.node.delete_partition(key)))
 
     def FetchGroups(self, request: Any, context: Any) -> Any:
-        self._auth(context, False)
+        self._read(context)
         limit = min(request.limit or 1000, MAX_LIMIT)
         groups, more = self.node.store.fetch_groups(key_of(request.partition), request.after_group_id, limit)
         return pb.FetchGroupsResponse(more=more, groups=[
@@ -177,7 +222,7 @@ class TieredServicer(rpc.TieredMetadataServicer):
                           events=[event_to_pb(e) for e in g["events"]]) for g in groups])
 
     def CurrentState(self, request: Any, context: Any) -> Any:
-        self._auth(context, False)
+        self._read(context)
         key = key_of(request.partition)
         meta, segs = self.node.store.current_state(key)
         if meta is None:
@@ -186,7 +231,7 @@ class TieredServicer(rpc.TieredMetadataServicer):
                                        segments=[segment_to_pb(s) for s in segs])
 
     def LocalStartFetchOffset(self, request: Any, context: Any) -> Any:
-        self._auth(context, False)
+        self._read(context)
         _, segs = self.node.store.current_state(key_of(request.partition))
         copied = [s.end_offset for s in segs if s.state == EventKind.COPY_FINISHED]
         remote_end = max(copied) if copied else None
@@ -199,10 +244,31 @@ class TieredServicer(rpc.TieredMetadataServicer):
                                                 else remote_end)
 
     def ListPartitions(self, request: Any, context: Any) -> Any:
-        self._auth(context, False)
+        self._read(context)
         after = key_of(request.after) if request.HasField("after") and request.after.cluster else None
         rows = self.node.store.partitions(request.cluster or None, min(request.limit or 1000, MAX_LIMIT), after)
         return pb.ListPartitionsResponse(partitions=[state_to_pb(k, m) for k, m in rows])
+
+    def FindSegment(self, request: Any, context: Any) -> Any:
+        self._read(context)
+        _, segs = self.node.store.current_state(key_of(request.partition))
+        seg = find_segment(segs, request.leader_epoch, request.offset)
+        return pb.FindSegmentResponse(found=False) if seg is None else \
+            pb.FindSegmentResponse(found=True, segment=segment_to_pb(seg))
+
+    def EpochSegments(self, request: Any, context: Any) -> Any:
+        self._read(context)
+        _, segs = self.node.store.current_state(key_of(request.partition))
+        highest = highest_offset_for_epoch(segs, request.leader_epoch)
+        listed = segments_for_epoch(segs, request.leader_epoch)
+        return pb.EpochSegmentsResponse(segments=[segment_to_pb(s) for s in listed],
+                                        has_highest=highest is not None, highest_offset=highest or 0)
+
+    def SegmentById(self, request: Any, context: Any) -> Any:
+        self._read(context)
+        seg = self.node.store.segment_by_uuid(key_of(request.partition), request.segment_uuid)
+        return pb.FindSegmentResponse(found=False) if seg is None else \
+            pb.FindSegmentResponse(found=True, segment=segment_to_pb(seg))
 
 
 def start_server(node: TieredNode, address: str, authorize: Authorizer, grpc_of: dict[str, str],

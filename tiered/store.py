@@ -41,7 +41,7 @@ import shutil
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,10 @@ _WATERMARK = b"applied_index"
 _NEXT_GROUP = b"next_group_id"
 _NEXT_SEGMENT = b"next_segment_id"
 _CLUSTER = b"cluster:"
+PRUNE_AFTER_GROUPS = 256
+"""A deleted segment's events are dropped from the history once its partition has appended this many groups
+after its delete finished: a reader tailing the groups has that long to see the tombstone, and a bootstrap
+replays at most live segments' events plus this many groups."""
 MAP_SIZE = 64 << 30  # address space only (the file grows as needed)
 
 
@@ -95,8 +99,9 @@ class ClusterTotals:
 class TieredStore:
     """The LMDB-backed store; see the module docstring.  Thread-safe (one writer at a time: Raft)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, prune_after: int = PRUNE_AFTER_GROUPS) -> None:
         self.path = Path(path)
+        self.prune_after = prune_after
         self.path.mkdir(parents=True, exist_ok=True)
         self._swap = threading.RLock()
         self._open()
@@ -109,6 +114,9 @@ class TieredStore:
         self.parts = self.env.open_db(b"parts")
         self.meta = self.env.open_db(b"meta")
         self.producers = self.env.open_db(b"producers")
+        self.kafka_ids = self.env.open_db(b"kafka_ids")
+        self.seg_groups = self.env.open_db(b"seg_groups")
+        self.tombs = self.env.open_db(b"tombs")
 
     def close(self) -> None:
         with self._swap:
@@ -152,8 +160,12 @@ class TieredStore:
                 raw = tx.get(prefix + _U64.pack(segment_id), db=self.segments)
                 return None if raw is None else Segment.from_json(json.loads(raw))
 
+            def resolve(uuid: str) -> int | None:
+                raw = tx.get(prefix + uuid.encode(), db=self.kafka_ids)
+                return None if raw is None else int(_U64.unpack(raw)[0])
+
             try:
-                out = plan_group(meta, leader_epoch, events, group_id, lookup, next_seg)
+                out = plan_group(meta, leader_epoch, events, group_id, lookup, next_seg, resolve)
             except GroupRefused:
                 tx.abort()
                 raise
@@ -193,10 +205,63 @@ class TieredStore:
                 tx.put(k, _dumps(seg.to_json()), db=self.segments)
             else:
                 tx.delete(k, db=self.segments)
-        tx.put(prefix, _dumps(out.meta.to_json()), db=self.parts)
-        _add_totals(tx, self.meta, key.cluster, partitions=1 if new else 0, groups=1, events=len(out.events),
+            if seg.kafka is not None:
+                uk = prefix + seg.kafka.segment_uuid.encode()
+                if seg.live:
+                    tx.put(uk, _U64.pack(sid), db=self.kafka_ids)
+                else:
+                    tx.delete(uk, db=self.kafka_ids)
+        for ev in out.events:  # which groups hold each segment's events (for pruning)
+            sk = prefix + _U64.pack(ev.segment_id)
+            raw = tx.get(sk, db=self.seg_groups)
+            held = [] if raw is None else json.loads(bytes(raw))
+            if not held or held[-1] != group_id:
+                tx.put(sk, _dumps([*held, group_id]), db=self.seg_groups)
+        dead = sorted(sid for sid, seg in out.segments.items() if not seg.live)
+        if dead:
+            tx.put(prefix + _U64.pack(group_id), _dumps(dead), db=self.tombs)
+        pruned_groups, pruned_events = self._prune(tx, prefix, group_id)
+        meta = replace(out.meta, groups=out.meta.groups - pruned_groups, events=out.meta.events - pruned_events)
+        tx.put(prefix, _dumps(meta.to_json()), db=self.parts)
+        _add_totals(tx, self.meta, key.cluster, partitions=1 if new else 0, groups=1 - pruned_groups,
+                    events=len(out.events) - pruned_events,
                     live_segments=out.meta.live_segments - before.live_segments,
                     remote_bytes=out.meta.remote_bytes - before.remote_bytes)
+
+    def _prune(self, tx: lmdb.Transaction, prefix: bytes, group_id: int) -> tuple[int, int]:
+        """Drop the events of segments whose delete finished ``prune_after`` groups ago or more (a group left
+        empty goes whole); returns (groups, events) removed."""
+        if group_id <= self.prune_after:
+            return 0, 0
+        cur = tx.cursor(db=self.tombs)
+        due: list[tuple[bytes, list[int]]] = []
+        if cur.set_range(prefix):
+            for k, v in cur:
+                if k[: len(prefix)] != prefix or len(k) != len(prefix) + 8 \
+                        or _U64.unpack(k[len(prefix):])[0] > group_id - self.prune_after:
+                    break
+                due.append((bytes(k), json.loads(bytes(v))))
+        groups = events = 0
+        for tomb, sids in due:
+            for sid in sids:
+                sk = prefix + _U64.pack(sid)
+                raw = tx.get(sk, db=self.seg_groups)
+                for gid in [] if raw is None else json.loads(bytes(raw)):
+                    gk = prefix + _U64.pack(gid)
+                    graw = tx.get(gk, db=self.groups)
+                    if graw is None:
+                        continue
+                    group = json.loads(bytes(graw))
+                    kept = [e for e in group["events"] if e["segment_id"] != sid]
+                    events += len(group["events"]) - len(kept)
+                    if kept:
+                        tx.put(gk, _dumps({**group, "events": kept}), db=self.groups)
+                    else:
+                        tx.delete(gk, db=self.groups)
+                        groups += 1
+                tx.delete(sk, db=self.seg_groups)
+            tx.delete(tomb, db=self.tombs)
+        return groups, events
 
     def delete_partition(self, key: PartitionKey, index: int) -> dict[str, Any]:
         """Drop a partition's groups, segments and counters; returns what was removed."""
@@ -207,13 +272,18 @@ class TieredStore:
             removed = 0
             if raw_meta is not None:
                 meta = PartitionMeta.from_json(json.loads(raw_meta))
-                for db in (self.groups, self.segments, self.producers):
+                for db in (self.groups, self.segments, self.producers, self.seg_groups, self.tombs):
                     cur = tx.cursor(db=db)
                     if cur.set_range(prefix):
                         while cur.key()[: len(prefix)] == prefix and len(cur.key()) == len(prefix) + 8:
                             removed += 1
                             if not cur.delete():
                                 break
+                cur = tx.cursor(db=self.kafka_ids)
+                if cur.set_range(prefix):
+                    while cur.key()[: len(prefix)] == prefix:
+                        if not cur.delete():
+                            break
                 tx.delete(prefix, db=self.parts)
                 _add_totals(tx, self.meta, key.cluster, partitions=-1, groups=-meta.groups, events=-meta.events,
                             live_segments=-meta.live_segments, remote_bytes=-meta.remote_bytes)
@@ -252,6 +322,47 @@ class TieredStore:
             segs = [Segment.from_json(json.loads(v)) for _, v in _range(tx.cursor(db=self.segments), prefix)]
             return PartitionMeta.from_json(json.loads(raw)), segs
 
+    def segment_by_uuid(self, key: PartitionKey, uuid: str) -> Segment | None:
+        """The live segment registered under a Kafka segment uuid (None: unknown or delete-finished)."""
+        prefix = partition_prefix(key)
+        with self._swap, self.env.begin() as tx:
+            raw = tx.get(prefix + uuid.encode(), db=self.kafka_ids)
+            if raw is None:
+                return None
+            seg = tx.get(prefix + bytes(raw), db=self.segments)
+            return None if seg is None else Segment.from_json(json.loads(seg))
+
+    def find_topic(self, cluster: str | None, topic: str, partition: int,
+                   limit: int = 100_000) -> list[PartitionKey]:
+        """Partitions ``partition`` of ``topic`` (a topic id, or the topic name Kafka gave with its segments),
+        in ``cluster`` or in every cluster.  By id: one lookup per cluster; by name: a scan of the partitions
+        (first live segment of each with that partition number), at most ``limit`` of them."""
+        found: list[PartitionKey] = []
+        clusters = [cluster] if cluster else sorted(self.totals())
+        with self._swap, self.env.begin() as tx:
+            for c in clusters:
+                key = PartitionKey(c, topic, partition)
+                if tx.get(partition_prefix(key), db=self.parts) is not None:
+                    found.append(key)
+            if found:
+                return found
+            cur = tx.cursor(db=self.parts)
+            start = cluster.encode() + b"\0" if cluster else b""
+            if not cur.set_range(start):
+                return found
+            seen = 0
+            for k, _ in cur:
+                pk = decode_prefix(bytes(k))
+                if (cluster is not None and pk.cluster != cluster) or seen >= limit:
+                    break
+                seen += 1
+                if pk.partition != partition:
+                    continue
+                first = next(_range(tx.cursor(db=self.segments), bytes(k)), None)
+                if first is not None and json.loads(first[1]).get("kafka", {}).get("topic") == topic:
+                    found.append(pk)
+        return found
+
     def partitions(self, cluster: str | None = None, limit: int = 1000,
                    after: PartitionKey | None = None) -> list[tuple[PartitionKey, PartitionMeta]]:
         """Partitions in key order (of one cluster when given), after ``after``, at most ``limit``."""
@@ -286,7 +397,8 @@ class TieredStore:
         """SHA-256 over every record (tests: equal on nodes that agree).  O(store size)."""
         h = hashlib.sha256()
         with self._swap, self.env.begin() as tx:
-            for db in (self.groups, self.segments, self.parts, self.meta, self.producers):
+            for db in (self.groups, self.segments, self.parts, self.meta, self.producers, self.kafka_ids,
+                       self.seg_groups, self.tombs):
                 for k, v in tx.cursor(db=db):
                     if k == _WATERMARK:
                         continue

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query
 
 from controlplane.api.deps import Ctx, Viewer
 from controlplane.api.errors import ApiError
-from tiered.model import PartitionKey
+from tiered.model import PartitionKey, segment_for_offset
 from tiered.node import TieredNode
 
 router = APIRouter(prefix="/api/v1/tiered", tags=["tiered"])
@@ -61,3 +61,24 @@ def events(ctx: Ctx, _: Viewer, cluster: str, topic_id: str, partition: int, aft
     """The partition's event groups with id > ``after`` (``more``: a next page exists)."""
     groups, more = _node(ctx).store.fetch_groups(PartitionKey(cluster, topic_id, partition), after, limit)
     return {"groups": groups, "more": more}
+
+
+@router.get("/segment")
+def segment(ctx: Ctx, _: Viewer, topic: str, partition: Annotated[int, Query(ge=0)],
+            offset: Annotated[int, Query(ge=0)], epoch: Annotated[int | None, Query(ge=0)] = None,
+            cluster: str | None = None) -> dict[str, Any]:
+    """The copied segment holding ``offset`` of ``topic`` (its id, or the name Kafka gave) partition
+    ``partition``, at leader ``epoch`` when given (KIP-405's lookup), in ``cluster`` or any cluster."""
+    store = _node(ctx).store
+    keys = store.find_topic(cluster, topic, partition)
+    if not keys:
+        raise ApiError(404, f"no tiered metadata for topic {topic!r} partition {partition}"
+                       + (f" in cluster {cluster!r}" if cluster else ""))
+    for key in keys:
+        segs = store.current_state(key)[1]
+        seg = segment_for_offset(segs, offset, epoch)
+        if seg is not None:
+            return {**key.to_json(), "segment": seg.to_json()}
+    where = ", ".join(f"{k.cluster}/{k.topic_id}/{k.partition}" for k in keys)
+    raise ApiError(404, f"no copied segment holds offset {offset}" + (f" at leader epoch {epoch}" if epoch is not None
+                                                                       else "") + f" ({where})")

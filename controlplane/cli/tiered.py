@@ -1,4 +1,4 @@
-"""``guardian tiered partitions|show|events``: the remote-storage metadata a running node holds.
+"""``guardian tiered partitions|show|events|segment``: the remote-storage metadata a running node holds.
 
 Reads ``/api/v1/tiered/...`` of ``--url`` (default ``$GUARDIAN_URL`` or http://127.0.0.1:8080) with a
 viewer token (``--token`` or ``$GUARDIAN_TOKEN``); ``--ca-file`` (or ``$GUARDIAN_CA_FILE``) is the CA to
@@ -96,3 +96,28 @@ def events(cluster: str, topic_id: str, partition: int, url: UrlOpt = "http://12
     out.print(table)
     if body["more"]:
         out.print("(more: --after the last group id)", markup=False)
+
+
+@tiered_app.command("segment")
+def segment(topic: Annotated[str, typer.Option("--topic", help="topic name (as Kafka gave it) or topic id")],
+            partition: Annotated[int, typer.Option("--partition", min=0)],
+            offset: Annotated[int, typer.Option("--offset", min=0)],
+            epoch: Annotated[int | None, typer.Option("--epoch", min=0, help="leader epoch (KIP-405's lookup)")] = None,
+            cluster: Annotated[str | None, typer.Option("--cluster", help="only this cluster")] = None,
+            url: UrlOpt = "http://127.0.0.1:8080", token: TokenOpt = None, as_json: JsonOpt = False,
+            ca_file: CaOpt = None) -> None:
+    """Which remote segment holds an offset (at a leader epoch): Kafka's segment id, offsets, epochs."""
+    query = f"?topic={quote(topic, safe='')}&partition={partition}&offset={offset}"
+    query += (f"&epoch={epoch}" if epoch is not None else "") + (f"&cluster={quote(cluster, safe='')}" if cluster
+                                                                 else "")
+    body = _get(url.rstrip("/") + "/api/v1/tiered/segment" + query, token, ca_file)
+    if as_json:
+        _print_json(body)
+        return
+    s = body["segment"]
+    kafka = s.get("kafka") or {}
+    epochs = ", ".join(f"{e}@{o}" for e, o in kafka.get("epochs", [])) or str(s["leader_epoch"])
+    out.print(f"{body['cluster']}/{body['topic_id']}/{body['partition']} offset {offset}: segment "
+              f"{kafka.get('uuid') or s['segment_id']} ({_STATES.get(s['state'], s['state'])}), offsets "
+              f"{s['start_offset']}-{s['end_offset']}, leader epochs {epochs}, {s['size_bytes']} bytes, "
+              f"copied by broker {kafka.get('broker', '?')}", markup=False)

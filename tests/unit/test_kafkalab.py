@@ -84,7 +84,7 @@ def test_plain_directories_when_asked_and_why(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("spec", "field"), [
     (kl.LabSpec(brokers=0), "--brokers"), (kl.LabSpec(log_dirs=9), "--log-dirs"),
-    (kl.LabSpec(brokers=2, idcs=3), "--idcs"), (kl.LabSpec(tiered=True), "--tiered")])
+    (kl.LabSpec(brokers=2, idcs=3), "--idcs")])
 def test_refused_specs_name_the_option(spec: kl.LabSpec, field: str) -> None:
     with pytest.raises(LabError, match=field):
         spec.check()
@@ -123,3 +123,20 @@ def test_the_endpoints_document_is_what_the_api_registers(tmp_path: Path) -> Non
     assert [b.id for b in body.brokers] == [1, 2]
     assert cluster["security"]["password_file"] == str(s.password_file(creds.KAFKA_USER))
     assert s.password(creds.KAFKA_USER) not in json.dumps(cluster)
+
+
+def test_tiered_broker_properties_name_the_plugin_and_pass_the_token_by_file(tmp_path: Path) -> None:
+    from kafkalab import tiered as tiered_service
+    from kafkalab.plugin import RLMM_CLASS, RSM_CLASS
+
+    token_file = tmp_path / "operator.token"
+    token_file.write_text("s3cret-token\n")
+    state = {"grpc": ["127.0.0.1:1", "127.0.0.1:2"], "ca_file": str(tmp_path / "ca.pem"),
+             "token_file": str(token_file), "remote_dir": str(tmp_path / "remote")}
+    props = tiered_service.broker_properties(state, "lab")
+    assert props["remote.log.storage.system.enable"] == "true"
+    assert props["remote.log.metadata.manager.class.name"] == RLMM_CLASS
+    assert props["remote.log.storage.manager.class.name"] == RSM_CLASS
+    assert props["rlmm.config.guardian.tiered.targets"] == "127.0.0.1:1,127.0.0.1:2"
+    assert props["rlmm.config.guardian.tiered.token.file"] == str(token_file)
+    assert not any("s3cret-token" in v for v in props.values())  # the token itself is never a property
