@@ -251,37 +251,50 @@ class _Shedder:
         self.arrived: dict[int, list[tuple[str, int]]] = {}
 
     def run(self, disks: np.ndarray, mean: float, options: BalanceOptions) -> dict[int, str]:
-        """Shed every disk of ``disks`` above ``threshold`` x ``mean`` to ``target`` x ``mean``; returns stuck disks."""
+        """Shed every disk of ``disks`` above ``threshold`` x ``mean`` to ``target`` x ``mean``; returns stuck disks.
+
+        The queue holds one live entry per hot disk (``live``: the key it was pushed with); an older entry of a
+        disk that was pushed again is dropped when it comes up, not pushed back — re-queueing every outdated
+        duplicate made the queue grow by one entry per move and each entry come back at every later move
+        (quadratic: a 12-disk run took 1,255 pops for 221 moves and reached the move cap).
+        """
         ws = self.ws
         hot, goal = options.threshold * mean, options.target * mean
         heap = [(-ws.util(int(i)), int(i)) for i in disks if ws.util(int(i)) > hot]
         heapq.heapify(heap)
+        live = {i: neg for neg, i in heap}
         cands: dict[int, _Pile] = {}
         stuck: dict[int, str] = {}
         held: tuple[float, int] | None = None  # an entry due on the heap: pushed and popped in one step below
-        # every step moves one replica; a run never needs more steps than a few per replica of the disks it
-        # sheds — past that, disks are handing replicas round (a run was seen doing so for 15 min on 16 disks)
+
+        def push(j: int) -> None:
+            util = ws.util(j)
+            if util > hot:
+                live[j] = -util
+                heapq.heappush(heap, (-util, j))
+
+        # every step moves one replica; each move takes the sorted disk levels strictly down (see below()), so a
+        # run ends by itself — the cap is a guard that it ends even on a case that argument misses
         steps_left = MOVES_PER_REPLICA * len(ws.index.replica_columns.load) + 100
         while heap or held is not None:
-            steps_left -= 1
-            if steps_left < 0:
-                for _, j in heap:
-                    stuck[j] = "move-cap"
-                if held is not None:
-                    stuck[held[1]] = "move-cap"
-                break
             if held is not None:  # the same entry push-then-pop gives (entries are distinct tuples, no NaN)
                 neg, i = heapq.heappushpop(heap, held)
                 held = None
             else:
                 neg, i = heapq.heappop(heap)
-            if i in stuck:
-                continue
+            if i in stuck or live.get(i) != neg:
+                continue  # an older entry of a disk queued again since (or given up on)
+            del live[i]
             util = ws.util(i)
-            if abs(-neg - util) > 1e-12:  # stale: re-queue with its current utilisation
-                if util > hot:
-                    heapq.heappush(heap, (-util, i))
+            if abs(-neg - util) > 1e-12:  # its level changed without a push (a leadership change): re-queue
+                push(i)
                 continue
+            steps_left -= 1
+            if steps_left < 0:
+                stuck[i] = "move-cap"
+                for j in live:
+                    stuck[j] = "move-cap"
+                break
             if cands.get(i) is None:
                 cands[i] = _Pile(_candidates(ws, i, self.pool, self.arrived.get(i, ())))
             target, why, moved = _shed_one(ws, i, cands[i], goal, hot, self.receivers,
@@ -293,20 +306,18 @@ class _Shedder:
                     for j, pid in exchanged:
                         self.arrived.setdefault(j, []).append(pid)
                         cands.pop(j, None)
-                    util = ws.util(i)
-                    if util > hot:
-                        heapq.heappush(heap, (-util, i))
+                        push(j)
+                    push(i)
                     continue
             if target is None:
                 stuck[i] = why
                 continue
             self.arrived.setdefault(target, []).append(moved)
             cands.pop(target, None)  # rebuilt with the arrival if it ever sheds
-            util = ws.util(target)
-            if util > hot:
-                heapq.heappush(heap, (-util, target))
+            push(target)
             util = ws.util(i)
             if util > hot:  # the source, most often still the hottest: back without a sift
+                live[i] = -util
                 held = (-util, i)
         return stuck
 
@@ -373,6 +384,10 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
             target = ws.best_target(p, c.position, targets, max_util=goal, added=added, frequent=receivers is None)
             if target is None:  # no disk stays under the goal: accept one that stays under the hot line
                 ceiling = max(hot, float((ws.load[i] - c.load) * ws.inv_max[i]))  # or under this disk after the move
+                # and always clearly under this disk's level now: a receiver that ended at the source's old level
+                # would be the next hot disk and hand the replica straight back (two disks swapping one replica
+                # for ever when the source sat a rounding error above the hot line)
+                ceiling = min(ceiling, below(ws.util(i)))
                 target = ws.best_target(p, c.position, targets, max_util=ceiling, added=added)
         cands.drop(pick)
         if target is not None:
@@ -421,11 +436,27 @@ def _exchange(ws: Workspace, i: int, pool: str, goal: float, hot: float,
                 undo.append((q, *ws.replicas(q)))
                 ws.move_replica(q, d.position, k)
                 arrivals.append((k, q.id))
-            if ws.util(j) <= hot and ws.util(i) < before - 1e-12:
+            if ws.util(j) <= min(hot, below(before)) and ws.util(i) < before - 1e-12:
                 return arrivals
             for q, replicas, dirs in reversed(undo):
                 ws.assign(q, replicas, dirs)
     return []
+
+
+PROGRESS = 1e-9
+"""A move's receiver ends at least this share below the source's level before the move (see :func:`below`)."""
+
+
+def below(level: float) -> float:
+    """The highest utilisation a receiver may end at when a disk at ``level`` sheds to it.
+
+    Every balancing move takes the pair (source, receiver) from (``level``, r) to two levels both under
+    ``level`` - ``level`` x :data:`PROGRESS` (the best-target scans allow a further 1e-12). The sorted vector
+    of disk levels then falls lexicographically at every move, so no sequence of moves can revisit a state:
+    shedding ends without the move cap. (Ending *at* ``level``, as the hot-line fallback allowed, let two
+    disks a rounding error above the hot line hand one replica back and forth for ever.)
+    """
+    return level - max(level, 1.0) * PROGRESS - 2e-12
 
 
 def _targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
 from domain import apply_plan, dump_plan, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners import BalanceOptions, Bounds, plan_rebalance, workspace
+from planners import BalanceOptions, Bounds, disk_balance, plan_rebalance, workspace
 from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, peaks, snapshot_of, topic
 
 
@@ -159,3 +160,27 @@ def test_small_scan_gives_the_numpy_scans_plan(seed: int, monkeypatch: pytest.Mo
     slow = plan_rebalance(snap)
     assert fast.summary is not None and fast.summary.intra_broker_moves > 0
     assert dump_plan(fast) == dump_plan(slow)
+
+
+def test_disks_at_the_hot_line_do_not_hand_a_replica_back_and_forth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The move-cap loop's root cause. Here, at the end of balancing, disk A sits a rounding error above the
+    hot line (1.10 x mean) and no disk stays under the goal for its replicas; the hot-line fallback let disk B
+    take one and end exactly at A's old level — so B was the hot one and handed it back, for ever (402 moves
+    of 67 replicas until the cap). Every move now leaves its receiver strictly under the source's old level."""
+    snap = generate_snapshot(GeneratorSpec(brokers=14, disks_per_broker=4, partitions=67, replication_factor=1,
+                                           skew="uniform", seed=1055091630, idcs=("idc-0", "idc-1", "idc-2"),
+                                           racks_per_idc=2, nvme_fraction=0.3, dead_brokers=1))
+    moves = 0
+    real = disk_balance._shed_one
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal moves
+        out = real(*args, **kwargs)
+        moves += out[0] is not None
+        return out
+
+    monkeypatch.setattr(disk_balance, "_shed_one", counted)
+    plan = plan_rebalance(snap)
+    assert_valid(snap, plan)
+    assert moves <= 67  # single moves, each replica at most once here (it was 402: the cap)
+    assert not any("moves per replica" in n for n in plan.notes)
