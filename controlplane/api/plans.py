@@ -47,9 +47,9 @@ PLAN_MAX_BODY = 32 * MiB
 
 
 KINDS_DOC = ("Planner parameters. Every kind takes max_bytes, max_partitions (alias max_moves), capacity_headroom "
-             "and load_basis (window | modelled_peak). rebalance: threshold, evacuate_dead; leaders: tolerance; "
-             "drain: brokers; pool-shrink: pool, brokers | count, free_pool; preallocate: topic, partitions, "
-             "replication_factor, bytes_in_per_s, pool, placement; restore, pool-grow, migrate-idc: see "
+             "and load_basis (window | modelled_peak). rebalance: target (threshold), floor, evacuate_dead; "
+             "leaders: tolerance; drain: brokers; pool-shrink: pool, brokers | count, free_pool; preallocate: topic, "
+             "partitions, replication_factor, bytes_in_per_s, pool, placement; restore, pool-grow, migrate-idc: see "
              "x-guardian-params (typed).")
 
 

@@ -117,14 +117,19 @@ def _emit(plan: Plan, out_path: Path) -> None:
 @plan_app.command("rebalance")
 def plan_rebalance(snapshot: SnapshotOpt, out_path: OutOpt, max_bytes: MaxBytesOpt = None,
                    max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
-                   threshold: Annotated[float, typer.Option(min=1.0, help="a disk above this x pool mean is hot")]
-                   = 1.10,
+                   threshold: Annotated[float, typer.Option(
+                       "--target", "--threshold", min=1.0,
+                       help="peak/mean every pool ends at or under (a disk above it x the pool's mean is hot); "
+                            "the plan stops there")] = 1.10,
+                   floor: Annotated[float, typer.Option(
+                       min=0.0, max=1.0, help="no rebalance while a pool's hottest disk is at or under this util")]
+                   = 0.30,
                    evacuate_dead: Annotated[bool, typer.Option("--evacuate-dead",
                                                                help="move replicas off dead brokers")] = False) -> None:
     """Plan a disk-load rebalance of SNAPSHOT (across and within brokers), write it to OUT, print its summary."""
     snap = _load(snapshot)
     options = BalanceOptions(bounds=_bounds(max_bytes, max_partitions, headroom), threshold=threshold,
-                             target=min(threshold, max(1.0, threshold - 0.03)), evacuate_dead=evacuate_dead)
+                             floor=floor, evacuate_dead=evacuate_dead)
     _emit(_run(lambda: make_rebalance(snap, options)), out_path)
 
 
@@ -134,8 +139,7 @@ def plan_budget_curve(snapshot: SnapshotOpt, headroom: HeadroomOpt = 0.10,
                       = 1.10) -> None:
     """Print the worst pool's peak/mean a rebalance of SNAPSHOT reaches at each byte budget (choose --max-bytes)."""
     snap = _load(snapshot)
-    options = BalanceOptions(bounds=_bounds(None, None, headroom), threshold=threshold,
-                             target=min(threshold, max(1.0, threshold - 0.03)))
+    options = BalanceOptions(bounds=_bounds(None, None, headroom), threshold=threshold)
     points = _run(lambda: budget_curve(snap, options))
     out.print(f"{'--max-bytes':>22} {'bytes moved':>22} {'share':>7} {'peak/mean':>9}", markup=False, highlight=False)
     for pt in points:

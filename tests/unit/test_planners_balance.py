@@ -10,6 +10,7 @@ import pytest
 from domain import apply_plan, dump_plan, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import BalanceOptions, Bounds, disk_balance, plan_rebalance, workspace
+from planners.registry import PLANNERS
 from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, peaks, snapshot_of, topic
 
 
@@ -83,7 +84,7 @@ def test_skewed_multi_idc_cluster_is_balanced() -> None:
     snap = generate_snapshot(spec)
     plan = plan_rebalance(snap)
     before, after = pool_stats(snap)["shared"], pool_stats(assert_valid(snap, plan))["shared"]
-    assert before.peak_to_mean > 5
+    assert before.peak_to_mean > 2.5  # (on the plain mean of utilisations: 3.07)
     assert after.peak_to_mean <= 1.10
     assert [n for n in plan.notes if not n.startswith("moves ")] == []  # only the bytes/balance line
     idc = {b.id: b.idc for b in snap.brokers}
@@ -184,3 +185,20 @@ def test_disks_at_the_hot_line_do_not_hand_a_replica_back_and_forth(monkeypatch:
     assert_valid(snap, plan)
     assert moves <= 67  # single moves, each replica at most once here (it was 402: the cap)
     assert not any("moves per replica" in n for n in plan.notes)
+
+
+def test_an_idle_cluster_is_not_rebalanced_below_the_floor() -> None:
+    """Hottest disk at 4.9% util, the others idle: peak/mean is large, but it is noise — no move (the issue's
+    case: an API rebalance proposed 844 GB there). Lower the floor and the same snapshot is balanced."""
+    brokers = [broker(b, "a", f"r{b}", disks=[disk("/data1", util=0.0)]) for b in (1, 2, 3, 4)]
+    parts = [partition(k, [1], ["/data1"], bytes_in=0.30625 * MB, size=10 * GIB) for k in range(16)]
+    snap = snapshot_of(brokers, [topic("t", parts)])
+    assert pool_stats(snap)["shared"].max_util == pytest.approx(0.049)
+    assert pool_stats(snap)["shared"].peak_to_mean > 3
+    idle = plan_rebalance(snap)
+    assert idle.moves == ()
+    assert any("floor" in n for n in idle.notes)
+    assert PLANNERS["rebalance"](snap, {}).moves == ()
+    busy = plan_rebalance(snap, BalanceOptions(floor=0.0))
+    assert busy.moves and pool_stats(assert_valid(snap, busy))["shared"].peak_to_mean <= 1.10
+    assert PLANNERS["rebalance"](snap, {"floor": 0.01}).moves == busy.moves
