@@ -588,14 +588,16 @@ class Workspace:
                 out.append(LeaderChange(topic=p.topic, partition=p.partition, leader=want))
         return tuple(out)
 
-    def to_plan(self, kind: str, notes: Sequence[str] = ()) -> Plan:
+    def to_plan(self, kind: str, notes: Sequence[str] = (),
+                recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> Plan:
         """The plan of everything planned so far, with its summary, checked by :func:`check_plan`.
 
+        ``recorded``: a restore's recorded replica sets (:func:`check_plan`'s ``recorded``).
         Raises :class:`PlannerError` if the checker finds any violation (never returns a bad plan).
         """
         return finish_plan(self.snapshot, Plan(cluster=self.snapshot.cluster, kind=kind, moves=self.moves(),
                                                leaders=self.leader_changes()),
-                           notes, self.bounds)
+                           notes, self.bounds, recorded)
 
 
 class _Heap:
@@ -681,7 +683,8 @@ def _order_key(bits: int) -> int:
     return bits if bits >= 0 else -(bits & _MAGNITUDE)
 
 
-def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bounds: Bounds) -> Plan:
+def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bounds: Bounds,
+                recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> Plan:
     """Attach summary and notes to ``draft`` and run the shared invariant checker on it.
 
     The plan's effect (:func:`domain.plan_effect`) is computed once and read by both the summary and the
@@ -690,7 +693,7 @@ def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bo
     effect = plan_effect(snapshot, draft)
     plan = Plan(cluster=draft.cluster, kind=draft.kind, moves=draft.moves, leaders=draft.leaders,
                 summary=summarize_effect(snapshot, draft, effect), notes=tuple(notes))
-    violations = check_plan(snapshot, plan, bounds.check_limits(), effect=effect)
+    violations = check_plan(snapshot, plan, bounds.check_limits(), effect=effect, recorded=recorded)
     if violations:
         shown = "; ".join(str(v) for v in violations[:5])
         raise InvalidPlanError(f"planner produced an invalid {draft.kind} plan ({len(violations)} violations): {shown}")
