@@ -484,10 +484,11 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
             targets = _targets(ws, p, c.position)
             if receivers is not None:
                 targets = np.intersect1d(targets, receivers, assume_unique=True)
-            elif (slower := _no_faster(ws, targets, max_bps)) is not None:
+            elif _has_faster(ws, targets, max_bps):
                 # a disk no faster than the source first: the load keeps its share of the pool's mean (load moved
                 # onto a faster disk lowers the plain mean of utilisations, and so the target line)
-                target = ws.best_target(p, c.position, slower, max_util=goal, added=added)
+                target = ws.best_target(p, c.position, targets, max_util=goal, added=added, frequent=True,
+                                        speed_cap=max_bps)
             if target is None:
                 target = ws.best_target(p, c.position, targets, max_util=goal, added=added,
                                         frequent=receivers is None)
@@ -568,19 +569,19 @@ def below(level: float) -> float:
     return level - max(level, 1.0) * PROGRESS - 2e-12
 
 
-_SLOWER: dict[tuple[int, int, int, float], np.ndarray | None] = {}
+_FASTER: dict[tuple[int, int, int, float], bool] = {}
 
 
-def _no_faster(ws: Workspace, targets: np.ndarray, max_bps: float) -> np.ndarray | None:
-    """The disks of ``targets`` no faster than ``max_bps`` (None when that is all of them or none)."""
+def _has_faster(ws: Workspace, targets: np.ndarray, max_bps: float) -> bool:
+    """Whether some disk of ``targets`` is faster than ``max_bps`` (and some is not) — cached per group."""
     key = (id(ws), id(targets), len(targets), max_bps)
-    if key not in _SLOWER:
-        if len(_SLOWER) > 64:
-            _SLOWER.clear()
-        mask = ws.max_bps[targets] <= max_bps
-        count = int(mask.sum())
-        _SLOWER[key] = targets[mask] if 0 < count < len(targets) else None
-    return _SLOWER[key]
+    found = _FASTER.get(key)
+    if found is None:
+        if len(_FASTER) > 64:
+            _FASTER.clear()
+        speeds = ws.max_bps[targets]
+        found = _FASTER[key] = bool((speeds > max_bps).any() and (speeds <= max_bps).any())
+    return found
 
 
 def _targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:
