@@ -55,7 +55,7 @@ HEAP_MIN_DISKS = 1_000  # from this many disks a frequent scan walks a _Heap (me
 HEAP_WALK = 48  # live disks a _Heap walk passes over (ruled out) before the full scan decides
 HEAP_SLACK = 3  # a _Heap is rebuilt when it holds this many entries per disk
 HEAP_QUANTILE = 0.02  # a _Heap keeps the disks that can take the replica load at this quantile (smaller: full scan)
-MAX_HEAPS = 4
+MAX_HEAPS = 8  # a pool, its IDCs, each with and without a speed cap (slower receivers first): no thrash
 _NONE: frozenset[int] = frozenset()  # no disk excluded
 
 
