@@ -85,16 +85,30 @@ class _Candidate:
 
 
 class _Pile(list[_Candidate]):
-    """One disk's candidates, best first, with their largest load cached (``top``; None: to recompute), so
-    shedding a disk of many replicas does not rescan them all for every move."""
+    """One disk's candidates, best first, with their loads and sizes as arrays (``loads``, ``sizes``; None: to
+    build) and their largest load (``top``; None: to recompute), so shedding a disk of many replicas does not
+    rescan them all for every move."""
 
     top: float | None = None
+    loads: np.ndarray | None = None
+    sizes: np.ndarray | None = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(loads, sizes) of the candidates, in order."""
+        if self.loads is None or self.sizes is None:
+            n = len(self)
+            self.loads = np.fromiter((c.load for c in self), dtype=np.float64, count=n)
+            self.sizes = np.fromiter((c.size for c in self), dtype=np.float64, count=n)
+        return self.loads, self.sizes
 
     def drop(self, k: int) -> None:
         """Remove candidate ``k`` (the cached largest load is forgotten when it was that one's)."""
         if self[k].load == self.top:
             self.top = None
         del self[k]
+        if self.loads is not None and self.sizes is not None:
+            self.loads = np.delete(self.loads, k)
+            self.sizes = np.delete(self.sizes, k)
 
 
 def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = None) -> Plan:
@@ -441,12 +455,17 @@ def _cheapest_cover(cands: _Pile, excess: float) -> int:
     n = min(len(cands), COVER_ITEMS)
     if n <= 1 or excess <= 0:
         return 0
-    loads = np.fromiter((c.load for c in cands[:n]), dtype=np.float64, count=n)
+    if cands.top is None:
+        cands.top = max(c.load for c in cands)
+    if excess > cands.top:  # no replica covers it alone: every plan weighed starts with the first (k >= 1)
+        return 0
+    all_loads, all_sizes = cands.arrays()
+    loads = all_loads[:n]
     left = excess - (np.cumsum(loads) - loads)  # excess left before taking item k (after items 0..k-1)
     rows = int(np.searchsorted(-left, 0.0, side="right"))  # plans k = 0 .. rows - 1 still need a cover (left > 0)
     if rows == 0:
         return 0
-    sizes = np.fromiter((c.size for c in cands[:n]), dtype=np.float64, count=n)
+    sizes = all_sizes[:n]
     paid = np.cumsum(sizes) - sizes
     covers = (loads[None, :] >= left[:rows, None]) & np.triu(np.ones((rows, n), dtype=bool))
     cover = np.where(covers, sizes[None, :], np.inf)
