@@ -310,14 +310,43 @@ def fill_receivers(ws: Workspace, pool: str, receivers: np.ndarray, options: Bal
     if mean <= 0 or len(receivers) == 0:
         return []
     sources = np.setdiff1d(disks, receivers)
-    shedder = _Shedder(ws, pool, receivers)
     for _ in range(ROUNDS):  # load moved onto faster new disks lowers the plain mean: fill again to the new one
         moved = ws.moved_bytes
-        shedder.run(sources, mean, BalanceOptions(bounds=options.bounds, threshold=1.0, target=1.0, floor=0.0))
+        _fill_by_value(ws, pool, sources, receivers, mean)
         mean = _mean(ws, disks)
         if ws.moved_bytes == moved or float(ws.util_arr[receivers].min()) >= (1 - LINE_MARGIN) * mean:
             break
     return _notes(ws, pool, {}, mean, options, {})
+
+
+def _fill_by_value(ws: Workspace, pool: str, sources: np.ndarray, receivers: np.ndarray, mean: float) -> None:
+    """Move replicas of ``sources`` above ``mean`` onto ``receivers`` (each staying ≤ ``mean``), the pool's best
+    load per byte first across all sources — the fewest bytes for the load the receivers take (hottest source
+    first, each shed to the mean, moved 2.5x the fractional minimum on the benchmark's pool-grow; this 2.0x) — as
+    long as the source stays above the mean once the replica is gone (no source is emptied below it)."""
+    keyed: list[tuple[float, tuple[str, int], int, _Candidate]] = []
+    for i in sources:
+        i = int(i)
+        if ws.util(i) <= mean:
+            continue
+        for c in _candidates(ws, i, pool, ()):
+            keyed.append((-(c.load / c.size) if c.size else float("-inf"), c.pid, i, c))
+    keyed.sort(key=lambda k: (k[0], k[1], k[2]))
+    for _, _, i, c in keyed:
+        if float(ws.util_arr[receivers].min()) >= mean:
+            return
+        if ws.util(i) <= mean or (ws.load[i] - c.load) * ws.inv_max[i] < mean * (1 - LINE_MARGIN) - 1e-12:
+            continue  # the source is at the mean already, or this replica would take it clearly below
+        p = ws.partition(c.pid)
+        replicas, dirs = ws.replicas(p)
+        if c.position >= len(replicas) or (replicas[c.position], dirs[c.position]) != ws.disk_ids[i]:
+            continue  # moved since (another replica of the partition went first)
+        if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
+            continue
+        targets = np.intersect1d(_targets(ws, p, c.position), receivers, assume_unique=True)
+        target = ws.best_target(p, c.position, targets, max_util=mean)
+        if target is not None:
+            ws.move_replica(p, c.position, target)
 
 
 def _mean(ws: Workspace, disks: np.ndarray) -> float:
