@@ -21,15 +21,13 @@ from controlplane.files import read_plan, read_snapshot, write_atomic
 from controlplane.report import leaders_table, plan_table, violations_table
 from domain import (
     CheckLimits,
-    ClusterSnapshot,
     ContractError,
-    Partition,
     Plan,
-    Topic,
     check_new_topic,
     check_plan,
     dump_plan,
     dump_snapshot,
+    preallocated_topic,
 )
 from planners import (
     BalanceOptions,
@@ -291,9 +289,8 @@ def plan_validate(
         fail_input(exc)
     limits = CheckLimits(capacity_headroom=headroom, max_bytes_to_move=max_bytes,
                          max_partitions_to_move=max_partitions)
-    new_topics = {m.topic for m in parsed.moves} - set(snap.index.topic_by_name)
-    if parsed.kind == "preallocate" and len(new_topics) == 1 and not parsed.leaders:
-        topic = _preallocated_topic(snap, parsed)
+    topic = preallocated_topic(snap, parsed)
+    if topic is not None:
         violations = check_new_topic(snap, topic, limits)
         what = f"pre-allocation of new topic {topic.name} (pool {topic.pool}) is valid"
     else:
@@ -303,13 +300,3 @@ def plan_validate(
         out.print(violations_table(violations))
         raise typer.Exit(EXIT_VIOLATIONS)
     out.print(f"{what}: {len(parsed.moves)} partition moves, {len(parsed.leaders)} leader changes")
-
-
-def _preallocated_topic(snap: ClusterSnapshot, plan: Plan) -> Topic:
-    """The topic a pre-allocation plan creates; its pool is the pool of its first replica's broker."""
-    brokers = snap.index.broker_by_id
-    first = brokers.get(plan.moves[0].replicas[0])
-    parts = tuple(Partition(topic=m.topic, partition=m.partition, replicas=m.replicas, leader=m.replicas[0],
-                            isr=m.replicas, log_dirs=tuple(d if d is not None else "" for d in m.log_dirs))
-                  for m in plan.moves)
-    return Topic(name=plan.moves[0].topic, partitions=parts, pool=first.pool if first else "shared")
