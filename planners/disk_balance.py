@@ -1,39 +1,45 @@
-"""Goal: disk-load balance across and within brokers (JBOD), on estimated utilisation.
+"""Goal: disk-load balance across and within brokers (JBOD) on estimated utilisation, moving what the target needs.
 
-Per resource pool, a disk is *hot* when its estimated utilisation (disk load / max throughput — so
-heterogeneous HDD/NVMe disks compare fairly) exceeds ``threshold`` x the pool's mean. Hot disks are
-taken hottest first; each sheds replicas until it is at or below ``target`` x mean:
+The target is the figure Guardian reports: per pool, peak / mean estimated utilisation (disk load / max
+throughput — so heterogeneous HDD/NVMe disks compare fairly), the mean being the plain average of the pool's alive
+disks' utilisations (:func:`domain.util_stats`: one mean, used everywhere). A plan stops once every pool meets
+``threshold`` (default 1.10; ``--target``); an operator who wants more asks for a lower one. Nothing moves while
+a pool's hottest disk is at or under ``floor`` (default 0.30): peak/mean of idle disks is noise.
 
-* which replica: the one that fixes the most load per byte copied (fractional-knapsack order), except
-  that when some replica alone covers the remaining excess, the smallest such replica is taken;
-* where: among valid targets — every hard goal of :mod:`planners.constraints`, capacity headroom, the
-  plan's bounds, and the target staying ≤ ``target`` x mean (when no disk can: ≤ ``threshold`` x mean,
-  or below the source's own level after the move) — the disk with the lowest *median historical* load
-  (projected with what the plan already added). A disk of the same broker is an intra-broker log-dir
-  move (KIP-113 AlterReplicaLogDirs: no network bytes), preferred whenever one stays ≤ the goal
-  (``prefer_intra_broker``). Where no single move helps (each would leave its receiver above the source —
-  large replicas), an *exchange* (swap): the disk's heaviest replica goes to a cool disk that then sheds smaller
-  replicas (back to the source or anywhere) under the goal; undone unless it lowers the source and
-  leaves every disk it touched at or under the hot line. Topics with an IDC placement policy move
-  within their IDC, so a second pass balances each IDC against its own mean where the policies keep
-  an IDC above the pool's.
+Method, per pool, in rounds (at most :data:`ROUNDS`):
+
+* the line: :func:`target_line` draws the highest utilisation ``X`` such that shedding every disk above ``X`` down
+  to it, slowest receivers first, meets the target in a fluid model — load moved from a slow disk to a fast one
+  lowers the plain mean, so ``X`` is usually below threshold x today's mean (it meets the necessary ceiling
+  L / (C - n c_max (t - 1) / t) of any plan at the target; drawn :data:`LINE_MARGIN` under it);
+* which replica: per hot disk, the cheapest cover of its excess over ``X`` — the best of "the first ``k`` by load
+  per byte, then the smallest single replica covering the rest" over every ``k`` (:func:`_cheapest_cover`);
+* where: among valid targets — every hard goal of :mod:`planners.constraints`, capacity headroom, the plan's
+  bounds, the target staying ≤ ``X`` — a disk of the same broker first (KIP-113 AlterReplicaLogDirs: no network
+  bytes, ``prefer_intra_broker``), then a disk no faster than the source (keeps the mean), then any, each the
+  one with the lowest *median historical* load (projected with what the plan already added);
+* where no single move helps (each would leave its receiver above the source — large replicas), an *exchange*
+  (swap, 2-for-1): the disk's heaviest replica goes to a cool disk that then sheds smaller replicas (back to the
+  source or anywhere) under the goal; undone unless it lowers the source and leaves every disk it touched at or
+  under the hot line. Topics with an IDC placement policy move within their IDC, so a second pass balances each
+  IDC against its own mean where the policies keep an IDC above the pool's.
 
 Replicas on dead brokers: with ``evacuate_dead`` each is first moved (before balancing) to the valid
 disk of its pool (its IDC under a placement policy) with the lowest projected utilisation, preferring
-disks that stay ≤ ``target`` x mean; without it the plan leaves them where they are and says so in its
+disks that stay ≤ the goal; without it the plan leaves them where they are and says so in its
 notes (they wait for the broker's return or Kafka's own recovery — "self-healing").
 
-Never worse: every balancing move lowers a hot disk and leaves the receiving disk below that disk's old level,
-so no pool's peak utilisation rises. Deterministic: ties break on (IDC, snapshot order) and partition
-id. Hot spots no move fixes (one huge replica, constraints, bounds) are explained in the plan's notes
-instead of churning.
+Never worse, and it ends: every balancing move lowers a hot disk and leaves the receiving disk strictly under
+that disk's old level (:func:`below`), so no pool's peak rises and the sorted disk levels fall at every move —
+no sequence of moves repeats (the move cap, :data:`MOVES_PER_REPLICA`, stays as a guard). Deterministic: ties
+break on (IDC, snapshot order) and partition id. Hot spots no move fixes (one huge replica, constraints, bounds)
+are explained in the plan's notes instead of churning.
 
 Cost: O(moves x (log disks of the group + replicas of the source disk)) for most moves: from 1k disks a
-shedding run's target search walks a lazily kept heap of the disks that can take a replica (see
-planners.workspace), one broker's disks are scanned in plain Python; a full numpy scan of the group where
-the heap cannot tell (replicas lighter than its 2% quantile, the fallback ceiling). About 7.8 CPU seconds
-for 1,000 brokers x 12 disks, 300,000 replicas and 140,000 replica moves and about 29.5 for 3,000 x 12,
-900,000 and 424,000 (plan check included; load 1-2 on 2 shared cores), most of it Python per move.
+shedding run's target search walks a lazily kept heap of the disks that can take a replica (with a speed cap for
+the slower-first search; see planners.workspace), one broker's disks are scanned in plain Python; the cheapest
+cover is an O(k²) numpy pass only while some replica covers a disk's excess alone. On the benchmark's 1,000 x 12
+x 100k snapshot: 63,721 moves, 11.8 CPU-s on a machine at load 11 on 2 cores (main's planner: 32 CPU-s there).
 """
 
 from __future__ import annotations
