@@ -339,7 +339,7 @@ def _fill_by_value(ws: Workspace, pool: str, sources: np.ndarray, receivers: np.
             keyed.append((-(c.load / c.size) if c.size else float("-inf"), c.pid, i, c))
     keyed.sort(key=lambda k: (k[0], k[1], k[2]))
     for _, _, i, c in keyed:
-        if float(ws.util_arr[receivers].min()) >= mean:
+        if float(ws.util_arr[receivers].min()) >= (1 - LINE_MARGIN) * mean:
             return
         if ws.util(i) <= mean or (ws.load[i] - c.load) * ws.inv_max[i] < mean * (1 - LINE_MARGIN) - 1e-12:
             continue  # the source is at the mean already, or this replica would take it clearly below
