@@ -538,7 +538,7 @@ def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
             targets = _targets(ws, p, c.position)
             if receivers is not None:
                 targets = np.intersect1d(targets, receivers, assume_unique=True)
-            elif _has_faster(ws, targets, max_bps):
+            elif ws.mixed_speeds(targets, max_bps):
                 # a disk no faster than the source first: the load keeps its share of the pool's mean (load moved
                 # onto a faster disk lowers the plain mean of utilisations, and so the target line)
                 target = ws.best_target(p, c.position, targets, max_util=goal, added=added, frequent=True,
@@ -621,21 +621,6 @@ def below(level: float) -> float:
     disks a rounding error above the hot line hand one replica back and forth for ever.)
     """
     return level - max(level, 1.0) * PROGRESS - 2e-12
-
-
-_FASTER: dict[tuple[int, int, int, float], bool] = {}
-
-
-def _has_faster(ws: Workspace, targets: np.ndarray, max_bps: float) -> bool:
-    """Whether some disk of ``targets`` is faster than ``max_bps`` (and some is not) — cached per group."""
-    key = (id(ws), id(targets), len(targets), max_bps)
-    found = _FASTER.get(key)
-    if found is None:
-        if len(_FASTER) > 64:
-            _FASTER.clear()
-        speeds = ws.max_bps[targets]
-        found = _FASTER[key] = bool((speeds > max_bps).any() and (speeds <= max_bps).any())
-    return found
 
 
 def _targets(ws: Workspace, p: Partition, position: int) -> np.ndarray:

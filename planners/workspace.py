@@ -143,6 +143,7 @@ class Workspace:
         self.moved_bytes = 0
         self.moved_partitions = 0
         self._groups: dict[tuple[str, str | None], np.ndarray] = {}
+        self._faster: dict[tuple[int, int, float], bool] = {}  # (group id, its size, speed) -> mixed_speeds
         self._own: dict[int, np.ndarray] = {}
         n = len(self.disk_ids)  # scratch of the scans: no allocation per scan (above ~128 KiB each one
         self._after = np.empty(n, dtype=np.float64)  # would be a fresh mmap, page faults included)
@@ -236,6 +237,16 @@ class Workspace:
                               if self.alive[i] and self.topo.pool[b] == pool
                               and (idc is None or self.topo.idc[b] == idc)], dtype=np.int64)
             self._groups[key] = found
+        return found
+
+    def mixed_speeds(self, group: np.ndarray, max_bps: float) -> bool:
+        """Whether ``group`` (one of :meth:`group`'s arrays, kept alive by its cache) has disks both faster than
+        ``max_bps`` and not; cached per group and speed."""
+        key = (id(group), len(group), max_bps)
+        found = self._faster.get(key)
+        if found is None:
+            speeds = self.max_bps[group]
+            found = self._faster[key] = bool((speeds > max_bps).any() and (speeds <= max_bps).any())
         return found
 
     def copies(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str]) -> int:
