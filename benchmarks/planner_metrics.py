@@ -17,10 +17,9 @@ def pool_figures(snapshot: ClusterSnapshot) -> dict[str, dict[str, float]]:
         disks = balance_disks(snapshot, pool)
         if not disks:
             continue
-        total_max = sum(index.disk_by_id[d].max_bytes_per_s for d in disks)
-        load = sum(index.disk_load[d] for d in disks)
-        mean = load / total_max
-        peak = max(index.disk_util_estimate(d) for d in disks)
+        utils = [index.disk_util_estimate(d) for d in disks]
+        mean = sum(utils) / len(utils)  # the one mean (domain.util_stats): plain average of utilisations
+        peak = max(utils)
         fastest = max(index.disk_by_id[d].max_bytes_per_s for d in disks)
         heaviest = max((index.partition_by_id[pid].replica_load(d[0]) for d in disks
                         for pid in index.replicas_on_disk[d]), default=0.0)
@@ -31,11 +30,13 @@ def pool_figures(snapshot: ClusterSnapshot) -> dict[str, dict[str, float]]:
 
 
 def forced_min_bytes(snapshot: ClusterSnapshot, threshold: float = 1.10) -> float:
-    """Fractional-knapsack lower bound of the bytes any plan must move to bring every disk ≤ threshold x mean.
+    """Fractional-knapsack lower bound of the bytes any plan must move to reach peak/mean ≤ ``threshold`` per pool.
 
-    For each disk above ``threshold`` x its pool's mean: take its replicas in order of load per byte,
-    highest first, until their load covers the disk's excess (the last one fractionally); sum the bytes
-    over those disks.
+    With L a pool's total load, C the sum of its disks' ceilings (max bytes/s), n disks and c_max the fastest
+    ceiling, any plan whose peak ≤ ``threshold`` x the (plain) mean utilisation after it leaves every disk at
+    ≤ L / (C - n c_max (threshold - 1) / threshold) (L ≥ P C - c_max Σ (P - u_i) and Σ (P - u_i) ≤ n P
+    (threshold - 1) / threshold). For each disk above that: take its replicas in order of load per byte, highest
+    first, until their load covers the disk's excess (the last one fractionally); sum the bytes over those disks.
     """
     index = snapshot.index
     total = 0.0
@@ -43,22 +44,24 @@ def forced_min_bytes(snapshot: ClusterSnapshot, threshold: float = 1.10) -> floa
         disks = balance_disks(snapshot, pool)
         if not disks:
             continue
-        mean = sum(index.disk_load[d] for d in disks) / sum(index.disk_by_id[d].max_bytes_per_s for d in disks)
-        for d in disks:
-            excess = index.disk_load[d] - threshold * mean * index.disk_by_id[d].max_bytes_per_s
+        caps = [index.disk_by_id[d].max_bytes_per_s for d in disks]
+        load = sum(index.disk_load.get(d, 0.0) for d in disks)
+        ceiling = load / (sum(caps) - len(disks) * max(caps) * (threshold - 1) / threshold)
+        for d, cap in zip(disks, caps, strict=True):
+            excess = index.disk_load.get(d, 0.0) - ceiling * cap
             if excess <= 0:
                 continue
             items = []
             for pid in index.replicas_on_disk[d]:
                 p = index.partition_by_id[pid]
-                load = p.replica_load(d[0])
-                if load > 0:
-                    items.append((load / p.size_bytes if p.size_bytes else float("inf"), load, p.size_bytes))
+                load_p = p.replica_load(d[0])
+                if load_p > 0:
+                    items.append((load_p / p.size_bytes if p.size_bytes else float("inf"), load_p, p.size_bytes))
             items.sort(key=lambda x: -x[0])
-            for _, load, size in items:
+            for _, load_p, size in items:
                 if excess <= 0:
                     break
-                take = min(1.0, excess / load)
+                take = min(1.0, excess / load_p)
                 total += take * size
-                excess -= take * load
+                excess -= take * load_p
     return total

@@ -3,7 +3,14 @@
 from domain.apply import PlanEffect, apply_plan, plan_effect
 from domain.errors import ContractError, Problem
 from domain.inflight import settle_moves
-from domain.invariants import CheckLimits, Violation, check_new_topic, check_plan
+from domain.invariants import (
+    CheckLimits,
+    Violation,
+    check_any_plan,
+    check_new_topic,
+    check_plan,
+    preallocated_topic,
+)
 from domain.model import (
     Broker,
     BrokerState,
@@ -68,6 +75,7 @@ __all__ = [
     "apply_plan",
     "apply_policies",
     "balance_disks",
+    "check_any_plan",
     "check_new_topic",
     "check_plan",
     "dump_plan",
@@ -81,6 +89,7 @@ __all__ = [
     "plan_json_schema",
     "plan_to_dict",
     "pool_stats",
+    "preallocated_topic",
     "settle_moves",
     "snapshot_json_schema",
     "snapshot_to_dict",

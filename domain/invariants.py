@@ -301,3 +301,24 @@ def check_new_topic(snapshot: ClusterSnapshot, topic: Topic, limits: CheckLimits
         if dups > unavoidable_rack_duplicates(p.replicas, facts.place, facts.racks(topic.pool)):
             out.append(Violation("rack-spread", f"{dups} replica(s) share a rack within an IDC", *tp))
     return out
+
+
+def preallocated_topic(snapshot: ClusterSnapshot, plan: Plan) -> Topic | None:
+    """The new topic a ``preallocate`` plan creates (its moves are the new partitions' assignment), or None when
+    ``plan`` is not a pre-allocation of one topic absent from ``snapshot``. Its pool is its first replica's
+    broker's pool; each partition's leader its first replica."""
+    new = {m.topic for m in plan.moves} - set(snapshot.index.topic_by_name)
+    if plan.kind != "preallocate" or len(new) != 1 or plan.leaders or len(new) != len({m.topic for m in plan.moves}):
+        return None
+    first = snapshot.index.broker_by_id.get(plan.moves[0].replicas[0]) if plan.moves[0].replicas else None
+    parts = tuple(Partition(topic=m.topic, partition=m.partition, replicas=m.replicas,
+                            leader=m.replicas[0] if m.replicas else None, isr=m.replicas,
+                            log_dirs=tuple(d if d is not None else "" for d in m.log_dirs))
+                  for m in plan.moves)
+    return Topic(name=plan.moves[0].topic, partitions=parts, pool=first.pool if first else "shared")
+
+
+def check_any_plan(snapshot: ClusterSnapshot, plan: Plan, limits: CheckLimits | None = None) -> list[Violation]:
+    """:func:`check_new_topic` for a pre-allocation plan (:func:`preallocated_topic`), :func:`check_plan` else."""
+    topic = preallocated_topic(snapshot, plan)
+    return check_new_topic(snapshot, topic, limits) if topic is not None else check_plan(snapshot, plan, limits)

@@ -18,23 +18,24 @@ from domain.plan import Plan, PlanSummary, UtilStats
 
 def util_stats(snapshot: ClusterSnapshot, disk_ids: Iterable[DiskId],
                loads: Mapping[DiskId, float] | None = None) -> UtilStats:
-    """Max and throughput-weighted mean estimated utilisation over ``disk_ids``. O(disks).
+    """Max and mean estimated utilisation over ``disk_ids``. O(disks).
 
+    The mean is the plain average of the disks' utilisations (each disk counts once, whatever its speed): the one
+    mean Guardian reports as a pool's mean and peak/mean, and the one its rebalance plans meet the target against.
     ``loads``: disk loads to use instead of the snapshot's own (same disks, another assignment).
     """
     index = snapshot.index
     loads = index.disk_load if loads is None else loads
-    total_load = total_max = 0.0
+    total_util = 0.0
     max_util = 0.0
     count = 0
     for disk_id in disk_ids:
         disk = index.disk_by_id[disk_id]
-        load = loads.get(disk_id, 0.0)
-        total_load += load
-        total_max += disk.max_bytes_per_s
-        max_util = max(max_util, load / disk.max_bytes_per_s)
+        util = loads.get(disk_id, 0.0) / disk.max_bytes_per_s
+        total_util += util
+        max_util = max(max_util, util)
         count += 1
-    return UtilStats(disks=count, max_util=max_util, mean_util=total_load / total_max if total_max else 0.0)
+    return UtilStats(disks=count, max_util=max_util, mean_util=total_util / count if count else 0.0)
 
 
 def balance_disks(snapshot: ClusterSnapshot, pool: str | None = None) -> tuple[DiskId, ...]:

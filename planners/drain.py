@@ -124,6 +124,8 @@ def plan_restore(snapshot: ClusterSnapshot, recorded: ClusterSnapshot, brokers: 
     restored = _check_brokers(snapshot, brokers)
     ws = Workspace(snapshot, options.bounds)
     skipped: list[str] = []
+    breaking: list[str] = []  # restored exactly though the recorded placement breaks a rule that came later
+    sets: dict[tuple[str, int], tuple[int, ...]] = {}
     for rec in recorded.index.partitions:
         if not any(b in restored for b in rec.replicas):
             continue
@@ -133,9 +135,12 @@ def plan_restore(snapshot: ClusterSnapshot, recorded: ClusterSnapshot, brokers: 
             skipped.append(f"{name} (no longer exists)")
             continue
         reason = _restore_problem(ws, p, rec)
-        if reason:
+        if reason == BREAKS_RULE:
+            breaking.append(name)
+        elif reason:
             skipped.append(f"{name} ({reason})")
             continue
+        sets[rec.id] = rec.replicas
         if (rec.replicas, rec.log_dirs) != (p.replicas, p.log_dirs):
             ws.assign(p, rec.replicas, rec.log_dirs)
         if rec.leader is not None and rec.leader != ws.leader(p) and ws.topo.alive.get(rec.leader, False):
@@ -143,8 +148,12 @@ def plan_restore(snapshot: ClusterSnapshot, recorded: ClusterSnapshot, brokers: 
     notes = []
     if skipped:
         notes.append(f"{len(skipped)} partition(s) not restored: " + ", ".join(skipped[:MAX_NOTES]))
+    if breaking:
+        notes.append(f"{len(breaking)} partition(s) restored exactly to a recorded placement that breaks a placement, "
+                     f"rack or pool rule in force now (a rebalance can fix that after): "
+                     + ", ".join(breaking[:MAX_NOTES]))
     notes.append("execute the reassignment, then the leader changes (preferred election)")
-    return ws.to_plan(KIND_RESTORE, notes)
+    return ws.to_plan(KIND_RESTORE, notes, recorded=sets)
 
 
 def _restore_problem(ws: Workspace, p: Partition, rec: Partition) -> str:
@@ -161,10 +170,13 @@ def _restore_problem(ws: Workspace, p: Partition, rec: Partition) -> str:
         if not ws.topo.alive.get(b, False):
             return f"broker {b} is not alive"
         gaining.append(ws.pos[(b, d)])
-    if not ws.topo.replica_set_ok(p.replicas, rec.replicas, topic.pool, ws.snapshot.placement_of(topic)):
-        return "the recorded assignment breaks a placement, rack or pool constraint now"
     if not all(ws.fits(i, p.size_bytes) for i in gaining):
         return "not enough free space"
     if not ws.within_bounds(p, rec.replicas, rec.log_dirs):
         return "plan bound reached"
+    if not ws.topo.replica_set_ok(p.replicas, rec.replicas, topic.pool, ws.snapshot.placement_of(topic)):
+        return BREAKS_RULE  # restored all the same: the operator asked for what was there (a note says so)
     return ""
+
+
+BREAKS_RULE = "the recorded assignment breaks a placement, rack or pool constraint now"

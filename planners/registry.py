@@ -59,7 +59,9 @@ def _ids(params: dict[str, Any], name: str, required: bool) -> list[int]:
 
 
 def rebalance(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
-    """Disk-load rebalance; extra parameters ``threshold`` (alias ``tolerance``, default 1.10) and
+    """Disk-load rebalance; extra parameters ``target`` (aliases ``threshold``, ``tolerance``; default 1.10: the
+    peak/mean every pool ends at or under, and the plan stops there), ``floor`` (default 0.30: no rebalance while
+    a pool's hottest disk is at or under this utilisation) and
     ``evacuate_dead`` (bool, default false: replicas on dead brokers stay, and the notes say so)."""
     p = dict(params)
     bounds = _bounds(p)
@@ -67,12 +69,17 @@ def rebalance(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:
     if not isinstance(evacuate, bool):
         raise TypeError(f"parameter 'evacuate_dead' must be a bool, got {evacuate!r}")
     tolerance = _take(p, "tolerance", (int, float))
-    threshold = float(_take(p, "threshold", (int, float), tolerance if tolerance is not None else 1.10))
+    target = _take(p, "target", (int, float))
+    threshold = float(_take(p, "threshold", (int, float), target if target is not None else
+                            tolerance if tolerance is not None else 1.10))
     if threshold < 1.0:
         raise TypeError(f"parameter 'threshold' must be >= 1.0, got {threshold!r}")
+    floor = float(_take(p, "floor", (int, float), 0.30))
+    if not 0.0 <= floor <= 1.0:
+        raise TypeError(f"parameter 'floor' must be in 0..1, got {floor!r}")
     _done(p)
     return plan_rebalance(snapshot, BalanceOptions(bounds=bounds, threshold=threshold, evacuate_dead=evacuate,
-                                                   target=min(threshold, max(1.0, threshold - 0.03))))
+                                                   floor=floor))
 
 
 def leaders(snapshot: ClusterSnapshot, params: Mapping[str, Any]) -> Plan:

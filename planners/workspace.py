@@ -55,7 +55,7 @@ HEAP_MIN_DISKS = 1_000  # from this many disks a frequent scan walks a _Heap (me
 HEAP_WALK = 48  # live disks a _Heap walk passes over (ruled out) before the full scan decides
 HEAP_SLACK = 3  # a _Heap is rebuilt when it holds this many entries per disk
 HEAP_QUANTILE = 0.02  # a _Heap keeps the disks that can take the replica load at this quantile (smaller: full scan)
-MAX_HEAPS = 4
+MAX_HEAPS = 8  # a pool, its IDCs, each with and without a speed cap (slower receivers first): no thrash
 _NONE: frozenset[int] = frozenset()  # no disk excluded
 
 
@@ -143,12 +143,13 @@ class Workspace:
         self.moved_bytes = 0
         self.moved_partitions = 0
         self._groups: dict[tuple[str, str | None], np.ndarray] = {}
+        self._faster: dict[tuple[int, int, float], bool] = {}  # (group id, its size, speed) -> mixed_speeds
         self._own: dict[int, np.ndarray] = {}
         n = len(self.disk_ids)  # scratch of the scans: no allocation per scan (above ~128 KiB each one
         self._after = np.empty(n, dtype=np.float64)  # would be a fresh mmap, page faults included)
         self._bad = np.empty(n, dtype=bool)
         self._room_bad = np.empty(n, dtype=bool)
-        self._heaps: dict[tuple[int, int, float], _Heap] = {}
+        self._heaps: dict[tuple[int, int, float, float | None], _Heap] = {}
         self._least: float | None = None
         self._topic_facts: dict[str, tuple[str, Mapping[str, int] | None]] = {}  # pool, placement policy
         # Python-float copies of the arrays that never change, for the per-move arithmetic (list reads are
@@ -236,6 +237,16 @@ class Workspace:
                               if self.alive[i] and self.topo.pool[b] == pool
                               and (idc is None or self.topo.idc[b] == idc)], dtype=np.int64)
             self._groups[key] = found
+        return found
+
+    def mixed_speeds(self, group: np.ndarray, max_bps: float) -> bool:
+        """Whether ``group`` (one of :meth:`group`'s arrays, kept alive by its cache) has disks both faster than
+        ``max_bps`` and not; cached per group and speed."""
+        key = (id(group), len(group), max_bps)
+        found = self._faster.get(key)
+        if found is None:
+            speeds = self.max_bps[group]
+            found = self._faster[key] = bool((speeds > max_bps).any() and (speeds <= max_bps).any())
         return found
 
     def copies(self, p: Partition, replicas: Sequence[int], dirs: Sequence[str]) -> int:
@@ -335,7 +346,8 @@ class Workspace:
     # ------------------------------------------------------------ targeting
     def best_target(self, p: Partition, position: int, candidates: np.ndarray, *,
                     max_util: float | None = None, exclude: Iterable[int] = (), tries: int = 64,
-                    added: tuple[int, float] | None = None, frequent: bool = False) -> int | None:
+                    added: tuple[int, float] | None = None, frequent: bool = False,
+                    speed_cap: float | None = None) -> int | None:
         """The valid disk with the lowest projected utilisation for replica ``position`` of ``p``.
 
         Valid: alive, in the candidate set, room within capacity headroom, the move keeps every hard
@@ -346,11 +358,12 @@ class Workspace:
         -18% at 36k, README's planner rows.) ``added``: :meth:`added_load` of this replica when the caller
         already has it (several scans for one replica). ``frequent``: the same ``candidates`` and ``max_util``
         come back for many replicas (a shedding run's goal): answer from a :class:`_Heap` when it can tell.
+        ``speed_cap``: only disks whose max throughput is at most this are candidates.
         """
         if len(candidates) == 0:
             return None
         return self._scan(p, position, candidates, max_util, set(exclude) if exclude else _NONE, tries,
-                          added if added is not None else self.added_load(p, position), frequent)
+                          added if added is not None else self.added_load(p, position), frequent, speed_cap)
 
     def best_own_target(self, i: int, p: Partition, position: int, *, max_util: float | None,
                         added: tuple[int, float]) -> int | None:
@@ -391,17 +404,18 @@ class Workspace:
         return src, add
 
     def _scan(self, p: Partition, position: int, candidates: np.ndarray, max_util: float | None,
-              excluded: Set[int], tries: int, added: tuple[int, float], frequent: bool = False) -> int | None:
+              excluded: Set[int], tries: int, added: tuple[int, float], frequent: bool = False,
+              speed_cap: float | None = None) -> int | None:
         src, add = added
         n = len(candidates)
         first = int(candidates[0])
         contiguous = int(candidates[-1]) - first + 1 == n
-        if contiguous and n <= SMALL_SCAN and not excluded:
+        if contiguous and n <= SMALL_SCAN and not excluded and speed_cap is None:
             done, found = self._scan_small(p, position, first, n, src, add, max_util, tries)
             if done:
                 return found
         elif frequent and contiguous and n >= HEAP_MIN_DISKS and max_util is not None and not excluded:
-            done, found = self._scan_heap(p, position, first, n, src, add, max_util + EPS, tries)
+            done, found = self._scan_heap(p, position, first, n, src, add, max_util + EPS, tries, speed_cap)
             if done:
                 return found
         view: slice | np.ndarray = slice(first, first + n) if contiguous else candidates
@@ -419,6 +433,8 @@ class Workspace:
             np.less(self.room[view], p.size_bytes, out=bad)
         if excluded:
             bad |= np.isin(self.disk_broker[view], np.fromiter(excluded, dtype=np.int64))
+        if speed_cap is not None:
+            bad |= self.max_bps[view] > speed_cap
         score = np.where(bad, _BIG, self.proj[view])  # a ruled-out disk scores _BIG (was proj + _BIG: the same order)
         if first <= src < first + n and contiguous:
             score[src - first] = _BIG
@@ -434,12 +450,12 @@ class Workspace:
         return None
 
     def _scan_heap(self, p: Partition, position: int, first: int, n: int, src: int, add: float, limit: float,
-                   tries: int) -> tuple[bool, int | None]:
+                   tries: int, speed_cap: float | None = None) -> tuple[bool, int | None]:
         """:meth:`_scan` of the contiguous disks ``first .. first + n - 1`` under ``limit`` from their :class:`_Heap`:
         its entries popped in (projection, index) order — the full scan's order — stale ones dropped, each live
         disk tested as the full scan tests it, then the live ones pushed back. After :data:`HEAP_WALK` live
         disks without an answer, or when a projection is NaN or huge: (False, None) and the full scan decides."""
-        key = (first, n, limit)
+        key = (first, n, limit, speed_cap)
         heap = self._heaps.get(key)
         if heap is None:
             if len(self._heaps) >= MAX_HEAPS:
@@ -448,7 +464,7 @@ class Workspace:
                 loads = self.index.replica_columns.load
                 positive = loads[loads > 0]
                 self._least = float(np.quantile(positive, HEAP_QUANTILE)) if len(positive) else 0.0
-            heap = self._heaps[key] = _Heap(self, first, first + n, limit, self._least)
+            heap = self._heaps[key] = _Heap(self, first, first + n, limit, self._least, speed_cap)
         if not heap.ok or not add >= heap.least:
             return False, None
         entries, cur, mask = heap.entries, heap.cur, heap.mask
@@ -588,14 +604,16 @@ class Workspace:
                 out.append(LeaderChange(topic=p.topic, partition=p.partition, leader=want))
         return tuple(out)
 
-    def to_plan(self, kind: str, notes: Sequence[str] = ()) -> Plan:
+    def to_plan(self, kind: str, notes: Sequence[str] = (),
+                recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> Plan:
         """The plan of everything planned so far, with its summary, checked by :func:`check_plan`.
 
+        ``recorded``: a restore's recorded replica sets (:func:`check_plan`'s ``recorded``).
         Raises :class:`PlannerError` if the checker finds any violation (never returns a bad plan).
         """
         return finish_plan(self.snapshot, Plan(cluster=self.snapshot.cluster, kind=kind, moves=self.moves(),
                                                leaders=self.leader_changes()),
-                           notes, self.bounds)
+                           notes, self.bounds, recorded)
 
 
 class _Heap:
@@ -613,10 +631,11 @@ class _Heap:
     O(log n) per change.
     """
 
-    __slots__ = ("cur", "end", "entries", "first", "least", "limit", "mask", "ok", "shift")
+    __slots__ = ("cap", "cur", "end", "entries", "first", "least", "limit", "mask", "ok", "shift")
 
-    def __init__(self, ws: Workspace, first: int, end: int, limit: float, least: float) -> None:
-        self.first, self.end, self.limit, self.least = first, end, limit, least
+    def __init__(self, ws: Workspace, first: int, end: int, limit: float, least: float,
+                 cap: float | None = None) -> None:
+        self.first, self.end, self.limit, self.least, self.cap = first, end, limit, least, cap
         self.shift = max(1, end.bit_length())
         self.mask = (1 << self.shift) - 1
         self.entries: list[int] = []
@@ -631,7 +650,10 @@ class _Heap:
         after = ws._after[:n]
         np.multiply(ws.inv_max[view], self.least, out=after)
         np.add(after, ws.util_arr[view], out=after)
-        passing = np.flatnonzero(~(after > self.limit))
+        keep = ~(after > self.limit)
+        if self.cap is not None:  # only disks no faster than the cap
+            keep &= ws.max_bps[view] <= self.cap
+        passing = np.flatnonzero(keep)
         self.ok = bool((ws.proj[view] < _BIG).all())
         bits = ws.proj[view].view(np.int64)[passing]
         keys = np.where(bits >= 0, bits, -(bits & _MAGNITUDE))
@@ -647,7 +669,7 @@ class _Heap:
         """Disk ``i`` changed: its projection is now ``value`` (IEEE bits ``bits``), its utilisation ``util``."""
         if not value < _BIG:
             self.ok = False
-        if inv * self.least + util > self.limit:
+        if inv * self.least + util > self.limit or (self.cap is not None and ws.max_bps[i] > self.cap):
             self.cur[i - self.first] = None
             return
         entry = (_order_key(bits) << self.shift) | i
@@ -681,7 +703,8 @@ def _order_key(bits: int) -> int:
     return bits if bits >= 0 else -(bits & _MAGNITUDE)
 
 
-def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bounds: Bounds) -> Plan:
+def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bounds: Bounds,
+                recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> Plan:
     """Attach summary and notes to ``draft`` and run the shared invariant checker on it.
 
     The plan's effect (:func:`domain.plan_effect`) is computed once and read by both the summary and the
@@ -690,7 +713,7 @@ def finish_plan(snapshot: ClusterSnapshot, draft: Plan, notes: Sequence[str], bo
     effect = plan_effect(snapshot, draft)
     plan = Plan(cluster=draft.cluster, kind=draft.kind, moves=draft.moves, leaders=draft.leaders,
                 summary=summarize_effect(snapshot, draft, effect), notes=tuple(notes))
-    violations = check_plan(snapshot, plan, bounds.check_limits(), effect=effect)
+    violations = check_plan(snapshot, plan, bounds.check_limits(), effect=effect, recorded=recorded)
     if violations:
         shown = "; ".join(str(v) for v in violations[:5])
         raise InvalidPlanError(f"planner produced an invalid {draft.kind} plan ({len(violations)} violations): {shown}")

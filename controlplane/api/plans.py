@@ -37,7 +37,7 @@ from controlplane.executor.reconcile import ExecutionConflict, PlanRejected
 from controlplane.executor.release import ReleaseError
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_proposal, make_restore
-from domain import ClusterSnapshot, Plan, apply_plan, check_plan, parse_plan, plan_to_dict
+from domain import ClusterSnapshot, Plan, apply_plan, check_any_plan, check_plan, parse_plan, plan_to_dict
 from kafkaio.errors import AdminError, KafkaAuthError
 from planners.registry import Proposal
 
@@ -47,9 +47,9 @@ PLAN_MAX_BODY = 32 * MiB
 
 
 KINDS_DOC = ("Planner parameters. Every kind takes max_bytes, max_partitions (alias max_moves), capacity_headroom "
-             "and load_basis (window | modelled_peak). rebalance: threshold, evacuate_dead; leaders: tolerance; "
-             "drain: brokers; pool-shrink: pool, brokers | count, free_pool; preallocate: topic, partitions, "
-             "replication_factor, bytes_in_per_s, pool, placement; restore, pool-grow, migrate-idc: see "
+             "and load_basis (window | modelled_peak). rebalance: target (threshold), floor, evacuate_dead; "
+             "leaders: tolerance; drain: brokers; pool-shrink: pool, brokers | count, free_pool; preallocate: topic, "
+             "partitions, replication_factor, bytes_in_per_s, pool, placement; restore, pool-grow, migrate-idc: see "
              "x-guardian-params (typed).")
 
 
@@ -100,7 +100,7 @@ def checked_steps(snapshot: ClusterSnapshot, plans: tuple[Plan, ...]) -> None:
     """409 with the violations unless every plan is valid against the snapshot the previous ones leave."""
     current = snapshot
     for n, plan in enumerate(plans, start=1):
-        violations = check_plan(current, plan)
+        violations = check_any_plan(current, plan)  # (a pre-allocation: the new topic's assignment)
         if violations:
             step = f" (step {n} of {len(plans)})" if len(plans) > 1 else ""
             raise ApiError(409, f"the planner produced an invalid plan{step}", violations=[str(v) for v in violations])
@@ -165,7 +165,7 @@ async def import_plan(ctx: Ctx, request: Request, who: Operator) -> Any:
     """Record a guardian.plan/v1 document as a proposal after checking it against the latest snapshot."""
     plan = parse_plan(await request.body())
     snap = snapshot_or_409(ctx, plan.cluster)
-    violations = check_plan(snap, plan)
+    violations = check_any_plan(snap, plan)
     if violations:
         raise ApiError(409, "the plan breaks constraints", violations=[str(v) for v in violations])
     return propose(ctx, request, who, {"type": "plan.propose", "cluster": plan.cluster, "kind": plan.kind,
@@ -183,7 +183,7 @@ def validate_plan(ctx: Ctx, plan_id: int, _: Viewer) -> dict[str, Any]:
     """Check a recorded plan against the cluster's latest snapshot."""
     record = plan_or_404(ctx, plan_id)
     snap = snapshot_or_409(ctx, record["cluster"])
-    violations = check_plan(snap, parse_plan(json.dumps(record["plan"])))
+    violations = check_any_plan(snap, parse_plan(json.dumps(record["plan"])))
     return {"plan_id": plan_id, "valid": not violations, "violations": [str(v) for v in violations]}
 
 

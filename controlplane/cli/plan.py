@@ -21,15 +21,13 @@ from controlplane.files import read_plan, read_snapshot, write_atomic
 from controlplane.report import leaders_table, plan_table, violations_table
 from domain import (
     CheckLimits,
-    ClusterSnapshot,
     ContractError,
-    Partition,
     Plan,
-    Topic,
     check_new_topic,
     check_plan,
     dump_plan,
     dump_snapshot,
+    preallocated_topic,
 )
 from planners import (
     BalanceOptions,
@@ -117,14 +115,19 @@ def _emit(plan: Plan, out_path: Path) -> None:
 @plan_app.command("rebalance")
 def plan_rebalance(snapshot: SnapshotOpt, out_path: OutOpt, max_bytes: MaxBytesOpt = None,
                    max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
-                   threshold: Annotated[float, typer.Option(min=1.0, help="a disk above this x pool mean is hot")]
-                   = 1.10,
+                   threshold: Annotated[float, typer.Option(
+                       "--target", "--threshold", min=1.0,
+                       help="peak/mean every pool ends at or under (a disk above it x the pool's mean is hot); "
+                            "the plan stops there")] = 1.10,
+                   floor: Annotated[float, typer.Option(
+                       min=0.0, max=1.0, help="no rebalance while a pool's hottest disk is at or under this util")]
+                   = 0.30,
                    evacuate_dead: Annotated[bool, typer.Option("--evacuate-dead",
                                                                help="move replicas off dead brokers")] = False) -> None:
     """Plan a disk-load rebalance of SNAPSHOT (across and within brokers), write it to OUT, print its summary."""
     snap = _load(snapshot)
     options = BalanceOptions(bounds=_bounds(max_bytes, max_partitions, headroom), threshold=threshold,
-                             target=min(threshold, max(1.0, threshold - 0.03)), evacuate_dead=evacuate_dead)
+                             floor=floor, evacuate_dead=evacuate_dead)
     _emit(_run(lambda: make_rebalance(snap, options)), out_path)
 
 
@@ -134,8 +137,7 @@ def plan_budget_curve(snapshot: SnapshotOpt, headroom: HeadroomOpt = 0.10,
                       = 1.10) -> None:
     """Print the worst pool's peak/mean a rebalance of SNAPSHOT reaches at each byte budget (choose --max-bytes)."""
     snap = _load(snapshot)
-    options = BalanceOptions(bounds=_bounds(None, None, headroom), threshold=threshold,
-                             target=min(threshold, max(1.0, threshold - 0.03)))
+    options = BalanceOptions(bounds=_bounds(None, None, headroom), threshold=threshold)
     points = _run(lambda: budget_curve(snap, options))
     out.print(f"{'--max-bytes':>22} {'bytes moved':>22} {'share':>7} {'peak/mean':>9}", markup=False, highlight=False)
     for pt in points:
@@ -287,9 +289,8 @@ def plan_validate(
         fail_input(exc)
     limits = CheckLimits(capacity_headroom=headroom, max_bytes_to_move=max_bytes,
                          max_partitions_to_move=max_partitions)
-    new_topics = {m.topic for m in parsed.moves} - set(snap.index.topic_by_name)
-    if parsed.kind == "preallocate" and len(new_topics) == 1 and not parsed.leaders:
-        topic = _preallocated_topic(snap, parsed)
+    topic = preallocated_topic(snap, parsed)
+    if topic is not None:
         violations = check_new_topic(snap, topic, limits)
         what = f"pre-allocation of new topic {topic.name} (pool {topic.pool}) is valid"
     else:
@@ -299,13 +300,3 @@ def plan_validate(
         out.print(violations_table(violations))
         raise typer.Exit(EXIT_VIOLATIONS)
     out.print(f"{what}: {len(parsed.moves)} partition moves, {len(parsed.leaders)} leader changes")
-
-
-def _preallocated_topic(snap: ClusterSnapshot, plan: Plan) -> Topic:
-    """The topic a pre-allocation plan creates; its pool is the pool of its first replica's broker."""
-    brokers = snap.index.broker_by_id
-    first = brokers.get(plan.moves[0].replicas[0])
-    parts = tuple(Partition(topic=m.topic, partition=m.partition, replicas=m.replicas, leader=m.replicas[0],
-                            isr=m.replicas, log_dirs=tuple(d if d is not None else "" for d in m.log_dirs))
-                  for m in plan.moves)
-    return Topic(name=plan.moves[0].topic, partitions=parts, pool=first.pool if first else "shared")

@@ -216,3 +216,20 @@ def test_an_operator_cannot_set_a_placement_policy_through_topic_create(client: 
     assert r.status_code == 409 and "snapshot" in r.json()["detail"]  # allowed; refused only for the missing snapshot
     r = client.post("/api/v1/topics", headers=auth("admin"), json=body)
     assert r.status_code == 409  # an admin passes the role check (then the missing snapshot)
+
+
+def test_preallocate_kind_is_proposed_and_validates(client: TestClient) -> None:
+    """``POST /plans`` kind ``preallocate`` proposes the new topic's assignment (it answered 409 "no such
+    partition in the snapshot": the new partitions were checked as moves of existing ones); validate says valid."""
+    register(client)
+    r = client.put("/api/v1/clusters/c1/snapshot", headers=auth("operator"), content=fresh_snapshot_text().encode())
+    assert r.status_code == 200, r.text
+    r = client.post("/api/v1/plans", headers=auth("operator"),
+                    json={"cluster": "c1", "kind": "preallocate",
+                          "params": {"topic": "brand-new", "partitions": 6, "replication_factor": 3,
+                                     "bytes_in_per_s": 1e6}})
+    assert r.status_code == 201, r.text
+    plan_id = r.json()["plan_id"]
+    plan = client.get(f"/api/v1/plans/{plan_id}", headers=auth("viewer")).json()
+    assert plan["kind"] == "preallocate" and len(plan["plan"]["reassignment"]["partitions"]) == 6
+    assert client.post(f"/api/v1/plans/{plan_id}/validate", headers=auth("viewer")).json()["valid"] is True

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
 from domain import apply_plan, dump_plan, pool_stats
 from kafkasim.generator import GeneratorSpec, generate_snapshot
-from planners import BalanceOptions, Bounds, plan_rebalance, workspace
+from planners import BalanceOptions, Bounds, disk_balance, plan_rebalance, workspace
+from planners.registry import PLANNERS
 from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, peaks, snapshot_of, topic
 
 
@@ -82,7 +84,7 @@ def test_skewed_multi_idc_cluster_is_balanced() -> None:
     snap = generate_snapshot(spec)
     plan = plan_rebalance(snap)
     before, after = pool_stats(snap)["shared"], pool_stats(assert_valid(snap, plan))["shared"]
-    assert before.peak_to_mean > 5
+    assert before.peak_to_mean > 2.5  # (on the plain mean of utilisations: 3.07)
     assert after.peak_to_mean <= 1.10
     assert [n for n in plan.notes if not n.startswith("moves ")] == []  # only the bytes/balance line
     idc = {b.id: b.idc for b in snap.brokers}
@@ -159,3 +161,44 @@ def test_small_scan_gives_the_numpy_scans_plan(seed: int, monkeypatch: pytest.Mo
     slow = plan_rebalance(snap)
     assert fast.summary is not None and fast.summary.intra_broker_moves > 0
     assert dump_plan(fast) == dump_plan(slow)
+
+
+def test_disks_at_the_hot_line_do_not_hand_a_replica_back_and_forth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The move-cap loop's root cause. Here, at the end of balancing, disk A sits a rounding error above the
+    hot line (1.10 x mean) and no disk stays under the goal for its replicas; the hot-line fallback let disk B
+    take one and end exactly at A's old level — so B was the hot one and handed it back, for ever (402 moves
+    of 67 replicas until the cap). Every move now leaves its receiver strictly under the source's old level."""
+    snap = generate_snapshot(GeneratorSpec(brokers=14, disks_per_broker=4, partitions=67, replication_factor=1,
+                                           skew="uniform", seed=1055091630, idcs=("idc-0", "idc-1", "idc-2"),
+                                           racks_per_idc=2, nvme_fraction=0.3, dead_brokers=1))
+    moves = 0
+    real = disk_balance._shed_one
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal moves
+        out = real(*args, **kwargs)
+        moves += out[0] is not None
+        return out
+
+    monkeypatch.setattr(disk_balance, "_shed_one", counted)
+    plan = plan_rebalance(snap)
+    assert_valid(snap, plan)
+    assert moves <= 67  # single moves, each replica at most once here (it was 402: the cap)
+    assert not any("moves per replica" in n for n in plan.notes)
+
+
+def test_an_idle_cluster_is_not_rebalanced_below_the_floor() -> None:
+    """Hottest disk at 4.9% util, the others idle: peak/mean is large, but it is noise — no move (the issue's
+    case: an API rebalance proposed 844 GB there). Lower the floor and the same snapshot is balanced."""
+    brokers = [broker(b, "a", f"r{b}", disks=[disk("/data1", util=0.0)]) for b in (1, 2, 3, 4)]
+    parts = [partition(k, [1], ["/data1"], bytes_in=0.30625 * MB, size=10 * GIB) for k in range(16)]
+    snap = snapshot_of(brokers, [topic("t", parts)])
+    assert pool_stats(snap)["shared"].max_util == pytest.approx(0.049)
+    assert pool_stats(snap)["shared"].peak_to_mean > 3
+    idle = plan_rebalance(snap)
+    assert idle.moves == ()
+    assert any("floor" in n for n in idle.notes)
+    assert PLANNERS["rebalance"](snap, {}).moves == ()
+    busy = plan_rebalance(snap, BalanceOptions(floor=0.0))
+    assert busy.moves and pool_stats(assert_valid(snap, busy))["shared"].peak_to_mean <= 1.10
+    assert PLANNERS["rebalance"](snap, {"floor": 0.01}).moves == busy.moves

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from domain import apply_plan
+from domain import Topic, apply_plan, check_plan
+from domain.spread import rack_duplicates
 from kafkasim.generator import GeneratorSpec, generate_snapshot
 from planners import Bounds, DrainOptions, PlannerError, plan_drain, plan_restore
 from tests.planner_cases import assert_valid
@@ -79,3 +82,48 @@ def test_restore_skips_partitions_that_changed_shape() -> None:
     assert_valid(shrunk, plan)
     had = any(5 in p.replicas for p in snap.topics[0].partitions)
     assert (had and any("no longer exists" in n for n in plan.notes)) or not had
+
+
+def test_restore_is_exact_where_the_recorded_placement_broke_rack_spread() -> None:
+    """Partitions recorded with two replicas in one rack (placement broke a rule that came later) come back
+    exactly as they were, with a note — not refused (the issue: 657 of 6,489 were)."""
+    snap = generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=2, partitions=300, seed=7,
+                                           idcs=("idc-a",), racks_per_idc=3))
+    place = {b.id: (b.idc, b.rack) for b in snap.brokers}
+    by_rack: dict[tuple[str, str], list[int]] = {}
+    for b in snap.brokers:
+        by_rack.setdefault(place[b.id], []).append(b.id)
+    twins = next(ids for ids in by_rack.values() if len(ids) >= 2)
+    # the recorded state: partitions moved so two replicas share a rack (as an older placement left them)
+    recorded = snap
+    doubled = [p for p in snap.index.partitions if twins[0] in p.replicas and twins[1] not in p.replicas][:10]
+    changed = {p.id: replace(p, replicas=tuple(twins[1] if b != twins[0] and k == (1 if p.replicas[0] == twins[0]
+                                                                                     else 0) else b
+                                              for k, b in enumerate(p.replicas)))
+               for p in doubled}
+    changed = {pid: replace(p, leader=p.replicas[0]) for pid, p in changed.items()}
+    recorded = replace(snap, topics=tuple(Topic(t.name, tuple(changed.get(p.id, p) for p in t.partitions), t.pool)
+                                          for t in snap.topics))
+    assert all(rack_duplicates(changed[p.id].replicas, place) == 1 for p in doubled)
+    drained = [twins[0]]
+    # during the drain those partitions' replicas on twins[0] went to a broker of another rack (the drain fixed
+    # the spread); restoring puts the second replica back into twins[1]'s rack
+    other = next(b.id for b in snap.brokers if place[b.id] != place[twins[0]])
+    moved = {p.id: replace(changed[p.id], replicas=tuple(other if b == twins[0] else b
+                                                         for b in changed[p.id].replicas))
+             for p in doubled if other not in changed[p.id].replicas}
+    moved = {pid: replace(p, leader=p.replicas[0]) for pid, p in moved.items()}
+    assert len(moved) >= 5
+    during = replace(recorded, topics=tuple(Topic(t.name, tuple(moved.get(p.id, p) for p in t.partitions), t.pool)
+                                            for t in recorded.topics))
+    restore = plan_restore(during, recorded, drained)
+    back = apply_plan(during, restore)
+    touched = [p for p in recorded.index.partitions if p.id in moved]
+    for p in touched:
+        now = back.index.partition_by_id[p.id]
+        assert (now.replicas, now.log_dirs) == (p.replicas, p.log_dirs)  # 100% exact
+    assert not [n for n in restore.notes if "not restored" in n]
+    assert any("restored exactly" in n and "rack" in n for n in restore.notes), restore.notes
+    rec = {p.id: p.replicas for p in touched}
+    assert check_plan(during, restore, recorded=rec) == []
+    assert any(v.code == "rack-spread" for v in check_plan(during, restore))  # and only as a restore
