@@ -4,11 +4,12 @@
    dir when run as root, else plain directories — said so), SASL_SSL/SCRAM, the JMX exporter agent and
    node_exporter. A topic is laid on brokers 1-3 only and a producer writes to it all along, so broker 4's
    disks idle while the others take every byte.
-2. The controller (as ``make demo``'s) registers the lab from its endpoints document through the API and
-   opts it into auto-rebalance.
-3. Auto-rebalance plans and executes under real KIP-73/KIP-113 throttles until the pool's peak/mean disk
-   load is within the threshold; the summary, the before/after table and ``out/demo-kafka/disk-load.png``
-   are those of ``make demo``.
+2. The controller (as ``make demo``'s) registers the lab from its endpoints document through the API.
+3. A rebalance is proposed, approved and executed through the API under real KIP-73/KIP-113 throttles until
+   the pool's peak/mean disk load is within the threshold; the summary, the before/after table and
+   ``out/demo-kafka/disk-load.png`` are those of ``make demo``. The lab's loop devices idle at a few % util,
+   under the planner's floor (0.30) below which Guardian leaves a pool alone — auto-rebalance included — so
+   the act asks for this rebalance with ``floor`` 0, as an operator would to even out an idle pool.
 4. "3 a.m." (as root, on loop devices): a consumer group starts replaying 160 MB of a partition led by
    broker 2, whose JVM is confined as ``guardian lab confine`` does (a 512 MiB memory cgroup, its cached
    pages dropped, reads of its disk capped at 2 MiB/s — so the replay reads a real, slow disk). Stock Kafka
@@ -222,9 +223,16 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
         time.sleep(40)  # the seed, then the producer's load shows in collection rounds
         before = demo.wait_for("a usable snapshot", lambda: service.ctx.snapshots.get(demo.CLUSTER), 60, console)
         console.print(snapshot_table(before))
-        api.put(f"/api/v1/clusters/{demo.CLUSTER}/auto-rebalance",
-                json={"enabled": True, "window_cron": "* * * * *", "window_minutes": 30,
-                      "threshold": demo.THRESHOLD, "max_partitions": 4}).raise_for_status()
+        # idle loop devices are under the floor that keeps Guardian (and auto-rebalance) off an idle pool
+        console.print("the lab's disks idle under the 0.30 util floor auto-rebalance keeps to: the operator asks "
+                      "for a rebalance with floor 0", markup=False)
+        r = api.post("/api/v1/plans", json={"cluster": demo.CLUSTER, "kind": "rebalance", "params": {"floor": 0.0}})
+        if r.status_code >= 300:
+            console.print(f"[red]the rebalance was refused:[/] {r.status_code} {r.text}")
+            return 1
+        plan_id = r.json()["plan_id"]
+        api.post(f"/api/v1/plans/{plan_id}/approve").raise_for_status()
+        api.post(f"/api/v1/plans/{plan_id}/execute", json={}).raise_for_status()
         settled = demo.wait_balanced(service, api, console, timeout_s, every_s=2.0)
         balanced = demo.balanced(settled)
         after = demo.representative(settled) if settled else service.ctx.snapshots.get(demo.CLUSTER) or before

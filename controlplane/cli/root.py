@@ -47,6 +47,8 @@ class Entry:
 
 def _plan() -> Loaded:
     from controlplane.cli.plan import plan_app
+    from controlplane.cli.read_local import plan_app as with_read_local  # adds `plan read-local` to plan_app
+    assert with_read_local is plan_app
     return plan_app
 
 

@@ -86,3 +86,26 @@ def test_token_hash_reads_the_token_from_stdin_so_it_stays_out_of_the_process_li
     assert CliRunner().invoke(app, ["s3cret"]).output.strip() == hash_token("s3cret")
     empty = CliRunner().invoke(app, [], input="\n")
     assert empty.exit_code == 2
+
+
+LISTING = r'''
+import json, sys
+from controlplane.cli.root import ENTRIES, to_click
+entry = next(e for e in ENTRIES if e.name == sys.argv[1])
+cmd = to_click(entry.name, entry.load())
+print(json.dumps(sorted(getattr(cmd, "commands", {}))))
+'''
+
+
+def test_a_group_loaded_alone_has_every_command_the_eager_app_has() -> None:
+    """A command registered on a group by another module (``plan read-local`` lives in cli/read_local.py) must be
+    there when the console script loads that group alone, in a fresh interpreter."""
+    eager: dict[str, list[str]] = {}
+    for g in eager_app().registered_groups:
+        assert g.name is not None and g.typer_instance is not None
+        eager[g.name] = sorted(getattr(to_click(g.name, g.typer_instance), "commands", {}))
+    for name, commands in sorted(eager.items()):
+        done = subprocess.run([sys.executable, "-c", LISTING, name], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout.strip().splitlines()[-1]) == commands, name
