@@ -233,8 +233,8 @@ def main(out_dir: Path = demo.ROOT / "out" / "demo-kafka", timeout_s: float = 60
         plan_id = r.json()["plan_id"]
         api.post(f"/api/v1/plans/{plan_id}/approve").raise_for_status()
         api.post(f"/api/v1/plans/{plan_id}/execute", json={}).raise_for_status()
-        settled = demo.wait_balanced(service, api, console, timeout_s, every_s=2.0)
-        balanced = demo.balanced(settled)
+        settled = demo.wait_balanced(service, api, console, timeout_s, every_s=2.0, floor=0.0)
+        balanced = demo.balanced(settled, floor=0.0)
         after = demo.representative(settled) if settled else service.ctx.snapshots.get(demo.CLUSTER) or before
         summary: dict[str, Any] = {"kafka_version": doc["kafka_version"], "disks": endpoints["lab"]["disks_note"],
                                    "balanced": balanced, "threshold": demo.THRESHOLD,
