@@ -133,6 +133,9 @@ def _print_explain(data: dict[str, Any]) -> None:
     for t in data.get("throttles", []):
         out.print(f"in force: {t['key']} {_mb(t['rate_bytes_per_s'])} MB/s (by {t.get('set_by')}): {t.get('why')}",
                   markup=False)
+        mechanism = (t.get("evidence") or {}).get("mechanism")
+        if mechanism:  # the lever and why, also once a relax step has rewritten `why`
+            out.print(f"  lever: {mechanism}", markup=False)
     if data.get("throttles") or data.get("applied", data.get("decisions")):
         return
     if data.get("offline"):
