@@ -71,6 +71,21 @@ def _diff(expected: dict[str, int], observed: dict[str, int]) -> dict[str, Any]:
     return dict(sorted(wrong.items())[:5]) | {"wrong_keys": len(wrong)}
 
 
+def _verified_exact(data: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run the verifying child on ``data``; assert the raw table holds every valid record once and both rollups,
+    as the models read them, have every minute key exact. Returns (expected, observed)."""
+    final = _child(data, "--verify")
+    out, err = final.communicate(timeout=180)
+    assert final.returncode == 0, err[-3000:]
+    report = json.loads(out.splitlines()[-1])
+    exp, obs = report["expected"], report["observed"]
+    assert (obs["rows"], obs["distinct_offsets"], obs["bytes"]) == (exp["rows"], exp["rows"], exp["bytes"])
+    assert obs["partition_minute"] == exp["partition_minute"], _diff(exp["partition_minute"],
+                                                                     obs["partition_minute"])
+    assert obs["client_minute"] == exp["client_minute"], _diff(exp["client_minute"], obs["client_minute"])
+    return exp, obs
+
+
 def test_kill_9_at_every_step_of_the_ingest_leaves_raw_and_rollups_exact(tmp_path: Path) -> None:
     data = tmp_path / "chdb"
     rng = random.Random(32)
@@ -78,18 +93,8 @@ def test_kill_9_at_every_step_of_the_ingest_leaves_raw_and_rollups_exact(tmp_pat
     for flag, value in KILLS:
         steps_seen.extend(_run_killed(data, flag, value))
     _run_killed_from_outside(data, rng)
-    final = _child(data, "--verify")
-    out, err = final.communicate(timeout=180)
-    assert final.returncode == 0, err[-3000:]
-    report = json.loads(out.splitlines()[-1])
-    exp, obs = report["expected"], report["observed"]
-    # the raw table: every valid record once
-    assert (obs["rows"], obs["distinct_offsets"], obs["bytes"]) == (exp["rows"], exp["rows"], exp["bytes"])
+    exp, obs = _verified_exact(data)
     assert obs["rejects"] == exp["rejects"]
-    # both rollups as the models read them: every minute key exact, request counts = raw rows
-    assert obs["partition_minute"] == exp["partition_minute"], _diff(exp["partition_minute"],
-                                                                     obs["partition_minute"])
-    assert obs["client_minute"] == exp["client_minute"], _diff(exp["client_minute"], obs["client_minute"])
     assert obs["partition_requests"] == obs["client_requests"] == exp["rows"]
     # every kill point was really reached (a test that never kills proves nothing)
     assert {"rollup 2", "rejects 2", "commit 1"} <= set(steps_seen)
@@ -102,12 +107,4 @@ def test_kill_9_at_random_moments_many_times_leaves_raw_and_rollups_exact(tmp_pa
     rng = random.Random(7)
     for _ in range(12):
         _run_killed_from_outside(data, rng)
-    final = _child(data, "--verify")
-    out, err = final.communicate(timeout=180)
-    assert final.returncode == 0, err[-3000:]
-    report = json.loads(out.splitlines()[-1])
-    exp, obs = report["expected"], report["observed"]
-    assert (obs["rows"], obs["distinct_offsets"], obs["bytes"]) == (exp["rows"], exp["rows"], exp["bytes"])
-    assert obs["partition_minute"] == exp["partition_minute"], _diff(exp["partition_minute"],
-                                                                     obs["partition_minute"])
-    assert obs["client_minute"] == exp["client_minute"], _diff(exp["client_minute"], obs["client_minute"])
+    _verified_exact(data)
