@@ -73,20 +73,29 @@ def wait_for(what: str, probe: Any, timeout: float, interval: float = 0.2) -> An
 
 
 @contextlib.contextmanager
-def served_service(data_dir: Path, **overrides: Any) -> Iterator[tuple[Service, str]]:
-    """:func:`open_service` with its REST API served on a free loopback port (uvicorn in a thread) for the
-    ``with`` block; yields the service and the API's base URL."""
-    svc = open_service(data_dir, **overrides)
-    (http_port,) = free_ports(1)  # after the Raft port is bound, so the two differ
-    server = uvicorn.Server(uvicorn.Config(svc.app, host="127.0.0.1", port=http_port, log_level="warning"))
+def served_app(app: Any) -> Iterator[str]:
+    """``app`` served on a free loopback port (uvicorn in a thread) for the ``with`` block; yields its base URL."""
+    (http_port,) = free_ports(1)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=http_port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     try:
         thread.start()
         wait_for("the HTTP server", lambda: server.started, 10)
-        yield svc, f"http://127.0.0.1:{http_port}"
+        yield f"http://127.0.0.1:{http_port}"
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@contextlib.contextmanager
+def served_service(data_dir: Path, **overrides: Any) -> Iterator[tuple[Service, str]]:
+    """:func:`open_service` with its REST API served (:func:`served_app`) for the ``with`` block; yields the
+    service and the API's base URL."""
+    svc = open_service(data_dir, **overrides)
+    try:
+        with served_app(svc.app) as url:  # its port taken after the Raft port is bound, so the two differ
+            yield svc, url
+    finally:
         svc.close()
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import http.server
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from controlplane.api.app import create_app
@@ -24,7 +22,7 @@ from controlplane.cli.app import app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.state.store import LocalStateStore
-from raft.localcluster import free_ports
+from tests.integration.service_support import served_app
 from tests.integration.test_api_execution_views import running_execution
 
 pytestmark = pytest.mark.timeout(60)
@@ -36,19 +34,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, ServiceContext]]:
     ctx = ServiceContext(settings=Settings(data_dir=tmp_path, tokens=[
         TokenConf(name="olga", role="operator", sha256=hash_token(OPERATOR)),
         TokenConf(name="vera", role="viewer", sha256=hash_token(VIEWER))]), store=LocalStateStore())
-    (port,) = free_ports(1)
-    server = uvicorn.Server(uvicorn.Config(create_app(ctx), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", ctx
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with served_app(create_app(ctx)) as url:
+        yield url, ctx
 
 
 def execution(ctx: ServiceContext, eid: int) -> dict:
