@@ -534,6 +534,18 @@ def start_node(directory: Path, node_id: int) -> int:
     return pid
 
 
+def start_tiered_node(directory: Path, node_id: int) -> int:
+    """Start a stopped node of the lab's tiered metadata service again and record its new pid in the lab's
+    state, so that :func:`down` stops it too; returns the pid."""
+    directory = directory.resolve()
+    doc = load_state(directory)
+    if not doc.get("tiered"):
+        raise LabError("the lab has no tiered metadata service (start it with lab up --tiered)")
+    pid = tiered_service.start_node(doc["tiered"], node_id)
+    _save_state(directory, doc)
+    return pid
+
+
 def confine(directory: Path, node_id: int, memory_bytes: int | None = None, read_bytes_per_s: int | None = None,
             evict_cache: bool = False, endpoints_file: Path | None = None) -> dict[str, Any]:
     """Give node ``node_id`` a small page cache (``memory_bytes``: its JVM's memory cgroup limit) and/or disks that

@@ -210,7 +210,8 @@ def kill_node(state: dict[str, Any], node_id: int) -> None:
 
 
 def start_node(state: dict[str, Any], node_id: int) -> int:
-    """Start a stopped node again with its command; returns its pid (the caller saves the state)."""
+    """Start a stopped node again with its command; returns its pid (the caller saves the state, as
+    :func:`kafkalab.lab.start_tiered_node` does)."""
     n = next(m for m in state["nodes"] if m["id"] == node_id)
     n["pid"] = _spawn(n["cmd"], Path(n["log"]))
     return int(n["pid"])

@@ -29,6 +29,7 @@ from kafka.admin import NewTopic
 from typer.testing import CliRunner
 
 from controlplane.cli.app import app
+from kafkalab import lab as kafka_lab
 from kafkalab import tiered as tiered_service
 from tests.lab_support import Lab, running_lab, wait_for
 from tiered.client import COPY_FINISHED, COPY_STARTED, TieredClient
@@ -189,4 +190,4 @@ def test_kill_leader_during_copies_loses_and_duplicates_nothing(lab: Lab, servic
     assert len(segs) > copied_before, "no copy went through the new leader: the kill was not during copies"
     got = read_all(lab, topic, n)
     assert len(got) == n and got == [value(topic, i) for i in range(n)]
-    tiered_service.start_node(state, victim)
+    kafka_lab.start_tiered_node(lab.directory, victim)  # recorded in the lab's state: lab down stops it
