@@ -21,19 +21,24 @@ Method
     Third-party loggers (uvicorn, pysyncobj, kafka-python, apscheduler) propagate to the root, so
     their lines get the same format and the same masking; kafka-python's per-connection chatter is
     held at WARNING unless the level asked for is DEBUG, and what passes is summarised (one line per
-    logger and message template per minute, with the count held back: :class:`SummarisingFilter`).
+    logger and message template per minute, with the count held back: :class:`SummarisingFilter`; a
+    template's figures do not count, so the selector's pre-formatted "Task ... ran for 0.157s ...
+    blocking the event loop" lines are one kind).
     A cluster's client errors go through :data:`CLIENT_ERRORS` (:class:`Summariser`): one line per
     cluster and error kind per minute, with a count.  ERROR means an operator must act, so the
     handler's :class:`RetriedErrorFilter` writes kafka-python's ERROR records as WARNING: the library
     reconnects, refreshes metadata and retries on its own (a dead broker's refused connections, a
     position it re-validates), and what it gives up on reaches Guardian's code as an exception, which
-    logs at the level the failure deserves.  (The record is changed in place, so handlers after this
+    logs at the level the failure deserves.  The exception: a record about a failure no retry heals —
+    a refused login, a missing ACL, a SASL mechanism the broker lacks, an untrusted certificate
+    (:func:`needs_operator`) — stays ERROR.  (The record is changed in place, so handlers after this
     one see WARNING too.)
 
 Guarantee
     After :func:`setup_logging`, a record reaching the root handler is written on one line with no
     registered secret and no URL password in it, and no kafka-python record is written above WARNING
-    but a CRITICAL one.  Calling it again changes level/format in place.
+    but a CRITICAL one and those :func:`needs_operator` picks.  Calling it again changes level/format
+    in place.
 
 Cost
     Per record one ``%`` merge, the redactor's regular expressions (a few µs) and one write.
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -93,14 +99,56 @@ class RedactingFilter(logging.Filter):
 
 
 _RETRIED_BY_LIBRARY = ("kafka",)  # logger trees whose ERROR lines report what the library retries itself
+_NEEDS_OPERATOR = frozenset({"AuthorizationError", "SaslAuthenticationFailedError", "UnsupportedSaslMechanismError",
+                             "IllegalSaslStateError", "SSLCertVerificationError"})
+"""Failures no retry heals, by class name (kafka-python's ``kafka.errors`` and ``ssl``'s, matched along the class's
+MRO so that this module imports neither): a refused login, a missing ACL (every ``*AuthorizationFailedError`` is an
+``AuthorizationError``), a SASL mechanism the broker does not enable, a certificate the client does not trust."""
+_NEEDS_OPERATOR_WORDS = ("authoriz", "saslhandshake failed", "authentication failed")
+"""The same, in message templates that name the failure without passing the exception."""
+
+
+def _is_operators(item: object) -> bool:
+    cls = item if isinstance(item, type) else type(item)
+    return any(c.__name__ in _NEEDS_OPERATOR for c in cls.__mro__)
+
+
+def needs_operator(record: logging.LogRecord) -> bool:
+    """Whether a kafka-python record reports a failure an operator must fix (:data:`_NEEDS_OPERATOR`): such an
+    exception (or class) among its arguments or in its ``exc_info`` (causes followed a few levels), or a message
+    template naming authorization or authentication."""
+    items: list[object] = list(record.args) if isinstance(record.args, tuple) else [record.args]
+    if record.exc_info:
+        items.append(record.exc_info[1])
+    for item in items:
+        if isinstance(item, str):  # an exception's class name (kafka-python often logs ``error_type.__name__``)
+            if item in _NEEDS_OPERATOR or item.endswith("AuthorizationFailedError"):
+                return True
+            continue
+        if isinstance(item, type):
+            if _is_operators(item):
+                return True
+            continue
+        cur = item if isinstance(item, BaseException) else None
+        for _ in range(4):
+            if cur is None:
+                break
+            if _is_operators(cur):
+                return True
+            cur = cur.__cause__ or cur.__context__
+    template = str(record.msg).lower()
+    return any(word in template for word in _NEEDS_OPERATOR_WORDS)
 
 
 class RetriedErrorFilter(logging.Filter):
-    """ERROR records of kafka-python's loggers (``kafka``, ``kafka.*``) become WARNING; others pass as they are."""
+    """ERROR records of kafka-python's loggers (``kafka``, ``kafka.*``) become WARNING unless they report a failure
+    an operator must fix (:func:`needs_operator`: they stay ERROR, summarised like the rest); others pass as they
+    are."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno == logging.ERROR and any(
-                record.name == root or record.name.startswith(root + ".") for root in _RETRIED_BY_LIBRARY):
+                record.name == root or record.name.startswith(root + ".") for root in _RETRIED_BY_LIBRARY) \
+                and not needs_operator(record):
             record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
         return True
 
@@ -214,9 +262,20 @@ CLIENT_ERRORS = Summariser()
 """The process's summariser of cluster client errors: one line per cluster and error kind per minute."""
 
 
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
+
+
+def _shape(template: str) -> str:
+    """A message template with its numbers (and hex addresses) blanked: kafka-python formats some messages before
+    logging them (its selector's ``Task <...> ran for 0.157s (>0.100s threshold)``), and those are one kind of
+    line whatever the figures."""
+    return _NUMBERS.sub("#", template)
+
+
 class SummarisingFilter(logging.Filter):
     """On the root handler, for records of the loggers under ``prefixes`` (kafka-python's): one record per
-    logger and message template per window, the next one carrying the count held back."""
+    logger, level and message template per window, the next one carrying the count held back (the level is
+    part of the key, so a retried failure's WARNING never holds back an ERROR of the same template)."""
 
     def __init__(self, prefixes: tuple[str, ...], window_s: float = 60.0) -> None:
         super().__init__()
@@ -226,7 +285,7 @@ class SummarisingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not any(record.name == p or record.name.startswith(p + ".") for p in self.prefixes):
             return True
-        held = self.summary.admit((record.name, str(record.msg)))
+        held = self.summary.admit((record.name, record.levelno, _shape(str(record.msg))))
         if held is None:
             return False
         if held:

@@ -12,12 +12,19 @@ fixtures stay on one worker), then ``-m "lab or serial"`` in one process:
   lease expiry, heal deadlines, a Spark standalone cluster's start) and that a second busy worker slows
   past their bounds; each is listed in :data:`SERIAL_MODULES` with why.
 
+The first phase hands out whole modules (xdist's ``loadfile``), biggest first by test count; the modules in
+:data:`LONG_WAITS_FIRST` (one test that mostly waits for minutes) go out before all others instead, so the other
+worker carries the rest meanwhile and the phase never ends waiting for one of them alone.
+
 Guarantee: a module is in exactly one phase, so each test runs once. Cost: nothing at collection.
 """
 
 from __future__ import annotations
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadFileScheduling
+from xdist.workermanage import WorkerController
 
 SERIAL_MODULES = {
     # Raft elections, failover and damaged journals: election and heartbeat timeouts against the wall clock
@@ -31,6 +38,25 @@ SERIAL_MODULES = {
     # a Spark standalone master and worker (two JVMs) per test
     "integration/test_analytics_spark_cluster.py",
 }
+
+
+LONG_WAITS_FIRST = {
+    # issue 38's error budget: guardian serve against sim up --realistic for 5 minutes (~25 CPU-s)
+    "integration/test_serve_error_budget.py",
+}
+
+
+class LongWaitsFirst(LoadFileScheduling):
+    """xdist's ``loadfile`` scheduling with the modules of :data:`LONG_WAITS_FIRST` handed out first."""
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        for scope in [s for s in self.workqueue if any(s.endswith("/" + m) for m in LONG_WAITS_FIRST)]:
+            self.workqueue.move_to_end(scope, last=False)
+        super()._assign_work_unit(node)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadFileScheduling | None:
+    return LongWaitsFirst(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

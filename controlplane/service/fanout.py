@@ -20,8 +20,9 @@ A suspect cluster whose task succeeds within ``patience_s`` is in good standing 
 Guarantee: a pass returns within ``ceil(healthy / workers) x deadline_s`` plus the time to start threads,
 whatever the suspect clusters do (usually within the slowest healthy cluster's time); a task's exception
 never escapes (counted by kind; logged through :data:`controlplane.logs.CLIENT_ERRORS`: one line per
-cluster and kind per minute, with a count). Cost: one short-lived thread per
-cluster per pass (20 clusters x 5 loops at their intervals: a few thread starts per second).
+cluster and kind per minute, with a count; WARNING, but ERROR for ``auth``: :func:`level_of`).
+Cost: one short-lived thread per cluster per pass (20 clusters x 5 loops at their intervals: a few thread
+starts per second).
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ from controlplane.logs import CLIENT_ERRORS, cluster_scope
 from controlplane.service.cluster_status import ClusterStatus, error_kind
 
 log = logging.getLogger(__name__)
+
+
+def level_of(kind: str) -> int:
+    """The log level of a cluster's failure of ``kind``: ERROR for ``auth`` (a refused login or certificate: the
+    loop retries it every pass, but only an operator's change of credentials or trust ends it), WARNING for the
+    rest (unreachable, timeout, error), which the loop retries and which heal by themselves."""
+    return logging.ERROR if kind == "auth" else logging.WARNING
 
 
 @dataclass(eq=False)
@@ -191,7 +199,7 @@ class ClusterFanout:
             except Exception:
                 log.exception("%s: reporting the error of %s failed", self.loop, t.cluster)
         else:
-            CLIENT_ERRORS.log(log, logging.WARNING, (t.cluster, kind), "%s of %s failed (%s): %s", self.loop,
+            CLIENT_ERRORS.log(log, level_of(kind), (t.cluster, kind), "%s of %s failed (%s): %s", self.loop,
                               t.cluster, kind, t.error)
 
     def wait_idle(self, timeout_s: float) -> bool:

@@ -13,6 +13,8 @@ Method
     APScheduler date jobs this replaces dropped a run more than 1 s late and never re-armed).  Each pass
     records its start, end and outcome (:class:`LoopState`), exported as
     ``guardian_loop_last_run_timestamp_seconds{loop}`` and ``guardian_loop_runs_total{loop,outcome}``.
+    A pass that raises (past the per-cluster isolation: a bug to report) is logged at ERROR with its
+    traceback, once per job and exception type per minute, the next line counting those held back.
     A watchdog thread checks the loops every second: on a leader, a loop whose last pass ended more than
     ``max(STALE_INTERVALS * interval, MIN_STALE_S)`` ago (or whose current pass has run that long) is
     *stale*; :meth:`LeaderScheduler.stale_loops` names them for ``/readyz`` (503) and the watchdog logs one
@@ -35,6 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from controlplane.logs import Summariser
 from controlplane.service.context import ServiceContext
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,7 @@ class LeaderScheduler:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._failures = Summariser()  # a job failing every pass: one ERROR line per job and kind per minute
         self._watchdog_period_s = watchdog_period_s
         self.loops: dict[str, LoopState] = {
             job.name: LoopState(job.interval_s, max(stale_intervals * job.interval_s, min_stale_s))
@@ -135,10 +139,13 @@ class LeaderScheduler:
                 try:
                     job.run(self.ctx)
                     outcome = "ok"
-                except Exception:
+                except Exception as exc:
                     outcome = "error"
                     metrics.loop_errors.labels(job.name).inc()
-                    log.exception("job %s failed", job.name)
+                    held = self._failures.admit((job.name, type(exc).__name__))
+                    if held is not None:  # one line per job and exception type per minute, the first with its trace
+                        log.exception("job %s failed%s", job.name, f" ({held} more like it in the last "
+                                      f"{self._failures.window_s:.0f} s)" if held else "")
                 finally:
                     metrics.loop_seconds.labels(job.name).observe(time.perf_counter() - start)
         finally:

@@ -3,7 +3,8 @@
 Real processes, as a new operator runs them: ``python -m controlplane.cli sim up --realistic`` (the default
 federation: SASL_SSL, the audit topic on) and one ``guardian serve`` node (:class:`ServiceCluster` of size 1,
 its log in ``node1.log``). East is registered from the endpoints document through the REST API; then, over
-``GUARDIAN_ERROR_BUDGET_S`` seconds of wall time after registration (default 75; the issue's form is 300):
+``GUARDIAN_ERROR_BUDGET_S`` seconds of wall time after registration (default 300, the issue's 5 minutes; set it
+lower for a quicker local run):
 
 * collection rounds run all along (every ``collect_s``: ``guardian_loop_runs_total{loop="collect",outcome="ok"}``);
 * one plan is imported, approved and executed to completion (two partitions of a small topic moved);
@@ -15,7 +16,11 @@ its log in ``node1.log``). East is registered from the endpoints document throug
 Asserted: the controller's log has no line at ERROR or CRITICAL and no raw traceback.  A line at ERROR means an
 operator must act; everything here is retried by the controller itself.  Before issue 38's fixes the same run
 logged ~10 ERROR lines a second from the broker's death on (kafkasim did not answer OffsetForLeaderEpoch, and
-kafka-python's retried connection failures were written at ERROR).
+kafka-python's retried connection failures were written at ERROR): 2,108 of 2,124 lines in the 300 s form at
+a15874c, 2,102 of them OffsetForLeaderEpoch's; now 0 of ~20.
+
+Cost: the run waits (it polls the API once a second); the simulator at 3x and the controller take ~25 CPU-s
+together in the 300 s form (~8% of one core), so it runs in ``make test``'s first phase beside other modules.
 """
 
 from __future__ import annotations
@@ -43,9 +48,10 @@ from kafkaio.endpoints import parse_endpoints
 from tests.integration.kafkasim_support import http_json, register_fields
 from tests.integration.service_support import wait_for
 
-BUDGET_S = float(os.environ.get("GUARDIAN_ERROR_BUDGET_S", "75"))
+BUDGET_S = float(os.environ.get("GUARDIAN_ERROR_BUDGET_S", "300"))
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(BUDGET_S) + 150)]
 LEVEL = re.compile(r"^\S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+)")
+FIGURES = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
 TOPIC = "error-budget"
 AUDIT = "__guardian_audit"
 
@@ -93,11 +99,13 @@ def truth(sim: dict[str, Any]) -> dict[str, Any]:
     return dict(http_json(sim["control_url"] + "/snapshot?cluster=east"))
 
 
-def log_levels(path: Path) -> tuple[Counter[str], list[str], list[str]]:
-    """(lines per level, the ERROR/CRITICAL lines, lines outside the log format that look like errors)."""
+def log_levels(path: Path) -> tuple[Counter[str], list[str], list[str], Counter[str]]:
+    """(lines per level, the ERROR/CRITICAL lines, lines outside the log format that look like errors, kafka-python's
+    lines per kind: level, logger and message with its figures blanked)."""
     levels: Counter[str] = Counter()
     bad: list[str] = []
     raw: list[str] = []
+    library: Counter[str] = Counter()
     for line in path.read_text(errors="replace").splitlines():
         match = LEVEL.match(line)
         if match is None:
@@ -107,7 +115,9 @@ def log_levels(path: Path) -> tuple[Counter[str], list[str], list[str]]:
         levels[match.group(1)] += 1
         if match.group(1) in ("ERROR", "CRITICAL"):
             bad.append(line)
-    return levels, bad, raw
+        if match.group(2).startswith("kafka."):
+            library[FIGURES.sub("#", line.split(" ", 1)[1])] += 1
+    return levels, bad, raw, library
 
 
 def test_a_healing_federation_logs_no_error(sim: dict[str, Any], controller: ServiceCluster) -> None:
@@ -169,7 +179,7 @@ def test_a_healing_federation_logs_no_error(sim: dict[str, Any], controller: Ser
             execution = ex
         time.sleep(1.0)
     passes = collect_passes(controller)
-    levels, bad, raw = log_levels(controller.root / "node1.log")
+    levels, bad, raw, library = log_levels(controller.root / "node1.log")
     print(f"\n{BUDGET_S:.0f} s run: broker {victim} killed and revived; {passes} collection passes, "
           f"{len(snapshots)} usable snapshots seen; log lines by level {dict(levels)}")
     assert killed and revived
@@ -179,3 +189,6 @@ def test_a_healing_federation_logs_no_error(sim: dict[str, Any], controller: Ser
     assert passes >= BUDGET_S / 5.0 * 0.6, passes  # collection went on all along (every 5 s)
     assert bad == [], f"{len(bad)} ERROR lines, first ones:\n" + "\n".join(bad[:20])
     assert raw == [], "\n".join(raw[:20])
+    # kafka-python's own lines do not flood either: one per kind per minute at most (controlplane.logs)
+    flooding = {kind: n for kind, n in library.items() if n > BUDGET_S / 60 + 2}
+    assert not flooding, flooding

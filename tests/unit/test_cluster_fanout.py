@@ -3,8 +3,11 @@ flight, is reported as its own ``timeout`` and regains good standing once it ans
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+
+import pytest
 
 from controlplane.service.cluster_status import ERROR_KINDS, ClusterStatus, error_kind, metrics_error
 from controlplane.service.fanout import ClusterFanout
@@ -67,6 +70,26 @@ def test_errors_are_counted_by_kind_and_named_per_cluster() -> None:
     assert counts["ok"] == dict.fromkeys(ERROR_KINDS, 0) == counts["never"]
     east = status.last_error("east") or {}
     assert "refused" in east["message"] and east["loop"] == "executor"
+
+
+def test_a_refused_login_is_an_error_and_what_heals_by_itself_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 38: ERROR is for what an operator must act on. The loop retries both every pass, but only new
+    credentials end a refused login; a refused connection ends when the broker is back. One line per cluster and
+    kind per minute, whatever the passes."""
+    fan = ClusterFanout("collect", ClusterStatus(), deadline_s=5, workers=2)
+
+    def refused() -> None:
+        raise KafkaAuthError("cluster levels-east: SASL_SSL/SCRAM-SHA-512 as user 'guardian' refused", "east", "x")
+
+    def closed() -> None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    with caplog.at_level(logging.WARNING, logger="controlplane.service.fanout"):
+        for _ in range(3):
+            fan.run({"levels-east": refused, "levels-west": closed})
+            assert fan.wait_idle(5)
+    got = sorted((r.levelname, r.getMessage().split(" failed")[0]) for r in caplog.records)
+    assert got == [("ERROR", "collect of levels-east"), ("WARNING", "collect of levels-west")]
 
 
 def test_concurrency_is_bounded_and_suspects_never_take_a_healthy_slot() -> None:

@@ -6,8 +6,10 @@ import io
 import json
 import logging
 import re
+import ssl
 from collections.abc import Iterator
 
+import kafka.errors as kerrors
 import pytest
 
 from analytics_spark.clickhouse import ClickHouseUnavailable, connect
@@ -166,6 +168,43 @@ def test_kafka_python_errors_are_written_as_warnings(captured: io.StringIO) -> N
         ["ERROR", "guardian.executor: plan refused"],
     ]
     assert "Error receiving network data" in got[1] and "ConnectionResetError: reset by peer" in got[1]
+
+
+def test_kafka_python_errors_an_operator_must_fix_stay_errors(captured: io.StringIO) -> None:
+    """No retry heals a refused login, a missing ACL, a mechanism the broker lacks or an untrusted certificate:
+    those kafka-python lines stay ERROR (summarised like the rest); a refused connection is a WARNING."""
+    manager = logging.getLogger("kafka.net.manager")
+    manager.error("Connection failed: %s", kerrors.SaslAuthenticationFailedError("bad password for guardian"))
+    manager.error("Connection failed: %s", kerrors.KafkaConnectionError("ECONNREFUSED"))
+    logging.getLogger("kafka.cluster").error("Topic %s is not authorized for this client", "audit")
+    logging.getLogger("kafka.net.connection").error("%s: SaslHandshake failed: %s", "<conn>",
+                                                    "UnsupportedSaslMechanismError")
+    logging.getLogger("kafka.coordinator").error("Attempt to join group %s failed due to fatal error: %s", "g",
+                                                 "GroupAuthorizationFailedError")
+    try:
+        try:
+            raise ssl.SSLCertVerificationError("certificate verify failed: self-signed certificate")
+        except ssl.SSLError as exc:
+            raise kerrors.KafkaConnectionError("handshake") from exc
+    except kerrors.KafkaConnectionError:
+        logging.getLogger("kafka.net.transport").exception("Error receiving network data")
+    got = [line.split(" ", 2)[1:] for line in lines(captured)]
+    assert [level for level, _ in got] == ["ERROR", "WARNING", "ERROR", "ERROR", "ERROR", "ERROR"], got
+
+
+def test_kafka_python_pre_formatted_lines_are_one_kind_whatever_their_figures() -> None:
+    """kafka-python's selector formats its slow-task warning before logging it (a loaded machine writes one per
+    slow step): the figures and addresses do not make a new kind of line."""
+    stream = io.StringIO()
+    handler = setup_logging("INFO", stream=stream)
+    try:
+        selector = logging.getLogger("kafka.net.selector")
+        for i in range(40):
+            selector.warning(f"Task <Task coro=<_fetch at 0x7f{i:04x}> id={i}> ran for 0.{100 + i}s (>0.100s "
+                             "threshold). It is blocking the event loop")
+        assert sum("blocking the event loop" in line for line in stream.getvalue().splitlines()) == 1
+    finally:
+        logging.getLogger().removeHandler(handler)
 
 
 def test_repeated_lines_are_summarised_per_key_and_window() -> None:

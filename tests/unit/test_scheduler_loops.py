@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
+
+import pytest
 
 from controlplane.config import Settings
 from controlplane.service.context import ServiceContext
@@ -111,3 +114,21 @@ def test_a_stall_longer_than_the_interval_delays_the_next_pass_but_never_drops_i
         assert wait_for(lambda: len(seen) >= 6, 5), "the loop continues after the overrun"
     finally:
         sched.shutdown()
+
+
+def test_a_job_failing_every_pass_logs_one_error_per_kind_per_minute(caplog: pytest.LogCaptureFixture) -> None:
+    """A pass that raises is a bug to report (ERROR, with its traceback), but not once per pass: one line per job
+    and exception type per minute."""
+    ctx = context(FakeStore())
+    kinds = iter([RuntimeError, RuntimeError, KeyError, RuntimeError, KeyError])
+
+    def boom(_: ServiceContext) -> None:
+        raise next(kinds)("broken pass")
+
+    sched = LeaderScheduler(ctx, [Job("boom", 60.0, boom)])
+    with caplog.at_level(logging.ERROR, logger="controlplane.service.scheduler"):
+        for _ in range(5):
+            sched.run_now("boom")
+    assert [(r.getMessage(), r.exc_info[0] if r.exc_info else None) for r in caplog.records] == [
+        ("job boom failed", RuntimeError), ("job boom failed", KeyError)]
+    assert runs_total(ctx, "boom", "error") == 5
