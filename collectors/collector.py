@@ -21,10 +21,12 @@ from typing import Any
 
 from collectors.builder import WANTED_METRICS, Collected, LoadModel, ModelConfig
 from collectors.promtext import Payload, parse_fast
-from collectors.scrape import RoundResult, Scraper
+from collectors.scrape import Scraper
+from collectors.scraped import RoundResult
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import KafkaSourceError
-from kafkaio.source import KafkaSource, KafkaSourceOptions, KafkaState
+from kafkaio.source import KafkaSource, KafkaSourceOptions
+from kafkaio.types import KafkaState
 
 log = logging.getLogger("guardian.collectors")
 
