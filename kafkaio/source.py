@@ -54,6 +54,7 @@ from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import KafkaAuthError, KafkaSourceError
 from kafkaio.group_types import GroupOffsets
 from kafkaio.offset_fetch import RawOffsetFetchRequest, decode_offset_fetch, offsets_of_response
+from kafkaio.refresh import carry_over, details_age, details_to_read
 from kafkaio.share_groups import SHARE_GROUP_TYPE, read_share_groups
 from kafkaio.types import NO_LEADER, BrokerMeta, KafkaState, LogDirMeta, PartitionMeta, Reassignment, ReplicaDir
 
@@ -209,42 +210,11 @@ class KafkaSource:
                     tuple(v["replicas"]), tuple(v["adding_replicas"]), tuple(v["removing_replicas"]))
         except Exception as exc:
             state.errors["list_partition_reassignments"] = f"{type(exc).__name__}: {exc}"
-        if previous is None:
-            full = True
-        if full:
-            dir_brokers, cfg_brokers, topics = alive, alive, state.topics
-        else:
+        plan = details_to_read(state, previous, full, refresh_brokers, refresh_topics)
+        if not plan.full:
             assert previous is not None
-            want = set(refresh_brokers)
-            new_topics = set()
-            if state.partitions is not previous.partitions:
-                for key, pm in state.partitions.items():
-                    old = previous.partitions.get(key)
-                    if old is None or old.replicas != pm.replicas:
-                        want.update(pm.replicas)  # new replicas: their log dirs must be read now
-                        if old is None:
-                            new_topics.add(key[0])
-                    elif old.offline != pm.offline:  # a log dir failed (KIP-112): read its broker's dirs now
-                        want.update(set(old.offline) ^ set(pm.offline))
-            for key, ra_ in state.reassignments.items():
-                if key not in previous.reassignments:
-                    want.update(ra_.adding)
-            alive_set = set(alive)
-            dir_brokers = sorted(want & alive_set)
-            cfg_brokers = sorted(set(refresh_brokers) & alive_set)
-            topics = sorted((set(refresh_topics) | new_topics) & {t for t, _ in state.partitions})
-            state.full = False
-            # carried over for alive brokers; a broker whose re-read fails keeps its last listing (and its age)
-            state.log_dirs = {b: d for b, d in previous.log_dirs.items() if b in alive_set}
-            state.log_dirs_at = {b: at for b, at in previous.log_dirs_at.items() if b in alive_set}
-            state.futures_by_broker = {b: f for b, f in previous.futures_by_broker.items() if b in alive_set}
-            state.broker_configs = {b: c for b, c in previous.broker_configs.items() if b in alive_set}
-            live_topics = {t for t, _ in state.partitions}
-            state.topic_configs = {t: c for t, c in previous.topic_configs.items() if t in live_topics}
-            reread = {f" {b}" for b in dir_brokers}
-            state.errors.update({k: v for k, v in previous.errors.items()
-                                 if k.startswith(("describe_log_dirs broker", "describe_configs"))
-                                 and not any(k.endswith(b) for b in reread)})
+            carry_over(state, previous, plan)
+        dir_brokers, cfg_brokers, topics = plan.dir_brokers, plan.cfg_brokers, plan.topics
         if self.options.describe_log_dirs and dir_brokers:
             self._log_dirs(state, list(dir_brokers))
         if self.options.describe_configs and (cfg_brokers or topics):
@@ -259,8 +229,7 @@ class KafkaSource:
                 state.group_offsets, state.groups_listed = previous.group_offsets, previous.groups_listed
                 state.share_groups = previous.share_groups
         self._rounds += 1
-        ages = [state.log_dirs_at[b] for b in alive if b in state.log_dirs_at]
-        state.details_age_s = max(state.fetched_at - min(ages), 0.0) if ages and not state.full else 0.0
+        state.details_age_s = details_age(state)
         state.duration_s = time.perf_counter() - t0
         return state
 

@@ -101,6 +101,7 @@ def test_the_collector_opens_one_connection_from_its_endpoints(sim: SimRunner) -
     try:
         col.collect_once()
         col.collect_once()
+        assert isinstance(col.source, KafkaSource)
         conn = col.source.connection
         assert conn.cluster == "east" and conn.security == eps.security and conn.connects == 1
         assert conn.metadata.reused >= 1
