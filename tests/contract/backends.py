@@ -42,8 +42,8 @@ from kafkaio.source import KafkaSource, KafkaSourceOptions
 from kafkaio.types import TP
 from kafkalab import lab as kl
 from kafkasim.scenario import build_federation
-from tests.integration.kafkasim_support import Sim, client_kwargs, start_federation
-from tests.lab_support import Lab, start_lab
+from tests.support.kafkasim_support import Sim, client_kwargs, start_federation
+from tests.support.lab_support import Lab, start_lab
 
 BROKERS = (1, 2, 3)
 SIM_CLUSTER = "contract"

@@ -22,7 +22,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ClusterBinding, Observation, ThrottleService
 from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot
-from tests.throttle_support import hot_snapshot
+from tests.support.throttle_support import hot_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 

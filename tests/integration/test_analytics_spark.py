@@ -19,7 +19,7 @@ import pytest
 from analytics_spark.clickhouse import ClickHouse, audit_rollups, connect
 from analytics_spark.jobs import JobSettings, latest_run_id, run, spark_session
 from analytics_spark.seed import SeedCatalogue, default_end, seed_audit
-from tests.integration.chdb_session import chdb_path, fresh_database
+from tests.support.chdb_session import chdb_path, fresh_database
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ from kafkaio.endpoints import ClusterEndpoints, parse_endpoints
 from kafkasim.realistic import operator_endpoints, prepare
 from kafkasim.scenario import build_federation
 from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json
+from tests.support.kafkasim_support import http_json
 
 pytestmark = pytest.mark.timeout(180)
 

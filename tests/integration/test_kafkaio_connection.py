@@ -14,7 +14,7 @@ from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import parse_endpoints
 from kafkaio.source import KafkaSource
 from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import start_sim
+from tests.support.kafkasim_support import start_sim
 
 logging.getLogger("kafka").setLevel(logging.CRITICAL)
 

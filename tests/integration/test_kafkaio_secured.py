@@ -23,7 +23,7 @@ from kafkasim.realistic import operator_endpoints, prepare
 from kafkasim.security import SecurityConfig
 from kafkasim.server import SimRunner
 from kafkasim.tls import TlsMaterial
-from tests.integration.kafkasim_support import start_sim
+from tests.support.kafkasim_support import start_sim
 
 USER, PASSWORD, WRONG = "guardian", "correct horse battery staple", "wrong-horse-9f3"
 

@@ -19,7 +19,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, start_sim
+from tests.support.kafkasim_support import http_json, start_sim
 
 
 @pytest.fixture(scope="module")

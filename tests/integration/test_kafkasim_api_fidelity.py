@@ -18,7 +18,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.structs import OffsetAndMetadata
 
 from kafkasim.wire import REGISTRY, min_version
-from tests.integration.kafkasim_support import Sim, start_sim
+from tests.support.kafkasim_support import Sim, start_sim
 
 ANSWERED = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
             10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",

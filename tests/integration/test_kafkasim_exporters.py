@@ -19,7 +19,7 @@ import pytest
 from kafkasim.exporters import MetricsConfig
 from kafkasim.realistic import METRICS_USER, Realistic, prepare
 from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, start_sim
+from tests.support.kafkasim_support import http_json, start_sim
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+) (-?\d+)$')
 

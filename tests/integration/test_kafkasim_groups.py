@@ -24,7 +24,7 @@ from kafka.structs import OffsetAndMetadata
 from kafkasim.exporters import MetricsConfig
 from kafkasim.groups import coordinator, offsets_partition
 from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, http_text, start_sim
+from tests.support.kafkasim_support import http_json, http_text, start_sim
 
 SPEC: dict[str, Any] = {
     "seed": 5, "speed": 1.0, "tick_seconds": 1.0,

@@ -18,7 +18,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from kafkasim import wire
-from tests.integration.kafkasim_support import Sim, http_json, start_sim
+from tests.support.kafkasim_support import Sim, http_json, start_sim
 
 pytestmark = [pytest.mark.timeout(120)]
 

@@ -15,7 +15,7 @@ from kafka import KafkaProducer
 
 from kafkasim.exporters import MetricsConfig
 from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, http_text, start_sim
+from tests.support.kafkasim_support import http_json, http_text, start_sim
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 

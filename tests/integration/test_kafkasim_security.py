@@ -21,7 +21,7 @@ from kafkasim.security import SecurityConfig
 from kafkasim.server import SimRunner
 from kafkasim.tls import TlsFiles, TlsMaterial
 from kafkasim.wire import REGISTRY
-from tests.integration.kafkasim_support import start_sim
+from tests.support.kafkasim_support import start_sim
 
 USER, PASSWORD = "guardian", "correct horse battery staple"
 KCAT = shutil.which("kcat")

@@ -31,7 +31,7 @@ from kafkasim.remote_store import LocalDirStore
 from kafkasim.scenario import Federation
 from kafkasim.segments import COPIED, LOCAL
 from kafkasim.tiered import TieredManager, TieredSettings, kafka_topic_id
-from tests.integration.kafkasim_support import Sim, http_text, start_federation
+from tests.support.kafkasim_support import Sim, http_text, start_federation
 from tests.unit.test_kafkasim_tiered import FakeMetadata, batch, federation
 from tiered.model import EventKind
 

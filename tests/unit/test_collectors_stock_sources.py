@@ -36,8 +36,8 @@ from kafkaio.types import KafkaState
 from kafkasim.httpd import BasicAuth
 from kafkasim.tiered_metrics import GAUGES, METERS, gauge_name, meter_name
 from kafkasim.tls import TlsMaterial
-from tests.metrics_server import MetricsServer
-from tests.snapshots import dumps, small_doc
+from tests.support.metrics_server import MetricsServer
+from tests.support.snapshots import dumps, small_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from domain import (
     check_plan,
     parse_snapshot,
 )
-from tests.snapshots import GIB, dumps, mutated, small_doc
+from tests.support.snapshots import GIB, dumps, mutated, small_doc
 
 SNAP = parse_snapshot(dumps(small_doc()))
 

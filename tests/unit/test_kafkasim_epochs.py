@@ -19,7 +19,7 @@ from kafkasim.model import Cluster
 from kafkasim.protocol import Handler
 from kafkasim.records import split_batches, store_batches, synthetic_batch
 from kafkasim.wire import REGISTRY, ReqContext, api_versions_list, encode_response
-from tests.records import record_batch
+from tests.support.records import record_batch
 
 UNDEF = (-1, -1)
 

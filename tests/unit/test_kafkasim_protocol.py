@@ -14,7 +14,7 @@ from kafkasim.engine import Engine
 from kafkasim.model import Cluster, SimError
 from kafkasim.records import split_batches
 from kafkasim.wire import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
-from tests.records import record_batch
+from tests.support.records import record_batch
 
 
 def test_every_known_api_has_an_encodable_error_response() -> None:

@@ -24,7 +24,7 @@ from kafkasim.remote_store import LocalDirStore
 from kafkasim.scenario import Federation, build_federation
 from kafkasim.segments import COPIED, TieredLog
 from kafkasim.tiered import Fenced, TieredManager, TieredSettings
-from tests.records import record_batch
+from tests.support.records import record_batch
 from tiered.model import (
     EventKind,
     GroupRefused,

@@ -18,7 +18,7 @@ from planners import BalanceOptions, Bounds, NewTopic, plan_pool_grow, plan_prea
 from planners.budget_curve import budget_curve
 from planners.preallocate import with_topic
 from planners.registry import PLANNERS
-from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, snapshot_of, topic
+from tests.support.planner_cases import GIB, MB, assert_valid, broker, disk, partition, snapshot_of, topic
 
 
 def _hot_and_cool() -> tuple[list[dict[str, object]], list[dict[str, object]]]:

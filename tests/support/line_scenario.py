@@ -22,8 +22,8 @@ from typing import Any
 from controlplane.config import LeasedLineConf, LeasedLinesConf
 from controlplane.service.leased_lines import LineService
 from kafkasim.scenario import build_federation
-from tests.integration.kafkasim_support import http_json
-from tests.throttle_scenario import DrivenScenario
+from tests.support.kafkasim_support import http_json
+from tests.support.throttle_scenario import DrivenScenario
 
 CLUSTER = "east"
 LINE_MB_S = 55.0

@@ -25,7 +25,7 @@ from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import ClusterEndpoints, parse_endpoints
 from kafkaio.errors import AdminError
 from kafkaio.types import LiveCluster
-from tests.integration.kafkasim_support import client_kwargs, start_sim
+from tests.support.kafkasim_support import client_kwargs, start_sim
 
 ROOT = Path(__file__).resolve().parents[2]
 logging.getLogger("kafka").setLevel(logging.CRITICAL)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain import ClusterSnapshot, Plan, apply_plan, check_plan, parse_snapshot, pool_stats
-from tests.snapshots import GIB, broker, disk, partition
+from tests.support.snapshots import GIB, broker, disk, partition
 
 MB = 1e6
 

@@ -1,4 +1,4 @@
-"""A real audit-ingest process for the kill -9 tests (``python -m tests.integration.ingest_crash_child``).
+"""A real audit-ingest process for the kill -9 tests (``python -m tests.support.ingest_crash_child``).
 
 It ingests a deterministic audit log (:func:`audit_log`: a pure function of its arguments, the stand-in for a
 Kafka topic that is still there after the crash) into embedded ClickHouse (chdb) on ``--data`` with the product's

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints, MetricsEndpoint, parse_endpoints
-from tests.integration.kafkasim_support import client_kwargs, scrape_text, start_sim
+from tests.support.kafkasim_support import client_kwargs, scrape_text, start_sim
 
 SCENARIO: dict[str, Any] = {
     "seed": 11,
@@ -46,7 +46,7 @@ class Sim:
 
     def endpoint(self, broker: int, kind: str = "jmx", cluster: str = "east") -> MetricsEndpoint:
         """Broker ``broker``'s endpoint of ``kind`` (``jmx`` or ``node``) as registered: URL, CA and credentials
-        (see :meth:`~tests.integration.kafkasim_support.Sim.metrics_kinds`)."""
+        (see :meth:`~tests.support.kafkasim_support.Sim.metrics_kinds`)."""
         kinds = self.runner.metrics_kinds()
         info = next(b for b in self.endpoints(cluster).brokers if b.id == broker)
         return next(m for m in info.metrics_endpoints if kinds[m.url] == kind)

@@ -19,7 +19,7 @@ from controlplane.launcher import ServiceCluster
 from controlplane.state.commands import meta
 from domain import ClusterSnapshot
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import register_fields
+from tests.support.kafkasim_support import register_fields
 
 
 def service_settings(data_dir: Path, **overrides: Any) -> Settings:

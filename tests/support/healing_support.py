@@ -14,9 +14,9 @@ from controlplane.service.self_healing import SelfHealingJob
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain.lease import LEASE_TOPIC
-from tests.integration.executor_support import Sim
-from tests.integration.kafkasim_support import http_json, register_fields
-from tests.integration.service_support import local_service, wait_for
+from tests.support.executor_support import Sim
+from tests.support.kafkasim_support import http_json, register_fields
+from tests.support.service_support import local_service, wait_for
 
 
 @contextlib.contextmanager

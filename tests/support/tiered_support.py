@@ -1,6 +1,6 @@
 """A tiered-metadata Raft member as a process (TieredNode + its gRPC server) with a chosen compaction threshold.
 
-Run as ``python -m tests.integration.tiered_support --self A --peers B,C --data DIR --grpc HOST:PORT
+Run as ``python -m tests.support.tiered_support --self A --peers B,C --data DIR --grpc HOST:PORT
 --grpc-of A=HOST:PORT,... --key-file F --compaction N --status FILE``.  Every 0.2 s it writes its Raft
 status, store watermark and store digest to ``FILE`` (JSON, replaced atomically), so a test can watch
 nodes that it stops, kills and restarts.  Exit code 3: the node refused to start (message on stderr).
@@ -86,7 +86,7 @@ class Member:
     def start(self) -> None:
         self.status_file.unlink(missing_ok=True)
         self.log = open(self.base / f"node{self.index}.log", "ab")  # noqa: SIM115 (closed by stop)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.integration.tiered_support", *self.args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.tiered_support", *self.args],
                                      stdout=self.log, stderr=self.log, env=dict(os.environ))
 
     def signal(self, sig: int) -> None:

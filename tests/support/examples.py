@@ -1,5 +1,5 @@
 """The specs behind the committed example snapshots under deploy/examples/ (regenerate with
-``python -m tests.examples``)."""
+``python -m tests.support.examples``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ EXAMPLES: dict[str, GeneratorSpec] = {
 }
 
 if __name__ == "__main__":
-    root = Path(__file__).resolve().parents[1] / "deploy" / "examples"
+    root = Path(__file__).resolve().parents[2] / "deploy" / "examples"
     for name, spec in EXAMPLES.items():
         (root / f"{name}.json").write_text(dump_snapshot(generate_snapshot(spec), indent=1) + "\n")
         print(f"wrote {root / f'{name}.json'}")

@@ -28,7 +28,7 @@ from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from kafkasim.scenario import Federation, build_federation
 from planners.throttle import ThrottleConfig
-from tests.integration.kafkasim_support import http_json, register_fields, start_federation
+from tests.support.kafkasim_support import http_json, register_fields, start_federation
 
 CLUSTER = "east"
 HOT_PARTITION = ("orders", 0)
