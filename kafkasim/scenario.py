@@ -140,9 +140,14 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         if str(path).endswith(".json"):
             data = json.loads(text)
         else:
-            import yaml
-
+            try:
+                import yaml
+            except ImportError:
+                raise ScenarioError(f"{path}: YAML scenarios need PyYAML (pip install 'kafka-guardian[sim]'); "
+                                    "or give the scenario as JSON") from None
             data = yaml.safe_load(text)
+    except ScenarioError:
+        raise
     except Exception as e:
         raise ScenarioError(f"{path}: cannot parse: {e}") from e
     if not isinstance(data, dict):
