@@ -41,7 +41,7 @@ from kafkaio.port import BulkReader, KafkaCluster
 from kafkaio.source import KafkaSource, KafkaSourceOptions
 from kafkaio.types import TP
 from kafkalab import lab as kl
-from kafkasim.scenario import build_federation
+from kafkasim.scenarios.scenario import build_federation
 from tests.support.kafkasim_support import Sim, client_kwargs, start_federation
 from tests.support.lab_support import Lab, start_lab
 

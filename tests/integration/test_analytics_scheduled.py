@@ -15,7 +15,7 @@ from controlplane.bootstrap import Service, token_path
 from controlplane.config import AnalyticsConf, ClickHouseConf, Settings, load_settings
 from controlplane.state.commands import meta
 from domain import ContractError
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
 from tests.support.chdb_session import chdb_path, fresh_database
 from tests.support.kafkasim_support import register_fields, start_sim
 from tests.support.service_support import local_service

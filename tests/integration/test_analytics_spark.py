@@ -318,7 +318,7 @@ def test_cli_seed_run_status_plot(spark: Any, tmp_path: Any) -> None:
                         "AND partition = -1 AND direction = 'in'"))
     assert model == pytest.approx(exp) and "payments-t10" in model
     # the pre-allocation planner takes the model as is: a re-created topic gets its modelled peak
-    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
     from planners import NewTopic, PreallocateOptions, plan_preallocation
 
     snap = generate_snapshot(GeneratorSpec(brokers=6, disks_per_broker=2, partitions=20, seed=1))

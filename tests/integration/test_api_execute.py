@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.service.auto_rebalance import run_auto_rebalance
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
 from tests.support.kafkasim_support import register_fields, start_sim
 from tests.support.service_support import local_service
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kafkasim.scenario import DEFAULT_SCENARIO
+from kafkasim.scenarios.scenario import DEFAULT_SCENARIO
 from tests.support.executor_support import guardian
 
 pytestmark = pytest.mark.timeout(240)

@@ -13,7 +13,7 @@ from kafkaio.admin import KafkaAdmin
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import parse_endpoints
 from kafkaio.source import KafkaSource
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
 from tests.support.kafkasim_support import start_sim
 
 logging.getLogger("kafka").setLevel(logging.CRITICAL)

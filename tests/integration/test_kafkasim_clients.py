@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
 from tests.support.kafkasim_support import start_sim
 
 KCAT = shutil.which("kcat")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from controlplane.bootstrap import Service
-from kafkasim.model import PT_FETCH, PT_PRODUCE
+from kafkasim.cluster.model import PT_FETCH, PT_PRODUCE
 from tests.support.executor_support import Sim, scenario
 from tests.support.healing_support import (
     anomalies,

@@ -14,7 +14,7 @@ from controlplane.bootstrap import Service
 from controlplane.config import ClickHouseConf
 from controlplane.state.commands import meta
 from domain import BrokerState
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
 from raft.localcluster import free_ports
 from tests.support.chdb_session import chdb_path, fresh_database
 from tests.support.kafkasim_support import register_fields, start_sim

@@ -17,7 +17,7 @@ from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf
 from controlplane.state.commands import meta
 from domain import PartitionMove, Plan, plan_to_dict
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
 from tests.support.kafkasim_support import http_json, register_fields, start_sim
 from tests.support.service_support import local_service
 

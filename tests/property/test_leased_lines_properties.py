@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from domain.throttles import CONSUMER_QUOTA, FOLLOWER, MIGRATION
-from kafkasim.network import LineSpec, Network
+from kafkasim.physics.network import LineSpec, Network
 from planners.line_accounting import LINE_KINDS, AuditFlow, LineFlow, account_lines, line_flows
 from planners.line_protection import LineHealth, LineLimit, LineProtectionConfig, plan_line_throttles
 from planners.throttle import Transfer

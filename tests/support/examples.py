@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from domain import dump_snapshot
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 EXAMPLES: dict[str, GeneratorSpec] = {
     "small": GeneratorSpec(brokers=6, disks_per_broker=3, partitions=60, idcs=("idc-a",), racks_per_idc=3,

@@ -24,9 +24,9 @@ from collectors.scrape import Scraper
 from domain.lease import LEASE_TOPIC
 from kafkaio.endpoints import MetricsEndpoint
 from kafkaio.security import parse_security
-from kafkasim.realistic import Realistic, operator_endpoints, prepare
-from kafkasim.scenario import Federation, build_federation
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
+from kafkasim.scenarios.realistic import Realistic, operator_endpoints, prepare
+from kafkasim.scenarios.scenario import Federation, build_federation
 
 SMALL: dict[str, Any] = {
     "seed": 3,
@@ -49,8 +49,8 @@ SMALL: dict[str, Any] = {
 
 class Sim(SimRunner):
     """A :class:`SimRunner` whose ``endpoints`` are what an operator registers: with ``setup`` (see
-    :func:`kafkasim.realistic.prepare`) the server runs SASL_SSL + https metrics with basic auth and
-    ``endpoints`` is the operator's document (:func:`kafkasim.realistic.operator_endpoints`); without, the
+    :func:`kafkasim.scenarios.realistic.prepare`) the server runs SASL_SSL + https metrics with basic auth and
+    ``endpoints`` is the operator's document (:func:`kafkasim.scenarios.realistic.operator_endpoints`); without, the
     server's own (PLAINTEXT, http). A context manager that stops it (and removes the secrets it made)."""
 
     def __init__(self, fed: Federation, setup: Realistic | None = None, owned_dir: Path | None = None,

@@ -21,7 +21,7 @@ from typing import Any
 
 from controlplane.config import LeasedLineConf, LeasedLinesConf
 from controlplane.service.leased_lines import LineService
-from kafkasim.scenario import build_federation
+from kafkasim.scenarios.scenario import build_federation
 from tests.support.kafkasim_support import http_json
 from tests.support.throttle_scenario import DrivenScenario
 

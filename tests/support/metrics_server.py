@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from kafkasim.httpd import BasicAuth, http_serve
-from kafkasim.tls import TlsMaterial
+from kafkasim.broker.httpd import BasicAuth, http_serve
+from kafkasim.broker.tls import TlsMaterial
 
 
 class MetricsServer:

@@ -26,7 +26,7 @@ from controlplane.service.throttle_loop import ThrottleService
 from controlplane.service.throttle_source import round_binding
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
-from kafkasim.scenario import Federation, build_federation
+from kafkasim.scenarios.scenario import Federation, build_federation
 from planners.throttle import ThrottleConfig
 from tests.support.kafkasim_support import http_json, register_fields, start_federation
 

@@ -33,9 +33,9 @@ from domain import DiskKind, parse_snapshot
 from kafkaio.endpoints import EndpointsError, MetricsEndpoint, parse_endpoints
 from kafkaio.group_types import GroupOffsets
 from kafkaio.types import KafkaState
-from kafkasim.httpd import BasicAuth
-from kafkasim.tiered_metrics import GAUGES, METERS, gauge_name, meter_name
-from kafkasim.tls import TlsMaterial
+from kafkasim.broker.httpd import BasicAuth
+from kafkasim.broker.tls import TlsMaterial
+from kafkasim.tiering.tiered_metrics import GAUGES, METERS, gauge_name, meter_name
 from tests.support.metrics_server import MetricsServer
 from tests.support.snapshots import dumps, small_doc
 

@@ -63,7 +63,7 @@ try:
     health, metrics = client.get("/healthz").status_code, client.get("/metrics")
 finally:
     svc.close()
-from kafkasim.scenario import ScenarioError, load_scenario
+from kafkasim.scenarios.scenario import ScenarioError, load_scenario
 scenario_file = Path(tempfile.mkdtemp()) / "scenario.yaml"
 scenario_file.write_text("seed: 1\n")
 try:

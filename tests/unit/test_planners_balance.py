@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from domain import apply_plan, dump_plan, pool_stats
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import BalanceOptions, Bounds, disk_balance, plan_rebalance, workspace
 from planners.registry import PLANNERS
 from tests.support.planner_cases import GIB, MB, assert_valid, broker, disk, partition, peaks, snapshot_of, topic

@@ -8,7 +8,7 @@ import pytest
 
 from domain import Topic, apply_plan, check_plan
 from domain.spread import rack_duplicates
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import Bounds, DrainOptions, PlannerError, plan_drain, plan_restore
 from tests.support.planner_cases import assert_valid
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from domain import apply_plan, check_plan
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import Bounds, MigrationOptions, PlannerError, plan_idc_migration
 from planners.idc_migration import migration_done, with_placement
 from tests.support.planner_cases import MB, broker, disk, partition, snapshot_of, topic

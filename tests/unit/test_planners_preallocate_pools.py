@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from domain import Partition, Topic, check_new_topic, pool_stats
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import (
     NewTopic,
     PlannerError,

@@ -1,20 +1,20 @@
-"""The Kafka APIs kafkasim answers: one handler method per API key, against a :class:`~kafkasim.model.Cluster`.
+"""The Kafka APIs kafkasim answers: one handler method per API key, against a :class:`~kafkasim.cluster.model.Cluster`.
 
 Goal
     Real Kafka clients (kafka-python, confluent-kafka, Guardian's admin) get the answers a broker would
     give for Produce, Fetch, ListOffsets, Metadata, the admin APIs (topics, configs, log dirs,
-    reassignments, elections, quotas) and, through :class:`kafkasim.groups.GroupCoordinator`, the group
+    reassignments, elections, quotas) and, through :class:`kafkasim.broker.groups.GroupCoordinator`, the group
     coordinator's APIs.
 
 Method
-    :class:`Handler` dispatches a decoded request (:mod:`kafkasim.wire` does the framing) to a method
+    :class:`Handler` dispatches a decoded request (:mod:`kafkasim.broker.wire` does the framing) to a method
     named after the API; a method reads and changes the object model and the engine's arrays and builds
-    kafka-python's response object.  A :class:`~kafkasim.model.SimError` becomes the response's error
-    code; an API outside :data:`~kafkasim.wire.SUPPORTED` gets ``UNSUPPORTED_VERSION``.
+    kafka-python's response object.  A :class:`~kafkasim.cluster.model.SimError` becomes the response's error
+    code; an API outside :data:`~kafkasim.broker.wire.SUPPORTED` gets ``UNSUPPORTED_VERSION``.
 
 Guarantee
     Every decoded request of a supported API (but an acks=0 Produce) gets a response of its own type: a
-    model error becomes the Kafka error code the :class:`~kafkasim.model.SimError` carries, any other
+    model error becomes the Kafka error code the :class:`~kafkasim.cluster.model.SimError` carries, any other
     exception ``UNKNOWN_SERVER_ERROR``.
 
 Cost
@@ -29,13 +29,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kafkasim import configs as kc
-from kafkasim import model as m
-from kafkasim.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, end_offset_for, epoch_at, truncate_from_start
-from kafkasim.groups import GROUP_VERSIONS, GroupCoordinator
-from kafkasim.model import Broker, Cluster, SimError
-from kafkasim.records import split_batches, store_batches, synthetic_batch
-from kafkasim.wire import REGISTRY, SUPPORTED, ReqContext, api_versions_list, generic_error
+from kafkasim.broker.groups import GROUP_VERSIONS, GroupCoordinator
+from kafkasim.broker.wire import REGISTRY, SUPPORTED, ReqContext, api_versions_list, generic_error
+from kafkasim.cluster import configs as kc
+from kafkasim.cluster import model as m
+from kafkasim.cluster.epochs import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    end_offset_for,
+    epoch_at,
+    truncate_from_start,
+)
+from kafkasim.cluster.model import Broker, Cluster, SimError
+from kafkasim.cluster.records import split_batches, store_batches, synthetic_batch
 
 
 # ---------------------------------------------------------------------------- handler
@@ -53,7 +59,7 @@ class Handler:
         self.audit = audit
         self.groups = GroupCoordinator()
         self.remote_read: Callable[[Cluster, m.Partition, int, int, int], bytes | None] | None = None
-        """Tiered topics' reads (``kafkasim.tiered.TieredManager.read``): None = not tiered."""
+        """Tiered topics' reads (``kafkasim.tiering.tiered.TieredManager.read``): None = not tiered."""
 
     # -- dispatch
     def handle(self, ctx: ReqContext, key: int, version: int, req: Any) -> Any:
@@ -595,7 +601,7 @@ class Handler:
         then ``current_leader_epoch`` (unless -1) is checked against the partition's epoch (older:
         FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH); only the leader answers (followers too:
         NOT_LEADER_OR_FOLLOWER, whatever ``replica_id``); the answer is
-        :func:`kafkasim.epochs.end_offset_for` over the history trimmed to the log start, ``(-1, -1)``
+        :func:`kafkasim.cluster.epochs.end_offset_for` over the history trimmed to the log start, ``(-1, -1)``
         with no error when undefined."""
         cl, b = ctx.cluster, ctx.broker
         R = REGISTRY[23]["response"]

@@ -1,7 +1,7 @@
 """The remote store of kafkasim's tiered topics: where closed segments are uploaded (a stand-in for HDFS).
 
 Goal
-    One small interface between the tiered partitions (:mod:`kafkasim.tiered`) and the storage that holds
+    One small interface between the tiered partitions (:mod:`kafkasim.tiering.tiered`) and the storage that holds
     their remote segments, so the simulator writes real files that a remote read serves back byte for byte.
 
 Method

@@ -8,12 +8,12 @@ Format (every key optional unless noted; sizes in bytes unless the key says othe
     start_time: 1795000000        # simulated epoch seconds at start
     audit: {enabled: false, interval_s: 60, topic: __guardian_audit, jsonl: null, synthetic: true,
             client_idcs: {reader-b: idc-b}}   # where wire clients run, by client id (default: "local")
-    network:                      # leased lines between IDCs (kafkasim.network); absent = no network model
+    network:                      # leased lines between IDCs (kafkasim.physics.network); absent = no network model
       lines:
         - {between: [idc-a, idc-b], capacity_mb_s: 40, latency_ms: 2}   # each direction; unlisted pairs unlimited
     clusters:                     # required
       - name: east                # required
-        partition_throttle: true  # capability flag (see kafkasim.model docstring)
+        partition_throttle: true  # capability flag (see kafkasim.cluster.model docstring)
         broker_configs: {replica.selector.class: org.apache.kafka.common.replica.RackAwareReplicaSelector,
                          log.retention.check.interval.ms: "300000", remote.log.manager.task.interval.ms: "30000"}
                                   # read-only broker configs (server.properties) of every broker (Kafka's defaults)
@@ -60,10 +60,10 @@ from typing import Any
 
 import numpy as np
 
-from kafkasim.configs import BROKER_STATIC_KEYS, check_static_config
-from kafkasim.engine import Client, Engine
-from kafkasim.model import Cluster, SimError
-from kafkasim.network import Network, parse_lines
+from kafkasim.cluster.configs import BROKER_STATIC_KEYS, check_static_config
+from kafkasim.cluster.model import Cluster, SimError
+from kafkasim.physics.engine import Client, Engine
+from kafkasim.physics.network import Network, parse_lines
 
 DISK_KINDS: dict[str, dict[str, float]] = {
     "hdd": {"max_mb_s": 200, "latency_ms": 8.0, "capacity_gb": 4000},

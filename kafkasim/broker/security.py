@@ -1,13 +1,13 @@
 """Goal: Kafka listener security — PLAINTEXT, SSL (optionally mutual), SASL_PLAINTEXT and SASL_SSL.
 
-Method: :class:`SecurityConfig` says what every broker listener of a :class:`~kafkasim.server.SimServer`
-speaks: TLS comes from a :class:`~kafkasim.tls.TlsMaterial` context handed to ``asyncio.start_server``
+Method: :class:`SecurityConfig` says what every broker listener of a :class:`~kafkasim.broker.server.SimServer`
+speaks: TLS comes from a :class:`~kafkasim.broker.tls.TlsMaterial` context handed to ``asyncio.start_server``
 (the handshake is asyncio's, so any TLS client works); SASL is a per-connection :class:`SaslGate`
 that plays the broker's part of KIP-43/KIP-152: before authentication only ApiVersions (answered
 normally, advertising SaslHandshake=17 and SaslAuthenticate=36), SaslHandshake (v0 and v1) and
 SaslAuthenticate (v0-2) are accepted; any other request closes the connection, as a broker does.
 SaslHandshake answers the enabled mechanisms (UNSUPPORTED_SASL_MECHANISM for others); each
-SaslAuthenticate drives a :class:`~kafkasim.sasl.SaslExchange`; rejected credentials are answered
+SaslAuthenticate drives a :class:`~kafkasim.broker.sasl.SaslExchange`; rejected credentials are answered
 with error 58 SASL_AUTHENTICATION_FAILED and the broker's message, then the connection is closed.
 A v0 handshake is followed by raw length-prefixed SASL tokens (pre-KIP-152 clients).
 
@@ -24,9 +24,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkasim.sasl import MECHANISMS, AuthFailed, SaslExchange, UserStore
-from kafkasim.tls import TlsMaterial
-from kafkasim.wire import REGISTRY, decode_request, encode_response, peek_header
+from kafkasim.broker.sasl import MECHANISMS, AuthFailed, SaslExchange, UserStore
+from kafkasim.broker.tls import TlsMaterial
+from kafkasim.broker.wire import REGISTRY, decode_request, encode_response, peek_header
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ILLEGAL_SASL_STATE = 34

@@ -3,7 +3,7 @@
 Goal
     A broker with ``remote.log.storage.system.enable=true`` registers, under ``kafka.server:type=BrokerTopicMetrics``
     (per ``topic`` and without it, over all topics of the broker), meters and gauges of its remote log manager.
-    kafkasim's brokers report the same ones, from what its remote log manager (:mod:`kafkasim.tiered`) really
+    kafkasim's brokers report the same ones, from what its remote log manager (:mod:`kafkasim.tiering.tiered`) really
     did, and the JMX exporter renders them as the rules of ``deploy/jmx_exporter/kafka-broker.yml`` name them:
     meter ``NPerSec`` → ``kafka_server_brokertopicmetrics_<n>_total`` (its ``Count``), gauge ``N`` →
     ``kafka_server_brokertopicmetrics_<n>`` (its ``Value``), ``n`` lowercased.
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from kafkasim.metrics import _esc, _num
+from kafkasim.observe.metrics import _esc, _num
 
 METERS = ("RemoteCopyBytes", "RemoteCopyRequests", "RemoteCopyErrors", "RemoteFetchBytes", "RemoteFetchRequests",
           "RemoteFetchErrors", "RemoteDeleteRequests", "RemoteDeleteErrors")
@@ -65,7 +65,7 @@ Broker = tuple[str, int]
 class TieredMetrics:
     """The tiered-storage meters and gauges of every broker of a federation (see the module docstring).
 
-    Changed on the simulator's loop thread only (by :class:`kafkasim.tiered.TieredManager`), read there by the
+    Changed on the simulator's loop thread only (by :class:`kafkasim.tiering.tiered.TieredManager`), read there by the
     exporters."""
 
     def __init__(self) -> None:

@@ -11,7 +11,7 @@ stock broker's MBeans: ``kafka_server_brokertopicmetrics_{bytesin,bytesout,messa
 ``kafka_log_logmanager_logdirectoryoffline{logdirectory}``, and with remote storage the tiered-storage
 meters and gauges ``kafka_server_brokertopicmetrics_remote{copy,fetch}bytes_total``,
 ``..._remote{copy,fetch,delete}{requests,errors}_total``, ``..._remote{copy,delete}lag{bytes,segments}``,
-``..._remotelogsizebytes`` (per ``topic`` and over all; :mod:`kafkasim.tiered_metrics`).
+``..._remotelogsizebytes`` (per ``topic`` and over all; :mod:`kafkasim.tiering.tiered_metrics`).
 Nothing else: no per-partition byte counters (stock brokers have none — per-partition rates are
 Δ``logendoffset`` × the topic's bytes per message), no consumer lag (that is Kafka's admin API or a
 kafka_exporter), no ``kafkasim_*`` series unless ``sim_series`` is asked for (tests of the simulator itself).
@@ -28,7 +28,7 @@ node_exporter ≥ 1.5 reports from udev. Also ``node_disk_ata_rotation_rate_rpm`
 Every sample carries the simulated time as its exposition-format timestamp (milliseconds), since
 kafkasim's clock runs faster than the wall clock.
 
-Guarantee: same physics as the legacy single endpoint (:func:`kafkasim.metrics.render_broker`) —
+Guarantee: same physics as the legacy single endpoint (:func:`kafkasim.observe.metrics.render_broker`) —
 counters equal, gauges equal — only the names, devices and labels of a real host.
 
 Cost: O(replicas of the broker + topics) per JMX scrape, O(log dirs) per node scrape.
@@ -40,10 +40,10 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from kafkasim.httpd import BasicAuth
-from kafkasim.metrics import _esc, _num, kafka_lines, sim_lines
-from kafkasim.model import Broker, Cluster, Disk
-from kafkasim.tls import TlsMaterial
+from kafkasim.broker.httpd import BasicAuth
+from kafkasim.broker.tls import TlsMaterial
+from kafkasim.cluster.model import Broker, Cluster, Disk
+from kafkasim.observe.metrics import _esc, _num, kafka_lines, sim_lines
 
 OS_DISK = "sda"
 HDD_RPM = 7200
@@ -56,7 +56,7 @@ class MetricsConfig:
     ``realistic`` True (the default): a JMX exporter and a node_exporter per broker on two ports, stock
     names only (``sim_series`` adds the ``kafkasim_*`` series, for tests of the simulator itself);
     False: the legacy single ``/metrics`` endpoint per broker (Kafka + node series and the
-    ``kafkasim_*`` facts, see :mod:`kafkasim.metrics`).  ``tls`` serves https with the CA's server
+    ``kafkasim_*`` facts, see :mod:`kafkasim.observe.metrics`).  ``tls`` serves https with the CA's server
     certificate; ``auth`` requires basic auth.
     """
 

@@ -71,13 +71,13 @@ from kafka.protocol.consumer.group import (
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from kafkasim import model as m
-from kafkasim.model import Broker, Cluster
+from kafkasim.cluster import model as m
+from kafkasim.cluster.model import Broker, Cluster
 
 if TYPE_CHECKING:
-    from kafkasim.wire import ReqContext
+    from kafkasim.broker.wire import ReqContext
 
-# api key -> highest version answered (merged into kafkasim.wire.SUPPORTED)
+# api key -> highest version answered (merged into kafkasim.broker.wire.SUPPORTED)
 GROUP_VERSIONS: dict[int, int] = {
     8: 8,  # OffsetCommit
     9: 8,  # OffsetFetch (v8: batched groups)
@@ -230,7 +230,7 @@ def offset_fetch_body_v8(groups: list[bytes], throttle_time_ms: int = 0) -> byte
 
 
 class EncodedResponse:
-    """A flexible-version response whose body is already encoded: what ``kafkasim.wire.encode_response``
+    """A flexible-version response whose body is already encoded: what ``kafkasim.broker.wire.encode_response``
     uses of a kafka-python response object (``API_VERSION``, ``with_header``, ``encode``)."""
 
     def __init__(self, version: int, body: bytes) -> None:

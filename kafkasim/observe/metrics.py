@@ -1,6 +1,6 @@
 """Per-broker Prometheus text exposition, legacy layout: one endpoint with the Kafka series, the
 node series and kafkasim's own facts (the default; the realistic two-exporter layout is
-:mod:`kafkasim.exporters`, which reuses :func:`kafka_lines` and :func:`sim_lines`).
+:mod:`kafkasim.observe.exporters`, which reuses :func:`kafka_lines` and :func:`sim_lines`).
 
 Every broker serves ``GET /metrics`` on its own port.  Counters (``*_total``) only ever grow for
 the life of the process; gauges are current values.  Names:
@@ -13,9 +13,9 @@ Kafka (JMX exporter style)
   ``kafka_server_brokertopicmetrics_replicationbytesin_total``    counter, follower replication in
   ``kafka_server_brokertopicmetrics_replicationbytesout_total``   counter, leader replication out
   ``kafka_server_brokertopicmetrics_reassignmentbytesin_total``   counter, reassignment copies in
-  Tiered storage (KIP-405/KIP-963; only with remote storage, i.e. a :class:`kafkasim.tiered.TieredManager`;
+  Tiered storage (KIP-405/KIP-963; only with remote storage, i.e. a :class:`kafkasim.tiering.tiered.TieredManager`;
   each per ``topic`` once first marked or recorded, and without ``topic``: all topics of the broker; marked
-  and recorded on the partition's leader, see :mod:`kafkasim.tiered_metrics`):
+  and recorded on the partition's leader, see :mod:`kafkasim.tiering.tiered_metrics`):
   ``kafka_server_brokertopicmetrics_remotecopybytes_total``       counter, bytes of segments copied (COPY_FINISHED)
   ``kafka_server_brokertopicmetrics_remotecopyrequests_total``    counter, segment uploads begun
   ``kafka_server_brokertopicmetrics_remotecopyerrors_total``      counter, copy runs that failed
@@ -45,7 +45,7 @@ Kafka (JMX exporter style)
   ``kafka_network_requestmetrics_totaltimems{request,quantile}``  gauge, ms (Produce, FetchConsumer)
   ``kafka_network_requestmetrics_requests_total{request}``        counter of wire requests served
   ``kafka_consumergroup_lag{consumergroup,topic,partition}``      gauge, messages (kafka_exporter style;
-  only lagging consumers, on the leader's endpoint; the group is named as kafkasim.groups names it)
+  only lagging consumers, on the leader's endpoint; the group is named as kafkasim.broker.groups names it)
 
 node_exporter style (``device`` is the block device of a log dir)
   ``node_disk_io_time_seconds_total{device}``   counter (rate = util, the busy fraction)
@@ -69,8 +69,8 @@ from typing import Any
 
 import numpy as np
 
-from kafkasim.groups import group_base
-from kafkasim.model import Broker, Cluster
+from kafkasim.broker.groups import group_base
+from kafkasim.cluster.model import Broker, Cluster
 
 
 def _esc(v: str) -> str:
@@ -199,7 +199,7 @@ def kafka_lines(out: list[str], cl: Cluster, b: Broker, requests: dict[str, int]
         full = f"kafka_server_brokertopicmetrics_{metric}_total"
         head(full, "counter", f"BrokerTopicMetrics {metric}")
         add(f"{full} {_num(float(arr[g]))}")
-    tiered = getattr(eng, "tiered_metrics", None)  # kafkasim.tiered_metrics.TieredMetrics: remote storage on
+    tiered = getattr(eng, "tiered_metrics", None)  # kafkasim.tiering.tiered_metrics.TieredMetrics: remote storage on
     if tiered is not None:
         tiered.lines(out, cl.name, b.id)
     # per partition (vectorised over this broker's replicas; label strings built once per layout)

@@ -1,14 +1,14 @@
 """Leased lines in kafkasim's tick: put the cross-IDC flows of a tick on their lines and follow the consequences.
 
 Goal
-    When the federation has a :class:`~kafkasim.network.Network`, synthetic produce, consumer fetches, in-sync
+    When the federation has a :class:`~kafkasim.physics.network.Network`, synthetic produce, consumer fetches, in-sync
     follower fetches and copies (reassignment, catch-up) that cross IDCs share their line's capacity as a
     real leased line shares it; what a line cannot carry slows the flow, and a follower whose line cannot
     keep up falls behind and finally out of the ISR.
 
 Method
     :func:`share_network` builds one flow per (slot, direction) with its line, demand and traffic kind and
-    lets :meth:`Network.share <kafkasim.network.Network.share>` grant max-min fair rates; it returns the
+    lets :meth:`Network.share <kafkasim.physics.network.Network.share>` grant max-min fair rates; it returns the
     granted / requested factor of each produce, fetch and copy flow and records the line latencies the
     engine adds to produce (acks=all) and fetch latency.  :func:`replication_lag` carries what an in-sync
     follower's line did not grant to the next tick; a follower more than ``REPLICA_LAG_MAX_S`` seconds of
@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kafkasim.copies import MAX_FETCHER_BPS
-from kafkasim.model import Cluster, Partition
-from kafkasim.network import FETCH, MIGRATION, PRODUCE, REPLICATION
+from kafkasim.cluster.model import Cluster, Partition
+from kafkasim.physics.copies import MAX_FETCHER_BPS
+from kafkasim.physics.network import FETCH, MIGRATION, PRODUCE, REPLICATION
 
 if TYPE_CHECKING:
-    from kafkasim.engine import F64, I64, Engine
+    from kafkasim.physics.engine import F64, I64, Engine
 
 REPLICA_LAG_MAX_S = 30.0  # replica.lag.time.max.ms: a follower further behind leaves the ISR
 REPLICA_LAG_MIN_BYTES = 1e6

@@ -1,10 +1,10 @@
 """Goal: ``sim up --realistic`` — kafkasim as an operator meets a production deployment.
 
 Method: :func:`prepare` generates what such a deployment is set up with before it starts: a CA
-and certificates (:mod:`kafkasim.tls`), a Kafka user whose SCRAM credentials the brokers store
+and certificates (:mod:`kafkasim.broker.tls`), a Kafka user whose SCRAM credentials the brokers store
 (listeners speak SASL_SSL; SCRAM-SHA-512 is what clients are told to use, PLAIN and SCRAM-SHA-256
 are enabled too) and a basic-auth user for the https metrics endpoints (a JMX exporter and a
-node_exporter per broker, stock names only, see :mod:`kafkasim.exporters`).  Secrets are written to
+node_exporter per broker, stock names only, see :mod:`kafkasim.observe.exporters`).  Secrets are written to
 files (mode 0600) next to the endpoints file.  :func:`operator_endpoints` turns the server's
 endpoints into the document an operator would register per cluster::
 
@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkasim.exporters import MetricsConfig
-from kafkasim.httpd import BasicAuth
-from kafkasim.scenario import Federation
-from kafkasim.security import SecurityConfig
-from kafkasim.tls import TlsFiles, TlsMaterial
+from kafkasim.broker.httpd import BasicAuth
+from kafkasim.broker.security import SecurityConfig
+from kafkasim.broker.tls import TlsFiles, TlsMaterial
+from kafkasim.observe.exporters import MetricsConfig
+from kafkasim.scenarios.scenario import Federation
 
 KAFKA_USER = "guardian"
 METRICS_USER = "prometheus"

@@ -4,8 +4,8 @@ This is kafkasim's own, self-contained model (it does not import the control pla
 Mutations go through :class:`Cluster` methods, which validate input and raise
 :class:`SimError` carrying a Kafka error code, so the wire layer can turn any failure into a
 proper Kafka error response.  Physics state (sizes, offsets, rates, counters) lives in
-:mod:`kafkasim.engine` arrays indexed by ``Partition.slot`` and ``Disk.gidx``; the config names,
-defaults and throttle-value parsers are :mod:`kafkasim.configs`.  Guarantee: a mutation fails only with
+:mod:`kafkasim.physics.engine` arrays indexed by ``Partition.slot`` and ``Disk.gidx``; the config names,
+defaults and throttle-value parsers are :mod:`kafkasim.cluster.configs`.  Guarantee: a mutation fails only with
 a :class:`SimError` carrying a Kafka error code.  Cost: O(partitions touched) per call, O(partitions) for a broker's
 death or a log dir's failure.
 
@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkasim.configs import (
+from kafkasim.cluster.configs import (
     BROKER_DYNAMIC_KEYS,
     BROKER_STATIC_KEYS,
     PT_FETCH,
@@ -42,8 +42,8 @@ from kafkasim.configs import (
     parse_partition_rates,
     parse_throttled_replicas,
 )
-from kafkasim.epochs import assign as assign_epoch
-from kafkasim.epochs import truncate_from_start
+from kafkasim.cluster.epochs import assign as assign_epoch
+from kafkasim.cluster.epochs import truncate_from_start
 
 REASSIGNMENT_LOG_MAX = 10_000
 """Entries of :attr:`Cluster.reassignment_log` kept (oldest dropped; the per-partition counts never are)."""
@@ -79,7 +79,7 @@ INVALID_RECORD = 87
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
-# group coordinator errors (kafkasim.groups)
+# group coordinator errors (kafkasim.broker.groups)
 OFFSET_METADATA_TOO_LARGE = 12
 NOT_COORDINATOR = 16
 ILLEGAL_GENERATION = 22
@@ -185,7 +185,7 @@ class Partition:
     log_dirs: dict[int, int]
     leader_epoch: int = 0
     epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
-    """Leader-epoch history ``(epoch, start offset)`` (:mod:`kafkasim.epochs`); only :meth:`Cluster.set_leader`
+    """Leader-epoch history ``(epoch, start offset)`` (:mod:`kafkasim.cluster.epochs`); only :meth:`Cluster.set_leader`
     changes it."""
     reassignment: Reassignment | None = None
     futures: dict[int, FutureReplica] = field(default_factory=dict)
@@ -230,7 +230,7 @@ class Cluster:
         self.reassignment_counts: dict[str, dict[str, int]] = {}
         self.reassignment_seq = 0
         self.remote_storage = False
-        """``remote.log.storage.system.enable``: a remote log manager runs (:mod:`kafkasim.tiered`)."""
+        """``remote.log.storage.system.enable``: a remote log manager runs (:mod:`kafkasim.tiering.tiered`)."""
         self.preferred_dirs: dict[tuple[str, int, int], int] = {}
         """``(topic, partition, broker) -> disk``: where a replica not hosted yet will be created (KIP-113)."""
 

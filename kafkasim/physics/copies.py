@@ -29,11 +29,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from kafkasim.configs import parse_throttled_replicas
-from kafkasim.model import Cluster, Partition
+from kafkasim.cluster.configs import parse_throttled_replicas
+from kafkasim.cluster.model import Cluster, Partition
 
 if TYPE_CHECKING:
-    from kafkasim.engine import F64, Engine
+    from kafkasim.physics.engine import F64, Engine
 
 MAX_FETCHER_BPS = 400e6  # one replica fetcher's ceiling
 

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from kafkasim.model import Cluster, SimError
-from kafkasim.records import store_batches
-from kafkasim.wire import ReqContext
+from kafkasim.broker.wire import ReqContext
+from kafkasim.cluster.model import Cluster, SimError
+from kafkasim.cluster.records import store_batches
 
 if TYPE_CHECKING:
-    from kafkasim.engine import Engine
-    from kafkasim.scenario import Federation
+    from kafkasim.physics.engine import Engine
+    from kafkasim.scenarios.scenario import Federation
 
 Key = tuple[str, str, str, str, str, str, str, str, int, int]
 

@@ -18,20 +18,20 @@ Time advances in ticks of ``dt`` simulated seconds (:meth:`Engine.step`).  Per t
   to their own disk at the rate the KIP-73 throttles allow (``leader/follower.replication.
   throttled.rate`` shared among throttled replicas listed in the topic's
   ``*.replication.throttled.replicas``), then the replica set switches; intra-broker (KIP-113)
-  future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second`` (:mod:`kafkasim.copies`).
-* **Leased lines** (when the federation has a :class:`~kafkasim.network.Network`): produce, consumer
+  future replicas copy at ``replica.alter.log.dirs.io.max.bytes.per.second`` (:mod:`kafkasim.physics.copies`).
+* **Leased lines** (when the federation has a :class:`~kafkasim.physics.network.Network`): produce, consumer
   fetches, in-sync follower fetches and copies that cross IDCs share their line max-min fairly; a cut
   produce lowers the partition's ingress, a cut fetch or copy its rate; the line's latency is added to
   cross-IDC produce (acks=all) and fetch latency; an in-sync follower more than ``REPLICA_LAG_MAX_S`` of
-  ingress behind leaves the ISR and catches up (:mod:`kafkasim.line_flows`).
+  ingress behind leaves the ISR and catches up (:mod:`kafkasim.physics.line_flows`).
 * **Retention**: when the broker leading a partition runs its retention check (every
-  ``log.retention.check.interval.ms``, default 300 s: :mod:`kafkasim.retention`), simulated traffic is
+  ``log.retention.check.interval.ms``, default 300 s: :mod:`kafkasim.cluster.retention`), simulated traffic is
   trimmed by what decays since the partition's last check (about ``rate × retention.ms`` kept, at most
   ``retention.bytes``); a record-holding partition (no simulated traffic, untiered) deletes whole
-  segments (:mod:`kafkasim.seglog`); a tiered topic's local retention runs at the same check (applied by
-  :mod:`kafkasim.tiered` from :attr:`Engine.retention_due`); its copies and remote deletes run at the
+  segments (:mod:`kafkasim.cluster.seglog`); a tiered topic's local retention runs at the same check (applied by
+  :mod:`kafkasim.tiering.tiered` from :attr:`Engine.retention_due`); its copies and remote deletes run at the
   partition's own remote log manager task (``remote.log.manager.task.interval.ms``, default 30 s, scheduled per
-  partition by :mod:`kafkasim.tiered` / :mod:`kafkasim.rlm_tasks`).
+  partition by :mod:`kafkasim.tiering.tiered` / :mod:`kafkasim.tiering.rlm_tasks`).
   Real appends count in BytesIn/MessagesIn when appended.
 * **Disks**: lagging reads and copies are *elastic* and are scaled down to the headroom the
   writes leave; ``util`` = busy fraction (demand / max throughput, ≤ 1) and
@@ -52,13 +52,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kafkasim.configs import PT_FETCH, PT_PRODUCE, parse_partition_rates
-from kafkasim.copies import apply_copies, plan_copies
-from kafkasim.line_flows import replication_lag, share_network
-from kafkasim.model import Broker, Cluster, Disk, Partition
-from kafkasim.network import Network
-from kafkasim.retention import RetentionClock
-from kafkasim.seglog import SegmentedLog
+from kafkasim.cluster.configs import PT_FETCH, PT_PRODUCE, parse_partition_rates
+from kafkasim.cluster.model import Broker, Cluster, Disk, Partition
+from kafkasim.cluster.retention import RetentionClock
+from kafkasim.cluster.seglog import SegmentedLog
+from kafkasim.physics.copies import apply_copies, plan_copies
+from kafkasim.physics.line_flows import replication_lag, share_network
+from kafkasim.physics.network import Network
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -126,7 +126,7 @@ class Engine:
     d_capacity: F64
     d_parts: F64
     seg_mask: npt.NDArray[np.bool_]
-    """Slots with a :class:`~kafkasim.seglog.SegmentedLog` (retention by whole segments)."""
+    """Slots with a :class:`~kafkasim.cluster.seglog.SegmentedLog` (retention by whole segments)."""
 
     def __init__(self, seed: int = 0, start_time: float = 1_795_000_000.0,
                  cache_fraction: float = 0.6, burst_rate_per_hour: float = 0.5) -> None:
@@ -177,12 +177,12 @@ class Engine:
         self.broker_replicas: list[list[Partition]] = []
         self._ct_cache: dict[str, tuple[int, list[tuple[int, str]]]] = {}
         self.network: Network | None = None
-        """Leased lines between IDCs (:mod:`kafkasim.network`); None: no network model (IDCs are free)."""
+        """Leased lines between IDCs (:mod:`kafkasim.physics.network`); None: no network model (IDCs are free)."""
         self.net_lag: dict[tuple[int, int], float] = {}
         """(slot, follower broker gidx) -> bytes an in-sync follower is behind because its line is full."""
         self.slot_ref: dict[int, tuple[Cluster, Partition]] = {}
         self.seglogs: dict[int, SegmentedLog] = {}
-        """slot -> the segments of a record-holding partition (:mod:`kafkasim.seglog`): retention deletes
+        """slot -> the segments of a record-holding partition (:mod:`kafkasim.cluster.seglog`): retention deletes
         whole segments there, not a share of the log every tick."""
         self.retention_clock = RetentionClock()
         """When each broker runs its retention check (``log.retention.check.interval.ms``)."""
@@ -378,7 +378,7 @@ class Engine:
                 r_b = _int_or(t.configs.get("retention.bytes"), -1)
                 is_tiered = cl.remote_storage and t.configs.get("remote.storage.enable") == "true"
                 if is_tiered:
-                    r_ms = r_b = -1  # tiered: its remote log manager (kafkasim.tiered) applies retention
+                    r_ms = r_b = -1  # tiered: its remote log manager (kafkasim.tiering.tiered) applies retention
                 t_seg_b = float(max(_int_or(t.configs.get("segment.bytes"), 1073741824), 1))
                 t_seg_s = _int_or(t.configs.get("segment.ms"), 604_800_000) / 1000.0
                 for p in t.partitions:
@@ -489,7 +489,7 @@ class Engine:
         return base
 
     def _segment_retention(self, due: npt.NDArray[np.bool_] | None) -> None:
-        """Record-holding partitions: delete whole segments (:mod:`kafkasim.seglog`) of the slots whose
+        """Record-holding partitions: delete whole segments (:mod:`kafkasim.cluster.seglog`) of the slots whose
         leader checks retention this tick (``due``; None: none); a partition that took simulated traffic
         since goes back to the continuous model."""
         f = self.f
@@ -683,7 +683,7 @@ class Engine:
         self.d_write_time_total += w_ops * dt * await_ms / 1000.0
         # ---- partitions: sizes, offsets, counters
         f["size"][:n] += demand * dt  # real bytes were added on append
-        # retention, when the leader's broker runs its check (kafkasim.retention): time-based deletion keeps
+        # retention, when the leader's broker runs its check (kafkasim.cluster.retention): time-based deletion keeps
         # about rate x retention.ms (what decays over the time since the log's last check); size-based caps it
         t_end = self.t + dt
         due_b = self.retention_clock.due(t_end, self.b_alive)

@@ -2,8 +2,8 @@
 
 Goal
     One place that knows how a Kafka frame is read and written, so the API handlers
-    (:mod:`kafkasim.protocol`), the SASL listener (:mod:`kafkasim.security`) and the server loop
-    (:mod:`kafkasim.server`) never touch bytes.
+    (:mod:`kafkasim.broker.protocol`), the SASL listener (:mod:`kafkasim.broker.security`) and the server loop
+    (:mod:`kafkasim.broker.server`) never touch bytes.
 
 Method
     kafka-python 3.x's own message classes: :data:`REGISTRY` maps an API key to its request/response
@@ -32,9 +32,9 @@ from typing import Any
 import kafka.protocol as kp
 from kafka.protocol.api_message import ApiMessage
 
-from kafkasim import model as m
-from kafkasim.groups import GROUP_VERSIONS
-from kafkasim.model import Broker, Cluster
+from kafkasim.broker.groups import GROUP_VERSIONS
+from kafkasim.cluster import model as m
+from kafkasim.cluster.model import Broker, Cluster
 
 
 def _load_registry() -> dict[int, dict[str, Any]]:
@@ -91,7 +91,7 @@ SUPPORTED: dict[int, int] = {
     48: 1,  # DescribeClientQuotas
     49: 1,  # AlterClientQuotas
     60: 1,  # DescribeCluster
-    **GROUP_VERSIONS,  # group coordinator APIs (kafkasim.groups)
+    **GROUP_VERSIONS,  # group coordinator APIs (kafkasim.broker.groups)
 }
 
 
@@ -101,7 +101,7 @@ def min_version(key: int) -> int:
     return int(str(req.json["validVersions"]).split("-")[0])
 
 
-SASL_APIS = ((17, 0, 1), (36, 0, 2))  # SaslHandshake, SaslAuthenticate (answered by kafkasim.security)
+SASL_APIS = ((17, 0, 1), (36, 0, 2))  # SaslHandshake, SaslAuthenticate (answered by kafkasim.broker.security)
 
 
 def api_versions_list(sasl: bool = False) -> list[tuple[int, int, int]]:

@@ -10,17 +10,17 @@ Goal
 Method
     :class:`TieredManager` is an engine listener (it runs on the simulator's loop thread after every
     tick) plus one worker thread for everything that waits on the network or the store.  Per tick and
-    tiered partition (:class:`kafkasim.segments.TieredLog`): roll by ``segment.bytes``/``segment.ms``; when the
+    tiered partition (:class:`kafkasim.tiering.segments.TieredLog`): roll by ``segment.bytes``/``segment.ms``; when the
     leader's broker runs its retention check (``log.retention.check.interval.ms``,
-    :attr:`kafkasim.engine.Engine.retention_due`), copied segments past local retention leave the local log.
+    :attr:`kafkasim.physics.engine.Engine.retention_due`), copied segments past local retention leave the local log.
     Copies and remote deletes happen only when the partition's own remote log manager task runs
-    (:class:`kafkasim.rlm_tasks.TaskSchedule`: every ``remote.log.manager.task.interval.ms`` of the leader,
+    (:class:`kafkasim.tiering.rlm_tasks.TaskSchedule`: every ``remote.log.manager.task.interval.ms`` of the leader,
     default 30 s, fixed delay; a new leader's task runs at once, as Kafka's ``scheduleWithFixedDelay(task, 0,
     interval)``; a partition that becomes tiered runs first at a seeded phase of its own): a run turns the
     copied segments past retention into a *delete job* and every closed segment not copied yet (its end below
     the high watermark), oldest first, into copy jobs (epoch = the partition's leader epoch then), each segment
     when the leader's copy quota allows (KIP-956 ``remote.log.manager.copy.max.bytes.per.second``, unset:
-    unlimited; :class:`kafkasim.rlm_tasks.CopyQuota`) — a run waiting for the quota continues in later ticks.
+    unlimited; :class:`kafkasim.tiering.rlm_tasks.CopyQuota`) — a run waiting for the quota continues in later ticks.
     So, as under KIP-405, between two runs closed segments stay local only and the remote log grows past its
     limits.  After each tick and run the engine's ``size`` of the partition is set to its **local** bytes (what
     DescribeLogDirs reports, what a move copies, what Guardian's executor estimates from) and its log start
@@ -35,7 +35,7 @@ Method
     the deposed leader that reaches Guardian afterwards is refused (``FAILED_PRECONDITION``): counted in
     ``stats["fenced"]``, never applied.  Kafka's tiered-storage meters and gauges (copy/fetch/delete requests,
     bytes and errors; copy and delete lag; remote log size) are marked and recorded on the leader where and when
-    Kafka's ``RemoteLogManager`` does (:mod:`kafkasim.tiered_metrics`); the exporters render them.
+    Kafka's ``RemoteLogManager`` does (:mod:`kafkasim.tiering.tiered_metrics`); the exporters render them.
     When a reassignment adds a replica, the worker asks
     ``LocalStartFetchOffset(local log start, log end, ingress offsets/s, follower_tail_s)``; the local bytes
     below that offset count as already held by the new replica (its DescribeLogDirs size is the bytes it
@@ -72,14 +72,14 @@ import grpc
 import numpy as np
 import numpy.typing as npt
 
-from kafkasim import configs as kc
-from kafkasim import model as m
-from kafkasim.configs import REMOTE_LOG_TASK, interval_s
-from kafkasim.model import Cluster, Partition, SimError, Topic
-from kafkasim.records import split_batches, synthetic_batch
-from kafkasim.remote_store import LocalDirStore, RemoteStore
-from kafkasim.rlm_tasks import CopyQuota, TaskSchedule
-from kafkasim.segments import (
+from kafkasim.cluster import configs as kc
+from kafkasim.cluster import model as m
+from kafkasim.cluster.configs import REMOTE_LOG_TASK, interval_s
+from kafkasim.cluster.model import Cluster, Partition, SimError, Topic
+from kafkasim.cluster.records import split_batches, synthetic_batch
+from kafkasim.tiering.remote_store import LocalDirStore, RemoteStore
+from kafkasim.tiering.rlm_tasks import CopyQuota, TaskSchedule
+from kafkasim.tiering.segments import (
     COPIED,
     COPYING,
     DELETING,
@@ -90,10 +90,10 @@ from kafkasim.segments import (
     retention_limit,
     slice_batches,
 )
-from kafkasim.tiered_metrics import TieredMetrics
+from kafkasim.tiering.tiered_metrics import TieredMetrics
 from tiered.client import COPY_FINISHED, COPY_STARTED, DELETE_FINISHED, DELETE_STARTED, TieredClient
 
-log = logging.getLogger("kafkasim.tiered")
+log = logging.getLogger("kafkasim.tiering.tiered")
 PKey = tuple[str, uuid.UUID, int]
 MAX_SEGMENTS_PER_JOB = 500  # events per group (the service takes up to 1000)
 
@@ -235,7 +235,8 @@ class TieredManager:
         self._cache: collections.OrderedDict[str, list[Batch]] = collections.OrderedDict()
         self.stats: dict[str, int] = collections.defaultdict(int)
         self.metrics = TieredMetrics()
-        """The brokers' tiered-storage meters and gauges (:mod:`kafkasim.tiered_metrics`), rendered by the exporters."""
+        """The brokers' tiered-storage meters and gauges (:mod:`kafkasim.tiering.tiered_metrics`), rendered by the
+        exporters."""
         self.engine.tiered_metrics = self.metrics
         self._leaders: dict[PKey, int] = {}
         """The leader each partition's gauge values were last recorded on (dropped there when it changes)."""
@@ -352,7 +353,7 @@ class TieredManager:
             lg = self.logs[key] = TieredLog.from_history(start, end, float(f["size"][s]), list(p.batches), bytes_in,
                                                          t, seg_bytes, rate, p.leader_epoch)
             # the partition's task: its first run at the partition's seeded phase after the tiering began (the
-            # tick's start), then every interval (see kafkasim.rlm_tasks for why not at once)
+            # tick's start), then every interval (see kafkasim.tiering.rlm_tasks for why not at once)
             phase = self.tasks.phase(f"{cl.name}/{topic.name}/{p.index}")
             self.tasks.start(key, t - dt + phase * self._interval(cl, p))
         leader_ok = p.leader >= 0 and cl.brokers[p.leader].alive

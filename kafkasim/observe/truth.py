@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from kafkasim.engine import Engine
-    from kafkasim.scenario import Federation
+    from kafkasim.physics.engine import Engine
+    from kafkasim.scenarios.scenario import Federation
 
 
 class LoadHistory:

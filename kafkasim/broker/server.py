@@ -1,11 +1,11 @@
 """asyncio servers: one Kafka listener and one or two ``/metrics`` listeners per broker, a control
 API, and the tick loop that advances the physics (optionally faster than real time).
 
-Kafka listeners speak what :class:`~kafkasim.security.SecurityConfig` says (PLAINTEXT by default;
-SSL, SASL_PLAINTEXT, SASL_SSL).  Metrics follow :class:`~kafkasim.exporters.MetricsConfig`: by
+Kafka listeners speak what :class:`~kafkasim.broker.security.SecurityConfig` says (PLAINTEXT by default;
+SSL, SASL_PLAINTEXT, SASL_SSL).  Metrics follow :class:`~kafkasim.observe.exporters.MetricsConfig`: by
 default realistic, a JMX exporter (closed while its broker is dead) and a node_exporter per broker,
 stock names only, optionally https with basic auth; on request the legacy single endpoint
-(:func:`kafkasim.metrics.render_broker`).
+(:func:`kafkasim.observe.metrics.render_broker`).
 
 Control API (JSON over HTTP on ``control_url``)::
 
@@ -20,10 +20,10 @@ Control API (JSON over HTTP on ``control_url``)::
                                       "log": [{"seq", "sim_time", "topic", "partition", "replicas",
                                       "effect", "client_id", "broker"}] (seq > since), "counts":
                                       {"topic:partition": {"submitted", "cancelled", <effect>: n}}}
-    GET  /groups?cluster=NAME         consumer groups (kafkasim.groups): {"cluster", "sim_time", "groups":
+    GET  /groups?cluster=NAME         consumer groups (kafkasim.broker.groups): {"cluster", "sim_time", "groups":
                                       {id: {"kind": tail|lagging|real, "state", "coordinator", "members",
                                       "offsets": {"topic:partition": committed}, "lag": {... LEO - committed}}}}
-    GET  /network                     leased lines (kafkasim.network): capacity, demand, bytes/s by kind, util,
+    GET  /network                     leased lines (kafkasim.physics.network): capacity, demand, bytes/s by kind, util,
                                       latency, byte totals per line ({"idcs": [], "lines": []}; 404 without a network)
     GET  /gateway/IDC/metrics         node_exporter text of IDC's gateway host: node_network_{transmit,receive}_
                                       bytes_total, node_network_speed_bytes, node_network_up per device ll-<peer>
@@ -59,20 +59,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kafkasim import model as m
-from kafkasim.audit import AuditSink
-from kafkasim.configs import BROKER_STATIC_KEYS, check_static_config
-from kafkasim.exporters import MetricsConfig, render_jmx, render_node
-from kafkasim.httpd import BasicAuth, HttpError, Route, http_serve
-from kafkasim.metrics import render_broker
-from kafkasim.model import Broker, Cluster
-from kafkasim.network import render_gateway
-from kafkasim.protocol import Handler, fetch_audit
-from kafkasim.realistic import hardware_profile, rack_to_idc
-from kafkasim.scenario import Federation
-from kafkasim.security import SaslGate, SecurityConfig
-from kafkasim.truth import LoadHistory, snapshot_of
-from kafkasim.wire import (
+from kafkasim.broker.httpd import BasicAuth, HttpError, Route, http_serve
+from kafkasim.broker.protocol import Handler, fetch_audit
+from kafkasim.broker.security import SaslGate, SecurityConfig
+from kafkasim.broker.wire import (
     REGISTRY,
     SUPPORTED,
     ReqContext,
@@ -83,9 +73,19 @@ from kafkasim.wire import (
     minimal_error_frame,
     peek_header,
 )
+from kafkasim.cluster import model as m
+from kafkasim.cluster.configs import BROKER_STATIC_KEYS, check_static_config
+from kafkasim.cluster.model import Broker, Cluster
+from kafkasim.observe.audit import AuditSink
+from kafkasim.observe.exporters import MetricsConfig, render_jmx, render_node
+from kafkasim.observe.metrics import render_broker
+from kafkasim.observe.truth import LoadHistory, snapshot_of
+from kafkasim.physics.network import render_gateway
+from kafkasim.scenarios.realistic import hardware_profile, rack_to_idc
+from kafkasim.scenarios.scenario import Federation
 
 if TYPE_CHECKING:
-    from kafkasim.tiered import TieredManager
+    from kafkasim.tiering.tiered import TieredManager
 
 FAILED_AUTH_CLOSE_DELAY_S = 0.1
 """Kafka's ``connection.failed.authentication.delay.ms`` default: the close follows a failed login by 100 ms."""
@@ -215,7 +215,7 @@ class SimServer:
 
         Realistic metrics (the default): per broker only ``id``, its listener's ``host`` and ``port`` and
         ``metrics`` (a list of ``{"kind", "url"}``), and per cluster what an operator declares — the
-        ``rack_to_idc`` rule and the ``hardware`` profile (see :mod:`kafkasim.realistic`); IDC, rack and
+        ``rack_to_idc`` rule and the ``hardware`` profile (see :mod:`kafkasim.scenarios.realistic`); IDC, rack and
         pool are not in it."""
         out: dict[str, Any] = {"format": "kafkasim.endpoints/v1",
                                "control_url": f"http://{self.host}:{self.control_port}", "clusters": {}}

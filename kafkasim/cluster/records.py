@@ -17,9 +17,9 @@ import struct
 from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c
 
-from kafkasim import model as m
-from kafkasim.epochs import epoch_at
-from kafkasim.model import Cluster, Partition, SimError
+from kafkasim.cluster import model as m
+from kafkasim.cluster.epochs import epoch_at
+from kafkasim.cluster.model import Cluster, Partition, SimError
 
 BATCH_HEADER = 61
 

@@ -8,21 +8,21 @@ Goal
 
 Method
     :class:`RetentionClock` keeps, per broker (the engine's broker index), its interval (seconds, from its
-    read-only configs, :func:`kafkasim.configs.interval_s`) and the simulated time of its next check.
+    read-only configs, :func:`kafkasim.cluster.configs.interval_s`) and the simulated time of its next check.
     :meth:`RetentionClock.sync` runs on every engine rebuild: a new broker, a changed interval or a broker
-    back from the dead (its :attr:`~kafkasim.model.Broker.revivals` counted up, so that a kill and revive
+    back from the dead (its :attr:`~kafkasim.cluster.model.Broker.revivals` counted up, so that a kill and revive
     between two rebuilds counts too) starts its schedule at ``now + interval`` (Kafka's extra 30 s delay
     before the first check after start-up is not modelled). :meth:`RetentionClock.due` is asked once per tick: the alive
     brokers whose next check falls within the tick run it, and their next check moves on by whole
     intervals (a fixed-rate schedule, as Kafka's scheduler; intervals shorter than a tick run once per tick).
     The engine applies the retention of the elapsed time since a partition's last check
-    (:meth:`kafkasim.engine.Engine.step`), so a check every interval removes what the continuous model
+    (:meth:`kafkasim.physics.engine.Engine.step`), so a check every interval removes what the continuous model
     would have removed over that interval.
     Tiered topics (KIP-405) keep two schedules, as Kafka does: local retention (``local.retention.ms/bytes``,
     copied segments only) runs at the same retention check, and remote segments past ``retention.ms/bytes``
     are deleted (and closed segments copied) by the remote log manager's task of the partition's leader, every
     ``remote.log.manager.task.interval.ms`` (default 30000 ms) on a schedule of each partition's own
-    (:mod:`kafkasim.rlm_tasks`, as Kafka schedules that task per partition when it becomes leader).
+    (:mod:`kafkasim.tiering.rlm_tasks`, as Kafka schedules that task per partition when it becomes leader).
 
 Guarantee
     A broker never checks before ``interval`` has passed since its schedule started or since its previous
@@ -38,8 +38,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from kafkasim.configs import RETENTION_CHECK, interval_s
-from kafkasim.model import Broker
+from kafkasim.cluster.configs import RETENTION_CHECK, interval_s
+from kafkasim.cluster.model import Broker
 
 F64 = npt.NDArray[np.float64]
 BOOL = npt.NDArray[np.bool_]

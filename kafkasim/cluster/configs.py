@@ -73,9 +73,9 @@ or a restart may change (``POST /fault/revive-broker`` with ``configs``); each i
 never names a preferred read replica (KIP-392), whatever ``client.rack`` a consumer sends.
 ``log.retention.check.interval.ms`` (default 300000, at least 1): how often a broker's retention deletes what
 ``retention.ms`` / ``retention.bytes`` allow, and for tiered topics what ``local.retention.ms/bytes`` allow of
-the local log (:mod:`kafkasim.retention`). ``remote.log.manager.task.interval.ms`` (default 30000, at least 1):
+the local log (:mod:`kafkasim.cluster.retention`). ``remote.log.manager.task.interval.ms`` (default 30000, at least 1):
 how often the remote log manager's task of a tiered partition's leader copies closed segments and deletes remote
-segments past ``retention.ms/bytes`` (KIP-405; one schedule per partition: :mod:`kafkasim.rlm_tasks`)."""
+segments past ``retention.ms/bytes`` (KIP-405; one schedule per partition: :mod:`kafkasim.tiering.rlm_tasks`)."""
 INTERVAL_KEYS = (RETENTION_CHECK, REMOTE_LOG_TASK)
 """Read-only broker configs that are an interval in milliseconds (an integer >= 1)."""
 
