@@ -23,7 +23,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,analytics,plots]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,analytics,plots,sim]'
 	$(BIN)/python -c "import tiered.proto"  # generate the gRPC/protobuf code from tiered/proto/*.proto
 	@touch $(STAMP)
 

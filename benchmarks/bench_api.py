@@ -25,7 +25,7 @@ import httpx
 from benchmarks.common import write_result
 from controlplane.launcher import ServiceCluster
 from domain import dump_snapshot
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 HEADERS: dict[str, str] = {}  # the group's admin token, set when the group starts (fresh per group)
 READS = ["/api/v1/clusters/c1", "/api/v1/plans", "/api/v1/clusters/c1/brokers", "/api/v1/throttles"]

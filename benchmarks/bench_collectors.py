@@ -49,8 +49,8 @@ from kafkaio.source import KafkaSourceOptions
 
 def serve(brokers: int, partitions: int, out: Path) -> None:
     """Child process: build and run the federation, write the endpoints file, serve until stdin closes."""
-    from kafkasim.scenario import build_federation, scale_scenario
-    from kafkasim.server import SimRunner
+    from kafkasim.broker.server import SimRunner
+    from kafkasim.scenarios.scenario import build_federation, scale_scenario
 
     t0 = time.perf_counter()
     spec = scale_scenario(clusters=1, brokers=brokers, disks=12, partitions=partitions)

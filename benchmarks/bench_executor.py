@@ -47,8 +47,8 @@ from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import parse_endpoints
-from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
+from kafkasim.scenarios.scenario import build_federation
 
 PASS_S = 5.0
 """Simulated seconds between executor passes (the service's default interval). The simulator's clock is

@@ -38,8 +38,8 @@ from typing import Any
 
 from benchmarks.common import write_result
 from controlplane.launcher import ServiceCluster, free_ports
-from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
+from kafkasim.scenarios.scenario import build_federation
 
 HEALTHY = 14
 INTERVAL_S = 10.0

@@ -44,8 +44,8 @@ def _get(url: str) -> int:
 
 def engine_only(spec: dict[str, Any], ticks: int, dt: float) -> dict[str, Any]:
     """Build the federation in-process and tick it as fast as possible."""
-    from kafkasim.metrics import render_broker
-    from kafkasim.scenario import build_federation
+    from kafkasim.observe.metrics import render_broker
+    from kafkasim.scenarios.scenario import build_federation
 
     t0 = time.perf_counter()
     fed = build_federation(spec)
@@ -131,7 +131,7 @@ def served(spec: dict[str, Any], seconds: float, speed: float, scrape_every: flo
 
 
 def main() -> int:
-    from kafkasim.scenario import scale_scenario
+    from kafkasim.scenarios.scenario import scale_scenario
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--clusters", type=int, default=3)

@@ -55,7 +55,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
 
 def run(brokers: int, seed: int) -> dict[str, Any]:
     from domain import dump_snapshot
-    from kafkasim.generator import generate_snapshot
+    from kafkasim.scenarios.generator import generate_snapshot
 
     with tempfile.TemporaryDirectory() as tmp:
         snap_path, plan_path = Path(tmp) / "snapshot.json", Path(tmp) / "plan.json"

@@ -67,7 +67,7 @@ from domain import (
     check_plan,
     summarize_plan,
 )
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import plan_leaders, plan_pool_grow, plan_rebalance
 from planners.budget_curve import budget_curve
 

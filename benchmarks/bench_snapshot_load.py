@@ -41,7 +41,7 @@ def measure(path: Path, mode: str, repeats: int = 3) -> dict[str, float]:
 
 def main() -> None:
     from domain import dump_snapshot
-    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
     spec = GeneratorSpec(brokers=1000, disks_per_broker=12, partitions=100_000, seed=1,
                          idcs=("idc-a", "idc-b", "idc-c"))

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.throttle_scenario import HOT_PARTITION, ThrottleScenario  # noqa: E402
+from tests.support.throttle_scenario import HOT_PARTITION, ThrottleScenario  # noqa: E402
 
 SEED = 11
 STEPS = 60

@@ -50,8 +50,8 @@ CLUSTER = "c1"
 
 
 def _sim_process(q: Any, stop: Any) -> None:
-    from kafkasim.scenario import build_federation
-    from kafkasim.server import SimRunner
+    from kafkasim.broker.server import SimRunner
+    from kafkasim.scenarios.scenario import build_federation
 
     spec = {"seed": 1, "speed": 1.0, "tick_seconds": 1.0, "clusters": [
         {"name": "meta", "brokers": [{"count": 1, "idcs": ["a"], "racks_per_idc": 1, "memory_gb": 16,

@@ -29,10 +29,10 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from benchmarks.common import write_result
 from controlplane.launcher import ServiceCluster
-from kafkasim.scenario import build_federation
-from kafkasim.segments import COPIED
-from kafkasim.server import SimRunner
-from kafkasim.tiered import TieredManager, TieredSettings, kafka_topic_id
+from kafkasim.broker.server import SimRunner
+from kafkasim.scenarios.scenario import build_federation
+from kafkasim.tiering.segments import COPIED
+from kafkasim.tiering.tiered import TieredManager, TieredSettings, kafka_topic_id
 from tiered.client import TieredClient
 
 CLUSTER = "bench"

@@ -36,10 +36,10 @@ from collectors.build.state import BrokerBook, DiskBook, GroupBook, Holds, PartH
 from collectors.completeness import Coverage
 from collectors.history import RingWindow
 from collectors.rates import DropLog, VectorCounterTracker
-from collectors.scrape import RoundResult
+from collectors.scraped import RoundResult
 from domain import ClusterSnapshot
 from kafkaio.endpoints import ClusterEndpoints
-from kafkaio.source import KafkaState
+from kafkaio.types import KafkaState
 
 __all__ = ["PLACEHOLDER_DIR", "WANTED_METRICS", "Collected", "CopyInFlight", "LoadModel", "ModelConfig",
            "PartitionDetail"]

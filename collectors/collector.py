@@ -21,16 +21,24 @@ from typing import Any
 
 from collectors.builder import WANTED_METRICS, Collected, LoadModel, ModelConfig
 from collectors.promtext import Payload, parse_fast
-from collectors.scrape import RoundResult, Scraper
+from collectors.scrape import Scraper
+from collectors.scraped import RoundResult
 from kafkaio.endpoints import ClusterEndpoints
-from kafkaio.errors import KafkaSourceError
-from kafkaio.source import KafkaSource, KafkaSourceOptions, KafkaState
+from kafkaio.errors import KafkaAuthError, KafkaSourceError
+from kafkaio.port import BulkReader
+from kafkaio.source import KafkaSource, KafkaSourceOptions
+from kafkaio.types import KafkaState
 
 log = logging.getLogger("guardian.collectors")
 
 
 class CollectionError(Exception):
-    """A round produced no snapshot (cluster metadata unreadable)."""
+    """A round produced no snapshot (cluster metadata unreadable); ``auth`` when the cluster refused Guardian's
+    credentials or TLS trust settings (retrying does not help)."""
+
+    def __init__(self, message: str, auth: KafkaAuthError | None = None) -> None:
+        super().__init__(message)
+        self.auth = auth
 
 
 def _parser(text: str) -> Payload:
@@ -38,14 +46,17 @@ def _parser(text: str) -> Payload:
 
 
 class ClusterCollector:
-    """Collects one cluster; reuses one admin client and one :class:`LoadModel` across rounds."""
+    """Collects one cluster; reuses one admin client and one :class:`LoadModel` across rounds.
+
+    ``source`` is any :class:`~kafkaio.port.BulkReader` (default: a :class:`~kafkaio.source.KafkaSource` owning a
+    connection to ``endpoints``; the tests' :class:`~kafkaio.fake_source.FakeBulkReader`)."""
 
     def __init__(self, endpoints: ClusterEndpoints, config: ModelConfig | None = None,
                  source_options: KafkaSourceOptions | None = None, scrape_timeout_s: float = 5.0,
-                 concurrency: int = 256, source: KafkaSource | None = None, full_admin_every: int = 6) -> None:
+                 concurrency: int = 256, source: BulkReader | None = None, full_admin_every: int = 6) -> None:
         self.endpoints = endpoints
         self.model = LoadModel(endpoints, config)
-        self.source = source or KafkaSource.for_endpoints(endpoints, source_options)
+        self.source: BulkReader = source or KafkaSource.for_endpoints(endpoints, source_options)
         self.scrape_timeout_s = scrape_timeout_s
         self.concurrency = concurrency
         self._scraper = Scraper(concurrency, _parser)  # its connections are kept alive between rounds
@@ -108,7 +119,7 @@ class ClusterCollector:
         try:
             state = fut.result()
         except KafkaSourceError as exc:
-            raise CollectionError(str(exc)) from None
+            raise CollectionError(str(exc), exc if isinstance(exc, KafkaAuthError) else None) from None
         t_admin = state.duration_s
         self.last_state = state
         collected = self.model.build(state, scrape)

@@ -29,50 +29,17 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from collectors.promtext import Payload, PayloadError, check_payload, parse_fast
+from collectors.scraped import RoundResult, ScrapeResult
 from kafkaio.endpoints import MetricsEndpoint
 
 MAX_BODY = 64 * 1024 * 1024
 T = TypeVar("T")
-
-
-@dataclass
-class ScrapeResult:
-    """What one endpoint returned in one round."""
-
-    url: str
-    payload: Payload | None = None
-    error: str | None = None
-    status: int = 0
-    nbytes: int = 0
-    started: float = 0.0  # time.monotonic() when the request started
-    received: float = 0.0  # time.monotonic() when the body was complete
-    fetch_s: float = 0.0
-    parse_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        """True when a usable payload was parsed."""
-        return self.payload is not None and self.error is None
-
-
-@dataclass
-class RoundResult:
-    """All endpoints of one round."""
-
-    results: dict[str, ScrapeResult] = field(default_factory=dict)
-    wall_s: float = 0.0
-
-    @property
-    def failed(self) -> dict[str, str]:
-        """url -> error for the endpoints that gave no usable payload."""
-        return {u: r.error or "no payload" for u, r in self.results.items() if not r.ok}
 
 
 class HttpFetchError(Exception):

@@ -45,10 +45,10 @@ from controlplane.picture import disk_utils, measured_utils, plot_before_after
 from controlplane.report import snapshot_table
 from controlplane.state.state import ACTIVE_EXECUTION
 from domain import ClusterSnapshot, DiskKind, pool_stats, snapshot_to_dict
-from kafkasim.generator import GeneratorSpec, generate_snapshot
-from kafkasim.realistic import operator_endpoints, prepare
-from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.realistic import operator_endpoints, prepare
+from kafkasim.scenarios.scenario import build_federation
 from planners.disk_balance import BalanceOptions
 
 ROOT = Path(__file__).resolve().parents[1]

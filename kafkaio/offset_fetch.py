@@ -28,8 +28,6 @@ Cost: O(groups + topics) Python plus O(partitions) C/numpy: 40,000 partitions in
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,83 +35,12 @@ import numpy.typing as npt
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
 from kafkaio.connection import _RawHeader
-
-I32 = npt.NDArray[np.int32]
-I64 = npt.NDArray[np.int64]
+from kafkaio.group_types import GroupOffsets
 
 ROW = np.dtype([("p", ">i4"), ("o", ">i8"), ("e", ">i4"), ("m", "u1"), ("err", ">i2"), ("tags", "u1")])
 """A partition of a v8+ response whose metadata is empty (or null) and that has no tagged fields: 20 bytes."""
 FAST_VERSIONS = (8, 9)
 """Versions :func:`decode_offset_fetch` reads itself (v10 names topics by id)."""
-
-
-@dataclass(frozen=True, eq=False)
-class GroupOffsets:
-    """Committed offsets of consumer groups: row ``k`` is group ``groups[group[k]]``, topic
-    ``topics[topic[k]]``, partition ``partition[k]`` at ``offset[k]`` (Kafka answers a partition once per group).
-
-    ``groups`` lists every group read without error, those with no committed offset included.
-    """
-
-    groups: list[str]
-    topics: list[str]
-    group: I32
-    topic: I32
-    partition: I32
-    offset: I64
-
-    def __len__(self) -> int:
-        return len(self.offset)
-
-    @classmethod
-    def empty(cls) -> GroupOffsets:
-        """No group, no offset."""
-        z = np.zeros(0, dtype=np.int32)
-        return cls([], [], z, z, z, np.zeros(0, dtype=np.int64))
-
-    @classmethod
-    def from_mapping(cls, offsets: Mapping[str, Mapping[tuple[str, int], int]]) -> GroupOffsets:
-        """From ``group -> {(topic, partition): offset}`` (rows in the mapping's order)."""
-        topics: dict[str, int] = {}
-        g: list[int] = []
-        t: list[int] = []
-        p: list[int] = []
-        o: list[int] = []
-        for gi, offs in enumerate(offsets.values()):
-            for (name, part), off in offs.items():
-                g.append(gi)
-                t.append(topics.setdefault(name, len(topics)))
-                p.append(part)
-                o.append(off)
-        return cls(list(offsets), list(topics), np.asarray(g, dtype=np.int32), np.asarray(t, dtype=np.int32),
-                   np.asarray(p, dtype=np.int32), np.asarray(o, dtype=np.int64))
-
-    def as_dict(self) -> dict[str, dict[tuple[str, int], int]]:
-        """``group -> {(topic, partition): offset}`` (every group of :attr:`groups`)."""
-        out: dict[str, dict[tuple[str, int], int]] = {g: {} for g in self.groups}
-        for g, t, p, o in zip(self.group.tolist(), self.topic.tolist(), self.partition.tolist(), self.offset.tolist(),
-                              strict=True):
-            out[self.groups[g]][(self.topics[t], p)] = o
-        return out
-
-    @classmethod
-    def concat(cls, parts: Sequence[GroupOffsets]) -> GroupOffsets:
-        """One table of several (groups and topics renumbered; a group in two parts is listed twice)."""
-        parts = [x for x in parts if x.groups]
-        if not parts:
-            return cls.empty()
-        if len(parts) == 1:
-            return parts[0]
-        groups: list[str] = []
-        topics: dict[str, int] = {}
-        gs, ts = [], []
-        for x in parts:
-            gs.append(x.group + len(groups))
-            groups.extend(x.groups)
-            remap = np.asarray([topics.setdefault(name, len(topics)) for name in x.topics], dtype=np.int32)
-            ts.append(remap[x.topic] if len(x.topic) else x.topic)
-        return cls(groups, list(topics), np.concatenate(gs).astype(np.int32), np.concatenate(ts).astype(np.int32),
-                   np.concatenate([x.partition for x in parts]), np.concatenate([x.offset for x in parts]))
 
 
 class RawOffsetFetchRequest(OffsetFetchRequest, init=False):  # type: ignore[call-arg]

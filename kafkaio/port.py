@@ -1,15 +1,17 @@
-"""The Kafka port: everything Guardian asks of a live cluster, as one small ``Protocol``.
+"""The Kafka ports: everything Guardian asks of a live cluster, as small ``Protocol`` s.
 
 Goal: one edge to Kafka with one client lifecycle per cluster, so that the executor, throttle
 protection and the collectors never open their own clients, and so that every loop's edge cases
 (stale metadata, failed config apply, partial submission, a broker that times out) can be unit
 tested against :mod:`kafkaio.fake` in milliseconds.
 
-Method: the port speaks plain data (the records of :mod:`kafkaio.types`, keyed by
-``(topic, partition)``); the real adapter is :class:`kafkaio.admin.KafkaAdmin` over kafka-python, the
-fake is an in-memory cluster. Reads raise :class:`kafkaio.errors.AdminError` when the cluster cannot be
-read at all; writes return a per-item error map (``None`` = accepted) so a partial submission is visible
-item by item.
+Method: :class:`KafkaCluster` (the executor and the levers), :class:`GroupReader` (throttle protection) and
+:class:`BulkReader` (the collectors: one read of everything per round; real adapter
+:class:`kafkaio.source.KafkaSource`, fake :class:`kafkaio.fake_source.FakeBulkReader`). The ports speak plain
+data (the records of :mod:`kafkaio.types`, keyed by ``(topic, partition)``); the real adapter of the first two is
+:class:`kafkaio.admin.KafkaAdmin` over kafka-python, the fake an in-memory cluster. Reads raise
+:class:`kafkaio.errors.AdminError` when the cluster cannot be read at all; writes return a per-item error map
+(``None`` = accepted) so a partial submission is visible item by item.
 
 Guarantee: callers cannot tell the adapters apart (the same contract tests run against both).
 Cost: one request per call (per-broker requests go out concurrently in the real adapter).
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from kafkaio.types import TP, ConfigEntry, GroupDescription, LiveCluster, LogRead, ReplicaDir
+from kafkaio.types import TP, ConfigEntry, GroupDescription, KafkaState, LiveCluster, LogRead, ReplicaDir
 
 
 class KafkaCluster(Protocol):
@@ -112,3 +114,23 @@ class GroupReader(Protocol):
         client id, host and decoded assignment; a group Kafka could not describe carries its answer in
         ``error``. Raises :class:`~kafkaio.errors.AdminError` when the cluster cannot be asked at all."""
         ...
+
+
+class BulkReader(Protocol):
+    """The collectors' port: one bulk read of a cluster per round (metadata, reassignments, log dirs, configs,
+    quotas, groups' offsets) into a :class:`~kafkaio.types.KafkaState`.
+
+    A partial read (``full=False``) re-reads the log dirs and configs of ``refresh_brokers`` / ``refresh_topics``
+    and of whatever changed since ``previous``, and carries the rest over (:mod:`kafkaio.refresh`). Failures of
+    single requests are recorded in :attr:`KafkaState.errors`; only unreadable metadata fails the read, with
+    :class:`~kafkaio.errors.KafkaSourceError`."""
+
+    bootstrap_servers: str
+
+    def fetch(self, full: bool = True, previous: KafkaState | None = None, refresh_brokers: Iterable[int] = (),
+              refresh_topics: Iterable[str] = ()) -> KafkaState:
+        """Read the cluster's current state."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection if the reader owns it (idempotent)."""

@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kafkaio.connection import _RawBody
-from kafkaio.offset_fetch import GroupOffsets
+from kafkaio.group_types import TP, ShareGroup, ShareMember, SharePartitionOffset
 
 SHARE_GROUP_DESCRIBE = 77
 """API key of ShareGroupDescribe (KIP-932)."""
@@ -50,91 +50,6 @@ OFFSETS_VERSIONS = (0, 1)
 """DescribeShareGroupOffsets versions read here (v1, Kafka 4.2, adds the share-partition lag)."""
 SHARE_GROUP_TYPE = "share"
 """ListGroups' ``GroupType`` (v5+) of a share group."""
-
-TP = tuple[str, int]
-
-
-# ------------------------------------------------------------------------------------------------ records
-@dataclass(frozen=True, slots=True)
-class ShareMember:
-    """One member of a share group (ShareGroupDescribe): the client id its quota is set on, and the partitions the
-    group's assignor gave it (several members may hold the same partition)."""
-
-    member_id: str
-    client_id: str
-    client_host: str
-    rack: str | None
-    member_epoch: int
-    subscribed: tuple[str, ...]
-    assignment: tuple[TP, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SharePartitionOffset:
-    """One share-partition of a group (DescribeShareGroupOffsets): its start offset (``None`` when not initialised
-    or answered with an error), the leader epoch the share coordinator recorded, and the broker's own lag (v1,
-    Kafka 4.2; ``None`` where not reported)."""
-
-    topic: str
-    partition: int
-    start_offset: int | None
-    leader_epoch: int
-    lag: int | None
-    error_code: int = 0
-    error_message: str | None = None
-
-
-@dataclass(frozen=True)
-class ShareGroup:
-    """A share group as one read saw it: state, members and share-partition start offsets."""
-
-    group_id: str
-    state: str = ""
-    group_epoch: int = -1
-    assignment_epoch: int = -1
-    assignor: str = ""
-    members: tuple[ShareMember, ...] = ()
-    offsets: Mapping[TP, SharePartitionOffset] = field(default_factory=dict)
-    error_code: int = 0
-    error_message: str | None = None
-    offsets_error: str | None = None
-    """Why the start offsets could not be read (the group-level error of DescribeShareGroupOffsets), if so."""
-
-    def members_of(self, tp: TP) -> tuple[ShareMember, ...]:
-        """The members assigned ``tp`` (sorted by client id, then member id)."""
-        return tuple(sorted((m for m in self.members if tp in m.assignment), key=lambda m: (m.client_id, m.member_id)))
-
-    def assigned_partitions(self) -> list[TP]:
-        """Every partition some member is assigned, sorted."""
-        return sorted({tp for m in self.members for tp in m.assignment})
-
-    def start_offset(self, tp: TP) -> int | None:
-        """The SPSO of ``tp`` (``None`` when unknown)."""
-        o = self.offsets.get(tp)
-        return None if o is None else o.start_offset
-
-
-def share_positions(groups: Mapping[str, ShareGroup]) -> GroupOffsets:
-    """Every share group's position on each of its partitions — its SPSO, one row per (group, partition) however
-    many members fetch it — in the collectors' column form (rows of a group in topic order)."""
-    table: dict[str, dict[TP, int]] = {}
-    for gid in sorted(groups):
-        g = groups[gid]
-        rows = {tp: o.start_offset for tp, o in sorted(g.offsets.items()) if o.start_offset is not None}
-        if rows:
-            table[gid] = rows
-    return GroupOffsets.from_mapping(table)
-
-
-def members_by_partition(groups: Mapping[str, ShareGroup]) -> dict[TP, dict[str, tuple[str, ...]]]:
-    """``(topic, partition) -> {share group -> client ids of the members assigned it (sorted, distinct)}``."""
-    out: dict[TP, dict[str, tuple[str, ...]]] = {}
-    for gid in sorted(groups):
-        g = groups[gid]
-        for tp in g.assigned_partitions():
-            out.setdefault(tp, {})[gid] = tuple(sorted({m.client_id for m in g.members_of(tp)}))
-    return out
-
 
 # ------------------------------------------------------------------------------------------------ wire format
 class _Writer:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -52,92 +52,13 @@ from domain.throttles import BROKER_THROTTLE_KEYS, CAPABILITY_KEYS, TOPIC_THROTT
 from kafkaio.connection import KafkaConnection, _RawBody, know_brokers
 from kafkaio.endpoints import ClusterEndpoints
 from kafkaio.errors import KafkaAuthError, KafkaSourceError
-from kafkaio.offset_fetch import GroupOffsets, RawOffsetFetchRequest, decode_offset_fetch, offsets_of_response
-from kafkaio.share_groups import SHARE_GROUP_TYPE, ShareGroup, read_share_groups
-from kafkaio.types import NO_LEADER, BrokerMeta, LogDirMeta, PartitionMeta, Reassignment, ReplicaDir
+from kafkaio.group_types import GroupOffsets
+from kafkaio.offset_fetch import RawOffsetFetchRequest, decode_offset_fetch, offsets_of_response
+from kafkaio.refresh import carry_over, details_age, details_to_read
+from kafkaio.share_groups import SHARE_GROUP_TYPE, read_share_groups
+from kafkaio.types import NO_LEADER, BrokerMeta, KafkaState, LogDirMeta, PartitionMeta, Reassignment, ReplicaDir
 
 log = logging.getLogger("guardian.collectors.kafka")
-
-THROTTLE_BROKER_KEYS = BROKER_THROTTLE_KEYS
-THROTTLE_TOPIC_KEYS = TOPIC_THROTTLE_KEYS
-
-
-@dataclass
-class KafkaState:
-    """Everything one admin round learned about a cluster."""
-
-    cluster_id: str | None
-    controller_id: int | None
-    brokers: dict[int, BrokerMeta]
-    partitions: dict[tuple[str, int], PartitionMeta]
-    internal_topics: set[str] = field(default_factory=set)
-    log_dirs: dict[int, dict[str, LogDirMeta]] = field(default_factory=dict)
-    reassignments: dict[tuple[str, int], Reassignment] = field(default_factory=dict)
-    broker_configs: dict[int, dict[str, str]] = field(default_factory=dict)
-    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    quotas: list[dict[str, Any]] = field(default_factory=list)
-    errors: dict[str, str] = field(default_factory=dict)
-    fetched_at: float = 0.0  # time.time()
-    duration_s: float = 0.0
-    full: bool = True
-    """False when some log dirs or configs were carried over from earlier rounds."""
-    details_age_s: float = 0.0
-    """Age of the oldest log-dir listing of an alive broker (0 when every one was read this round)."""
-    log_dirs_at: dict[int, float] = field(default_factory=dict)
-    """broker -> time.time() its log dirs and broker configs were read."""
-    log_dirs_fresh: set[int] = field(default_factory=set)
-    """Brokers whose log dirs were read in this round."""
-    futures_by_broker: dict[int, list[tuple[int, str, tuple[str, int], int]]] = field(default_factory=dict)
-    group_offsets: GroupOffsets = field(default_factory=GroupOffsets.empty)
-    """Consumer groups' committed offsets, as columns (read this round when :attr:`group_offsets_fresh`)."""
-    group_offsets_fresh: bool = False
-    groups_listed: int = 0
-    """Consumer groups the last ListGroups found (before the ``groups_max`` cap)."""
-    share_groups: dict[str, ShareGroup] = field(default_factory=dict)
-    """KIP-932 share groups (members, assignments, share-partition start offsets), read with the consumer groups'
-    offsets (:mod:`kafkaio.share_groups`)."""
-
-    @property
-    def futures(self) -> list[tuple[int, str, tuple[str, int], int]]:
-        """In-flight intra-broker moves: (broker, destination log dir, partition, bytes copied)."""
-        return [f for b in sorted(self.futures_by_broker) for f in self.futures_by_broker[b]]
-
-    @property
-    def topics(self) -> list[str]:
-        """Topic names, sorted."""
-        return sorted({t for t, _ in self.partitions})
-
-    def replica_dir(self, broker: int, topic: str, partition: int) -> str | None:
-        """The (non-future) log dir of a replica, or None when unknown."""
-        for path, d in self.log_dirs.get(broker, {}).items():
-            r = d.replicas.get((topic, partition))
-            if r is not None and not r.is_future:
-                return path
-        return None
-
-    def offline_log_dirs(self) -> dict[int, list[str]]:
-        """Log dirs of alive brokers that DescribeLogDirs answered with an error (KAFKA_STORAGE_ERROR: the
-        disk failed, KIP-112), as last read: broker -> sorted paths."""
-        return {b: sorted(p for p, d in dirs.items() if d.error_code) for b, dirs in sorted(self.log_dirs.items())
-                if b in self.brokers and any(d.error_code for d in dirs.values())}
-
-    def offline_replicas(self) -> dict[str, list[int]]:
-        """``topic-partition`` -> replicas Metadata lists offline although their broker is alive (on a failed
-        log dir); replicas of dead brokers are not repeated here."""
-        return {f"{t}-{p}": [b for b in pm.offline if b in self.brokers]
-                for (t, p), pm in sorted(self.partitions.items()) if any(b in self.brokers for b in pm.offline)}
-
-    def throttles(self) -> dict[str, Any]:
-        """Throttle configs currently set: broker rates and topic throttled-replica lists."""
-        return {
-            "brokers": {str(b): {k: v for k, v in cfg.items() if k in THROTTLE_BROKER_KEYS}
-                        for b, cfg in sorted(self.broker_configs.items())
-                        if any(k in THROTTLE_BROKER_KEYS for k in cfg)},
-            "topics": {t: {k: v for k, v in cfg.items() if k in THROTTLE_TOPIC_KEYS and v}
-                       for t, cfg in sorted(self.topic_configs.items())
-                       if any(k in THROTTLE_TOPIC_KEYS and v for k, v in cfg.items())},
-        }
-
 
 @dataclass
 class KafkaSourceOptions:
@@ -289,42 +210,11 @@ class KafkaSource:
                     tuple(v["replicas"]), tuple(v["adding_replicas"]), tuple(v["removing_replicas"]))
         except Exception as exc:
             state.errors["list_partition_reassignments"] = f"{type(exc).__name__}: {exc}"
-        if previous is None:
-            full = True
-        if full:
-            dir_brokers, cfg_brokers, topics = alive, alive, state.topics
-        else:
+        plan = details_to_read(state, previous, full, refresh_brokers, refresh_topics)
+        if not plan.full:
             assert previous is not None
-            want = set(refresh_brokers)
-            new_topics = set()
-            if state.partitions is not previous.partitions:
-                for key, pm in state.partitions.items():
-                    old = previous.partitions.get(key)
-                    if old is None or old.replicas != pm.replicas:
-                        want.update(pm.replicas)  # new replicas: their log dirs must be read now
-                        if old is None:
-                            new_topics.add(key[0])
-                    elif old.offline != pm.offline:  # a log dir failed (KIP-112): read its broker's dirs now
-                        want.update(set(old.offline) ^ set(pm.offline))
-            for key, ra_ in state.reassignments.items():
-                if key not in previous.reassignments:
-                    want.update(ra_.adding)
-            alive_set = set(alive)
-            dir_brokers = sorted(want & alive_set)
-            cfg_brokers = sorted(set(refresh_brokers) & alive_set)
-            topics = sorted((set(refresh_topics) | new_topics) & {t for t, _ in state.partitions})
-            state.full = False
-            # carried over for alive brokers; a broker whose re-read fails keeps its last listing (and its age)
-            state.log_dirs = {b: d for b, d in previous.log_dirs.items() if b in alive_set}
-            state.log_dirs_at = {b: at for b, at in previous.log_dirs_at.items() if b in alive_set}
-            state.futures_by_broker = {b: f for b, f in previous.futures_by_broker.items() if b in alive_set}
-            state.broker_configs = {b: c for b, c in previous.broker_configs.items() if b in alive_set}
-            live_topics = {t for t, _ in state.partitions}
-            state.topic_configs = {t: c for t, c in previous.topic_configs.items() if t in live_topics}
-            reread = {f" {b}" for b in dir_brokers}
-            state.errors.update({k: v for k, v in previous.errors.items()
-                                 if k.startswith(("describe_log_dirs broker", "describe_configs"))
-                                 and not any(k.endswith(b) for b in reread)})
+            carry_over(state, previous, plan)
+        dir_brokers, cfg_brokers, topics = plan.dir_brokers, plan.cfg_brokers, plan.topics
         if self.options.describe_log_dirs and dir_brokers:
             self._log_dirs(state, list(dir_brokers))
         if self.options.describe_configs and (cfg_brokers or topics):
@@ -339,8 +229,7 @@ class KafkaSource:
                 state.group_offsets, state.groups_listed = previous.group_offsets, previous.groups_listed
                 state.share_groups = previous.share_groups
         self._rounds += 1
-        ages = [state.log_dirs_at[b] for b in alive if b in state.log_dirs_at]
-        state.details_age_s = max(state.fetched_at - min(ages), 0.0) if ages and not state.full else 0.0
+        state.details_age_s = details_age(state)
         state.duration_s = time.perf_counter() - t0
         return state
 
@@ -401,11 +290,11 @@ class KafkaSource:
                         state.errors[f"describe_configs broker {n}"] = f"error code {r.error_code}: {r.error_message}"
                         continue
                     state.broker_configs[n] = {c.name: c.value for c in r.configs
-                                               if (c.name in THROTTLE_BROKER_KEYS or c.name in CAPABILITY_KEYS)
+                                               if (c.name in BROKER_THROTTLE_KEYS or c.name in CAPABILITY_KEYS)
                                                and not _unset(c.value)}
             if topic_names:
                 treq = DescribeConfigsRequest(
-                    resources=[res_cls(resource_type=2, resource_name=t, configuration_keys=list(THROTTLE_TOPIC_KEYS))
+                    resources=[res_cls(resource_type=2, resource_name=t, configuration_keys=list(TOPIC_THROTTLE_KEYS))
                                for t in topic_names], include_synonyms=False, include_documentation=False)
                 node = nodes[0] if nodes else fallback_node
                 if node is not None:

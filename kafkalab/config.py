@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
+from types import ModuleType
 
 from kafkalab.credentials import PBKDF2_ITERATIONS, PBKDF2_KEY_BYTES
+from kafkalab.errors import LabError
 
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 MAX_CONTROLLERS = 3
@@ -155,9 +155,19 @@ logger.request.level = WARN
 """
 
 
+def _yaml() -> ModuleType:
+    """PyYAML: the exporters' configuration files are YAML (the ``sim`` extra, which make installs)."""
+    try:
+        import yaml
+    except ImportError:
+        raise LabError("writing the exporters' YAML configs needs PyYAML: pip install 'kafka-guardian[sim]'") from None
+    return yaml
+
+
 def jmx_exporter_yaml(rules_yaml: str, p12: Path, p12_password: str, user: str, password_hash: str,
                       salt: str) -> str:
     """The agent's configuration: the shipped rules file plus TLS (PKCS#12) and basic auth (PBKDF2 hash)."""
+    yaml = _yaml()
     doc = yaml.safe_load(rules_yaml)
     doc["httpServer"] = {
         "authentication": {"basic": {"username": user, "passwordHash": password_hash,
@@ -171,5 +181,5 @@ def jmx_exporter_yaml(rules_yaml: str, p12: Path, p12_password: str, user: str, 
 
 def node_exporter_web_config(cert: Path, key: Path, user: str, bcrypt_hash: str) -> str:
     """node_exporter's ``--web.config.file``: TLS and one basic-auth user."""
-    return yaml.safe_dump({"tls_server_config": {"cert_file": str(cert), "key_file": str(key)},
+    return _yaml().safe_dump({"tls_server_config": {"cert_file": str(cert), "key_file": str(key)},
                            "basic_auth_users": {user: bcrypt_hash}}, sort_keys=False)

@@ -1,6 +1,6 @@
 """Goal: the lab's private PKI and credentials, as a production deployment is set up before its brokers start.
 
-Method: one CA (:class:`kafkasim.tls.TlsMaterial`, ECDSA P-256) signs a certificate for 127.0.0.1/localhost
+Method: one CA (:class:`kafkasim.broker.tls.TlsMaterial`, ECDSA P-256) signs a certificate for 127.0.0.1/localhost
 usable as server and client (brokers and controllers authenticate each other with it over mutual TLS).
 Written into the lab's ``tls/`` directory:
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from kafkasim.tls import TlsMaterial
+from kafkasim.broker.tls import TlsMaterial
 
 KAFKA_USER = "guardian"
 ADMIN_USER = "admin"

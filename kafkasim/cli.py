@@ -8,7 +8,7 @@ Every ``up`` serves two exporters per broker (a JMX exporter and a node_exporter
 serves the old single endpoint instead) and writes an endpoints document with the rack→IDC rule and
 the hardware profile. ``up --realistic`` also starts SASL_SSL (SCRAM-SHA-512) listeners, serves the
 exporters over https with basic auth, and writes secrets next to the endpoints file (see
-:mod:`kafkasim.realistic`). ``up --exit-with-parent`` (or ``KAFKASIM_EXIT_WITH_PARENT=1``) stops the
+:mod:`kafkasim.scenarios.realistic`). ``up --exit-with-parent`` (or ``KAFKASIM_EXIT_WITH_PARENT=1``) stops the
 federation once the process that started it is gone.
 """
 
@@ -31,8 +31,8 @@ import typer
 
 from domain.errors import ContractError
 from domain.snapshot_file import parse_snapshot
-from kafkasim.realistic import operator_endpoints, prepare
-from kafkasim.tiered import TieredManager, TieredSettings
+from kafkasim.scenarios.realistic import operator_endpoints, prepare
+from kafkasim.tiering.tiered import TieredManager, TieredSettings
 from parentwatch import wait_parent_gone
 
 CONTROL_ENV = "GUARDIAN_SIM_CONTROL_URL"
@@ -43,10 +43,10 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
             realistic: bool = False, sim_series: bool = False, legacy_metrics: bool = False,
             lines: list[str] | None = None, tiered: TieredSettings | None = None,
             parent_pid: int | None = None) -> None:
-    from kafkasim.exporters import MetricsConfig
-    from kafkasim.network import parse_cli_line
-    from kafkasim.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
-    from kafkasim.server import SimServer
+    from kafkasim.broker.server import SimServer
+    from kafkasim.observe.exporters import MetricsConfig
+    from kafkasim.physics.network import parse_cli_line
+    from kafkasim.scenarios.scenario import DEFAULT_SCENARIO, ScenarioError, build_federation, load_scenario
 
     try:
         if scenario:

@@ -49,6 +49,7 @@ from typing import Any
 import pysyncobj.syncobj as _syncobj
 
 from raft.errors import StorageDamaged, StorageFull
+from raft.storage import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +61,6 @@ _ENTRY_HEAD = struct.Struct("<QQ")  # index, term
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 
 Entry = tuple[bytes, int, int]  # (command, index, term), pysyncobj's shape
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class ChecksummedJournal:
@@ -117,7 +105,7 @@ class ChecksummedJournal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self._end = len(JOURNAL_MAGIC)
 
     def _load_meta(self) -> dict[str, Any]:
@@ -258,7 +246,7 @@ class ChecksummedJournal:
             if exc.errno in _NO_SPACE:
                 self._note_full(str(exc))
             return
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY)
         self._entries, self._offsets, self._end = keep, offsets, pos

@@ -56,6 +56,22 @@ _ATTACHED_MAGIC = b"GRDNSNPA"
 _CHUNK = 1 << 20
 
 
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in directory ``path`` durable (fsync the directory itself): after a crash the
+    directory entry exists, not only the file's bytes. Best effort: a file system that refuses a directory fsync
+    (or a directory that cannot be opened) is left as it is — the write itself has already been fsynced."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class DataDir:
     """Paths inside a node's data directory (created on construction of the node)."""

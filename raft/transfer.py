@@ -47,22 +47,11 @@ from typing import Any, BinaryIO
 
 from pysyncobj.serializer import Serializer
 
+from raft.storage import fsync_dir
+
 log = logging.getLogger(__name__)
 
 Verify = Callable[[Path], object]
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class VerifyingSerializer(Serializer):
@@ -128,7 +117,7 @@ class VerifyingSerializer(Serializer):
             return False
         self._guardian_cancel_own_dump()
         os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         self.installed += 1
         return True
 

@@ -37,8 +37,7 @@ from collectors.pagecache import Behaviours
 from collectors.rates import DropLog
 from domain import Broker, BrokerState, Partition, Topic
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
-from kafkaio.source import KafkaState
-from kafkaio.types import PartitionMeta
+from kafkaio.types import KafkaState, PartitionMeta
 
 BrokerRecord = tuple[dict[str, Any], list[dict[str, Any]]]
 """A broker's fields and its disks' fields (``load_history`` is added by the windows stage)."""

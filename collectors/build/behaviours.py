@@ -35,8 +35,7 @@ from collectors.build.state import DiskBook
 from collectors.completeness import Coverage
 from collectors.pagecache import BEHAVIOURS, Behaviours, is_disk_read
 from collectors.rates import VectorCounterTracker
-from kafkaio.source import KafkaState
-from kafkaio.types import PartitionMeta
+from kafkaio.types import KafkaState, PartitionMeta
 
 
 def replica_layout(ix: PartitionIndex, state: KafkaState, alive: set[int], book: DiskBook, cfg: ModelConfig,

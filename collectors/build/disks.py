@@ -50,7 +50,7 @@ from collectors.promtext import Payload, labels_of
 from collectors.rates import DropLog, DropReason, VectorCounterTracker, gauge_value
 from domain import DiskKind
 from kafkaio.endpoints import HardwareProfile
-from kafkaio.source import KafkaState
+from kafkaio.types import KafkaState
 
 DiskKey = tuple[int, str]
 _PARTITION_RE = re.compile(r"^((?:[shv]|xv)d[a-z]+|nvme\d+n\d+|mmcblk\d+)p?\d+$")

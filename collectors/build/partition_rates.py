@@ -27,8 +27,7 @@ from collectors.build.records import BrokerPayloads
 from collectors.build.series import SeriesIndex, family_rates
 from collectors.build.state import Holds, PartHold
 from collectors.rates import DropLog, PhysicalLimits, VectorCounterTracker
-from kafkaio.source import KafkaState
-from kafkaio.types import PartitionMeta
+from kafkaio.types import KafkaState, PartitionMeta
 
 F64 = npt.NDArray[np.float64]
 

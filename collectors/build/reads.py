@@ -4,7 +4,7 @@ which fetches read the disk.
 Goal: per partition, the bytes per second its consumers read from the leader's disk (the
 ``disk_read`` figure) and which groups read from disk or from the page cache. Method
 (:mod:`collectors.pagecache`): consumer positions are the groups' committed offsets read from
-Kafka's admin API this round (:attr:`~kafkaio.source.KafkaState.group_offsets`, clocked by the
+Kafka's admin API this round (:attr:`~kafkaio.types.KafkaState.group_offsets`, clocked by the
 round's sample clock, the newest broker payload's), and, when an operator registers a
 kafka_exporter as an exporter URL, its ``kafka_consumergroup_current_offset`` (a position) or
 ``kafka_consumergroup_lag`` reported with the leader's log-end offset (position = LEO − lag); the
@@ -42,8 +42,8 @@ from collectors.build.topology import Sources
 from collectors.completeness import Coverage
 from collectors.pagecache import position_disk_reads, residence_seconds
 from collectors.rates import PhysicalLimits, VectorCounterTracker
-from kafkaio.offset_fetch import GroupOffsets
-from kafkaio.source import KafkaState
+from kafkaio.group_types import GroupOffsets
+from kafkaio.types import KafkaState
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def admin_positions(state: KafkaState, ix: PartitionIndex, leo: F64, sources: So
     payload's). Between reads (``state.group_offsets_fresh`` False) a group's position is its last
     committed offset moved on at its last rate to this round's clock, never past the leader's log end;
     the rates stand for at most ``hold_s`` (``groups``). The offsets arrive as columns
-    (:class:`~kafkaio.offset_fetch.GroupOffsets`): partition indexes, rates and moves are numpy over the
+    (:class:`~kafkaio.group_types.GroupOffsets`): partition indexes, rates and moves are numpy over the
     rows; the rate tracker sees one segment per (group, topic); Python touches each row only to fill
     the two dictionaries. KIP-932 share groups come in as one row per group and partition at their position
     (:mod:`collectors.build.share`: the SPSO, moved up by the broker's lag where reported): one reader per share

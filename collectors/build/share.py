@@ -35,8 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kafkaio.offset_fetch import GroupOffsets
-from kafkaio.share_groups import ShareGroup
+from kafkaio.group_types import GroupOffsets, ShareGroup
 
 F64 = npt.NDArray[np.float64]
 

@@ -26,8 +26,8 @@ from collectors.build.records import BrokerPayloads
 from collectors.build.state import BrokerBook
 from collectors.completeness import Coverage
 from collectors.promtext import Payload, merge_payloads
-from collectors.scrape import RoundResult, ScrapeResult
-from kafkaio.source import KafkaState
+from collectors.scraped import RoundResult, ScrapeResult
+from kafkaio.types import KafkaState
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ def collect_snapshot(endpoints: ClusterEndpoints, rounds: int = 2, interval: flo
             try:
                 result = collector.collect_once()
             except CollectionError as exc:
-                refused = collector.source.connection.auth_failure
+                refused = exc.auth
                 if refused is not None:
                     err.print(f"error: {refused}", markup=False)
                     raise typer.Exit(EXIT_INVALID_INPUT) from None

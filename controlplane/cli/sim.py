@@ -16,7 +16,7 @@ from controlplane.files import write_atomic
 from controlplane.report import snapshot_table
 from domain import dump_snapshot
 from kafkasim.cli import register as register_kafkasim
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 sim_app = typer.Typer(help="Simulated federations: generate snapshots, run kafkasim.", no_args_is_help=True)
 

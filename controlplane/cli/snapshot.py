@@ -74,7 +74,7 @@ def snapshot_take(
                 try:
                     result = collector.collect_once()
                 except CollectionError as exc:
-                    refused = collector.source.connection.auth_failure
+                    refused = exc.auth
                     if refused is not None:  # retrying does not help: one line, exit 2
                         err.print(f"error: {refused}", markup=False)
                         raise typer.Exit(EXIT_INVALID_INPUT) from None

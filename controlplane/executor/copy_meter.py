@@ -33,8 +33,7 @@ from controlplane.executor.submit import Submission
 from controlplane.executor.throttle import Flow
 from domain.execution import Task, TaskState
 from domain.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
-from kafkaio.admin import LiveCluster
-from kafkaio.types import PartitionMeta
+from kafkaio.types import LiveCluster, PartitionMeta
 
 
 class CopyMeter:

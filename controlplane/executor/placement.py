@@ -38,8 +38,9 @@ from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import recorded_dir
 from controlplane.executor.throttle import PLACEMENT_MIN_BUDGET, PendingWork, ThrottlePolicy, bytes_per_util
 from domain.execution import Task, TaskState
-from kafkaio.admin import AdminError, LiveCluster
+from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
+from kafkaio.types import LiveCluster
 
 log = logging.getLogger("guardian.executor")
 FREE_SPACE_FACTOR = 1.2

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.execution import Task, TaskState
-from kafkaio.admin import AdminError, LiveCluster
+from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
+from kafkaio.types import LiveCluster
 
 log = logging.getLogger("guardian.executor")
 ELECTION_ERRORS_OK = {0, 84}

@@ -47,8 +47,9 @@ from controlplane.executor.throttle import (
 )
 from controlplane.state.store import StateStore
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kafkaio.admin import AdminError, LiveCluster
+from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
+from kafkaio.types import LiveCluster
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")

@@ -36,12 +36,14 @@ from kafkaio.admin import KafkaAdmin
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import load_endpoints_file, parse_endpoints
 from kafkaio.fake import FakeKafkaCluster
-from kafkaio.port import KafkaCluster
+from kafkaio.fake_source import FakeBulkReader
+from kafkaio.port import BulkReader, KafkaCluster
+from kafkaio.source import KafkaSource, KafkaSourceOptions
 from kafkaio.types import TP
 from kafkalab import lab as kl
-from kafkasim.scenario import build_federation
-from tests.integration.kafkasim_support import Sim, client_kwargs, start_federation
-from tests.lab_support import Lab, start_lab
+from kafkasim.scenarios.scenario import build_federation
+from tests.support.kafkasim_support import Sim, client_kwargs, start_federation
+from tests.support.lab_support import Lab, start_lab
 
 BROKERS = (1, 2, 3)
 SIM_CLUSTER = "contract"
@@ -139,6 +141,10 @@ class Backend:
         """The client-id quotas set for ``client_id`` (DescribeClientQuotas, exact match)."""
         raise NotImplementedError
 
+    def bulk_reader(self) -> BulkReader:
+        """The collectors' bulk reader of this cluster (:class:`kafkaio.port.BulkReader`)."""
+        raise NotImplementedError
+
     # -------------------------------------------------------------- the wire (real backends only)
     @property
     def connection(self) -> KafkaConnection:
@@ -189,6 +195,9 @@ class FakeBackend(Backend):
     def quotas(self, client_id: str) -> dict[str, float]:
         return dict(self.fake.quotas.get(client_id, {}))
 
+    def bulk_reader(self) -> BulkReader:
+        return FakeBulkReader(self.fake.view())
+
     def wait(self, what: str, probe: Callable[[], Any], timeout_s: float = 30.0) -> Any:
         """The fake changes only when called: what has not happened after a few polls never will."""
         return wait_until(what, probe, min(timeout_s, 0.5), every_s=0.05)
@@ -209,6 +218,10 @@ class WireBackend(Backend):
 
     def client_config(self) -> dict[str, Any]:
         return dict(self._kwargs)
+
+    def bulk_reader(self) -> BulkReader:
+        """A :class:`KafkaSource` on the backend's connection (not reading consumer groups: other tests' groups)."""
+        return KafkaSource(self._conn, KafkaSourceOptions(consumer_offsets=False, request_timeout_ms=15_000))
 
     def delete_topic(self, name: str) -> None:
         with contextlib.suppress(Exception):

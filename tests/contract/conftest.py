@@ -28,7 +28,7 @@ from tests.contract.backends import (
     quiet_kafka_logs,
     start_kafkasim,
 )
-from tests.lab_support import require_lab
+from tests.support.lab_support import require_lab
 
 ALL = ["fake", "kafkasim", "kafka"]
 WIRE = ["kafkasim", "kafka"]

@@ -20,7 +20,7 @@ from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.state.store import LocalStateStore
-from tests.integration.healing_support import seed_anomalies as seed
+from tests.support.healing_support import seed_anomalies as seed
 
 ROOT = Path(__file__).resolve().parents[2]
 

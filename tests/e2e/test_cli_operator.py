@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from controlplane.cli.app import app
 from domain import dump_snapshot, pool_stats
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 
 from controlplane.files import read_plan, read_snapshot
 from domain import apply_plan, dump_snapshot
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "examples" / "skewed-multi-idc.json"

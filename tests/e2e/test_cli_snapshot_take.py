@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from domain import parse_snapshot
-from tests.integration.collectors_support import SCENARIO, Sim
-from tests.integration.kafkasim_support import http_json
+from tests.support.collectors_support import SCENARIO, Sim
+from tests.support.kafkasim_support import http_json
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -26,10 +26,10 @@ from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.state.commands import meta
 from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
-from kafkasim.generator import GeneratorSpec, generate_snapshot
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import start_sim
-from tests.integration.service_support import register_and_observe, served_service, wait_for
+from kafkasim.broker.server import SimRunner
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
+from tests.support.kafkasim_support import start_sim
+from tests.support.service_support import register_and_observe, served_service, wait_for
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"

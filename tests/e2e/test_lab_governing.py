@@ -41,8 +41,8 @@ from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.executor.throttle import DELIVERY_MAX
 from controlplane.logs import setup_logging
 from domain.lease import LEASE_TOPIC
-from tests.integration.service_support import served_service
-from tests.lab_support import Lab, replica_sizes, running_lab, throttle_configs, wait_for
+from tests.support.lab_support import Lab, replica_sizes, running_lab, throttle_configs, wait_for
+from tests.support.service_support import served_service
 
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.slow]
 

@@ -61,8 +61,8 @@ from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from kafkalab import lab as kl
 from planners.throttle import ThrottleConfig
-from tests.integration.service_support import served_service
-from tests.lab_support import Lab, replica_sizes, running_lab, wait_for
+from tests.support.lab_support import Lab, replica_sizes, running_lab, wait_for
+from tests.support.service_support import served_service
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 

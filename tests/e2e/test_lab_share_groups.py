@@ -23,11 +23,12 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from collectors.collector import ClusterCollector
 from controlplane.service.share_lineage import with_round_share_members
 from kafkaio.endpoints import load_endpoints_file
-from kafkaio.share_groups import ShareGroup
-from kafkaio.source import KafkaSource, KafkaState
+from kafkaio.group_types import ShareGroup
+from kafkaio.source import KafkaSource
+from kafkaio.types import KafkaState
 from kafkalab.share_consumers import ShareConsumer
 from planners.throttle import Lineage
-from tests.lab_support import Lab, running_lab, wait_for
+from tests.support.lab_support import Lab, running_lab, wait_for
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 

@@ -31,7 +31,7 @@ from typer.testing import CliRunner
 from controlplane.cli.app import app
 from kafkalab import lab as kafka_lab
 from kafkalab import tiered as tiered_service
-from tests.lab_support import Lab, running_lab, wait_for
+from tests.support.lab_support import Lab, running_lab, wait_for
 from tiered.client import COPY_FINISHED, COPY_STARTED, TieredClient
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -35,8 +35,8 @@ from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.state.commands import meta
 from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import Sim, start_sim
-from tests.integration.service_support import register_and_observe, served_service, wait_for
+from tests.support.kafkasim_support import Sim, start_sim
+from tests.support.service_support import register_and_observe, served_service, wait_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

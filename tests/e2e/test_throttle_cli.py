@@ -22,7 +22,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ClusterBinding, Observation, ThrottleService
 from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot
-from tests.throttle_support import hot_snapshot
+from tests.support.throttle_support import hot_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +131,7 @@ def test_explain_offline_on_a_snapshot(tmp_path: Path) -> None:
     assert r.returncode == 2 and "$.format" in r.stderr
     assert guardian("throttle", "explain").returncode == 2
     calm = tmp_path / "calm.json"
-    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
     calm.write_text(dump_snapshot(generate_snapshot(GeneratorSpec(brokers=3, disks_per_broker=2, partitions=10,
                                                                   seed=1, skew="uniform", cluster="calm"))))
     r = guardian("throttle", "explain", "--snapshot", calm)

@@ -13,10 +13,10 @@ import pytest
 
 from controlplane.config import hash_token
 from controlplane.launcher import ServiceCluster
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, register_fields, start_sim
-from tests.integration.service_support import wait_for
-from tests.throttle_scenario import CLUSTER, spec
+from kafkasim.broker.server import SimRunner
+from tests.support.kafkasim_support import http_json, register_fields, start_sim
+from tests.support.service_support import wait_for
+from tests.support.throttle_scenario import CLUSTER, spec
 
 
 @pytest.fixture()

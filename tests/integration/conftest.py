@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from tests.integration.executor_support import Sim
+from tests.support.executor_support import Sim
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from analytics_spark.clickhouse.ingest import (
     ingest_status,
     records_as_json_lines,
 )
-from tests.integration.chdb_session import chdb_path, fresh_database
+from tests.support.chdb_session import chdb_path, fresh_database
 
 
 @pytest.fixture()

@@ -31,9 +31,9 @@ from domain import check_plan, parse_plan, plan_to_dict
 from planners.load_basis import apply_load_basis
 from planners.registry import PLANNERS
 from planners.throttle import CONSUMER_QUOTA, ClientShare, Lineage
-from tests.integration.chdb_session import chdb_path, fresh_database
-from tests.service_ports import RecordingExecutor
-from tests.throttle_support import MB, disk, hot_snapshot, part, snapshot
+from tests.support.chdb_session import chdb_path, fresh_database
+from tests.support.service_ports import RecordingExecutor
+from tests.support.throttle_support import MB, disk, hot_snapshot, part, snapshot
 
 COLS = ["ts", "cluster", "broker", "broker_idc", "client_id", "user", "client_ip", "client_idc", "api", "topic",
         "partition", "bytes", "records", "latency_ms"]

@@ -1,6 +1,6 @@
 """Integration: audit ingest is exactly-once for the raw table *and* the rollups across kill -9.
 
-A real ingest process (:mod:`tests.integration.ingest_crash_child`: the product's ingestor and ClickHouse store
+A real ingest process (:mod:`tests.support.ingest_crash_child`: the product's ingestor and ClickHouse store
 on embedded chdb) is killed with SIGKILL at one point after another — inside the raw insert, between the raw
 insert and the rejects, inside and after the rollup step, after the commit, and from outside at a random moment
 of an insert — and restarted each time on the same data directory. The last run ingests the rest of the log and
@@ -36,7 +36,7 @@ KILLS: list[tuple[str, str]] = [
 
 def _child(data: Path, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "tests.integration.ingest_crash_child", "--data", str(data),
+    return subprocess.Popen([sys.executable, "-m", "tests.support.ingest_crash_child", "--data", str(data),
                              *ARGS, *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 

@@ -33,7 +33,7 @@ from analytics_spark.clickhouse.ingest import (
     ingest_status,
 )
 from kafkaio.endpoints import ClusterEndpoints, load_endpoints_file
-from tests.integration.chdb_session import chdb_path, fresh_database
+from tests.support.chdb_session import chdb_path, fresh_database
 
 SIM_PYTHON = os.environ.get("KAFKASIM_PYTHON", sys.executable)
 if sys.executable == SIM_PYTHON and importlib.util.find_spec("kafkasim.__main__") is None:

@@ -15,10 +15,10 @@ from controlplane.bootstrap import Service, token_path
 from controlplane.config import AnalyticsConf, ClickHouseConf, Settings, load_settings
 from controlplane.state.commands import meta
 from domain import ContractError
-from kafkasim.server import SimRunner
-from tests.integration.chdb_session import chdb_path, fresh_database
-from tests.integration.kafkasim_support import register_fields, start_sim
-from tests.integration.service_support import local_service
+from kafkasim.broker.server import SimRunner
+from tests.support.chdb_session import chdb_path, fresh_database
+from tests.support.kafkasim_support import register_fields, start_sim
+from tests.support.service_support import local_service
 
 SPEC: dict[str, Any] = {
     "seed": 4, "speed": 30.0, "tick_seconds": 1.0,

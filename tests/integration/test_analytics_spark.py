@@ -19,7 +19,7 @@ import pytest
 from analytics_spark.clickhouse import ClickHouse, audit_rollups, connect
 from analytics_spark.jobs import JobSettings, latest_run_id, run, spark_session
 from analytics_spark.seed import SeedCatalogue, default_end, seed_audit
-from tests.integration.chdb_session import chdb_path, fresh_database
+from tests.support.chdb_session import chdb_path, fresh_database
 
 pytestmark = pytest.mark.slow
 
@@ -318,7 +318,7 @@ def test_cli_seed_run_status_plot(spark: Any, tmp_path: Any) -> None:
                         "AND partition = -1 AND direction = 'in'"))
     assert model == pytest.approx(exp) and "payments-t10" in model
     # the pre-allocation planner takes the model as is: a re-created topic gets its modelled peak
-    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
     from planners import NewTopic, PreallocateOptions, plan_preallocation
 
     snap = generate_snapshot(GeneratorSpec(brokers=6, disks_per_broker=2, partitions=20, seed=1))

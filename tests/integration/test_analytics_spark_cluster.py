@@ -33,7 +33,7 @@ from analytics_spark.clickhouse.store import RESULT_TABLES  # noqa: E402
 from analytics_spark.jobs import JobSettings, run, spark_session  # noqa: E402
 from analytics_spark.seed import default_end, seed_audit  # noqa: E402
 from raft.localcluster import free_ports  # noqa: E402
-from tests.integration.chdb_session import chdb_path, fresh_database  # noqa: E402
+from tests.support.chdb_session import chdb_path, fresh_database  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 ROOT = Path(__file__).resolve().parents[2]

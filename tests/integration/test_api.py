@@ -16,7 +16,7 @@ from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot, parse_snapshot
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 TOKENS = {"viewer": "v-token", "operator": "o-token", "admin": "a-token"}
 

@@ -13,7 +13,7 @@ from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.state.store import LocalStateStore
-from tests.integration.chdb_session import chdb_path, fresh_database
+from tests.support.chdb_session import chdb_path, fresh_database
 
 H = {"Authorization": "Bearer viewer-token"}
 PATHS = ["/api/v1/analytics/traffic-model", "/api/v1/analytics/lineage/c1/orders", "/api/v1/analytics/costs",

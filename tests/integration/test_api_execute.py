@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.service.auto_rebalance import run_auto_rebalance
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import register_fields, start_sim
-from tests.integration.service_support import local_service
+from kafkasim.broker.server import SimRunner
+from tests.support.kafkasim_support import register_fields, start_sim
+from tests.support.service_support import local_service
 
 TOKEN = "exec-operator"
 H = {"Authorization": f"Bearer {TOKEN}"}

@@ -17,8 +17,8 @@ from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
-from kafkasim.generator import GeneratorSpec, generate_snapshot
-from tests.integration.chdb_session import chdb_path, fresh_database
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
+from tests.support.chdb_session import chdb_path, fresh_database
 
 TOKEN = "fuzz-admin"
 

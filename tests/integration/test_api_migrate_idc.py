@@ -24,10 +24,10 @@ from typer.testing import CliRunner
 from controlplane.bootstrap import Service
 from controlplane.cli.app import app as cli
 from controlplane.config import IntervalsConf, TokenConf, hash_token
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.kafkasim_support import client_kwargs, register_fields, start_sim
-from tests.integration.service_support import local_service
+from tests.support.kafkasim_support import client_kwargs, register_fields, start_sim
+from tests.support.service_support import local_service
 
 TOKEN = "idc-operator"
 H = {"Authorization": f"Bearer {TOKEN}", "X-Guardian-Reason": "move payments to idc-b"}

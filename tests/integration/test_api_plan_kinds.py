@@ -19,7 +19,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import ClusterSnapshot, apply_plan, check_plan, dump_snapshot, parse_plan
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 OP = {"Authorization": "Bearer o-token", "X-Guardian-Reason": "test"}
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kafkaio.errors import AdminError, TopicExists
-from tests.integration.executor_support import guardian, read_state
+from tests.support.executor_support import guardian, read_state
 
 pytestmark = pytest.mark.timeout(150)
 TWO_IDCS: dict[str, Any] = {

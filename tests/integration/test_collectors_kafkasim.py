@@ -16,7 +16,7 @@ from collectors.collector import ClusterCollector, CollectorLoop
 from collectors.completeness import UsabilityPolicy, refusal_reasons
 from domain import BrokerState, parse_snapshot
 from kafkaio.source import KafkaSourceOptions
-from tests.integration.collectors_support import (
+from tests.support.collectors_support import (
     SCENARIO,
     FaultProxy,
     OffsetExporter,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from collectors.collector import ClusterCollector
-from tests.integration.collectors_support import FaultProxy, Sim, rate_truth, with_proxy
+from tests.support.collectors_support import FaultProxy, Sim, rate_truth, with_proxy
 
 pytestmark = [pytest.mark.timeout(300)]
 JUMP = 1e15

@@ -25,10 +25,10 @@ from collectors.scrape import scrape_all
 from domain import parse_snapshot
 from domain.policies import apply_policies
 from kafkaio.endpoints import ClusterEndpoints, parse_endpoints
-from kafkasim.realistic import operator_endpoints, prepare
-from kafkasim.scenario import build_federation
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json
+from kafkasim.broker.server import SimRunner
+from kafkasim.scenarios.realistic import operator_endpoints, prepare
+from kafkasim.scenarios.scenario import build_federation
+from tests.support.kafkasim_support import http_json
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -22,8 +22,8 @@ from controlplane.cli.app import app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.state.store import LocalStateStore
-from tests.integration.service_support import served_app
 from tests.integration.test_api_execution_views import running_execution
+from tests.support.service_support import served_app
 
 pytestmark = pytest.mark.timeout(60)
 OPERATOR, VIEWER = "stop-operator-token-0123", "stop-viewer-token-0123"

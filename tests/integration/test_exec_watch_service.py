@@ -17,8 +17,8 @@ from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
-from tests.integration.service_support import served_app
 from tests.integration.test_api_execution_views import running_execution
+from tests.support.service_support import served_app
 
 pytestmark = pytest.mark.timeout(60)
 TOKEN = "watch-viewer-token-0123"

@@ -12,7 +12,7 @@ import pytest
 
 from controlplane.executor.live import main_dir
 from domain import PartitionMove, Plan
-from tests.integration.executor_support import (
+from tests.support.executor_support import (
     guardian,
     guardian_popen,
     one_replica_plan,

@@ -37,8 +37,8 @@ from domain import PartitionMove, Plan, dump_plan
 from domain.throttles import BROKER_THROTTLE_KEYS
 from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import parse_endpoints
-from tests.integration.kafkasim_support import SimProcess, register_fields, sim_process
-from tests.integration.service_support import service_cluster, wait_for
+from tests.support.kafkasim_support import SimProcess, register_fields, sim_process
+from tests.support.service_support import service_cluster, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

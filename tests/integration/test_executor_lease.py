@@ -20,7 +20,7 @@ from controlplane.executor.service import ExecutorService, bind_cluster
 from controlplane.state.store import LocalStateStore
 from domain import plan_to_dict
 from domain.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
-from tests.integration.executor_support import (
+from tests.support.executor_support import (
     guardian,
     guardian_popen,
     one_replica_plan,

@@ -12,7 +12,7 @@ from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.raft_store import RaftStateStore
 from raft.localcluster import free_ports
-from tests.integration.executor_support import Sim, one_replica_plan, scenario
+from tests.support.executor_support import Sim, one_replica_plan, scenario
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,7 +15,7 @@ from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
-from tests.integration.executor_support import Sim, one_replica_plan, scenario
+from tests.support.executor_support import Sim, one_replica_plan, scenario
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kafkasim.scenario import DEFAULT_SCENARIO
-from tests.integration.executor_support import guardian
+from kafkasim.scenarios.scenario import DEFAULT_SCENARIO
+from tests.support.executor_support import guardian
 
 pytestmark = pytest.mark.timeout(240)
 

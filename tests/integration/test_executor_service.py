@@ -14,8 +14,8 @@ from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import plan_to_dict
-from tests.integration.executor_support import Sim, one_replica_plan, scenario
-from tests.integration.kafkasim_support import register_fields
+from tests.support.executor_support import Sim, one_replica_plan, scenario
+from tests.support.kafkasim_support import register_fields
 
 pytestmark = pytest.mark.timeout(120)
 

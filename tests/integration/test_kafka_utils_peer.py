@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.kafka_utils_peer import run_kafka_utils
 from domain import ClusterSnapshot, apply_plan, check_plan
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(900)]
 

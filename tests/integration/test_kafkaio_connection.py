@@ -13,8 +13,8 @@ from kafkaio.admin import KafkaAdmin
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import parse_endpoints
 from kafkaio.source import KafkaSource
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import start_sim
+from kafkasim.broker.server import SimRunner
+from tests.support.kafkasim_support import start_sim
 
 logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
@@ -101,6 +101,7 @@ def test_the_collector_opens_one_connection_from_its_endpoints(sim: SimRunner) -
     try:
         col.collect_once()
         col.collect_once()
+        assert isinstance(col.source, KafkaSource)
         conn = col.source.connection
         assert conn.cluster == "east" and conn.security == eps.security and conn.connects == 1
         assert conn.metadata.reused >= 1

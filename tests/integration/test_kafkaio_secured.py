@@ -19,11 +19,11 @@ from kafkaio.endpoints import parse_endpoints
 from kafkaio.errors import KafkaAuthError
 from kafkaio.security import SecuritySettings
 from kafkaio.source import KafkaSource
-from kafkasim.realistic import operator_endpoints, prepare
-from kafkasim.security import SecurityConfig
-from kafkasim.server import SimRunner
-from kafkasim.tls import TlsMaterial
-from tests.integration.kafkasim_support import start_sim
+from kafkasim.broker.security import SecurityConfig
+from kafkasim.broker.server import SimRunner
+from kafkasim.broker.tls import TlsMaterial
+from kafkasim.scenarios.realistic import operator_endpoints, prepare
+from tests.support.kafkasim_support import start_sim
 
 USER, PASSWORD, WRONG = "guardian", "correct horse battery staple", "wrong-horse-9f3"
 

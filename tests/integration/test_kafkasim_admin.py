@@ -18,8 +18,8 @@ from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, Describ
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, start_sim
+from kafkasim.broker.server import SimRunner
+from tests.support.kafkasim_support import http_json, start_sim
 
 
 @pytest.fixture(scope="module")
@@ -445,7 +445,7 @@ def test_legacy_alter_configs_replaces_the_dynamic_set(sim: SimRunner, admin: Ka
 def test_garbage_frames_get_answers_and_the_broker_keeps_serving(sim: SimRunner) -> None:
     import random
 
-    from kafkasim.wire import REGISTRY
+    from kafkasim.broker.wire import REGISTRY
 
     rng = random.Random(42)
     keys = sorted(k for k, e in REGISTRY.items() if "response" in e and k != 0)  # acks=0 produce has no answer

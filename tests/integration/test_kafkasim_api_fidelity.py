@@ -17,8 +17,8 @@ from kafka.errors import IncompatibleBrokerVersion
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.structs import OffsetAndMetadata
 
-from kafkasim.wire import REGISTRY, min_version
-from tests.integration.kafkasim_support import Sim, start_sim
+from kafkasim.broker.wire import REGISTRY, min_version
+from tests.support.kafkasim_support import Sim, start_sim
 
 ANSWERED = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
             10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",

@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from typer.testing import CliRunner
 
-from tests.integration.kafkasim_support import http_json
+from tests.support.kafkasim_support import http_json
 
 SCENARIO = """
 seed: 11

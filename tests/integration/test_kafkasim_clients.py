@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import start_sim
+from kafkasim.broker.server import SimRunner
+from tests.support.kafkasim_support import start_sim
 
 KCAT = shutil.which("kcat")
 needs_kcat = pytest.mark.skipif(KCAT is None and not os.environ.get("CI"),

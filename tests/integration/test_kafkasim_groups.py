@@ -21,10 +21,10 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.structs import OffsetAndMetadata
 
-from kafkasim.exporters import MetricsConfig
-from kafkasim.groups import coordinator, offsets_partition
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, http_text, start_sim
+from kafkasim.broker.groups import coordinator, offsets_partition
+from kafkasim.broker.server import SimRunner
+from kafkasim.observe.exporters import MetricsConfig
+from tests.support.kafkasim_support import http_json, http_text, start_sim
 
 SPEC: dict[str, Any] = {
     "seed": 5, "speed": 1.0, "tick_seconds": 1.0,

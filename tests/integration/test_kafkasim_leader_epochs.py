@@ -17,8 +17,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from kafkasim import wire
-from tests.integration.kafkasim_support import Sim, http_json, start_sim
+from kafkasim.broker import wire
+from tests.support.kafkasim_support import Sim, http_json, start_sim
 
 pytestmark = [pytest.mark.timeout(120)]
 

@@ -10,7 +10,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from tests.integration.executor_support import scenario
+from tests.support.executor_support import scenario
 
 pytestmark = pytest.mark.timeout(60)
 

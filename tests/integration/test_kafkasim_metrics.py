@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from kafkasim.exporters import MetricsConfig
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import http_json, http_text, start_sim
+from kafkasim.broker.server import SimRunner
+from kafkasim.observe.exporters import MetricsConfig
+from tests.support.kafkasim_support import http_json, http_text, start_sim
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 
@@ -123,7 +123,7 @@ def test_dead_broker_metrics_and_urp(sim: SimRunner) -> None:
 
 def test_ground_truth_snapshot_is_a_valid_guardian_snapshot(sim: SimRunner) -> None:
     from domain.snapshot_file import parse_snapshot
-    from kafkasim.scenario import build_federation
+    from kafkasim.scenarios.scenario import build_federation
 
     ctl = sim.endpoints["control_url"]
     doc = http_json(ctl + "/snapshot?cluster=east")

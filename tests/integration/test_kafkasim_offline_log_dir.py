@@ -19,8 +19,8 @@ import pytest
 from collectors.collector import ClusterCollector
 from kafkaio.admin import KafkaAdmin
 from kafkaio.source import KafkaSource
-from tests.integration.collectors_support import Sim
-from tests.integration.kafkasim_support import http_json
+from tests.support.collectors_support import Sim
+from tests.support.kafkasim_support import http_json
 
 STORAGE_ERROR = 56
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient
 
-from kafkasim.security import SecurityConfig
-from kafkasim.server import SimRunner
-from kafkasim.tls import TlsFiles, TlsMaterial
-from kafkasim.wire import REGISTRY
-from tests.integration.kafkasim_support import start_sim
+from kafkasim.broker.security import SecurityConfig
+from kafkasim.broker.server import SimRunner
+from kafkasim.broker.tls import TlsFiles, TlsMaterial
+from kafkasim.broker.wire import REGISTRY
+from tests.support.kafkasim_support import start_sim
 
 USER, PASSWORD = "guardian", "correct horse battery staple"
 KCAT = shutil.which("kcat")

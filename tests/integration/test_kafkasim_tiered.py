@@ -20,11 +20,11 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
 from controlplane.launcher import ServiceCluster
-from kafkasim.configs import REMOTE_LOG_TASK, RETENTION_CHECK
-from kafkasim.scenario import build_federation
-from kafkasim.segments import COPIED, COPYING
-from kafkasim.server import SimRunner
-from kafkasim.tiered import TieredManager, TieredSettings, kafka_topic_id
+from kafkasim.broker.server import SimRunner
+from kafkasim.cluster.configs import REMOTE_LOG_TASK, RETENTION_CHECK
+from kafkasim.scenarios.scenario import build_federation
+from kafkasim.tiering.segments import COPIED, COPYING
+from kafkasim.tiering.tiered import TieredManager, TieredSettings, kafka_topic_id
 from tiered.client import COPY_FINISHED, COPY_STARTED, TieredClient
 
 pytestmark = pytest.mark.slow

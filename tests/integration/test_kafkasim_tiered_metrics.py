@@ -24,14 +24,14 @@ import pytest
 import yaml
 
 from collectors.promtext import parse_fast
-from kafkasim.configs import REMOTE_COPY_QUOTA, REMOTE_LOG_TASK, RETENTION_CHECK
-from kafkasim.model import Cluster, Partition
-from kafkasim.records import store_batches
-from kafkasim.remote_store import LocalDirStore
-from kafkasim.scenario import Federation
-from kafkasim.segments import COPIED, LOCAL
-from kafkasim.tiered import TieredManager, TieredSettings, kafka_topic_id
-from tests.integration.kafkasim_support import Sim, http_text, start_federation
+from kafkasim.cluster.configs import REMOTE_COPY_QUOTA, REMOTE_LOG_TASK, RETENTION_CHECK
+from kafkasim.cluster.model import Cluster, Partition
+from kafkasim.cluster.records import store_batches
+from kafkasim.scenarios.scenario import Federation
+from kafkasim.tiering.remote_store import LocalDirStore
+from kafkasim.tiering.segments import COPIED, LOCAL
+from kafkasim.tiering.tiered import TieredManager, TieredSettings, kafka_topic_id
+from tests.support.kafkasim_support import Sim, http_text, start_federation
 from tests.unit.test_kafkasim_tiered import FakeMetadata, batch, federation
 from tiered.model import EventKind
 

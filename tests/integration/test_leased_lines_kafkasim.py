@@ -13,8 +13,8 @@ import pytest
 
 from domain.throttles import CONSUMER_QUOTA, MIGRATION
 from planners.line_protection import WHO
-from tests.integration.kafkasim_support import http_json, http_text
-from tests.line_scenario import AB, CLUSTER, LINE_MB_S, LineScenario, Truth
+from tests.support.kafkasim_support import http_json, http_text
+from tests.support.line_scenario import AB, CLUSTER, LINE_MB_S, LineScenario, Truth
 
 HIGH = 0.85
 CAP = LINE_MB_S * 1e6

@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from tests.integration.executor_support import Sim, guardian
+from tests.support.executor_support import Sim, guardian
 
 pytestmark = pytest.mark.timeout(240)
 logging.getLogger("kafka").setLevel(logging.CRITICAL)

@@ -29,11 +29,11 @@ from controlplane.service.clusters import endpoints_of
 from kafkaio.admin import KafkaAdmin
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import parse_endpoints
-from kafkasim.realistic import KAFKA_USER, MECHANISM, Realistic, operator_endpoints, prepare
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
+from kafkasim.scenarios.realistic import KAFKA_USER, MECHANISM, Realistic, operator_endpoints, prepare
 from raft.localcluster import free_ports
-from tests.integration.executor_support import guardian, one_replica_plan, read_state, write_plan
-from tests.integration.kafkasim_support import start_sim
+from tests.support.executor_support import guardian, one_replica_plan, read_state, write_plan
+from tests.support.kafkasim_support import start_sim
 
 pytestmark = pytest.mark.timeout(300)
 

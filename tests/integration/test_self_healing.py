@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from controlplane.bootstrap import Service
-from tests.integration.executor_support import Sim, scenario
-from tests.integration.healing_support import (
+from tests.support.executor_support import Sim, scenario
+from tests.support.healing_support import (
     anomalies,
     execution,
     healing_service,

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from controlplane.bootstrap import Service
-from kafkasim.model import PT_FETCH, PT_PRODUCE
-from tests.integration.executor_support import Sim, scenario
-from tests.integration.healing_support import (
+from kafkasim.cluster.model import PT_FETCH, PT_PRODUCE
+from tests.support.executor_support import Sim, scenario
+from tests.support.healing_support import (
     anomalies,
     execution,
     healing_service,

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from controlplane.launcher import ServiceCluster
-from tests.integration.executor_support import scenario
-from tests.integration.healing_support import partitions, wait
-from tests.integration.kafkasim_support import SimProcess, register_fields, sim_process
-from tests.integration.service_support import service_cluster
+from tests.support.executor_support import scenario
+from tests.support.healing_support import partitions, wait
+from tests.support.kafkasim_support import SimProcess, register_fields, sim_process
+from tests.support.service_support import service_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 DEAD = 3

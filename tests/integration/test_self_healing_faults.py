@@ -19,8 +19,8 @@ import pytest
 
 from controlplane.bootstrap import Service
 from controlplane.state.commands import meta
-from tests.integration.executor_support import Sim, scenario
-from tests.integration.healing_support import (
+from tests.support.executor_support import Sim, scenario
+from tests.support.healing_support import (
     anomalies,
     healing_service,
     partitions,

@@ -24,8 +24,8 @@ from controlplane.bootstrap import Service
 from controlplane.state.commands import meta
 from domain import ClusterSnapshot, plan_to_dict
 from planners.drain import plan_drain
-from tests.integration.executor_support import Sim, scenario
-from tests.integration.healing_support import anomalies, healing_job, healing_service, sim_time, start
+from tests.support.executor_support import Sim, scenario
+from tests.support.healing_support import anomalies, healing_job, healing_service, sim_time, start
 
 SPEED = 60.0
 

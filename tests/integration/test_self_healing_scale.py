@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from controlplane.config import IntervalsConf, LeasedLineConf, LeasedLinesConf
-from tests.integration.executor_support import Sim
-from tests.integration.healing_support import (
+from tests.support.executor_support import Sim
+from tests.support.healing_support import (
     anomalies,
     execution,
     healing_job,
@@ -33,8 +33,8 @@ from tests.integration.healing_support import (
     truth,
     wait,
 )
-from tests.integration.kafkasim_support import http_json
-from tests.integration.service_support import local_service
+from tests.support.kafkasim_support import http_json
+from tests.support.service_support import local_service
 
 LINE_MB_S = 150.0
 COLLECT_S = 1.0

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from controlplane.bootstrap import Service
-from tests.integration.executor_support import Sim, scenario
-from tests.integration.healing_support import anomalies, healing_job, healing_service, sim_time, start, truth
+from tests.support.executor_support import Sim, scenario
+from tests.support.healing_support import anomalies, healing_job, healing_service, sim_time, start, truth
 
 pytestmark = pytest.mark.timeout(150)
 SOAK_S = 1800.0

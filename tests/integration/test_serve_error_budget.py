@@ -45,8 +45,8 @@ from controlplane.launcher import ServiceCluster
 from domain import PartitionMove, Plan, dump_plan
 from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import parse_endpoints
-from tests.integration.kafkasim_support import http_json, register_fields
-from tests.integration.service_support import wait_for
+from tests.support.kafkasim_support import http_json, register_fields
+from tests.support.service_support import wait_for
 
 BUDGET_S = float(os.environ.get("GUARDIAN_ERROR_BUDGET_S", "300"))
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(BUDGET_S) + 150)]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.launcher import ApiTls, ServiceCluster
-from kafkasim.tls import TlsFiles, TlsMaterial  # test-only CA generator (Guardian never imports kafkasim)
+from kafkasim.broker.tls import TlsFiles, TlsMaterial  # test-only CA generator (Guardian never imports kafkasim)
 from raft.localcluster import free_ports
 
 pytestmark = [pytest.mark.timeout(180)]

@@ -14,11 +14,11 @@ from controlplane.bootstrap import Service
 from controlplane.config import ClickHouseConf
 from controlplane.state.commands import meta
 from domain import BrokerState
-from kafkasim.server import SimRunner
+from kafkasim.broker.server import SimRunner
 from raft.localcluster import free_ports
-from tests.integration.chdb_session import chdb_path, fresh_database
-from tests.integration.kafkasim_support import register_fields, start_sim
-from tests.integration.service_support import local_service
+from tests.support.chdb_session import chdb_path, fresh_database
+from tests.support.kafkasim_support import register_fields, start_sim
+from tests.support.service_support import local_service
 
 
 @pytest.fixture()

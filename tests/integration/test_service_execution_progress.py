@@ -16,9 +16,9 @@ from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.state.commands import meta
 from domain import PartitionMove, Plan, plan_to_dict
-from kafkasim.server import SimRunner
-from tests.integration.kafkasim_support import register_fields, start_sim
-from tests.integration.service_support import local_service
+from kafkasim.broker.server import SimRunner
+from tests.support.kafkasim_support import register_fields, start_sim
+from tests.support.service_support import local_service
 
 pytestmark = pytest.mark.timeout(150)
 TOKEN = "olga-operator-token-0123"

@@ -25,9 +25,9 @@ import pytest
 
 from controlplane.launcher import ServiceCluster
 from domain import PartitionMove, Plan, dump_plan
-from tests.integration.kafkasim_support import SimProcess, register_fields, sim_process
-from tests.integration.service_support import service_cluster, wait_for
 from tests.integration.test_executor_failover import SPEC
+from tests.support.kafkasim_support import SimProcess, register_fields, sim_process
+from tests.support.service_support import service_cluster, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

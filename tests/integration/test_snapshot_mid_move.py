@@ -16,8 +16,8 @@ from kafka import KafkaAdminClient, TopicPartition
 from collectors.collector import ClusterCollector
 from domain import check_plan, parse_snapshot
 from planners import plan_rebalance
-from tests.integration.collectors_support import Sim
-from tests.integration.executor_support import guardian
+from tests.support.collectors_support import Sim
+from tests.support.executor_support import guardian
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from controlplane.cli.app import app
 from controlplane.config import TokenConf, hash_token
-from tests.integration.service_support import served_service
+from tests.support.service_support import served_service
 
 TOKENS = [TokenConf(name="admin", role="admin", sha256=hash_token("admin-t")),
           TokenConf(name="viewer", role="viewer", sha256=hash_token("viewer-t"))]

@@ -19,7 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.integration.tiered_support import TOKEN, Group, running_group
+from tests.support.tiered_support import TOKEN, Group, running_group
 from tiered.client import TieredClient
 from tiered.proto import pb
 

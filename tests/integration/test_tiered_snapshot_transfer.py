@@ -1,6 +1,6 @@
 """A tiered follower that fell behind log compaction installs the leader's snapshot (store attachment).
 
-Three real member processes (:mod:`tests.integration.tiered_support`) with a compaction threshold of 150
+Three real member processes (:mod:`tests.support.tiered_support`) with a compaction threshold of 150
 entries. One follower is stopped (SIGSTOP) or killed while the others append far past the threshold,
 then resumed or restarted: the leader no longer holds the entries it misses, so it must stream its
 ``snapshot.bin`` (watermark + compact LMDB copy). Writers keep appending meanwhile (the leader compacts
@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.integration.tiered_support import TOKEN, Group, running_group
+from tests.support.tiered_support import TOKEN, Group, running_group
 from tiered.client import COPY_STARTED, TieredClient
 
 WRITERS = 3

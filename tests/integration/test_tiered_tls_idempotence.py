@@ -28,9 +28,9 @@ import pytest
 from typer.testing import CliRunner
 
 from controlplane.cli.app import app
-from kafkasim.tls import TlsFiles, TlsMaterial  # test-only CA generator (Guardian never imports kafkasim)
+from kafkasim.broker.tls import TlsFiles, TlsMaterial  # test-only CA generator (Guardian never imports kafkasim)
 from raft.localcluster import free_ports
-from tests.integration.tiered_support import TOKEN, Group
+from tests.support.tiered_support import TOKEN, Group
 from tiered.client import COPY_STARTED, TieredClient
 from tiered.model import PartitionKey
 from tiered.node import TieredNode

@@ -20,7 +20,7 @@ from domain import (
     parse_snapshot,
     pool_stats,
 )
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners.disk_balance import BalanceOptions, plan_rebalance
 from planners.workspace import Bounds
 

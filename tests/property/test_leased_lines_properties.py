@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from domain.throttles import CONSUMER_QUOTA, FOLLOWER, MIGRATION
-from kafkasim.network import LineSpec, Network
+from kafkasim.physics.network import LineSpec, Network
 from planners.line_accounting import LINE_KINDS, AuditFlow, LineFlow, account_lines, line_flows
 from planners.line_protection import LineHealth, LineLimit, LineProtectionConfig, plan_line_throttles
 from planners.throttle import Transfer
-from tests.line_support import MB, part, two_idc
+from tests.support.line_support import MB, part, two_idc
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 IDCS = {1: "idc-a", 2: "idc-a", 3: "idc-b", 4: "idc-b", 5: "idc-c"}

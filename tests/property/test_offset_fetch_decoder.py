@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import OffsetFetchResponse
 
-from kafkaio.offset_fetch import GroupOffsets, _decode_v8, decode_offset_fetch, offsets_of_response
+from kafkaio.group_types import GroupOffsets
+from kafkaio.offset_fetch import _decode_v8, decode_offset_fetch, offsets_of_response
 
 Part = tuple[int, int, int, str | None, int, list[tuple[int, bytes]]]
 Topic = tuple[str, list[Part], list[tuple[int, bytes]]]

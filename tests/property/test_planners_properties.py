@@ -18,7 +18,7 @@ from domain import (
     parse_snapshot,
     pool_stats,
 )
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import (
     BalanceOptions,
     Bounds,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain import apply_plan, check_plan, dump_plan, dump_snapshot, parse_snapshot
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import Bounds, ReadLocalOptions, plan_read_local
 from planners.read_local import wanted_idcs
 

@@ -22,7 +22,7 @@ from planners.throttle import (
     plan_throttles,
     step_health,
 )
-from tests.throttle_support import MB, disk, part, snapshot
+from tests.support.throttle_support import MB, disk, part, snapshot
 
 TH = HealthThresholds(util_high=0.85, util_low=0.70, await_high_ms=50, await_low_ms=20, enter_samples=3,
                       leave_samples=2)

@@ -6,7 +6,7 @@ import re
 
 from analytics_spark.clickhouse.inventory import UNKNOWN_TENANT, inventory_rows
 from domain import parse_snapshot
-from tests.snapshots import dumps, small_doc
+from tests.support.snapshots import dumps, small_doc
 
 
 def test_rows_per_topic_with_tenant_from_the_name() -> None:

@@ -39,7 +39,7 @@ from planners.healing import (
     plan_replace_broker,
     without_dead_dirs,
 )
-from tests.snapshots import broker, disk, partition
+from tests.support.snapshots import broker, disk, partition
 
 
 def _disk(path: str, *, await_ms: float = 5.0, util: float = 0.2, bps: float = 20e6) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from controlplane.service.context import ServiceContext
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import ClusterSnapshot
-from tests.service_ports import RecordingExecutor
-from tests.throttle_support import MB, disk, part, snapshot
+from tests.support.service_ports import RecordingExecutor
+from tests.support.throttle_support import MB, disk, part, snapshot
 
 T0 = datetime.now(UTC)
 

@@ -12,9 +12,9 @@ import pytest
 
 from collectors.disk_rates import DiskRate, DiskScraper
 from kafkaio.endpoints import MetricsEndpoint, parse_endpoints
-from kafkasim.httpd import BasicAuth
-from kafkasim.tls import TlsMaterial
-from tests.metrics_server import MetricsServer
+from kafkasim.broker.httpd import BasicAuth
+from kafkasim.broker.tls import TlsMaterial
+from tests.support.metrics_server import MetricsServer
 
 HW = parse_endpoints({"clusters": {"c": {"bootstrap_servers": "h:1", "hardware": [
     {"brokers": "*", "log_dirs": "/data*", "kind": "hdd", "max_bytes_per_s": 2e8}]}}}, "c").hardware

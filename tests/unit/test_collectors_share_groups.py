@@ -14,9 +14,8 @@ from collectors.pagecache import position_disk_reads
 from collectors.promtext import Payload
 from collectors.rates import VectorCounterTracker
 from controlplane.service.share_lineage import share_fetch_shares, with_share_members
-from kafkaio.offset_fetch import GroupOffsets
-from kafkaio.share_groups import ShareGroup, ShareMember, SharePartitionOffset
-from kafkaio.source import KafkaState
+from kafkaio.group_types import GroupOffsets, ShareGroup, ShareMember, SharePartitionOffset
+from kafkaio.types import KafkaState
 from planners.throttle import ClientShare, Lineage
 
 J0, J1 = ("jobs", 0), ("jobs", 1)

@@ -31,13 +31,13 @@ from controlplane.service.planning import PlanRequestError, idc_refusal, make_pl
 from controlplane.state.registration import endpoints_of
 from domain import DiskKind, parse_snapshot
 from kafkaio.endpoints import EndpointsError, MetricsEndpoint, parse_endpoints
-from kafkaio.offset_fetch import GroupOffsets
-from kafkaio.source import KafkaState
-from kafkasim.httpd import BasicAuth
-from kafkasim.tiered_metrics import GAUGES, METERS, gauge_name, meter_name
-from kafkasim.tls import TlsMaterial
-from tests.metrics_server import MetricsServer
-from tests.snapshots import dumps, small_doc
+from kafkaio.group_types import GroupOffsets
+from kafkaio.types import KafkaState
+from kafkasim.broker.httpd import BasicAuth
+from kafkasim.broker.tls import TlsMaterial
+from kafkasim.tiering.tiered_metrics import GAUGES, METERS, gauge_name, meter_name
+from tests.support.metrics_server import MetricsServer
+from tests.support.snapshots import dumps, small_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 

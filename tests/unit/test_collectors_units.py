@@ -16,7 +16,7 @@ from collectors.history import RingWindow, window_bytes
 from collectors.pagecache import Behaviours, is_disk_read, residence_seconds
 from collectors.promtext import PayloadError, check_payload, parse_fast, parse_reference
 from collectors.rates import CounterTracker, DropLog, DropReason, counter_rate, gauge_value
-from collectors.scrape import RoundResult, ScrapeResult
+from collectors.scraped import RoundResult, ScrapeResult
 from domain import Broker, ClusterSnapshot, Disk, DiskKind
 from kafkaio.endpoints import (
     BrokerInfo,
@@ -26,8 +26,7 @@ from kafkaio.endpoints import (
     endpoints_from_options,
     parse_endpoints,
 )
-from kafkaio.source import KafkaState
-from kafkaio.types import BrokerMeta, PartitionMeta, Reassignment
+from kafkaio.types import BrokerMeta, KafkaState, PartitionMeta, Reassignment
 
 TEXT = """# HELP x_total a counter
 # TYPE x_total counter

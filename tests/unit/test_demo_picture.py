@@ -11,7 +11,7 @@ pytest.importorskip("matplotlib")
 
 from controlplane.demo import before_after_table, figures, table_means
 from controlplane.picture import disk_utils, figure_before_after, plot_before_after
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 
 def test_the_picture_draws_the_table_s_mean_and_no_other(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from domain import check_plan, parse_snapshot, settle_moves
 from planners import plan_rebalance
-from tests.snapshots import dumps, mutated, small_doc
+from tests.support.snapshots import dumps, mutated, small_doc
 
 
 def mid_move() -> object:

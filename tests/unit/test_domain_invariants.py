@@ -13,7 +13,7 @@ from domain import (
     check_plan,
     parse_snapshot,
 )
-from tests.snapshots import GIB, dumps, mutated, small_doc
+from tests.support.snapshots import GIB, dumps, mutated, small_doc
 
 SNAP = parse_snapshot(dumps(small_doc()))
 
@@ -182,7 +182,7 @@ def test_checker_shortcuts_give_the_plain_rules() -> None:
     import random
 
     from domain.spread import rack_duplicates, racks_by_idc, unavoidable_rack_duplicates
-    from kafkasim.generator import GeneratorSpec, generate_snapshot
+    from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
     snap = generate_snapshot(GeneratorSpec(brokers=16, disks_per_broker=3, partitions=300, seed=4, racks_per_idc=2,
                                            pools={"a": 0.7, "b": 0.3}, dead_brokers=2))

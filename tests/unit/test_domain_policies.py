@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from domain import BrokerState, LeaderChange, PartitionMove, Plan, check_plan, parse_snapshot
 from domain.policies import apply_policies, has_policies
-from tests.snapshots import dumps, small_doc
+from tests.support.snapshots import dumps, small_doc
 
 
 def test_overlay_flags_maintenance_moves_pools_and_placement_and_nothing_else() -> None:

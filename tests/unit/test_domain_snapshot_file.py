@@ -9,7 +9,7 @@ import pytest
 
 from domain import BrokerState, ContractError, DiskKind, dump_snapshot, parse_snapshot
 from domain.snapshot_file import snapshot_json_schema
-from tests.snapshots import DELETE, dumps, mutated, small_doc
+from tests.support.snapshots import DELETE, dumps, mutated, small_doc
 
 
 def problems_of(doc: object) -> list[str]:

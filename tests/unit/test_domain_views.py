@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain import parse_snapshot
-from tests.snapshots import dumps, small_doc
+from tests.support.snapshots import dumps, small_doc
 
 
 def test_disk_load_is_bytes_in_of_every_replica_plus_leader_reads() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from controlplane.executor.reconcile import Executor
-from tests.follower_read_support import GB, TP0, RacingController, follower_read_executor, follower_read_setup
+from tests.support.follower_read_support import GB, TP0, RacingController, follower_read_executor, follower_read_setup
 
 
 def task0(executor: Executor, eid: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.fake import FakeKafkaCluster
-from tests.follower_read_support import StaticDisks
+from tests.support.follower_read_support import StaticDisks
 
 MB = 1_000_000
 

@@ -15,7 +15,7 @@ from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from domain.throttles import FOLLOWER_RATE, LEADER_RATE
-from kafkaio.admin import AdminError
+from kafkaio.errors import AdminError
 from kafkaio.fake import FakeKafkaCluster
 
 GB = 1_000_000_000

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from domain import Plan, check_plan, dump_snapshot, parse_snapshot
-from kafkasim.generator import GeneratorSpec, generate_snapshot
-from tests.examples import EXAMPLES
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
+from tests.support.examples import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.kafka_utils_peer import kafka_utils_request, plan_from_kafka_utils
 from domain import LeaderChange, PartitionMove, apply_plan, parse_snapshot
-from tests.snapshots import GIB, dumps, small_doc
+from tests.support.snapshots import GIB, dumps, small_doc
 
 
 def test_request_is_one_cluster_per_pool_with_rack_liveness_weight_and_size() -> None:

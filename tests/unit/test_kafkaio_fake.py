@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE
-from kafkaio.admin import AdminError
-from kafkaio.errors import TopicExists
+from kafkaio.errors import AdminError, TopicExists
 from kafkaio.fake import ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, FakeKafkaCluster
 
 GB = 1_000_000_000

@@ -11,22 +11,18 @@ from typing import Any
 
 import pytest
 
+from kafkaio.group_types import ShareGroup, ShareMember, SharePartitionOffset, members_by_partition, share_positions
 from kafkaio.share_groups import (
     DESCRIBE_SHARE_GROUP_OFFSETS,
     SHARE_GROUP_DESCRIBE,
-    ShareGroup,
-    ShareMember,
-    SharePartitionOffset,
     WireRequest,
     broker_version,
     decode_describe_share_group_offsets,
     decode_share_group_describe,
     encode_describe_share_group_offsets,
     encode_share_group_describe,
-    members_by_partition,
     merge,
     read_share_groups,
-    share_positions,
 )
 
 TOPIC_ID = bytes(range(16))

@@ -10,7 +10,7 @@ import pytest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from kafkaio import topiclog
-from tests.records import record_batch
+from tests.support.records import record_batch
 
 
 class _Log:

@@ -12,10 +12,10 @@ import re
 
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from kafkasim.engine import Engine
-from kafkasim.metrics import render_broker
-from kafkasim.model import Cluster
-from kafkasim.records import store_batches
+from kafkasim.cluster.model import Cluster
+from kafkasim.cluster.records import store_batches
+from kafkasim.observe.metrics import render_broker
+from kafkasim.physics.engine import Engine
 
 
 def _batch(n: int) -> bytes:

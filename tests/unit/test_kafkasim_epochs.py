@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from kafkasim import model as m
-from kafkasim.engine import Engine
-from kafkasim.epochs import assign, end_offset_for, epoch_at, truncate_from_start
-from kafkasim.model import Cluster
-from kafkasim.protocol import Handler
-from kafkasim.records import split_batches, store_batches, synthetic_batch
-from kafkasim.wire import REGISTRY, ReqContext, api_versions_list, encode_response
-from tests.records import record_batch
+from kafkasim.broker.protocol import Handler
+from kafkasim.broker.wire import REGISTRY, ReqContext, api_versions_list, encode_response
+from kafkasim.cluster import model as m
+from kafkasim.cluster.epochs import assign, end_offset_for, epoch_at, truncate_from_start
+from kafkasim.cluster.model import Cluster
+from kafkasim.cluster.records import split_batches, store_batches, synthetic_batch
+from kafkasim.physics.engine import Engine
+from tests.support.records import record_batch
 
 UNDEF = (-1, -1)
 

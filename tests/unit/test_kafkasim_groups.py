@@ -16,8 +16,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
-from kafkasim import model as m
-from kafkasim.groups import (
+from kafkasim.broker.groups import (
     GroupCoordinator,
     RealGroup,
     coordinator,
@@ -26,9 +25,10 @@ from kafkasim.groups import (
     offsets_partition,
     simulated_groups,
 )
-from kafkasim.model import Cluster
-from kafkasim.scenario import Federation, build_federation
-from kafkasim.wire import ReqContext
+from kafkasim.broker.wire import ReqContext
+from kafkasim.cluster import model as m
+from kafkasim.cluster.model import Cluster
+from kafkasim.scenarios.scenario import Federation, build_federation
 
 SPEC: dict[str, Any] = {
     "seed": 3, "tick_seconds": 1.0,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kafkasim.network import (
+from kafkasim.physics.network import (
     FETCH,
     MIGRATION,
     PRODUCE,
@@ -19,7 +19,7 @@ from kafkasim.network import (
     parse_lines,
     render_gateway,
 )
-from kafkasim.scenario import ScenarioError, build_federation
+from kafkasim.scenarios.scenario import ScenarioError, build_federation
 
 
 def two_idc_net(cap: float = 10e6) -> Network:

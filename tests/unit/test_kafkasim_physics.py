@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from kafkasim.configs import PT_FETCH, PT_PRODUCE
-from kafkasim.engine import Client, Engine
-from kafkasim.model import Cluster, SimError
-from kafkasim.scenario import build_federation
+from kafkasim.cluster.configs import PT_FETCH, PT_PRODUCE
+from kafkasim.cluster.model import Cluster, SimError
+from kafkasim.physics.engine import Client, Engine
+from kafkasim.scenarios.scenario import build_federation
 
 GiB = 1024**3
 
@@ -241,7 +241,7 @@ def test_revived_follower_catches_up_under_throttle_before_rejoining_isr() -> No
 
 
 def test_same_seed_same_run() -> None:
-    from kafkasim.scenario import DEFAULT_SCENARIO
+    from kafkasim.scenarios.scenario import DEFAULT_SCENARIO
 
     def run() -> np.ndarray:
         fed = build_federation(DEFAULT_SCENARIO)

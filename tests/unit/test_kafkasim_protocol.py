@@ -7,14 +7,14 @@ import struct
 
 import pytest
 
-from kafkasim import configs as kc
-from kafkasim import model as m
-from kafkasim.configs import parse_partition_rates, parse_throttled_replicas
-from kafkasim.engine import Engine
-from kafkasim.model import Cluster, SimError
-from kafkasim.records import split_batches
-from kafkasim.wire import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
-from tests.records import record_batch
+from kafkasim.broker.wire import REGISTRY, SUPPORTED, api_versions_list, encode_response, generic_error
+from kafkasim.cluster import configs as kc
+from kafkasim.cluster import model as m
+from kafkasim.cluster.configs import parse_partition_rates, parse_throttled_replicas
+from kafkasim.cluster.model import Cluster, SimError
+from kafkasim.cluster.records import split_batches
+from kafkasim.physics.engine import Engine
+from tests.support.records import record_batch
 
 
 def test_every_known_api_has_an_encodable_error_response() -> None:
@@ -122,7 +122,7 @@ def test_quota_precedence_follows_kafka() -> None:
 
 
 def test_record_batches_stay_within_partition_and_global_budgets() -> None:
-    from kafkasim.records import store_batches
+    from kafkasim.cluster.records import store_batches
 
     c = cluster()
     t = c.create_topic("mem", 3, 1)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from kafkasim.configs import REMOTE_LOG_TASK, RETENTION_CHECK, interval_s
-from kafkasim.protocol import Handler
-from kafkasim.records import store_batches
-from kafkasim.retention import RetentionClock
-from kafkasim.scenario import Federation, ScenarioError, build_federation
-from kafkasim.server import SimServer
+from kafkasim.broker.protocol import Handler
+from kafkasim.broker.server import SimServer
+from kafkasim.cluster.configs import REMOTE_LOG_TASK, RETENTION_CHECK, interval_s
+from kafkasim.cluster.records import store_batches
+from kafkasim.cluster.retention import RetentionClock
+from kafkasim.scenarios.scenario import Federation, ScenarioError, build_federation
 
 
 def federation(check_ms: str | None, topic_configs: dict[str, str]) -> Federation:

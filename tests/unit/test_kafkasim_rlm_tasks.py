@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from kafkasim.configs import REMOTE_COPY_QUOTA, REMOTE_LOG_TASK, RETENTION_CHECK
-from kafkasim.model import Cluster
-from kafkasim.records import store_batches
-from kafkasim.remote_store import LocalDirStore
-from kafkasim.rlm_tasks import CopyQuota, TaskSchedule
-from kafkasim.scenario import Federation
-from kafkasim.segments import LOCAL
-from kafkasim.tiered import TieredManager, TieredSettings
+from kafkasim.cluster.configs import REMOTE_COPY_QUOTA, REMOTE_LOG_TASK, RETENTION_CHECK
+from kafkasim.cluster.model import Cluster
+from kafkasim.cluster.records import store_batches
+from kafkasim.scenarios.scenario import Federation
+from kafkasim.tiering.remote_store import LocalDirStore
+from kafkasim.tiering.rlm_tasks import CopyQuota, TaskSchedule
+from kafkasim.tiering.segments import LOCAL
+from kafkasim.tiering.tiered import TieredManager, TieredSettings
 from tests.unit.test_kafkasim_tiered import FakeMetadata, batch, federation, wait_idle
 from tiered.model import EventKind
 

@@ -1,4 +1,4 @@
-"""Segment-wise retention of record-holding partitions in kafkasim (:mod:`kafkasim.seglog`).
+"""Segment-wise retention of record-holding partitions in kafkasim (:mod:`kafkasim.cluster.seglog`).
 
 A Kafka broker deletes whole closed segments: the log start offset sits on a segment's base offset and
 records stay readable until the newest record of their segment is older than ``retention.ms``.
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from kafkasim.engine import Engine
-from kafkasim.model import Cluster
-from kafkasim.records import store_batches
-from kafkasim.seglog import SegmentedLog
+from kafkasim.cluster.model import Cluster
+from kafkasim.cluster.records import store_batches
+from kafkasim.cluster.seglog import SegmentedLog
+from kafkasim.physics.engine import Engine
 
 LEASE_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "3600000", "segment.ms": "600000"}
 

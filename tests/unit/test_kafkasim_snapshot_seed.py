@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kafkasim.scenario import ScenarioError, build_federation
+from kafkasim.scenarios.scenario import ScenarioError, build_federation
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "small.json"
 
@@ -89,8 +89,8 @@ def test_topic_configs_bound_seeded_logs_and_bad_ones_name_the_path() -> None:
 
 def test_generated_snapshot_seeds_a_sim_whose_disk_load_agrees() -> None:
     from domain.snapshot_file import parse_snapshot, snapshot_to_dict
-    from kafkasim.generator import GeneratorSpec, generate_snapshot
-    from kafkasim.truth import snapshot_of
+    from kafkasim.observe.truth import snapshot_of
+    from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
     d = snapshot_to_dict(generate_snapshot(GeneratorSpec(brokers=12, disks_per_broker=4, partitions=600,
                                                          dead_brokers=1, seed=5)))

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from kafkasim import model as m
-from kafkasim.configs import REMOTE_LOG_TASK, RETENTION_CHECK
-from kafkasim.model import SimError
-from kafkasim.records import split_batches, store_batches
-from kafkasim.remote_store import LocalDirStore
-from kafkasim.scenario import Federation, build_federation
-from kafkasim.segments import COPIED, TieredLog
-from kafkasim.tiered import Fenced, TieredManager, TieredSettings
-from tests.records import record_batch
+from kafkasim.cluster import model as m
+from kafkasim.cluster.configs import REMOTE_LOG_TASK, RETENTION_CHECK
+from kafkasim.cluster.model import SimError
+from kafkasim.cluster.records import split_batches, store_batches
+from kafkasim.scenarios.scenario import Federation, build_federation
+from kafkasim.tiering.remote_store import LocalDirStore
+from kafkasim.tiering.segments import COPIED, TieredLog
+from kafkasim.tiering.tiered import Fenced, TieredManager, TieredSettings
+from tests.support.records import record_batch
 from tiered.model import (
     EventKind,
     GroupRefused,

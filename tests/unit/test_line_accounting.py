@@ -6,7 +6,7 @@ import pytest
 
 from planners.line_accounting import Accounting, AuditFlow, account_lines, account_round, client_fetch_rates, line_flows
 from planners.throttle import Transfer
-from tests.line_support import MB, part, two_idc
+from tests.support.line_support import MB, part, two_idc
 
 
 def test_followers_in_another_idc_replicate_across_the_line() -> None:

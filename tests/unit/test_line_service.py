@@ -17,7 +17,7 @@ from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from kafkaio.audit import AuditShares
 from planners.line_accounting import AuditFlow
-from tests.line_support import MB, part, two_idc
+from tests.support.line_support import MB, part, two_idc
 
 CONF = LeasedLinesConf(lines=[LeasedLineConf(src_idc="idc-a", dst_idc="idc-b", capacity_bytes_per_s=20 * MB)],
                        fetch_priority={"batch": 1})

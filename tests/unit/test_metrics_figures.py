@@ -21,7 +21,7 @@ from controlplane.service.metrics_figures import FederationFigures
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import BrokerState, ClusterSnapshot
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
 SCRAPE_BUDGET_S = 0.050
 

@@ -28,7 +28,7 @@ from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, MIGRATION, PARTIT
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from kafkaio.levers import KafkaLevers
 from kafkaio.types import LiveCluster, PartitionMeta, Reassignment, ReplicaDir
-from tests.throttle_support import MB, disk, hot_snapshot, part, snapshot
+from tests.support.throttle_support import MB, disk, hot_snapshot, part, snapshot
 from tests.unit.test_throttle_service import FakeActuator
 
 

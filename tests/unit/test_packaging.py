@@ -1,7 +1,7 @@
-"""The base install works without the heavy extras (``kafka-guardian[analytics]``, ``kafka-guardian[plots]``).
+"""The base install works without the extras (``kafka-guardian[analytics]``, ``[plots]``, ``[sim]``).
 
 A fresh virtualenv per test run would be too slow, so a fresh interpreter blocks the extras' packages with
-an import hook (any ``import pyspark|pandas|pyarrow|matplotlib|chdb|py4j`` raises ImportError, as when they
+an import hook (any ``import pyspark|pandas|pyarrow|matplotlib|chdb|py4j|yaml`` raises ImportError, as when they
 are not installed), then imports every module of every package, runs ``guardian --help`` and builds a
 controller with the default configuration (embedded ClickHouse unavailable -> runs without rollups) that
 answers ``/healthz`` and ``/metrics``. Only the heavy optional modules may fail to import.
@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = {"analytics": {"pyspark", "pandas", "pyarrow", "chdb"}, "plots": {"matplotlib"}}
+EXTRAS = {"analytics": {"pyspark", "pandas", "pyarrow", "chdb"}, "plots": {"matplotlib"}, "sim": {"pyyaml"}}
 OPTIONAL_MODULES = {
     "analytics_spark.jobs", "analytics_spark.slices", "analytics_spark.transforms", "analytics_spark.plot",
     "analytics_spark.seed", "analytics_spark.sql.baseline", "analytics_spark.sql.engine",
@@ -27,7 +27,7 @@ OPTIONAL_MODULES = {
 CHECK = r'''
 import importlib, importlib.abc, json, pkgutil, sys, tempfile
 from pathlib import Path
-BLOCKED = {"pyspark", "pandas", "pyarrow", "matplotlib", "chdb", "py4j"}
+BLOCKED = {"pyspark", "pandas", "pyarrow", "matplotlib", "chdb", "py4j", "yaml"}
 
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -63,11 +63,19 @@ try:
     health, metrics = client.get("/healthz").status_code, client.get("/metrics")
 finally:
     svc.close()
+from kafkasim.scenarios.scenario import ScenarioError, load_scenario
+scenario_file = Path(tempfile.mkdtemp()) / "scenario.yaml"
+scenario_file.write_text("seed: 1\n")
+try:
+    load_scenario(scenario_file)
+    scenario = "loaded"
+except ScenarioError as exc:
+    scenario = str(exc)
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
 print(json.dumps({"failed": failed, "help": [help_out.exit_code, help_out.output],
                   "serve_help": [serve_help.exit_code, serve_help.output], "health": health,
                   "metrics": [metrics.status_code, "guardian_raft_is_leader" in metrics.text],
-                  "clickhouse": svc.ctx.clickhouse is None, "loaded": loaded}))
+                  "clickhouse": svc.ctx.clickhouse is None, "loaded": loaded, "scenario": scenario}))
 '''
 
 
@@ -88,6 +96,7 @@ def test_the_base_imports_serves_and_answers_help_without_the_extras() -> None:
     assert result["health"] == 200 and result["metrics"] == [200, True]
     assert result["clickhouse"] is True  # embedded chdb is an extra: the node runs without rollups
     assert result["loaded"] == []
+    assert "pip install 'kafka-guardian[sim]'" in result["scenario"]  # a YAML scenario names the extra it needs
 
 
 def test_the_heavy_packages_are_extras_not_base_dependencies() -> None:
@@ -101,4 +110,4 @@ def test_the_heavy_packages_are_extras_not_base_dependencies() -> None:
         assert packages <= names(project["optional-dependencies"][extra]), extra
         assert not packages & base, packages & base
     makefile = (ROOT / "Makefile").read_text()
-    assert "-e '.[dev,analytics,plots]'" in makefile  # make test / make demo install them
+    assert "-e '.[dev,analytics,plots,sim]'" in makefile  # make test / make demo install them

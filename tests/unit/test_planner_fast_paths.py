@@ -13,7 +13,7 @@ from domain import Partition, PartitionMove, Plan, apply_plan, dump_plan, plan_e
 from domain.apply import reassigned
 from domain.spread import placement_deficit, rack_duplicates, unavoidable_rack_duplicates
 from domain.summary import _after_disk_loads_by_disk, after_disk_loads
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import disk_balance, plan_rebalance, workspace
 from planners.constraints import Topology
 from planners.workspace import Workspace

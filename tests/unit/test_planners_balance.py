@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from domain import apply_plan, dump_plan, pool_stats
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import BalanceOptions, Bounds, disk_balance, plan_rebalance, workspace
 from planners.registry import PLANNERS
-from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, peaks, snapshot_of, topic
+from tests.support.planner_cases import GIB, MB, assert_valid, broker, disk, partition, peaks, snapshot_of, topic
 
 
 def test_jbod_hot_disk_sheds_to_its_own_broker_with_log_dir_moves() -> None:

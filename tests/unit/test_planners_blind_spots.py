@@ -13,12 +13,12 @@ from rich.console import Console
 
 import controlplane.cli.plan as cli_plan
 from domain import ClusterSnapshot, Plan, apply_plan, pool_stats
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import BalanceOptions, Bounds, NewTopic, plan_pool_grow, plan_preallocation, plan_rebalance
 from planners.budget_curve import budget_curve
 from planners.preallocate import with_topic
 from planners.registry import PLANNERS
-from tests.planner_cases import GIB, MB, assert_valid, broker, disk, partition, snapshot_of, topic
+from tests.support.planner_cases import GIB, MB, assert_valid, broker, disk, partition, snapshot_of, topic
 
 
 def _hot_and_cool() -> tuple[list[dict[str, object]], list[dict[str, object]]]:

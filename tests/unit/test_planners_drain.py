@@ -8,9 +8,9 @@ import pytest
 
 from domain import Topic, apply_plan, check_plan
 from domain.spread import rack_duplicates
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import Bounds, DrainOptions, PlannerError, plan_drain, plan_restore
-from tests.planner_cases import assert_valid
+from tests.support.planner_cases import assert_valid
 
 SPEC = GeneratorSpec(brokers=16, disks_per_broker=3, partitions=500, seed=13, idcs=("idc-a", "idc-b"),
                      pools={"shared": 0.75, "pay": 0.25})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planners import NewTopic, PlannerError, plan_drain, plan_leaders, plan_preallocation, plan_rebalance
-from tests.planner_cases import MB, assert_valid, broker, disk, partition, snapshot_of, topic
+from tests.support.planner_cases import MB, assert_valid, broker, disk, partition, snapshot_of, topic
 
 
 def test_no_topics_and_zero_traffic_give_empty_plans() -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from domain import dump_plan
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import plan_leaders
 from planners.leaders import leader_stats
-from tests.planner_cases import MB, assert_valid, broker, partition, snapshot_of, topic
+from tests.support.planner_cases import MB, assert_valid, broker, partition, snapshot_of, topic
 
 
 def _three_brokers_one_leader():

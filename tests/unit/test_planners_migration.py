@@ -7,10 +7,10 @@ from collections import Counter
 import pytest
 
 from domain import apply_plan, check_plan
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import Bounds, MigrationOptions, PlannerError, plan_idc_migration
 from planners.idc_migration import migration_done, with_placement
-from tests.planner_cases import MB, broker, disk, partition, snapshot_of, topic
+from tests.support.planner_cases import MB, broker, disk, partition, snapshot_of, topic
 
 
 def _all_in_idc_a():

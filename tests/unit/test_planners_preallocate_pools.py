@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from domain import Partition, Topic, check_new_topic, pool_stats
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import (
     NewTopic,
     PlannerError,
@@ -17,7 +17,7 @@ from planners import (
     plan_preallocation,
 )
 from planners.preallocate import with_topic
-from tests.planner_cases import assert_valid
+from tests.support.planner_cases import assert_valid
 
 SPEC = GeneratorSpec(brokers=16, disks_per_broker=3, partitions=300, seed=17, idcs=("idc-a", "idc-b"),
                      pools={"shared": 0.75, "free": 0.25})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain import apply_plan, check_plan
-from kafkasim.generator import GeneratorSpec, generate_snapshot
+from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import PlannerError
 from planners.registry import PLANNERS, PROPOSERS
 

@@ -9,7 +9,7 @@ import pytest
 from domain import apply_plan, check_plan, dump_plan
 from planners import Bounds, PlannerError, ReadLocalOptions, plan_read_local
 from planners.registry import PLANNERS
-from tests.planner_cases import MB, broker, disk, partition, snapshot_of, topic
+from tests.support.planner_cases import MB, broker, disk, partition, snapshot_of, topic
 
 
 def _all_in_idc_a(placement: dict[str, int] | None = None, rf: int = 3):

@@ -23,8 +23,8 @@ from controlplane.service.self_healing import SelfHealingJob, backoff_left
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import ClusterSnapshot, Disk
-from tests.service_ports import StoreExecutor
-from tests.throttle_support import MB, disk, part, snapshot
+from tests.support.service_ports import StoreExecutor
+from tests.support.throttle_support import MB, disk, part, snapshot
 
 SLOW = (1, "/d1")
 

@@ -30,7 +30,7 @@ from planners.throttle import (
     ThrottleInput,
     plan_throttles,
 )
-from tests.throttle_support import MB, hot_snapshot
+from tests.support.throttle_support import MB, hot_snapshot
 from tests.unit.test_observation import collected
 
 HOT = {(1, "/d1"): DiskHealth(unhealthy=True)}

@@ -12,7 +12,7 @@ from controlplane.service.throttle_loop import AlertRecord, ClusterBinding, Obse
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from planners.throttle import MIGRATION, PARTITION_FETCH, WHO, Transfer
-from tests.throttle_support import MB, hot_snapshot
+from tests.support.throttle_support import MB, hot_snapshot
 
 
 class FakeSource:

@@ -1,0 +1,1 @@
+"""kafkasim: the tick: vectorised engine, replica copies, leased lines between IDCs."""

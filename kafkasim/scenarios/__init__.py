@@ -1,0 +1,1 @@
+"""kafkasim: federations to run: scenario files, the snapshot generator, the realistic deployment."""
