@@ -5,7 +5,8 @@ Goal: the control plane counts and names each cluster's errors by kind (``guardi
 classes: that knowledge stays at the Kafka edge.
 
 Method: :func:`failure_kind` walks an exception and its causes (a few levels) and maps the first it
-recognises: a refused login or TLS trust -> ``auth``; a timeout of any layer -> ``timeout``; a refused
+recognises: a refused login, a missing ACL (any of Kafka's ``*_AUTHORIZATION_FAILED``) or TLS trust ->
+``auth``; a timeout of any layer -> ``timeout``; a refused
 or lost connection, an unresolvable host -> ``unreachable``; failing that, the message's wording; else
 ``error``. Guarantee: total (every exception gets one of :data:`FAILURE_KINDS`' Kafka-side kinds).
 Cost: O(causes).
@@ -23,7 +24,8 @@ from kafkaio.errors import KafkaAuthError, KafkaUnreachable
 
 FAILURE_KINDS = ("auth", "unreachable", "timeout", "error")
 
-_AUTH = (KafkaAuthError, kerrors.SaslAuthenticationFailedError, ssl.SSLCertVerificationError)
+_AUTH = (KafkaAuthError, kerrors.SaslAuthenticationFailedError, kerrors.AuthorizationError,
+         ssl.SSLCertVerificationError)
 _TIMEOUT = (TimeoutError, socket.timeout, FutureTimeout, kerrors.KafkaTimeoutError, kerrors.RequestTimedOutError)
 _UNREACHABLE = (ConnectionError, kerrors.KafkaConnectionError, socket.gaierror)
 
