@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import fields
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -35,6 +36,7 @@ from controlplane.cli.live_snapshot import collect_snapshot
 from controlplane.executor.reconcile import plan_digest
 from controlplane.state.commands import meta
 from domain import plan_to_dict
+from domain.execution import Execution
 from kafkaio.endpoints import EndpointsError
 from planners.registry import migrate_idc as plan_migration
 
@@ -161,9 +163,9 @@ def _standalone(shared: ExecOptions, params: dict[str, Any], rounds: int) -> Non
         _die(str(exc), EXIT_INVALID_INPUT)
     executor, _ = _executor(shared, state, opts)
     active = executor.active_execution()
-    if active is not None and active.get("options", {}).get("migration"):
-        out.print(f"finishing step execution {active['id']} of an interrupted migration first", markup=False)
-        _drive(executor, state, int(active["id"]), opts)
+    if active is not None and active.options.get("migration"):
+        out.print(f"finishing step execution {active.id} of an interrupted migration first", markup=False)
+        _drive(executor, state, active.id, opts)
     snap = collect_snapshot(endpoints, rounds)
     try:
         proposal = plan_migration(snap, params)
@@ -182,8 +184,13 @@ def _standalone(shared: ExecOptions, params: dict[str, Any], rounds: int) -> Non
         out.print(f"step {k}/{n}: {len(plan.moves)} partition move(s)", markup=False)
         eid = _start_or_resume(
             executor, state,
-            lambda plan=plan, k=k: executor.start(plan, caps=opts.caps, why=f"guardian migrate-idc step {k}/{n}",
-                                                  options={"migration": {"step": k, "of": n}}),
-            lambda a, digest=digest: a.get("options", {}).get("plan_digest") == digest)
+            partial(executor.start, plan, caps=opts.caps, why=f"guardian migrate-idc step {k}/{n}",
+                    options={"migration": {"step": k, "of": n}}),
+            partial(_runs_plan, digest))
         _drive(executor, state, eid, opts)
     out.print(f"migration completed: {n} step(s)", markup=False)
+
+
+def _runs_plan(digest: str, active: Execution) -> bool:
+    """True when the active execution runs the plan of ``digest`` (an interrupted step is resumed)."""
+    return active.options.get("plan_digest") == digest
