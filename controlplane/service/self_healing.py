@@ -593,8 +593,11 @@ class SelfHealingJob:
             ctx.store.propose({"type": "plan.approve", "meta": meta(WHO, "self-healing policy"), "plan_id": plan_id})
         options = {"heal": budget.as_dict(), "ordering": "urp_first"} if budget is not None and budget.bytes else {}
         try:
-            execution_id = ctx.executor.start_approved(plan_id, why=f"{WHO}: anomaly {rec['id']}",
-                                                       **({"options": options} if options else {}))
+            if ctx.executor is None:
+                raise RuntimeError("no executor on this node")
+            why = f"{WHO}: anomaly {rec['id']}"
+            execution_id = (ctx.executor.start_approved(plan_id, why=why, options=options) if options
+                            else ctx.executor.start_approved(plan_id, why=why))
         except Exception as exc:  # refused by the executor: the plan must not stay approved
             ctx.store.propose({"type": "plan.expire", "meta": meta(WHO, f"executor refused: {exc}"),
                                "plan_id": plan_id})
