@@ -145,10 +145,10 @@ def plan_rebalance(snapshot: SnapshotOpt, out_path: OutOpt, max_bytes: MaxBytesO
                    evacuate_dead: Annotated[bool, typer.Option("--evacuate-dead",
                                                                help="move replicas off dead brokers")] = False) -> None:
     """Plan a disk-load rebalance of SNAPSHOT (across and within brokers), write it to OUT, print its summary."""
-    snap = _load(snapshot)
     options = _params(RebalanceParams, max_bytes=max_bytes, max_partitions=max_partitions,
                       capacity_headroom=headroom, threshold=threshold, floor=floor,
                       evacuate_dead=evacuate_dead).options()
+    snap = _load(snapshot)
     _emit(_run(lambda: make_rebalance(snap, options)), out_path)
 
 

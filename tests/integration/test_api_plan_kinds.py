@@ -59,6 +59,11 @@ def plan(client: TestClient, kind: str, params: dict[str, Any]) -> Any:
     ("migrate-idc", {"topics": ["t0"]}, "$.params.placement"),
     ("migrate-idc", {"placement": {"idc-b": 1}, "min_insync": 0}, "$.params.min_insync"),
     ("restore", {"drain_execution": "latest"}, "$.params.drain_execution"),
+    ("rebalance", {"target": 0.9}, "$.params.target"),  # the planners' own models (planners.params)
+    ("rebalance", {"max_moves": "ten"}, "$.params.max_moves"),
+    ("leaders", {"tolerance": True}, "$.params.tolerance"),
+    ("drain", {"brokers": []}, "$.params.brokers"),
+    ("preallocate", {"topic": "x"}, "$.params.partitions"),
 ])
 def test_typed_parameters_are_400_naming_the_field(client: TestClient, kind: str, params: dict[str, Any],
                                                    path: str) -> None:
