@@ -54,6 +54,8 @@ from domain import (
     plan_from_dict,
     plan_to_dict,
 )
+from domain.execution import ExecutionStatus
+from domain.plan_record import LIVE_PLAN_STATUSES, PlanStatus
 from kafkaio.errors import AdminError, KafkaAuthError
 from planners.registry import Proposal
 
@@ -99,7 +101,7 @@ def finished_drain(ctx: ServiceContext, cluster: str, execution_id: int | None) 
     """The finished drain execution ``execution_id`` of ``cluster`` (default: the latest); 409 when none."""
     def pick(s: dict[str, Any]) -> list[dict[str, Any]]:
         return [e for e in s["executions"].values()
-                if e["cluster"] == cluster and e["status"] in ("completed", "stopped")
+                if e["cluster"] == cluster and e["status"] in (ExecutionStatus.COMPLETED, ExecutionStatus.STOPPED)
                 and "drain" in (e.get("options", {}).get("release"), e.get("options", {}).get("kind"),
                                 (s["plans"].get(str(e["plan_id"])) or {}).get("kind"))]
     drains = read(ctx, pick)
@@ -249,14 +251,14 @@ def execute_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator,
     schedule), recorded on the execution. A plan's prerequisites (a pool-grow's brokers, a migrate-idc
     step 1's placement policy) are put in force first."""
     record = plan_or_404(ctx, plan_id)
-    if record["status"] not in ("approved", "executing"):
+    if record["status"] not in LIVE_PLAN_STATUSES:
         raise ApiError(409, f"plan {plan_id} is {record['status']}; approve it before executing")
     if not read(ctx, lambda s: record["cluster"] in s["clusters"]):
         raise ApiError(409, f"plan {plan_id} is for cluster {record['cluster']!r}, which is no longer registered")
     caps, options = execution_settings(body, getattr(ctx.executor, "policy", None))
     if ctx.executor is None:
         raise ApiError(503, "no executor on this node")
-    if record["status"] == "approved":
+    if record["status"] == PlanStatus.APPROVED:
         apply_prerequisites(ctx, request, who, record)
     return start_execution(ctx, record, request, who, caps, options)
 

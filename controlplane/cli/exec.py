@@ -55,7 +55,7 @@ from controlplane.files import read_plan
 from controlplane.state.reads import executions_of
 from controlplane.state.store import LocalStateStore
 from domain import ContractError, Plan, plan_to_dict
-from domain.execution import Execution, ExecutionStatus
+from domain.execution import ACTIVE_STATUSES, Execution, ExecutionStatus
 from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import EndpointsError
 from kafkaio.errors import AdminError, KafkaAuthError
@@ -263,12 +263,12 @@ def _run_impl(shared: ExecOptions, plan: Path, opts: _Opts) -> None:
     digest = plan_digest(plan_to_dict(parsed))
     done = executor.store.read(lambda s: [e for e in s["executions"].values()
                                           if e["cluster"] == cluster and e.get("options", {}).get("plan_digest")
-                                          == digest and e["status"] not in ("running", "stopping")])
+                                          == digest and e["status"] not in ACTIVE_STATUSES])
     if done and executor.active_execution() is None:
         last = max(done, key=lambda e: e["id"])
         out.print(f"execution {last['id']} of this plan already {last['status']}: {last.get('reason', '')}",
                   markup=False)
-        raise typer.Exit(0 if last["status"] in ("completed", "stopped") else 1)
+        raise typer.Exit(0 if last["status"] in (ExecutionStatus.COMPLETED, ExecutionStatus.STOPPED) else 1)
     eid = _start_or_resume(executor, state,
                            lambda: executor.start(parsed, caps=opts.caps, why=f"guardian exec run {plan.name}"),
                            lambda a: a.options.get("plan_digest") == digest)
@@ -409,7 +409,7 @@ def exec_stop(
     try:
         if execution is None:
             query = "?" + urllib.parse.urlencode({"cluster": cluster}) if cluster else ""
-            running = [e for e in get_json(base + query, token, ca_file) if e["status"] in ("running", "stopping")]
+            running = [e for e in get_json(base + query, token, ca_file) if e["status"] in ACTIVE_STATUSES]
             if len(running) != 1:
                 listed = ", ".join(f"{e['id']} ({e['cluster']}, {e['status']})" for e in running) or "none"
                 _die(f"give --execution: {len(running)} execution(s) running{f' on {cluster}' if cluster else ''} "
@@ -512,7 +512,7 @@ def exec_watch(
     if once or not out.is_terminal:
         out.print(progress_view(current) if out.is_terminal else progress_line(current), soft_wrap=True)
         try:
-            while not once and current["status"] in ("running", "stopping"):
+            while not once and current["status"] in ACTIVE_STATUSES:
                 time.sleep(interval)
                 current = refresh(current)
                 out.print(progress_line(current), soft_wrap=True, markup=False)
@@ -521,7 +521,7 @@ def exec_watch(
         return
     try:
         with Live(progress_view(current), console=out, refresh_per_second=4) as live:
-            while current["status"] in ("running", "stopping"):
+            while current["status"] in ACTIVE_STATUSES:
                 time.sleep(interval)
                 current = refresh(current)
                 live.update(progress_view(current))

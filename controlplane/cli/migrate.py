@@ -37,6 +37,7 @@ from controlplane.executor.reconcile import plan_digest
 from controlplane.state.commands import meta
 from domain import plan_to_dict
 from domain.execution import Execution
+from domain.migration import MigrationStatus
 from kafkaio.endpoints import EndpointsError
 from planners.registry import migrate_idc as plan_migration
 
@@ -129,7 +130,7 @@ def _through_api(url: str, token: str | None, shared: ExecOptions, params: dict[
             if line != last:
                 out.print(line, markup=False, soft_wrap=True)
                 last = line
-            if m["status"] != "running":
+            if m["status"] != MigrationStatus.RUNNING:
                 break
             time.sleep(shared.interval)
     except KeyboardInterrupt:
@@ -137,7 +138,7 @@ def _through_api(url: str, token: str | None, shared: ExecOptions, params: dict[
                   "stops it)", markup=False)
         raise typer.Exit(130) from None
     out.print(f"migration {mid} {m['status']}{': ' + m['reason'] if m.get('reason') else ''}", markup=False)
-    if m["status"] != "completed":
+    if m["status"] != MigrationStatus.COMPLETED:
         raise typer.Exit(1)
 
 

@@ -34,7 +34,7 @@ from controlplane.executor.release import ReleaseError
 from controlplane.state.commands import meta
 from controlplane.state.reads import migration_record, plan_record
 from controlplane.state.store import StateStore
-from domain.execution import ACTIVE_STATUSES
+from domain.execution import ACTIVE_STATUSES, ExecutionStatus
 from domain.migration import MigrationRecord, MigrationStatus
 from domain.plan_record import PlanRecord, PlanStatus
 from kafkaio.errors import AdminError
@@ -64,7 +64,7 @@ def migration_progress(state: Mapping[str, Any], migration: Mapping[str, Any]) -
             progress = execution.get("progress") or {}
             step_total = int(progress.get("bytes_total") or 0)
             step_done = int(progress.get("bytes_done") or 0)
-            if execution["status"] == "completed":
+            if execution["status"] == ExecutionStatus.COMPLETED:
                 step_done = step_total
             if k == migration["step"]:
                 current = {"execution_id": execution["id"], "status": execution["status"],
@@ -76,7 +76,7 @@ def migration_progress(state: Mapping[str, Any], migration: Mapping[str, Any]) -
         done += min(step_done, step_total)
         total += step_total
     n = len(migration["steps"])
-    finished = migration["status"] == "completed"
+    finished = migration["status"] == MigrationStatus.COMPLETED
     return {"step": min(migration["step"] + 1, n), "steps": n, "bytes_done": total if finished else done,
             "bytes_total": total, "fraction": 1.0 if finished else (done / total if total else 0.0), **current}
 

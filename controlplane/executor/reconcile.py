@@ -105,6 +105,7 @@ from domain import (
 )
 from domain.cluster_record import ClusterRecord
 from domain.execution import (
+    ACTIVE_STATUSES,
     OPEN_STATES,
     RUNNING_STATES,
     Execution,
@@ -172,7 +173,7 @@ class PassReport:
     @property
     def finished(self) -> bool:
         """True once the execution reached a final status (or there is none)."""
-        return self.status not in ("running", "stopping")
+        return self.status not in ACTIVE_STATUSES
 
 
 @dataclass
