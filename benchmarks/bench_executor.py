@@ -28,7 +28,7 @@ Writes ``out/bench/executor.json``.
 
 from __future__ import annotations
 
-import json
+import copy
 import logging
 import math
 import os
@@ -84,7 +84,7 @@ the planned leader's disk, so for that mode it is no lower bound and only total 
 
 def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any]:
     """One mode on a fresh federation whose traffic (sizes, skew, producer bursts) comes from ``seed``."""
-    spec = {**json.loads(json.dumps(SCENARIO)), "seed": seed}
+    spec = {**copy.deepcopy(SCENARIO), "seed": seed}
     runner = SimRunner(build_federation(spec), speed=0.0)  # the bench drives the clock
     endpoints = runner.start()
     scrapers: list[DiskScraper] = []
@@ -224,7 +224,7 @@ def traffic_twin(seed: int, horizon_s: float) -> dict[str, list[float]]:
     federation and traffic seed, warmed up alike, with no move at all. kafkasim draws producer traffic (rates,
     bursts) from its own seeded generator, the same draws whatever is copied, so the twin shows the traffic the
     move ran beside — without the writes the moved replicas take to their new disks when their move ends."""
-    runner = SimRunner(build_federation({**json.loads(json.dumps(SCENARIO)), "seed": seed}), speed=0.0)
+    runner = SimRunner(build_federation({**copy.deepcopy(SCENARIO), "seed": seed}), speed=0.0)
     runner.start()
     try:
         eng = runner.server.fed.engine

@@ -182,7 +182,7 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     all_jobs = [Job("collect", settings.intervals.collect_s, collection),
                 Job("auto_rebalance", settings.intervals.auto_rebalance_check_s, AutoRebalanceJob()),
                 Job("throttle", settings.intervals.throttle_s, ctx.throttle.job),
-                Job("executor", settings.intervals.executor_s, lambda c: c.executor.run_once()),
+                Job("executor", settings.intervals.executor_s, lambda c: c.executor and c.executor.run_once()),
                 Job("self_healing", settings.intervals.collect_s, SelfHealingJob(rounds)),
                 *(jobs or [])]
     if settings.analytics.enabled:

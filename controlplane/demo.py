@@ -45,6 +45,7 @@ from controlplane.picture import disk_utils, measured_utils, plot_before_after
 from controlplane.report import snapshot_table
 from controlplane.state.state import ACTIVE_EXECUTION
 from domain import ClusterSnapshot, DiskKind, pool_stats, snapshot_to_dict
+from domain.execution import ExecutionStatus
 from kafkasim.broker.server import SimRunner
 from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from kafkasim.scenarios.realistic import operator_endpoints, prepare
@@ -111,7 +112,7 @@ def progress_line(api: httpx.Client) -> tuple[str, bool, int]:
     for t in api.get("/api/v1/throttles", params={"cluster": CLUSTER}).json():
         kinds[t["kind"]] = kinds.get(t["kind"], 0) + 1
     in_force = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
-    completed = sum(1 for e in executions if e["status"] == "completed")
+    completed = sum(1 for e in executions if e["status"] == ExecutionStatus.COMPLETED)
     if not executions:
         return f"no execution yet; throttles in force: {in_force}", False, 0
     latest = executions[0]

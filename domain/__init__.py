@@ -37,6 +37,7 @@ from domain.plan_file import (
     is_bare_reassignment,
     parse_plan,
     parse_reassignment,
+    plan_from_dict,
     plan_json_schema,
     plan_to_dict,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "parse_reassignment",
     "parse_snapshot",
     "plan_effect",
+    "plan_from_dict",
     "plan_json_schema",
     "plan_to_dict",
     "pool_stats",

@@ -21,6 +21,7 @@ Cost: O(1) per transition; O(fields) per JSON translation (a task has 21).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -254,6 +255,16 @@ class ExecutionStatus(StrEnum):
 
 ACTIVE_STATUSES: frozenset[ExecutionStatus] = frozenset({ExecutionStatus.RUNNING, ExecutionStatus.STOPPING})
 """An execution in one of these is driven by the executor; one per cluster at a time."""
+EXECUTION_TRANSITIONS: Mapping[ExecutionStatus, frozenset[ExecutionStatus]] = {
+    ExecutionStatus.RUNNING: frozenset({ExecutionStatus.STOPPING, ExecutionStatus.COMPLETED, ExecutionStatus.STOPPED,
+                                        ExecutionStatus.FAILED}),
+    ExecutionStatus.STOPPING: frozenset({ExecutionStatus.COMPLETED, ExecutionStatus.STOPPED, ExecutionStatus.FAILED}),
+    ExecutionStatus.COMPLETED: frozenset(),
+    ExecutionStatus.STOPPED: frozenset(),
+    ExecutionStatus.FAILED: frozenset(),
+}
+"""The execution statuses' transition table (a stop while stopping changes nothing; the end statuses are
+final); the state machine checks ``execution.stop`` / ``execution.finish`` against it."""
 
 
 def bytes_progress(tasks: Iterable[Task]) -> tuple[int, int]:
@@ -341,7 +352,8 @@ class Execution:
                    caps=dict(doc.get("caps") or {}), started_by=str(doc.get("started_by") or ""),
                    started_at=str(doc.get("started_at") or ""), finished_at=doc.get("finished_at"),
                    reason=str(doc.get("reason") or ""), partition_counts=dict(doc.get("partition_counts") or {}),
-                   options=dict(doc.get("options") or {}), progress=dict(doc.get("progress") or {}),
+                   options=copy.deepcopy(dict(doc.get("options") or {})),
+                   progress=copy.deepcopy(dict(doc.get("progress") or {})),
                    tasks={k: Task.from_json(t) for k, t in (doc.get("tasks") or {}).items()})
 
     def to_json(self) -> JsonDict:
@@ -349,5 +361,6 @@ class Execution:
         return {"id": self.id, "plan_id": self.plan_id, "cluster": self.cluster, "status": self.status.value,
                 "rollback": self.rollback, "caps": dict(self.caps), "started_by": self.started_by,
                 "started_at": self.started_at, "finished_at": self.finished_at, "reason": self.reason,
-                "partition_counts": dict(self.partition_counts), "options": dict(self.options),
-                "progress": dict(self.progress), "tasks": {k: t.to_json() for k, t in self.tasks.items()}}
+                "partition_counts": dict(self.partition_counts), "options": copy.deepcopy(dict(self.options)),
+                "progress": copy.deepcopy(dict(self.progress)),
+                "tasks": {k: t.to_json() for k, t in self.tasks.items()}}

@@ -10,6 +10,7 @@ and optionally ``notes`` and ``load_basis`` (which per-partition load the planne
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -157,6 +158,20 @@ def parse_plan(text: str | bytes) -> Plan:
         doc = PlanDoc.model_validate_json(text)
     except ValidationError as exc:
         raise ContractError("plan", validation_problems(exc)) from None
+    return _plan_of(doc)
+
+
+def plan_from_dict(data: Mapping[str, Any]) -> Plan:
+    """:func:`parse_plan` of a document already decoded (a recorded plan's ``plan`` member): no JSON text
+    round trip. Raises :class:`ContractError` naming every problem's JSON path."""
+    try:
+        doc = PlanDoc.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError("plan", validation_problems(exc)) from None
+    return _plan_of(doc)
+
+
+def _plan_of(doc: PlanDoc) -> Plan:
     problems = [
         Problem(f"$.reassignment.partitions[{i}].log_dirs",
                 f"{len(e.log_dirs)} log dirs for {len(e.replicas)} replicas")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import os
 import signal
@@ -54,7 +55,7 @@ def _run_up(scenario: Path | None, endpoints_file: Path | None, speed: float | N
         elif snapshots:
             spec = {"clusters": []}
         else:
-            spec = json.loads(json.dumps(DEFAULT_SCENARIO))
+            spec = copy.deepcopy(DEFAULT_SCENARIO)
         spec.setdefault("clusters", [])
         spec["clusters"] = list(spec["clusters"] or []) + [{"snapshot": str(p)} for p in snapshots or []]
         if lines:  # --line overrides or adds to the scenario's leased lines

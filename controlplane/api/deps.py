@@ -11,7 +11,6 @@ Cost: one dict lookup per dependency; a read copies only what ``fn`` selects.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -21,6 +20,7 @@ from controlplane.api.auth import Principal, require
 from controlplane.api.errors import ApiError
 from controlplane.service.context import ServiceContext
 from controlplane.state.commands import meta
+from controlplane.state.reads import detached
 from domain import ClusterSnapshot
 
 
@@ -46,7 +46,7 @@ def propose(ctx: ServiceContext, request: Request, principal: Principal, command
 
 def read(ctx: ServiceContext, fn: Callable[[dict[str, Any]], Any]) -> Any:
     """``fn`` over the state, returned as a detached JSON copy (safe to change or serialise later)."""
-    return ctx.store.read(lambda s: json.loads(json.dumps(fn(s))))
+    return ctx.store.read(lambda s: detached(fn(s)))
 
 
 def cluster_or_404(ctx: ServiceContext, name: str) -> dict[str, Any]:

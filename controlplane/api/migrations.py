@@ -20,34 +20,28 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Request
-from pydantic import Field
 
 from controlplane.api.deps import Ctx, Operator, Viewer, propose, read, snapshot_or_409
 from controlplane.api.errors import ApiError
 from controlplane.api.plan_params import CapsIn, ExecuteIn, ThrottleIn, execution_settings
 from controlplane.api.plans import checked_steps, propose_all
-from controlplane.api.schemas import Name, StrictIn, int_in
+from controlplane.api.schemas import Name, StrictIn
 from controlplane.executor.migrations import migration_progress, migrations_of
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_proposal
 from domain.execution import ACTIVE_STATUSES
+from planners.params import MigrateIdcParams
 
 router = APIRouter(tags=["migrations"])
 
 
-class MigrationIn(StrictIn):
-    """A one-command IDC migration of ``topics`` (or every topic of ``pool``) to ``placement``."""
+class MigrationIn(MigrateIdcParams):
+    """A one-command IDC migration of ``topics`` (or every topic of ``pool``) to ``placement``: the
+    ``migrate-idc`` planner's parameters (:class:`planners.params.MigrateIdcParams`) with the cluster and the
+    execution settings."""
 
     cluster: Name
     kind: Literal["migrate-idc"] = "migrate-idc"
-    placement: Annotated[dict[Name, int_in(1, 16)], Field(min_length=1,  # type: ignore[valid-type]
-                                                          description="IDC -> replicas, e.g. {\"idc-b\": 3}")]
-    topics: list[Name] = Field(default_factory=list)
-    pool: Name | None = None
-    min_insync: int_in(1, 16, "in-sync replicas every partition keeps at every instant") = 2  # type: ignore[valid-type]
-    max_bytes: int_in(0, 2**62, "most bytes one step copies") | None = None  # type: ignore[valid-type]
-    max_partitions: int_in(0, 10**7, "most partitions one step moves") | None = None  # type: ignore[valid-type]
-    capacity_headroom: Annotated[float, Field(ge=0, lt=1)] = 0.10
     caps: CapsIn | None = None
     throttle: ThrottleIn | None = None
 
@@ -76,8 +70,7 @@ def start_migration(ctx: Ctx, body: MigrationIn, request: Request, who: Operator
     snap = snapshot_or_409(ctx, body.cluster)
     caps, options = execution_settings(ExecuteIn(caps=body.caps, throttle=body.throttle),
                                        getattr(ctx.executor, "policy", None))
-    params = body.model_dump(include={"placement", "topics", "pool", "min_insync", "max_bytes", "max_partitions",
-                                      "capacity_headroom"}, exclude_none=True)
+    params = body.model_dump(exclude={"cluster", "kind", "caps", "throttle"}, exclude_none=True)
     try:
         proposal = make_proposal(snap, "migrate-idc", params)
     except PlanRequestError as exc:

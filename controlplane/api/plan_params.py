@@ -1,9 +1,9 @@
 """Typed request members shared by the plan, migration and execution routes.
 
 Goal: every planner kind's parameters and every execution setting checked before anything is planned
-or proposed, with a 400 naming the bad field. Method: pydantic models on :class:`StrictIn` —
-``params`` of the kinds ``restore``, ``pool-grow`` and ``migrate-idc`` (:data:`PARAMS_BY_KIND`; the older
-kinds keep the registry's own checks), the concurrency caps and the migration throttle an execution runs
+or proposed, with a 400 naming the bad field. Method: pydantic models — every planner kind's ``params``
+(:data:`PARAMS_BY_KIND`: the models of :mod:`planners.params`, which the registry and the CLI use too, and
+``restore``'s), the concurrency caps and the migration throttle an execution runs
 under (the options of ``guardian exec run``: :class:`CapsIn`, :class:`ThrottleIn`). :func:`checked`
 validates a plain object against a model and turns each error into a problem at its JSON path under a
 prefix (``$.params.count``); :func:`execution_settings` normalises the settings as the executor records
@@ -18,52 +18,29 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from controlplane.api.errors import ApiError
-from controlplane.api.schemas import Name, StrictIn, int_in
+from controlplane.api.schemas import StrictIn, int_in
 from controlplane.executor.settings import SettingsError, throttle_settings
 from controlplane.executor.throttle import ThrottlePolicy
 from domain.errors import json_path
+from planners.params import PARAMS, problems
 
 Rate = Annotated[float | str, Field(description="bytes/s: a number, or text such as '50MB', '1.5G', '800k'")]
 
 
-class BoundsParams(StrictIn):
-    """Bounds every planner kind takes."""
-
-    max_bytes: int_in(0, 2**62, "most bytes one plan (step) copies") | None = None  # type: ignore[valid-type]
-    max_partitions: int_in(0, 10**7, "most partitions one plan (step) moves") | None = None  # type: ignore[valid-type]
-    max_moves: int_in(0, 10**7, "alias of max_partitions") | None = None  # type: ignore[valid-type]
-    capacity_headroom: Annotated[float, Field(ge=0, lt=1, description="fraction of each disk kept free")] = 0.10
-    load_basis: Literal["window", "modelled_peak"] | None = None
-
-
 class RestoreParams(StrictIn):
-    """``restore``: put back what a drain moved, judged against the placement the drain recorded."""
+    """``restore``: put back what a drain moved, judged against the placement the drain recorded (a service
+    kind: it needs the drain's execution record, so its model lives here, not in :mod:`planners.params`)."""
 
     drain_execution: int_in(1, 2**62, "the drain execution to undo (default: the cluster's latest finished "  # type: ignore[valid-type]
                                       "drain)") | None = None
 
 
-class PoolGrowParams(BoundsParams):
-    """``pool-grow``: take ``count`` brokers of ``free_pool`` into ``pool`` and fill them."""
-
-    pool: Name
-    count: int_in(1, 10_000, "brokers to take from the free pool")  # type: ignore[valid-type]
-    free_pool: Name = "free"
-
-
-class MigrateIdcParams(BoundsParams):
-    """``migrate-idc``: move ``topics`` (or every topic of ``pool``) to the IDC ``placement`` in steps."""
-
-    placement: Annotated[dict[Name, int_in(1, 16)], Field(min_length=1,  # type: ignore[valid-type]
-                                                          description="IDC -> replicas required there")]
-    topics: list[Name] = Field(default_factory=list)
-    pool: Name | None = None
-    min_insync: int_in(1, 16, "in-sync replicas every partition keeps at every instant") = 2  # type: ignore[valid-type]
-
-
-PARAMS_BY_KIND: dict[str, type[StrictIn]] = {"restore": RestoreParams, "pool-grow": PoolGrowParams,
-                                              "migrate-idc": MigrateIdcParams}
-"""Kinds whose ``params`` are checked here (400 naming ``$.params.<field>``)."""
+PARAMS_BY_KIND: dict[str, type[BaseModel]] = {**PARAMS, "restore": RestoreParams}
+"""Every planner kind's parameter model (:data:`planners.params.PARAMS`, the registry's and the CLI's too) and
+``restore``'s: checked here first (400 naming ``$.params.<field>``)."""
+RECORDED_KINDS = frozenset({"restore", "pool-grow", "migrate-idc"})
+"""Kinds whose checked parameters are recorded with the plan (the executor reads them: a restore's drain
+execution; the rest for audit)."""
 
 
 class CapsIn(StrictIn):
@@ -109,9 +86,8 @@ def checked(model: type[BaseModel], data: Any, prefix: tuple[str, ...]) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [{"path": json_path([*prefix, *e["loc"]]), "message": e["msg"]}
-                    for e in exc.errors(include_url=False)]
-        raise ApiError(400, "; ".join(f"{p['path']}: {p['message']}" for p in problems), problems=problems) from None
+        found = [{"path": path, "message": msg} for path, msg in problems(exc, prefix)]
+        raise ApiError(400, "; ".join(f"{p['path']}: {p['message']}" for p in found), problems=found) from None
 
 
 def execution_settings(body: ExecuteIn | None, base: ThrottlePolicy | None, prefix: tuple[str, ...] = ()

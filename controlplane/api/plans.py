@@ -3,12 +3,13 @@
 Goal: the operator's path from a snapshot to an approved plan and its execution. Method: a new plan is
 computed over the cluster's latest fresh snapshot (or parsed from a guardian.plan/v1 document), checked
 with the shared invariant checker and recorded as a ``plan.propose`` command. Every planner kind is here:
-``rebalance``, ``leaders``, ``drain``, ``pool-shrink``, ``preallocate`` (parameters checked by the
-registry), ``restore`` (undo a finished drain execution, judged against the placement it recorded, as
-``guardian exec restore`` is), ``pool-grow`` (records the brokers to move into the pool, moved when it is
-executed) and ``migrate-idc`` (one plan per step, the placement policy set when step 1 is executed; the
-one-command form is :mod:`controlplane.api.migrations`) — the last three with typed parameters
-(:mod:`controlplane.api.plan_params`, 400 naming ``$.params.<field>``). ``execute`` takes optional caps and
+``rebalance``, ``leaders``, ``drain``, ``pool-shrink``, ``preallocate``, ``read-local``, ``restore`` (undo
+a finished drain execution, judged against the placement it recorded, as ``guardian exec restore`` is),
+``pool-grow`` (records the brokers to move into the pool, moved when it is executed) and ``migrate-idc``
+(one plan per step, the placement policy set when step 1 is executed; the one-command form is
+:mod:`controlplane.api.migrations`) — each with typed parameters (the models of :mod:`planners.params`,
+which the registry and the CLI use too; :mod:`controlplane.api.plan_params`, 400 naming
+``$.params.<field>``). ``execute`` takes optional caps and
 migration throttle settings (``exec run``'s options), recorded on the execution. Decisions are
 ``plan.approve``/``plan.reject`` (deciding twice is 409 naming the first decision; with
 ``[approval] four_eyes`` the proposer's own approval is 409 naming both); ``execute`` hands an approved
@@ -21,7 +22,6 @@ checking are O(the planner) on the snapshot; the rest is one state read and one 
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
@@ -31,13 +31,31 @@ from controlplane.api.auth import Principal
 from controlplane.api.deps import Ctx, Operator, Viewer, propose, read, snapshot_or_409
 from controlplane.api.errors import ApiError
 from controlplane.api.guard import MiB, max_body
-from controlplane.api.plan_params import PARAMS_BY_KIND, ExecuteIn, RestoreParams, checked, execution_settings
+from controlplane.api.plan_params import (
+    PARAMS_BY_KIND,
+    RECORDED_KINDS,
+    ExecuteIn,
+    RestoreParams,
+    checked,
+    execution_settings,
+)
 from controlplane.api.schemas import StrictIn
 from controlplane.executor.reconcile import ExecutionConflict, PlanRejected
 from controlplane.executor.release import ReleaseError
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_proposal, make_restore
-from domain import ClusterSnapshot, Plan, apply_plan, check_any_plan, check_plan, parse_plan, plan_to_dict
+from domain import (
+    ClusterSnapshot,
+    Plan,
+    apply_plan,
+    check_any_plan,
+    check_plan,
+    parse_plan,
+    plan_from_dict,
+    plan_to_dict,
+)
+from domain.execution import ExecutionStatus
+from domain.plan_record import LIVE_PLAN_STATUSES, PlanStatus
 from kafkaio.errors import AdminError, KafkaAuthError
 from planners.registry import Proposal
 
@@ -49,8 +67,9 @@ PLAN_MAX_BODY = 32 * MiB
 KINDS_DOC = ("Planner parameters. Every kind takes max_bytes, max_partitions (alias max_moves), capacity_headroom "
              "and load_basis (window | modelled_peak). rebalance: target (threshold), floor, evacuate_dead; "
              "leaders: tolerance; drain: brokers; pool-shrink: pool, brokers | count, free_pool; preallocate: topic, "
-             "partitions, replication_factor, bytes_in_per_s, pool, placement; restore, pool-grow, migrate-idc: see "
-             "x-guardian-params (typed).")
+             "partitions, replication_factor, bytes_in_per_s, pool, placement, traffic_model; read-local: demand, "
+             "threshold; restore: drain_execution; pool-grow: pool, count, free_pool; migrate-idc: placement, "
+             "topics | pool, min_insync. Each kind's schema: x-guardian-params.")
 
 
 class PlanIn(StrictIn):
@@ -82,7 +101,7 @@ def finished_drain(ctx: ServiceContext, cluster: str, execution_id: int | None) 
     """The finished drain execution ``execution_id`` of ``cluster`` (default: the latest); 409 when none."""
     def pick(s: dict[str, Any]) -> list[dict[str, Any]]:
         return [e for e in s["executions"].values()
-                if e["cluster"] == cluster and e["status"] in ("completed", "stopped")
+                if e["cluster"] == cluster and e["status"] in (ExecutionStatus.COMPLETED, ExecutionStatus.STOPPED)
                 and "drain" in (e.get("options", {}).get("release"), e.get("options", {}).get("kind"),
                                 (s["plans"].get(str(e["plan_id"])) or {}).get("kind"))]
     drains = read(ctx, pick)
@@ -150,7 +169,7 @@ def create_plan(ctx: Ctx, body: PlanIn, request: Request, who: Operator) -> Any:
         raise ApiError(409, f"{body.kind}: nothing to do (the selected topics already meet the policy)")
     if body.kind != "restore":
         checked_steps(proposal.snapshot, proposal.plans)
-    recorded = params if body.kind in PARAMS_BY_KIND else {}
+    recorded = params if body.kind in RECORDED_KINDS else {}
     ids = propose_all(ctx, request, who, body.cluster, snap, proposal.plans, recorded, proposal.prerequisites)
     out: dict[str, Any] = {"plan_id": ids[0], "status": "proposed"}
     if len(ids) > 1:
@@ -183,7 +202,7 @@ def validate_plan(ctx: Ctx, plan_id: int, _: Viewer) -> dict[str, Any]:
     """Check a recorded plan against the cluster's latest snapshot."""
     record = plan_or_404(ctx, plan_id)
     snap = snapshot_or_409(ctx, record["cluster"])
-    violations = check_any_plan(snap, parse_plan(json.dumps(record["plan"])))
+    violations = check_any_plan(snap, plan_from_dict(record["plan"]))
     return {"plan_id": plan_id, "valid": not violations, "violations": [str(v) for v in violations]}
 
 
@@ -232,14 +251,14 @@ def execute_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator,
     schedule), recorded on the execution. A plan's prerequisites (a pool-grow's brokers, a migrate-idc
     step 1's placement policy) are put in force first."""
     record = plan_or_404(ctx, plan_id)
-    if record["status"] not in ("approved", "executing"):
+    if record["status"] not in LIVE_PLAN_STATUSES:
         raise ApiError(409, f"plan {plan_id} is {record['status']}; approve it before executing")
     if not read(ctx, lambda s: record["cluster"] in s["clusters"]):
         raise ApiError(409, f"plan {plan_id} is for cluster {record['cluster']!r}, which is no longer registered")
     caps, options = execution_settings(body, getattr(ctx.executor, "policy", None))
     if ctx.executor is None:
         raise ApiError(503, "no executor on this node")
-    if record["status"] == "approved":
+    if record["status"] == PlanStatus.APPROVED:
         apply_prerequisites(ctx, request, who, record)
     return start_execution(ctx, record, request, who, caps, options)
 
@@ -248,6 +267,8 @@ def start_execution(ctx: ServiceContext, record: dict[str, Any], request: Reques
                     caps: dict[str, int], options: dict[str, Any]) -> dict[str, Any]:
     """Hand an approved plan to this node's executor; its refusals as problems (409, 503, 502)."""
     plan_id = int(record["id"])
+    if ctx.executor is None:
+        raise ApiError(503, "no executor on this node")
     try:
         execution_id = ctx.executor.start_approved(plan_id, caps=caps or None,
                                                    why=request.headers.get("x-guardian-reason", ""),

@@ -11,30 +11,19 @@ Guarantee: a body that does not match is a 400 problem naming each bad field by 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from controlplane.api.errors import PROBLEM, TITLES
 
-INT32_MAX = 2**31 - 1
-NAME_PATTERN = r"^[A-Za-z0-9._:/@-]+$"
-"""What the replicated commands accept as a name (topics, pools, IDCs, keys)."""
+# the strict-JSON conventions shared with the planners' parameter models (written once there), re-exported
+from planners.params import INT32_MAX as INT32_MAX
+from planners.params import NAME_PATTERN as NAME_PATTERN
+from planners.params import BrokerId as BrokerId
+from planners.params import Name as Name
+from planners.params import int_in as int_in
 
-
-def _integral(value: Any) -> Any:
-    """JSON Schema counts ``3.0`` as an integer; strict mode would not: pass it on as ``3``."""
-    return int(value) if type(value) is float and value.is_integer() else value
-
-
-def int_in(low: int, high: int, description: str | None = None) -> Any:
-    """A strict integer in ``[low, high]`` that also takes an integral JSON number (``3.0``), never a string
-    or a boolean (the bounds sit on the integer, so the JSON schema says minimum/maximum)."""
-    return Annotated[int, Field(ge=low, le=high, description=description), BeforeValidator(_integral)]
-
-
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NAME_PATTERN)]
-BrokerId = int_in(0, INT32_MAX, "Kafka broker id (int32, >= 0)")
 WHY = {400: "Malformed request: each bad field named by JSON path", 401: "No or unknown bearer token",
        403: "The token's role is too low for this call",
        404: "Unknown cluster (in the path or the body), plan, execution or throttle",

@@ -10,7 +10,6 @@ log, O(5,000)); evaluate costs one throttle evaluation of the cluster.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
@@ -21,6 +20,7 @@ from controlplane.api.errors import ApiError
 from controlplane.api.schemas import StrictIn
 from controlplane.service.context import ServiceContext
 from controlplane.service.throttle_loop import ThrottleService
+from controlplane.state.reads import detached, throttle_records
 from raft.errors import NotLeaderError
 
 router = APIRouter(tags=["throttles"])
@@ -77,11 +77,10 @@ def clear_throttle(ctx: Ctx, cluster: str, key: str, request: Request, who: Oper
 def explain(ctx: Ctx, cluster: str, _: Viewer) -> dict[str, Any]:
     """Disk health, abnormal-behaviour queue and decisions of the last evaluation, with active throttles."""
     out = throttle_service(ctx).explain(cluster)
-    out["throttles"] = ctx.store.read(lambda s: json.loads(json.dumps(list(s["throttles"].get(cluster, {})
-                                                                            .values()))))
-    out["history"] = ctx.store.read(lambda s: json.loads(json.dumps(
+    out["throttles"] = [r.to_json() for r in ctx.store.read(lambda s: throttle_records(s, cluster)).values()]
+    out["history"] = ctx.store.read(lambda s: detached(
         [a for a in s["actions"] if a["type"].startswith("throttle.") and a["subject"].get("cluster") == cluster]
-        [-200:])))
+        [-200:]))
     return out
 
 

@@ -14,18 +14,17 @@ from fastapi import APIRouter, Query
 
 from controlplane.api.deps import Ctx, Viewer
 from controlplane.api.errors import ApiError
+from controlplane.service.context import ServiceContext, TieredReads
 from tiered.model import PartitionKey, segment_for_offset
-from tiered.node import TieredNode
 
 router = APIRouter(prefix="/api/v1/tiered", tags=["tiered"])
 Limit = Annotated[int, Query(ge=1, le=10000)]
 
 
-def _node(ctx: Any) -> TieredNode:
+def _node(ctx: ServiceContext) -> TieredReads:
     if ctx.tiered is None:
         raise ApiError(404, "the tiered metadata service is not enabled on this node ([tiered] enabled = true)")
-    node: TieredNode = ctx.tiered
-    return node
+    return ctx.tiered
 
 
 @router.get("/status")

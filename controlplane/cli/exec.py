@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -51,8 +52,10 @@ from controlplane.executor.release import ReleaseError, drain_plan, recorded_rep
 from controlplane.executor.tasks import ORDERINGS
 from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
+from controlplane.state.reads import executions_of
 from controlplane.state.store import LocalStateStore
 from domain import ContractError, Plan, plan_to_dict
+from domain.execution import ACTIVE_STATUSES, Execution, ExecutionStatus
 from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import EndpointsError
 from kafkaio.errors import AdminError, KafkaAuthError
@@ -137,13 +140,14 @@ def _executor(connect: ConnectOptions, state: Path, opts: _Opts) -> tuple[Execut
     return executor, facts
 
 
-def _start_or_resume(executor: Executor, state: Path, build: Any, resume_if: Any) -> int:
+def _start_or_resume(executor: Executor, state: Path, build: Callable[[], int],
+                     resume_if: Callable[[Execution], bool]) -> int:
     active = executor.active_execution()
     if active is not None:
         if resume_if(active):
-            out.print(f"resuming execution {active['id']} from {state}", markup=False)
-            return int(active["id"])
-        _die(f"execution {active['id']} is active on {executor.config.cluster} with another plan; "
+            out.print(f"resuming execution {active.id} from {state}", markup=False)
+            return active.id
+        _die(f"execution {active.id} is active on {executor.config.cluster} with another plan; "
              f"stop it first (guardian exec stop --state-file {state})", 1)
     try:
         try:
@@ -259,15 +263,15 @@ def _run_impl(shared: ExecOptions, plan: Path, opts: _Opts) -> None:
     digest = plan_digest(plan_to_dict(parsed))
     done = executor.store.read(lambda s: [e for e in s["executions"].values()
                                           if e["cluster"] == cluster and e.get("options", {}).get("plan_digest")
-                                          == digest and e["status"] not in ("running", "stopping")])
+                                          == digest and e["status"] not in ACTIVE_STATUSES])
     if done and executor.active_execution() is None:
         last = max(done, key=lambda e: e["id"])
         out.print(f"execution {last['id']} of this plan already {last['status']}: {last.get('reason', '')}",
                   markup=False)
-        raise typer.Exit(0 if last["status"] in ("completed", "stopped") else 1)
+        raise typer.Exit(0 if last["status"] in (ExecutionStatus.COMPLETED, ExecutionStatus.STOPPED) else 1)
     eid = _start_or_resume(executor, state,
                            lambda: executor.start(parsed, caps=opts.caps, why=f"guardian exec run {plan.name}"),
-                           lambda a: a.get("options", {}).get("plan_digest") == digest)
+                           lambda a: a.options.get("plan_digest") == digest)
     _drive(executor, state, eid, opts)
 
 
@@ -299,8 +303,8 @@ def _drain_impl(shared: ExecOptions, brokers: str, batch_size: int, opts: _Opts)
         return executor.start(plan, batches=batches, caps=opts.caps, options=options,
                               why=f"drain brokers {ids}")
 
-    eid = _start_or_resume(executor, state, build, lambda a: a.get("options", {}).get("release") == "drain"
-                           and a.get("options", {}).get("brokers") == ids)
+    eid = _start_or_resume(executor, state, build, lambda a: a.options.get("release") == "drain"
+                           and a.options.get("brokers") == ids)
     _drive(executor, state, eid, opts)
 
 
@@ -321,22 +325,20 @@ def _restore_impl(shared: ExecOptions, execution: int | None, opts: _Opts) -> No
     executor, _ = _executor(shared, state, opts)
 
     def build() -> int:
-        drains = executor.store.read(lambda s: [json.loads(json.dumps(e)) for e in s["executions"].values()
-                                                if e["cluster"] == cluster
-                                                and e.get("options", {}).get("release") == "drain"
-                                                and e["status"] in ("completed", "stopped")])
-        if execution is not None:
-            drains = [e for e in drains if e["id"] == execution]
+        drains = [e for e in executor.store.read(lambda s: executions_of(s, cluster))
+                  if e.options.get("release") == "drain"
+                  and e.status in (ExecutionStatus.COMPLETED, ExecutionStatus.STOPPED)
+                  and (execution is None or e.id == execution)]
         if not drains:
             raise ReleaseError(f"no finished drain execution{f' {execution}' if execution else ''} in {state}")
-        drain = max(drains, key=lambda e: e["id"])
+        drain = max(drains, key=lambda e: e.id).to_json()
         executor.hold_lease()
         plan, batches, options = restore_plan(cluster, drain, executor.admin.live())
         return executor.start(plan, batches=batches, caps=opts.caps, options=options,
                               why=f"restore brokers drained by execution {drain['id']}",
                               recorded=recorded_replicas(drain))
 
-    eid = _start_or_resume(executor, state, build, lambda a: a.get("options", {}).get("release") == "restore")
+    eid = _start_or_resume(executor, state, build, lambda a: a.options.get("release") == "restore")
     _drive(executor, state, eid, opts)
 
 
@@ -407,7 +409,7 @@ def exec_stop(
     try:
         if execution is None:
             query = "?" + urllib.parse.urlencode({"cluster": cluster}) if cluster else ""
-            running = [e for e in get_json(base + query, token, ca_file) if e["status"] in ("running", "stopping")]
+            running = [e for e in get_json(base + query, token, ca_file) if e["status"] in ACTIVE_STATUSES]
             if len(running) != 1:
                 listed = ", ".join(f"{e['id']} ({e['cluster']}, {e['status']})" for e in running) or "none"
                 _die(f"give --execution: {len(running)} execution(s) running{f' on {cluster}' if cluster else ''} "
@@ -510,7 +512,7 @@ def exec_watch(
     if once or not out.is_terminal:
         out.print(progress_view(current) if out.is_terminal else progress_line(current), soft_wrap=True)
         try:
-            while not once and current["status"] in ("running", "stopping"):
+            while not once and current["status"] in ACTIVE_STATUSES:
                 time.sleep(interval)
                 current = refresh(current)
                 out.print(progress_line(current), soft_wrap=True, markup=False)
@@ -519,7 +521,7 @@ def exec_watch(
         return
     try:
         with Live(progress_view(current), console=out, refresh_per_second=4) as live:
-            while current["status"] in ("running", "stopping"):
+            while current["status"] in ACTIVE_STATUSES:
                 time.sleep(interval)
                 current = refresh(current)
                 live.update(progress_view(current))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import fields
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -35,6 +36,8 @@ from controlplane.cli.live_snapshot import collect_snapshot
 from controlplane.executor.reconcile import plan_digest
 from controlplane.state.commands import meta
 from domain import plan_to_dict
+from domain.execution import Execution
+from domain.migration import MigrationStatus
 from kafkaio.endpoints import EndpointsError
 from planners.registry import migrate_idc as plan_migration
 
@@ -127,7 +130,7 @@ def _through_api(url: str, token: str | None, shared: ExecOptions, params: dict[
             if line != last:
                 out.print(line, markup=False, soft_wrap=True)
                 last = line
-            if m["status"] != "running":
+            if m["status"] != MigrationStatus.RUNNING:
                 break
             time.sleep(shared.interval)
     except KeyboardInterrupt:
@@ -135,7 +138,7 @@ def _through_api(url: str, token: str | None, shared: ExecOptions, params: dict[
                   "stops it)", markup=False)
         raise typer.Exit(130) from None
     out.print(f"migration {mid} {m['status']}{': ' + m['reason'] if m.get('reason') else ''}", markup=False)
-    if m["status"] != "completed":
+    if m["status"] != MigrationStatus.COMPLETED:
         raise typer.Exit(1)
 
 
@@ -161,9 +164,9 @@ def _standalone(shared: ExecOptions, params: dict[str, Any], rounds: int) -> Non
         _die(str(exc), EXIT_INVALID_INPUT)
     executor, _ = _executor(shared, state, opts)
     active = executor.active_execution()
-    if active is not None and active.get("options", {}).get("migration"):
-        out.print(f"finishing step execution {active['id']} of an interrupted migration first", markup=False)
-        _drive(executor, state, int(active["id"]), opts)
+    if active is not None and active.options.get("migration"):
+        out.print(f"finishing step execution {active.id} of an interrupted migration first", markup=False)
+        _drive(executor, state, active.id, opts)
     snap = collect_snapshot(endpoints, rounds)
     try:
         proposal = plan_migration(snap, params)
@@ -182,8 +185,13 @@ def _standalone(shared: ExecOptions, params: dict[str, Any], rounds: int) -> Non
         out.print(f"step {k}/{n}: {len(plan.moves)} partition move(s)", markup=False)
         eid = _start_or_resume(
             executor, state,
-            lambda plan=plan, k=k: executor.start(plan, caps=opts.caps, why=f"guardian migrate-idc step {k}/{n}",
-                                                  options={"migration": {"step": k, "of": n}}),
-            lambda a, digest=digest: a.get("options", {}).get("plan_digest") == digest)
+            partial(executor.start, plan, caps=opts.caps, why=f"guardian migrate-idc step {k}/{n}",
+                    options={"migration": {"step": k, "of": n}}),
+            partial(_runs_plan, digest))
         _drive(executor, state, eid, opts)
     out.print(f"migration completed: {n} step(s)", markup=False)
+
+
+def _runs_plan(digest: str, active: Execution) -> bool:
+    """True when the active execution runs the plan of ``digest`` (an interrupted step is resumed)."""
+    return active.options.get("plan_digest") == digest

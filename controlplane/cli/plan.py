@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -30,16 +30,10 @@ from domain import (
     preallocated_topic,
 )
 from planners import (
-    BalanceOptions,
     Bounds,
     DrainOptions,
     InvalidPlanError,
-    LeaderOptions,
-    MigrationOptions,
-    NewTopic,
     PlannerError,
-    PreallocateOptions,
-    ResizeOptions,
     plan_idc_migration,
     plan_preallocation,
 )
@@ -51,8 +45,23 @@ from planners import plan_rebalance as make_rebalance
 from planners import plan_restore as make_restore
 from planners.budget_curve import budget_curve
 from planners.idc_migration import select_topics, with_placement
+from planners.params import (
+    DEFAULT_BALANCE_TARGET,
+    BoundsParams,
+    DrainParams,
+    LeadersParams,
+    MigrateIdcParams,
+    Params,
+    ParamsError,
+    PoolGrowParams,
+    PoolShrinkParams,
+    PreallocateParams,
+    RebalanceParams,
+    parse_params,
+)
 
 T = TypeVar("T")
+P = TypeVar("P", bound=Params)
 
 plan_app = typer.Typer(help="Make and check plans (work offline: no service, cluster or network).",
                        no_args_is_help=True)
@@ -65,8 +74,19 @@ OutOpt = Annotated[Path, typer.Option("--out", "-o", help="where to write the gu
 BrokersOpt = Annotated[str, typer.Option("--brokers", "-b", help="comma-separated broker ids")]
 
 
+def _params(model: type[P], **values: Any) -> P:
+    """The planner kind's parameter model (:mod:`planners.params`: the rules the registry and the API use)
+    built from the options given; exit 2 naming the parameter when one breaks a rule."""
+    try:
+        return parse_params(model, {k: v for k, v in values.items() if v is not None})
+    except ParamsError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(EXIT_INVALID_INPUT) from None
+
+
 def _bounds(max_bytes: int | None, max_partitions: int | None, headroom: float) -> Bounds:
-    return Bounds(max_bytes=max_bytes, max_partitions=max_partitions, capacity_headroom=headroom)
+    return _params(BoundsParams, max_bytes=max_bytes, max_partitions=max_partitions,
+                   capacity_headroom=headroom).bounds()
 
 
 def _ids(text: str, option: str) -> list[int]:
@@ -116,28 +136,29 @@ def _emit(plan: Plan, out_path: Path) -> None:
 def plan_rebalance(snapshot: SnapshotOpt, out_path: OutOpt, max_bytes: MaxBytesOpt = None,
                    max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
                    threshold: Annotated[float, typer.Option(
-                       "--target", "--threshold", min=1.0,
+                       "--target", "--threshold",
                        help="peak/mean every pool ends at or under (a disk above it x the pool's mean is hot); "
-                            "the plan stops there")] = 1.10,
+                            "the plan stops there")] = DEFAULT_BALANCE_TARGET,
                    floor: Annotated[float, typer.Option(
-                       min=0.0, max=1.0, help="no rebalance while a pool's hottest disk is at or under this util")]
-                   = 0.30,
+                       help="no rebalance while a pool's hottest disk is at or under this util")]
+                   = RebalanceParams.model_fields["floor"].default,
                    evacuate_dead: Annotated[bool, typer.Option("--evacuate-dead",
                                                                help="move replicas off dead brokers")] = False) -> None:
     """Plan a disk-load rebalance of SNAPSHOT (across and within brokers), write it to OUT, print its summary."""
+    options = _params(RebalanceParams, max_bytes=max_bytes, max_partitions=max_partitions,
+                      capacity_headroom=headroom, threshold=threshold, floor=floor,
+                      evacuate_dead=evacuate_dead).options()
     snap = _load(snapshot)
-    options = BalanceOptions(bounds=_bounds(max_bytes, max_partitions, headroom), threshold=threshold,
-                             floor=floor, evacuate_dead=evacuate_dead)
     _emit(_run(lambda: make_rebalance(snap, options)), out_path)
 
 
 @plan_app.command("budget-curve")
 def plan_budget_curve(snapshot: SnapshotOpt, headroom: HeadroomOpt = 0.10,
-                      threshold: Annotated[float, typer.Option(min=1.0, help="a disk above this x pool mean is hot")]
-                      = 1.10) -> None:
+                      threshold: Annotated[float, typer.Option(help="a disk above this x pool mean is hot")]
+                      = DEFAULT_BALANCE_TARGET) -> None:
     """Print the worst pool's peak/mean a rebalance of SNAPSHOT reaches at each byte budget (choose --max-bytes)."""
     snap = _load(snapshot)
-    options = BalanceOptions(bounds=_bounds(None, None, headroom), threshold=threshold)
+    options = _params(RebalanceParams, capacity_headroom=headroom, threshold=threshold).options()
     points = _run(lambda: budget_curve(snap, options))
     out.print(f"{'--max-bytes':>22} {'bytes moved':>22} {'share':>7} {'peak/mean':>9}", markup=False, highlight=False)
     for pt in points:
@@ -147,11 +168,12 @@ def plan_budget_curve(snapshot: SnapshotOpt, headroom: HeadroomOpt = 0.10,
 
 @plan_app.command("leaders")
 def plan_leaders(snapshot: SnapshotOpt, out_path: OutOpt,
-                 tolerance: Annotated[float, typer.Option(min=1.0, help="stop within this factor of the mean")]
-                 = 1.05) -> None:
+                 tolerance: Annotated[float, typer.Option(help="stop within this factor of the mean")]
+                 = LeadersParams.model_fields["tolerance"].default) -> None:
     """Plan leader balancing (leader bytes-in and count per broker) by preferred order + elections only."""
     snap = _load(snapshot)
-    plan = _run(lambda: make_leaders(snap, LeaderOptions(tolerance=tolerance)))
+    options = _params(LeadersParams, tolerance=tolerance).options()
+    plan = _run(lambda: make_leaders(snap, options))
     _emit(plan, out_path)
     out.print(leaders_table(snap, plan))
 
@@ -160,10 +182,10 @@ def plan_leaders(snapshot: SnapshotOpt, out_path: OutOpt,
 def plan_preallocate(
     snapshot: SnapshotOpt, out_path: OutOpt,
     topic: Annotated[str, typer.Option("--topic", "-t", help="name of the topic to create")],
-    partitions: Annotated[int, typer.Option(min=1)],
-    bytes_in: Annotated[float | None, typer.Option("--bytes-in-per-s", min=0.0,
+    partitions: Annotated[int, typer.Option()],
+    bytes_in: Annotated[float | None, typer.Option("--bytes-in-per-s",
                                                    help="expected bytes/s in (else from --model)")] = None,
-    replication_factor: Annotated[int, typer.Option("--rf", min=1, max=10)] = 3,
+    replication_factor: Annotated[int, typer.Option("--rf")] = 3,
     pool: Annotated[str, typer.Option()] = "shared",
     placement: Annotated[str | None, typer.Option(help="IDC placement, idc=count,...")] = None,
     model: Annotated[Path | None, typer.Option(help="traffic model: JSON object topic -> expected bytes/s")] = None,
@@ -179,11 +201,11 @@ def plan_preallocate(
         except (OSError, ValueError, AttributeError, TypeError) as exc:
             err.print(f"error: --model {model}: expected a JSON object of topic -> bytes/s ({exc})", markup=False)
             raise typer.Exit(EXIT_INVALID_INPUT) from None
-    request = NewTopic(name=topic, partitions=partitions, replication_factor=replication_factor,
-                       bytes_in_per_s=bytes_in, pool=pool,
-                       placement=_placement(placement) if placement is not None else None)
-    result = _run(lambda: plan_preallocation(snap, request, PreallocateOptions(
-        bounds=Bounds(capacity_headroom=headroom), traffic_model=traffic)))
+    params = _params(PreallocateParams, topic=topic, partitions=partitions, replication_factor=replication_factor,
+                     bytes_in_per_s=bytes_in, pool=pool,
+                     placement=_placement(placement) if placement is not None else None, traffic_model=traffic,
+                     capacity_headroom=headroom)
+    result = _run(lambda: plan_preallocation(snap, params.request(), params.options()))
     _emit(result.plan, out_path)
 
 
@@ -192,9 +214,9 @@ def plan_drain(snapshot: SnapshotOpt, out_path: OutOpt, brokers: BrokersOpt, max
                max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10) -> None:
     """Plan the decommission of BROKERS: leadership away first, then every replica off."""
     snap = _load(snapshot)
-    ids = _ids(brokers, "--brokers")
-    _emit(_run(lambda: make_drain(snap, ids, DrainOptions(bounds=_bounds(max_bytes, max_partitions, headroom)))),
-          out_path)
+    params = _params(DrainParams, brokers=_ids(brokers, "--brokers"), max_bytes=max_bytes,
+                     max_partitions=max_partitions, capacity_headroom=headroom)
+    _emit(_run(lambda: make_drain(snap, params.brokers, params.options())), out_path)
 
 
 @plan_app.command("restore")
@@ -216,16 +238,18 @@ def plan_migrate_idc(
     placement: Annotated[str, typer.Option(help="new IDC placement, idc=count,... e.g. idc-b=3")],
     topic: Annotated[list[str] | None, typer.Option("--topic", "-t", help="topic to migrate (repeatable)")] = None,
     pool: Annotated[str | None, typer.Option(help="migrate every topic of this pool")] = None,
-    min_insync: Annotated[int, typer.Option(min=1, help="in-sync replicas kept at every instant")] = 2,
+    min_insync: Annotated[int, typer.Option(help="in-sync replicas kept at every instant")] = 2,
     snapshot_out: Annotated[Path | None, typer.Option(help="also write SNAPSHOT with the new policy set "
                                                            "(what step 1 validates against)")] = None,
     max_bytes: MaxBytesOpt = None, max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
 ) -> None:
     """Plan an IDC migration in steps; writes OUT for one step, else OUT-stepN for each step in order."""
     snap = _load(snapshot)
-    policy = _placement(placement)
-    options = MigrationOptions(bounds=_bounds(max_bytes, max_partitions, headroom), min_insync=min_insync)
-    steps = _run(lambda: plan_idc_migration(snap, policy, topic or (), pool, options))
+    params = _params(MigrateIdcParams, placement=_placement(placement), topics=topic or [], pool=pool,
+                     min_insync=min_insync, max_bytes=max_bytes, max_partitions=max_partitions,
+                     capacity_headroom=headroom)
+    policy = params.placement
+    steps = _run(lambda: plan_idc_migration(snap, policy, params.topics, params.pool, params.options()))
     if snapshot_out is not None:
         write_atomic(snapshot_out, dump_snapshot(with_placement(snap, select_topics(snap, topic or (), pool), policy)))
     if not steps:
@@ -241,7 +265,7 @@ def plan_pool_shrink(
     snapshot: SnapshotOpt, out_path: OutOpt,
     pool: Annotated[str, typer.Option(help="pool to shrink")],
     brokers: Annotated[str | None, typer.Option("--brokers", "-b", help="comma-separated broker ids")] = None,
-    count: Annotated[int, typer.Option(min=0, help="or: drain this many brokers (cheapest to move)")] = 0,
+    count: Annotated[int, typer.Option(help="or: drain this many brokers (cheapest to move)")] = 0,
     max_bytes: MaxBytesOpt = None, max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
 ) -> None:
     """Plan shrinking POOL by draining brokers back to the free pool."""
@@ -250,22 +274,25 @@ def plan_pool_shrink(
     if not ids and count < 1:
         err.print("error: give --brokers or --count", markup=False)
         raise typer.Exit(EXIT_INVALID_INPUT)
-    _emit(_run(lambda: make_pool_shrink(snap, pool, ids, count, ResizeOptions(bounds=_bounds(max_bytes, max_partitions,
-                                                                                 headroom)))), out_path)
+    params = _params(PoolShrinkParams, pool=pool, brokers=ids, count=count, max_bytes=max_bytes,
+                     max_partitions=max_partitions, capacity_headroom=headroom)
+    _emit(_run(lambda: make_pool_shrink(snap, params.pool, params.brokers, params.count, params.options())),
+          out_path)
 
 
 @plan_app.command("pool-grow")
 def plan_pool_grow(
     snapshot: SnapshotOpt, out_path: OutOpt,
     pool: Annotated[str, typer.Option(help="pool to grow")],
-    count: Annotated[int, typer.Option(min=1, help="brokers to take from the free pool")],
+    count: Annotated[int, typer.Option(help="brokers to take from the free pool")],
     snapshot_out: Annotated[Path | None, typer.Option(help="also write the snapshot with the brokers moved")] = None,
     max_bytes: MaxBytesOpt = None, max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
 ) -> None:
     """Plan growing POOL from the free pool: pick brokers, then rebalance onto them."""
     snap = _load(snapshot)
-    growth = _run(lambda: make_pool_grow(snap, pool, count, ResizeOptions(bounds=_bounds(max_bytes, max_partitions,
-                                                                               headroom))))
+    params = _params(PoolGrowParams, pool=pool, count=count, max_bytes=max_bytes, max_partitions=max_partitions,
+                     capacity_headroom=headroom)
+    growth = _run(lambda: make_pool_grow(snap, params.pool, params.count, params.options()))
     if snapshot_out is not None:
         write_atomic(snapshot_out, dump_snapshot(growth.snapshot))
     _emit(growth.plan, out_path)

@@ -23,12 +23,13 @@ import typer
 from controlplane.cli.clusters import NameArg, TokenOpt, UrlOpt, _call, clusters_app
 from controlplane.cli.common import EXIT_INVALID_INPUT, EXIT_VIOLATIONS, SnapshotOpt, err, out
 from controlplane.cli.common import load_snapshot as _load
-from controlplane.cli.plan import HeadroomOpt, MaxBytesOpt, MaxPartsOpt, OutOpt, _bounds, _emit, _run, plan_app
+from controlplane.cli.plan import HeadroomOpt, MaxBytesOpt, MaxPartsOpt, OutOpt, _emit, _params, _run, plan_app
 from controlplane.service.read_local import apply_fixes, check_read_local
 from domain.nearest_reads import FetchFlow, assess_nearest_reads, flows_from_audit
 from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import EndpointsError, load_endpoints_file
-from planners import ReadLocalOptions, plan_read_local
+from planners import plan_read_local
+from planners.params import ReadLocalParams
 
 AuditOpt = Annotated[Path | None, typer.Option("--audit-jsonl", help="audit records, one JSON object a line")]
 
@@ -105,12 +106,13 @@ def plan_read_local_cmd(
     demand: Annotated[Path | None, typer.Option("--demand", help="JSON topic -> {IDC: bytes/s}, or the output of "
                                                 "`clusters read-local`")] = None,
     audit: AuditOpt = None,
-    threshold: Annotated[float, typer.Option("--threshold", min=0.0, help="bytes/s an IDC must read from a topic")]
-    = 1_048_576.0,
+    threshold: Annotated[float, typer.Option("--threshold", help="bytes/s an IDC must read from a topic")]
+    = ReadLocalParams.model_fields["threshold"].default,
     max_bytes: MaxBytesOpt = None, max_partitions: MaxPartsOpt = None, headroom: HeadroomOpt = 0.10,
 ) -> None:
     """Plan a replica in every IDC whose consumers read a topic above --threshold (KIP-392 local reads)."""
     snap = _load(snapshot)
     wanted = _demand(demand, audit)
-    options = ReadLocalOptions(bounds=_bounds(max_bytes, max_partitions, headroom), threshold=threshold)
-    _emit(_run(lambda: plan_read_local(snap, wanted, options)), out_path)
+    params = _params(ReadLocalParams, demand=wanted, threshold=threshold, max_bytes=max_bytes,
+                     max_partitions=max_partitions, capacity_headroom=headroom)
+    _emit(_run(lambda: plan_read_local(snap, params.demand, params.options())), out_path)

@@ -68,7 +68,7 @@ def apply_requests(executor: Executor, requests: list[dict[str, Any]]) -> list[s
         if active is None:
             done.append(f"ignored {req.get('op')}: no active execution")
             continue
-        eid = int(active["id"])
+        eid = active.id
         if req.get("op") == "stop":
             executor.stop(eid, rollback=bool(req.get("rollback")), why=str(req.get("why") or "operator stop"))
             done.append(f"execution {eid}: stop{' with rollback' if req.get('rollback') else ''}")

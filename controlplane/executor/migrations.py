@@ -24,7 +24,6 @@ like any other. Cost: one state read per pass; a few commands per step.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,8 +32,11 @@ from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.reconcile import PlanRejected
 from controlplane.executor.release import ReleaseError
 from controlplane.state.commands import meta
+from controlplane.state.reads import migration_record, plan_record
 from controlplane.state.store import StateStore
-from domain.execution import ACTIVE_STATUSES
+from domain.execution import ACTIVE_STATUSES, ExecutionStatus
+from domain.migration import MigrationRecord, MigrationStatus
+from domain.plan_record import PlanRecord, PlanStatus
 from kafkaio.errors import AdminError
 from raft.protocol import JsonDict
 
@@ -62,7 +64,7 @@ def migration_progress(state: Mapping[str, Any], migration: Mapping[str, Any]) -
             progress = execution.get("progress") or {}
             step_total = int(progress.get("bytes_total") or 0)
             step_done = int(progress.get("bytes_done") or 0)
-            if execution["status"] == "completed":
+            if execution["status"] == ExecutionStatus.COMPLETED:
                 step_done = step_total
             if k == migration["step"]:
                 current = {"execution_id": execution["id"], "status": execution["status"],
@@ -74,7 +76,7 @@ def migration_progress(state: Mapping[str, Any], migration: Mapping[str, Any]) -
         done += min(step_done, step_total)
         total += step_total
     n = len(migration["steps"])
-    finished = migration["status"] == "completed"
+    finished = migration["status"] == MigrationStatus.COMPLETED
     return {"step": min(migration["step"] + 1, n), "steps": n, "bytes_done": total if finished else done,
             "bytes_total": total, "fraction": 1.0 if finished else (done / total if total else 0.0), **current}
 
@@ -93,7 +95,7 @@ class MigrationDriver:
         """Advance every running migration as far as it can go now; the ids of those that changed."""
         changed = []
         running = self.store.read(lambda s: sorted(int(m["id"]) for m in migrations_of(s).values()
-                                                   if m["status"] == "running"))
+                                                   if m["status"] == MigrationStatus.RUNNING))
         for migration_id in running:
             try:
                 moved = False
@@ -107,64 +109,66 @@ class MigrationDriver:
                 log.warning("migration %s: %s", migration_id, exc)
         return changed
 
-    def _read(self, migration_id: int) -> tuple[JsonDict, JsonDict, bool]:
-        def read(s: JsonDict) -> tuple[JsonDict, JsonDict, bool]:
-            m = json.loads(json.dumps(migrations_of(s)[str(migration_id)]))
-            plan = json.loads(json.dumps(s["plans"].get(str(m["steps"][m["step"]])) or {}))
-            busy = any(e["cluster"] == m["cluster"] and e["status"] in ACTIVE_STATUSES
+    def _read(self, migration_id: int) -> tuple[MigrationRecord, PlanRecord | None, bool]:
+        def read(s: JsonDict) -> tuple[MigrationRecord, PlanRecord | None, bool]:
+            m = migration_record(s, migration_id)
+            if m is None:
+                raise KeyError(f"unknown migration {migration_id}")
+            busy = any(e["cluster"] == m.cluster and e["status"] in ACTIVE_STATUSES
                        for e in s["executions"].values())
-            return m, plan, busy
+            return m, plan_record(s, m.current_step_plan), busy
         return self.store.read(read)
 
     def _advance(self, migration_id: int) -> bool:
         """One decision on the current step; True when something changed."""
         m, plan, busy = self._read(migration_id)
-        if m["status"] != "running":
+        if not m.running:
             return False
-        step, n = int(m["step"]), len(m["steps"])
+        step, n = m.step, len(m.steps)
         label = f"migration {migration_id}: step {step + 1} of {n}"
-        status = plan.get("status")
-        recorded = m["executions"][step] if step < len(m["executions"]) else None
-        if status in ("executing", "completed") and plan.get("execution_id") and recorded != plan["execution_id"]:
+        status = plan.status if plan is not None else None
+        if (plan is not None and status in (PlanStatus.EXECUTING, PlanStatus.COMPLETED) and plan.execution_id
+                and m.execution_of(step) != plan.execution_id):
             self._propose("migration.step", label, migration_id=migration_id, step=step,
-                          execution_id=int(plan["execution_id"]))
+                          execution_id=plan.execution_id)
             return True
-        if status == "approved":
+        if status == PlanStatus.APPROVED:
             return self._start(m, step, label) if not busy else False
-        if status == "executing":
+        if status == PlanStatus.EXECUTING:
             return False
-        if status == "completed":
+        if status == PlanStatus.COMPLETED:
             if step + 1 < n:
                 self._propose("migration.step", f"{label} completed", migration_id=migration_id, step=step + 1)
             else:
                 self._propose("migration.finish", f"all {n} steps completed", migration_id=migration_id,
-                              status="completed")
+                              status=MigrationStatus.COMPLETED.value)
             return True
         reason = self._failure(plan)
-        self._propose("migration.finish", f"{label}: plan {m['steps'][step]} {status}{reason}",
-                      migration_id=migration_id, status="stopped" if status == "stopped" else "failed")
+        end = MigrationStatus.STOPPED if status == PlanStatus.STOPPED else MigrationStatus.FAILED
+        self._propose("migration.finish", f"{label}: plan {m.steps[step]} {status}{reason}",
+                      migration_id=migration_id, status=end.value)
         return True
 
-    def _failure(self, plan: Mapping[str, Any]) -> str:
-        execution_id = plan.get("execution_id")
+    def _failure(self, plan: PlanRecord | None) -> str:
+        execution_id = plan.execution_id if plan is not None else None
         if not execution_id:
             return ""
         reason = self.store.read(lambda s: (s["executions"].get(str(execution_id)) or {}).get("reason", ""))
         return f" ({reason})" if reason else ""
 
-    def _start(self, m: Mapping[str, Any], step: int, label: str) -> bool:
-        plan_id = int(m["steps"][step])
-        options = {**m.get("options", {}), "migration": {"id": m["id"], "step": step + 1, "of": len(m["steps"])}}
+    def _start(self, m: MigrationRecord, step: int, label: str) -> bool:
+        plan_id = m.steps[step]
+        options = {**m.options, "migration": {"id": m.id, "step": step + 1, "of": len(m.steps)}}
         try:
-            execution_id = self.start(plan_id, caps=m.get("caps") or None, why=label, by=m["started_by"],
+            execution_id = self.start(plan_id, caps=dict(m.caps) or None, why=label, by=m.started_by,
                                       options=options)
         except PlanRejected as exc:
             self._propose("migration.finish", f"{label}: the live cluster refuses plan {plan_id}: {exc}"[:2000],
-                          migration_id=m["id"], status="failed")
+                          migration_id=m.id, status=MigrationStatus.FAILED.value)
             return True
         except (ExecutionConflict, AdminError, ReleaseError) as exc:  # another executor, or unreachable: retry
             log.info("%s waits: %s", label, exc)
             return False
-        self._propose("migration.step", f"{label} started", migration_id=m["id"], step=step,
+        self._propose("migration.step", f"{label} started", migration_id=m.id, step=step,
                       execution_id=execution_id)
         return True

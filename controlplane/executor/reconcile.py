@@ -89,6 +89,7 @@ from controlplane.executor.tasks import (
 )
 from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, heal_floors
 from controlplane.executor.throttle_sync import THROTTLE_PREFIX, MigrationThrottles
+from controlplane.state import reads
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
 from domain import (
@@ -102,6 +103,7 @@ from domain import (
     has_policies,
     plan_to_dict,
 )
+from domain.cluster_record import ClusterRecord
 from domain.execution import (
     ACTIVE_STATUSES,
     OPEN_STATES,
@@ -171,7 +173,7 @@ class PassReport:
     @property
     def finished(self) -> bool:
         """True once the execution reached a final status (or there is none)."""
-        return self.status not in ("running", "stopping")
+        return self.status not in ACTIVE_STATUSES
 
 
 @dataclass
@@ -244,27 +246,18 @@ class Executor:
     def _propose(self, command_type: str, why: str = "", **payload: Any) -> Any:
         return self.store.propose({"type": command_type, "meta": meta(self.config.who, why), **payload})
 
-    def active_execution(self) -> JsonDict | None:
-        """The running or stopping execution of this cluster (a copy), if any."""
-        def find(state: JsonDict) -> JsonDict | None:
-            for e in state["executions"].values():
-                if e["cluster"] == self.config.cluster and e["status"] in ACTIVE_STATUSES:
-                    return json.loads(json.dumps(e))
-            return None
-
-        return self.store.read(find)
+    def active_execution(self) -> Execution | None:
+        """The running or stopping execution of this cluster (a frozen record), if any."""
+        return self.store.read(lambda s: reads.active_execution(s, self.config.cluster))
 
     def execution(self, execution_id: int) -> JsonDict | None:
-        """A copy of one execution."""
-        return self.store.read(lambda s: json.loads(json.dumps(s["executions"].get(str(execution_id)))))
+        """One execution's stored form (a fresh copy, for views)."""
+        record = self._read_execution(execution_id)
+        return None if record is None else record.to_json()
 
     def _read_execution(self, execution_id: int) -> Execution | None:
         """The record of one execution, as the store holds it now."""
-        def read(state: JsonDict) -> Execution | None:
-            doc = state["executions"].get(str(execution_id))
-            return Execution.from_json(doc) if doc is not None else None
-
-        return self.store.read(read)
+        return self.store.read(lambda s: reads.execution_record(s, execution_id))
 
     # ------------------------------------------------------------------ start
     def ensure_cluster(self, bootstrap_servers: str) -> None:
@@ -338,20 +331,19 @@ class Executor:
         self.guard.release()
 
     def _own_tasks(self, started: bool) -> set[tuple[str, int]]:
-        active = self.active_execution()
-        if active is None:
+        ex = self.active_execution()
+        if ex is None:
             return set()
-        ex = Execution.from_json(active)
         return {t.tp for t in (ex.in_states(RUNNING_STATES) if started else ex.tasks.values())}
 
     def _check_idle(self, digest: str) -> int | None:
         active = self.active_execution()
         if active is None:
             return None
-        if active.get("options", {}).get("plan_digest") == digest:
-            return int(active["id"])
-        raise ExecutionConflict(f"cluster {self.config.cluster!r} already runs execution {active['id']} "
-                                f"(plan {active['plan_id']}); stop it or wait for it to finish")
+        if active.options.get("plan_digest") == digest:
+            return active.id
+        raise ExecutionConflict(f"cluster {self.config.cluster!r} already runs execution {active.id} "
+                                f"(plan {active.plan_id}); stop it or wait for it to finish")
 
     def _prepare(self, plan: Plan, batches: Mapping[tuple[str, int], int] | None,
                  recorded: Mapping[tuple[str, int], tuple[int, ...]] | None = None
@@ -417,12 +409,11 @@ class Executor:
         """Phase 1: the active execution, the cluster's metadata, the log dirs of the started tasks' brokers
         and live disk load. Without an active execution, leftover throttles of an earlier run are removed
         and ``None`` is returned."""
-        doc = self.active_execution()
-        if doc is None:
+        ex = self.active_execution()
+        if ex is None:
             self._clean_idle()
             return None
         self.guard.take()  # another executor's lease: this pass does nothing (LeaseHeld)
-        ex = Execution.from_json(doc)
         self._use_policy(policy_for(self.config.throttle, ex.options))
         live = self.admin.live()
         working = ex.in_states(RUNNING_STATES)
@@ -637,11 +628,11 @@ class Executor:
     def _policies(self) -> tuple[JsonDict, JsonDict] | None:
         """This cluster's replicated record and maintenance flags, when they could change a check (a
         standalone run's local state has none)."""
-        def read(state: JsonDict) -> tuple[JsonDict, JsonDict]:
-            return (json.loads(json.dumps(state["clusters"].get(self.config.cluster) or {})),
-                    json.loads(json.dumps(state.get("maintenance", {}).get(self.config.cluster) or {})))
+        def read(state: JsonDict) -> tuple[ClusterRecord | None, JsonDict]:
+            return reads.cluster_record(state, self.config.cluster), reads.maintenance_flags(state, self.config.cluster)
 
-        cluster, maintenance = self.store.read(read)
+        record, maintenance = self.store.read(read)
+        cluster = record.to_json() if record is not None else {}
         return (cluster, maintenance) if has_policies(cluster, maintenance) else None
 
     def _policy_refusals(self, batch: list[Task], live: LiveCluster, dirs: DirMap) -> dict[str, str]:

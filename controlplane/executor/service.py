@@ -20,7 +20,6 @@ loop that looks dead.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -39,9 +38,12 @@ from controlplane.executor.release import KIND_RESTORE, ReleaseError, recorded_r
 from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.logs import cluster_scope
 from controlplane.state.commands import meta
+from controlplane.state.reads import cluster_record, execution_record, plan_record
 from controlplane.state.registration import endpoints_of
 from controlplane.state.store import StateStore
-from domain import parse_plan
+from domain import plan_from_dict
+from domain.execution import ACTIVE_STATUSES
+from domain.plan_record import PlanStatus
 from kafkaio.admin import KafkaAdmin
 from kafkaio.port import KafkaCluster
 from raft.protocol import JsonDict
@@ -108,10 +110,10 @@ class ExecutorService:
 
     def _executor(self, cluster: str) -> Executor:
         if cluster not in self._executors:
-            record = self.store.read(lambda s: json.loads(json.dumps(s["clusters"].get(cluster))))
+            record = self.store.read(lambda s: cluster_record(s, cluster))
             if record is None:
                 raise KeyError(f"unknown cluster {cluster!r}")
-            binding = self.bind(cluster, record)
+            binding = self.bind(cluster, record.to_json())
             if binding is None:
                 raise KeyError(f"cluster {cluster!r} has no bootstrap servers")
             admin, scraper, endpoints = binding
@@ -132,37 +134,38 @@ class ExecutorService:
         ``options``: recorded on the execution (e.g. ``throttle`` settings, :mod:`.settings`, or the
         ``migration`` it is a step of). A ``restore`` plan (``params.drain_execution``) runs in the drain's
         batches and is judged against the placement the drain recorded, as ``guardian exec restore`` is."""
-        plan_rec = self.store.read(lambda s: json.loads(json.dumps(s["plans"].get(str(plan_id)))))
+        plan_rec = self.store.read(lambda s: plan_record(s, plan_id))
         if plan_rec is None:
             raise KeyError(f"unknown plan {plan_id}")
-        if plan_rec["status"] == "executing" and plan_rec.get("execution_id"):
-            return int(plan_rec["execution_id"])
-        plan = parse_plan(json.dumps(plan_rec["plan"]))
+        if plan_rec.status == PlanStatus.EXECUTING and plan_rec.execution_id:
+            return plan_rec.execution_id
+        plan = plan_from_dict(plan_rec.plan)
         opts: dict[str, Any] = {"kind": plan.kind, **(options or {})}
         batches = recorded = None
-        drain_id = plan_rec.get("params", {}).get("drain_execution")
+        drain_id = plan_rec.params.get("drain_execution")
         if plan.kind == KIND_RESTORE and drain_id is not None:
-            drain = self.store.read(lambda s: json.loads(json.dumps(s["executions"].get(str(drain_id)))))
-            if drain is None:
+            drain_rec = self.store.read(lambda s: execution_record(s, int(drain_id)))
+            if drain_rec is None:
                 raise ReleaseError(f"drain execution {drain_id} is no longer recorded")
-            _, batches, release = restore_plan(plan_rec["cluster"], drain, {(m.topic, m.partition)
+            drain = drain_rec.to_json()
+            _, batches, release = restore_plan(plan_rec.cluster, drain, {(m.topic, m.partition)
                                                                             for m in plan.moves})
             recorded = recorded_replicas(drain)
             opts.update(release)
         try:
-            return self.executor(plan_rec["cluster"]).start_approved(plan_id, plan, caps=caps,
+            return self.executor(plan_rec.cluster).start_approved(plan_id, plan, caps=caps,
                                                                      why=why or f"execute plan {plan_id}", by=by,
                                                                      options=opts, batches=batches,
                                                                      recorded=recorded)
         except ExecutionConflict as exc:  # recorded: who asked, and why nothing started
             self.store.propose({"type": "execution.refused",
                                 "meta": meta(by or "executor", why or f"execute plan {plan_id}"),
-                                "cluster": plan_rec["cluster"], "plan_id": plan_id, "reason": str(exc)[:4000]})
+                                "cluster": plan_rec.cluster, "plan_id": plan_id, "reason": str(exc)[:4000]})
             raise
 
     def _clusters_needing_passes(self) -> list[str]:
         def find(state: JsonDict) -> list[str]:
-            busy = {e["cluster"] for e in state["executions"].values() if e["status"] in ("running", "stopping")}
+            busy = {e["cluster"] for e in state["executions"].values() if e["status"] in ACTIVE_STATUSES}
             owned = {c for c, ts in state["throttles"].items()
                      if any(str(t.get("kind", "")).startswith(THROTTLE_PREFIX) for t in ts.values())}
             return sorted((busy | owned) & set(state["clusters"]))

@@ -23,7 +23,6 @@ Cost: one config read per kind and at most one write per changed target per pass
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -45,6 +44,7 @@ from controlplane.executor.throttle import (
     disk_budgets,
     resources,
 )
+from controlplane.state.reads import throttle_records
 from controlplane.state.store import StateStore
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kafkaio.errors import AdminError
@@ -179,9 +179,8 @@ class MigrationThrottles:
 
     def owned(self) -> dict[str, JsonDict]:
         """The throttles this executor recorded for its cluster (copies)."""
-        return self.store.read(lambda s: {k: json.loads(json.dumps(v))
-                                          for k, v in s["throttles"].get(self.cluster, {}).items()
-                                          if str(v.get("kind", "")).startswith(THROTTLE_PREFIX)})
+        records = self.store.read(lambda s: throttle_records(s, self.cluster))
+        return {k: r.to_json() for k, r in records.items() if r.kind.startswith(THROTTLE_PREFIX)}
 
     def rates(self, flows: list[Flow], now: float | None, disks: Mapping[tuple[int, str], DiskRate],
               network: Mapping[int, NetRate] | None, lists: Lists | None = None,

@@ -57,6 +57,8 @@ from controlplane.service.notify import Notifier
 from controlplane.service.observation import LatestRound, Round
 from controlplane.state.commands import OPEN_ANOMALY_STATES, meta
 from domain import BrokerState, ClusterSnapshot, Plan, check_plan, plan_to_dict
+from domain.execution import ACTIVE_STATUSES, ExecutionStatus
+from domain.plan_record import PlanStatus
 from planners.anomalies import (
     BROKER_DEAD,
     DISK_FAIL_SLOW,
@@ -275,7 +277,7 @@ class SelfHealingJob:
         self.listed[name] = r.collected.log_dirs_read_at
 
         def recent(v: Mapping[str, Any]) -> bool:
-            return v["status"] in ("running", "stopping") or (
+            return v["status"] in ACTIVE_STATUSES or (
                 bool(v.get("finished_at")) and datetime.fromisoformat(v["finished_at"]).timestamp() >= since)
         executions = ctx.store.read(lambda s: {k: {"cluster": v["cluster"], "status": v["status"],
                                                    "tasks": v.get("tasks") or {}}
@@ -388,7 +390,7 @@ class SelfHealingJob:
             ex = executions.get(str(plan.get("execution_id"))) if plan.get("execution_id") else None
             back = {b.id for b in now.snapshot.brokers if b.state is not BrokerState.DEAD}
             if rec["kind"] == BROKER_DEAD and key not in observed and int(rec["subject"]["broker"]) in back:
-                if ex is not None and ex["status"] in ("running", "stopping") and ctx.executor is not None:
+                if ex is not None and ex["status"] in ACTIVE_STATUSES and ctx.executor is not None:
                     ctx.store.propose({"type": "execution.stop", "meta": meta(WHO, "the broker returned"),
                                        "execution_id": ex["id"], "rollback": False})
                 self._close(ctx, name, rec, "cleared", "the broker returned: its replicas are back; fix cancelled")
@@ -396,9 +398,9 @@ class SelfHealingJob:
             if plan.get("status") in ("proposed", "approved"):
                 self._run(ctx, name, rec, int(rec["plan_id"]))  # a previous leader left it here
                 continue
-            if ex is None or ex["status"] in ("running", "stopping"):
+            if ex is None or ex["status"] in ACTIVE_STATUSES:
                 continue
-            if ex["status"] != "completed":
+            if ex["status"] != ExecutionStatus.COMPLETED:
                 self._retry(ctx, name, rec, f"execution {ex['id']} {ex['status']}: {ex.get('reason', '')}"[:300])
                 continue
             ended = datetime.fromisoformat(ex["finished_at"]).timestamp() if ex.get("finished_at") else 0.0
@@ -471,7 +473,7 @@ class SelfHealingJob:
         if len(fixing) >= settings.max_concurrent_fixes:
             return {"action": "wait", "why": f"{len(fixing)} fix(es) running (cap {settings.max_concurrent_fixes})"}
         busy = ctx.store.read(lambda s: [e["id"] for e in s["executions"].values()
-                                         if e["cluster"] == name and e["status"] in ("running", "stopping")])
+                                         if e["cluster"] == name and e["status"] in ACTIVE_STATUSES])
         if busy:
             return {"action": "wait", "why": f"execution {busy[0]} runs on the cluster"}
         order = {BROKER_DEAD: 0, LOG_DIR_OFFLINE: 1, DISK_FAIL_SLOW: 2}
@@ -589,12 +591,15 @@ class SelfHealingJob:
     def _run(self, ctx: ServiceContext, name: str, rec: Mapping[str, Any], plan_id: int,
              budget: HealBudget | None = None) -> None:
         status = ctx.store.read(lambda s: s["plans"][str(plan_id)]["status"])
-        if status == "proposed":
+        if status == PlanStatus.PROPOSED:
             ctx.store.propose({"type": "plan.approve", "meta": meta(WHO, "self-healing policy"), "plan_id": plan_id})
         options = {"heal": budget.as_dict(), "ordering": "urp_first"} if budget is not None and budget.bytes else {}
         try:
-            execution_id = ctx.executor.start_approved(plan_id, why=f"{WHO}: anomaly {rec['id']}",
-                                                       **({"options": options} if options else {}))
+            if ctx.executor is None:
+                raise RuntimeError("no executor on this node")
+            why = f"{WHO}: anomaly {rec['id']}"
+            execution_id = (ctx.executor.start_approved(plan_id, why=why, options=options) if options
+                            else ctx.executor.start_approved(plan_id, why=why))
         except Exception as exc:  # refused by the executor: the plan must not stay approved
             ctx.store.propose({"type": "plan.expire", "meta": meta(WHO, f"executor refused: {exc}"),
                                "plan_id": plan_id})

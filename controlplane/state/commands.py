@@ -16,13 +16,14 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from controlplane.state.registration import ADMIN_OFFSETS, TOPOLOGY_KEYS, check_registration
 from domain.errors import json_path
 from domain.execution import NO_READER, Action, TaskState
+from domain.plan_record import PlanStatus
 from kafkaio.endpoints import EndpointsError
 from raft.protocol import CommandRejected, JsonDict
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
 BrokerId = Annotated[int, Field(ge=0)]
 
-PLAN_STATES = ("proposed", "approved", "rejected", "executing", "completed", "stopped", "failed")
+PLAN_STATES = tuple(s.value for s in PlanStatus)
 
 
 class _Cmd(BaseModel):

@@ -59,6 +59,11 @@ def plan(client: TestClient, kind: str, params: dict[str, Any]) -> Any:
     ("migrate-idc", {"topics": ["t0"]}, "$.params.placement"),
     ("migrate-idc", {"placement": {"idc-b": 1}, "min_insync": 0}, "$.params.min_insync"),
     ("restore", {"drain_execution": "latest"}, "$.params.drain_execution"),
+    ("rebalance", {"target": 0.9}, "$.params.target"),  # the planners' own models (planners.params)
+    ("rebalance", {"max_moves": "ten"}, "$.params.max_moves"),
+    ("leaders", {"tolerance": True}, "$.params.tolerance"),
+    ("drain", {"brokers": []}, "$.params.brokers"),
+    ("preallocate", {"topic": "x"}, "$.params.partitions"),
 ])
 def test_typed_parameters_are_400_naming_the_field(client: TestClient, kind: str, params: dict[str, Any],
                                                    path: str) -> None:
@@ -143,8 +148,10 @@ def test_restore_undoes_a_finished_drain_judged_against_its_recorded_placement(
 def test_openapi_documents_the_typed_kinds_and_the_new_routes(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     extra = spec["paths"]["/api/v1/plans"]["post"]["x-guardian-params"]
-    assert set(extra) == {"restore", "pool-grow", "migrate-idc"}
+    assert set(extra) == {"rebalance", "leaders", "drain", "pool-shrink", "preallocate", "read-local", "restore",
+                          "pool-grow", "migrate-idc"}  # every kind typed (planners.params, and restore's)
     assert "count" in extra["pool-grow"]["properties"] and "placement" in extra["migrate-idc"]["required"]
+    assert extra["rebalance"]["properties"]["target"]["anyOf"][0]["minimum"] == 1.0
     for path in ("/api/v1/migrations", "/api/v1/migrations/{migration_id}", "/api/v1/migrations/{migration_id}/stop",
                  "/api/v1/topics", "/api/v1/executions/{execution_id}/caps"):
         assert path in spec["paths"], path

@@ -53,7 +53,7 @@ def test_executor_on_raft_state_resumes_after_restart_without_duplicates(tmp_pat
         stores.append(leader_store(addr, tmp_path / "raft"))
         second = executor(stores[0], sim)
         active = second.active_execution()
-        assert active is not None and active["id"] == eid
+        assert active is not None and active.id == eid
         report = second.run(interval_s=0.2)
         second.admin.close()
         assert report.status == "completed"
