@@ -29,6 +29,7 @@ from domain import ClusterSnapshot, PartitionMove, Plan, plan_to_dict
 from kafkasim.broker.server import SimRunner
 from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from tests.support.kafkasim_support import start_sim
+from tests.support.service_ports import executor_of
 from tests.support.service_support import register_and_observe, served_service, wait_for
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
@@ -72,7 +73,7 @@ def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controller]
         # an execution: approved by the API's rules, run by the service's executor
         executed = propose_move(svc, snap, 0)
         ctx.store.propose({"type": "plan.approve", "meta": meta("olga"), "plan_id": executed})
-        ctx.executor.start_approved(executed)
+        executor_of(ctx).start_approved(executed)
         wait_for("the execution's first progress record",
                  lambda: ctx.store.read(lambda s: any(e.get("progress") for e in s["executions"].values())), 30)
         # a throttle in force with its reason, and a plan waiting for review

@@ -270,7 +270,8 @@ def test_auto_rebalance_judges_and_plans_on_the_policy_load_basis(ch: ClickHouse
     from controlplane.service.auto_rebalance import run_auto_rebalance
 
     ctx = ServiceContext(settings=Settings(data_dir=tmp_path), store=LocalStateStore())
-    ctx.executor = RecordingExecutor()
+    recording = RecordingExecutor()
+    ctx.executor = recording
     ctx.load_model = lambda c: partition_peaks(ch, c)
     ctx.store.propose({"type": "cluster.register", "meta": meta("t"), "name": "c1",
                        "bootstrap_servers": ["127.0.0.1:9"]})
@@ -295,7 +296,7 @@ def test_auto_rebalance_judges_and_plans_on_the_policy_load_basis(ch: ClickHouse
     assert d["action"] == "execute", d
     plan = ctx.store.read(lambda s: s["plans"][str(d["plan_id"])])
     assert plan["plan"]["load_basis"]["basis"] == "modelled_peak" and plan["status"] == "approved"
-    assert ctx.executor.started == [d["plan_id"]]
+    assert recording.started == [d["plan_id"]]
 
 
 def test_lineage_reader_never_waits_behind_a_long_query(ch: ClickHouse) -> None:

@@ -66,7 +66,10 @@ def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, serv
     service.scheduler.run_now("analytics")
     tick_s = time.perf_counter() - t0
     assert service.scheduler.runs["analytics"] == 1, "the tick failed (see the log)"
-    last = service.ctx.analytics.last
+    analytics = service.ctx.analytics
+    assert analytics is not None
+    last = analytics.last
+    assert last is not None
     assert last["error"] == "" and last["engine"] == "sql" and last["ingest"]["east"]["accepted"] > 0
     assert last["ingest"]["east"]["rejected"] == 0 and {j["job"] for j in last["jobs"]} == {
         "traffic", "lineage", "cost", "idle", "cross_idc"}
@@ -85,6 +88,7 @@ def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, serv
         model = client.get("/api/v1/analytics/traffic-model?cluster=east", headers=h).json()
         assert set(model) == {"orders"}  # its peak is 0 until a week of history fills the next day's slots
         ch = service.ctx.clickhouse
+        assert ch is not None
         assert ch.scalar(f"SELECT max(max_bps) FROM {ch.table('traffic_profile')} WHERE topic = 'orders'") > 0
         # the inventory comes from the live cluster: cost per tenant has its partitions, replicas and bytes
         inv = ch.rows(f"SELECT pool, tenant, partitions, replication_factor, size_bytes FROM "
@@ -103,7 +107,8 @@ def test_one_tick_ingests_models_and_the_api_serves_the_run(sim: SimRunner, serv
 
     # the next tick resumes at the committed offsets: nothing twice, broker IDCs filled from nothing else
     service.scheduler.run_now("analytics")
-    second = service.ctx.analytics.last
+    second = analytics.last
+    assert second is not None
     assert second["ingest"]["east"]["duplicates_skipped"] == 0
     total = accepted + second["ingest"]["east"]["accepted"]
     assert ch.scalar(f"SELECT count() FROM {ch.table('audit_records')}") == total

@@ -16,6 +16,7 @@ from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.service.auto_rebalance import run_auto_rebalance
 from kafkasim.broker.server import SimRunner
 from tests.support.kafkasim_support import register_fields, start_sim
+from tests.support.service_ports import executor_of
 from tests.support.service_support import local_service
 
 TOKEN = "exec-operator"
@@ -61,7 +62,7 @@ def run_until(service: Service, client: TestClient, execution_id: int, statuses:
               timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        service.ctx.executor.run_once()
+        executor_of(service.ctx).run_once()
         execution = client.get(f"/api/v1/executions/{execution_id}", headers=H).json()
         if execution["status"] in statuses:
             return dict(execution)

@@ -10,7 +10,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +28,7 @@ from domain import dump_snapshot
 from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from raft.errors import NotLeaderError
 from raft.localcluster import free_ports
+from tests.support.service_ports import NoConnectionExecutor
 
 TOKENS = {"viewer": "v-token", "operator": "o-token", "admin": "a-token"}
 MiB = 1 << 20
@@ -233,8 +234,9 @@ def test_the_redirect_to_the_leader_keeps_the_query_string(tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------- 500s, RFC 7807 everywhere
-class ExplodingExecutor:
-    def start_approved(self, plan_id: int, **_: Any) -> int:
+class ExplodingExecutor(NoConnectionExecutor):
+    def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "",
+                       by: str | None = None, options: Mapping[str, Any] | None = None) -> int:
         raise RuntimeError("lost connection to clickhouse://guardian:hunter2@ch:8123 (token=abc123)")
 
 

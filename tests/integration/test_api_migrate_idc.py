@@ -27,6 +27,7 @@ from controlplane.config import IntervalsConf, TokenConf, hash_token
 from kafkasim.broker.server import SimRunner
 from raft.localcluster import free_ports
 from tests.support.kafkasim_support import client_kwargs, register_fields, start_sim
+from tests.support.service_ports import executor_of
 from tests.support.service_support import local_service
 
 TOKEN = "idc-operator"
@@ -150,7 +151,7 @@ def test_one_command_migration_moves_every_replica_and_keeps_offsets(sim: SimRun
         steps_seen: list[int] = []
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
-            service.ctx.executor.run_once()
+            executor_of(service.ctx).run_once()
             m = client.get(f"/api/v1/migrations/{migration_id}", headers=H).json()
             if not steps_seen or steps_seen[-1] != m["progress"]["step"]:
                 steps_seen.append(m["progress"]["step"])
@@ -227,7 +228,7 @@ def served(service: Service) -> Iterator[str]:
 
     def passes() -> None:
         while not stop.is_set():
-            service.ctx.executor.run_once()
+            executor_of(service.ctx).run_once()
             stop.wait(0.3)
 
     threads = [threading.Thread(target=server.run, daemon=True), threading.Thread(target=passes, daemon=True)]

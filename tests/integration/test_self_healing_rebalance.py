@@ -26,6 +26,7 @@ from domain import ClusterSnapshot, plan_to_dict
 from planners.drain import plan_drain
 from tests.support.executor_support import Sim, scenario
 from tests.support.healing_support import anomalies, healing_job, healing_service, sim_time, start
+from tests.support.service_ports import executor_of
 
 SPEED = 60.0
 
@@ -51,7 +52,7 @@ def rebalance(service: Service, broker: int) -> int:
     plan_id = ctx.store.propose({"type": "plan.propose", "meta": meta("test", "rebalance"), "cluster": "c1",
                                  "kind": plan.kind, "plan": plan_to_dict(plan)})["plan_id"]
     ctx.store.propose({"type": "plan.approve", "meta": meta("test", "rebalance"), "plan_id": plan_id})
-    return int(ctx.executor.start_approved(plan_id, why="heavy rebalance"))
+    return int(executor_of(ctx).start_approved(plan_id, why="heavy rebalance"))
 
 
 def run_rebalance(tmp_path: Path, duration_s: float) -> dict[str, Any]:

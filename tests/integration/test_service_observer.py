@@ -19,6 +19,7 @@ from controlplane.state.commands import meta
 from domain import PartitionMove, Plan, plan_to_dict
 from kafkasim.broker.server import SimRunner
 from tests.support.kafkasim_support import http_json, register_fields, start_sim
+from tests.support.service_ports import executor_of
 from tests.support.service_support import local_service
 
 pytestmark = pytest.mark.timeout(120)
@@ -82,7 +83,7 @@ def test_each_endpoint_is_scraped_once_per_round_with_every_loop_reading_the_rou
     plan_id = ctx.store.propose({"type": "plan.propose", "meta": meta("test"), "cluster": "east", "kind": plan.kind,
                                  "plan": plan_to_dict(plan), "snapshot_taken_at": snap.taken_at.isoformat()})["plan_id"]
     ctx.store.propose({"type": "plan.approve", "meta": meta("test"), "plan_id": plan_id})
-    ctx.executor.start_approved(plan_id)
+    executor_of(ctx).start_approved(plan_id)
 
     # the window: from one published round to another, every loop running
     def seqs() -> dict[str, int]:
@@ -106,10 +107,10 @@ def test_each_endpoint_is_scraped_once_per_round_with_every_loop_reading_the_rou
         assert all(rounds - 1 <= n <= rounds + 1 for n in per_endpoint.values()), (name, rounds, per_endpoint)
     evaluated = ctx.throttle.last["east"] if ctx.throttle is not None else None
     assert evaluated is not None and not evaluated.skipped.startswith("observation failed"), evaluated
-    assert ctx.executor.last.get("east") is not None and ctx.executor.last["east"].error is None
+    assert executor_of(ctx).last.get("east") is not None and executor_of(ctx).last["east"].error is None
     east = sim.endpoints["clusters"]["east"]["bootstrap_servers"]
     west = sim.endpoints["clusters"]["west"]["bootstrap_servers"]
     assert admin_clients[east] == ADMIN_CLIENTS_PER_CLUSTER, admin_clients
     assert 1 <= admin_clients[west] <= ADMIN_CLIENTS_PER_CLUSTER, admin_clients  # nothing to execute: lazy admin
     clients = service.collection.bindings.bound("east")
-    assert clients is not None and ctx.executor.executor("east").admin is clients.admin
+    assert clients is not None and executor_of(ctx).executor("east").admin is clients.admin

@@ -5,7 +5,7 @@ on the same anomaly and says why."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -135,7 +135,8 @@ def test_after_each_fix_only_a_fresh_listing_that_still_shows_the_disk_loaded_pl
 class RefusingExecutor(StoreExecutor):
     """The executor port refusing every plan (e.g. metadata naming a log dir its broker no longer lists)."""
 
-    def start_approved(self, plan_id: int, why: str = "", by: str | None = None) -> int:
+    def start_approved(self, plan_id: int, caps: Mapping[str, int] | None = None, why: str = "",
+                       by: str | None = None, options: Mapping[str, Any] | None = None) -> int:
         self.started.append(plan_id)
         raise RuntimeError("[unknown-log-dir] t-0: broker 3 has no log dir '/data1'")
 

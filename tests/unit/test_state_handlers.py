@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_plan_transition_table_guards() -> None:
 
 @pytest.mark.parametrize(("member", "record"), [("plans", PlanRecord), ("executions", Execution),
                                                 ("migrations", MigrationRecord), ("clusters", ClusterRecord)])
-def test_records_read_back_every_stored_member_exactly(member: str, record: type) -> None:
+def test_records_read_back_every_stored_member_exactly(member: str, record: Any) -> None:
     docs = list(GOLDEN[member].values())
     assert docs
     for doc in docs:
