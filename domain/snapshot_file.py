@@ -246,6 +246,13 @@ def _placement_problems(at: str, placement: Mapping[str, int] | None, idcs: set[
 
 def _partition_problems(at: str, part: PartitionDoc, dirs_of: Mapping[int, Container[str]],
                         seen: set[int]) -> list[Problem]:
+    replicas, log_dirs = part.replicas, part.log_dirs
+    if (part.partition not in seen and len(set(replicas)) == len(replicas) == len(log_dirs)
+            and (part.leader is None or part.leader == -1 or part.leader in replicas)
+            and all(map(replicas.__contains__, part.isr))
+            and all(b in dirs_of and d in dirs_of[b] for b, d in zip(replicas, log_dirs))):  # noqa: B905 (equal)
+        seen.add(part.partition)  # the usual case: nothing to name (the rules below, in one pass)
+        return []
     problems = []
     if part.partition in seen:
         problems.append(Problem(f"{at}.partition", f"duplicate partition {part.partition}"))
