@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from domain import PartitionMove, Plan, apply_plan, check_plan, dump_plan, dump_snapshot
 from planners import plan_idc_migration
@@ -103,3 +105,36 @@ def test_an_unavoidable_shared_rack_stays_allowed() -> None:
 def test_json_of_the_hand_edited_plan_round_trips() -> None:
     _, plan = _hand_edited(_racks_with_a_shared_pair())
     assert json.loads(dump_plan(plan))["reassignment"]["partitions"][0]["replicas"] == [6, 4, 5]
+
+
+@st.composite
+def _cases(draw: st.DrawFn):
+    """A small pool over two IDCs with random racks (some shared), a partition's old set and a hand-edited new one."""
+    n = draw(st.integers(4, 8))
+    places = [(idc, draw(st.sampled_from(["r1", "r2", "r3"])))
+              for idc in ["idc-a", "idc-b", *(draw(st.sampled_from(["idc-a", "idc-b"])) for _ in range(n - 2))]]
+    old = draw(st.lists(st.integers(1, n), min_size=3, max_size=3, unique=True))
+    new = draw(st.lists(st.integers(1, n), min_size=3, max_size=3, unique=True))
+    placement = draw(st.sampled_from([None, {"idc-a": 1}, {"idc-b": 2}, {"idc-a": 2, "idc-b": 1}]))
+    return places, old, new, placement
+
+
+@given(_cases())
+@settings(max_examples=150, deadline=None)
+def test_an_accepted_plan_adds_a_shared_rack_only_where_every_compliant_set_has_one(case) -> None:
+    """Whatever a plan does, when the checker accepts it and a rack gained a second replica, no set of the pool's
+    brokers that meets the placement policy has fewer replicas sharing racks (brute force over every set)."""
+    from itertools import combinations
+
+    from domain.spread import new_shared_racks, placement_deficit, rack_duplicates
+
+    places, old, new, placement = case
+    brokers = [broker(b, idc, rack, disks=[disk("/data1")]) for b, (idc, rack) in enumerate(places, start=1)]
+    snap = snapshot_of(brokers, [topic("t", [partition(0, old, ["/data1"] * 3)], placement=placement)])
+    plan = Plan(cluster="t", kind="rebalance", moves=(PartitionMove("t", 0, tuple(new), ("/data1",) * 3),))
+    place = {b: p for b, p in enumerate(places, start=1)}
+    accepted = not any(v.code == "rack-spread" for v in check_plan(snap, plan))
+    if accepted and new_shared_racks(old, new, place):
+        compliant = [rack_duplicates(s, place) for s in combinations(place, 3)
+                     if not placement_deficit(s, place, placement)]
+        assert rack_duplicates(new, place) <= min(compliant, default=3)
