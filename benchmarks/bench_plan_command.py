@@ -1,14 +1,18 @@
 """``guardian plan rebalance`` end to end in a fresh process (load, validate, plan, check, write): CPU and peak RSS.
 
-``python -m benchmarks.bench_plan_command [--sizes 1000,3000] [--seed 1]``
+``python -m benchmarks.bench_plan_command [--sizes 1000,3000] [--seed 1] [--no-api] [--baseline-src DIR]``
 
 For each size (the planner benchmark's shape: brokers x 12 disks, 100 partitions per broker, RF 3, heavy-tailed
 traffic, 25% NVMe, :func:`benchmarks.bench_planners.spec_for`) it writes the snapshot file, then runs the CLI
 command as its own process and reads the child's CPU seconds (user + system) and peak RSS from ``getrusage``.
-Baseline, from the same run and the same file: the planner function alone (:func:`planners.plan_rebalance` on the
-parsed snapshot, invariant check included) in another fresh process — what loading, validating and writing add.
-Targets (issue 34): the command <= 10 CPU-s at 1,000 brokers; <= 30 CPU-s and <= 1 GiB peak RSS at 3,000.
-Writes ``out/bench/plan_command.json``.
+The API path: a real ``guardian serve`` (one node, :class:`controlplane.launcher.ServiceCluster`) gets the same
+snapshot by ``PUT /api/v1/clusters/NAME/snapshot`` and a ``POST /api/v1/plans`` of kind rebalance (planned,
+checked, recorded as a proposal); its peak RSS (``VmHWM``) and CPU seconds are read from ``/proc``.
+Baselines, from the same run and the same file: the planner function alone (:func:`planners.plan_rebalance` on
+the parsed snapshot, invariant check included) in another fresh process — what loading, validating and writing
+add; with ``--baseline-src DIR`` (e.g. a checkout of main) the same command run from that source tree too.
+Targets (issue 34): the command <= 10 CPU-s at 1,000 brokers; <= 30 CPU-s and <= 1 GiB peak RSS at 3,000; the
+API within the same memory. Writes ``out/bench/plan_command.json``.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,36 +46,92 @@ print(json.dumps({'planner_cpu_s': time.process_time() - c0}))
 """
 
 
-def _child(argv: list[str]) -> dict[str, Any]:
-    """Run ``argv`` as a child process; its CPU seconds, peak RSS (MiB), wall seconds and stdout."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def _child(argv: list[str], src: str | None = None) -> dict[str, Any]:
+    """Run ``argv`` as a child process (with ``src`` first on its PYTHONPATH); its CPU seconds, peak RSS (MiB),
+    wall seconds and stdout, from that child's own rusage (``os.wait4``)."""
+    env = {**os.environ, "PYTHONPATH": src} if src else None
     t0 = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "rss_mib": round(after.ru_maxrss / 1024, 1),
-            "stdout": done.stdout}
+    with tempfile.TemporaryFile() as out:
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        if child.returncode != 0:
+            raise subprocess.CalledProcessError(child.returncode, argv)
+        out.seek(0)
+        stdout = out.read().decode()
+    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "wall_s": round(wall, 2),
+            "rss_mib": round(usage.ru_maxrss / 1024, 1), "stdout": stdout}
 
 
-def run(brokers: int, seed: int) -> dict[str, Any]:
+def _proc(pid: int) -> tuple[float, float]:
+    """(peak RSS MiB, CPU seconds) of process ``pid`` so far, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")) / 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return hwm, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def api_run(snap_path: Path, cluster_name: str) -> dict[str, Any]:
+    """PUT the snapshot into a fresh one-node ``guardian serve`` and POST a rebalance: its peak RSS and CPU."""
+    import httpx
+
+    from controlplane.launcher import ServiceCluster
+
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")  # a fresh snapshot: plans refuse stale ones
+    text = re.sub(rb'"taken_at": ?"[^"]*"', f'"taken_at": "{now}"'.encode(), snap_path.read_bytes(), count=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        group = ServiceCluster(Path(tmp), size=1)
+        group.start_all()
+        try:
+            group.leader(timeout=60)
+            pid = group.procs[1].pid
+            with httpx.Client(base_url=group.url(1), headers={"Authorization": f"Bearer {group.token}"},
+                              timeout=1800) as client:
+                client.post("/api/v1/clusters?probe=false",
+                            json={"name": cluster_name, "bootstrap_servers": ["h:1"]}).raise_for_status()
+                idle_rss, cpu0 = _proc(pid)
+                client.put(f"/api/v1/clusters/{cluster_name}/snapshot", content=text,
+                           headers={"Content-Type": "application/json"}).raise_for_status()
+                put_rss, cpu1 = _proc(pid)
+                del text
+                answer = client.post("/api/v1/plans", json={"cluster": cluster_name, "kind": "rebalance"})
+                peak, cpu2 = _proc(pid)
+        finally:
+            group.close()
+    # a plan too large for one replicated command is planned and checked, then refused (400) when recorded
+    detail = "" if answer.is_success else str(answer.json().get("detail", answer.text[:200]))
+    return {"api_idle_rss_mib": round(idle_rss), "api_put_rss_mib": round(put_rss), "api_rss_mib": round(peak),
+            "api_put_cpu_s": round(cpu1 - cpu0, 2), "api_plan_cpu_s": round(cpu2 - cpu1, 2),
+            "api_status": answer.status_code, "api_detail": detail}
+
+
+def run(brokers: int, seed: int, api: bool = True, baseline_src: str | None = None) -> dict[str, Any]:
     from domain import dump_snapshot
     from kafkasim.scenarios.generator import generate_snapshot
 
+    spec = spec_for(brokers, seed)
     with tempfile.TemporaryDirectory() as tmp:
         snap_path, plan_path = Path(tmp) / "snapshot.json", Path(tmp) / "plan.json"
-        snap_path.write_text(dump_snapshot(generate_snapshot(spec_for(brokers, seed))))
-        command = _child([sys.executable, "-c", "from controlplane.cli import main; main()", "plan", "rebalance",
-                          "--snapshot", str(snap_path), "--out", str(plan_path)])
+        snap_path.write_text(dump_snapshot(generate_snapshot(spec)))
+        argv = [sys.executable, "-c", "from controlplane.cli import main; main()", "plan", "rebalance",
+                "--snapshot", str(snap_path), "--out", str(plan_path)]
         planner = _child([sys.executable, "-c", PLANNER_ONLY, str(snap_path)])
         planner_cpu = json.loads(planner["stdout"].strip().splitlines()[-1])["planner_cpu_s"]
+        base = _child(argv, baseline_src) if baseline_src else None
+        command = _child(argv)
         plan_mb = plan_path.stat().st_size / 1e6
+        served = api_run(snap_path, spec.cluster) if api else {}
     cpu_target, rss_target = TARGETS.get(brokers, (None, None))
     ok = ((cpu_target is None or command["cpu_s"] <= cpu_target)
-          and (rss_target is None or command["rss_mib"] <= rss_target))
+          and (rss_target is None or (command["rss_mib"] <= rss_target
+                                      and served.get("api_rss_mib", 0) <= rss_target)))
     return {"brokers": brokers, "command_cpu_s": command["cpu_s"], "command_wall_s": command["wall_s"],
             "command_rss_mib": command["rss_mib"], "planner_only_cpu_s": round(planner_cpu, 2),
             "planner_process_cpu_s": planner["cpu_s"], "planner_process_rss_mib": planner["rss_mib"],
+            **({"baseline_src": baseline_src, "baseline_cpu_s": base["cpu_s"], "baseline_rss_mib": base["rss_mib"]}
+               if base else {}),
+            **served,
             "plan_file_mb": round(plan_mb, 1), "cpu_target_s": cpu_target, "rss_target_mib": rss_target, "ok": ok}
 
 
@@ -78,11 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--sizes", default="1000,3000")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-api", dest="api", action="store_false", help="skip the API path (guardian serve)")
+    parser.add_argument("--baseline-src", default=os.environ.get("BENCH_BASELINE_SRC"),
+                        help="a source tree (e.g. a checkout of main) whose command runs too, as the baseline")
     args = parser.parse_args(argv)
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         print(f"... {n} brokers", flush=True)
-        rows.append(run(n, args.seed))
+        rows.append(run(n, args.seed, args.api, args.baseline_src))
     print(f"{'brokers':>7} {'command cpu s':>13} {'wall s':>7} {'peak RSS MiB':>12} | {'baseline: planner cpu s':>23} "
           f"{'its process cpu s':>17} {'RSS MiB':>8} | {'target':>18}")
     for r in rows:
@@ -91,6 +155,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['brokers']:>7} {r['command_cpu_s']:>13.1f} {r['command_wall_s']:>7.1f} "
               f"{r['command_rss_mib']:>12.0f} | {r['planner_only_cpu_s']:>23.1f} {r['planner_process_cpu_s']:>17.1f} "
               f"{r['planner_process_rss_mib']:>8.0f} | {target:>18} {'met' if r['ok'] else 'MISSED'}")
+    for r in rows:
+        if "api_rss_mib" in r:
+            print(f"{r['brokers']:>7} API (guardian serve, PUT snapshot + POST /api/v1/plans rebalance): peak RSS "
+                  f"{r['api_rss_mib']} MiB (idle {r['api_idle_rss_mib']}, after the PUT {r['api_put_rss_mib']}); "
+                  f"CPU s: PUT {r['api_put_cpu_s']:.1f}, plan {r['api_plan_cpu_s']:.1f}; POST answered "
+                  f"{r['api_status']}" + (f" ({r['api_detail']}: planned and checked, not recorded)"
+                                          if r["api_detail"] else ""))
+        if "baseline_cpu_s" in r:
+            print(f"{r['brokers']:>7} baseline command from {r['baseline_src']}: {r['baseline_cpu_s']:.1f} CPU-s, "
+                  f"peak RSS {r['baseline_rss_mib']:.0f} MiB (this tree: {r['command_cpu_s']:.1f} CPU-s, "
+                  f"{r['command_rss_mib']:.0f} MiB)")
     print(f"(CPU seconds on a shared machine; load average {os.getloadavg()[0]:.1f})")
     write_result("plan_command", {"rows": rows})
     return 0 if all(r["ok"] for r in rows) else 1

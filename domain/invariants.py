@@ -12,7 +12,8 @@ Hard constraints checked (each violation carries a stable ``code``):
 ``unknown-log-dir``           a log dir does not belong to its broker
 ``pool-isolation``            replicas outside the topic's resource pool (and no fewer than before)
 ``idc-placement``             the IDC placement policy is missed (and not by less than before)
-``rack-spread``               more replicas share a rack within an IDC than before and than unavoidable
+``rack-spread``               a rack gains a second (third, …) replica of the partition where the pool's racks
+                              could avoid it (:func:`domain.spread.rack_spread_broken`)
 ``capacity-headroom``         a disk that gains bytes ends above ``1 - capacity_headroom`` of capacity
 ``leader-not-replica``        a leader change names a broker outside the final replica set
 ``leader-not-alive``          a leader change names a broker that is not alive
@@ -42,7 +43,13 @@ from dataclasses import dataclass
 from domain.apply import PlanEffect, plan_effect
 from domain.model import ClusterSnapshot, DiskId, Partition, Topic
 from domain.plan import Plan
-from domain.spread import placement_deficit, rack_duplicates, racks_by_idc, unavoidable_rack_duplicates
+from domain.spread import (
+    placement_deficit,
+    rack_duplicates,
+    rack_spread_broken,
+    racks_by_idc,
+    unavoidable_rack_duplicates,
+)
 
 RESTORE = "restore"
 """Plan kind that may bring back a recorded state (see ``check_plan``'s ``recorded``)."""
@@ -223,11 +230,14 @@ def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Pa
     dups_after = rack_duplicates(replicas, place)
     if not dups_after:  # no replica shares a rack: never more than before (the usual case, one count)
         return out
-    dups_before = rack_duplicates(current.replicas, place)
-    if dups_after > dups_before and dups_after > unavoidable_rack_duplicates(replicas, place,
-                                                                            facts.racks(topic.pool)):
-        out.append(Violation("rack-spread", f"{dups_after} replica(s) share a rack within an IDC "
-                                            f"(was {dups_before})", *tp))
+    shared = rack_spread_broken(current.replicas, replicas, place, facts.racks(topic.pool), placement)
+    if shared:
+        where = "; ".join(f"rack {idc}/{rack} would hold brokers "
+                          f"{', '.join(str(b) for b in replicas if place.get(b) == (idc, rack))}"
+                          for idc, rack in shared)
+        out.append(Violation("rack-spread", f"{where} ({dups_after} replica(s) share a rack within an IDC, "
+                                            f"was {rack_duplicates(current.replicas, place)}; the pool's racks "
+                                            f"leave room to avoid it)", *tp))
     return out
 
 

@@ -15,7 +15,14 @@ Method
 
 Guarantee
     Deterministic, no side effects; every count is >= 0; a replica set on distinct (IDC, rack) pairs has
-    no rack duplicates; a placement of None or {} has no deficit.
+    no rack duplicates and no new shared rack; a placement of None or {} has no deficit.
+
+The rack rule (:func:`rack_spread_broken`, the checker's and the planners'): a change of replica set breaks
+rack spread when it makes some rack hold more of the partition's replicas than before and more than one (a
+*new* shared rack) while more replicas share racks than the pool's racks force. Counting only the number of
+shared replicas ("no more than before") let a set that already had one shared pair carry it into an IDC with
+a free rack — an IDC migration moved a pair from a-r1 to b-r1 while b-r3 stayed empty, and the count, 1
+before and after, passed it.
 
 Cost
     O(RF) per call (O(brokers) for :func:`racks_by_idc`, once per snapshot or check); the loops over a replica
@@ -25,7 +32,7 @@ Cost
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 Place = tuple[str, str]
 """(IDC, rack) of a broker."""
@@ -61,6 +68,46 @@ def unavoidable_rack_duplicates(replicas: Iterable[int], place: Mapping[int, Pla
         if extra > 0:
             forced += extra
     return forced
+
+
+def new_shared_racks(old: Iterable[int], new: Iterable[int], place: Mapping[int, Place]) -> list[Place]:
+    """The (IDC, rack) pairs holding more than one of ``new``'s known replicas and more than of ``old``'s, sorted."""
+    before: dict[Place, int] = {}
+    for where in filter(None, map(place.get, old)):
+        before[where] = before.get(where, 0) + 1
+    after: dict[Place, int] = {}
+    for where in filter(None, map(place.get, new)):
+        after[where] = after.get(where, 0) + 1
+    return sorted(where for where, n in after.items() if n > 1 and n > before.get(where, 0))
+
+
+def fewest_rack_duplicates(rf: int, placement: Mapping[str, int] | None,
+                           racks: Mapping[str, Collection[str]]) -> int:
+    """The fewest rack duplicates any set of ``rf`` replicas meeting ``placement`` can have on ``racks``: each
+    IDC's required replicas beyond its racks, plus the free replicas beyond the racks left over everywhere."""
+    need = dict(placement or {})
+    forced = sum(max(0, n - len(racks.get(idc, ()))) for idc, n in need.items())
+    spare = sum(max(0, len(r) - need.get(idc, 0)) for idc, r in racks.items())
+    return forced + max(0, rf - sum(need.values()) - spare)
+
+
+def rack_spread_broken(old: Sequence[int], new: Sequence[int], place: Mapping[int, Place],
+                       racks: Mapping[str, Collection[str]], placement: Mapping[str, int] | None) -> list[Place]:
+    """The new shared racks of changing ``old`` into ``new`` when that breaks rack spread, else [].
+
+    Broken: some rack holds more replicas than before and more than one (:func:`new_shared_racks`), and more
+    replicas share racks than unavoidable — the fewer of what the set's own IDC counts force
+    (:func:`unavoidable_rack_duplicates`) and what any set meeting the placement policy must have
+    (:func:`fewest_rack_duplicates`): a duplicate either choice of IDCs avoids is a choice.
+    """
+    dups = rack_duplicates(new, place)
+    if not dups:
+        return []
+    shared = new_shared_racks(old, new, place)
+    if not shared:
+        return []
+    allowed = min(unavoidable_rack_duplicates(new, place, racks), fewest_rack_duplicates(len(new), placement, racks))
+    return shared if dups > allowed else []
 
 
 def racks_by_idc(places: Iterable[Place]) -> dict[str, set[str]]:

@@ -7,7 +7,7 @@ placement and rack counts are the checker's own (:mod:`domain.spread`), over map
 * replication factor kept and brokers distinct;
 * new replicas only on alive brokers of the topic's resource pool;
 * the topic's IDC placement policy (topic override, else cluster default) not missed by more than before;
-* no more replicas sharing a rack within an IDC than before, unless unavoidable;
+* no rack gaining a second replica of a partition unless the pool's racks force it (the checker's rule);
 * capacity headroom on every disk that gains bytes (checked by the workspace, which tracks usage).
 
 Each check is O(RF), with early exits for the usual cases (every old broker in the pool, no rack shared
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from domain import Broker, ClusterSnapshot
-from domain.spread import placement_deficit, rack_duplicates, racks_by_idc, unavoidable_rack_duplicates
+from domain.spread import placement_deficit, rack_duplicates, rack_spread_broken, racks_by_idc
 
 _NONE: frozenset[int] = frozenset()
 
@@ -72,11 +72,9 @@ class Topology:
             after = placement_deficit(new, place, placement)
             if after and after >= placement_deficit(old, place, placement):
                 return False
-        dups_after = rack_duplicates(new, place)
-        if not dups_after:  # no replica shares a rack: never more than before (the usual case, one count)
+        if not rack_duplicates(new, place):  # no replica shares a rack: never a new shared one (the usual case)
             return True
-        return not (dups_after > rack_duplicates(old, place)
-                    and dups_after > unavoidable_rack_duplicates(new, place, self.racks_in.get(pool, {})))
+        return not rack_spread_broken(old, new, place, self.racks_in.get(pool, {}), placement)
 
     def _pool_ok(self, old: Sequence[int], new: Sequence[int], pool: str) -> bool:
         """Pool isolation of a changed replica list: no replica outside ``pool``, or fewer than before."""

@@ -123,7 +123,8 @@ def checked_steps(snapshot: ClusterSnapshot, plans: tuple[Plan, ...]) -> None:
         if violations:
             step = f" (step {n} of {len(plans)})" if len(plans) > 1 else ""
             raise ApiError(409, f"the planner produced an invalid plan{step}", violations=[str(v) for v in violations])
-        current = apply_plan(current, plan)
+        if n < len(plans):  # the next step is checked against what this one leaves (no copy after the last)
+            current = apply_plan(current, plan)
 
 
 def propose_all(ctx: ServiceContext, request: Request, who: Principal, cluster: str, snap: ClusterSnapshot,

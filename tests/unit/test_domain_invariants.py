@@ -181,7 +181,7 @@ def test_checker_shortcuts_give_the_plain_rules() -> None:
     duplicate brokers, "any" dirs) get the plain rules' verdicts."""
     import random
 
-    from domain.spread import rack_duplicates, racks_by_idc, unavoidable_rack_duplicates
+    from domain.spread import rack_spread_broken, racks_by_idc
     from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 
     snap = generate_snapshot(GeneratorSpec(brokers=16, disks_per_broker=3, partitions=300, seed=4, racks_per_idc=2,
@@ -218,9 +218,8 @@ def test_checker_shortcuts_give_the_plain_rules() -> None:
             assert "rack-spread" not in found
             continue
         racks = racks_by_idc((b.idc, b.rack) for b in snap.brokers if b.pool == pool and b.is_alive)
-        after = rack_duplicates(m.replicas, place)
-        want_rack = after > rack_duplicates(p.replicas, place) and after > unavoidable_rack_duplicates(
-            m.replicas, place, racks)
+        want_rack = bool(rack_spread_broken(p.replicas, m.replicas, place, racks,
+                                            snap.placement_of(index.topic_by_name[p.topic])))
         assert ("rack-spread" in found) == want_rack
         seen.add((want_pool, want_rack))
     assert {(False, False), (False, True), (True, False)} <= seen

@@ -11,7 +11,7 @@ import pytest
 
 from domain import Partition, PartitionMove, Plan, apply_plan, dump_plan, plan_effect, summarize_effect, summarize_plan
 from domain.apply import reassigned
-from domain.spread import placement_deficit, rack_duplicates, unavoidable_rack_duplicates
+from domain.spread import placement_deficit, rack_spread_broken
 from domain.summary import _after_disk_loads_by_disk, after_disk_loads
 from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
 from planners import disk_balance, plan_rebalance, workspace
@@ -211,9 +211,7 @@ def _replica_set_ok_plain(topo: Topology, old: tuple[int, ...], new: tuple[int, 
         after = placement_deficit(new, topo.place, placement)
         if after and after >= placement_deficit(old, topo.place, placement):
             return False
-    dups_after = rack_duplicates(new, topo.place)
-    return not (dups_after > rack_duplicates(old, topo.place)
-                and dups_after > unavoidable_rack_duplicates(new, topo.place, topo.racks_in.get(pool, {})))
+    return not rack_spread_broken(old, new, topo.place, topo.racks_in.get(pool, {}), placement)
 
 
 def test_replica_set_ok_early_exits_give_the_plain_rules() -> None:
