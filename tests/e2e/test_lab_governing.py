@@ -41,7 +41,15 @@ from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.executor.throttle import DELIVERY_MAX
 from controlplane.logs import setup_logging
 from domain.lease import LEASE_TOPIC
-from tests.support.lab_support import Lab, replica_sizes, running_lab, throttle_configs, wait_for
+from tests.support.lab_support import (
+    Lab,
+    alive_brokers,
+    replica_sizes,
+    running_lab,
+    throttle_configs,
+    under_replicated,
+    wait_for,
+)
 from tests.support.service_support import served_service
 
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.slow]
@@ -488,21 +496,6 @@ def test_a_consumer_with_client_rack_fetches_from_its_rack_follower(lab: Lab) ->
     assert leader_d <= 0.1 * got
 
 
-def under_replicated(lab: Lab) -> list[str] | None:
-    """Partitions whose ISR is not their replica set (``None`` when the metadata could not be read: the admin
-    client can pick the dead broker)."""
-    try:
-        admin = lab.admin(client_id="test-urp")
-        try:
-            metas = admin.describe_topics()
-        finally:
-            admin.close()
-    except Exception:
-        return None
-    return [f"{t['name']}-{p['partition_index']}" for t in metas for p in t["partitions"]
-            if set(p["isr_nodes"]) != set(p["replica_nodes"])]
-
-
 def test_a_broker_killed_with_sigkill_is_healed(lab: Lab, governed: tuple[Service, str]) -> None:
     _, url = governed
     api(url, "PUT", f"/api/v1/clusters/{lab.cluster}/self-healing", json={"enabled": True, "grace_s": 10.0})
@@ -531,17 +524,6 @@ def test_a_broker_killed_with_sigkill_is_healed(lab: Lab, governed: tuple[Servic
           f"{t_urp:.0f} s; healed (0 under-replicated, none on broker {victim}) {t_healed:.0f} s after the kill "
           f"(grace 10 s); anomalies: {[(a['status'], a.get('summary')) for a in fixed]}; revived")
     assert fixed
-
-
-def alive_brokers(lab: Lab) -> set[int]:
-    try:
-        admin = lab.admin(client_id="test-alive")
-        try:
-            return {int(b["broker_id"]) for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")}
-        finally:
-            admin.close()
-    except Exception:
-        return set()
 
 
 def test_no_error_line_while_governing_the_lab(controller_log: io.StringIO) -> None:
