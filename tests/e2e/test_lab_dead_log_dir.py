@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 import pytest
 from kafka.admin import NewTopic
+from kafka.structs import TopicPartitionReplica
 
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.logs import setup_logging
@@ -102,6 +103,17 @@ def offline_replicas(lab: Lab) -> dict[int, list[int]]:
             if p.get("offline_replicas")}
 
 
+def alter_dirs(lab: Lab, moves: dict[tuple[int, str], str]) -> dict[str, str]:
+    """AlterReplicaLogDirs of the victim's replicas ``(partition, dest dir)`` -> each move's Kafka error name."""
+    admin = lab.admin(client_id="test-alter-dirs")
+    try:
+        res = admin.alter_replica_log_dirs({TopicPartitionReplica(TOPIC, p, VICTIM): d for p, d in moves})
+    finally:
+        admin.close()
+    label = {p: why for (p, _), why in moves.items()}
+    return {label[k.partition]: getattr(err, "__name__", str(err)) for k, err in res.items()}
+
+
 def lab_mounts(lab_dir: Path) -> list[str]:
     """Mounts left under ``lab_dir`` (``/proc/mounts``)."""
     with open("/proc/mounts") as f:
@@ -154,6 +166,8 @@ def heal_a_dead_dir(lab: Lab, tmp_path: Path) -> str:
             held.setdefault(d, []).append(p)
     dead = max(sorted(held), key=lambda d: len(held[d]))
     on_dead = sorted(held[dead])
+    healthy = next(d for d in lab.log_dirs(VICTIM) if d != dead)
+    on_healthy = sorted(held[healthy])[0]
     bytes_on_dead = sum(sizes[(p, VICTIM, dead, False)] for p in on_dead)
     victim_pid = lab.node(VICTIM)["pid"]
 
@@ -179,6 +193,7 @@ def heal_a_dead_dir(lab: Lab, tmp_path: Path) -> str:
             return e if e.get(dead) == STORAGE_ERROR else None
         errs = wait_for("Kafka to report the dir offline (DescribeLogDirs)", dir_offline, 30)
         t_kafka = time.monotonic() - t0
+        refused = alter_dirs(lab, {(on_dead[0], healthy): "offline replica", (on_healthy, dead): "offline dir"})
         assert all(code == 0 for d, code in errs.items() if d != dead), errs
         def listed_offline() -> dict[int, list[int]] | None:
             o = offline_replicas(lab)
@@ -225,7 +240,8 @@ def heal_a_dead_dir(lab: Lab, tmp_path: Path) -> str:
     bound = GRACE_S + heal.get("bytes", 0) / rate + 2 * interval if rate > 0 else float("inf")
     figures = (f"log dir {dead} of broker {VICTIM} failed (EIO) holding {len(on_dead)} replicas, "
                f"{bytes_on_dead / 1e6:.1f} MB: Kafka took it offline after {t_kafka:.1f} s (DescribeLogDirs "
-               f"{STORAGE_ERROR}, offline replicas {offline}); anomaly at {t_detect:.1f} s, fix started {t_fix:.1f} s "
+               f"{STORAGE_ERROR}, offline replicas {offline}; AlterReplicaLogDirs {refused}); anomaly at "
+               f"{t_detect:.1f} s, fix started {t_fix:.1f} s "
                f"(heal {heal.get('bytes', 0) / 1e6:.1f} MB at >= {rate / 1e6:.1f} MB/s); under-replicated 0 at "
                f"{t_healed:.1f} s after the fault (bound: grace {GRACE_S:.0f} + bytes / R + 2 collection intervals of "
                f"{interval:.1f} s = {bound:.1f} s; {copied / 1e6:.1f} MB/s from the fix's start to the end); "
@@ -234,6 +250,8 @@ def heal_a_dead_dir(lab: Lab, tmp_path: Path) -> str:
                f"{[(a['key'], a['status']) for a in others]}")
     print(f"\n{figures}")
     assert len(after) == 1 and after[0]["id"] == fixed["id"] and after[0]["status"] == "fixed", after
+    # Kafka refuses to move a replica off the dead dir within its broker, and onto it: heals go to other brokers
+    assert refused == {"offline replica": "KafkaStorageError", "offline dir": "KafkaStorageError"}, refused
     assert still.get(dead) == STORAGE_ERROR, still  # Kafka still has the dir offline: its residue opened nothing
     assert [a["key"] for a in others] == [key], others
     assert plans and not [p for p in plans if p["status"] in ("failed", "rejected", "expired")], plans
