@@ -37,9 +37,10 @@ from kafka.structs import TopicPartitionReplica
 
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.logs import setup_logging
+from kafkalab import lab as kl
 from kafkalab.lab import fail_log_dir, pid_alive
 from tests.support.healing_support import healing_job
-from tests.support.lab_support import Lab, alive_brokers, replica_sizes, running_lab, wait_for
+from tests.support.lab_support import Lab, alive_brokers, replica_sizes, start_lab, wait_for
 from tests.support.service_support import served_service
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
@@ -133,15 +134,16 @@ def test_a_dead_log_dir_is_healed_on_real_kafka(tmp_path: Path) -> None:
     base = tmp_path / "lab"
     base.mkdir()
     t_start = time.monotonic()
-    try:
-        with running_lab(base, brokers=3, log_dirs=2, log_dir_bytes=256 << 20) as lab:
-            lab_dir = lab.directory
+    try:  # a lab of its own, never a developer's (GUARDIAN_TEST_LAB): the test kills one of its disks
+        lab = start_lab(base, brokers=3, log_dirs=2, log_dir_bytes=256 << 20)
+        try:
             figures = heal_a_dead_dir(lab, tmp_path)
+        finally:
+            problems = kl.down(lab.directory)  # unmounts the failed file system too
+            left = lab_mounts(lab.directory) + loops_of(lab.directory)
     finally:
         logging.getLogger().removeHandler(handler)
-    if not os.environ.get("GUARDIAN_TEST_LAB"):  # a lab of ours: nothing of it may be left mounted or attached
-        assert not lab_mounts(lab_dir), lab_mounts(lab_dir)
-        assert not loops_of(lab_dir), loops_of(lab_dir)
+    assert not problems and not left, f"the lab left behind: {problems} {left}"
     lines = controller_log.getvalue().splitlines()
     errors = [line for line in lines if " ERROR " in line or " CRITICAL " in line]
     print(f"\n{figures}; controller log {len(lines)} lines, {len(errors)} ERROR; "
