@@ -1,4 +1,5 @@
-"""``guardian lab up|down|status|jars|kill-broker|start-broker|confine|unconfine``: real Kafka brokers on this machine.
+"""``guardian lab up|down|status|jars|kill-broker|start-broker|fail-log-dir|confine|unconfine``: real Kafka
+brokers on this machine.
 
 Goal: the operator's (and the tests') handle on :mod:`kafkalab.lab`, with a clear message and exit code 2
 for anything refused, never a traceback.
@@ -21,7 +22,18 @@ import typer
 from kafkalab.disks import DiskMode
 from kafkalab.errors import LabError
 from kafkalab.jars import ensure_jars
-from kafkalab.lab import DEFAULT_DIR, LabSpec, confine, down, kill_node, start_node, status, unconfine, up
+from kafkalab.lab import (
+    DEFAULT_DIR,
+    LabSpec,
+    confine,
+    down,
+    fail_log_dir,
+    kill_node,
+    start_node,
+    status,
+    unconfine,
+    up,
+)
 from kafkalab.plugin import ensure_plugin
 
 DirOption = typer.Option(Path(os.environ.get("GUARDIAN_LAB_DIR", str(DEFAULT_DIR))), "--dir",
@@ -144,6 +156,19 @@ def register(app: typer.Typer) -> None:
         except LabError as exc:
             raise _fail(exc) from None
         typer.echo(f"broker {broker} started (pid {pid})", err=True)
+
+    @app.command("fail-log-dir")
+    def lab_fail_log_dir(broker: int = typer.Option(..., "--broker"),
+                         log_dir: str | None = typer.Option(None, "--log-dir",
+                                                            help="the dir to fail (default: the broker's first)"),
+                         directory: Path = DirOption) -> None:
+        """Make one log dir's disk fail (every I/O returns EIO, as a dead JBOD disk): Kafka takes it offline
+        (KIP-112) at its next I/O there. Undone only by `down` (the file system is unmounted)."""
+        try:
+            path = fail_log_dir(directory, broker, log_dir)
+        except LabError as exc:
+            raise _fail(exc) from None
+        typer.echo(f"log dir {path} of broker {broker} failed (every I/O on it returns EIO)", err=True)
 
     @app.command("confine")
     def lab_confine(

@@ -9,16 +9,23 @@ O_DIRECT, so its latency is the backing disk's and nothing is cached twice) moun
 ``/dev/loop-control``) and the caller allows it, log dirs are plain directories and the reason is returned,
 so that the endpoints document and every figure measured on them can say so.
 
+A log dir's disk is failed (:func:`fail`) as a dying disk fails under ext4: the file system is shut down
+(``EXT4_IOC_SHUTDOWN``, the ioctl xfstests' ``godown`` uses), after which every read and write on it, through
+descriptors already open too, returns ``EIO`` — what Kafka sees when the disk under a log dir dies (KIP-112:
+the broker takes the dir offline on the first ``IOException``). The mount stays, so :func:`release` unmounts it.
+
 Guarantee: :func:`provision` either returns every log dir ready or undoes what it did and raises
 :class:`LabError` naming the step; :func:`release` unmounts, detaches and deletes whatever is still there
-and never raises for something already gone.
+(a failed file system included) and never raises for something already gone.
 Cost: one ``mkfs.ext4`` per log dir (~0.1 s for 2 GiB) and three short commands.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import struct
 import subprocess
 import time
 from dataclasses import dataclass
@@ -28,6 +35,10 @@ from typing import Literal
 from kafkalab.errors import LabError
 
 DiskMode = Literal["auto", "loop", "dir"]
+EXT4_IOC_SHUTDOWN = 0x8004587D
+"""``_IOR('X', 125, __u32)`` (linux/fs/ext4/ext4.h; the same number as XFS_IOC_GOINGDOWN)."""
+SHUTDOWN_NOLOGFLUSH = 2
+"""``EXT4_GOING_FLAGS_NOLOGFLUSH``: stop at once, the journal not flushed (a disk that vanished)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,21 @@ def release(log_dirs: list[LogDir]) -> list[str]:
             except OSError as exc:
                 problems.append(f"rm {d.image}: {exc}")
     return problems
+
+
+def fail(log_dir: LogDir) -> None:
+    """Make ``log_dir``'s disk fail: every I/O on its file system returns ``EIO`` from now on (until it is
+    unmounted). Only a log dir on its own loop device can fail alone."""
+    if log_dir.device is None or not os.path.ismount(log_dir.path):
+        raise LabError(f"{log_dir.path} is not on a loop device of its own (plain directories share the host's "
+                       "disk, which cannot fail alone): start the lab as root with --disks loop")
+    fd = os.open(log_dir.path, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", SHUTDOWN_NOLOGFLUSH))
+    except OSError as exc:
+        raise LabError(f"shutting down the file system of {log_dir.path} ({log_dir.device}) failed: {exc}") from None
+    finally:
+        os.close(fd)
 
 
 def device_name(device: str | None) -> str | None:

@@ -12,8 +12,8 @@ every broker is registered and every exporter answers, and writes the endpoints 
 ``guardian sim up --realistic`` writes (same shape, plus a top-level ``lab`` object saying what the lab
 is: Kafka version, loop devices or plain directories and why). The first three nodes are combined
 broker+controller nodes (a quorum that survives one ``kill -9``), the others brokers only. The lab's
-state (ports, pids, devices, commands) is ``lab.json`` in the lab directory; :func:`down`,
-:func:`kill_node` and :func:`start_node` work from it, so they work from another process.
+state (ports, pids, devices, commands) is ``lab.json`` in the lab directory; :func:`down`, :func:`kill_node`,
+:func:`start_node` and :func:`fail_log_dir` (a dead JBOD disk) work from it, so they work from another process.
 
 Guarantee: :func:`up` either returns a running lab or stops what it started, releases the devices and
 raises :class:`LabError` with the failing node's last log lines; :func:`down` never leaves a process, a
@@ -46,7 +46,7 @@ from kafkalab import cgroups
 from kafkalab import config as cfg
 from kafkalab import credentials as creds
 from kafkalab import tiered as tiered_service
-from kafkalab.disks import DiskMode, LogDir, provision, release
+from kafkalab.disks import DiskMode, LogDir, fail, provision, release
 from kafkalab.errors import LabError
 from kafkalab.jars import Jars, ensure_jars
 from kafkalab.plugin import ensure_plugin
@@ -544,6 +544,20 @@ def start_tiered_node(directory: Path, node_id: int) -> int:
     pid = tiered_service.start_node(doc["tiered"], node_id)
     _save_state(directory, doc)
     return pid
+
+
+def fail_log_dir(directory: Path, node_id: int, log_dir: str | None = None) -> str:
+    """Make one log dir of node ``node_id`` fail as a dead JBOD disk does (:func:`kafkalab.disks.fail`: every I/O on
+    it returns ``EIO``); ``log_dir`` defaults to the node's first. Kafka takes the dir offline at its next I/O there
+    (a produce, a replica fetch, a checkpoint). Returns the dir's path; :func:`down` unmounts it as any other."""
+    directory = directory.resolve()
+    doc = load_state(directory)
+    n = _node(doc, node_id)
+    path = log_dir or n["log_dirs"][0]
+    if path not in n["log_dirs"]:
+        raise LabError(f"--log-dir: {path} is not a log dir of node {node_id} (its dirs: {n['log_dirs']})")
+    fail(next(LogDir.from_json(d) for d in doc["log_dirs"] if d["path"] == path))
+    return str(path)
 
 
 def confine(directory: Path, node_id: int, memory_bytes: int | None = None, read_bytes_per_s: int | None = None,

@@ -41,7 +41,16 @@ from controlplane.config import IntervalsConf, TokenConf, hash_token
 from controlplane.executor.throttle import DELIVERY_MAX
 from controlplane.logs import setup_logging
 from domain.lease import LEASE_TOPIC
-from tests.support.lab_support import Lab, replica_sizes, running_lab, throttle_configs, wait_for
+from tests.support.healing_support import healing_job
+from tests.support.lab_support import (
+    Lab,
+    alive_brokers,
+    replica_sizes,
+    running_lab,
+    throttle_configs,
+    under_replicated,
+    wait_for,
+)
 from tests.support.service_support import served_service
 
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.slow]
@@ -51,6 +60,10 @@ H = {"Authorization": f"Bearer {TOKEN}", "X-Guardian-Reason": "lab e2e"}
 TOPIC = "skew"
 RATE = 4_000_000  # bytes/s: the fixed migration throttle the copies run under
 PARTITION_BYTES = 24_000_000
+COLLECT_S = 2.0
+GRACE_S = 10.0
+SESSION_TIMEOUT_S = 9.0
+"""The lab's ``broker.session.timeout.ms`` (kafkalab/config.py): how long Kafka takes to fence a broker killed -9."""
 OPTIONAL_SERIES = {
     M_DM_INFO: "only on hosts with device-mapper volumes (dm-N): the lab's log dirs are loop devices",
     M_ROTATION: "only for ATA disks (node_exporter reads the rotation rate from udev): loop devices have none",
@@ -104,7 +117,7 @@ def governed(lab: Lab, controller_log: io.StringIO,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, str]]:
     """The controller with its API served, the lab registered through ``guardian clusters register``."""
     with served_service(tmp_path_factory.mktemp("guardian"),
-                        intervals=IntervalsConf(collect_s=2.0, throttle_s=1.0, executor_s=1.0),
+                        intervals=IntervalsConf(collect_s=COLLECT_S, throttle_s=1.0, executor_s=1.0),
                         tokens=[TokenConf(name="op", role="admin", sha256=hash_token(TOKEN))]) as (svc, url):
         reg = guardian("clusters", "register", "-c", lab.cluster, "-e", str(lab.endpoints_file), "--url", url,
                        env={"GUARDIAN_TOKEN": TOKEN})
@@ -488,27 +501,13 @@ def test_a_consumer_with_client_rack_fetches_from_its_rack_follower(lab: Lab) ->
     assert leader_d <= 0.1 * got
 
 
-def under_replicated(lab: Lab) -> list[str] | None:
-    """Partitions whose ISR is not their replica set (``None`` when the metadata could not be read: the admin
-    client can pick the dead broker)."""
-    try:
-        admin = lab.admin(client_id="test-urp")
-        try:
-            metas = admin.describe_topics()
-        finally:
-            admin.close()
-    except Exception:
-        return None
-    return [f"{t['name']}-{p['partition_index']}" for t in metas for p in t["partitions"]
-            if set(p["isr_nodes"]) != set(p["replica_nodes"])]
-
-
 def test_a_broker_killed_with_sigkill_is_healed(lab: Lab, governed: tuple[Service, str]) -> None:
-    _, url = governed
-    api(url, "PUT", f"/api/v1/clusters/{lab.cluster}/self-healing", json={"enabled": True, "grace_s": 10.0})
+    svc, url = governed
+    api(url, "PUT", f"/api/v1/clusters/{lab.cluster}/self-healing", json={"enabled": True, "grace_s": GRACE_S})
     victim = 4
     held = sorted(k for k, (reps, _, _) in all_placement(lab).items() if victim in reps)
     assert held
+    rounds0 = healing_job(svc).counters[lab.cluster]["rounds"]
     lab.kill(victim)
     t0 = time.monotonic()
     urp = wait_for("under-replicated partitions after the kill", lambda: under_replicated(lab), 60)
@@ -523,25 +522,23 @@ def test_a_broker_killed_with_sigkill_is_healed(lab: Lab, governed: tuple[Servic
         return False
     wait_for("every partition fully replicated without the dead broker", healed, 600, 2.0)
     t_healed = time.monotonic() - t0
+    interval = max(COLLECT_S, t_healed / max(healing_job(svc).counters[lab.cluster]["rounds"] - rounds0, 1))
     fixed = [a for a in api(url, "GET", "/api/v1/anomalies") if a["kind"] == "broker-dead"]
+    heals = [dict(api(url, "GET", f"/api/v1/executions/{a['execution_id']}").get("options", {}).get("heal") or {})
+             for a in fixed if a.get("execution_id")]
+    heal_s = sum(h.get("bytes", 0) / h["rate_bytes_per_s"] for h in heals if h.get("rate_bytes_per_s"))
+    # Kafka fences a broker killed -9 only after broker.session.timeout.ms: Guardian's grace counts from then
+    bound = SESSION_TIMEOUT_S + GRACE_S + heal_s + 2 * interval
     lab.start(victim)  # revived: it rejoins empty; the controller's loops carry on (the next test reads its log)
     wait_for(f"broker {victim} registered again", lambda: victim in alive_brokers(lab), 90, 1.0)
     time.sleep(10)  # a few collection rounds with the broker back
     print(f"\nbroker {victim} killed -9 holding {len(held)} replicas: {len(urp)} partitions under-replicated after "
           f"{t_urp:.0f} s; healed (0 under-replicated, none on broker {victim}) {t_healed:.0f} s after the kill "
-          f"(grace 10 s); anomalies: {[(a['status'], a.get('summary')) for a in fixed]}; revived")
+          f"(bound: session timeout {SESSION_TIMEOUT_S:.0f} + grace {GRACE_S:.0f} + bytes / R "
+          f"{[(round(h.get('bytes', 0) / 1e6, 1), round(h.get('rate_bytes_per_s', 0) / 1e6, 1)) for h in heals]} "
+          f"MB, MB/s + 2 collection intervals of {interval:.1f} s = {bound:.0f} s); anomalies: "
+          f"{[(a['status'], a.get('summary')) for a in fixed]}; revived")
     assert fixed
-
-
-def alive_brokers(lab: Lab) -> set[int]:
-    try:
-        admin = lab.admin(client_id="test-alive")
-        try:
-            return {int(b["broker_id"]) for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")}
-        finally:
-            admin.close()
-    except Exception:
-        return set()
 
 
 def test_no_error_line_while_governing_the_lab(controller_log: io.StringIO) -> None:

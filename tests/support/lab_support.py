@@ -190,5 +190,32 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0, 
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last: {last!r})")
 
 
+def under_replicated(lab: Lab) -> list[str] | None:
+    """Partitions whose ISR is not their replica set (``None`` when the metadata could not be read: the admin
+    client can pick a dead broker)."""
+    try:
+        admin = lab.admin(client_id="test-urp")
+        try:
+            metas = admin.describe_topics()
+        finally:
+            admin.close()
+    except Exception:
+        return None
+    return [f"{t['name']}-{p['partition_index']}" for t in metas for p in t["partitions"]
+            if set(p["isr_nodes"]) != set(p["replica_nodes"])]
+
+
+def alive_brokers(lab: Lab) -> set[int]:
+    """Brokers registered and not fenced (empty when the cluster could not be asked)."""
+    try:
+        admin = lab.admin(client_id="test-alive")
+        try:
+            return {int(b["broker_id"]) for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")}
+        finally:
+            admin.close()
+    except Exception:
+        return set()
+
+
 def endpoints_doc(lab: Lab) -> dict[str, Any]:
     return dict(json.loads(lab.endpoints_file.read_text()))

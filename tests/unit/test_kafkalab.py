@@ -1,6 +1,6 @@
 """``guardian lab``'s pure parts and refusals: the rendered node configuration, the exporters' credentials, the
 plain-directory fallback, and the CLI's messages for bad input (no broker is started here; the lab itself is
-exercised by tests/contract and tests/e2e/test_lab_governing.py)."""
+exercised by tests/contract and tests/e2e/test_lab_*.py)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,19 @@ def test_cli_refusals_are_exit_2_with_a_message(tmp_path: Path) -> None:
     (tmp_path / "bad" / "lab.json").write_text(json.dumps({"format": "other"}))
     r = runner.invoke(app, ["status", "--dir", str(tmp_path / "bad")])
     assert r.exit_code == 2 and "not a guardian.lab/v1 state file" in r.output
+    r = runner.invoke(app, ["fail-log-dir", "--broker", "1", "--dir", str(tmp_path / "none")])
+    assert r.exit_code == 2 and "no lab in" in r.output
+    plain = tmp_path / "plain"
+    dirs, _ = provision([plain / "b1d1"], plain / "img", 1 << 20, mode="dir")
+    plain.joinpath("lab.json").write_text(json.dumps({
+        "format": kl.FORMAT, "dir": str(plain), "log_dirs": [d.to_json() for d in dirs],
+        "nodes": [{"id": 1, "log_dirs": [str(dirs[0].path)]}]}))
+    r = runner.invoke(app, ["fail-log-dir", "--broker", "1", "--log-dir", "/elsewhere", "--dir", str(plain)])
+    assert r.exit_code == 2 and "--log-dir: /elsewhere is not a log dir of node 1" in r.output
+    r = runner.invoke(app, ["fail-log-dir", "--broker", "1", "--dir", str(plain)])  # a plain dir cannot fail alone
+    assert r.exit_code == 2 and "not on a loop device of its own" in r.output
+    r = runner.invoke(app, ["fail-log-dir", "--broker", "7", "--dir", str(plain)])
+    assert r.exit_code == 2 and "--broker: no node 7" in r.output
 
 
 def test_the_endpoints_document_is_what_the_api_registers(tmp_path: Path) -> None:
