@@ -12,7 +12,9 @@ and end offsets (``ListOffsets``) and ``Fetch``-es from the wanted offset to the
 (a ``LogAppendTime`` batch gives every record the broker's time). The raw requests go through the admin
 client's connection manager (``_manager.send``), as the client-quota requests do.
 
-Guarantee: a failure raises (the caller, :class:`~kafkaio.admin.KafkaAdmin`, turns it into
+Guarantee: a broker answering that it does not lead the partition (its metadata behind the one that named
+it) is retried at the leader named next for a few seconds — nothing was appended there; any other failure
+raises (the caller, :class:`~kafkaio.admin.KafkaAdmin`, turns it into
 :class:`~kafkaio.errors.AdminError` and reconnects); an append is acknowledged by every in-sync replica
 before it returns. Cost: append = one metadata read + one Produce; read = one metadata read, one
 ListOffsets per bound and one Fetch per 1 MiB of records.
@@ -100,11 +102,34 @@ def append(a: Any, topic: str, key: bytes, value: bytes, timeout_ms: int = 15000
     request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=timeout_ms, topic_data=[topic_data(
         name=topic, partition_data=[topic_data.PartitionProduceData(index=0, records=builder.buffer())])],
         min_version=3, max_version=9)
-    response = _run(a, request, _leader(a, topic, LAGGING_METADATA_S))
-    part = response.responses[0].partition_responses[0]
-    _check(int(part.error_code), f"appending to {topic}-0")
+
+    def send(node: int) -> Any:
+        part = _run(a, request, node).responses[0].partition_responses[0]
+        _check(int(part.error_code), f"appending to {topic}-0")
+        return part
+
+    part = _at_leader(a, topic, send)
     stamped = int(getattr(part, "log_append_time_ms", -1))
     return int(part.base_offset), stamped if stamped >= 0 else now
+
+
+_MOVED = (kerrors.NotLeaderForPartitionError, kerrors.LeaderNotAvailableError, kerrors.UnknownTopicOrPartitionError)
+"""What a broker answers when the metadata that named it leader is ahead of (or behind) its own: nothing was
+appended or read, so the call is sent again to the leader the metadata names then."""
+
+
+def _at_leader(a: Any, topic: str, call: Any, wait_s: float = LAGGING_METADATA_S) -> Any:
+    """``call(leader)`` on ``topic``-0's leader, asked again for ``wait_s`` seconds while the broker answers that
+    it does not lead the partition (seen on Kafka 4.2 right after CreateTopics: the metadata names a leader
+    before that broker has applied the partition's record, and a Produce there answers NOT_LEADER_OR_FOLLOWER)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return call(_leader(a, topic, wait_s))
+        except _MOVED:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _offset(a: Any, topic: str, node: int, which: int) -> int:
@@ -121,8 +146,12 @@ def read(a: Any, topic: str, start: int = 0) -> LogRead:
     """The records of ``topic``-0 from ``start`` (or the log's first offset, if later) to its end.
 
     Retention may delete the first segment between ``ListOffsets`` and the first ``Fetch`` (the broker
-    answers OffsetOutOfRange): the read then begins at the new first offset."""
-    node = _leader(a, topic)
+    answers OffsetOutOfRange): the read then begins at the new first offset. A broker that no longer (or not
+    yet) leads the partition is left for the leader the metadata names next."""
+    return _at_leader(a, topic, lambda node: _read_at(a, topic, node, start))
+
+
+def _read_at(a: Any, topic: str, node: int, start: int) -> LogRead:
     first, end = _offset(a, topic, node, -2), _offset(a, topic, node, -1)
     position = begin = max(start, first)
     out: list[LogRecord] = []

@@ -68,3 +68,39 @@ def test_out_of_range_for_any_other_reason_still_raises() -> None:
     log._manager = NS(send=refuse, run=log._run)
     with pytest.raises(kerrors.OffsetOutOfRangeError):
         topiclog.read(log, "lease")
+
+
+class _NewLog:
+    """A log just created: the metadata names broker 1 leader, then broker 2; broker 1 answers
+    NOT_LEADER_OR_FOLLOWER the first ``refusals`` times (its own metadata is behind), as Kafka 4.2 does."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.sent_to: list[int] = []
+        self.describes = 0
+        self._manager = NS(send=self._send, run=self._run)
+
+    _run = _Log._run
+
+    def describe_topics(self, topics: list[str]) -> list[dict[str, Any]]:
+        self.describes += 1
+        return [{"name": topics[0], "error_code": 0, "partitions": [{"partition_index": 0, "leader_id": 1}]}]
+
+    async def _send(self, request: Any, node_id: int) -> Any:
+        self.sent_to.append(node_id)
+        refused = self.refusals > 0
+        self.refusals -= refused
+        code = kerrors.NotLeaderForPartitionError.errno if refused else 0
+        return NS(responses=[NS(partition_responses=[NS(error_code=code, base_offset=7, log_append_time_ms=42)])])
+
+
+def test_an_append_refused_by_a_leader_not_yet_leading_is_sent_again() -> None:
+    log = _NewLog(refusals=2)
+    assert topiclog.append(log, "lease", b"k", b"v") == (7, 42)
+    assert log.sent_to == [1, 1, 1] and log.describes == 3  # the leader asked again before each send
+
+
+def test_an_append_still_refused_after_the_wait_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(topiclog._at_leader, "__defaults__", (0.0,))  # no wait left
+    with pytest.raises(kerrors.NotLeaderForPartitionError):
+        topiclog.append(_NewLog(refusals=10**6), "lease", b"k", b"v")
