@@ -63,6 +63,10 @@ PARTITION_BYTES = 24_000_000
 COLLECT_S = 2.0
 GRACE_S = 10.0
 SESSION_TIMEOUT_S = 9.0
+EXECUTOR_S = 1.0
+"""The executor's pass interval (``IntervalsConf.executor_s`` below)."""
+PROBE_S = 2.0
+"""The test's own probe period for "healed": the time is known to within one probe."""
 """The lab's ``broker.session.timeout.ms`` (kafkalab/config.py): how long Kafka takes to fence a broker killed -9."""
 OPTIONAL_SERIES = {
     M_DM_INFO: "only on hosts with device-mapper volumes (dm-N): the lab's log dirs are loop devices",
@@ -117,7 +121,7 @@ def governed(lab: Lab, controller_log: io.StringIO,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, str]]:
     """The controller with its API served, the lab registered through ``guardian clusters register``."""
     with served_service(tmp_path_factory.mktemp("guardian"),
-                        intervals=IntervalsConf(collect_s=COLLECT_S, throttle_s=1.0, executor_s=1.0),
+                        intervals=IntervalsConf(collect_s=COLLECT_S, throttle_s=1.0, executor_s=EXECUTOR_S),
                         tokens=[TokenConf(name="op", role="admin", sha256=hash_token(TOKEN))]) as (svc, url):
         reg = guardian("clusters", "register", "-c", lab.cluster, "-e", str(lab.endpoints_file), "--url", url,
                        env={"GUARDIAN_TOKEN": TOKEN})
@@ -520,15 +524,17 @@ def test_a_broker_killed_with_sigkill_is_healed(lab: Lab, governed: tuple[Servic
         with contextlib.suppress(Exception):
             return not [k for k, (reps, _, _) in all_placement(lab).items() if victim in reps]
         return False
-    wait_for("every partition fully replicated without the dead broker", healed, 600, 2.0)
+    wait_for("every partition fully replicated without the dead broker", healed, 600, PROBE_S)
     t_healed = time.monotonic() - t0
     interval = max(COLLECT_S, t_healed / max(healing_job(svc).counters[lab.cluster]["rounds"] - rounds0, 1))
     fixed = [a for a in api(url, "GET", "/api/v1/anomalies") if a["kind"] == "broker-dead"]
     heals = [dict(api(url, "GET", f"/api/v1/executions/{a['execution_id']}").get("options", {}).get("heal") or {})
              for a in fixed if a.get("execution_id")]
     heal_s = sum(h.get("bytes", 0) / h["rate_bytes_per_s"] for h in heals if h.get("rate_bytes_per_s"))
-    # Kafka fences a broker killed -9 only after broker.session.timeout.ms: Guardian's grace counts from then
-    bound = SESSION_TIMEOUT_S + GRACE_S + heal_s + 2 * interval
+    # Kafka fences a broker killed -9 only after broker.session.timeout.ms: Guardian's grace counts from then;
+    # then the issue's bound (grace + bytes / R + 2 collection intervals), the executor's two passes (submit, the
+    # completion seen: the dead-dir test's bound too) and the probe's period (this test's resolution)
+    bound = SESSION_TIMEOUT_S + GRACE_S + heal_s + 2 * interval + 2 * EXECUTOR_S + PROBE_S
     lab.start(victim)  # revived: it rejoins empty; the controller's loops carry on (the next test reads its log)
     wait_for(f"broker {victim} registered again", lambda: victim in alive_brokers(lab), 90, 1.0)
     time.sleep(10)  # a few collection rounds with the broker back
@@ -536,9 +542,11 @@ def test_a_broker_killed_with_sigkill_is_healed(lab: Lab, governed: tuple[Servic
           f"{t_urp:.0f} s; healed (0 under-replicated, none on broker {victim}) {t_healed:.0f} s after the kill "
           f"(bound: session timeout {SESSION_TIMEOUT_S:.0f} + grace {GRACE_S:.0f} + bytes / R "
           f"{[(round(h.get('bytes', 0) / 1e6, 1), round(h.get('rate_bytes_per_s', 0) / 1e6, 1)) for h in heals]} "
-          f"MB, MB/s + 2 collection intervals of {interval:.1f} s = {bound:.0f} s); anomalies: "
+          f"MB, MB/s + 2 collection intervals of {interval:.1f} s + 2 executor passes + the probe's "
+          f"{PROBE_S:.0f} s = {bound:.0f} s); anomalies: "
           f"{[(a['status'], a.get('summary')) for a in fixed]}; revived")
     assert fixed
+    assert t_healed <= bound, (t_healed, bound, heals)
 
 
 def test_no_error_line_while_governing_the_lab(controller_log: io.StringIO) -> None:
