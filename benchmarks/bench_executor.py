@@ -18,7 +18,7 @@ bytes the busiest source disk must read, over the headroom it has before the mov
 the busiest disk must read as a copy source plus write as a destination (the log dir each new replica ended
 on, read from the cluster after the run), over the same headroom (``disk_bound_sim_s``; it still ignores
 that KIP-73 rates are shared equally by a broker's copies). The adaptive rate runs with the joint choice of
-each copy's throttled side (:mod:`controlplane.executor.joint_throttle`) and, as its baseline in the same run,
+each copy's throttled side (:mod:`controlplane.executor.migration_sides`) and, as its baseline in the same run,
 with the old choice (both sides, max-min fair); printed for each: completion over that floor per seed (median,
 range) and the worst tick's util; for the joint choice, also where its time over that floor goes
 (:func:`decompose`: the traffic during the move, from a no-move twin run of the same seed; the guard band between
@@ -41,8 +41,8 @@ import numpy as np
 
 from benchmarks.common import write_result
 from collectors.disk_rates import DiskScraper
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.admin import KafkaAdmin

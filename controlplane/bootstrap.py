@@ -38,11 +38,11 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.fanout import loop_fanout
 from controlplane.service.leased_lines import LineCollector, LineService
 from controlplane.service.observation import RoundBoard, executor_binding
+from controlplane.service.protection import ThrottleService, throttle_config
+from controlplane.service.protection_source import round_binding
 from controlplane.service.scheduler import Job, LeaderScheduler
 from controlplane.service.self_healing import SelfHealingJob
 from controlplane.service.snapshots import partition_ingress
-from controlplane.service.throttle_loop import ThrottleService, throttle_config
-from controlplane.service.throttle_source import round_binding
 from controlplane.state.raft_store import RaftStateStore
 from domain.redaction import mask_url, register_secret
 from parentwatch import watch_parent

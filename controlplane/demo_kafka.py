@@ -47,7 +47,7 @@ from controlplane.picture import disk_utils, measured_utils, plot_before_after
 from controlplane.report import snapshot_table
 from kafkalab import lab as kl
 from kafkalab.errors import LabError
-from planners.throttle import ThrottleConfig
+from planners.protection import ThrottleConfig
 
 TOPIC = "orders"
 PRODUCE_BYTES_PER_S = 3_000_000

@@ -45,7 +45,7 @@ from controlplane.api.errors import install_error_handlers
 from controlplane.api.guard import RequestGuard
 from controlplane.api.openapi import install_openapi
 from controlplane.service.context import ServiceContext
-from controlplane.service.throttle_loop import ThrottleService
+from controlplane.service.protection import ThrottleService
 
 ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, migrations, topics, throttles, leased_lines,
            ids, actions, alerts, analytics, anomalies, dashboard, tiered, read_local, state_version)

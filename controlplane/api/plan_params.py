@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import StrictIn, int_in
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.settings import SettingsError, throttle_settings
-from controlplane.executor.throttle import ThrottlePolicy
 from domain.errors import json_path
 from planners.params import PARAMS, problems
 

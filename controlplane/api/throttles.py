@@ -19,7 +19,7 @@ from controlplane.api.deps import Ctx, Operator, Viewer, cluster_or_404, propose
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import StrictIn
 from controlplane.service.context import ServiceContext
-from controlplane.service.throttle_loop import ThrottleService
+from controlplane.service.protection import ThrottleService
 from controlplane.state.reads import detached, throttle_records
 from raft.errors import NotLeaderError
 

@@ -39,6 +39,7 @@ from controlplane.executor.control import (
 )
 from controlplane.executor.lease import ExecutionLease, LeaseHeld, LeaseOwner, client_id, leftovers
 from controlplane.executor.live import FactsSource
+from controlplane.executor.migration_rate import Schedule, ThrottlePolicy, parse_rate
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import (
     ExecutionConflict,
@@ -50,7 +51,6 @@ from controlplane.executor.reconcile import (
 )
 from controlplane.executor.release import ReleaseError, drain_plan, recorded_replicas, restore_plan
 from controlplane.executor.tasks import ORDERINGS
-from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
 from controlplane.state.reads import executions_of
 from controlplane.state.store import LocalStateStore

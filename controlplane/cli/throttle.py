@@ -20,7 +20,7 @@ from controlplane.cli.api_client import ApiUnavailable, TokenOpt, UrlOpt, get_js
 from controlplane.cli.common import err, out
 from controlplane.files import read_snapshot
 from domain import ContractError
-from planners.throttle import DiskHealth, ThrottleConfig, ThrottleInput, plan_throttles
+from planners.protection import DiskHealth, ThrottleConfig, ThrottleInput, plan_throttles
 
 throttle_app = typer.Typer(help="Partition-level throttle protection: what is throttled and why.",
                            no_args_is_help=True)

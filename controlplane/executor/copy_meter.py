@@ -1,6 +1,6 @@
 """Copy metering: how far each running copy is, how fast it went, and the flows the throttles act on.
 
-Goal: give the migration throttle (:mod:`controlplane.executor.throttle`) and the placement of new
+Goal: give the migration throttle (:mod:`controlplane.executor.migration_rate`) and the placement of new
 replicas the migration bytes each copy and each disk actually carried, and give progress reports honest
 rates — measured from the cluster, never assumed from the throttle.
 
@@ -10,7 +10,7 @@ reassignment copied, :meth:`CopyMeter.reassigned`) from the log-dir read the pas
 :meth:`CopyMeter.observe` turns two samples of a task into its rate over the interval (smoothed for the
 progress report); a task found complete is credited what it copied since its last sample over that whole interval
 (:meth:`CopyMeter.final`). :meth:`CopyMeter.flows` turns the in-flight tasks into throttle
-:class:`~controlplane.executor.throttle.Flow` s (source and destination broker and disk, measured rate,
+:class:`~controlplane.executor.migration_rate.Flow` s (source and destination broker and disk, measured rate,
 producers' ingress, bytes left) and the throttled-replica list entries they need; and
 :meth:`CopyMeter.disk_migration` sums, per disk, what the previous pass's copies moved, each capped by
 the rate its throttle allowed.
@@ -29,8 +29,8 @@ import math
 from collections.abc import Callable, Mapping
 
 from controlplane.executor.live import DirMap, future_dir, main_dir, replica_disk
+from controlplane.executor.migration_rate import Flow
 from controlplane.executor.submit import Submission
-from controlplane.executor.throttle import Flow
 from domain.execution import Task, TaskState
 from domain.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.types import LiveCluster, PartitionMeta

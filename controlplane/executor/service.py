@@ -31,11 +31,11 @@ from collectors.disk_rates import DiskLoad
 from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.lease import ExecutionLease, LeaseOwner, client_id, leftovers
 from controlplane.executor.live import FactsSource
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.migrations import MigrationDriver
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
 from controlplane.executor.release import KIND_RESTORE, ReleaseError, recorded_replicas, restore_plan
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.logs import cluster_scope
 from controlplane.state.commands import meta
 from controlplane.state.reads import cluster_record, execution_record, plan_record

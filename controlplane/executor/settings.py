@@ -7,7 +7,7 @@ replicated). Method: the
 settings are a plain JSON object stored in the replicated execution record (``options.throttle``), so a
 new leader after a failover applies them as the old one did; :func:`throttle_settings` checks and
 normalises the object (rates as bytes/s, the schedule kept as its text), :func:`policy_for` lays it over
-the executor's configured :class:`~.throttle.ThrottlePolicy` at the start of every pass.
+the executor's configured :class:`~.migration_rate.ThrottlePolicy` at the start of every pass.
 Guarantee: a setting that :func:`throttle_settings` accepted always builds a valid policy; an unset key
 keeps the executor's configured value. Cost: O(schedule windows) per pass.
 """
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
+from controlplane.executor.migration_rate import Schedule, ThrottlePolicy, parse_rate
 
 log = logging.getLogger("guardian.executor")
 RATE_KEYS = ("floor", "ceiling", "initial", "fixed_rate", "nic_bytes_per_s")

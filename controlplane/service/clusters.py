@@ -9,7 +9,7 @@ bootstrap servers, the cluster's Kafka ``security`` settings, every metrics endp
 the rack->IDC rule, IDC overrides and hardware profile, the consumer-offsets source, control URL) into
 :class:`ClusterClients`, every client connected with the cluster's security settings: the cluster's
 admin client (:class:`~kafkaio.admin.KafkaAdmin`, used by the executor and, through
-:class:`~kafkaio.levers.KafkaLevers`, by throttle protection), the observer's bulk reader
+:class:`~kafkaio.throttle_writer.KafkaLevers`, by throttle protection), the observer's bulk reader
 (:class:`~kafkaio.source.KafkaSource`), both on the one :class:`~kafkaio.connection.KafkaConnection`,
 and the audit-topic reader. :class:`ClusterBindings` keeps one per cluster, rebinds when the record's
 endpoints change and closes what was removed.
@@ -33,8 +33,8 @@ from kafkaio.admin import KafkaAdmin
 from kafkaio.audit import AUDIT_TOPIC, AuditShares
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import ClusterEndpoints
-from kafkaio.levers import KafkaLevers
 from kafkaio.source import KafkaSource, KafkaSourceOptions
+from kafkaio.throttle_writer import KafkaLevers
 
 ADMIN_CLIENT_ID = f"guardian-service-{socket.gethostname()}-{os.getpid()}"
 """This node's Kafka client id: distinct per process, so brokers' logs and quotas tell executors apart."""

@@ -22,8 +22,8 @@ from controlplane.state.store import StateStore
 
 if TYPE_CHECKING:
     from analytics_spark.clickhouse import ClickHouse
+    from controlplane.service.protection import ThrottleService
     from controlplane.service.scheduler import LeaderScheduler
-    from controlplane.service.throttle_loop import ThrottleService
     from kafkaio.port import KafkaCluster
     from planners.load_basis import ModelledLoad
     from tiered.store import TieredStore

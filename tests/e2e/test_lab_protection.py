@@ -60,7 +60,7 @@ from kafka.admin import NewTopic
 from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from kafkalab import lab as kl
-from planners.throttle import ThrottleConfig
+from planners.protection import ThrottleConfig
 from tests.support.lab_support import Lab, replica_sizes, running_lab, wait_for
 from tests.support.service_support import served_service
 

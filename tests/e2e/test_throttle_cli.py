@@ -19,7 +19,7 @@ import uvicorn
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
-from controlplane.service.throttle_loop import ClusterBinding, Observation, ThrottleService
+from controlplane.service.protection import ClusterBinding, Observation, ThrottleService
 from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot
 from tests.support.throttle_support import hot_snapshot

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.raft_store import RaftStateStore
 from raft.localcluster import free_ports
 from tests.support.executor_support import Sim, one_replica_plan, scenario

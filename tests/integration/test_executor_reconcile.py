@@ -10,8 +10,8 @@ import pytest
 from kafka.admin import NewPartitions
 
 from controlplane.executor.live import main_dir
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.service import ExecutorService
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import plan_to_dict

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.disk_rates import DiskRate
-from controlplane.executor.joint_throttle import choose, realized, roles_on
-from controlplane.executor.throttle import Flow, fill_to_level, resources
+from controlplane.executor.migration_rate import Flow, fill_to_level, resources
+from controlplane.executor.migration_sides import choose, realized, roles_on
 
 BROKERS = (1, 2, 3, 4)
 DIRS = ("/d1", "/d2")

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.throttles import CONSUMER_QUOTA
-from planners.throttle import (
+from planners.protection import (
     AssignedClient,
     DiskHealth,
     Flow,

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from collectors.disk_rates import DiskRate
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore, StateStore
 from domain import PartitionMove, Plan
 from kafkaio.fake import ELECTION_NOT_NEEDED, FakeKafkaCluster

@@ -22,12 +22,12 @@ from controlplane.service.clusters import ClusterBindings
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
 from controlplane.service.leased_lines import LineService
-from controlplane.service.throttle_loop import ThrottleService
-from controlplane.service.throttle_source import round_binding
+from controlplane.service.protection import ThrottleService
+from controlplane.service.protection_source import round_binding
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from kafkasim.scenarios.scenario import Federation, build_federation
-from planners.throttle import ThrottleConfig
+from planners.protection import ThrottleConfig
 from tests.support.kafkasim_support import http_json, register_fields, start_federation
 
 CLUSTER = "east"

@@ -12,9 +12,9 @@ import pytest
 
 from controlplane.executor.conflicts import ForeignReassignments
 from controlplane.executor.lease import ExecutionLease, LeaseHeld, LeaseLost, LeaseOwner
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.service import ExecutorService
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, plan_to_dict
 from domain.lease import CLAIM, RELEASE, RENEW, LeaseRecord, child, fold

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.fake import FakeKafkaCluster

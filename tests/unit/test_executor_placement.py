@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.placement import Placement, pending_work
-from controlplane.executor.throttle import ThrottlePolicy
 from domain.execution import Task
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 

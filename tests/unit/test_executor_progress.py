@@ -7,9 +7,9 @@ import itertools
 from dataclasses import replace
 
 from collectors.builder import Collected
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.observed import ObservedCluster
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.fake import FakeKafkaCluster

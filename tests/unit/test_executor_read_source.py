@@ -7,6 +7,7 @@ from dataclasses import replace
 from controlplane.executor.changes import TaskChanges
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.drive import TaskDriver
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.placement import Placement
 from controlplane.executor.read_source import (
     copy_source,
@@ -20,7 +21,6 @@ from controlplane.executor.read_source import (
     submit_order,
 )
 from controlplane.executor.submit import Submission
-from controlplane.executor.throttle import ThrottlePolicy
 from domain.execution import Task, TaskState
 from kafkaio.fake import FakeKafkaCluster
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir

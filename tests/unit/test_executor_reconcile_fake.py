@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from domain.throttles import FOLLOWER_RATE, LEADER_RATE

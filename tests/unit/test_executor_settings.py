@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from controlplane.executor.migration_rate import ThrottlePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.service import ExecutorService
 from controlplane.executor.settings import SettingsError, policy_for, throttle_settings
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, plan_to_dict

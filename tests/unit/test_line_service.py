@@ -12,7 +12,7 @@ from controlplane.api.app import create_app
 from controlplane.config import LeasedLineConf, LeasedLinesConf, Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.service.leased_lines import LineCollector, LineService, audit_flows_of, protection_config
-from controlplane.service.throttle_loop import ThrottleService
+from controlplane.service.protection import ThrottleService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from kafkaio.audit import AuditShares

@@ -19,17 +19,17 @@ from controlplane.executor.live import live_snapshot
 from controlplane.executor.observed import ObservedCluster
 from controlplane.executor.release import drain_plan
 from controlplane.service.observation import RoundBoard
-from controlplane.service.throttle_loop import ClusterBinding, ThrottleService
-from controlplane.service.throttle_source import ObserveError, RoundThrottleSource, lineage_of, observation_of
+from controlplane.service.protection import ClusterBinding, ThrottleService
+from controlplane.service.protection_source import ObserveError, RoundThrottleSource, lineage_of, observation_of
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, check_plan
 from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, MIGRATION, PARTITION_FETCH, PT_ENABLE, PT_FETCH
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
-from kafkaio.levers import KafkaLevers
+from kafkaio.throttle_writer import KafkaLevers
 from kafkaio.types import LiveCluster, PartitionMeta, Reassignment, ReplicaDir
 from tests.support.throttle_support import MB, disk, hot_snapshot, part, snapshot
-from tests.unit.test_throttle_service import FakeActuator
+from tests.unit.test_protection_service import FakeActuator
 
 
 def collected(snap: Any = None, *, first: bool = False, metrics: Iterable[int] = (1, 2, 3),

@@ -13,15 +13,15 @@ import pytest
 from collectors.build.records import PartitionDetail
 from controlplane.cli.throttle import _print_explain
 from controlplane.service.observation import RoundBoard
-from controlplane.service.throttle_loop import ClusterBinding, ThrottleService
-from controlplane.service.throttle_source import GroupAssignments, RoundThrottleSource, assignments_of
+from controlplane.service.protection import ClusterBinding, ThrottleService
+from controlplane.service.protection_source import GroupAssignments, RoundThrottleSource, assignments_of
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain.throttles import CONSUMER_QUOTA, PT_ENABLE
 from kafkaio.fake import FakeKafkaCluster
-from kafkaio.levers import KafkaLevers
+from kafkaio.throttle_writer import KafkaLevers
 from kafkaio.types import GroupDescription, GroupMember
-from planners.throttle import (
+from planners.protection import (
     AssignedClient,
     ClientShare,
     DiskHealth,
@@ -220,7 +220,7 @@ def test_a_client_quota_outlasts_the_silences_of_kafkas_muting_and_goes_once_the
     """Kafka mutes a throttled client for its throttle time: a quiet evaluation holds the quota; a quota is
     released after ``quota_quiet_samples`` quiet evaluations in a row, and relaxed only while the rate it lets
     through (the lagging client reads all of it) plus the step stays under the low mark."""
-    from planners.throttle import ActiveThrottle, parse_active  # noqa: F401  (parse_active: the state's shape)
+    from planners.protection import ActiveThrottle, parse_active  # noqa: F401  (parse_active: the state's shape)
 
     cfg = ThrottleConfig()
     quiet_disk = hot_snapshot(util=0.05, read=0.0, await_ms=2.0)  # the consumer is muted: no reads this sample

@@ -113,7 +113,7 @@ class ThrottlePolicy:
     """Network capacity of each broker (each direction); ``None``: network headroom is not considered."""
     choice: str = "joint"
     """Adaptive only: ``joint`` (default) chooses per copy the KIP-73 side it is throttled on and the rates for
-    makespan (:mod:`.joint_throttle`, catch-up floors inside its util budget) — 1.14× the reads + writes floor
+    makespan (:mod:`.migration_sides`, catch-up floors inside its util budget) — 1.14× the reads + writes floor
     vs 1.29× with ``fair`` on bench_executor's lock-step scenario (medians of 20 seeds), worst tick util 0.76 vs
     0.79, and no slower
     than ``fair`` on the rolling-release drain of tests/integration/test_executor_cli.py; ``fair`` throttles

@@ -1,4 +1,4 @@
-"""The applying side of throttle protection: observe, decide (planners.throttle), act, record.
+"""The applying side of throttle protection: observe, decide (planners.protection), act, record.
 
 One :class:`ThrottleService` per node; its :meth:`ThrottleService.job` runs on the leader every
 ``intervals.throttle_s`` (fixed delay) and :meth:`ThrottleService.on_alerts` runs an immediate
@@ -7,13 +7,13 @@ evaluation of the disks named by on-call alerts. Per pass and cluster:
 1. observe the cluster through its :class:`ThrottleSource` (snapshot + transfers + lineage +
    capability); a failing or stale observation skips the cluster with a logged reason (never acts).
    In the service the source reads the round the collection job published (one observer per cluster,
-   :mod:`controlplane.service.throttle_source`); a scheduled pass evaluates each round once (a round
+   :mod:`controlplane.service.protection_source`); a scheduled pass evaluates each round once (a round
    it already evaluated only re-applies the levers of the replicated state), an alert evaluates at once.
    When a lineage port is wired (the audit analytics' latest lineage run in ClickHouse) and it has rows
    for the cluster, the topic -> client ids map comes from it; else from the observation (the live audit
    topic). Per-partition shares always come from the live audit topic. The source is recorded with
    every client-quota decision and in :meth:`ThrottleService.explain`;
-2. plan with :func:`planners.throttle.plan_throttles` (health hysteresis state is kept here, per disk);
+2. plan with :func:`planners.protection.plan_throttles` (health hysteresis state is kept here, per disk);
 3. for every decision: a *set/relax* is recorded first (``throttle.set`` by ``throttle-protection`` with
    the evidence) and then applied through the :class:`ThrottleActuator`; a *release* is removed from the
    cluster first and then cleared (``throttle.clear``), so a failed removal is retried next pass;
@@ -25,8 +25,8 @@ Clusters are evaluated side by side through a :class:`~controlplane.service.fano
 per-cluster deadline, bounded concurrency; a cluster whose levers hang is that cluster's ``timeout``
 status, never a late evaluation of another).
 
-The source/actuator are ports: :class:`controlplane.service.throttle_source.RoundThrottleSource` reads
-the observer's rounds, :class:`kafkaio.levers.KafkaLevers` sets the levers through the cluster's shared
+The source/actuator are ports: :class:`controlplane.service.protection_source.RoundThrottleSource` reads
+the observer's rounds, :class:`kafkaio.throttle_writer.KafkaLevers` sets the levers through the cluster's shared
 client.
 """
 
@@ -52,7 +52,7 @@ from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
 from domain.throttles import LEVER_KINDS
 from planners.line_accounting import AuditFlow
 from planners.line_protection import WHO as LINE_WHO
-from planners.throttle import (
+from planners.protection import (
     DEFAULT_THRESHOLDS,
     INTRA_BROKER,
     MIGRATION,

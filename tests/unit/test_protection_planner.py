@@ -1,4 +1,4 @@
-"""planners.throttle: health hysteresis, flows, abnormal queue, levers per capability, relaxation."""
+"""planners.protection: health hysteresis, flows, abnormal queue, levers per capability, relaxation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from domain import DiskKind
-from planners.throttle import (
+from planners.protection import (
     CONSUMER_QUOTA,
     FOLLOWER,
     INTRA_BROKER,

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from collectors.disk_rates import DiskRate, DiskScraper, HostSample, parse_host
-from controlplane.executor.joint_throttle import FOLLOWER
 from controlplane.executor.live import IngressMeter
-from controlplane.executor.throttle import (
+from controlplane.executor.migration_levers import side_floors
+from controlplane.executor.migration_rate import (
     DELIVERY_MAX,
     Flow,
     NetRate,
@@ -23,7 +23,7 @@ from controlplane.executor.throttle import (
     parse_rate,
     resources,
 )
-from controlplane.executor.throttle_sync import side_floors
+from controlplane.executor.migration_sides import FOLLOWER
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
 from kafkaio.endpoints import parse_endpoints
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir

@@ -5,7 +5,7 @@ intra-broker rate) at a rate that keeps its disks under the policy's threshold, 
 the copies that needed it.
 
 Method: :meth:`MigrationThrottles.rates` computes the rates from live disk headroom and the migration
-each disk carried (:mod:`controlplane.executor.throttle`, fed by :class:`~controlplane.executor.copy_meter.
+each disk carried (:mod:`controlplane.executor.migration_rate`, fed by :class:`~controlplane.executor.copy_meter.
 CopyMeter`), capped by the throttle protection's ceilings. :meth:`MigrationThrottles.sync` then makes the
 cluster show exactly those rates and lists, level-based: per target (broker or topic) it compares what is
 wanted, what this executor recorded in the store, and what the cluster shows *now*; a change is recorded
@@ -32,8 +32,7 @@ from typing import Any
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
-from controlplane.executor.joint_throttle import BOTH, DIRS, FOLLOWER, LEADER, choose, realized, roles_on, task_of
-from controlplane.executor.throttle import (
+from controlplane.executor.migration_rate import (
     CATCH_UP_MARGIN,
     Flow,
     NetRate,
@@ -44,6 +43,7 @@ from controlplane.executor.throttle import (
     disk_budgets,
     resources,
 )
+from controlplane.executor.migration_sides import BOTH, DIRS, FOLLOWER, LEADER, choose, realized, roles_on, task_of
 from controlplane.state.reads import throttle_records
 from controlplane.state.store import StateStore
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -62,8 +62,8 @@ Lists = dict[str, dict[str, set[str]]]
 
 def side_floors(flows: list[Flow], sides: Mapping[str, str]) -> dict[Role, float]:
     """Per rate: the rate below which the copies listed for it can never finish (KIP-73 throttles the follower's
-    whole fetch, new writes included) — Σ their ingress x :data:`~.throttle.CATCH_UP_MARGIN` — plus their heal
-    floors (:attr:`~.throttle.Flow.floor_bytes_per_s`: a self-healing copy runs at least at its share of the
+    whole fetch, new writes included) — Σ their ingress x :data:`~.migration_rate.CATCH_UP_MARGIN` — plus their heal
+    floors (:attr:`~.migration_rate.Flow.floor_bytes_per_s`: a self-healing copy runs at least at its share of the
     allowed heal rate, above any protection ceiling)."""
     out: dict[Role, float] = {}
     for f in flows:
@@ -188,7 +188,7 @@ class MigrationThrottles:
         """KIP-73 / KIP-113 rates per ``(broker, config)`` for this pass's ``flows``, and the throttled-replica
         ``lists`` they need: the policy's rates from live disk headroom and the migration each disk carried,
         capped by the throttle protection's ceilings (never below what the copies need to ever finish). The
-        adaptive ``joint`` choice (:mod:`.joint_throttle`) also chooses the side each copy is listed on (the
+        adaptive ``joint`` choice (:mod:`.migration_sides`) also chooses the side each copy is listed on (the
         lists are cut to it), weighing each disk by the work left on it (``pending``: bytes the tasks not
         started yet will read or write); otherwise every copy is listed on both sides. A pass with
         a fresh clock (``now``) also remembers the rate each flow was commanded and the flows themselves
@@ -232,7 +232,7 @@ class MigrationThrottles:
                migration: Mapping[tuple[int, str], float], horizon: float | None, lists: Lists,
                pending: PendingWork, ceilings: Mapping[Role, float]
                ) -> tuple[dict[Role, float], dict[str, str], Lists]:
-        """The joint choice (:func:`~.joint_throttle.choose`) turned into rates within the policy's limits, and
+        """The joint choice (:func:`~.migration_sides.choose`) turned into rates within the policy's limits, and
         the lists cut to the chosen sides. A copy touching a disk without live data stays on both sides at
         its rates in force (no data, no headroom); a copy into a broker whose follower rate the protection
         caps stays on the follower side. A copy listed on the leader side is listed for every replica that

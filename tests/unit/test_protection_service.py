@@ -8,10 +8,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controlplane.service.throttle_loop import AlertRecord, ClusterBinding, Observation, ThrottleService
+from controlplane.service.protection import AlertRecord, ClusterBinding, Observation, ThrottleService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
-from planners.throttle import MIGRATION, PARTITION_FETCH, WHO, Transfer
+from planners.protection import MIGRATION, PARTITION_FETCH, WHO, Transfer
 from tests.support.throttle_support import MB, hot_snapshot
 
 
@@ -154,7 +154,7 @@ def test_alerts_are_idempotent_and_unknown_clusters_are_skipped() -> None:
 
 def test_thresholds_come_from_the_settings_file(tmp_path) -> None:
     from controlplane.config import load_settings
-    from controlplane.service.throttle_loop import throttle_config
+    from controlplane.service.protection import throttle_config
     from domain import ContractError, DiskKind
 
     good = tmp_path / "g.toml"

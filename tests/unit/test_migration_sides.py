@@ -7,7 +7,9 @@ import pytest
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
-from controlplane.executor.joint_throttle import (
+from controlplane.executor.migration_levers import MigrationThrottles
+from controlplane.executor.migration_rate import Flow, PendingWork, ThrottlePolicy, broker_rates, resources
+from controlplane.executor.migration_sides import (
     BOTH,
     DIRS,
     FOLLOWER,
@@ -17,8 +19,6 @@ from controlplane.executor.joint_throttle import (
     realized,
     roles_on,
 )
-from controlplane.executor.throttle import Flow, PendingWork, ThrottlePolicy, broker_rates, resources
-from controlplane.executor.throttle_sync import MigrationThrottles
 from controlplane.state.store import LocalStateStore
 from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
