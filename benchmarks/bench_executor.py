@@ -41,7 +41,7 @@ import numpy as np
 
 from benchmarks.common import write_result
 from collectors.disk_rates import DiskScraper
-from controlplane.executor.migration_rate import ThrottlePolicy
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
@@ -67,14 +67,15 @@ SCENARIO: dict[str, Any] = {
 FIXED_RATES_MB = (20, 30, 40, 50, 60, 300)
 """Fixed rates (MB/s per broker, both KIP-73 sides): 20 is the low rate, 300 the high one (no HDD reaches it);
 the sweep between them finds the fastest fixed rate that keeps util under the threshold."""
-MODES = [*((f"fixed {r} MB/s", ThrottlePolicy(mode="fixed", fixed_rate=r * 1e6)) for r in FIXED_RATES_MB),
-         (f"adaptive (util < {THRESHOLD})", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
-                                                            ceiling=300e6, choice="joint")),
-         ("adaptive (util < 0.9)", ThrottlePolicy(mode="adaptive", util_threshold=0.9, initial=20e6, ceiling=300e6)),
-         ("adaptive + follower reads", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
+MODES = [*((f"fixed {r} MB/s", MigrationRatePolicy(mode="fixed", fixed_rate=r * 1e6)) for r in FIXED_RATES_MB),
+         (f"adaptive (util < {THRESHOLD})", MigrationRatePolicy(mode="adaptive", util_threshold=THRESHOLD,
+                                                               initial=20e6, ceiling=300e6, choice="joint")),
+         ("adaptive (util < 0.9)", MigrationRatePolicy(mode="adaptive", util_threshold=0.9, initial=20e6,
+                                                       ceiling=300e6)),
+         ("adaptive + follower reads", MigrationRatePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
                                                       ceiling=300e6, follower_reads=True)),
-         (f"fair sides (util < {THRESHOLD})", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
-                                                              ceiling=300e6, choice="fair"))]
+         (f"fair sides (util < {THRESHOLD})", MigrationRatePolicy(mode="adaptive", util_threshold=THRESHOLD,
+                                                                 initial=20e6, ceiling=300e6, choice="fair"))]
 """The last mode is the baseline of the joint choice: the same adaptive policy with the old choice (every copy
 throttled on both KIP-73 sides, max-min fair shares). ``adaptive + follower reads`` lets copies read from a kept
 follower made leader (opt-in, :mod:`controlplane.executor.read_source`); the floor charges every copy's reads to
@@ -82,7 +83,7 @@ the planned leader's disk, so for that mode it is no lower bound and only total 
 ``BENCH_MODES=adaptive`` runs only these three (the floor ratios; the fixed sweep takes ~10 minutes on 2 cores)."""
 
 
-def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any]:
+def run_mode(name: str, policy: MigrationRatePolicy, seed: int = 11) -> dict[str, Any]:
     """One mode on a fresh federation whose traffic (sizes, skew, producer bursts) comes from ``seed``."""
     spec = {**copy.deepcopy(SCENARIO), "seed": seed}
     runner = SimRunner(build_federation(spec), speed=0.0)  # the bench drives the clock

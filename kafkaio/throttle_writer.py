@@ -46,7 +46,7 @@ from domain.throttles import (
 from kafkaio.port import KafkaCluster
 
 
-class KafkaLevers:
+class ThrottleWriter:
     """Sets and removes throttle levers on one cluster through its shared client (thread-safe)."""
 
     def __init__(self, cluster: KafkaCluster) -> None:

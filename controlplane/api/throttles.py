@@ -19,20 +19,20 @@ from controlplane.api.deps import Ctx, Operator, Viewer, cluster_or_404, propose
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import StrictIn
 from controlplane.service.context import ServiceContext
-from controlplane.service.protection import ThrottleService
+from controlplane.service.protection import ProtectionService
 from controlplane.state.reads import detached, throttle_records
 from raft.errors import NotLeaderError
 
 router = APIRouter(tags=["throttles"])
 
 
-class ThrottleIn(StrictIn):
+class ManualLeverIn(StrictIn):
     kind: Annotated[str, Field(min_length=1)]
     target: dict[str, Any]
     rate_bytes_per_s: Annotated[float, Field(ge=0)]
 
 
-def throttle_service(ctx: ServiceContext) -> ThrottleService:
+def throttle_service(ctx: ServiceContext) -> ProtectionService:
     """This node's throttle service (:func:`controlplane.api.app.create_app` guarantees one)."""
     service = ctx.throttle
     assert service is not None
@@ -56,7 +56,7 @@ def list_throttles(ctx: Ctx, _: Viewer, cluster: str | None = None) -> list[dict
 
 
 @router.put("/api/v1/throttles/{cluster}/{key}")
-def set_throttle(ctx: Ctx, cluster: str, key: str, body: ThrottleIn, request: Request, who: Operator) -> Any:
+def set_throttle(ctx: Ctx, cluster: str, key: str, body: ManualLeverIn, request: Request, who: Operator) -> Any:
     """Record a manual throttle (applied by the throttle loop on the leader)."""
     cluster_or_404(ctx, cluster)
     return propose(ctx, request, who, {"type": "throttle.set", "cluster": cluster, "key": key,

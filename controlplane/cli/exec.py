@@ -39,7 +39,7 @@ from controlplane.executor.control import (
 )
 from controlplane.executor.lease import ExecutionLease, LeaseHeld, LeaseOwner, client_id, leftovers
 from controlplane.executor.live import FactsSource
-from controlplane.executor.migration_rate import Schedule, ThrottlePolicy, parse_rate
+from controlplane.executor.migration_rate import MigrationRatePolicy, Schedule, parse_rate
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import (
     ExecutionConflict,
@@ -91,7 +91,7 @@ class _Opts:
                 mode, fixed = "fixed", parse_rate(throttle.removeprefix("fixed:"))
             elif throttle != "adaptive":
                 raise ValueError(f"--throttle must be adaptive or fixed:RATE, got {throttle!r}")
-            self.policy = ThrottlePolicy(mode=mode, util_threshold=options.util_threshold,
+            self.policy = MigrationRatePolicy(mode=mode, util_threshold=options.util_threshold,
                                          floor=parse_rate(options.floor), ceiling=parse_rate(options.ceiling),
                                          initial=parse_rate(options.initial), fixed_rate=fixed,
                                          schedule=Schedule.parse(options.schedule),

@@ -23,7 +23,7 @@
 The CLI is ``guardian exec run|drain|restore|stop|caps|watch`` (:mod:`controlplane.cli.exec`).
 """
 
-from controlplane.executor.migration_rate import Schedule, ThrottlePolicy
+from controlplane.executor.migration_rate import MigrationRatePolicy, Schedule
 from controlplane.executor.reconcile import (
     ExecutionConflict,
     Executor,
@@ -32,5 +32,12 @@ from controlplane.executor.reconcile import (
     PlanRejected,
 )
 
-__all__ = ["ExecutionConflict", "Executor", "ExecutorConfig", "PassReport", "PlanRejected", "Schedule",
-           "ThrottlePolicy"]
+__all__ = [
+    "ExecutionConflict",
+    "Executor",
+    "ExecutorConfig",
+    "MigrationRatePolicy",
+    "PassReport",
+    "PlanRejected",
+    "Schedule",
+]

@@ -4,9 +4,9 @@ Goal: every copy runs throttled (KIP-73 leader/follower rates and throttled-repl
 intra-broker rate) at a rate that keeps its disks under the policy's threshold, and no throttle outlives
 the copies that needed it.
 
-Method: :meth:`MigrationThrottles.rates` computes the rates from live disk headroom and the migration
+Method: :meth:`MigrationLevers.rates` computes the rates from live disk headroom and the migration
 each disk carried (:mod:`controlplane.executor.migration_rate`, fed by :class:`~controlplane.executor.copy_meter.
-CopyMeter`), capped by the throttle protection's ceilings. :meth:`MigrationThrottles.sync` then makes the
+CopyMeter`), capped by the throttle protection's ceilings. :meth:`MigrationLevers.sync` then makes the
 cluster show exactly those rates and lists, level-based: per target (broker or topic) it compares what is
 wanted, what this executor recorded in the store, and what the cluster shows *now*; a change is recorded
 first (write-ahead: the union of wanted and recorded, so a crash between record and apply still knows
@@ -34,11 +34,11 @@ from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.migration_rate import (
     CATCH_UP_MARGIN,
-    Flow,
+    CopyFlow,
+    MigrationRatePolicy,
     NetRate,
     PendingWork,
     Role,
-    ThrottlePolicy,
     broker_rates,
     disk_budgets,
     resources,
@@ -60,10 +60,10 @@ Lists = dict[str, dict[str, set[str]]]
 """topic -> throttled-replica list key -> entries (``partition:broker``)."""
 
 
-def side_floors(flows: list[Flow], sides: Mapping[str, str]) -> dict[Role, float]:
+def side_floors(flows: list[CopyFlow], sides: Mapping[str, str]) -> dict[Role, float]:
     """Per rate: the rate below which the copies listed for it can never finish (KIP-73 throttles the follower's
     whole fetch, new writes included) — Σ their ingress x :data:`~.migration_rate.CATCH_UP_MARGIN` — plus their heal
-    floors (:attr:`~.migration_rate.Flow.floor_bytes_per_s`: a self-healing copy runs at least at its share of the
+    floors (:attr:`~.migration_rate.CopyFlow.floor_bytes_per_s`: a self-healing copy runs at least at its share of the
     allowed heal rate, above any protection ceiling)."""
     out: dict[Role, float] = {}
     for f in flows:
@@ -83,7 +83,7 @@ def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
 
 @dataclass(frozen=True)
 class _ThrottleKind:
-    """How one kind of migration throttle is compared, recorded and named (see ``MigrationThrottles._sync_kind``)."""
+    """How one kind of migration throttle is compared, recorded and named (see ``MigrationLevers._sync_kind``)."""
 
     kind: str
     what: str
@@ -145,10 +145,10 @@ _REPLICA_LISTS = _ThrottleKind(
     rate=lambda lists: 0.0, clear_when_absent=True, absent_why="topic deleted")
 
 
-class MigrationThrottles:
+class MigrationLevers:
     """The migration throttles of one cluster (see the module docstring)."""
 
-    def __init__(self, store: StateStore, admin: KafkaCluster, cluster: str, policy: ThrottlePolicy,
+    def __init__(self, store: StateStore, admin: KafkaCluster, cluster: str, policy: MigrationRatePolicy,
                  meter: CopyMeter, propose: Callable[..., Any], announce: Callable[[], None] | None = None,
                  interval_s: float = 0.0) -> None:
         self.store = store
@@ -161,7 +161,7 @@ class MigrationThrottles:
         self.meter = meter
         self._propose = propose
         self.commanded: dict[str, float] = {}
-        """Flow key -> bytes/s its throttles allowed it in the last pass with a fresh clock."""
+        """CopyFlow key -> bytes/s its throttles allowed it in the last pass with a fresh clock."""
         self.interval_s = interval_s
         """The longest the loop waits between passes: the rates chosen must hold at least that long (a pass may
         come sooner than the last interval suggests, or as late as this)."""
@@ -182,7 +182,7 @@ class MigrationThrottles:
         records = self.store.read(lambda s: throttle_records(s, self.cluster))
         return {k: r.to_json() for k, r in records.items() if r.kind.startswith(THROTTLE_PREFIX)}
 
-    def rates(self, flows: list[Flow], now: float | None, disks: Mapping[tuple[int, str], DiskRate],
+    def rates(self, flows: list[CopyFlow], now: float | None, disks: Mapping[tuple[int, str], DiskRate],
               network: Mapping[int, NetRate] | None, lists: Lists | None = None,
               pending: PendingWork | None = None) -> tuple[dict[Role, float], Lists]:
         """KIP-73 / KIP-113 rates per ``(broker, config)`` for this pass's ``flows``, and the throttled-replica
@@ -227,7 +227,7 @@ class MigrationThrottles:
             self.commanded = {f.key: allowed[f.key] for f in flows}
         return rates, lists
 
-    def _joint(self, flows: list[Flow], disks: Mapping[tuple[int, str], DiskRate],
+    def _joint(self, flows: list[CopyFlow], disks: Mapping[tuple[int, str], DiskRate],
                network: Mapping[int, NetRate] | None, previous: Mapping[Role, float], epoch: float,
                migration: Mapping[tuple[int, str], float], horizon: float | None, lists: Lists,
                pending: PendingWork, ceilings: Mapping[Role, float]

@@ -60,7 +60,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
 
-from controlplane.executor.migration_rate import CATCH_UP_MARGIN, DiskKey, Flow, Resource, Role
+from controlplane.executor.migration_rate import CATCH_UP_MARGIN, CopyFlow, DiskKey, Resource, Role
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
 
 LEADER = "leader"
@@ -98,12 +98,12 @@ class Choice:
     solves: int = 0
 
 
-def task_of(f: Flow) -> str:
+def task_of(f: CopyFlow) -> str:
     """The task a flow belongs to (flow keys are ``task key>broker``)."""
     return f.key.rsplit(">", 1)[0]
 
 
-def roles_on(f: Flow, side: str) -> tuple[Role, ...]:
+def roles_on(f: CopyFlow, side: str) -> tuple[Role, ...]:
     """The rates a flow is listed for on ``side``."""
     if side == DIRS:
         return ((f.dst_broker, ALTER_DIRS_RATE),)
@@ -114,7 +114,7 @@ def roles_on(f: Flow, side: str) -> tuple[Role, ...]:
     return (f.dst_broker, FOLLOWER_RATE), (f.src_broker, LEADER_RATE)
 
 
-def realized(flows: Sequence[Flow], sides: Mapping[str, str], rates: Mapping[Role, float]) -> dict[str, float]:
+def realized(flows: Sequence[CopyFlow], sides: Mapping[str, str], rates: Mapping[Role, float]) -> dict[str, float]:
     """Each flow's rate as Kafka (and kafkasim) derive it: every rate a flow is listed for is shared equally by
     the flows listed for it; a flow moves at the least of its shares (``inf``: listed nowhere, unthrottled)."""
     count: dict[Role, int] = {}
@@ -139,7 +139,7 @@ def maximize(c: npt.NDArray[np.float64], a: npt.NDArray[np.float64], b: npt.NDAr
 class _Model:
     """The fixed part of one choice: flows, resources, weights, caps."""
 
-    flows: Sequence[Flow]
+    flows: Sequence[CopyFlow]
     res: Sequence[Resource]
     weight: list[float]
     """Per resource: objective weight per byte/s of load (criticality / budget)."""
@@ -153,7 +153,7 @@ class _Model:
     """The least whole rate of any group (the policy's floor)."""
 
 
-def _groups(flows: Sequence[Flow], sides: Mapping[str, str]) -> tuple[list[Role], list[list[int]]]:
+def _groups(flows: Sequence[CopyFlow], sides: Mapping[str, str]) -> tuple[list[Role], list[list[int]]]:
     """The groups a side choice makes (sorted) and, per flow, the indices of the groups it is listed in."""
     roles = sorted({r for f in flows for r in roles_on(f, sides[f.key])})
     index = {r: i for i, r in enumerate(roles)}
@@ -265,7 +265,7 @@ def _repair(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], y: npt.NDArr
     return y
 
 
-def criticality(res: Sequence[Resource], flows: Sequence[Flow], work: Mapping[DiskKey, float]) -> list[float]:
+def criticality(res: Sequence[Resource], flows: Sequence[CopyFlow], work: Mapping[DiskKey, float]) -> list[float]:
     """Per resource, the objective weight of one byte/s of load: ``(T_d / T_max)^K / budget_d`` for a disk with
     ``T_d`` = its work over its budget; 0 for the others (NIC directions only constrain)."""
     times: list[float | None] = []
@@ -288,7 +288,7 @@ def criticality(res: Sequence[Resource], flows: Sequence[Flow], work: Mapping[Di
     return out
 
 
-def initial_sides(flows: Sequence[Flow], res: Sequence[Resource], weight: Sequence[float],
+def initial_sides(flows: Sequence[CopyFlow], res: Sequence[Resource], weight: Sequence[float],
                   forced: Mapping[str, str]) -> dict[str, str]:
     """Each task on the side of its most critical disk (ties: follower, which no leader change affects)."""
     src_w: dict[str, float] = {}
@@ -315,7 +315,7 @@ def initial_sides(flows: Sequence[Flow], res: Sequence[Resource], weight: Sequen
     return out
 
 
-def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey, float], ceiling: float,
+def choose(flows: Sequence[CopyFlow], res: Sequence[Resource], work: Mapping[DiskKey, float], ceiling: float,
            cap: Mapping[Role, float] | None = None, forced: Mapping[str, str] | None = None,
            horizon_s: float | None = None, max_solves: int = MAX_SOLVES, floor: float = 0.0) -> Choice:
     """The joint choice for ``flows`` (see the module docstring).
@@ -335,7 +335,7 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
     sides = initial_sides(flows, res, weight, forced)
     best, roles, y = _solve(model, sides)
     solves = 1
-    tasks: dict[str, list[Flow]] = {}
+    tasks: dict[str, list[CopyFlow]] = {}
     for f in flows:
         if f.kind == "move" and f.key not in forced:
             tasks.setdefault(task_of(f), []).append(f)
@@ -381,7 +381,7 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
     return Choice(rates, sides, planned, best, solves)
 
 
-def useful_rates(flows: Sequence[Flow], horizon_s: float | None) -> dict[str, float]:
+def useful_rates(flows: Sequence[CopyFlow], horizon_s: float | None) -> dict[str, float]:
     """Per task with known remaining bytes: the rate at which its slowest copy ends within
     :data:`FINISH_SHARE` of the horizon (``{}`` without a horizon)."""
     if horizon_s is None or horizon_s <= 0:
@@ -395,14 +395,14 @@ def useful_rates(flows: Sequence[Flow], horizon_s: float | None) -> dict[str, fl
     return out
 
 
-def _task_weight(task: Iterable[Flow], res: Sequence[Resource], weight: Sequence[float],
-                 flows: Sequence[Flow]) -> list[float]:
+def _task_weight(task: Iterable[CopyFlow], res: Sequence[Resource], weight: Sequence[float],
+                 flows: Sequence[CopyFlow]) -> list[float]:
     keys = {f.key for f in task}
     return [weight[k] * max(r_.budget, 1.0) for k, r_ in enumerate(res)
             if any(flows[i].key in keys for i, _ in r_.members)] or [0.0]
 
 
-def _after_finish(flows: Sequence[Flow], res: Sequence[Resource], sides: Mapping[str, str],
+def _after_finish(flows: Sequence[CopyFlow], res: Sequence[Resource], sides: Mapping[str, str],
                   per_copy: Mapping[Role, float], horizon_s: float, counted: frozenset[int] = frozenset()
                   ) -> tuple[frozenset[tuple[int, int]], dict[Role, float], frozenset[int]] | None:
     """The copies expected to end before the next pass, per resource the ones already gone when another copy on it

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.live import DirMap, main_dir, replica_disk
-from controlplane.executor.migration_rate import PLACEMENT_MIN_BUDGET, PendingWork, ThrottlePolicy, bytes_per_util
+from controlplane.executor.migration_rate import PLACEMENT_MIN_BUDGET, MigrationRatePolicy, PendingWork, bytes_per_util
 from controlplane.executor.read_source import copy_source
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import recorded_dir
@@ -55,7 +55,7 @@ gain less)."""
 class Placement:
     """Where this pass's new replicas go (see the module docstring); per-pass state, reset by :meth:`begin_pass`."""
 
-    def __init__(self, admin: KafkaCluster, policy: ThrottlePolicy, meter: CopyMeter,
+    def __init__(self, admin: KafkaCluster, policy: MigrationRatePolicy, meter: CopyMeter,
                  migration: Callable[[], Mapping[tuple[int, str], float]]) -> None:
         self.admin = admin
         self.policy = policy

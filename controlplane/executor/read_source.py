@@ -3,7 +3,7 @@
 Goal: a new replica fetches from the partition's leader, so the copy reads the leader's disk. When that
 disk bounds the execution (it must read many copies' bytes) and a replica the plan keeps is in sync on a
 less-loaded disk, that follower is made leader before the copy starts and the copy reads its disk instead.
-Opt-in (:attr:`~.migration_rate.ThrottlePolicy.follower_reads`: ``exec run --follower-reads``, the API's
+Opt-in (:attr:`~.migration_rate.MigrationRatePolicy.follower_reads`: ``exec run --follower-reads``, the API's
 ``throttle.follower_reads``): every such partition changes leader twice while it moves, which clients see.
 
 Method: every pass, :func:`plan_readers` spreads the reads of the reassignments not started yet over their

@@ -16,7 +16,7 @@ The pipeline, per disk (log dir), one pass per collection interval:
    every disk read, sorted by current traffic, largest first (ties by a stable key).
 4. **Action** (:func:`plan_throttles`): walk the queue from the top, cutting each entry only as much as
    needed, until the predicted util is under ``target_util``; the mechanism depends on the behaviour
-   and on the cluster's capability (see :class:`Lever`). In-sync replication is never throttled and a
+   and on the cluster's capability (see :class:`NamedLever`). In-sync replication is never throttled and a
    follower catch-up throttle never goes below ``max(isr_floor, bytes_in x (1 + margin))``.
 5. **Relaxation**: on a healthy disk each protection throttle is released once its cause is gone (its
    flow vanished or it no longer binds), else raised by ``relax_factor`` per interval while the
@@ -85,7 +85,7 @@ DEFAULT_THRESHOLDS: Mapping[DiskKind, HealthThresholds] = {
 
 
 @dataclass(frozen=True, slots=True)
-class ThrottleConfig:
+class ProtectionConfig:
     """Knobs of the protection (all rates in bytes/s)."""
 
     thresholds: Mapping[DiskKind, HealthThresholds] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
@@ -236,7 +236,7 @@ class ActiveThrottle:
 
 
 @dataclass(frozen=True, slots=True)
-class ThrottleInput:
+class ProtectionInput:
     """Everything one evaluation consumes besides the snapshot."""
 
     transfers: tuple[Transfer, ...] = ()
@@ -250,7 +250,7 @@ class ThrottleInput:
     """Disks with a firing on-call alert."""
     quiet: Mapping[str, int] = field(default_factory=dict)
     """Per active client-quota lever, the consecutive evaluations (before this one) in which its flow was below
-    ``min_abnormal_bytes_per_s`` (:attr:`ThrottlePlan.lever_flows`)."""
+    ``min_abnormal_bytes_per_s`` (:attr:`ProtectionPlan.lever_flows`)."""
     fail_slow: Mapping[DiskId, str] = field(default_factory=dict)
     """Disks the fail-slow detector flags (-> why): slow at normal load is the hardware's fault, so no client
     is throttled for it (self-healing moves leadership off instead); the skip is reported as the disk's reason."""
@@ -258,7 +258,7 @@ class ThrottleInput:
 
 # --------------------------------------------------------------------------- flows (root cause)
 @dataclass(frozen=True, slots=True)
-class Flow:
+class DiskFlow:
     """Bytes/s one behaviour of one partition puts on one disk."""
 
     disk: DiskId
@@ -271,7 +271,7 @@ class Flow:
     transfer: Transfer | None = None
 
 
-def disk_flows(snapshot: ClusterSnapshot, transfers: Sequence[Transfer] = ()) -> dict[DiskId, list[Flow]]:
+def disk_flows(snapshot: ClusterSnapshot, transfers: Sequence[Transfer] = ()) -> dict[DiskId, list[DiskFlow]]:
     """Split every disk's I/O into the six behaviours per partition. O(replicas + transfers).
 
     User write = ``bytes_in`` on the leader's dir; replication write = ``bytes_in`` on each in-sync
@@ -280,14 +280,14 @@ def disk_flows(snapshot: ClusterSnapshot, transfers: Sequence[Transfer] = ()) ->
     and write on the destination. Non-finite or negative rates count as 0.
     """
     known = set(snapshot.index.disk_ids)
-    flows: dict[DiskId, list[Flow]] = defaultdict(list)
+    flows: dict[DiskId, list[DiskFlow]] = defaultdict(list)
 
     def add(disk: DiskId | None, behaviour: Behaviour, p: Partition | Transfer, rate: float, broker: int,
             transfer: Transfer | None = None) -> None:
         r = _finite(rate)
         if disk is None or disk not in known or not r:
             return
-        flows[disk].append(Flow(disk, behaviour, p.topic, p.partition, r, broker, transfer))
+        flows[disk].append(DiskFlow(disk, behaviour, p.topic, p.partition, r, broker, transfer))
 
     for p in snapshot.iter_partitions():
         for i, broker in enumerate(p.replicas):
@@ -313,7 +313,7 @@ def disk_flows(snapshot: ClusterSnapshot, transfers: Sequence[Transfer] = ()) ->
 class QueueEntry:
     """An abnormal behaviour on an unhealthy disk: its current traffic and why it is abnormal."""
 
-    flow: Flow
+    flow: DiskFlow
     expected_bytes_per_s: float
     why: str
 
@@ -324,8 +324,8 @@ class QueueEntry:
         return (-f.bytes_per_s, f.behaviour, f.topic, f.partition, f.broker)
 
 
-def abnormal_queue(flows: Iterable[Flow], expected_bytes_in: Mapping[PartitionId, float],
-                   config: ThrottleConfig) -> list[QueueEntry]:
+def abnormal_queue(flows: Iterable[DiskFlow], expected_bytes_in: Mapping[PartitionId, float],
+                   config: ProtectionConfig) -> list[QueueEntry]:
     """The abnormal behaviours among ``flows``, sorted by current traffic, largest first.
 
     Abnormal: any disk read; a user write above ``expected x write_tolerance`` (unknown or non-finite
@@ -359,7 +359,7 @@ def _safe(s: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Lever:
+class NamedLever:
     """One throttle mechanism instance: the unit a decision sets, relaxes or releases."""
 
     key: str
@@ -401,7 +401,7 @@ class DiskReport:
 
 
 @dataclass(frozen=True, slots=True)
-class ThrottlePlan:
+class ProtectionPlan:
     """The outcome of one evaluation: new health states, decisions, and a report per examined disk."""
 
     health: Mapping[DiskId, DiskHealth]
@@ -409,7 +409,7 @@ class ThrottlePlan:
     reports: tuple[DiskReport, ...]
     lever_flows: Mapping[str, float] = field(default_factory=dict)
     """Bytes/s of the throttled behaviour still on the disk, per active lever examined for relaxation (the
-    caller counts a client quota's quiet samples from it: :attr:`ThrottleInput.quiet`)."""
+    caller counts a client quota's quiet samples from it: :attr:`ProtectionInput.quiet`)."""
 
 
 def _partition_index(snapshot: ClusterSnapshot) -> tuple[dict[PartitionId, Partition], dict[int, set[PartitionId]]]:
@@ -492,7 +492,7 @@ def _responsible(entry: QueueEntry, lineage: Lineage, read: bool) -> tuple[list[
 class _Cut:
     """A proposed lever setting while walking one disk's queue."""
 
-    lever: Lever
+    lever: NamedLever
     rate: float
     original: float
     relieved: float
@@ -500,9 +500,9 @@ class _Cut:
     entries: list[QueueEntry]
 
 
-def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: ThrottleInput,
+def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: ProtectionInput,
                 parts: Mapping[PartitionId, Partition], led: Mapping[int, set[PartitionId]],
-                config: ThrottleConfig) -> tuple[list[tuple[Lever, float, float]], float, str]:
+                config: ProtectionConfig) -> tuple[list[tuple[NamedLever, float, float]], float, str]:
     """Levers (with new rate and the rate they govern now) that cut ``cut`` bytes/s off the entry's flow.
 
     Returns the levers, the disk bytes/s actually relieved (after floors) and the mechanism's name.
@@ -517,14 +517,14 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
             bytes_in = p.bytes_in_per_s if p else 0.0
             floor = max(config.isr_floor_bytes_per_s, bytes_in * (1 + config.catch_up_margin), floor)
             rate = max(floor, t.bytes_per_s - cut)
-            lever = Lever(f"follower:{_safe(f.topic)}:{f.partition}:{t.dest[0]}", FOLLOWER,
+            lever = NamedLever(f"follower:{_safe(f.topic)}:{f.partition}:{t.dest[0]}", FOLLOWER,
                           {"topic": f.topic, "partition": f.partition, "broker": t.dest[0]})
             return [(lever, rate, t.bytes_per_s)], max(t.bytes_per_s - rate, 0.0), "KIP-73 follower throttle"
         kind = MIGRATION if t.kind == "reassign" else INTRA_BROKER
         # the rate is per broker (shared by its copies): scale the broker's total copy rate
         total = sum(x.bytes_per_s for x in inp.transfers if x.kind == t.kind and x.dest[0] == t.dest[0])
         rate = max(floor, total - cut)
-        lever = Lever(f"{'migration' if kind == MIGRATION else 'intra'}:broker:{t.dest[0]}", kind,
+        lever = NamedLever(f"{'migration' if kind == MIGRATION else 'intra'}:broker:{t.dest[0]}", kind,
                       {"broker": t.dest[0], "source_broker": t.source[0] if t.source else None})
         relieved = min(max(total - rate, 0.0), cut)
         name = "executor migration rate" if kind == MIGRATION else "intra-broker move rate"
@@ -538,13 +538,13 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
     if inp.partition_throttle:
         rate = max(floor, lever_total - cut / ratio) if ratio > 0 else lever_total
         kind = PARTITION_FETCH if read else PARTITION_PRODUCE
-        lever = Lever(f"{'fetch' if read else 'produce'}:{_safe(f.topic)}:{f.partition}", kind,
+        lever = NamedLever(f"{'fetch' if read else 'produce'}:{_safe(f.topic)}:{f.partition}", kind,
                       {"topic": f.topic, "partition": f.partition})
         return [(lever, rate, lever_total)], max(lever_total - rate, 0.0) * ratio, "partition-level throttle"
     clients, source, mechanism = _responsible(entry, inp.lineage, read)
     if not clients:
         return [], 0.0, f"client quota (no client known for the topic): {NO_PARTITION_THROTTLE}"
-    out: list[tuple[Lever, float, float]] = []
+    out: list[tuple[NamedLever, float, float]] = []
     relieved = 0.0
     share_total = sum(c.bytes_per_s for c in clients) or float(len(clients))
     broker_parts = led.get(f.broker, set())
@@ -556,7 +556,7 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
         want = cut * weight / ratio if ratio > 0 else 0.0
         rate = max(floor, on_broker - want)
         kind = CONSUMER_QUOTA if read else PRODUCER_QUOTA
-        lever = Lever(f"{'consumer' if read else 'producer'}-quota:{_safe(c.client_id)}", kind,
+        lever = NamedLever(f"{'consumer' if read else 'producer'}-quota:{_safe(c.client_id)}", kind,
                       {"client_id": c.client_id, "quota": "consumer_byte_rate" if read else "producer_byte_rate",
                        "lineage": source})
         out.append((lever, rate, on_broker))
@@ -570,8 +570,8 @@ def _util_now(util: float | None, disk_bytes: float, max_bps: float) -> float | 
     return disk_bytes / max_bps if max_bps > 0 else None
 
 
-def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mapping[DiskId, DiskHealth],
-                   config: ThrottleConfig | None = None, only: Iterable[DiskId] | None = None) -> ThrottlePlan:
+def plan_throttles(snapshot: ClusterSnapshot, inp: ProtectionInput, health: Mapping[DiskId, DiskHealth],
+                   config: ProtectionConfig | None = None, only: Iterable[DiskId] | None = None) -> ProtectionPlan:
     """One evaluation: advance every disk's health, throttle unhealthy disks, relax recovered ones.
 
     Deterministic for equal inputs. ``only`` restricts the evaluation to some disks (an alert's);
@@ -579,7 +579,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
     set wins, a lever is never both set and relaxed in one plan, and a lever with an active throttle
     is only ever *tightened* by a set.
     """
-    config = config or ThrottleConfig()
+    config = config or ProtectionConfig()
     flows = disk_flows(snapshot, inp.transfers)
     parts, led = _partition_index(snapshot)
     active = {a.key: a for a in inp.active}
@@ -627,7 +627,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
                                                 "the disk it protected is gone or its broker is down",
                                                 {"disk": list(gone)})
     ordered = tuple(sorted(decisions.values(), key=lambda d: (d.protects, d.action, d.key)))
-    return ThrottlePlan(new_health, ordered, tuple(reports), lever_flows)
+    return ProtectionPlan(new_health, ordered, tuple(reports), lever_flows)
 
 
 def _disk_of(a: ActiveThrottle) -> DiskId | None:
@@ -648,9 +648,9 @@ def _entry_evidence(e: QueueEntry) -> dict[str, Any]:
 
 
 def _throttle_disk(did: DiskId, max_bps: float, util: float | None, state: DiskHealth, queue: list[QueueEntry],
-                   snapshot: ClusterSnapshot, inp: ThrottleInput, parts: Mapping[PartitionId, Partition],
+                   snapshot: ClusterSnapshot, inp: ProtectionInput, parts: Mapping[PartitionId, Partition],
                    led: Mapping[int, set[PartitionId]], active: Mapping[str, ActiveThrottle],
-                   decisions: dict[str, ThrottleDecision], config: ThrottleConfig,
+                   decisions: dict[str, ThrottleDecision], config: ProtectionConfig,
                    th: HealthThresholds) -> float | None:
     if util is None or max_bps <= 0:
         return util
@@ -699,9 +699,9 @@ def _throttle_disk(did: DiskId, max_bps: float, util: float | None, state: DiskH
     return predicted
 
 
-def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequence[Flow],
+def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequence[DiskFlow],
                 parts: Mapping[PartitionId, Partition], active: Mapping[str, ActiveThrottle],
-                decisions: dict[str, ThrottleDecision], config: ThrottleConfig, th: HealthThresholds,
+                decisions: dict[str, ThrottleDecision], config: ProtectionConfig, th: HealthThresholds,
                 state: DiskHealth, quiet: Mapping[str, int], lever_flows: dict[str, float]) -> None:
     mine = [a for a in active.values() if a.set_by == WHO and _disk_of(a) == did and a.key not in decisions]
     budget = util if util is not None else 0.0
@@ -749,7 +749,7 @@ def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequenc
                 {**base, "relax_step": step + 1, "predicted_util": round(budget, 4)})
 
 
-def _lever_load(a: ActiveThrottle, dflows: Sequence[Flow], parts: Mapping[PartitionId, Partition]
+def _lever_load(a: ActiveThrottle, dflows: Sequence[DiskFlow], parts: Mapping[PartitionId, Partition]
                 ) -> tuple[float, float | None]:
     """(bytes/s of the throttled behaviour still on the disk, bytes/s the lever carries now or None)."""
     t = a.target

@@ -19,7 +19,7 @@ import uvicorn
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
-from controlplane.service.protection import ClusterBinding, Observation, ThrottleService
+from controlplane.service.protection import ClusterBinding, Observation, ProtectionService
 from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot
 from tests.support.throttle_support import hot_snapshot
@@ -55,7 +55,7 @@ def server(tmp_path: Path) -> Iterator[str]:
                    "bootstrap_servers": ["127.0.0.1:9"]})
     store.propose({"type": "cluster.register", "meta": {"who": "t", "at": "2026-11-22T00:00:00Z"}, "name": "c2",
                    "bootstrap_servers": ["127.0.0.1:9"]})
-    service = ThrottleService(store)
+    service = ProtectionService(store)
     service.bind("c1", ClusterBinding(Source(), Actuator()))
     service.job()
     service.job()  # two hot samples: fetch:orders:0 is set

@@ -24,7 +24,7 @@ from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
-from controlplane.service.protection import ClusterBinding, Observation, ThrottleService
+from controlplane.service.protection import ClusterBinding, Observation, ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import check_plan, parse_plan, plan_to_dict
@@ -174,10 +174,10 @@ class Actuator:
         self.applied.pop(f"{kind}:{target.get('client_id')}", None)
 
 
-def throttle_with(lineage_port: Any, observed: Lineage | None = None) -> tuple[ThrottleService, Actuator]:
+def throttle_with(lineage_port: Any, observed: Lineage | None = None) -> tuple[ProtectionService, Actuator]:
     store = LocalStateStore()
     store.propose({"type": "cluster.register", "meta": meta("t"), "name": "c1", "bootstrap_servers": ["127.0.0.1:9"]})
-    service = ThrottleService(store, lineage=lineage_port)
+    service = ProtectionService(store, lineage=lineage_port)
     actuator = Actuator()
     service.bind("c1", ClusterBinding(Source(observed), actuator))
     return service, actuator

@@ -19,14 +19,14 @@ from controlplane.executor.live import live_snapshot
 from controlplane.executor.observed import ObservedCluster
 from controlplane.executor.release import drain_plan
 from controlplane.service.observation import RoundBoard
-from controlplane.service.protection import ClusterBinding, ThrottleService
-from controlplane.service.protection_source import ObserveError, RoundThrottleSource, lineage_of, observation_of
+from controlplane.service.protection import ClusterBinding, ProtectionService
+from controlplane.service.protection_source import ObserveError, RoundProtectionSource, lineage_of, observation_of
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, check_plan
 from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, MIGRATION, PARTITION_FETCH, PT_ENABLE, PT_FETCH
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
-from kafkaio.throttle_writer import KafkaLevers
+from kafkaio.throttle_writer import ThrottleWriter
 from kafkaio.types import LiveCluster, PartitionMeta, Reassignment, ReplicaDir
 from tests.support.throttle_support import MB, disk, hot_snapshot, part, snapshot
 from tests.unit.test_protection_service import FakeActuator
@@ -107,7 +107,7 @@ def test_lineage_sums_clients_per_partition_and_topic() -> None:
 
 def test_throttle_source_refuses_without_a_usable_round() -> None:
     board = RoundBoard()
-    source = RoundThrottleSource(board, "c1")
+    source = RoundProtectionSource(board, "c1")
     with pytest.raises(ObserveError, match="no collection round"):
         source.observe()
     publish(board, collected(metrics=()))
@@ -122,9 +122,9 @@ def test_the_throttle_loop_evaluates_each_round_once_and_alerts_at_once() -> Non
     store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "c1",
                    "bootstrap_servers": ["127.0.0.1:9"]})
     board = RoundBoard()
-    service = ThrottleService(store)
+    service = ProtectionService(store)
     actuator = FakeActuator()
-    service.bind("c1", ClusterBinding(RoundThrottleSource(board, "c1"), actuator))
+    service.bind("c1", ClusterBinding(RoundProtectionSource(board, "c1"), actuator))
     publish(board, collected(replace(hot_snapshot(), taken_at=datetime.now(UTC))))
     first = service.evaluate("c1")
     assert "skipped" not in first
@@ -250,7 +250,7 @@ class FakeKafka:
 
 def test_levers_merge_partition_rates_and_leave_nothing_behind() -> None:
     kafka = FakeKafka()
-    levers = KafkaLevers(kafka)  # type: ignore[arg-type]
+    levers = ThrottleWriter(kafka)  # type: ignore[arg-type]
     levers.apply(PARTITION_FETCH, {"topic": "orders", "partition": 0}, 1234.7)
     assert kafka.topic["orders"][PT_FETCH] == "0:1234,1:500"
     levers.remove(PARTITION_FETCH, {"topic": "orders", "partition": 1})

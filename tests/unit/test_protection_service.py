@@ -1,4 +1,4 @@
-"""ThrottleService with fake ports: recording with evidence, stale/failed observations, reconcile, retries."""
+"""ProtectionService with fake ports: recording with evidence, stale/failed observations, reconcile, retries."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controlplane.service.protection import AlertRecord, ClusterBinding, Observation, ThrottleService
+from controlplane.service.protection import AlertRecord, ClusterBinding, Observation, ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from planners.protection import MIGRATION, PARTITION_FETCH, WHO, Transfer
@@ -49,11 +49,11 @@ class FakeActuator:
         self.levers.pop(self._k(kind, target), None)
 
 
-def setup() -> tuple[LocalStateStore, ThrottleService, FakeSource, FakeActuator]:
+def setup() -> tuple[LocalStateStore, ProtectionService, FakeSource, FakeActuator]:
     store = LocalStateStore()
     store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "c1",
                    "bootstrap_servers": ["127.0.0.1:9"]})
-    service = ThrottleService(store)
+    service = ProtectionService(store)
     source, actuator = FakeSource(), FakeActuator()
     service.bind("c1", ClusterBinding(source, actuator))
     return store, service, source, actuator
@@ -111,7 +111,7 @@ def test_release_failure_is_retried_and_new_leader_reapplies() -> None:
     assert throttles(store)
     # a new leader (fresh service, same replicated state) re-applies what the state says is in force
     fresh_actuator = FakeActuator()
-    new_leader = ThrottleService(store)
+    new_leader = ProtectionService(store)
     new_leader.bind("c1", ClusterBinding(source, fresh_actuator))
     new_leader.job()
     assert list(fresh_actuator.levers.values()) == [throttles(store)["fetch:orders:0"]["rate_bytes_per_s"]]
