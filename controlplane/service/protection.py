@@ -49,23 +49,20 @@ from controlplane.service.leased_lines import LineService, heal_floors
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
 from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
-from domain.throttles import LEVER_KINDS
-from planners.line_accounting import AuditFlow
+from domain.throttles import INTRA_BROKER, LEVER_KINDS, MIGRATION
 from planners.line_protection import WHO as LINE_WHO
 from planners.protection import (
     DEFAULT_THRESHOLDS,
-    INTRA_BROKER,
-    MIGRATION,
     WHO,
     ActiveThrottle,
     DiskHealth,
     HealthThresholds,
     Lineage,
+    Observation,
     ProtectionConfig,
     ProtectionInput,
     ProtectionPlan,
     ThrottleDecision,
-    Transfer,
     parse_active,
     plan_throttles,
 )
@@ -73,20 +70,6 @@ from planners.protection import (
 log = logging.getLogger(__name__)
 HISTORY_SAMPLES = 30
 MAX_ALERTS = 10_000
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What one observation of a cluster yields for the throttle planner."""
-
-    snapshot: ClusterSnapshot
-    transfers: tuple[Transfer, ...] = ()
-    lineage: Lineage = field(default_factory=Lineage)
-    partition_throttle: bool = False
-    round_seq: int | None = None
-    """The published round it was read from (None: a source of its own, every observation is new)."""
-    audit_flows: tuple[AuditFlow, ...] = ()
-    """The audit topic's latest intervals with client IDC and serving broker (leased-line accounting)."""
 
 
 class ProtectionSource(Protocol):

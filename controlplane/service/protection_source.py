@@ -2,7 +2,7 @@
 
 Goal: throttle protection observes nothing itself. It reads the latest round the collection job
 published for the cluster (:mod:`controlplane.service.observation`) and turns it into the planner's
-:class:`~controlplane.service.protection.Observation`.
+:class:`~planners.protection.Observation`.
 
 Method (:func:`observation_of`, pure):
 
@@ -52,7 +52,7 @@ from collectors.completeness import UsabilityPolicy
 from controlplane.service.clusters import ClusterBindings, has_broker_metrics
 from controlplane.service.leased_lines import audit_flows_of
 from controlplane.service.observation import PROTECTION_POLICY, LatestRound, Round
-from controlplane.service.protection import ClusterBinding, Observation
+from controlplane.service.protection import ClusterBinding
 from controlplane.service.share_lineage import with_round_share_members
 from domain import ClusterSnapshot, Partition, PartitionId, Topic
 from domain.throttles import PT_ENABLE
@@ -60,7 +60,7 @@ from kafkaio.audit import AuditShares, ShareKey
 from kafkaio.port import GroupReader
 from kafkaio.types import GroupDescription
 from planners.line_accounting import AuditFlow
-from planners.protection import AssignedClient, ClientShare, Lineage, ProtectionConfig, Transfer
+from planners.protection import AssignedClient, ClientShare, Lineage, Observation, ProtectionConfig, Transfer
 
 log = logging.getLogger(__name__)
 

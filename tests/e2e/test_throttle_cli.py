@@ -19,9 +19,10 @@ import uvicorn
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
-from controlplane.service.protection import ClusterBinding, Observation, ProtectionService
+from controlplane.service.protection import ClusterBinding, ProtectionService
 from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot
+from planners.protection import Observation
 from tests.support.throttle_support import hot_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

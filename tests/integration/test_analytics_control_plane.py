@@ -24,12 +24,13 @@ from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
-from controlplane.service.protection import ClusterBinding, Observation, ProtectionService
+from controlplane.service.protection import ClusterBinding, ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import check_plan, parse_plan, plan_to_dict
+from domain.throttles import CONSUMER_QUOTA
 from planners.load_basis import apply_load_basis
-from planners.protection import CONSUMER_QUOTA, ClientShare, Lineage
+from planners.protection import ClientShare, Lineage, Observation
 from planners.registry import PLANNERS
 from tests.support.chdb_session import chdb_path, fresh_database
 from tests.support.service_ports import RecordingExecutor

@@ -9,13 +9,8 @@ from collections.abc import Sequence
 import pytest
 
 from domain import DiskKind
+from domain.throttles import CONSUMER_QUOTA, FOLLOWER, INTRA_BROKER, MIGRATION, PARTITION_FETCH, PARTITION_PRODUCE
 from planners.protection import (
-    CONSUMER_QUOTA,
-    FOLLOWER,
-    INTRA_BROKER,
-    MIGRATION,
-    PARTITION_FETCH,
-    PARTITION_PRODUCE,
     WHO,
     ActiveThrottle,
     ClientShare,

@@ -8,10 +8,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controlplane.service.protection import AlertRecord, ClusterBinding, Observation, ProtectionService
+from controlplane.service.protection import AlertRecord, ClusterBinding, ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
-from planners.protection import MIGRATION, PARTITION_FETCH, WHO, Transfer
+from domain.throttles import MIGRATION, PARTITION_FETCH
+from planners.protection import WHO, Observation, Transfer
 from tests.support.throttle_support import MB, hot_snapshot
 
 
