@@ -6,12 +6,14 @@ the copies that needed it.
 
 Method: :meth:`MigrationLevers.rates` computes the rates from live disk headroom and the migration
 each disk carried (:mod:`controlplane.executor.migration_rate`, fed by :class:`~controlplane.executor.copy_meter.
-CopyMeter`), capped by the throttle protection's ceilings. :meth:`MigrationLevers.sync` then makes the
-cluster show exactly those rates and lists, level-based: per target (broker or topic) it compares what is
-wanted, what this executor recorded in the store, and what the cluster shows *now*; a change is recorded
-first (write-ahead: the union of wanted and recorded, so a crash between record and apply still knows
-what to clean) — in the store and, through ``announce``, in the cluster's execution lease — then applied,
-then the record is set to what is wanted or cleared.
+CopyMeter`), capped by the throttle protection's ceilings by the kernel's one rule (:func:`domain.throttles.
+migration_rate`: protection is a ceiling, the migration runs under it, never below the rate its copies need to
+finish). :meth:`MigrationLevers.sync` then makes the cluster show exactly those rates and lists — written only
+through the one writer of throttle configs, :class:`~kafkaio.throttle_writer.ThrottleWriter` — level-based:
+per target (broker or topic) it compares what is wanted, what this executor recorded in the store, and what
+the cluster shows *now*; a change is recorded first (write-ahead: the union of wanted and recorded, so a crash
+between record and apply still knows what to clean) — in the store and, through ``announce``, in the cluster's
+execution lease — then applied, then the record is set to what is wanted or cleared.
 
 Guarantee: a throttle someone else removed or changed is put back; only entries this executor recorded
 are ever removed (others' list entries are left alone); a target whose read or change fails is reported
@@ -46,16 +48,23 @@ from controlplane.executor.migration_rate import (
 from controlplane.executor.migration_sides import BOTH, DIRS, FOLLOWER, LEADER, choose, realized, roles_on, task_of
 from controlplane.state.reads import throttle_records
 from controlplane.state.store import StateStore
-from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from domain.throttles import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    MIGRATION_CEILINGS,
+    migration_rate,
+)
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
+from kafkaio.throttle_writer import ThrottleWriter
 from kafkaio.types import LiveCluster
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
 THROTTLE_PREFIX = "migration."
 """Kind prefix of the throttles the executor records (``migration.broker``, ``migration.topic``)."""
-PROTECTION_KINDS = {"migration_rate": FOLLOWER_RATE, "intra_broker_rate": ALTER_DIRS_RATE}
 Lists = dict[str, dict[str, set[str]]]
 """topic -> throttled-replica list key -> entries (``partition:broker``)."""
 
@@ -156,6 +165,8 @@ class MigrationLevers:
         """Called after a change is recorded in the store and before it is applied (the executor records its
         throttles in the cluster's execution lease there, so another executor can clean them if it dies)."""
         self.admin = admin
+        self.writer = ThrottleWriter(admin)
+        """The one writer of throttle configs: this executor hands it the rates and list entries it wants."""
         self.cluster = cluster
         self.policy = policy
         self.meter = meter
@@ -219,9 +230,9 @@ class MigrationLevers:
             rates = broker_rates(flows, disks, policy, previous, epoch, network, migration, horizon)
             sides = {f.key: BOTH if f.kind == "move" else DIRS for f in flows}
         floors = side_floors(flows, sides)
-        for (b, key), ceiling in ceilings.items():  # disk protection wins over migration ...
+        for (b, key), ceiling in ceilings.items():  # protection is a ceiling, the migration runs under it ...
             if (b, key) in rates:  # ... down to the rate the copies need to ever finish
-                rates[(b, key)] = max(min(rates[(b, key)], ceiling), floors.get((b, key), 0.0))
+                rates[(b, key)] = migration_rate(rates[(b, key)], ceiling, floors.get((b, key), 0.0))
         if now is not None:
             allowed = realized(flows, sides, rates)
             self.commanded = {f.key: allowed[f.key] for f in flows}
@@ -314,7 +325,7 @@ class MigrationLevers:
         def read(state: JsonDict) -> dict[tuple[int, str], float]:
             out: dict[tuple[int, str], float] = {}
             for v in state["throttles"].get(self.cluster, {}).values():
-                key = PROTECTION_KINDS.get(str(v.get("kind")))
+                key = MIGRATION_CEILINGS.get(str(v.get("kind")))
                 broker = (v.get("target") or {}).get("broker")
                 if key is None or not isinstance(broker, int):
                     continue
@@ -344,14 +355,14 @@ class MigrationLevers:
         have_t: dict[Any, dict[str, Any]] = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
                                              for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
         failed = self._sync_kind(_BROKER_RATES, want_b, have_b, live, self.admin.broker_configs,
-                                 lambda b, changes: self.admin.set_broker_configs({b: changes}))
+                                 self.writer.set_migration_rates)
         return failed | self._sync_kind(_REPLICA_LISTS, want_t, have_t, live, self.admin.topic_configs,
                                         self._apply_lists)
 
     def _apply_lists(self, topic: str, changes: Mapping[str, tuple[set[str], set[str]]]) -> None:
         for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
             adds, subs = changes.get(k, (set(), set()))
-            self.admin.alter_topic_lists(topic, k, append=adds, subtract=subs)
+            self.writer.change_throttled_replicas(topic, k, append=adds, subtract=subs)
 
     def _sync_kind(self, kind: _ThrottleKind, want: Mapping[Any, dict[str, Any]], have: Mapping[Any, dict[str, Any]],
                    live: LiveCluster, read: Callable[[list[Any]], Mapping[Any, Mapping[str, str]]],

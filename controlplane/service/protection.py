@@ -49,7 +49,8 @@ from controlplane.service.leased_lines import LineService, heal_floors
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
 from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
-from domain.throttles import INTRA_BROKER, LEVER_KINDS, MIGRATION
+from domain.execution import ACTIVE_STATUSES
+from domain.throttles import LEVER_KINDS, Lever, Owner, lever_owner
 from planners.line_protection import WHO as LINE_WHO
 from planners.protection import (
     DEFAULT_THRESHOLDS,
@@ -83,11 +84,11 @@ class ProtectionSource(Protocol):
 class LeverActuator(Protocol):
     """Port: make a lever effective on the cluster, or remove it (both idempotent)."""
 
-    def apply(self, kind: str, target: Mapping[str, Any], rate_bytes_per_s: float) -> None:
-        """Set the lever ``kind`` on ``target`` to ``rate_bytes_per_s``."""
+    def apply(self, lever: Lever) -> None:
+        """Set ``lever.kind`` on ``lever.target`` to ``lever.rate`` bytes/s."""
         ...
 
-    def remove(self, kind: str, target: Mapping[str, Any]) -> None:
+    def remove(self, lever: Lever) -> None:
         """Remove the lever entirely (no throttle left behind)."""
         ...
 
@@ -342,12 +343,14 @@ class ProtectionService:
         return {"trigger": trigger, "skipped": why, "decisions": []}
 
     def _executor_owns(self, cluster: str, kind: str) -> bool:
-        """While an execution runs on the cluster, the executor owns the migration throttles (it recomputes
-        them every pass): a migration lever is then only recorded, as a ceiling for the executor."""
-        if kind not in (MIGRATION, INTRA_BROKER):
-            return False
-        return bool(self.store.read(lambda s: any(e["cluster"] == cluster and e["status"] in ("running", "stopping")
-                                                  for e in s["executions"].values())))
+        """True when the executor writes levers of ``kind`` now (the kernel's ownership rule,
+        :func:`~domain.throttles.lever_owner`): a protection lever of that kind is then only recorded, as a
+        ceiling for the executor's migration rate."""
+        if lever_owner(kind, execution_running=True) is not Owner.EXECUTOR:
+            return False  # no need to read the state: this kind is never the executor's
+        running = bool(self.store.read(lambda s: any(e["cluster"] == cluster and e["status"] in ACTIVE_STATUSES
+                                                     for e in s["executions"].values())))
+        return lever_owner(kind, running) is Owner.EXECUTOR
 
     def _act(self, cluster: str, binding: ClusterBinding, d: ThrottleDecision,
              who: str = WHO) -> dict[str, Any] | None:
@@ -357,7 +360,7 @@ class ProtectionService:
         try:
             if d.action == "release":
                 if not deferred:  # else the reconcile removes it once the execution is over
-                    binding.actuator.remove(d.kind, d.target)
+                    binding.actuator.remove(Lever.of(d.kind, d.target))
                     self.applied[cluster].pop(d.key, None)
                 self.store.propose({"type": "throttle.clear", "meta": meta(who, d.why), "cluster": cluster,
                                     "key": d.key})
@@ -369,7 +372,7 @@ class ProtectionService:
                                     "key": d.key, "kind": d.kind, "target": _jsonable(dict(d.target)),
                                     "rate_bytes_per_s": d.rate_bytes_per_s, "evidence": evidence})
                 if not deferred:
-                    binding.actuator.apply(d.kind, d.target, d.rate_bytes_per_s)
+                    binding.actuator.apply(Lever.of(d.kind, d.target, d.rate_bytes_per_s))
                     self.applied[cluster][d.key] = (d.kind, dict(d.target), d.rate_bytes_per_s)
                 summary["deferred_to_executor"] = deferred
         except Exception as exc:
@@ -387,7 +390,7 @@ class ProtectionService:
             if mine.get(key) == (kind, target, rate) or self._executor_owns(cluster, kind):
                 continue
             try:
-                binding.actuator.apply(kind, target, rate)
+                binding.actuator.apply(Lever.of(kind, target, rate))
                 mine[key] = (kind, target, rate)
             except Exception as exc:
                 log.warning("throttle %s: re-applying %s failed: %s", cluster, key, exc)
@@ -396,7 +399,7 @@ class ProtectionService:
             if self._executor_owns(cluster, kind):
                 continue
             try:
-                binding.actuator.remove(kind, target)
+                binding.actuator.remove(Lever.of(kind, target))
                 del mine[key]
             except Exception as exc:
                 log.warning("throttle %s: removing %s failed: %s", cluster, key, exc)

@@ -28,7 +28,7 @@ from controlplane.service.protection import ClusterBinding, ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import check_plan, parse_plan, plan_to_dict
-from domain.throttles import CONSUMER_QUOTA
+from domain.throttles import CONSUMER_QUOTA, Lever
 from planners.load_basis import apply_load_basis
 from planners.protection import ClientShare, Lineage, Observation
 from planners.registry import PLANNERS
@@ -168,11 +168,12 @@ class Actuator:
     def __init__(self) -> None:
         self.applied: dict[str, float] = {}
 
-    def apply(self, kind: str, target: Any, rate: float) -> None:
-        self.applied[f"{kind}:{target.get('client_id')}"] = rate
+    def apply(self, lever: Lever) -> None:
+        assert lever.rate is not None
+        self.applied[f"{lever.kind}:{lever.target.get('client_id')}"] = lever.rate
 
-    def remove(self, kind: str, target: Any) -> None:
-        self.applied.pop(f"{kind}:{target.get('client_id')}", None)
+    def remove(self, lever: Lever) -> None:
+        self.applied.pop(f"{lever.kind}:{lever.target.get('client_id')}", None)
 
 
 def throttle_with(lineage_port: Any, observed: Lineage | None = None) -> tuple[ProtectionService, Actuator]:

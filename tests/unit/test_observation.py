@@ -24,7 +24,7 @@ from controlplane.service.protection_source import ObserveError, RoundProtection
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, check_plan
-from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, MIGRATION, PARTITION_FETCH, PT_ENABLE, PT_FETCH
+from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, MIGRATION, PARTITION_FETCH, PT_ENABLE, PT_FETCH, Lever
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
 from kafkaio.throttle_writer import ThrottleWriter
 from kafkaio.types import LiveCluster, PartitionMeta, Reassignment, ReplicaDir
@@ -251,20 +251,26 @@ class FakeKafka:
 def test_levers_merge_partition_rates_and_leave_nothing_behind() -> None:
     kafka = FakeKafka()
     levers = ThrottleWriter(kafka)  # type: ignore[arg-type]
-    levers.apply(PARTITION_FETCH, {"topic": "orders", "partition": 0}, 1234.7)
+    levers.apply(Lever(PARTITION_FETCH, {"topic": "orders", "partition": 0}, 1234.7))
     assert kafka.topic["orders"][PT_FETCH] == "0:1234,1:500"
-    levers.remove(PARTITION_FETCH, {"topic": "orders", "partition": 1})
-    levers.remove(PARTITION_FETCH, {"topic": "orders", "partition": 0})
+    levers.remove(Lever(PARTITION_FETCH, {"topic": "orders", "partition": 1}))
+    levers.remove(Lever(PARTITION_FETCH, {"topic": "orders", "partition": 0}))
     assert PT_FETCH not in kafka.topic["orders"]
-    levers.apply(MIGRATION, {"broker": 2}, 5e6)
+    levers.apply(Lever(MIGRATION, {"broker": 2}, 5e6))
     assert kafka.broker[2][FOLLOWER_RATE] == "5000000" and kafka.topic["orders"][FOLLOWER_REPLICAS] == "0:2"
     kafka.topic["events"][FOLLOWER_REPLICAS] = "0:2,0:1"  # an entry of a move that finished meanwhile
-    levers.remove(MIGRATION, {"broker": 2})
+    levers.remove(Lever(MIGRATION, {"broker": 2}))
     assert FOLLOWER_RATE not in kafka.broker[2]
     assert kafka.topic["orders"][FOLLOWER_REPLICAS] == "" and kafka.topic["events"][FOLLOWER_REPLICAS] == "0:1"
-    levers.apply("consumer_quota", {"client_id": "billing"}, 1e6)
+    levers.apply(Lever.of("consumer_quota", {"client_id": "billing"}, 1e6))
     assert kafka.quotas["billing"] == {"consumer_byte_rate": 1e6}
-    levers.remove("consumer_quota", {"client_id": "billing"})
+    levers.remove(Lever.of("consumer_quota", {"client_id": "billing"}))
     assert kafka.quotas["billing"] == {}
     with pytest.raises(ValueError):
-        levers.apply("nonsense", {}, 1.0)
+        levers.apply(Lever.of("nonsense", {}, 1.0))
+    with pytest.raises(ValueError):  # a lever without a rate is a removal, never an apply
+        levers.apply(Lever(MIGRATION, {"broker": 2}))
+    with pytest.raises(ValueError):  # the executor's verbs take throttle keys only
+        levers.set_migration_rates(2, {"log.retention.ms": "1"})
+    with pytest.raises(ValueError):
+        levers.change_throttled_replicas("orders", "cleanup.policy", append=["0:2"])

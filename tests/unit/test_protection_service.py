@@ -11,7 +11,7 @@ from typing import Any
 from controlplane.service.protection import AlertRecord, ClusterBinding, ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
-from domain.throttles import MIGRATION, PARTITION_FETCH
+from domain.throttles import MIGRATION, PARTITION_FETCH, Lever
 from planners.protection import WHO, Observation, Transfer
 from tests.support.throttle_support import MB, hot_snapshot
 
@@ -39,15 +39,16 @@ class FakeActuator:
     def _k(kind: str, target: Mapping[str, Any]) -> tuple[str, str]:
         return kind, repr(sorted(target.items()))
 
-    def apply(self, kind: str, target: Mapping[str, Any], rate_bytes_per_s: float) -> None:
-        self.calls.append(("apply", kind))
-        self.levers[self._k(kind, target)] = rate_bytes_per_s
+    def apply(self, lever: Lever) -> None:
+        assert lever.rate is not None
+        self.calls.append(("apply", lever.kind))
+        self.levers[self._k(lever.kind, lever.target)] = lever.rate
 
-    def remove(self, kind: str, target: Mapping[str, Any]) -> None:
-        self.calls.append(("remove", kind))
+    def remove(self, lever: Lever) -> None:
+        self.calls.append(("remove", lever.kind))
         if self.fail_remove:
             raise ConnectionError("broker unreachable")
-        self.levers.pop(self._k(kind, target), None)
+        self.levers.pop(self._k(lever.kind, lever.target), None)
 
 
 def setup() -> tuple[LocalStateStore, ProtectionService, FakeSource, FakeActuator]:
