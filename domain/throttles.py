@@ -46,6 +46,18 @@ INTRA_BROKER = LeverKind.INTRA_BROKER
 LEVER_KINDS: tuple[LeverKind, ...] = tuple(LeverKind)
 
 
+TARGET_FIELDS: Mapping[str, tuple[str, ...]] = {
+    LeverKind.PARTITION_FETCH: ("topic", "partition"),
+    LeverKind.PARTITION_PRODUCE: ("topic", "partition"),
+    LeverKind.CONSUMER_QUOTA: ("client_id",),
+    LeverKind.PRODUCER_QUOTA: ("client_id",),
+    LeverKind.FOLLOWER: ("broker", "topic", "partition"),
+    LeverKind.MIGRATION: ("broker",),
+    LeverKind.INTRA_BROKER: ("broker",),
+}
+"""The target fields each lever kind needs (a follower lever: the catching-up replica's broker and partition)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Lever:
     """One wish on one lever: ``kind`` on ``target`` (broker, topic/partition or client id, by kind) at ``rate``

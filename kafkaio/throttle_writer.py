@@ -60,6 +60,7 @@ from domain.throttles import (
     PRODUCER_QUOTA,
     PT_FETCH,
     PT_PRODUCE,
+    TARGET_FIELDS,
     Lever,
 )
 from kafkaio.port import KafkaCluster
@@ -103,6 +104,9 @@ class ThrottleWriter:
             self.cluster.alter_topic_lists(topic, key, append=append, subtract=subtract)
 
     def _change(self, kind: str, target: Mapping[str, Any], rate: int | None) -> None:
+        missing = [f for f in TARGET_FIELDS.get(kind, ()) if f not in target]
+        if missing:
+            raise ValueError(f"a {kind} lever's target needs {', '.join(missing)}")
         if kind in (PARTITION_FETCH, PARTITION_PRODUCE):
             self._partition_rate(PT_FETCH if kind == PARTITION_FETCH else PT_PRODUCE, str(target["topic"]),
                                  int(target["partition"]), rate)

@@ -11,6 +11,7 @@ from domain.throttles import (
     FOLLOWER_RATE,
     LEVER_KINDS,
     MIGRATION_CEILINGS,
+    TARGET_FIELDS,
     Lever,
     LeverKind,
     Owner,
@@ -34,6 +35,11 @@ def test_a_lever_is_frozen_and_knows_its_kind() -> None:
         lever.rate = 2.0  # type: ignore[misc]
     with pytest.raises(ValueError):
         Lever.of("migration.broker", {"broker": 1})  # the executor's own records are not levers
+
+
+def test_every_lever_kind_names_the_target_it_needs() -> None:
+    assert set(TARGET_FIELDS) == set(LeverKind) and all(TARGET_FIELDS.values())
+    assert TARGET_FIELDS[LeverKind.MIGRATION] == ("broker",)
 
 
 def test_the_executor_owns_only_the_migration_rates_and_only_while_it_runs() -> None:

@@ -268,6 +268,8 @@ def test_levers_merge_partition_rates_and_leave_nothing_behind() -> None:
     assert kafka.quotas["billing"] == {}
     with pytest.raises(ValueError):
         levers.apply(Lever.of("nonsense", {}, 1.0))
+    with pytest.raises(ValueError, match="needs broker"):  # nothing is sent for a lever without its target
+        levers.apply(Lever(MIGRATION, {}, 5e6))
     with pytest.raises(ValueError):  # a lever without a rate is a removal, never an apply
         levers.apply(Lever(MIGRATION, {"broker": 2}))
     with pytest.raises(ValueError):  # the executor's verbs take throttle keys only
