@@ -22,6 +22,7 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.protection import ClusterBinding, ProtectionService
 from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot
+from domain.throttles import Lever
 from planners.protection import Observation
 from tests.support.throttle_support import hot_snapshot
 
@@ -41,10 +42,10 @@ class Source:
 
 
 class Actuator:
-    def apply(self, kind: str, target: object, rate_bytes_per_s: float) -> None:
+    def apply(self, lever: Lever) -> None:
         pass
 
-    def remove(self, kind: str, target: object) -> None:
+    def remove(self, lever: Lever) -> None:
         pass
 
 
