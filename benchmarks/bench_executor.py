@@ -18,7 +18,7 @@ bytes the busiest source disk must read, over the headroom it has before the mov
 the busiest disk must read as a copy source plus write as a destination (the log dir each new replica ended
 on, read from the cluster after the run), over the same headroom (``disk_bound_sim_s``; it still ignores
 that KIP-73 rates are shared equally by a broker's copies). The adaptive rate runs with the joint choice of
-each copy's throttled side (:mod:`controlplane.executor.joint_throttle`) and, as its baseline in the same run,
+each copy's throttled side (:mod:`controlplane.executor.migration_sides`) and, as its baseline in the same run,
 with the old choice (both sides, max-min fair); printed for each: completion over that floor per seed (median,
 range) and the worst tick's util; for the joint choice, also where its time over that floor goes
 (:func:`decompose`: the traffic during the move, from a no-move twin run of the same seed; the guard band between
@@ -41,8 +41,8 @@ import numpy as np
 
 from benchmarks.common import write_result
 from collectors.disk_rates import DiskScraper
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.admin import KafkaAdmin
@@ -67,14 +67,15 @@ SCENARIO: dict[str, Any] = {
 FIXED_RATES_MB = (20, 30, 40, 50, 60, 300)
 """Fixed rates (MB/s per broker, both KIP-73 sides): 20 is the low rate, 300 the high one (no HDD reaches it);
 the sweep between them finds the fastest fixed rate that keeps util under the threshold."""
-MODES = [*((f"fixed {r} MB/s", ThrottlePolicy(mode="fixed", fixed_rate=r * 1e6)) for r in FIXED_RATES_MB),
-         (f"adaptive (util < {THRESHOLD})", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
-                                                            ceiling=300e6, choice="joint")),
-         ("adaptive (util < 0.9)", ThrottlePolicy(mode="adaptive", util_threshold=0.9, initial=20e6, ceiling=300e6)),
-         ("adaptive + follower reads", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
+MODES = [*((f"fixed {r} MB/s", MigrationRatePolicy(mode="fixed", fixed_rate=r * 1e6)) for r in FIXED_RATES_MB),
+         (f"adaptive (util < {THRESHOLD})", MigrationRatePolicy(mode="adaptive", util_threshold=THRESHOLD,
+                                                               initial=20e6, ceiling=300e6, choice="joint")),
+         ("adaptive (util < 0.9)", MigrationRatePolicy(mode="adaptive", util_threshold=0.9, initial=20e6,
+                                                       ceiling=300e6)),
+         ("adaptive + follower reads", MigrationRatePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
                                                       ceiling=300e6, follower_reads=True)),
-         (f"fair sides (util < {THRESHOLD})", ThrottlePolicy(mode="adaptive", util_threshold=THRESHOLD, initial=20e6,
-                                                              ceiling=300e6, choice="fair"))]
+         (f"fair sides (util < {THRESHOLD})", MigrationRatePolicy(mode="adaptive", util_threshold=THRESHOLD,
+                                                                 initial=20e6, ceiling=300e6, choice="fair"))]
 """The last mode is the baseline of the joint choice: the same adaptive policy with the old choice (every copy
 throttled on both KIP-73 sides, max-min fair shares). ``adaptive + follower reads`` lets copies read from a kept
 follower made leader (opt-in, :mod:`controlplane.executor.read_source`); the floor charges every copy's reads to
@@ -82,7 +83,7 @@ the planned leader's disk, so for that mode it is no lower bound and only total 
 ``BENCH_MODES=adaptive`` runs only these three (the floor ratios; the fixed sweep takes ~10 minutes on 2 cores)."""
 
 
-def run_mode(name: str, policy: ThrottlePolicy, seed: int = 11) -> dict[str, Any]:
+def run_mode(name: str, policy: MigrationRatePolicy, seed: int = 11) -> dict[str, Any]:
     """One mode on a fresh federation whose traffic (sizes, skew, producer bursts) comes from ``seed``."""
     spec = {**copy.deepcopy(SCENARIO), "seed": seed}
     runner = SimRunner(build_federation(spec), speed=0.0)  # the bench drives the clock

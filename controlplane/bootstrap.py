@@ -38,11 +38,11 @@ from controlplane.service.context import ServiceContext
 from controlplane.service.fanout import loop_fanout
 from controlplane.service.leased_lines import LineCollector, LineService
 from controlplane.service.observation import RoundBoard, executor_binding
+from controlplane.service.protection import ProtectionService, throttle_config
+from controlplane.service.protection_source import round_binding
 from controlplane.service.scheduler import Job, LeaderScheduler
 from controlplane.service.self_healing import SelfHealingJob
 from controlplane.service.snapshots import partition_ingress
-from controlplane.service.throttle_loop import ThrottleService, throttle_config
-from controlplane.service.throttle_source import round_binding
 from controlplane.state.raft_store import RaftStateStore
 from domain.redaction import mask_url, register_secret
 from parentwatch import watch_parent
@@ -163,7 +163,7 @@ def build_service(settings: Settings, *, http_of: dict[str, str] | None = None,
     rounds = RoundBoard()
     lines = LineService(settings.leased_lines)
     ctx.metrics.registry.register(LineCollector(lines))
-    ctx.throttle = ThrottleService(store, throttle_config(settings.throttle),
+    ctx.throttle = ProtectionService(store, throttle_config(settings.throttle),
                                    bind=round_binding(rounds, bindings, throttle_config(settings.throttle)),
                                    max_snapshot_age_s=settings.max_snapshot_age_s,
                                    lineage=LineageReader(ch) if ch is not None else None, lines=lines,

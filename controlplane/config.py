@@ -195,7 +195,7 @@ class DiskThresholdConf(_Conf):
         return self
 
 
-class ThrottleConf(_Conf):
+class ProtectionConf(_Conf):
     """``[throttle]``: per-kind thresholds (``[throttle.thresholds.hdd]`` ...) and the protection's knobs;
     kinds not configured keep the built-in defaults."""
 
@@ -390,7 +390,7 @@ class Settings(_Conf):
     max_snapshot_age_s: Annotated[float, Field(gt=0)] = 120.0
     """Nothing plans or acts on a cluster whose latest snapshot is older than this."""
     clickhouse: ClickHouseConf = Field(default_factory=ClickHouseConf)
-    throttle: ThrottleConf = Field(default_factory=ThrottleConf)
+    throttle: ProtectionConf = Field(default_factory=ProtectionConf)
     leased_lines: LeasedLinesConf = Field(default_factory=LeasedLinesConf)
     analytics: AnalyticsConf = Field(default_factory=AnalyticsConf)
     notifications: list[NotificationConf] = Field(default_factory=list)

@@ -47,7 +47,7 @@ from controlplane.picture import disk_utils, measured_utils, plot_before_after
 from controlplane.report import snapshot_table
 from kafkalab import lab as kl
 from kafkalab.errors import LabError
-from planners.throttle import ThrottleConfig
+from planners.protection import ProtectionConfig
 
 TOPIC = "orders"
 PRODUCE_BYTES_PER_S = 3_000_000
@@ -168,7 +168,7 @@ def replay_act(doc: dict[str, Any], lab_dir: Path, endpoints_file: Path, service
               "util_before": before, "util_worst": worst, "util_held_max_15s": held_util,
               "quota_after_s": quota_after, "released_after_replay": released, "unconfine_problems": problems}
     console.print(f"disk util {before:.2f} before, {worst:.2f} at worst, {held_util:.2f} at most per 15 s over the "
-                  f"{HOLD_S:.0f} s the quota held (target {ThrottleConfig().target_util:.2f}); quota set "
+                  f"{HOLD_S:.0f} s the quota held (target {ProtectionConfig().target_util:.2f}); quota set "
                   f"{quota_after or float('nan'):.0f} s after the replay began; "
                   f"{'released' if released else 'NOT released'} once the consumer left", markup=False)
     return result

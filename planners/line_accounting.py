@@ -9,7 +9,7 @@ Method (:func:`line_flows`, then :func:`account_lines`), per partition of the sn
 * **replication**: every follower (in sync or catching up) in another IDC than the leader fetches the
   leader's ``bytes_in_per_s`` over ``leader IDC → follower IDC`` (a reassignment target still copying is
   migration, not replication); a measured catch-up transfer replaces that estimate with its rate;
-* **migration**: every in-flight reassignment copy (:class:`~planners.throttle.Transfer` ``reassign``)
+* **migration**: every in-flight reassignment copy (:class:`~planners.protection.Transfer` ``reassign``)
   whose source and destination brokers are in different IDCs, at its measured rate; intra-broker moves
   never cross;
 * **client produce / fetch** (where the audit says who and where — :class:`AuditFlow`): each client's
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from domain.model import ClusterSnapshot
-from planners.throttle import Transfer
+from planners.protection import Transfer
 
 LineKind = Literal["replication", "migration", "client_produce", "client_fetch"]
 LINE_KINDS: tuple[LineKind, ...] = ("replication", "migration", "client_produce", "client_fetch")

@@ -28,7 +28,7 @@ Method, per configured line (one direction of an IDC pair), once per collection 
    traffic has left the line (a finished migration) is released too. Within ``target + deadband`` a hot
    line is left alone (no churn of tiny changes).
 
-Each decision (a :class:`~planners.throttle.ThrottleDecision`, the disk protection's record, with the line
+Each decision (a :class:`~planners.protection.ThrottleDecision`, the disk protection's record, with the line
 as what it protects) says why: the line, its util against the marks, the kind and flow it slows, the rate.
 Guarantee: deterministic for equal inputs; a lever in force is only tightened by a set; levers of the
 disk protection (other ``set_by``) are never relaxed or released here, only tightened when the line
@@ -46,7 +46,7 @@ from typing import Any
 
 from domain.throttles import CONSUMER_QUOTA, FOLLOWER, MIGRATION
 from planners.line_accounting import LineAccount, LineFlow, Pair
-from planners.throttle import ActiveThrottle, ThrottleDecision
+from planners.protection import ActiveThrottle, ThrottleDecision
 
 WHO = "line-protection"
 DEFAULT_FETCH_PRIORITY = 5

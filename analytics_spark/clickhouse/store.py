@@ -12,7 +12,7 @@ from typing import Any
 
 from analytics_spark.clickhouse import ClickHouse, ClickHouseBusy
 from planners.load_basis import ModelledLoad
-from planners.throttle import ClientShare, Lineage
+from planners.protection import ClientShare, Lineage
 
 
 def latest_run_id(ch: ClickHouse, job: str) -> str | None:

@@ -24,7 +24,7 @@ from controlplane.api.errors import ApiError
 from controlplane.api.guard import MiB, max_body
 from controlplane.api.schemas import INT32_MAX
 from controlplane.api.throttles import leader_only, throttle_service
-from controlplane.service.throttle_loop import AlertRecord
+from controlplane.service.protection import AlertRecord
 
 router = APIRouter(tags=["throttles"])
 ALERTS_MAX_BODY = 8 * MiB

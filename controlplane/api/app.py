@@ -45,7 +45,7 @@ from controlplane.api.errors import install_error_handlers
 from controlplane.api.guard import RequestGuard
 from controlplane.api.openapi import install_openapi
 from controlplane.service.context import ServiceContext
-from controlplane.service.throttle_loop import ThrottleService
+from controlplane.service.protection import ProtectionService
 
 ROUTERS = (health, clusters, snapshots, maintenance, plans, executions, migrations, topics, throttles, leased_lines,
            ids, actions, alerts, analytics, anomalies, dashboard, tiered, read_local, state_version)
@@ -61,7 +61,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     app.state.ctx = ctx
     app.state.http_of = ctx.http_of
     if ctx.throttle is None:
-        ctx.throttle = ThrottleService(ctx.store, max_snapshot_age_s=ctx.settings.max_snapshot_age_s)
+        ctx.throttle = ProtectionService(ctx.store, max_snapshot_age_s=ctx.settings.max_snapshot_age_s)
     install_error_handlers(app)
     routes = [r for module in ROUTERS for r in module.router.routes if isinstance(r, APIRoute)]
     for module in ROUTERS:

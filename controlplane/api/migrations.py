@@ -23,7 +23,7 @@ from fastapi import APIRouter, Body, Request
 
 from controlplane.api.deps import Ctx, Operator, Viewer, propose, read, snapshot_or_409
 from controlplane.api.errors import ApiError
-from controlplane.api.plan_params import CapsIn, ExecuteIn, ThrottleIn, execution_settings
+from controlplane.api.plan_params import CapsIn, ExecuteIn, MigrationThrottleIn, execution_settings
 from controlplane.api.plans import checked_steps, propose_all
 from controlplane.api.schemas import Name, StrictIn
 from controlplane.executor.migrations import migration_progress, migrations_of
@@ -43,7 +43,7 @@ class MigrationIn(MigrateIdcParams):
     cluster: Name
     kind: Literal["migrate-idc"] = "migrate-idc"
     caps: CapsIn | None = None
-    throttle: ThrottleIn | None = None
+    throttle: MigrationThrottleIn | None = None
 
 
 class StopIn(StrictIn):

@@ -4,7 +4,7 @@ Goal: every planner kind's parameters and every execution setting checked before
 or proposed, with a 400 naming the bad field. Method: pydantic models — every planner kind's ``params``
 (:data:`PARAMS_BY_KIND`: the models of :mod:`planners.params`, which the registry and the CLI use too, and
 ``restore``'s), the concurrency caps and the migration throttle an execution runs
-under (the options of ``guardian exec run``: :class:`CapsIn`, :class:`ThrottleIn`). :func:`checked`
+under (the options of ``guardian exec run``: :class:`CapsIn`, :class:`MigrationThrottleIn`). :func:`checked`
 validates a plain object against a model and turns each error into a problem at its JSON path under a
 prefix (``$.params.count``); :func:`execution_settings` normalises the settings as the executor records
 them (:mod:`controlplane.executor.settings`). Guarantee: what passes here builds a valid plan request or
@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import StrictIn, int_in
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.settings import SettingsError, throttle_settings
-from controlplane.executor.throttle import ThrottlePolicy
 from domain.errors import json_path
 from planners.params import PARAMS, problems
 
@@ -55,7 +55,7 @@ class CapsIn(StrictIn):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
-class ThrottleIn(StrictIn):
+class MigrationThrottleIn(StrictIn):
     """The migration throttle (``exec run --throttle/--util-threshold/--floor/--ceiling/--initial/--schedule/
     --nic/--follower-reads``); unset members keep the controller's configured policy."""
 
@@ -78,7 +78,7 @@ class ExecuteIn(StrictIn):
     """How to execute: caps and throttle, recorded on the execution (they survive a failover)."""
 
     caps: CapsIn | None = None
-    throttle: ThrottleIn | None = None
+    throttle: MigrationThrottleIn | None = None
 
 
 def checked(model: type[BaseModel], data: Any, prefix: tuple[str, ...]) -> Any:
@@ -90,7 +90,7 @@ def checked(model: type[BaseModel], data: Any, prefix: tuple[str, ...]) -> Any:
         raise ApiError(400, "; ".join(f"{p['path']}: {p['message']}" for p in found), problems=found) from None
 
 
-def execution_settings(body: ExecuteIn | None, base: ThrottlePolicy | None, prefix: tuple[str, ...] = ()
+def execution_settings(body: ExecuteIn | None, base: MigrationRatePolicy | None, prefix: tuple[str, ...] = ()
                        ) -> tuple[dict[str, int], dict[str, Any]]:
     """(caps, execution options) from ``body``; the throttle checked against the executor's policy ``base``
     (400 naming ``$.throttle.<key>`` when, e.g., the floor would exceed the ceiling)."""

@@ -13,26 +13,44 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from controlplane.api.deps import Ctx, Operator, Viewer, cluster_or_404, propose, read
 from controlplane.api.errors import ApiError
 from controlplane.api.schemas import StrictIn
 from controlplane.service.context import ServiceContext
-from controlplane.service.throttle_loop import ThrottleService
+from controlplane.service.protection import ProtectionService
 from controlplane.state.reads import detached, throttle_records
+from domain.throttles import LEVER_KINDS, TARGET_FIELDS
 from raft.errors import NotLeaderError
 
 router = APIRouter(tags=["throttles"])
 
 
-class ThrottleIn(StrictIn):
+class ManualLeverIn(StrictIn):
+    """An operator's protection lever (``PUT /api/v1/throttles/{cluster}/{key}``), applied by the leader's
+    protection reconcile like protection's own; a lever kind of :mod:`domain.throttles` and the target it needs."""
+
     kind: Annotated[str, Field(min_length=1)]
     target: dict[str, Any]
     rate_bytes_per_s: Annotated[float, Field(ge=0)]
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in LEVER_KINDS:  # else it would be recorded and never applied
+            raise ValueError(f"unknown lever kind {kind!r}; known: {', '.join(LEVER_KINDS)}")
+        return kind
 
-def throttle_service(ctx: ServiceContext) -> ThrottleService:
+    @model_validator(mode="after")
+    def _target_fits(self) -> ManualLeverIn:
+        missing = [f for f in TARGET_FIELDS[self.kind] if f not in self.target]
+        if missing:
+            raise ValueError(f"target: a {self.kind} lever needs {', '.join(missing)}")
+        return self
+
+
+def throttle_service(ctx: ServiceContext) -> ProtectionService:
     """This node's throttle service (:func:`controlplane.api.app.create_app` guarantees one)."""
     service = ctx.throttle
     assert service is not None
@@ -56,7 +74,7 @@ def list_throttles(ctx: Ctx, _: Viewer, cluster: str | None = None) -> list[dict
 
 
 @router.put("/api/v1/throttles/{cluster}/{key}")
-def set_throttle(ctx: Ctx, cluster: str, key: str, body: ThrottleIn, request: Request, who: Operator) -> Any:
+def set_throttle(ctx: Ctx, cluster: str, key: str, body: ManualLeverIn, request: Request, who: Operator) -> Any:
     """Record a manual throttle (applied by the throttle loop on the leader)."""
     cluster_or_404(ctx, cluster)
     return propose(ctx, request, who, {"type": "throttle.set", "cluster": cluster, "key": key,

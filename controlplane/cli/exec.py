@@ -39,6 +39,7 @@ from controlplane.executor.control import (
 )
 from controlplane.executor.lease import ExecutionLease, LeaseHeld, LeaseOwner, client_id, leftovers
 from controlplane.executor.live import FactsSource
+from controlplane.executor.migration_rate import MigrationRatePolicy, Schedule, parse_rate
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import (
     ExecutionConflict,
@@ -50,7 +51,6 @@ from controlplane.executor.reconcile import (
 )
 from controlplane.executor.release import ReleaseError, drain_plan, recorded_replicas, restore_plan
 from controlplane.executor.tasks import ORDERINGS
-from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
 from controlplane.files import read_plan
 from controlplane.state.reads import executions_of
 from controlplane.state.store import LocalStateStore
@@ -91,7 +91,7 @@ class _Opts:
                 mode, fixed = "fixed", parse_rate(throttle.removeprefix("fixed:"))
             elif throttle != "adaptive":
                 raise ValueError(f"--throttle must be adaptive or fixed:RATE, got {throttle!r}")
-            self.policy = ThrottlePolicy(mode=mode, util_threshold=options.util_threshold,
+            self.policy = MigrationRatePolicy(mode=mode, util_threshold=options.util_threshold,
                                          floor=parse_rate(options.floor), ceiling=parse_rate(options.ceiling),
                                          initial=parse_rate(options.initial), fixed_rate=fixed,
                                          schedule=Schedule.parse(options.schedule),

@@ -20,7 +20,7 @@ from controlplane.cli.api_client import ApiUnavailable, TokenOpt, UrlOpt, get_js
 from controlplane.cli.common import err, out
 from controlplane.files import read_snapshot
 from domain import ContractError
-from planners.throttle import DiskHealth, ThrottleConfig, ThrottleInput, plan_throttles
+from planners.protection import DiskHealth, ProtectionConfig, ProtectionInput, plan_throttles
 
 throttle_app = typer.Typer(help="Partition-level throttle protection: what is throttled and why.",
                            no_args_is_help=True)
@@ -160,7 +160,7 @@ def _offline(path: Path) -> dict[str, Any]:
         for problem in exc.problems:
             err.print(f"  {problem.path}: {problem.message}", markup=False)
         raise typer.Exit(2) from None
-    config = ThrottleConfig()
+    config = ProtectionConfig()
     # offline there is no history: treat a disk above its high mark in this one snapshot as having been so
     # for k samples (what the service would conclude after k intervals like this one)
     health = {}
@@ -169,7 +169,7 @@ def _offline(path: Path) -> dict[str, Any]:
             th = config.thresholds_for(d.kind)
             if d.util > th.util_high or d.await_ms > th.await_high_ms:
                 health[(b.id, d.path)] = DiskHealth(above=th.enter_samples - 1)
-    plan = plan_throttles(snap, ThrottleInput(partition_throttle=True), health, config)
+    plan = plan_throttles(snap, ProtectionInput(partition_throttle=True), health, config)
     disks = []
     for r in plan.reports:
         if not (r.health.unhealthy or r.queue):

@@ -7,9 +7,9 @@
   :mod:`.changes` (the pass's write-ahead task transitions), :mod:`.submit` (the pass's requests and how
   they are sent), :mod:`.copy_meter` (copy progress and measured rates), :mod:`.placement` (new replicas'
   log dirs), :mod:`.read_source` (a copy may read from a kept follower made leader for the move),
-  :mod:`.throttle_sync` (migration rates recorded, then set).
+  :mod:`.migration_levers` (migration rates recorded, then set).
 * :mod:`.tasks` — pure: plan -> per-partition tasks, orderings, batch/dependency readiness, caps.
-* :mod:`.throttle` — pure: KIP-73 / KIP-113 rates from live disk (and optional NIC) headroom and a
+* :mod:`.migration_rate` — pure: KIP-73 / KIP-113 rates from live disk (and optional NIC) headroom and a
   time-of-day schedule, or a fixed rate.
 * :mod:`.release` — leadership-first drain of brokers in batches and restore of what a drain moved.
 * :mod:`.live` — live cluster read overlaid on observed/declared broker facts -> domain snapshot (for
@@ -23,6 +23,7 @@
 The CLI is ``guardian exec run|drain|restore|stop|caps|watch`` (:mod:`controlplane.cli.exec`).
 """
 
+from controlplane.executor.migration_rate import MigrationRatePolicy, Schedule
 from controlplane.executor.reconcile import (
     ExecutionConflict,
     Executor,
@@ -30,7 +31,13 @@ from controlplane.executor.reconcile import (
     PassReport,
     PlanRejected,
 )
-from controlplane.executor.throttle import Schedule, ThrottlePolicy
 
-__all__ = ["ExecutionConflict", "Executor", "ExecutorConfig", "PassReport", "PlanRejected", "Schedule",
-           "ThrottlePolicy"]
+__all__ = [
+    "ExecutionConflict",
+    "Executor",
+    "ExecutorConfig",
+    "MigrationRatePolicy",
+    "PassReport",
+    "PlanRejected",
+    "Schedule",
+]

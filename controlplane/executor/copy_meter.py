@@ -1,6 +1,6 @@
 """Copy metering: how far each running copy is, how fast it went, and the flows the throttles act on.
 
-Goal: give the migration throttle (:mod:`controlplane.executor.throttle`) and the placement of new
+Goal: give the migration throttle (:mod:`controlplane.executor.migration_rate`) and the placement of new
 replicas the migration bytes each copy and each disk actually carried, and give progress reports honest
 rates — measured from the cluster, never assumed from the throttle.
 
@@ -10,7 +10,7 @@ reassignment copied, :meth:`CopyMeter.reassigned`) from the log-dir read the pas
 :meth:`CopyMeter.observe` turns two samples of a task into its rate over the interval (smoothed for the
 progress report); a task found complete is credited what it copied since its last sample over that whole interval
 (:meth:`CopyMeter.final`). :meth:`CopyMeter.flows` turns the in-flight tasks into throttle
-:class:`~controlplane.executor.throttle.Flow` s (source and destination broker and disk, measured rate,
+:class:`~controlplane.executor.migration_rate.CopyFlow` s (source and destination broker and disk, measured rate,
 producers' ingress, bytes left) and the throttled-replica list entries they need; and
 :meth:`CopyMeter.disk_migration` sums, per disk, what the previous pass's copies moved, each capped by
 the rate its throttle allowed.
@@ -29,8 +29,8 @@ import math
 from collections.abc import Callable, Mapping
 
 from controlplane.executor.live import DirMap, future_dir, main_dir, replica_disk
+from controlplane.executor.migration_rate import CopyFlow
 from controlplane.executor.submit import Submission
-from controlplane.executor.throttle import Flow
 from domain.execution import Task, TaskState
 from domain.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.types import LiveCluster, PartitionMeta
@@ -44,7 +44,7 @@ class CopyMeter:
         self._flow_rate: dict[tuple[str, int], float] = {}
         self._interval_rate: dict[str, float] = {}
         """Task key -> bytes/s it copied over the last pass interval (tasks that completed in it included)."""
-        self._prev_flows: list[Flow] = []
+        self._prev_flows: list[CopyFlow] = []
         self._remaining: dict[str, int] = {}
 
     def forget(self) -> None:
@@ -115,10 +115,10 @@ class CopyMeter:
 
     def flows(self, tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap, submit: Submission,
               ingress: Callable[[str, int], float], readers: Mapping[tuple[str, int], int] | None = None
-              ) -> tuple[list[Flow], dict[str, dict[str, set[str]]]]:
+              ) -> tuple[list[CopyFlow], dict[str, dict[str, set[str]]]]:
         """Copy flows of every in-flight task and the throttled-replica entries they need per topic; a copy
         submitted this pass reads from its ``readers`` entry when it has one (made leader in the same pass)."""
-        flows: list[Flow] = []
+        flows: list[CopyFlow] = []
         lists: dict[str, dict[str, set[str]]] = {}
         for t in tasks.values():
             if t.state != TaskState.IN_PROGRESS or t.action == "elect_leader":
@@ -145,7 +145,7 @@ class CopyMeter:
                     i = t.target_replicas.index(b) if b in t.target_replicas else -1
                     want = t.target_log_dirs[i] if i >= 0 and t.target_log_dirs else None
                     want = want or submit.log_dirs.get((tp[0], tp[1], b))
-                    flows.append(Flow(f"{t.key}>{b}", "move", lead, b,
+                    flows.append(CopyFlow(f"{t.key}>{b}", "move", lead, b,
                                       src_disk, (b, dst.log_dir) if dst else ((b, want) if want else None),
                                       rate / len(adding), ingress(tp[0], tp[1]),
                                       self._remaining.get(t.key, t.size_bytes) / len(adding), tp))
@@ -158,15 +158,15 @@ class CopyMeter:
                         continue
                     dst_dir = fut.log_dir if fut else submit.log_dirs[key3]
                     left = max(cur.size - (fut.size if fut else 0), 0) if cur else None
-                    flows.append(Flow(f"{t.key}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
+                    flows.append(CopyFlow(f"{t.key}>{b}", "future", b, b, (b, cur.log_dir) if cur else None,
                                       (b, dst_dir), rate, ingress(tp[0], tp[1]), left, tp))
         return flows, lists
 
-    def remember(self, flows: list[Flow]) -> None:
+    def remember(self, flows: list[CopyFlow]) -> None:
         """The flows of a pass with a fresh clock: what the next pass's :meth:`disk_migration` credits."""
         self._prev_flows = list(flows)
 
-    def disk_migration(self, flows: list[Flow], commanded: Mapping[str, float]) -> dict[tuple[int, str], float]:
+    def disk_migration(self, flows: list[CopyFlow], commanded: Mapping[str, float]) -> dict[tuple[int, str], float]:
         """Migration bytes/s each disk carried over the last interval: every copy that ran in it (the
         previous pass's flows, finished ones included) at the rate its task measured, capped by what its
         throttle allowed (``commanded``, flow key -> bytes/s), on its source and destination disks (a

@@ -13,7 +13,9 @@ applied). :meth:`~ExecutionLease.keep` renews every TTL/3 or when what it record
 :class:`LeaseLost` once someone else validly holds it. :func:`clean_leftovers` undoes what a dead holder
 left: its reassignments still in flight are cancelled (they revert: a copy never runs unthrottled) and then
 its throttles are removed — a broker rate only if it still has the value the dead holder set, a replica
-list only the entries it added; targets the new holder itself owns (a resumed execution) are left alone.
+list only the entries it added; targets the new holder itself owns (a resumed execution) are left alone. The
+removal is handed to the one writer of throttle configs (:class:`~kafkaio.throttle_writer.ThrottleWriter`), and
+only throttle keys are ever removed (a record naming anything else is ignored for it).
 
 Identity: the token is derived from what makes two processes the same executor — a service's controller
 group (the group's next leader renews the lease its previous leader held; the replicated store already
@@ -40,9 +42,10 @@ from typing import Any
 
 from controlplane.executor.conflicts import ExecutionConflict, ForeignReassignments
 from domain.lease import CLAIM, LEASE_TOPIC, LEASE_TOPIC_CONFIGS, RELEASE, RENEW, LeaseRecord, child, fold
-from domain.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
+from domain.throttles import BROKER_THROTTLE_KEYS, FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
+from kafkaio.throttle_writer import ThrottleWriter
 from kafkaio.types import TP
 
 log = logging.getLogger("guardian.executor")
@@ -388,6 +391,7 @@ def clean_leftovers(admin: KafkaCluster, left: Mapping[str, Any], own_moves: Ite
                     ", ".join(f"{t}-{p}" for t, p in sorted(orphans)[:20]))
         admin.alter_reassignments(orphans)
     throttles = left.get("throttles") or {}
+    writer = ThrottleWriter(admin)  # the one writer of throttle configs
     own_b = set(own_throttles.get("brokers") or {})
     own_t = own_throttles.get("topics") or {}
     remaining: dict[str, Any] = {"brokers": {}, "topics": {}}
@@ -398,17 +402,20 @@ def clean_leftovers(admin: KafkaCluster, left: Mapping[str, Any], own_moves: Ite
         if b not in live.alive:
             remaining["brokers"][str(b)] = cfg
             continue
-        drop = {k: None for k, v in cfg.items() if current.get(b, {}).get(k) == v}
+        drop: dict[str, str | None] = {k: None for k, v in cfg.items()
+                                       if k in BROKER_THROTTLE_KEYS and current.get(b, {}).get(k) == v}
         if drop:
-            admin.set_broker_configs({b: drop})
+            writer.set_migration_rates(b, drop)
     for topic, lists in sorted((throttles.get("topics") or {}).items()):
         if topic not in live.topic_sizes:
             continue
         for key, entries in lists.items():
+            if key not in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+                continue  # a record names only these lists; anything else is not ours to touch
             mine_entries = set((own_t.get(topic) or {}).get(key, []))
             gone = [e for e in entries if e not in mine_entries]
             if gone:
-                admin.alter_topic_lists(topic, key, subtract=gone)
+                writer.change_throttled_replicas(topic, key, subtract=gone)
     if orphans or brokers or throttles.get("topics"):
         log.warning("removed the throttles a previous executor left on %d broker(s) and %d topic(s)",
                     len(brokers) - len(remaining["brokers"]), len(throttles.get("topics") or {}))

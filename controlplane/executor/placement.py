@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterable, Mapping
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.live import DirMap, main_dir, replica_disk
+from controlplane.executor.migration_rate import PLACEMENT_MIN_BUDGET, MigrationRatePolicy, PendingWork, bytes_per_util
 from controlplane.executor.read_source import copy_source
 from controlplane.executor.submit import Submission
 from controlplane.executor.tasks import recorded_dir
-from controlplane.executor.throttle import PLACEMENT_MIN_BUDGET, PendingWork, ThrottlePolicy, bytes_per_util
 from domain.execution import Task, TaskState
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
@@ -55,7 +55,7 @@ gain less)."""
 class Placement:
     """Where this pass's new replicas go (see the module docstring); per-pass state, reset by :meth:`begin_pass`."""
 
-    def __init__(self, admin: KafkaCluster, policy: ThrottlePolicy, meter: CopyMeter,
+    def __init__(self, admin: KafkaCluster, policy: MigrationRatePolicy, meter: CopyMeter,
                  migration: Callable[[], Mapping[tuple[int, str], float]]) -> None:
         self.admin = admin
         self.policy = policy
@@ -221,7 +221,7 @@ def pending_work(tasks: Mapping[str, Task], live: LiveCluster, dirs: DirMap,
                  readers: Mapping[tuple[str, int], int] | None = None) -> PendingWork:
     """Bytes the data tasks not started yet will read or write: a reassignment reads its leader's disk (its
     ``readers`` entry's, when it has one) and writes each new replica's planned dir — or, left to the executor,
-    its broker (:meth:`~.throttle.PendingWork.expected` puts those bytes where :meth:`Placement.place` will); a
+    its broker (:meth:`~.migration_rate.PendingWork.expected` puts those bytes where :meth:`Placement.place` will); a
     log-dir move reads and writes its broker's two dirs. What the migration throttle weighs to put first the
     disks that bound the execution."""
     out: dict[tuple[int, str], float] = {}

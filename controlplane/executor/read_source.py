@@ -3,7 +3,7 @@
 Goal: a new replica fetches from the partition's leader, so the copy reads the leader's disk. When that
 disk bounds the execution (it must read many copies' bytes) and a replica the plan keeps is in sync on a
 less-loaded disk, that follower is made leader before the copy starts and the copy reads its disk instead.
-Opt-in (:attr:`~.throttle.ThrottlePolicy.follower_reads`: ``exec run --follower-reads``, the API's
+Opt-in (:attr:`~.migration_rate.MigrationRatePolicy.follower_reads`: ``exec run --follower-reads``, the API's
 ``throttle.follower_reads``): every such partition changes leader twice while it moves, which clients see.
 
 Method: every pass, :func:`plan_readers` spreads the reads of the reassignments not started yet over their
@@ -42,7 +42,7 @@ first replica either way (the old leader leaves the replica set, or stays first)
 none with a leadership task of its own in the execution (a drain's elections stay as planned). A reader is
 alive, in the ISR, kept by the plan and on a disk with live load figures. The copy stays throttled: the
 leader-side throttled-replica lists name every source replica and a replica that may lead gets a rate
-(:mod:`.throttle_sync`). A task completes only with the plan's order and its first replica leading; its
+(:mod:`.migration_levers`). A task completes only with the plan's order and its first replica leading; its
 copy is never submitted before the reader leads, and never waits on a reader out of the ISR. A cancelled
 task counts as cancelled only with its old replicas back in their order and its old leader leading (or
 its reason saying why not, after at most ``max_attempts`` counted passes). Deterministic; every decision is a

@@ -28,9 +28,9 @@ named phases (:meth:`Executor.run_pass` reads like this list):
    flight recorded in the lease, *before* the cluster is touched; cancels are sent first;
 7. **rates** — KIP-73 / KIP-113 rates from live disk headroom, the migration each disk carried
    (:mod:`.copy_meter`), the work left per disk and the schedule, with the side each copy is throttled on
-   (:mod:`.joint_throttle`, :mod:`.throttle`);
+   (:mod:`.migration_sides`, :mod:`.migration_rate`);
 8. **throttles** — the cluster's migration throttles made equal to them, recorded before set
-   (:mod:`.throttle_sync`); then **submit** — copies whose throttle failed are held, the rest sent, and a
+   (:mod:`.migration_levers`); then **submit** — copies whose throttle failed are held, the rest sent, and a
    rate that rises is raised only after its new copies started;
 9. **progress** — bytes, rate and ETA recorded; with nothing open, the throttles are removed and the
    execution finishes; else the pass says when the next is due if sooner than the loop's interval — when a
@@ -42,7 +42,7 @@ copy never runs unthrottled; no throttle outlives the execution (leftovers of an
 by the next pass); one executor per cluster at a time — a start takes the cluster's lease and is refused
 while another executor holds it or reassignments it does not own are in flight. Each collaborator owns
 its state: :class:`~.copy_meter.CopyMeter` (copy rates),
-:class:`~.placement.Placement` (this pass's disk choices), :class:`~.throttle_sync.MigrationThrottles`
+:class:`~.placement.Placement` (this pass's disk choices), :class:`~.migration_levers.MigrationLevers`
 (rates in force and commanded), :class:`~.drive.TaskDriver` (the passes a task went unseen); the executor
 keeps only the disk load and this pass's readers (a started task's reader and its leader changes' requests
 are task fields, replicated).
@@ -75,6 +75,8 @@ from controlplane.executor.live import (
     current_partitions,
     live_snapshot,
 )
+from controlplane.executor.migration_levers import THROTTLE_PREFIX, MigrationLevers
+from controlplane.executor.migration_rate import CopyFlow, MigrationRatePolicy, NetRate, heal_floors
 from controlplane.executor.placement import Placement, pending_work
 from controlplane.executor.read_source import copy_source, plan_readers
 from controlplane.executor.settings import policy_for
@@ -87,8 +89,6 @@ from controlplane.executor.tasks import (
     select_batch,
     tasks_from_plan,
 )
-from controlplane.executor.throttle import Flow, NetRate, ThrottlePolicy, heal_floors
-from controlplane.executor.throttle_sync import THROTTLE_PREFIX, MigrationThrottles
 from controlplane.state import reads
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
@@ -140,7 +140,7 @@ class ExecutorConfig:
 
     cluster: str
     ordering: str = "small_first"
-    throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
+    throttle: MigrationRatePolicy = field(default_factory=MigrationRatePolicy)
     max_attempts: int = 5
     who: str = "guardian-executor"
     check_limits: CheckLimits = field(default_factory=CheckLimits)
@@ -189,7 +189,7 @@ class _Pass:
     submit: Submission = field(default_factory=Submission)
     rows: list[JsonDict] = field(default_factory=list)
     """The task updates committed by the write-ahead."""
-    flows: list[Flow] = field(default_factory=list)
+    flows: list[CopyFlow] = field(default_factory=list)
     report: PassReport = field(init=False)
 
     def __post_init__(self) -> None:
@@ -226,7 +226,7 @@ class Executor:
         self.endpoints = endpoints
         self.clock = clock
         self.copies = CopyMeter()
-        self.throttles = MigrationThrottles(store, admin, config.cluster, config.throttle, self.copies,
+        self.throttles = MigrationLevers(store, admin, config.cluster, config.throttle, self.copies,
                                             self._propose, lambda: self.guard.announce_throttles(),
                                             interval_s=config.interval_s)
         self.placement = Placement(admin, config.throttle, self.copies,
@@ -427,7 +427,7 @@ class Executor:
         self.copies.begin_pass(now)  # a fresh clock: interval rates are refilled by this pass's observations
         return _Pass(ex, live, dirs, now, TaskChanges(ex.tasks))
 
-    def _use_policy(self, policy: ThrottlePolicy) -> None:
+    def _use_policy(self, policy: MigrationRatePolicy) -> None:
         """This pass's throttle policy: the executor's, with the execution's recorded settings over it
         (:mod:`.settings`; read from the replicated record every pass, so they survive a failover)."""
         self.throttles.policy = policy

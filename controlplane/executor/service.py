@@ -31,11 +31,11 @@ from collectors.disk_rates import DiskLoad
 from controlplane.executor.conflicts import ExecutionConflict
 from controlplane.executor.lease import ExecutionLease, LeaseOwner, client_id, leftovers
 from controlplane.executor.live import FactsSource
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.migrations import MigrationDriver
 from controlplane.executor.observed import standalone
 from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorConfig, PassReport
 from controlplane.executor.release import KIND_RESTORE, ReleaseError, recorded_replicas, restore_plan
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.logs import cluster_scope
 from controlplane.state.commands import meta
 from controlplane.state.reads import cluster_record, execution_record, plan_record
@@ -75,7 +75,7 @@ def bind_cluster(name: str, record: Mapping[str, Any]) -> Binding | None:
 class ExecutorService:
     """Leader-only executor loop over every cluster in the replicated state."""
 
-    def __init__(self, store: StateStore, policy: ThrottlePolicy | None = None, interval_s: float = 5.0,
+    def __init__(self, store: StateStore, policy: MigrationRatePolicy | None = None, interval_s: float = 5.0,
                  bind: Callable[[str, Mapping[str, Any]], Binding | None] = bind_cluster,
                  ordering: str = "small_first",
                  ingress: Callable[[str], Callable[[str, int], float]] | None = None,
@@ -91,7 +91,7 @@ class ExecutorService:
         self.sweep_every = sweep_every
         self._passes = 0
         self.ingress = ingress
-        self.policy = policy or ThrottlePolicy()
+        self.policy = policy or MigrationRatePolicy()
         self.interval_s = interval_s
         self.bind = bind
         self.ordering = ordering

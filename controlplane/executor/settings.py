@@ -7,7 +7,7 @@ replicated). Method: the
 settings are a plain JSON object stored in the replicated execution record (``options.throttle``), so a
 new leader after a failover applies them as the old one did; :func:`throttle_settings` checks and
 normalises the object (rates as bytes/s, the schedule kept as its text), :func:`policy_for` lays it over
-the executor's configured :class:`~.throttle.ThrottlePolicy` at the start of every pass.
+the executor's configured :class:`~.migration_rate.MigrationRatePolicy` at the start of every pass.
 Guarantee: a setting that :func:`throttle_settings` accepted always builds a valid policy; an unset key
 keeps the executor's configured value. Cost: O(schedule windows) per pass.
 """
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from controlplane.executor.throttle import Schedule, ThrottlePolicy, parse_rate
+from controlplane.executor.migration_rate import MigrationRatePolicy, Schedule, parse_rate
 
 log = logging.getLogger("guardian.executor")
 RATE_KEYS = ("floor", "ceiling", "initial", "fixed_rate", "nic_bytes_per_s")
@@ -44,7 +44,7 @@ def _rate(key: str, value: Any) -> float:
     return rate
 
 
-def throttle_settings(doc: Mapping[str, Any], base: ThrottlePolicy | None = None) -> dict[str, Any]:
+def throttle_settings(doc: Mapping[str, Any], base: MigrationRatePolicy | None = None) -> dict[str, Any]:
     """The normalised settings (rates in bytes/s, ``schedule`` as text); :class:`SettingsError` naming the
     first bad key, or when the settings and ``base`` together make no valid policy (e.g. floor > ceiling)."""
     unknown = sorted(set(doc) - set(KEYS))
@@ -77,13 +77,13 @@ def throttle_settings(doc: Mapping[str, Any], base: ThrottlePolicy | None = None
         else:
             out[key] = _rate(key, value)
     try:
-        policy_of(base or ThrottlePolicy(), out)
+        policy_of(base or MigrationRatePolicy(), out)
     except ValueError as exc:
         raise SettingsError(f"throttle: {exc}") from None
     return out
 
 
-def policy_of(base: ThrottlePolicy, settings: Mapping[str, Any]) -> ThrottlePolicy:
+def policy_of(base: MigrationRatePolicy, settings: Mapping[str, Any]) -> MigrationRatePolicy:
     """``base`` with ``settings`` (normalised by :func:`throttle_settings`) laid over it; ValueError if invalid."""
     changes: dict[str, Any] = {k: v for k, v in settings.items() if k in KEYS and k != "schedule"}
     if "schedule" in settings:
@@ -91,7 +91,7 @@ def policy_of(base: ThrottlePolicy, settings: Mapping[str, Any]) -> ThrottlePoli
     return replace(base, **changes) if changes else base
 
 
-def policy_for(base: ThrottlePolicy, options: Mapping[str, Any]) -> ThrottlePolicy:
+def policy_for(base: MigrationRatePolicy, options: Mapping[str, Any]) -> MigrationRatePolicy:
     """The policy an execution runs under: ``base`` with its recorded ``options.throttle`` (a record that no
     longer builds a valid policy — never accepted by the API — is logged and ignored)."""
     settings = options.get("throttle")

@@ -9,7 +9,7 @@ bootstrap servers, the cluster's Kafka ``security`` settings, every metrics endp
 the rack->IDC rule, IDC overrides and hardware profile, the consumer-offsets source, control URL) into
 :class:`ClusterClients`, every client connected with the cluster's security settings: the cluster's
 admin client (:class:`~kafkaio.admin.KafkaAdmin`, used by the executor and, through
-:class:`~kafkaio.levers.KafkaLevers`, by throttle protection), the observer's bulk reader
+:class:`~kafkaio.throttle_writer.ThrottleWriter`, by throttle protection), the observer's bulk reader
 (:class:`~kafkaio.source.KafkaSource`), both on the one :class:`~kafkaio.connection.KafkaConnection`,
 and the audit-topic reader. :class:`ClusterBindings` keeps one per cluster, rebinds when the record's
 endpoints change and closes what was removed.
@@ -33,8 +33,8 @@ from kafkaio.admin import KafkaAdmin
 from kafkaio.audit import AUDIT_TOPIC, AuditShares
 from kafkaio.connection import KafkaConnection
 from kafkaio.endpoints import ClusterEndpoints
-from kafkaio.levers import KafkaLevers
 from kafkaio.source import KafkaSource, KafkaSourceOptions
+from kafkaio.throttle_writer import ThrottleWriter
 
 ADMIN_CLIENT_ID = f"guardian-service-{socket.gethostname()}-{os.getpid()}"
 """This node's Kafka client id: distinct per process, so brokers' logs and quotas tell executors apart."""
@@ -61,7 +61,7 @@ class ClusterClients:
     """The cluster's admin client: executor reads and writes, throttle levers."""
     source: KafkaSource
     """The observer's bulk reader (metadata cache, log dirs, configs, quotas of every broker)."""
-    levers: KafkaLevers
+    levers: ThrottleWriter
     audit: AuditShares
     connection: KafkaConnection
     """The one Kafka client of the cluster, shared by ``admin``, ``source`` and ``levers``."""
@@ -93,7 +93,7 @@ def bind_clients(name: str, record: Mapping[str, Any], timeout_s: float = 5.0,
                                                bootstrap_timeout_ms=ms)
     admin = KafkaAdmin(connection)
     source = KafkaSource(connection, KafkaSourceOptions(request_timeout_ms=ms, bootstrap_timeout_ms=ms))
-    return ClusterClients(endpoints, admin, source, KafkaLevers(admin),
+    return ClusterClients(endpoints, admin, source, ThrottleWriter(admin),
                           AuditShares(endpoints.bootstrap_servers, audit_topic, security=endpoints.security),
                           connection)
 

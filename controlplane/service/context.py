@@ -22,8 +22,8 @@ from controlplane.state.store import StateStore
 
 if TYPE_CHECKING:
     from analytics_spark.clickhouse import ClickHouse
+    from controlplane.service.protection import ProtectionService
     from controlplane.service.scheduler import LeaderScheduler
-    from controlplane.service.throttle_loop import ThrottleService
     from kafkaio.port import KafkaCluster
     from planners.load_basis import ModelledLoad
     from tiered.store import TieredStore
@@ -85,7 +85,7 @@ class ServiceContext:
     """This node's ClickHouse when configured (rollups, analytics)."""
     executor: PlanExecutor | None = None
     """The executor service (None: plans cannot be executed here)."""
-    throttle: ThrottleService | None = None
+    throttle: ProtectionService | None = None
     load_model: Callable[[str], ModelledLoad | None] | None = None
     """Port: cluster -> the traffic model's per-partition peak write rates (``load_basis="modelled_peak"``
     plans); wired to ClickHouse by :mod:`controlplane.bootstrap`."""

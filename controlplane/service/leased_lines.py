@@ -3,7 +3,7 @@
 Goal: every collection round, know what crosses each IDC pair (by kind) and, when a configured line is
 hot, slow the traffic that can wait — through the same levers and action log as the disk protection.
 
-Method: the throttle service (:mod:`controlplane.service.throttle_loop`) calls :meth:`LineService.evaluate`
+Method: the throttle service (:mod:`controlplane.service.protection`) calls :meth:`LineService.evaluate`
 with each new round's observation (snapshot, copies in flight, audit flows with client IDCs); this module
 turns it into :func:`planners.line_accounting.account_round` (capacities from ``[leased_lines]``) and
 :func:`planners.line_protection.plan_line_throttles` (its health state kept here per cluster; other
@@ -47,7 +47,7 @@ from planners.line_protection import (
     LineProtectionConfig,
     plan_line_throttles,
 )
-from planners.throttle import ActiveThrottle, Transfer
+from planners.protection import ActiveThrottle, Transfer
 
 
 def protection_config(conf: LeasedLinesConf) -> LineProtectionConfig:

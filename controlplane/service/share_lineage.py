@@ -9,7 +9,7 @@ Method: :func:`share_fetch_shares` takes the round's share readers (:meth:`Parti
 ShareGroupDescribe) and the partition's readers (the groups the position estimate counts: consumer and share groups
 alike). A partition's bytes out are split equally over its reading groups (no Kafka API reports a group's or a
 member's bytes), a share group's part equally over its members (by client id). :func:`with_share_members` adds
-these shares to the planner's :class:`~planners.throttle.Lineage` as the partition's fetch lineage where the audit
+these shares to the planner's :class:`~planners.protection.Lineage` as the partition's fetch lineage where the audit
 topic gave none (audit lineage measures bytes per client: it wins). The shares cover only the share groups' part;
 a consumer group reading the same partition is left to the other evidence.
 
@@ -26,7 +26,7 @@ from dataclasses import replace
 from collectors.build.records import Collected, PartitionDetails
 from collectors.build.share import ShareReader
 from domain import PartitionId
-from planners.throttle import ClientShare, Lineage
+from planners.protection import ClientShare, Lineage
 
 
 def share_fetch_shares(share_read: Mapping[PartitionId, Sequence[ShareReader]],

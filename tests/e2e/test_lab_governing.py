@@ -38,7 +38,7 @@ from collectors.build.names import BROKER_METRICS, M_DM_INFO, M_ROTATION
 from collectors.disk_rates import HOST_METRICS
 from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
-from controlplane.executor.throttle import DELIVERY_MAX
+from controlplane.executor.migration_rate import DELIVERY_MAX
 from controlplane.logs import setup_logging
 from domain.lease import LEASE_TOPIC
 from tests.support.healing_support import healing_job
@@ -302,7 +302,7 @@ def test_plan_executes_under_real_throttles_at_their_rate(lab: Lab, governed: tu
           f"{intra_whole / RATE:.2f}x) under replica.alter.log.dirs.io.max.bytes.per.second up to "
           f"{alter_dirs / 1e6:.2f} MB/s; took {time.monotonic() - t0:.0f} s")
     # Kafka's quota delivers ~0.8 of a rate: the executor sets it up to DELIVERY_MAX x what was asked so that the
-    # copies run at what was asked (controlplane/executor/throttle.py), and never more than that
+    # copies run at what was asked (controlplane/executor/migration_rate.py), and never more than that
     assert RATE <= follower <= DELIVERY_MAX * RATE * 1.001 and RATE <= alter_dirs <= DELIVERY_MAX * RATE * 1.001
     assert 0.8 * RATE <= inter_rate <= 1.2 * RATE
     assert 0.8 * RATE <= intra_rate <= 1.2 * RATE

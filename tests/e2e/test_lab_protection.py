@@ -60,7 +60,7 @@ from kafka.admin import NewTopic
 from controlplane.bootstrap import Service
 from controlplane.config import IntervalsConf, TokenConf, hash_token
 from kafkalab import lab as kl
-from planners.throttle import ThrottleConfig
+from planners.protection import ProtectionConfig
 from tests.support.lab_support import Lab, replica_sizes, running_lab, wait_for
 from tests.support.service_support import served_service
 
@@ -76,7 +76,7 @@ RECORD = 64 * 1024
 FETCH_BYTES = 256 * 1024  # the lagging consumer's max.partition.fetch.bytes: one fetch is 1/8 s of the disk
 WINDOW_S = 60.0
 SCRAPE_S = 2.5
-TARGET = ThrottleConfig().target_util
+TARGET = ProtectionConfig().target_util
 
 
 def guardian(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

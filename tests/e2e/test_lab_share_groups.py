@@ -27,7 +27,7 @@ from kafkaio.group_types import ShareGroup
 from kafkaio.source import KafkaSource
 from kafkaio.types import KafkaState
 from kafkalab.share_consumers import ShareConsumer
-from planners.throttle import Lineage
+from planners.protection import Lineage
 from tests.support.lab_support import Lab, running_lab, wait_for
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]

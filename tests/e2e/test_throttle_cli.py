@@ -19,9 +19,11 @@ import uvicorn
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
-from controlplane.service.throttle_loop import ClusterBinding, Observation, ThrottleService
+from controlplane.service.protection import ClusterBinding, ProtectionService
 from controlplane.state.store import LocalStateStore
 from domain import dump_snapshot
+from domain.throttles import Lever
+from planners.protection import Observation
 from tests.support.throttle_support import hot_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,10 +42,10 @@ class Source:
 
 
 class Actuator:
-    def apply(self, kind: str, target: object, rate_bytes_per_s: float) -> None:
+    def apply(self, lever: Lever) -> None:
         pass
 
-    def remove(self, kind: str, target: object) -> None:
+    def remove(self, lever: Lever) -> None:
         pass
 
 
@@ -55,7 +57,7 @@ def server(tmp_path: Path) -> Iterator[str]:
                    "bootstrap_servers": ["127.0.0.1:9"]})
     store.propose({"type": "cluster.register", "meta": {"who": "t", "at": "2026-11-22T00:00:00Z"}, "name": "c2",
                    "bootstrap_servers": ["127.0.0.1:9"]})
-    service = ThrottleService(store)
+    service = ProtectionService(store)
     service.bind("c1", ClusterBinding(Source(), Actuator()))
     service.job()
     service.job()  # two hot samples: fetch:orders:0 is set

@@ -24,13 +24,14 @@ from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.service.planning import PlanRequestError, make_plan
-from controlplane.service.throttle_loop import ClusterBinding, Observation, ThrottleService
+from controlplane.service.protection import ClusterBinding, ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import check_plan, parse_plan, plan_to_dict
+from domain.throttles import CONSUMER_QUOTA, Lever
 from planners.load_basis import apply_load_basis
+from planners.protection import ClientShare, Lineage, Observation
 from planners.registry import PLANNERS
-from planners.throttle import CONSUMER_QUOTA, ClientShare, Lineage
 from tests.support.chdb_session import chdb_path, fresh_database
 from tests.support.service_ports import RecordingExecutor
 from tests.support.throttle_support import MB, disk, hot_snapshot, part, snapshot
@@ -167,17 +168,18 @@ class Actuator:
     def __init__(self) -> None:
         self.applied: dict[str, float] = {}
 
-    def apply(self, kind: str, target: Any, rate: float) -> None:
-        self.applied[f"{kind}:{target.get('client_id')}"] = rate
+    def apply(self, lever: Lever) -> None:
+        assert lever.rate is not None
+        self.applied[f"{lever.kind}:{lever.target.get('client_id')}"] = lever.rate
 
-    def remove(self, kind: str, target: Any) -> None:
-        self.applied.pop(f"{kind}:{target.get('client_id')}", None)
+    def remove(self, lever: Lever) -> None:
+        self.applied.pop(f"{lever.kind}:{lever.target.get('client_id')}", None)
 
 
-def throttle_with(lineage_port: Any, observed: Lineage | None = None) -> tuple[ThrottleService, Actuator]:
+def throttle_with(lineage_port: Any, observed: Lineage | None = None) -> tuple[ProtectionService, Actuator]:
     store = LocalStateStore()
     store.propose({"type": "cluster.register", "meta": meta("t"), "name": "c1", "bootstrap_servers": ["127.0.0.1:9"]})
-    service = ThrottleService(store, lineage=lineage_port)
+    service = ProtectionService(store, lineage=lineage_port)
     actuator = Actuator()
     service.bind("c1", ClusterBinding(Source(observed), actuator))
     return service, actuator

@@ -190,6 +190,12 @@ def test_configuration_endpoints(client: TestClient) -> None:
     assert client.delete("/api/v1/clusters/c1/maintenance/3", headers=auth("operator")).status_code == 200
     r = client.put("/api/v1/throttles/c1/disk-1", headers=auth("operator"),
                    json={"kind": "follower", "target": {"broker": 1}, "rate_bytes_per_s": 1e6})
+    assert r.status_code == 400 and "$.kind" in r.text and "follower_replication" in r.text  # never applied: refused
+    r = client.put("/api/v1/throttles/c1/disk-1", headers=auth("operator"),
+                   json={"kind": "follower_replication", "target": {"broker": 1}, "rate_bytes_per_s": 1e6})
+    assert r.status_code == 400 and "topic, partition" in r.text  # the target a follower lever needs
+    r = client.put("/api/v1/throttles/c1/disk-1", headers=auth("operator"),
+                   json={"kind": "migration_rate", "target": {"broker": 1}, "rate_bytes_per_s": 1e6})
     assert r.status_code == 200
     assert client.get("/api/v1/throttles", headers=auth("viewer")).json()[0]["key"] == "disk-1"
     assert client.delete("/api/v1/throttles/c1/disk-1", headers=auth("operator")).status_code == 200

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.raft_store import RaftStateStore
 from raft.localcluster import free_ports
 from tests.support.executor_support import Sim, one_replica_plan, scenario
@@ -29,7 +29,7 @@ def leader_store(addr: str, data: Path) -> RaftStateStore:
 def executor(store: RaftStateStore, sim: Sim) -> Executor:
     view = sim.standalone_view()
     return Executor(store, sim.kafka_admin(),
-                    ExecutorConfig("c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=10e6)), view, view)
+                    ExecutorConfig("c1", throttle=MigrationRatePolicy(mode="fixed", fixed_rate=10e6)), view, view)
 
 
 def test_executor_on_raft_state_resumes_after_restart_without_duplicates(tmp_path: Path) -> None:

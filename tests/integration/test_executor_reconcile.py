@@ -10,8 +10,8 @@ import pytest
 from kafka.admin import NewPartitions
 
 from controlplane.executor.live import main_dir
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
@@ -20,7 +20,7 @@ from tests.support.executor_support import Sim, one_replica_plan, scenario
 pytestmark = pytest.mark.timeout(120)
 
 
-def make_executor(sim: Sim, policy: ThrottlePolicy, store: LocalStateStore | None = None) -> Executor:
+def make_executor(sim: Sim, policy: MigrationRatePolicy, store: LocalStateStore | None = None) -> Executor:
     view = sim.standalone_view()
     ex = Executor(store or LocalStateStore(), sim.kafka_admin(),
                   ExecutorConfig("c1", throttle=policy), view, view)
@@ -41,7 +41,7 @@ def test_200_partition_rebalance_completes_within_caps_and_removes_every_throttl
     live = sim.live()
     plan = one_replica_plan(live)
     assert len(plan.moves) == 200
-    ex = make_executor(sim, ThrottlePolicy(initial=10e6, follower_reads=follower_reads))
+    ex = make_executor(sim, MigrationRatePolicy(initial=10e6, follower_reads=follower_reads))
     eid = ex.start(plan, caps={"per_broker": 3})
     seen_throttles: list[dict[str, Any]] = []
     max_dest: Counter[int] = Counter()
@@ -84,7 +84,7 @@ def test_stop_with_rollback_gives_follower_reads_their_old_order_and_leader_back
     sim = make_sim(scenario(brokers=6, topics=2, partitions=30, rf=2, size_gb=0.2, speed=10))
     live = sim.live()
     plan = one_replica_plan(live)
-    ex = make_executor(sim, ThrottlePolicy(initial=4e6, follower_reads=True))
+    ex = make_executor(sim, MigrationRatePolicy(initial=4e6, follower_reads=True))
     eid = ex.start(plan, caps={"per_broker": 3})
     for _ in range(40):  # until some follower reads are under way: lead-in done or copying
         ex.run_pass()
@@ -115,7 +115,7 @@ def test_killing_a_destination_broker_cancels_exactly_its_tasks(make_sim: Any) -
         return 6 if 6 in others and tp[1] % 3 == 0 else rest[tp[1] % len(rest)]
 
     plan = one_replica_plan(live, dest=dest)
-    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=4e6))
+    ex = make_executor(sim, MigrationRatePolicy(mode="fixed", fixed_rate=4e6))
     eid = ex.start(plan, caps={"per_broker": 4, "per_disk": 4})
     affected = {k for k, t in tasks_of(ex, eid).items() if 6 in t["source_replicas"] or 6 in t["target_replicas"]}
     assert affected and len(affected) < len(plan.moves)
@@ -157,7 +157,7 @@ def test_killing_a_destination_broker_cancels_exactly_its_tasks(make_sim: Any) -
 def test_partition_expansion_cancels_only_that_topics_tasks(make_sim: Any) -> None:
     sim = make_sim(scenario(brokers=6, topics=2, partitions=10, rf=2, size_gb=0.5, speed=10))
     plan = one_replica_plan(sim.live())
-    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=4e6))
+    ex = make_executor(sim, MigrationRatePolicy(mode="fixed", fixed_rate=4e6))
     eid = ex.start(plan, caps={"per_broker": 5, "per_disk": 5})
     ex.run_pass()
     ex.run_pass()
@@ -191,7 +191,7 @@ def test_partition_expansion_cancels_only_that_topics_tasks(make_sim: Any) -> No
 def test_caps_change_while_running_and_a_slow_move_does_not_block_others(make_sim: Any) -> None:
     sim = make_sim(scenario(brokers=6, topics=1, partitions=12, rf=2, size_gb=0.2, speed=5))
     plan = one_replica_plan(sim.live())
-    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=1e6))
+    ex = make_executor(sim, MigrationRatePolicy(mode="fixed", fixed_rate=1e6))
     eid = ex.start(plan, caps={"per_broker": 1, "per_disk": 9, "per_cluster": 50})
 
     def in_flight() -> list[dict[str, Any]]:
@@ -226,7 +226,7 @@ def test_intra_broker_log_dir_moves_complete_under_the_alter_log_dirs_throttle(m
         other = "/data2" if cur.log_dir == "/data1" else "/data1"
         moves.append(PartitionMove(tp[0], tp[1], p.replicas, (other, None)))
     plan = Plan("c1", "disk-balance", tuple(moves))
-    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=20e6))
+    ex = make_executor(sim, MigrationRatePolicy(mode="fixed", fixed_rate=20e6))
     eid = ex.start(plan, caps={"per_disk": 1})
     assert {t["action"] for t in tasks_of(ex, eid).values()} == {"move_log_dir"}
     saw_rate = False
@@ -249,7 +249,7 @@ def test_intra_broker_log_dir_moves_complete_under_the_alter_log_dirs_throttle(m
 def test_throttles_are_level_based_respect_protection_and_leave_foreign_entries(make_sim: Any) -> None:
     sim = make_sim(scenario(brokers=6, topics=1, partitions=6, rf=2, size_gb=0.5, speed=5))
     plan = one_replica_plan(sim.live())
-    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=4e6))
+    ex = make_executor(sim, MigrationRatePolicy(mode="fixed", fixed_rate=4e6))
     eid = ex.start(plan, caps={"per_broker": 5})
     ex.run_pass()  # measures disk load
     ex.run_pass()
@@ -278,7 +278,7 @@ def test_throttles_are_level_based_respect_protection_and_leave_foreign_entries(
 def test_stop_without_rollback_lets_in_flight_moves_finish_and_starts_nothing_new(make_sim: Any) -> None:
     sim = make_sim(scenario(brokers=6, topics=1, partitions=12, rf=2, size_gb=0.2, speed=5))
     plan = one_replica_plan(sim.live())
-    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=2e6))
+    ex = make_executor(sim, MigrationRatePolicy(mode="fixed", fixed_rate=2e6))
     eid = ex.start(plan, caps={"per_broker": 1})
     ex.run_pass()  # measures disk load
     ex.run_pass()
@@ -300,7 +300,7 @@ def test_a_move_onto_a_broker_put_in_maintenance_after_proposal_is_refused_and_t
     plan = one_replica_plan(live)
     onto = {m.id: next(b for b in m.replicas if b not in live.partitions[m.id].replicas) for m in plan.moves}
     target = Counter(onto.values()).most_common(1)[0][0]
-    ex = make_executor(sim, ThrottlePolicy(mode="fixed", fixed_rate=50e6))
+    ex = make_executor(sim, MigrationRatePolicy(mode="fixed", fixed_rate=50e6))
     eid = ex.start(plan, caps={"per_broker": 2})  # proposed and approved against a cluster without the flag
     ex.store.propose({"type": "maintenance.set", "meta": meta("operator", "rolling restart"), "cluster": "c1",
                       "broker": target, "enabled": True})

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.service import ExecutorService
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import plan_to_dict
@@ -34,7 +34,7 @@ class FollowerView:
 def test_approved_plan_executes_on_the_leader_and_not_on_a_follower(tmp_path: Path) -> None:
     sim = Sim(scenario(brokers=5, topics=2, partitions=8, rf=2, size_gb=0.05, speed=20), tmp_path)
     store = LocalStateStore(tmp_path / "state.json")
-    service = ExecutorService(store, ThrottlePolicy(initial=50e6), interval_s=0.1)
+    service = ExecutorService(store, MigrationRatePolicy(initial=50e6), interval_s=0.1)
     follower = ExecutorService(FollowerView(store), interval_s=0.1)
     try:
         store.propose({"type": "cluster.register", "meta": meta("op"), "name": "c1",

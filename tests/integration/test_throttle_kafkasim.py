@@ -15,7 +15,8 @@ from fastapi.testclient import TestClient
 from controlplane.api.app import create_app
 from controlplane.config import Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
-from planners.throttle import CONSUMER_QUOTA, MIGRATION, PARTITION_FETCH, WHO
+from domain.throttles import CONSUMER_QUOTA, MIGRATION, PARTITION_FETCH
+from planners.protection import WHO
 from tests.support.throttle_scenario import HOT_PARTITION, ThrottleScenario
 
 COLLECTION_INTERVAL_S = 10.0

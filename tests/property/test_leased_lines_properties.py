@@ -12,7 +12,7 @@ from domain.throttles import CONSUMER_QUOTA, FOLLOWER, MIGRATION
 from kafkasim.physics.network import LineSpec, Network
 from planners.line_accounting import LINE_KINDS, AuditFlow, LineFlow, account_lines, line_flows
 from planners.line_protection import LineHealth, LineLimit, LineProtectionConfig, plan_line_throttles
-from planners.throttle import Transfer
+from planners.protection import Transfer
 from tests.support.line_support import MB, part, two_idc
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from collectors.disk_rates import DiskRate
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore, StateStore
 from domain import PartitionMove, Plan
 from kafkaio.fake import ELECTION_NOT_NEEDED, FakeKafkaCluster
@@ -111,7 +111,7 @@ class StaticDisks:
 def follower_read_executor(fake: FakeKafkaCluster, store: StateStore, max_attempts: int = 5) -> Executor:
     """An executor with follower reads on (adaptive throttle) whose disk load shows broker 1's disk busy."""
     disks = [(b, d) for b, ds in fake.log_dir_paths.items() for d in ds]
-    policy = ThrottlePolicy(mode="adaptive", util_threshold=0.75, initial=20e6, follower_reads=True)
+    policy = MigrationRatePolicy(mode="adaptive", util_threshold=0.75, initial=20e6, follower_reads=True)
     return Executor(store, fake, ExecutorConfig("c1", throttle=policy, max_attempts=max_attempts),
                     scraper=StaticDisks(disks, {(1, "/d1"): 0.6}))
 

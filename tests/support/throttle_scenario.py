@@ -22,12 +22,12 @@ from controlplane.service.clusters import ClusterBindings
 from controlplane.service.collection import CollectionJob
 from controlplane.service.context import ServiceContext
 from controlplane.service.leased_lines import LineService
-from controlplane.service.throttle_loop import ThrottleService
-from controlplane.service.throttle_source import round_binding
+from controlplane.service.protection import ProtectionService
+from controlplane.service.protection_source import round_binding
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from kafkasim.scenarios.scenario import Federation, build_federation
-from planners.throttle import ThrottleConfig
+from planners.protection import ProtectionConfig
 from tests.support.kafkasim_support import http_json, register_fields, start_federation
 
 CLUSTER = "east"
@@ -77,7 +77,7 @@ class DrivenScenario:
     on one local state store; ``close()`` when done."""
 
     def __init__(self, fed: Federation, step_s: float, protection: bool = True,
-                 config: ThrottleConfig | None = None, lines: LineService | None = None) -> None:
+                 config: ProtectionConfig | None = None, lines: LineService | None = None) -> None:
         self.fed = fed
         self.protection = protection
         self.step_s = step_s
@@ -96,7 +96,7 @@ class DrivenScenario:
                                 **register_fields(c), "control_url": self.control})
             self.ctx = ServiceContext(settings=Settings(), store=self.store)
             self.observer = CollectionJob(bindings=ClusterBindings())
-            self.service = ThrottleService(self.store, config or ThrottleConfig(), max_snapshot_age_s=60,
+            self.service = ProtectionService(self.store, config or ProtectionConfig(), max_snapshot_age_s=60,
                                            bind=round_binding(self.observer.board, self.observer.bindings),
                                            lines=lines)
         except BaseException:
@@ -145,7 +145,7 @@ class ThrottleScenario(DrivenScenario):
     """The :func:`spec` scenario with throttle protection on (or off, to measure the unprotected)."""
 
     def __init__(self, partition_throttle: bool = True, protection: bool = True, seed: int = 5,
-                 step_s: float = 5.0, config: ThrottleConfig | None = None) -> None:
+                 step_s: float = 5.0, config: ProtectionConfig | None = None) -> None:
         fed = build_federation(spec(partition_throttle, seed))
         fed.engine.burst_rate_per_hour = 0.0  # no random bursts: "unaffected" is measurable to +-5%
         super().__init__(fed, step_s, protection, config)

@@ -16,7 +16,7 @@ from collectors.rates import VectorCounterTracker
 from controlplane.service.share_lineage import share_fetch_shares, with_share_members
 from kafkaio.group_types import GroupOffsets, ShareGroup, ShareMember, SharePartitionOffset
 from kafkaio.types import KafkaState
-from planners.throttle import ClientShare, Lineage
+from planners.protection import ClientShare, Lineage
 
 J0, J1 = ("jobs", 0), ("jobs", 1)
 

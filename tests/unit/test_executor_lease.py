@@ -12,9 +12,9 @@ import pytest
 
 from controlplane.executor.conflicts import ForeignReassignments
 from controlplane.executor.lease import ExecutionLease, LeaseHeld, LeaseLost, LeaseOwner
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.service import ExecutorService
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, plan_to_dict
 from domain.lease import CLAIM, RELEASE, RENEW, LeaseRecord, child, fold
@@ -36,8 +36,8 @@ def executor(fake: FakeKafkaCluster, name: str, kind: str = "cli") -> Executor:
     owner = LeaseOwner(kind, f"host-{name}", 100 + len(name), f"guardian-exec-{name}", identity=f"{name}-state")
     lease = ExecutionLease(view, "c1", owner, TTL_S, clock=lambda: fake.clock_ms / 1000,
                            monotonic=lambda: fake.clock_ms / 1000)
-    ex = Executor(LocalStateStore(), view, ExecutorConfig("c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=10e6)),
-                  lease=lease)
+    ex = Executor(LocalStateStore(), view,
+                  ExecutorConfig("c1", throttle=MigrationRatePolicy(mode="fixed", fixed_rate=10e6)), lease=lease)
     ex.ensure_cluster(fake.bootstrap_servers)
     return ex
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.fake import FakeKafkaCluster
@@ -16,7 +16,7 @@ def started(size_bytes: int, choice: str = "joint") -> tuple[FakeKafkaCluster, E
     """Brokers 1-3 (one disk each, util 0.3); ``t-0`` on [1, 2] moved to [3, 2]; adaptive throttle."""
     fake = FakeKafkaCluster({b: ("/d1",) for b in (1, 2, 3)})
     fake.add_topic("t", [[1, 2]], size_bytes=size_bytes)
-    policy = ThrottlePolicy(mode="adaptive", util_threshold=0.75, initial=20e6, choice=choice)
+    policy = MigrationRatePolicy(mode="adaptive", util_threshold=0.75, initial=20e6, choice=choice)
     executor = Executor(LocalStateStore(), fake, ExecutorConfig("c1", throttle=policy, interval_s=5.0,
                                                                 min_interval_s=1.0),
                         scraper=StaticDisks([(b, "/d1") for b in (1, 2, 3)], {}))
@@ -59,7 +59,7 @@ def test_without_the_joint_choice_the_interval_stands() -> None:
 def test_a_pass_without_copies_does_not_reuse_an_earlier_expected_end() -> None:
     fake = FakeKafkaCluster({b: ("/d1",) for b in (1, 2, 3)})
     fake.add_topic("t", [[1, 2]], size_bytes=400 * MB)
-    policy = ThrottlePolicy(mode="adaptive", util_threshold=0.75, initial=20e6)
+    policy = MigrationRatePolicy(mode="adaptive", util_threshold=0.75, initial=20e6)
     executor = Executor(LocalStateStore(), fake, ExecutorConfig("c1", throttle=policy),
                         scraper=StaticDisks([(b, "/d1") for b in (1, 2, 3)], {}))
     executor.ensure_cluster(fake.bootstrap_servers)

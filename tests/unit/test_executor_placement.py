@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.placement import Placement, pending_work
-from controlplane.executor.throttle import ThrottlePolicy
 from domain.execution import Task
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
 
@@ -31,7 +31,7 @@ def task(key: str, src: int, src_dir: str, dst: int, size: int, state: str = "PE
 
 def placement(tasks: list[Task]) -> Placement:
     """A placement whose backlog counts ``tasks`` (each reads its source disk)."""
-    p = Placement(FakeAdmin(), ThrottlePolicy(mode="adaptive", util_threshold=0.75), CopyMeter(),  # type: ignore[arg-type]
+    p = Placement(FakeAdmin(), MigrationRatePolicy(mode="adaptive", util_threshold=0.75), CopyMeter(),  # type: ignore[arg-type]
                   lambda: {})
     p.begin_pass(DISKS)
     live = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta(t.topic, t.partition, t.source_replicas,

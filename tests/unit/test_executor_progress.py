@@ -7,9 +7,9 @@ import itertools
 from dataclasses import replace
 
 from collectors.builder import Collected
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.observed import ObservedCluster
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from kafkaio.fake import FakeKafkaCluster
@@ -37,7 +37,7 @@ def service_executor(move: PartitionMove) -> tuple[FakeKafkaCluster, Executor, R
     rounds = Rounds()
     view = ObservedCluster(lambda: rounds.round)  # the service's wiring: the latest published round
     executor = Executor(LocalStateStore(), fake, ExecutorConfig(
-        "c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=500e6)), scraper=view, endpoints=view)
+        "c1", throttle=MigrationRatePolicy(mode="fixed", fixed_rate=500e6)), scraper=view, endpoints=view)
     executor.ensure_cluster(fake.bootstrap_servers)
     executor.start(Plan("c1", "rebalance", (move,)))
     return fake, executor, rounds

@@ -7,6 +7,7 @@ from dataclasses import replace
 from controlplane.executor.changes import TaskChanges
 from controlplane.executor.copy_meter import CopyMeter
 from controlplane.executor.drive import TaskDriver
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.placement import Placement
 from controlplane.executor.read_source import (
     copy_source,
@@ -20,7 +21,6 @@ from controlplane.executor.read_source import (
     submit_order,
 )
 from controlplane.executor.submit import Submission
-from controlplane.executor.throttle import ThrottlePolicy
 from domain.execution import Task, TaskState
 from kafkaio.fake import FakeKafkaCluster
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
@@ -83,7 +83,8 @@ def test_a_refused_reorder_is_sent_at_most_max_attempts_times_then_the_task_is_g
     t = replace(task("t:0", [1, 2], ["/d1", "/d1"], [3, 2], GB).start(), attempts=1, reader=2)
     done = LiveCluster(frozenset({1, 2, 3}), {t.tp: PartitionMeta("t", 0, (2, 3), 2, (2, 3))}, {}, {})
     copies = CopyMeter()
-    driver = TaskDriver(copies, Placement(FakeKafkaCluster({}), ThrottlePolicy(), copies, dict), None, max_attempts=3)
+    driver = TaskDriver(copies, Placement(FakeKafkaCluster({}), MigrationRatePolicy(), copies, dict), None,
+                        max_attempts=3)
     sent = 0
     for _ in range(10):
         update, submit = TaskChanges({t.key: t}), Submission()

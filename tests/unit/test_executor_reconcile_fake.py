@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig, PassReport
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan
 from domain.throttles import FOLLOWER_RATE, LEADER_RATE
@@ -29,7 +29,7 @@ def setup(moves: dict[tuple[str, int], tuple[int, ...]], max_attempts: int = 5
     fake = FakeKafkaCluster({b: ("/d1", "/d2") for b in (1, 2, 3, 4)})
     fake.add_topic("t", [[1, 2], [2, 1]], size_bytes=GB)
     executor = Executor(LocalStateStore(), fake, ExecutorConfig(
-        "c1", throttle=ThrottlePolicy(mode="fixed", fixed_rate=10e6), max_attempts=max_attempts))
+        "c1", throttle=MigrationRatePolicy(mode="fixed", fixed_rate=10e6), max_attempts=max_attempts))
     executor.ensure_cluster(fake.bootstrap_servers)
     plan = Plan("c1", "rebalance", tuple(PartitionMove(tp[0], tp[1], r, (None,) * len(r)) for tp, r in moves.items()))
     return fake, executor, executor.start(plan)

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from controlplane.executor.migration_rate import MigrationRatePolicy
 from controlplane.executor.reconcile import Executor, ExecutorConfig
 from controlplane.executor.service import ExecutorService
 from controlplane.executor.settings import SettingsError, policy_for, throttle_settings
-from controlplane.executor.throttle import ThrottlePolicy
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, plan_to_dict
@@ -17,7 +17,7 @@ from domain.throttles import FOLLOWER_RATE
 from kafkaio.fake import FakeKafkaCluster
 
 GB = 1_000_000_000
-BASE = ThrottlePolicy(mode="fixed", fixed_rate=10e6)
+BASE = MigrationRatePolicy(mode="fixed", fixed_rate=10e6)
 
 
 def test_settings_are_normalised_and_bad_ones_name_their_key() -> None:
@@ -38,7 +38,7 @@ def test_policy_for_lays_the_recorded_settings_over_the_configured_policy() -> N
     assert (policy.mode, policy.fixed_rate, policy.util_threshold) == ("fixed", 25e6, BASE.util_threshold)
     assert policy.schedule.ceiling(1_800_000_000) == 5e6
     assert policy_for(BASE, {}) is BASE
-    adaptive = ThrottlePolicy()
+    adaptive = MigrationRatePolicy()
     assert policy_for(adaptive, {"throttle": throttle_settings({"follower_reads": True}, adaptive)}).follower_reads
     assert not adaptive.follower_reads  # opt-in: two leader changes per partition that uses it
     with pytest.raises(SettingsError, match=r"^throttle: follower reads need the adaptive throttle"):

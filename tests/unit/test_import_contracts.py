@@ -15,9 +15,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 EXECUTOR_MAY_IMPORT = {"kafkaio", "kafkaio.port", "kafkaio.types", "kafkaio.group_types", "kafkaio.errors",
-                       "kafkaio.endpoints", "kafkaio.security"}
-"""Of kafkaio, what the executor's collaborators may import: the port, the records, the errors and the cluster's
-declared settings (the endpoints document and its security settings: records and their parser, no request)."""
+                       "kafkaio.endpoints", "kafkaio.security", "kafkaio.throttle_writer"}
+"""Of kafkaio, what the executor's collaborators may import: the port, the records, the errors, the cluster's
+declared settings (the endpoints document and its security settings: records and their parser, no request) and
+the one writer of throttle configs (logic over the port: it sends nothing but through the port it is handed)."""
 
 
 def _contract(name_start: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planners.line_accounting import Accounting, AuditFlow, account_lines, account_round, client_fetch_rates, line_flows
-from planners.throttle import Transfer
+from planners.protection import Transfer
 from tests.support.line_support import MB, part, two_idc
 
 

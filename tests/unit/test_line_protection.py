@@ -16,7 +16,7 @@ from planners.line_protection import (
     plan_line_throttles,
     step_line,
 )
-from planners.throttle import ActiveThrottle
+from planners.protection import ActiveThrottle
 
 MB = 1e6
 AB = ("idc-a", "idc-b")

@@ -12,7 +12,7 @@ from controlplane.api.app import create_app
 from controlplane.config import LeasedLineConf, LeasedLinesConf, Settings, TokenConf, hash_token
 from controlplane.service.context import ServiceContext
 from controlplane.service.leased_lines import LineCollector, LineService, audit_flows_of, protection_config
-from controlplane.service.throttle_loop import ThrottleService
+from controlplane.service.protection import ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from kafkaio.audit import AuditShares
@@ -89,7 +89,7 @@ def test_the_api_route_and_the_overview(tmp_path: Path) -> None:
     store = LocalStateStore()
     store.propose({"type": "cluster.register", "meta": meta("test"), "name": "c", "bootstrap_servers": ["h:1"]})
     lines = LineService(CONF)
-    ctx = ServiceContext(settings=settings, store=store, throttle=ThrottleService(store, lines=lines))
+    ctx = ServiceContext(settings=settings, store=store, throttle=ProtectionService(store, lines=lines))
     headers = {"Authorization": "Bearer v"}
     with TestClient(create_app(ctx)) as client:
         r = client.get("/api/v1/clusters/c/leased-lines", headers=headers)

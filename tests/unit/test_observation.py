@@ -19,17 +19,17 @@ from controlplane.executor.live import live_snapshot
 from controlplane.executor.observed import ObservedCluster
 from controlplane.executor.release import drain_plan
 from controlplane.service.observation import RoundBoard
-from controlplane.service.throttle_loop import ClusterBinding, ThrottleService
-from controlplane.service.throttle_source import ObserveError, RoundThrottleSource, lineage_of, observation_of
+from controlplane.service.protection import ClusterBinding, ProtectionService
+from controlplane.service.protection_source import ObserveError, RoundProtectionSource, lineage_of, observation_of
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain import PartitionMove, Plan, check_plan
-from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, MIGRATION, PARTITION_FETCH, PT_ENABLE, PT_FETCH
+from domain.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, MIGRATION, PARTITION_FETCH, PT_ENABLE, PT_FETCH, Lever
 from kafkaio.endpoints import BrokerInfo, ClusterEndpoints
-from kafkaio.levers import KafkaLevers
+from kafkaio.throttle_writer import ThrottleWriter
 from kafkaio.types import LiveCluster, PartitionMeta, Reassignment, ReplicaDir
 from tests.support.throttle_support import MB, disk, hot_snapshot, part, snapshot
-from tests.unit.test_throttle_service import FakeActuator
+from tests.unit.test_protection_service import FakeActuator
 
 
 def collected(snap: Any = None, *, first: bool = False, metrics: Iterable[int] = (1, 2, 3),
@@ -107,7 +107,7 @@ def test_lineage_sums_clients_per_partition_and_topic() -> None:
 
 def test_throttle_source_refuses_without_a_usable_round() -> None:
     board = RoundBoard()
-    source = RoundThrottleSource(board, "c1")
+    source = RoundProtectionSource(board, "c1")
     with pytest.raises(ObserveError, match="no collection round"):
         source.observe()
     publish(board, collected(metrics=()))
@@ -122,9 +122,9 @@ def test_the_throttle_loop_evaluates_each_round_once_and_alerts_at_once() -> Non
     store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "c1",
                    "bootstrap_servers": ["127.0.0.1:9"]})
     board = RoundBoard()
-    service = ThrottleService(store)
+    service = ProtectionService(store)
     actuator = FakeActuator()
-    service.bind("c1", ClusterBinding(RoundThrottleSource(board, "c1"), actuator))
+    service.bind("c1", ClusterBinding(RoundProtectionSource(board, "c1"), actuator))
     publish(board, collected(replace(hot_snapshot(), taken_at=datetime.now(UTC))))
     first = service.evaluate("c1")
     assert "skipped" not in first
@@ -250,21 +250,29 @@ class FakeKafka:
 
 def test_levers_merge_partition_rates_and_leave_nothing_behind() -> None:
     kafka = FakeKafka()
-    levers = KafkaLevers(kafka)  # type: ignore[arg-type]
-    levers.apply(PARTITION_FETCH, {"topic": "orders", "partition": 0}, 1234.7)
+    levers = ThrottleWriter(kafka)  # type: ignore[arg-type]
+    levers.apply(Lever(PARTITION_FETCH, {"topic": "orders", "partition": 0}, 1234.7))
     assert kafka.topic["orders"][PT_FETCH] == "0:1234,1:500"
-    levers.remove(PARTITION_FETCH, {"topic": "orders", "partition": 1})
-    levers.remove(PARTITION_FETCH, {"topic": "orders", "partition": 0})
+    levers.remove(Lever(PARTITION_FETCH, {"topic": "orders", "partition": 1}))
+    levers.remove(Lever(PARTITION_FETCH, {"topic": "orders", "partition": 0}))
     assert PT_FETCH not in kafka.topic["orders"]
-    levers.apply(MIGRATION, {"broker": 2}, 5e6)
+    levers.apply(Lever(MIGRATION, {"broker": 2}, 5e6))
     assert kafka.broker[2][FOLLOWER_RATE] == "5000000" and kafka.topic["orders"][FOLLOWER_REPLICAS] == "0:2"
     kafka.topic["events"][FOLLOWER_REPLICAS] = "0:2,0:1"  # an entry of a move that finished meanwhile
-    levers.remove(MIGRATION, {"broker": 2})
+    levers.remove(Lever(MIGRATION, {"broker": 2}))
     assert FOLLOWER_RATE not in kafka.broker[2]
     assert kafka.topic["orders"][FOLLOWER_REPLICAS] == "" and kafka.topic["events"][FOLLOWER_REPLICAS] == "0:1"
-    levers.apply("consumer_quota", {"client_id": "billing"}, 1e6)
+    levers.apply(Lever.of("consumer_quota", {"client_id": "billing"}, 1e6))
     assert kafka.quotas["billing"] == {"consumer_byte_rate": 1e6}
-    levers.remove("consumer_quota", {"client_id": "billing"})
+    levers.remove(Lever.of("consumer_quota", {"client_id": "billing"}))
     assert kafka.quotas["billing"] == {}
     with pytest.raises(ValueError):
-        levers.apply("nonsense", {}, 1.0)
+        levers.apply(Lever.of("nonsense", {}, 1.0))
+    with pytest.raises(ValueError, match="needs broker"):  # nothing is sent for a lever without its target
+        levers.apply(Lever(MIGRATION, {}, 5e6))
+    with pytest.raises(ValueError):  # a lever without a rate is a removal, never an apply
+        levers.apply(Lever(MIGRATION, {"broker": 2}))
+    with pytest.raises(ValueError):  # the executor's verbs take throttle keys only
+        levers.set_migration_rates(2, {"log.retention.ms": "1"})
+    with pytest.raises(ValueError):
+        levers.change_throttled_replicas("orders", "cleanup.policy", append=["0:2"])

@@ -13,21 +13,21 @@ import pytest
 from collectors.build.records import PartitionDetail
 from controlplane.cli.throttle import _print_explain
 from controlplane.service.observation import RoundBoard
-from controlplane.service.throttle_loop import ClusterBinding, ThrottleService
-from controlplane.service.throttle_source import GroupAssignments, RoundThrottleSource, assignments_of
+from controlplane.service.protection import ClusterBinding, ProtectionService
+from controlplane.service.protection_source import GroupAssignments, RoundProtectionSource, assignments_of
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
 from domain.throttles import CONSUMER_QUOTA, PT_ENABLE
 from kafkaio.fake import FakeKafkaCluster
-from kafkaio.levers import KafkaLevers
+from kafkaio.throttle_writer import ThrottleWriter
 from kafkaio.types import GroupDescription, GroupMember
-from planners.throttle import (
+from planners.protection import (
     AssignedClient,
     ClientShare,
     DiskHealth,
     Lineage,
-    ThrottleConfig,
-    ThrottleInput,
+    ProtectionConfig,
+    ProtectionInput,
     plan_throttles,
 )
 from tests.support.throttle_support import MB, hot_snapshot
@@ -38,7 +38,7 @@ AUDIT_TOPIC_CLIENTS = {"orders": (ClientShare("dashboard", 30 * MB), ClientShare
 
 
 def quota_plan(lineage: Lineage) -> dict[str, Any]:
-    plan = plan_throttles(hot_snapshot(), ThrottleInput(lineage=lineage, partition_throttle=False), HOT)
+    plan = plan_throttles(hot_snapshot(), ProtectionInput(lineage=lineage, partition_throttle=False), HOT)
     return {d.key: d for d in plan.decisions if d.kind == CONSUMER_QUOTA}
 
 
@@ -55,7 +55,7 @@ def test_the_lagging_groups_members_are_throttled_not_the_tailing_ones_nor_the_t
             "the cluster has no partition-level throttle") in d.why
     assert d.evidence["mechanism"].startswith("client quota of group replay's members assigned orders-0")
     # its rate: below what the group reads from broker 1 now (half of orders-0's bytes out: two groups read it)
-    assert ThrottleConfig().min_rate_bytes_per_s <= d.rate_bytes_per_s < (40 + 120) * MB / 2
+    assert ProtectionConfig().min_rate_bytes_per_s <= d.rate_bytes_per_s < (40 + 120) * MB / 2
 
 
 def test_without_a_disk_reading_group_every_group_assigned_the_partition_is_throttled_and_it_says_so() -> None:
@@ -79,7 +79,7 @@ def test_an_undescribable_group_falls_back_to_the_audit_lineage_and_says_why() -
 
 def test_a_cluster_with_the_partition_throttle_ignores_assignments() -> None:
     lineage = Lineage(assignments={("orders", 0): (AssignedClient("replay", "replay-1", True),)})
-    plan = plan_throttles(hot_snapshot(), ThrottleInput(lineage=lineage, partition_throttle=True), HOT)
+    plan = plan_throttles(hot_snapshot(), ProtectionInput(lineage=lineage, partition_throttle=True), HOT)
     assert {d.kind for d in plan.decisions} == {"partition_fetch"}
     assert all("partition-level throttle" in d.why for d in plan.decisions)
 
@@ -111,7 +111,7 @@ def kafka() -> FakeKafkaCluster:
 def test_the_source_describes_only_the_groups_reading_a_warm_disks_partitions_once_per_ttl() -> None:
     board, fake = RoundBoard(), kafka()
     clock = [100.0]
-    source = RoundThrottleSource(board, "c1", groups=fake)
+    source = RoundProtectionSource(board, "c1", groups=fake)
     assert source.assignments is not None
     source.assignments.clock = lambda: clock[0]
     hot_round(board)
@@ -138,7 +138,7 @@ def test_the_source_describes_only_the_groups_reading_a_warm_disks_partitions_on
 def test_a_cluster_with_the_partition_throttle_is_never_asked_for_groups() -> None:
     board, fake = RoundBoard(), kafka()
     hot_round(board, capable=True)
-    obs = RoundThrottleSource(board, "c1", groups=fake).observe()
+    obs = RoundProtectionSource(board, "c1", groups=fake).observe()
     assert obs.partition_throttle and obs.lineage.assignments == {} and fake.calls == []
 
 
@@ -146,7 +146,7 @@ def test_a_failed_describe_leaves_the_observation_usable() -> None:
     board, fake = RoundBoard(), kafka()
     fake.fail_next["describe_groups"] = 1
     hot_round(board)
-    obs = RoundThrottleSource(board, "c1", groups=fake).observe()
+    obs = RoundProtectionSource(board, "c1", groups=fake).observe()
     assert obs.lineage.assignments == {}
     assert obs.lineage.unassigned[("orders", 0)] == ("group g848 was not described", "group replay was not described",
                                                       "group tail was not described")
@@ -173,8 +173,8 @@ def test_the_service_sets_the_assigned_clients_quota_and_explain_names_the_lever
     store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "c1",
                    "bootstrap_servers": ["127.0.0.1:9"]})
     board, fake = RoundBoard(), kafka()
-    service = ThrottleService(store)
-    service.bind("c1", ClusterBinding(RoundThrottleSource(board, "c1", groups=fake), KafkaLevers(fake)))
+    service = ProtectionService(store)
+    service.bind("c1", ClusterBinding(RoundProtectionSource(board, "c1", groups=fake), ThrottleWriter(fake)))
     hot_round(board)
     service.job()
     hot_round(board)
@@ -196,8 +196,8 @@ def test_explain_says_when_nothing_is_throttled(capsys: pytest.CaptureFixture[st
     store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "c1",
                    "bootstrap_servers": ["127.0.0.1:9"]})
     board, fake = RoundBoard(), kafka()
-    service = ThrottleService(store)
-    service.bind("c1", ClusterBinding(RoundThrottleSource(board, "c1", groups=fake), KafkaLevers(fake)))
+    service = ProtectionService(store)
+    service.bind("c1", ClusterBinding(RoundProtectionSource(board, "c1", groups=fake), ThrottleWriter(fake)))
     hot_round(board, util=0.4)
     service.job()
     _print_explain({**service.explain("c1"), "throttles": []})
@@ -212,7 +212,7 @@ def test_group_assignments_caps_the_groups_it_asks_for() -> None:
     hot_round(board, readers=many)
     r = board.latest("c1")
     assert r is not None
-    GroupAssignments(fake, max_groups=50).lineage(r, ThrottleConfig(), Lineage())
+    GroupAssignments(fake, max_groups=50).lineage(r, ProtectionConfig(), Lineage())
     assert len(fake.calls[0][1]) == 50
 
 
@@ -220,9 +220,9 @@ def test_a_client_quota_outlasts_the_silences_of_kafkas_muting_and_goes_once_the
     """Kafka mutes a throttled client for its throttle time: a quiet evaluation holds the quota; a quota is
     released after ``quota_quiet_samples`` quiet evaluations in a row, and relaxed only while the rate it lets
     through (the lagging client reads all of it) plus the step stays under the low mark."""
-    from planners.throttle import ActiveThrottle, parse_active  # noqa: F401  (parse_active: the state's shape)
+    from planners.protection import ActiveThrottle, parse_active  # noqa: F401  (parse_active: the state's shape)
 
-    cfg = ThrottleConfig()
+    cfg = ProtectionConfig()
     quiet_disk = hot_snapshot(util=0.05, read=0.0, await_ms=2.0)  # the consumer is muted: no reads this sample
     active = (ActiveThrottle("consumer-quota:replay-1", CONSUMER_QUOTA,
                              {"client_id": "replay-1", "quota": "consumer_byte_rate"}, 80 * MB,
@@ -231,7 +231,7 @@ def test_a_client_quota_outlasts_the_silences_of_kafkas_muting_and_goes_once_the
     healthy = {(1, "/d1"): DiskHealth(below=3)}
 
     def plan(snap: Any, quiet: int) -> Any:
-        return plan_throttles(snap, ThrottleInput(active=active, quiet={"consumer-quota:replay-1": quiet}),
+        return plan_throttles(snap, ProtectionInput(active=active, quiet={"consumer-quota:replay-1": quiet}),
                               healthy, cfg)
 
     held = plan(quiet_disk, 0)

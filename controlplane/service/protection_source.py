@@ -1,8 +1,8 @@
-"""Throttle protection's view of the published round: the ``ThrottleSource`` port over the observer.
+"""Throttle protection's view of the published round: the ``ProtectionSource`` port over the observer.
 
 Goal: throttle protection observes nothing itself. It reads the latest round the collection job
 published for the cluster (:mod:`controlplane.service.observation`) and turns it into the planner's
-:class:`~controlplane.service.throttle_loop.Observation`.
+:class:`~planners.protection.Observation`.
 
 Method (:func:`observation_of`, pure):
 
@@ -52,15 +52,15 @@ from collectors.completeness import UsabilityPolicy
 from controlplane.service.clusters import ClusterBindings, has_broker_metrics
 from controlplane.service.leased_lines import audit_flows_of
 from controlplane.service.observation import PROTECTION_POLICY, LatestRound, Round
+from controlplane.service.protection import ClusterBinding
 from controlplane.service.share_lineage import with_round_share_members
-from controlplane.service.throttle_loop import ClusterBinding, Observation
 from domain import ClusterSnapshot, Partition, PartitionId, Topic
 from domain.throttles import PT_ENABLE
 from kafkaio.audit import AuditShares, ShareKey
 from kafkaio.port import GroupReader
 from kafkaio.types import GroupDescription
 from planners.line_accounting import AuditFlow
-from planners.throttle import AssignedClient, ClientShare, Lineage, ThrottleConfig, Transfer
+from planners.protection import AssignedClient, ClientShare, Lineage, Observation, ProtectionConfig, Transfer
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def lineage_of(shares: Mapping[ShareKey, Mapping[str, float]]) -> Lineage:
                                     for t, v in t_prod.items()})
 
 
-def watched_partitions(r: Round, config: ThrottleConfig) -> dict[PartitionId, tuple[list[str], list[str]]]:
+def watched_partitions(r: Round, config: ProtectionConfig) -> dict[PartitionId, tuple[list[str], list[str]]]:
     """The partitions whose readers matter, with the groups that read them: ``(disk readers, cached readers)``
     by the collectors' position estimate (groups with committed offsets on the partition this round).
 
@@ -205,7 +205,7 @@ class GroupAssignments:
         self.described = 0
         """Groups described so far (what this costs the cluster)."""
 
-    def lineage(self, r: Round, config: ThrottleConfig, base: Lineage) -> Lineage:
+    def lineage(self, r: Round, config: ProtectionConfig, base: Lineage) -> Lineage:
         """``base`` with the assignments of the partitions that matter in round ``r`` (unchanged when none)."""
         watched = watched_partitions(r, config)
         if not watched:
@@ -227,18 +227,18 @@ class GroupAssignments:
         return replace(base, assignments=assigned, unassigned=missing)
 
 
-class RoundThrottleSource:
-    """``ThrottleSource`` of one cluster over the observer's published rounds."""
+class RoundProtectionSource:
+    """``ProtectionSource`` of one cluster over the observer's published rounds."""
 
     def __init__(self, rounds: LatestRound, cluster: str, audit: AuditShares | None = None,
                  policy: UsabilityPolicy = PROTECTION_POLICY, groups: GroupReader | None = None,
-                 config: ThrottleConfig | None = None) -> None:
+                 config: ProtectionConfig | None = None) -> None:
         self.rounds = rounds
         self.cluster = cluster
         self.audit = audit
         self.policy = policy
         self.assignments = GroupAssignments(groups) if groups is not None else None
-        self.config = config or ThrottleConfig()
+        self.config = config or ProtectionConfig()
         self._capable: bool | None = None
         self._lock = threading.Lock()
 
@@ -270,7 +270,7 @@ class RoundThrottleSource:
             return observation_of(r, lineage, bool(self._capable), placed)
 
 
-def round_binding(rounds: LatestRound, bindings: ClusterBindings, config: ThrottleConfig | None = None
+def round_binding(rounds: LatestRound, bindings: ClusterBindings, config: ProtectionConfig | None = None
                   ) -> Callable[[str, Mapping[str, Any]], ClusterBinding | None]:
     """The throttle service's ``bind``: a registered cluster's round source (group assignments read through its
     shared admin client) and levers on its shared client (None when the cluster declares no broker metrics
@@ -281,7 +281,7 @@ def round_binding(rounds: LatestRound, bindings: ClusterBindings, config: Thrott
         clients = bindings.get(cluster, record)
         if not has_broker_metrics(clients.endpoints):
             return None
-        return ClusterBinding(RoundThrottleSource(rounds, cluster, clients.audit, groups=clients.admin, config=config),
-                              clients.levers)
+        return ClusterBinding(RoundProtectionSource(rounds, cluster, clients.audit, groups=clients.admin,
+                                                    config=config), clients.levers)
 
     return bind

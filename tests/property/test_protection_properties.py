@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.throttles import CONSUMER_QUOTA
-from planners.throttle import (
+from planners.protection import (
     AssignedClient,
+    DiskFlow,
     DiskHealth,
-    Flow,
     HealthThresholds,
     Lineage,
-    ThrottleConfig,
-    ThrottleInput,
+    ProtectionConfig,
+    ProtectionInput,
     abnormal_queue,
     plan_throttles,
     step_health,
@@ -89,8 +89,8 @@ flows = st.lists(st.tuples(behaviours, st.integers(0, 5), st.floats(0, 300 * MB,
 @settings(max_examples=200, deadline=None)
 @given(flows, st.randoms(use_true_random=False))
 def test_queue_is_sorted_largest_first_and_independent_of_input_order(rows: list, rnd: random.Random) -> None:
-    fl = [Flow((1, "/d1"), b, "t", p, r, 1) for b, p, r in rows]
-    cfg = ThrottleConfig()
+    fl = [DiskFlow((1, "/d1"), b, "t", p, r, 1) for b, p, r in rows]
+    cfg = ProtectionConfig()
     expected = {("t", p): 1 * MB for p in range(6)}
     q1 = abnormal_queue(fl, expected, cfg)
     shuffled = list(fl)
@@ -108,11 +108,11 @@ def test_queue_is_sorted_largest_first_and_independent_of_input_order(rows: list
 @given(st.lists(st.floats(0, 150 * MB, allow_nan=False), min_size=1, max_size=6), st.floats(0.86, 1.0))
 def test_throttling_reaches_the_target_when_reads_suffice(reads: list[float], u: float) -> None:
     """With enough abnormal reads, the predicted util lands under the target; rates stay above the floor."""
-    cfg = ThrottleConfig()
+    cfg = ProtectionConfig()
     parts = [part("t", i, [1, 2], ["/d1", "/d1"], bytes_in=1 * MB, bytes_out=r + 2 * MB, disk_read=r)
              for i, r in enumerate(reads)]
     snap = snapshot({1: [disk("/d1", u, 10.0)], 2: [disk("/d1")]}, parts)
-    plan = plan_throttles(snap, ThrottleInput(partition_throttle=True), {(1, "/d1"): DiskHealth(unhealthy=True)}, cfg)
+    plan = plan_throttles(snap, ProtectionInput(partition_throttle=True), {(1, "/d1"): DiskHealth(unhealthy=True)}, cfg)
     report = next(r for r in plan.reports if r.disk == (1, "/d1"))
     abnormal = sum(r for r in reads if r >= cfg.min_abnormal_bytes_per_s)
     for d in plan.decisions:
@@ -132,12 +132,12 @@ members = st.lists(st.tuples(st.sampled_from(["g1", "g2", "g3"]), st.sampled_fro
 def test_on_stock_kafka_only_members_assigned_a_queued_partition_are_throttled(rows: list, u: float) -> None:
     """Without the partition throttle, every consumer quota names a member assigned a queued partition — of a
     group estimated to read it from disk whenever one is — and no quota goes below the floor."""
-    cfg = ThrottleConfig()
+    cfg = ProtectionConfig()
     parts = [part("t", i, [1, 2], ["/d1", "/d1"], bytes_in=1 * MB, bytes_out=r + 2 * MB, disk_read=r)
              for i, (r, _) in enumerate(rows)]
     assignments = {("t", i): tuple(AssignedClient(g, c, d) for g, c, d in ms) for i, (_, ms) in enumerate(rows) if ms}
     snap = snapshot({1: [disk("/d1", u, 10.0)], 2: [disk("/d1")]}, parts)
-    plan = plan_throttles(snap, ThrottleInput(lineage=Lineage(assignments=assignments), partition_throttle=False),
+    plan = plan_throttles(snap, ProtectionInput(lineage=Lineage(assignments=assignments), partition_throttle=False),
                           {(1, "/d1"): DiskHealth(unhealthy=True)}, cfg)
     allowed: set[str] = set()
     for r in plan.reports:

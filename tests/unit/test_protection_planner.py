@@ -1,4 +1,4 @@
-"""planners.throttle: health hysteresis, flows, abnormal queue, levers per capability, relaxation."""
+"""planners.protection: health hysteresis, flows, abnormal queue, levers per capability, relaxation."""
 
 from __future__ import annotations
 
@@ -9,21 +9,16 @@ from collections.abc import Sequence
 import pytest
 
 from domain import DiskKind
-from planners.throttle import (
-    CONSUMER_QUOTA,
-    FOLLOWER,
-    INTRA_BROKER,
-    MIGRATION,
-    PARTITION_FETCH,
-    PARTITION_PRODUCE,
+from domain.throttles import CONSUMER_QUOTA, FOLLOWER, INTRA_BROKER, MIGRATION, PARTITION_FETCH, PARTITION_PRODUCE
+from planners.protection import (
     WHO,
     ActiveThrottle,
     ClientShare,
     DiskHealth,
     HealthThresholds,
     Lineage,
-    ThrottleConfig,
-    ThrottleInput,
+    ProtectionConfig,
+    ProtectionInput,
     Transfer,
     abnormal_queue,
     disk_flows,
@@ -120,7 +115,7 @@ def test_queue_holds_reads_and_excess_writes_largest_first() -> None:
     snap = hot_snapshot()
     flows = disk_flows(snap, (Transfer("reassign", "events", 1, (3, "/d1"), (1, "/d1"), 30 * MB),))[(1, "/d1")]
     expected = {("orders", 0): 19 * MB, ("events", 0): 2 * MB}  # events-0 writes 4x its expectation
-    queue = abnormal_queue(flows, expected, ThrottleConfig())
+    queue = abnormal_queue(flows, expected, ProtectionConfig())
     assert [(e.flow.behaviour, e.flow.topic) for e in queue] == [
         ("user_read", "orders"), ("migration_write", "events"), ("user_write", "events"), ("user_read", "events")]
     assert all(a.flow.bytes_per_s >= b.flow.bytes_per_s for a, b in itertools.pairwise(queue))
@@ -131,10 +126,10 @@ def test_queue_holds_reads_and_excess_writes_largest_first() -> None:
 def hot_plan(partition_throttle: bool = True, lineage: Lineage | None = None, transfers: tuple[Transfer, ...] = (),
              active: tuple[ActiveThrottle, ...] = (), health: DiskHealth | None = None, **snap_kw: float):
     snap = hot_snapshot(**snap_kw)
-    inp = ThrottleInput(transfers=transfers, lineage=lineage or Lineage(), partition_throttle=partition_throttle,
+    inp = ProtectionInput(transfers=transfers, lineage=lineage or Lineage(), partition_throttle=partition_throttle,
                         active=active)
     start = {(1, "/d1"): health if health is not None else DiskHealth(unhealthy=True, above=3, reason="test")}
-    return plan_throttles(snap, inp, start, ThrottleConfig())
+    return plan_throttles(snap, inp, start, ProtectionConfig())
 
 
 def test_partition_capable_cluster_throttles_the_lagging_partition_fetch() -> None:
@@ -182,16 +177,16 @@ def test_reassignment_overload_slows_migration_not_users() -> None:
 
 
 def test_intra_broker_and_catch_up_levers_respect_floors() -> None:
-    cfg = ThrottleConfig()
+    cfg = ProtectionConfig()
     transfers = (Transfer("intra_broker", "orders", 1, (1, "/d2"), (1, "/d1"), 100 * MB),
                  Transfer("catch_up", "orders", 0, (1, "/d1"), (2, "/d1"), 100 * MB))
     snap = hot_snapshot(util=1.0, read=0.0)
-    plan = plan_throttles(snap, ThrottleInput(transfers=transfers, partition_throttle=True),
+    plan = plan_throttles(snap, ProtectionInput(transfers=transfers, partition_throttle=True),
                           {(1, "/d1"): DiskHealth(unhealthy=True)}, cfg)
     by_kind = {d.kind: d for d in plan.decisions}
     assert set(by_kind) >= {INTRA_BROKER}
     # catch-up read from the leader's disk: a follower throttle never below bytes_in x 1.2 (ISR floor)
-    plan2 = plan_throttles(snap, ThrottleInput(transfers=transfers[1:], partition_throttle=True),
+    plan2 = plan_throttles(snap, ProtectionInput(transfers=transfers[1:], partition_throttle=True),
                            {(1, "/d1"): DiskHealth(unhealthy=True)}, cfg)
     fol = [d for d in plan2.decisions if d.kind == FOLLOWER]
     assert fol and fol[0].rate_bytes_per_s >= 20 * MB * 1.2
@@ -201,15 +196,15 @@ def test_intra_broker_and_catch_up_levers_respect_floors() -> None:
 def test_excess_writes_get_a_partition_produce_throttle() -> None:
     snap = snapshot({1: [disk("/d1", 0.95, 10)], 2: [disk("/d1")]},
                     [part("t", 0, [1, 2], ["/d1", "/d1"], bytes_in=150 * MB, bytes_out=150 * MB)])
-    plan = plan_throttles(snap, ThrottleInput(expected_bytes_in={("t", 0): 30 * MB}, partition_throttle=True),
+    plan = plan_throttles(snap, ProtectionInput(expected_bytes_in={("t", 0): 30 * MB}, partition_throttle=True),
                           {(1, "/d1"): DiskHealth(unhealthy=True)})
     assert [d.kind for d in plan.decisions] == [PARTITION_PRODUCE]
 
 
 def test_healthy_disk_gets_no_throttle_and_enters_only_after_k() -> None:
     snap = hot_snapshot()
-    inp = ThrottleInput(partition_throttle=True)
-    cfg = ThrottleConfig(thresholds={DiskKind.HDD: TH})
+    inp = ProtectionInput(partition_throttle=True)
+    cfg = ProtectionConfig(thresholds={DiskKind.HDD: TH})
     health: dict = {}
     for i in range(3):
         plan = plan_throttles(snap, inp, health, cfg)
@@ -267,6 +262,6 @@ def test_throttle_on_a_vanished_disk_is_released() -> None:
 
 def test_only_restricts_the_evaluation_to_alerted_disks() -> None:
     snap = hot_snapshot()
-    plan = plan_throttles(snap, ThrottleInput(alerts=frozenset({(1, "/d1")}), partition_throttle=True), {},
+    plan = plan_throttles(snap, ProtectionInput(alerts=frozenset({(1, "/d1")}), partition_throttle=True), {},
                           only={(1, "/d1")})
     assert set(plan.health) == {(1, "/d1")} and plan.decisions[0].kind == PARTITION_FETCH

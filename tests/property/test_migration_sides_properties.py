@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.disk_rates import DiskRate
-from controlplane.executor.joint_throttle import choose, realized, roles_on
-from controlplane.executor.throttle import Flow, fill_to_level, resources
+from controlplane.executor.migration_rate import CopyFlow, fill_to_level, resources
+from controlplane.executor.migration_sides import choose, realized, roles_on
 
 BROKERS = (1, 2, 3, 4)
 DIRS = ("/d1", "/d2")
@@ -31,9 +31,9 @@ def test_no_resource_exceeds_its_budget_and_every_copy_is_throttled(
     for i, (src, sd, dst, dd, left, intra) in enumerate(specs):
         if intra or src == dst:
             other = "/d2" if sd == "/d1" else "/d1"
-            flows.append(Flow(f"t:{i}>{src}", "future", src, src, (src, sd), (src, other), remaining_bytes=left))
+            flows.append(CopyFlow(f"t:{i}>{src}", "future", src, src, (src, sd), (src, other), remaining_bytes=left))
         else:
-            flows.append(Flow(f"t:{i}>{dst}", "move", src, dst, (src, sd), (dst, dd) if dd else None,
+            flows.append(CopyFlow(f"t:{i}>{dst}", "move", src, dst, (src, sd), (dst, dd) if dd else None,
                               remaining_bytes=left, tp=("t", i)))
     res = resources(flows, disks, threshold)
     c = choose(flows, res, work, ceiling, horizon_s=horizon)

@@ -1,21 +1,21 @@
-"""The applying side of throttle protection: observe, decide (planners.throttle), act, record.
+"""The applying side of throttle protection: observe, decide (planners.protection), act, record.
 
-One :class:`ThrottleService` per node; its :meth:`ThrottleService.job` runs on the leader every
-``intervals.throttle_s`` (fixed delay) and :meth:`ThrottleService.on_alerts` runs an immediate
+One :class:`ProtectionService` per node; its :meth:`ProtectionService.job` runs on the leader every
+``intervals.throttle_s`` (fixed delay) and :meth:`ProtectionService.on_alerts` runs an immediate
 evaluation of the disks named by on-call alerts. Per pass and cluster:
 
-1. observe the cluster through its :class:`ThrottleSource` (snapshot + transfers + lineage +
+1. observe the cluster through its :class:`ProtectionSource` (snapshot + transfers + lineage +
    capability); a failing or stale observation skips the cluster with a logged reason (never acts).
    In the service the source reads the round the collection job published (one observer per cluster,
-   :mod:`controlplane.service.throttle_source`); a scheduled pass evaluates each round once (a round
+   :mod:`controlplane.service.protection_source`); a scheduled pass evaluates each round once (a round
    it already evaluated only re-applies the levers of the replicated state), an alert evaluates at once.
    When a lineage port is wired (the audit analytics' latest lineage run in ClickHouse) and it has rows
    for the cluster, the topic -> client ids map comes from it; else from the observation (the live audit
    topic). Per-partition shares always come from the live audit topic. The source is recorded with
-   every client-quota decision and in :meth:`ThrottleService.explain`;
-2. plan with :func:`planners.throttle.plan_throttles` (health hysteresis state is kept here, per disk);
+   every client-quota decision and in :meth:`ProtectionService.explain`;
+2. plan with :func:`planners.protection.plan_throttles` (health hysteresis state is kept here, per disk);
 3. for every decision: a *set/relax* is recorded first (``throttle.set`` by ``throttle-protection`` with
-   the evidence) and then applied through the :class:`ThrottleActuator`; a *release* is removed from the
+   the evidence) and then applied through the :class:`LeverActuator`; a *release* is removed from the
    cluster first and then cleared (``throttle.clear``), so a failed removal is retried next pass;
 4. reconcile: every lever-kind throttle in the replicated state that this node has not applied yet
    (new leader after a failover, manual throttles from the API) is applied; levers this node applied
@@ -25,8 +25,8 @@ Clusters are evaluated side by side through a :class:`~controlplane.service.fano
 per-cluster deadline, bounded concurrency; a cluster whose levers hang is that cluster's ``timeout``
 status, never a late evaluation of another).
 
-The source/actuator are ports: :class:`controlplane.service.throttle_source.RoundThrottleSource` reads
-the observer's rounds, :class:`kafkaio.levers.KafkaLevers` sets the levers through the cluster's shared
+The source/actuator are ports: :class:`controlplane.service.protection_source.RoundProtectionSource` reads
+the observer's rounds, :class:`kafkaio.throttle_writer.ThrottleWriter` sets the levers through the cluster's shared
 client.
 """
 
@@ -42,30 +42,28 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol
 
-from controlplane.config import ThrottleConf
+from controlplane.config import ProtectionConf
 from controlplane.service.cluster_status import ClusterStatus
 from controlplane.service.fanout import ClusterFanout
 from controlplane.service.leased_lines import LineService, heal_floors
 from controlplane.state.commands import meta
 from controlplane.state.store import StateStore
 from domain import ClusterSnapshot, DiskId, DiskKind, PartitionId
-from domain.throttles import LEVER_KINDS
-from planners.line_accounting import AuditFlow
+from domain.execution import ACTIVE_STATUSES
+from domain.throttles import LEVER_KINDS, Lever, Owner, lever_owner
 from planners.line_protection import WHO as LINE_WHO
-from planners.throttle import (
+from planners.protection import (
     DEFAULT_THRESHOLDS,
-    INTRA_BROKER,
-    MIGRATION,
     WHO,
     ActiveThrottle,
     DiskHealth,
     HealthThresholds,
     Lineage,
-    ThrottleConfig,
+    Observation,
+    ProtectionConfig,
+    ProtectionInput,
+    ProtectionPlan,
     ThrottleDecision,
-    ThrottleInput,
-    ThrottlePlan,
-    Transfer,
     parse_active,
     plan_throttles,
 )
@@ -75,21 +73,7 @@ HISTORY_SAMPLES = 30
 MAX_ALERTS = 10_000
 
 
-@dataclass(frozen=True)
-class Observation:
-    """What one observation of a cluster yields for the throttle planner."""
-
-    snapshot: ClusterSnapshot
-    transfers: tuple[Transfer, ...] = ()
-    lineage: Lineage = field(default_factory=Lineage)
-    partition_throttle: bool = False
-    round_seq: int | None = None
-    """The published round it was read from (None: a source of its own, every observation is new)."""
-    audit_flows: tuple[AuditFlow, ...] = ()
-    """The audit topic's latest intervals with client IDC and serving broker (leased-line accounting)."""
-
-
-class ThrottleSource(Protocol):
+class ProtectionSource(Protocol):
     """Port: a fresh observation of one cluster (raises on failure)."""
 
     def observe(self) -> Observation:
@@ -97,14 +81,14 @@ class ThrottleSource(Protocol):
         ...
 
 
-class ThrottleActuator(Protocol):
+class LeverActuator(Protocol):
     """Port: make a lever effective on the cluster, or remove it (both idempotent)."""
 
-    def apply(self, kind: str, target: Mapping[str, Any], rate_bytes_per_s: float) -> None:
-        """Set the lever ``kind`` on ``target`` to ``rate_bytes_per_s``."""
+    def apply(self, lever: Lever) -> None:
+        """Set ``lever.kind`` on ``lever.target`` to ``lever.rate`` bytes/s."""
         ...
 
-    def remove(self, kind: str, target: Mapping[str, Any]) -> None:
+    def remove(self, lever: Lever) -> None:
         """Remove the lever entirely (no throttle left behind)."""
         ...
 
@@ -113,8 +97,8 @@ class ThrottleActuator(Protocol):
 class ClusterBinding:
     """How the throttle service reaches one cluster."""
 
-    source: ThrottleSource
-    actuator: ThrottleActuator
+    source: ProtectionSource
+    actuator: LeverActuator
 
 
 @dataclass
@@ -136,7 +120,7 @@ class Evaluation:
 
     at: str
     trigger: str
-    plan: ThrottlePlan | None
+    plan: ProtectionPlan | None
     applied: list[dict[str, Any]]
     skipped: str = ""
     lineage: dict[str, Any] = field(default_factory=dict)
@@ -144,11 +128,11 @@ class Evaluation:
     """Which levers protection uses on the cluster, and why (its capability)."""
 
 
-class ThrottleService:
+class ProtectionService:
     """Throttle protection for every bound cluster; thread-safe (one evaluation per cluster at a time; clusters
     are evaluated side by side, each within the fan-out's deadline)."""
 
-    def __init__(self, store: StateStore, config: ThrottleConfig | None = None,
+    def __init__(self, store: StateStore, config: ProtectionConfig | None = None,
                  bind: Callable[[str, Mapping[str, Any]], ClusterBinding | None] | None = None,
                  max_snapshot_age_s: float = 120.0, clock: Callable[[], datetime] | None = None,
                  lineage: Callable[[str], Lineage | None] | None = None,
@@ -159,7 +143,7 @@ class ThrottleService:
         """Leased-line accounting and protection (None: neither)."""
         self.lineage = lineage
         """Port: cluster -> topic-level client shares of the latest lineage run (None/empty: no rows)."""
-        self.config = config or ThrottleConfig()
+        self.config = config or ProtectionConfig()
         self._bind = bind
         self.bindings: dict[str, ClusterBinding] = {}
         self.max_snapshot_age_s = max_snapshot_age_s
@@ -247,7 +231,7 @@ class ThrottleService:
                 alert_disks = frozenset(a.disk for a in self.alerts.values()
                                         if a.cluster == cluster and a.status == "firing")
             lineage, lineage_info = self._lineage_for(cluster, obs.lineage)
-            inp = ThrottleInput(transfers=obs.transfers, lineage=lineage,
+            inp = ProtectionInput(transfers=obs.transfers, lineage=lineage,
                                 expected_bytes_in=self._expected(cluster), partition_throttle=obs.partition_throttle,
                                 active=active, alerts=alert_disks, fail_slow=fail_slow_disks(self.store, cluster),
                                 quiet=dict(self.quiet[cluster]))
@@ -271,7 +255,7 @@ class ThrottleService:
             return {"trigger": trigger, "unhealthy": unhealthy, "decisions": applied, "lineage": lineage_info}
 
     def _lines(self, cluster: str, binding: ClusterBinding, obs: Observation, active: tuple[ActiveThrottle, ...],
-               plan: ThrottlePlan, at: str) -> list[dict[str, Any]]:
+               plan: ProtectionPlan, at: str) -> list[dict[str, Any]]:
         """Leased-line accounting and protection of the round; a line decision on a lever the disk protection
         set tighter this pass is dropped (the tightest wins)."""
         if self.lines is None:
@@ -293,7 +277,7 @@ class ThrottleService:
                 out.append(done)
         return out
 
-    def _note_spared(self, cluster: str, plan: ThrottlePlan) -> None:
+    def _note_spared(self, cluster: str, plan: ProtectionPlan) -> None:
         """Once per fail-slow anomaly, when its disk crossed its thresholds and protection throttled nobody for
         it, write why into the anomaly's history (and so the action log)."""
         spared = [r for r in plan.reports if r.health.above and r.health.reason.startswith("skipped: fail-slow")]
@@ -359,12 +343,14 @@ class ThrottleService:
         return {"trigger": trigger, "skipped": why, "decisions": []}
 
     def _executor_owns(self, cluster: str, kind: str) -> bool:
-        """While an execution runs on the cluster, the executor owns the migration throttles (it recomputes
-        them every pass): a migration lever is then only recorded, as a ceiling for the executor."""
-        if kind not in (MIGRATION, INTRA_BROKER):
-            return False
-        return bool(self.store.read(lambda s: any(e["cluster"] == cluster and e["status"] in ("running", "stopping")
-                                                  for e in s["executions"].values())))
+        """True when the executor writes levers of ``kind`` now (the kernel's ownership rule,
+        :func:`~domain.throttles.lever_owner`): a protection lever of that kind is then only recorded, as a
+        ceiling for the executor's migration rate."""
+        if lever_owner(kind, execution_running=True) is not Owner.EXECUTOR:
+            return False  # no need to read the state: this kind is never the executor's
+        running = bool(self.store.read(lambda s: any(e["cluster"] == cluster and e["status"] in ACTIVE_STATUSES
+                                                     for e in s["executions"].values())))
+        return lever_owner(kind, running) is Owner.EXECUTOR
 
     def _act(self, cluster: str, binding: ClusterBinding, d: ThrottleDecision,
              who: str = WHO) -> dict[str, Any] | None:
@@ -374,7 +360,7 @@ class ThrottleService:
         try:
             if d.action == "release":
                 if not deferred:  # else the reconcile removes it once the execution is over
-                    binding.actuator.remove(d.kind, d.target)
+                    binding.actuator.remove(Lever.of(d.kind, d.target))
                     self.applied[cluster].pop(d.key, None)
                 self.store.propose({"type": "throttle.clear", "meta": meta(who, d.why), "cluster": cluster,
                                     "key": d.key})
@@ -386,7 +372,7 @@ class ThrottleService:
                                     "key": d.key, "kind": d.kind, "target": _jsonable(dict(d.target)),
                                     "rate_bytes_per_s": d.rate_bytes_per_s, "evidence": evidence})
                 if not deferred:
-                    binding.actuator.apply(d.kind, d.target, d.rate_bytes_per_s)
+                    binding.actuator.apply(Lever.of(d.kind, d.target, d.rate_bytes_per_s))
                     self.applied[cluster][d.key] = (d.kind, dict(d.target), d.rate_bytes_per_s)
                 summary["deferred_to_executor"] = deferred
         except Exception as exc:
@@ -404,7 +390,7 @@ class ThrottleService:
             if mine.get(key) == (kind, target, rate) or self._executor_owns(cluster, kind):
                 continue
             try:
-                binding.actuator.apply(kind, target, rate)
+                binding.actuator.apply(Lever.of(kind, target, rate))
                 mine[key] = (kind, target, rate)
             except Exception as exc:
                 log.warning("throttle %s: re-applying %s failed: %s", cluster, key, exc)
@@ -413,7 +399,7 @@ class ThrottleService:
             if self._executor_owns(cluster, kind):
                 continue
             try:
-                binding.actuator.remove(kind, target)
+                binding.actuator.remove(Lever.of(kind, target))
                 del mine[key]
             except Exception as exc:
                 log.warning("throttle %s: removing %s failed: %s", cluster, key, exc)
@@ -427,7 +413,7 @@ class ThrottleService:
                 out[pid] = values[len(values) // 2]
         return out
 
-    def _learn(self, cluster: str, snapshot: ClusterSnapshot, plan: ThrottlePlan) -> None:
+    def _learn(self, cluster: str, snapshot: ClusterSnapshot, plan: ProtectionPlan) -> None:
         """Record each partition's write rate, except while its leader's disk is unhealthy (an anomaly
         must not become its own expectation)."""
         hist = self.history[cluster]
@@ -529,13 +515,13 @@ def fail_slow_disks(store: StateStore, cluster: str) -> dict[DiskId, str]:
     return store.read(read)
 
 
-def throttle_config(conf: ThrottleConf) -> ThrottleConfig:
+def throttle_config(conf: ProtectionConf) -> ProtectionConfig:
     """The planner's configuration from the service settings' ``[throttle]`` section."""
     thresholds = dict(DEFAULT_THRESHOLDS)
     for kind, th in conf.thresholds.items():
         thresholds[DiskKind(kind)] = HealthThresholds(th.util_high, th.util_low, th.await_high_ms, th.await_low_ms,
                                                       th.enter_samples, th.leave_samples)
-    return ThrottleConfig(thresholds=thresholds, target_util=conf.target_util, write_tolerance=conf.write_tolerance,
+    return ProtectionConfig(thresholds=thresholds, target_util=conf.target_util, write_tolerance=conf.write_tolerance,
                           min_rate_bytes_per_s=conf.min_rate_bytes_per_s,
                           isr_floor_bytes_per_s=conf.isr_floor_bytes_per_s, relax_factor=conf.relax_factor)
 

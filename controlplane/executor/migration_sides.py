@@ -2,7 +2,7 @@
 
 Goal: finish the copies in flight (and the ones still waiting) as early as the disks allow, every disk
 within its migration budget. KIP-73 gives one leader and one follower rate per broker, each shared
-equally by the replicas listed for it; throttling every copy on both sides (:func:`~.throttle.
+equally by the replicas listed for it; throttling every copy on both sides (:func:`~.migration_rate.
 fair_shares`) couples every copy to every other copy of both its brokers, so a copy through the busiest
 disk is held back by a quiet disk's neighbours. Each copy only needs one side: listed on the leader side
 it shares its *source* broker's leader rate, on the follower side its *destination* broker's follower
@@ -12,7 +12,7 @@ Method, per pass:
 
 1. **Criticality**: every disk's remaining work (bytes its copies in flight and the tasks still pending
    must read or write, ``work``; a pending new replica whose disk the executor will choose counted where the
-   placement will put it, :meth:`~.throttle.PendingWork.expected`) over its budget is the time it needs at the
+   placement will put it, :meth:`~.migration_rate.PendingWork.expected`) over its budget is the time it needs at the
    least, ``T_d``; the largest bounds the execution. A disk is weighted ``(T_d / T_max)^K`` (:data:`SHARPNESS`).
 2. **Rates for a side choice** (an LP): every group ``(broker, rate)`` gives each of its ``n_g`` copies
    ``y_g`` bytes/s; a task runs at ``z_t``, at most ``y_g`` of every group its copies are listed in (it
@@ -22,7 +22,7 @@ Method, per pass:
    rate up to the rate that ends it within :data:`FINISH_SHARE` of the horizon (faster gains nothing
    before the next pass), + a small total-throughput term so nothing idles for nothing, subject to every
    resource (disk, NIC direction) within its budget and each rate within the ceiling. Every group's whole
-   rate is at least its *floor* — the policy's floor and Σ ingress x :data:`~.throttle.CATCH_UP_MARGIN` of
+   rate is at least its *floor* — the policy's floor and Σ ingress x :data:`~.migration_rate.CATCH_UP_MARGIN` of
    its copies (slower, a copy never catches up with its partition's own writes) — so the floors are spent
    inside each disk's budget (the LP shares out what they leave), not added on top of the LP's rates (that
    overshot the threshold and handed the bounding disk's budget to copies that were meant to wait). Solved by
@@ -35,7 +35,7 @@ Method, per pass:
    their fixed sides (both, resp. follower) and are not searched.
 4. **Finishing copies**: a copy expected to end before the next pass (``horizon_s``) leaves its group's
    rate to fewer; the rates are solved again so that the copies left behind, at their bigger share, fit
-   too (as in :func:`~.throttle.broker_rates`) — on any resource, a group's survivors together carry at
+   too (as in :func:`~.migration_rate.broker_rates`) — on any resource, a group's survivors together carry at
    most its whole rate; a finishing copy still counts on a resource until it ends, i.e. unless it ends before
    every gain there (copies end one after another). Solved again until the copies counted as ending are the
    ones that end at the rates returned (a re-solve may speed a copy up enough to end it).
@@ -60,7 +60,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
 
-from controlplane.executor.throttle import CATCH_UP_MARGIN, DiskKey, Flow, Resource, Role
+from controlplane.executor.migration_rate import CATCH_UP_MARGIN, CopyFlow, DiskKey, Resource, Role
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
 
 LEADER = "leader"
@@ -98,12 +98,12 @@ class Choice:
     solves: int = 0
 
 
-def task_of(f: Flow) -> str:
+def task_of(f: CopyFlow) -> str:
     """The task a flow belongs to (flow keys are ``task key>broker``)."""
     return f.key.rsplit(">", 1)[0]
 
 
-def roles_on(f: Flow, side: str) -> tuple[Role, ...]:
+def roles_on(f: CopyFlow, side: str) -> tuple[Role, ...]:
     """The rates a flow is listed for on ``side``."""
     if side == DIRS:
         return ((f.dst_broker, ALTER_DIRS_RATE),)
@@ -114,7 +114,7 @@ def roles_on(f: Flow, side: str) -> tuple[Role, ...]:
     return (f.dst_broker, FOLLOWER_RATE), (f.src_broker, LEADER_RATE)
 
 
-def realized(flows: Sequence[Flow], sides: Mapping[str, str], rates: Mapping[Role, float]) -> dict[str, float]:
+def realized(flows: Sequence[CopyFlow], sides: Mapping[str, str], rates: Mapping[Role, float]) -> dict[str, float]:
     """Each flow's rate as Kafka (and kafkasim) derive it: every rate a flow is listed for is shared equally by
     the flows listed for it; a flow moves at the least of its shares (``inf``: listed nowhere, unthrottled)."""
     count: dict[Role, int] = {}
@@ -139,7 +139,7 @@ def maximize(c: npt.NDArray[np.float64], a: npt.NDArray[np.float64], b: npt.NDAr
 class _Model:
     """The fixed part of one choice: flows, resources, weights, caps."""
 
-    flows: Sequence[Flow]
+    flows: Sequence[CopyFlow]
     res: Sequence[Resource]
     weight: list[float]
     """Per resource: objective weight per byte/s of load (criticality / budget)."""
@@ -153,7 +153,7 @@ class _Model:
     """The least whole rate of any group (the policy's floor)."""
 
 
-def _groups(flows: Sequence[Flow], sides: Mapping[str, str]) -> tuple[list[Role], list[list[int]]]:
+def _groups(flows: Sequence[CopyFlow], sides: Mapping[str, str]) -> tuple[list[Role], list[list[int]]]:
     """The groups a side choice makes (sorted) and, per flow, the indices of the groups it is listed in."""
     roles = sorted({r for f in flows for r in roles_on(f, sides[f.key])})
     index = {r: i for i, r in enumerate(roles)}
@@ -240,7 +240,7 @@ def _solve(model: _Model, sides: Mapping[str, str],
 def _group_floors(model: _Model, roles: Sequence[Role], member: Sequence[Sequence[int]],
                   count: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Per group, the per-copy rate it runs at the least: its whole rate is never below the policy's floor nor
-    below Σ ingress x :data:`~.throttle.CATCH_UP_MARGIN` of the copies listed in it (slower, they never catch up
+    below Σ ingress x :data:`~.migration_rate.CATCH_UP_MARGIN` of the copies listed in it (slower, they never catch up
     with their partitions' own writes)."""
     whole = np.zeros(len(roles))
     for i, gs in enumerate(member):
@@ -265,7 +265,7 @@ def _repair(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], y: npt.NDArr
     return y
 
 
-def criticality(res: Sequence[Resource], flows: Sequence[Flow], work: Mapping[DiskKey, float]) -> list[float]:
+def criticality(res: Sequence[Resource], flows: Sequence[CopyFlow], work: Mapping[DiskKey, float]) -> list[float]:
     """Per resource, the objective weight of one byte/s of load: ``(T_d / T_max)^K / budget_d`` for a disk with
     ``T_d`` = its work over its budget; 0 for the others (NIC directions only constrain)."""
     times: list[float | None] = []
@@ -288,7 +288,7 @@ def criticality(res: Sequence[Resource], flows: Sequence[Flow], work: Mapping[Di
     return out
 
 
-def initial_sides(flows: Sequence[Flow], res: Sequence[Resource], weight: Sequence[float],
+def initial_sides(flows: Sequence[CopyFlow], res: Sequence[Resource], weight: Sequence[float],
                   forced: Mapping[str, str]) -> dict[str, str]:
     """Each task on the side of its most critical disk (ties: follower, which no leader change affects)."""
     src_w: dict[str, float] = {}
@@ -315,12 +315,12 @@ def initial_sides(flows: Sequence[Flow], res: Sequence[Resource], weight: Sequen
     return out
 
 
-def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey, float], ceiling: float,
+def choose(flows: Sequence[CopyFlow], res: Sequence[Resource], work: Mapping[DiskKey, float], ceiling: float,
            cap: Mapping[Role, float] | None = None, forced: Mapping[str, str] | None = None,
            horizon_s: float | None = None, max_solves: int = MAX_SOLVES, floor: float = 0.0) -> Choice:
     """The joint choice for ``flows`` (see the module docstring).
 
-    ``res``: the resources with their migration budgets (:func:`~.throttle.resources`); ``work``: bytes each
+    ``res``: the resources with their migration budgets (:func:`~.migration_rate.resources`); ``work``: bytes each
     disk must still read or write for the execution (pending tasks included; a disk left out counts only its
     flows' ``remaining_bytes``); ``ceiling``: the largest rate of any broker; ``cap``: smaller ceilings of
     some roles (whole rates); ``forced``: flow key -> side for the flows not searched (a task's flows share
@@ -335,7 +335,7 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
     sides = initial_sides(flows, res, weight, forced)
     best, roles, y = _solve(model, sides)
     solves = 1
-    tasks: dict[str, list[Flow]] = {}
+    tasks: dict[str, list[CopyFlow]] = {}
     for f in flows:
         if f.kind == "move" and f.key not in forced:
             tasks.setdefault(task_of(f), []).append(f)
@@ -381,7 +381,7 @@ def choose(flows: Sequence[Flow], res: Sequence[Resource], work: Mapping[DiskKey
     return Choice(rates, sides, planned, best, solves)
 
 
-def useful_rates(flows: Sequence[Flow], horizon_s: float | None) -> dict[str, float]:
+def useful_rates(flows: Sequence[CopyFlow], horizon_s: float | None) -> dict[str, float]:
     """Per task with known remaining bytes: the rate at which its slowest copy ends within
     :data:`FINISH_SHARE` of the horizon (``{}`` without a horizon)."""
     if horizon_s is None or horizon_s <= 0:
@@ -395,14 +395,14 @@ def useful_rates(flows: Sequence[Flow], horizon_s: float | None) -> dict[str, fl
     return out
 
 
-def _task_weight(task: Iterable[Flow], res: Sequence[Resource], weight: Sequence[float],
-                 flows: Sequence[Flow]) -> list[float]:
+def _task_weight(task: Iterable[CopyFlow], res: Sequence[Resource], weight: Sequence[float],
+                 flows: Sequence[CopyFlow]) -> list[float]:
     keys = {f.key for f in task}
     return [weight[k] * max(r_.budget, 1.0) for k, r_ in enumerate(res)
             if any(flows[i].key in keys for i, _ in r_.members)] or [0.0]
 
 
-def _after_finish(flows: Sequence[Flow], res: Sequence[Resource], sides: Mapping[str, str],
+def _after_finish(flows: Sequence[CopyFlow], res: Sequence[Resource], sides: Mapping[str, str],
                   per_copy: Mapping[Role, float], horizon_s: float, counted: frozenset[int] = frozenset()
                   ) -> tuple[frozenset[tuple[int, int]], dict[Role, float], frozenset[int]] | None:
     """The copies expected to end before the next pass, per resource the ones already gone when another copy on it

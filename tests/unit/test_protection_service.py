@@ -1,4 +1,4 @@
-"""ThrottleService with fake ports: recording with evidence, stale/failed observations, reconcile, retries."""
+"""ProtectionService with fake ports: recording with evidence, stale/failed observations, reconcile, retries."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controlplane.service.throttle_loop import AlertRecord, ClusterBinding, Observation, ThrottleService
+from controlplane.service.protection import AlertRecord, ClusterBinding, ProtectionService
 from controlplane.state.commands import meta
 from controlplane.state.store import LocalStateStore
-from planners.throttle import MIGRATION, PARTITION_FETCH, WHO, Transfer
+from domain.throttles import MIGRATION, PARTITION_FETCH, Lever
+from planners.protection import WHO, Observation, Transfer
 from tests.support.throttle_support import MB, hot_snapshot
 
 
@@ -38,22 +39,23 @@ class FakeActuator:
     def _k(kind: str, target: Mapping[str, Any]) -> tuple[str, str]:
         return kind, repr(sorted(target.items()))
 
-    def apply(self, kind: str, target: Mapping[str, Any], rate_bytes_per_s: float) -> None:
-        self.calls.append(("apply", kind))
-        self.levers[self._k(kind, target)] = rate_bytes_per_s
+    def apply(self, lever: Lever) -> None:
+        assert lever.rate is not None
+        self.calls.append(("apply", lever.kind))
+        self.levers[self._k(lever.kind, lever.target)] = lever.rate
 
-    def remove(self, kind: str, target: Mapping[str, Any]) -> None:
-        self.calls.append(("remove", kind))
+    def remove(self, lever: Lever) -> None:
+        self.calls.append(("remove", lever.kind))
         if self.fail_remove:
             raise ConnectionError("broker unreachable")
-        self.levers.pop(self._k(kind, target), None)
+        self.levers.pop(self._k(lever.kind, lever.target), None)
 
 
-def setup() -> tuple[LocalStateStore, ThrottleService, FakeSource, FakeActuator]:
+def setup() -> tuple[LocalStateStore, ProtectionService, FakeSource, FakeActuator]:
     store = LocalStateStore()
     store.propose({"type": "cluster.register", "meta": meta("admin"), "name": "c1",
                    "bootstrap_servers": ["127.0.0.1:9"]})
-    service = ThrottleService(store)
+    service = ProtectionService(store)
     source, actuator = FakeSource(), FakeActuator()
     service.bind("c1", ClusterBinding(source, actuator))
     return store, service, source, actuator
@@ -111,7 +113,7 @@ def test_release_failure_is_retried_and_new_leader_reapplies() -> None:
     assert throttles(store)
     # a new leader (fresh service, same replicated state) re-applies what the state says is in force
     fresh_actuator = FakeActuator()
-    new_leader = ThrottleService(store)
+    new_leader = ProtectionService(store)
     new_leader.bind("c1", ClusterBinding(source, fresh_actuator))
     new_leader.job()
     assert list(fresh_actuator.levers.values()) == [throttles(store)["fetch:orders:0"]["rate_bytes_per_s"]]
@@ -154,7 +156,7 @@ def test_alerts_are_idempotent_and_unknown_clusters_are_skipped() -> None:
 
 def test_thresholds_come_from_the_settings_file(tmp_path) -> None:
     from controlplane.config import load_settings
-    from controlplane.service.throttle_loop import throttle_config
+    from controlplane.service.protection import throttle_config
     from domain import ContractError, DiskKind
 
     good = tmp_path / "g.toml"

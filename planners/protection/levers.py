@@ -1,34 +1,12 @@
-"""Partition-level throttle protection: snapshot + history -> throttle decisions (pure, deterministic).
+"""Steps 4 and 5 of throttle protection: which levers to set, relax or release, and by how much.
 
-The pipeline, per disk (log dir), one pass per collection interval:
-
-1. **Health** (:func:`step_health`): util and await against the thresholds of the disk's kind, with
-   hysteresis — a disk *enters* the unhealthy state after ``enter_samples`` consecutive samples above
-   the high mark (either metric) and *leaves* it after ``leave_samples`` consecutive samples below the
-   low marks (both metrics). Missing or non-finite samples change nothing (no entering, no leaving).
-   A firing on-call alert for the disk counts as "above the high mark" at once.
-2. **Root cause** (:func:`disk_flows`): the disk's I/O split into the six behaviours (user read/write,
-   replication read/write, migration read/write) per partition, from the snapshot (``bytes_in_per_s``
-   on every in-sync replica, ``disk_read_bytes_per_s`` = the page-cache-miss estimate on the leader)
-   plus the in-flight :class:`Transfer` s (reassignment and intra-broker copies, follower catch-up).
-3. **Abnormal behaviour queue** (:func:`abnormal_queue`): writes above the partition's expected rate
-   (history / traffic model; copies and catch-up are always above the steady-state expectation) and
-   every disk read, sorted by current traffic, largest first (ties by a stable key).
-4. **Action** (:func:`plan_throttles`): walk the queue from the top, cutting each entry only as much as
-   needed, until the predicted util is under ``target_util``; the mechanism depends on the behaviour
-   and on the cluster's capability (see :class:`Lever`). In-sync replication is never throttled and a
-   follower catch-up throttle never goes below ``max(isr_floor, bytes_in x (1 + margin))``.
-5. **Relaxation**: on a healthy disk each protection throttle is released once its cause is gone (its
-   flow vanished or it no longer binds), else raised by ``relax_factor`` per interval while the
-   predicted util stays below the low mark (hysteresis), and released when it reaches its original rate.
-   A client quota is released for a vanished flow only after ``quota_quiet_samples`` quiet evaluations in a
-   row (the caller counts them), and relaxed only while ``max(util, its rate / the disk's ceiling)`` plus the
-   step stays under the low mark: Kafka enforces a quota by muting the client for its throttle time, so its
-   flow vanishes between bursts while the client still lags (seen on real Kafka: releasing or relaxing on
-   such a sample let the consumer drive the disk back to util 1 within seconds).
-
-Complexity: O(replicas + transfers) to index flows, O(q log q) per unhealthy disk with q flows on it.
-Everything here is plain data; nothing reads a clock or does I/O.
+Goal: bring every unhealthy disk under ``target_util`` by cutting the abnormal queue from the top, each entry only
+as much as needed, and give the cut back once its cause is gone. Method: :func:`plan_throttles` walks each
+unhealthy disk's queue (:mod:`.queue`) choosing a lever per behaviour and capability (partition throttle, client
+quota, follower / migration / intra-broker rate: :class:`NamedLever`) and relaxes the levers of healthy disks
+(see :mod:`planners.protection` for the rules). Guarantee: in-sync replication is never throttled, a catch-up
+throttle keeps ``max(isr_floor, bytes_in x (1 + margin))``, a decision is deterministic for its input.
+Cost: O(replicas + transfers) to index, O(q log q) per unhealthy disk with q flows.
 """
 
 from __future__ import annotations
@@ -40,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from domain.model import ClusterSnapshot, DiskId, DiskKind, Partition, PartitionId
+from domain.model import ClusterSnapshot, DiskId, Partition, PartitionId
 from domain.throttles import (
     CONSUMER_QUOTA,
     FOLLOWER,
@@ -50,307 +28,12 @@ from domain.throttles import (
     PARTITION_PRODUCE,
     PRODUCER_QUOTA,
 )
+from planners.protection.config import WHO, HealthThresholds, ProtectionConfig
+from planners.protection.flows import BEHAVIOURS, DiskFlow, disk_flows
+from planners.protection.health import DiskHealth, finite, step_health
+from planners.protection.inputs import ActiveThrottle, ClientShare, Lineage, ProtectionInput
+from planners.protection.queue import QueueEntry, abnormal_queue
 
-BEHAVIOURS = ("user_read", "user_write", "replication_read", "replication_write", "migration_read",
-              "migration_write")
-Behaviour = Literal["user_read", "user_write", "replication_read", "replication_write", "migration_read",
-                    "migration_write"]
-WHO = "throttle-protection"
-
-
-# --------------------------------------------------------------------------- configuration
-@dataclass(frozen=True, slots=True)
-class HealthThresholds:
-    """High/low marks of one disk kind; ``enter_samples`` is the k of the hysteresis."""
-
-    util_high: float = 0.85
-    util_low: float = 0.70
-    await_high_ms: float = 50.0
-    await_low_ms: float = 20.0
-    enter_samples: int = 2
-    leave_samples: int = 2
-
-    def __post_init__(self) -> None:
-        if not (0 < self.util_low < self.util_high and 0 < self.await_low_ms < self.await_high_ms):
-            raise ValueError("thresholds need 0 < low < high for util and await")
-        if self.enter_samples < 1 or self.leave_samples < 1:
-            raise ValueError("enter_samples and leave_samples must be >= 1")
-
-
-DEFAULT_THRESHOLDS: Mapping[DiskKind, HealthThresholds] = {
-    DiskKind.HDD: HealthThresholds(0.85, 0.70, 60.0, 25.0),
-    DiskKind.SSD: HealthThresholds(0.85, 0.70, 10.0, 4.0),
-    DiskKind.NVME: HealthThresholds(0.85, 0.70, 3.0, 1.0),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class ThrottleConfig:
-    """Knobs of the protection (all rates in bytes/s)."""
-
-    thresholds: Mapping[DiskKind, HealthThresholds] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
-    target_util: float = 0.65
-    write_tolerance: float = 1.5
-    """A user write is abnormal above ``expected x write_tolerance``."""
-    min_abnormal_bytes_per_s: float = 256 * 1024
-    """Flows smaller than this are noise, never queued."""
-    min_rate_bytes_per_s: float = 512 * 1024
-    """No lever is set below this (a throttle never stops a client or a copy entirely)."""
-    isr_floor_bytes_per_s: float = 1024 * 1024
-    catch_up_margin: float = 0.2
-    """A follower catch-up throttle keeps at least ``bytes_in x (1 + margin)`` so the replica still gains."""
-    relax_factor: float = 2.0
-    release_unbound_ratio: float = 0.8
-    """Release when the lever carries less than this fraction of its rate (it no longer binds)."""
-    max_queue_evidence: int = 10
-    quota_quiet_samples: int = 10
-    """A client quota whose flow vanished is released only after this many consecutive quiet evaluations: Kafka
-    mutes a throttled client for up to its quota window (11 s by default) and again while its average stays
-    over the quota — on the lab, 12 s of silence after a quota cut from 2.2 to 0.5 MB/s — so a shorter silence
-    is the quota working, not the cause gone."""
-
-    def thresholds_for(self, kind: DiskKind) -> HealthThresholds:
-        """The thresholds of ``kind`` (HDD's when the kind is not configured)."""
-        return self.thresholds.get(kind) or self.thresholds.get(DiskKind.HDD) or HealthThresholds()
-
-
-# --------------------------------------------------------------------------- health with hysteresis
-@dataclass(frozen=True, slots=True)
-class DiskHealth:
-    """Hysteresis state of one disk; ``unhealthy`` flips only after enough consecutive samples."""
-
-    unhealthy: bool = False
-    above: int = 0
-    below: int = 0
-    missing: int = 0
-    samples: int = 0
-    last_util: float | None = None
-    last_await_ms: float | None = None
-    reason: str = ""
-
-
-def _finite(x: float | None) -> float | None:
-    return x if x is not None and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 else None
-
-
-def step_health(state: DiskHealth, util: float | None, await_ms: float | None, th: HealthThresholds,
-                alert: bool = False) -> DiskHealth:
-    """Advance the hysteresis by one sample.
-
-    Guarantees: a missing/non-finite sample (both metrics) leaves ``unhealthy``, ``above`` and ``below``
-    unchanged; the state turns unhealthy only after ``th.enter_samples`` consecutive samples above a
-    high mark (or at once with ``alert``), and healthy only after ``th.leave_samples`` consecutive
-    samples with every finite metric below its low mark (and no alert). Values between the marks
-    reset both counters, so noise inside the band never flips the state.
-    """
-    u, a = _finite(util), _finite(await_ms)
-    if u is None and a is None and not alert:
-        return replace(state, missing=state.missing + 1, samples=state.samples + 1)
-    hot = alert or (u is not None and u > th.util_high) or (a is not None and a > th.await_high_ms)
-    cool = not alert and (u is None or u < th.util_low) and (a is None or a < th.await_low_ms)
-    above = state.above + 1 if hot else 0
-    below = state.below + 1 if cool else 0
-    unhealthy = state.unhealthy
-    reason = state.reason
-    if not unhealthy and (alert or above >= th.enter_samples):
-        unhealthy = True
-        parts = []
-        if alert:
-            parts.append("on-call alert firing")
-        if u is not None and u > th.util_high:
-            parts.append(f"util {u:.2f} > {th.util_high:.2f}")
-        if a is not None and a > th.await_high_ms:
-            parts.append(f"await {a:.1f} ms > {th.await_high_ms:.1f} ms")
-        reason = ", ".join(parts) + f" for {above} sample(s)"
-    elif unhealthy and below >= th.leave_samples:
-        unhealthy = False
-        reason = f"below util {th.util_low:.2f} / await {th.await_low_ms:.1f} ms for {below} sample(s)"
-    return DiskHealth(unhealthy=unhealthy, above=above, below=below, missing=state.missing,
-                      samples=state.samples + 1, last_util=u if u is not None else state.last_util,
-                      last_await_ms=a if a is not None else state.last_await_ms, reason=reason)
-
-
-# --------------------------------------------------------------------------- inputs beyond the snapshot
-@dataclass(frozen=True, slots=True)
-class Transfer:
-    """An in-flight copy: a reassignment adding a replica (``reassign``), an intra-broker move
-    (``intra_broker``) or an out-of-sync follower catching up (``catch_up``), at its current rate."""
-
-    kind: Literal["reassign", "intra_broker", "catch_up"]
-    topic: str
-    partition: int
-    source: DiskId | None
-    dest: DiskId
-    bytes_per_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class ClientShare:
-    """One client's share of a partition's (or topic's) traffic."""
-
-    client_id: str
-    bytes_per_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class AssignedClient:
-    """A consumer-group member assigned a partition (Kafka's DescribeGroups answer for a classic group), by the
-    client id its quota is set on. ``reads_disk``: the collectors' position estimate has the group reading the
-    partition beyond the page cache (a lagging group), rather than tailing it from memory."""
-
-    group: str
-    client_id: str
-    reads_disk: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Lineage:
-    """Who reads and writes what: per partition from audit data, or per topic (top clients) as fallback.
-
-    ``topic_source`` says where the per-topic clients came from (the live audit topic, or a lineage run
-    of the audit analytics); it is recorded with every client-quota decision. ``assignments`` are the
-    consumer-group members assigned each partition (read only where it matters: partitions read from an
-    overloaded disk of a cluster without a partition-level throttle); they are the preferred source of a
-    fetch flow's clients. ``unassigned`` says, per partition, which reading groups' assignments could not be
-    read and why (e.g. a KIP-848 group)."""
-
-    fetch: Mapping[PartitionId, tuple[ClientShare, ...]] = field(default_factory=dict)
-    produce: Mapping[PartitionId, tuple[ClientShare, ...]] = field(default_factory=dict)
-    topic_consumers: Mapping[str, tuple[ClientShare, ...]] = field(default_factory=dict)
-    topic_producers: Mapping[str, tuple[ClientShare, ...]] = field(default_factory=dict)
-    topic_source: str = "the audit topic"
-    assignments: Mapping[PartitionId, tuple[AssignedClient, ...]] = field(default_factory=dict)
-    unassigned: Mapping[PartitionId, tuple[str, ...]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ActiveThrottle:
-    """A throttle in force (from the replicated state)."""
-
-    key: str
-    kind: str
-    target: Mapping[str, Any]
-    rate_bytes_per_s: float
-    evidence: Mapping[str, Any] = field(default_factory=dict)
-    set_by: str = WHO
-
-
-@dataclass(frozen=True, slots=True)
-class ThrottleInput:
-    """Everything one evaluation consumes besides the snapshot."""
-
-    transfers: tuple[Transfer, ...] = ()
-    lineage: Lineage = field(default_factory=Lineage)
-    expected_bytes_in: Mapping[PartitionId, float] = field(default_factory=dict)
-    """Expected write rate per partition (history median or traffic model); absent = unknown."""
-    partition_throttle: bool = False
-    """The cluster accepts partition-level throttles (else client quotas are used)."""
-    active: tuple[ActiveThrottle, ...] = ()
-    alerts: frozenset[DiskId] = frozenset()
-    """Disks with a firing on-call alert."""
-    quiet: Mapping[str, int] = field(default_factory=dict)
-    """Per active client-quota lever, the consecutive evaluations (before this one) in which its flow was below
-    ``min_abnormal_bytes_per_s`` (:attr:`ThrottlePlan.lever_flows`)."""
-    fail_slow: Mapping[DiskId, str] = field(default_factory=dict)
-    """Disks the fail-slow detector flags (-> why): slow at normal load is the hardware's fault, so no client
-    is throttled for it (self-healing moves leadership off instead); the skip is reported as the disk's reason."""
-
-
-# --------------------------------------------------------------------------- flows (root cause)
-@dataclass(frozen=True, slots=True)
-class Flow:
-    """Bytes/s one behaviour of one partition puts on one disk."""
-
-    disk: DiskId
-    behaviour: Behaviour
-    topic: str
-    partition: int
-    bytes_per_s: float
-    broker: int
-    """The broker the flow is served by (leader for user traffic, the copying replica for transfers)."""
-    transfer: Transfer | None = None
-
-
-def disk_flows(snapshot: ClusterSnapshot, transfers: Sequence[Transfer] = ()) -> dict[DiskId, list[Flow]]:
-    """Split every disk's I/O into the six behaviours per partition. O(replicas + transfers).
-
-    User write = ``bytes_in`` on the leader's dir; replication write = ``bytes_in`` on each in-sync
-    follower's dir; user read = ``disk_read_bytes_per_s`` (page-cache misses) on the leader's dir;
-    transfers add migration (reassign / intra-broker) or replication (catch-up) read on the source
-    and write on the destination. Non-finite or negative rates count as 0.
-    """
-    known = set(snapshot.index.disk_ids)
-    flows: dict[DiskId, list[Flow]] = defaultdict(list)
-
-    def add(disk: DiskId | None, behaviour: Behaviour, p: Partition | Transfer, rate: float, broker: int,
-            transfer: Transfer | None = None) -> None:
-        r = _finite(rate)
-        if disk is None or disk not in known or not r:
-            return
-        flows[disk].append(Flow(disk, behaviour, p.topic, p.partition, r, broker, transfer))
-
-    for p in snapshot.iter_partitions():
-        for i, broker in enumerate(p.replicas):
-            if i >= len(p.log_dirs) or broker not in p.isr:
-                continue
-            disk = (broker, p.log_dirs[i])
-            if broker == p.leader:
-                add(disk, "user_write", p, p.bytes_in_per_s, broker)
-                add(disk, "user_read", p, p.disk_read_bytes_per_s, broker)
-            else:
-                add(disk, "replication_write", p, p.bytes_in_per_s, broker)
-    for t in transfers:
-        if t.kind == "catch_up":
-            add(t.source, "replication_read", t, t.bytes_per_s, t.dest[0], t)
-            add(t.dest, "replication_write", t, t.bytes_per_s, t.dest[0], t)
-        else:
-            add(t.source, "migration_read", t, t.bytes_per_s, t.dest[0], t)
-            add(t.dest, "migration_write", t, t.bytes_per_s, t.dest[0], t)
-    return dict(flows)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueEntry:
-    """An abnormal behaviour on an unhealthy disk: its current traffic and why it is abnormal."""
-
-    flow: Flow
-    expected_bytes_per_s: float
-    why: str
-
-    @property
-    def sort_key(self) -> tuple[float, str, str, int, int]:
-        """Largest traffic first; ties broken by behaviour, topic, partition, broker (stable)."""
-        f = self.flow
-        return (-f.bytes_per_s, f.behaviour, f.topic, f.partition, f.broker)
-
-
-def abnormal_queue(flows: Iterable[Flow], expected_bytes_in: Mapping[PartitionId, float],
-                   config: ThrottleConfig) -> list[QueueEntry]:
-    """The abnormal behaviours among ``flows``, sorted by current traffic, largest first.
-
-    Abnormal: any disk read; a user write above ``expected x write_tolerance`` (unknown or non-finite
-    expectation: not abnormal); every migration write and catch-up replication write (steady state
-    expects none). In-sync replication writes are never queued (they follow the leader's writes and
-    KIP-73 cannot slow them). Flows below ``min_abnormal_bytes_per_s`` are ignored.
-    """
-    out: list[QueueEntry] = []
-    for f in flows:
-        if f.bytes_per_s < config.min_abnormal_bytes_per_s:
-            continue
-        if f.behaviour.endswith("_read"):
-            out.append(QueueEntry(f, 0.0, f"disk read ({f.behaviour.replace('_', ' ')}) is abnormal"))
-        elif f.behaviour == "user_write":
-            exp = _finite(expected_bytes_in.get((f.topic, f.partition)))
-            if exp is not None and f.bytes_per_s > exp * config.write_tolerance:
-                out.append(QueueEntry(f, exp, f"writes {f.bytes_per_s:.0f} B/s > expected {exp:.0f} B/s "
-                                              f"x {config.write_tolerance}"))
-        elif f.transfer is not None:
-            out.append(QueueEntry(f, 0.0, f"{f.transfer.kind.replace('_', '-')} copy writes this disk"))
-    out.sort(key=lambda e: e.sort_key)
-    return out
-
-
-# --------------------------------------------------------------------------- levers and decisions
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._:/@-]")
 
 
@@ -359,7 +42,7 @@ def _safe(s: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Lever:
+class NamedLever:
     """One throttle mechanism instance: the unit a decision sets, relaxes or releases."""
 
     key: str
@@ -401,7 +84,7 @@ class DiskReport:
 
 
 @dataclass(frozen=True, slots=True)
-class ThrottlePlan:
+class ProtectionPlan:
     """The outcome of one evaluation: new health states, decisions, and a report per examined disk."""
 
     health: Mapping[DiskId, DiskHealth]
@@ -409,7 +92,7 @@ class ThrottlePlan:
     reports: tuple[DiskReport, ...]
     lever_flows: Mapping[str, float] = field(default_factory=dict)
     """Bytes/s of the throttled behaviour still on the disk, per active lever examined for relaxation (the
-    caller counts a client quota's quiet samples from it: :attr:`ThrottleInput.quiet`)."""
+    caller counts a client quota's quiet samples from it: :attr:`ProtectionInput.quiet`)."""
 
 
 def _partition_index(snapshot: ClusterSnapshot) -> tuple[dict[PartitionId, Partition], dict[int, set[PartitionId]]]:
@@ -492,7 +175,7 @@ def _responsible(entry: QueueEntry, lineage: Lineage, read: bool) -> tuple[list[
 class _Cut:
     """A proposed lever setting while walking one disk's queue."""
 
-    lever: Lever
+    lever: NamedLever
     rate: float
     original: float
     relieved: float
@@ -500,9 +183,9 @@ class _Cut:
     entries: list[QueueEntry]
 
 
-def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: ThrottleInput,
+def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: ProtectionInput,
                 parts: Mapping[PartitionId, Partition], led: Mapping[int, set[PartitionId]],
-                config: ThrottleConfig) -> tuple[list[tuple[Lever, float, float]], float, str]:
+                config: ProtectionConfig) -> tuple[list[tuple[NamedLever, float, float]], float, str]:
     """Levers (with new rate and the rate they govern now) that cut ``cut`` bytes/s off the entry's flow.
 
     Returns the levers, the disk bytes/s actually relieved (after floors) and the mechanism's name.
@@ -517,14 +200,14 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
             bytes_in = p.bytes_in_per_s if p else 0.0
             floor = max(config.isr_floor_bytes_per_s, bytes_in * (1 + config.catch_up_margin), floor)
             rate = max(floor, t.bytes_per_s - cut)
-            lever = Lever(f"follower:{_safe(f.topic)}:{f.partition}:{t.dest[0]}", FOLLOWER,
+            lever = NamedLever(f"follower:{_safe(f.topic)}:{f.partition}:{t.dest[0]}", FOLLOWER,
                           {"topic": f.topic, "partition": f.partition, "broker": t.dest[0]})
             return [(lever, rate, t.bytes_per_s)], max(t.bytes_per_s - rate, 0.0), "KIP-73 follower throttle"
         kind = MIGRATION if t.kind == "reassign" else INTRA_BROKER
         # the rate is per broker (shared by its copies): scale the broker's total copy rate
         total = sum(x.bytes_per_s for x in inp.transfers if x.kind == t.kind and x.dest[0] == t.dest[0])
         rate = max(floor, total - cut)
-        lever = Lever(f"{'migration' if kind == MIGRATION else 'intra'}:broker:{t.dest[0]}", kind,
+        lever = NamedLever(f"{'migration' if kind == MIGRATION else 'intra'}:broker:{t.dest[0]}", kind,
                       {"broker": t.dest[0], "source_broker": t.source[0] if t.source else None})
         relieved = min(max(total - rate, 0.0), cut)
         name = "executor migration rate" if kind == MIGRATION else "intra-broker move rate"
@@ -538,13 +221,13 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
     if inp.partition_throttle:
         rate = max(floor, lever_total - cut / ratio) if ratio > 0 else lever_total
         kind = PARTITION_FETCH if read else PARTITION_PRODUCE
-        lever = Lever(f"{'fetch' if read else 'produce'}:{_safe(f.topic)}:{f.partition}", kind,
+        lever = NamedLever(f"{'fetch' if read else 'produce'}:{_safe(f.topic)}:{f.partition}", kind,
                       {"topic": f.topic, "partition": f.partition})
         return [(lever, rate, lever_total)], max(lever_total - rate, 0.0) * ratio, "partition-level throttle"
     clients, source, mechanism = _responsible(entry, inp.lineage, read)
     if not clients:
         return [], 0.0, f"client quota (no client known for the topic): {NO_PARTITION_THROTTLE}"
-    out: list[tuple[Lever, float, float]] = []
+    out: list[tuple[NamedLever, float, float]] = []
     relieved = 0.0
     share_total = sum(c.bytes_per_s for c in clients) or float(len(clients))
     broker_parts = led.get(f.broker, set())
@@ -556,7 +239,7 @@ def _levers_for(entry: QueueEntry, cut: float, snapshot: ClusterSnapshot, inp: T
         want = cut * weight / ratio if ratio > 0 else 0.0
         rate = max(floor, on_broker - want)
         kind = CONSUMER_QUOTA if read else PRODUCER_QUOTA
-        lever = Lever(f"{'consumer' if read else 'producer'}-quota:{_safe(c.client_id)}", kind,
+        lever = NamedLever(f"{'consumer' if read else 'producer'}-quota:{_safe(c.client_id)}", kind,
                       {"client_id": c.client_id, "quota": "consumer_byte_rate" if read else "producer_byte_rate",
                        "lineage": source})
         out.append((lever, rate, on_broker))
@@ -570,8 +253,8 @@ def _util_now(util: float | None, disk_bytes: float, max_bps: float) -> float | 
     return disk_bytes / max_bps if max_bps > 0 else None
 
 
-def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mapping[DiskId, DiskHealth],
-                   config: ThrottleConfig | None = None, only: Iterable[DiskId] | None = None) -> ThrottlePlan:
+def plan_throttles(snapshot: ClusterSnapshot, inp: ProtectionInput, health: Mapping[DiskId, DiskHealth],
+                   config: ProtectionConfig | None = None, only: Iterable[DiskId] | None = None) -> ProtectionPlan:
     """One evaluation: advance every disk's health, throttle unhealthy disks, relax recovered ones.
 
     Deterministic for equal inputs. ``only`` restricts the evaluation to some disks (an alert's);
@@ -579,7 +262,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
     set wins, a lever is never both set and relaxed in one plan, and a lever with an active throttle
     is only ever *tightened* by a set.
     """
-    config = config or ThrottleConfig()
+    config = config or ProtectionConfig()
     flows = disk_flows(snapshot, inp.transfers)
     parts, led = _partition_index(snapshot)
     active = {a.key: a for a in inp.active}
@@ -604,7 +287,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
             per_behaviour = {b: 0.0 for b in BEHAVIOURS}
             for fl in dflows:
                 per_behaviour[fl.behaviour] += fl.bytes_per_s
-            util = _util_now(_finite(disk.util), sum(per_behaviour.values()), disk.max_bytes_per_s)
+            util = _util_now(finite(disk.util), sum(per_behaviour.values()), disk.max_bytes_per_s)
             queue: list[QueueEntry] = []
             predicted = util
             if state.unhealthy:
@@ -614,7 +297,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
             elif state.below > 0 or (util is not None and util < th.util_low):
                 _relax_disk(did, disk.max_bytes_per_s, util, dflows, parts, active, decisions, config, th, state,
                             inp.quiet, lever_flows)
-            reports.append(DiskReport(did, disk.kind.value, state, util, _finite(disk.await_ms), predicted,
+            reports.append(DiskReport(did, disk.kind.value, state, util, finite(disk.await_ms), predicted,
                                       per_behaviour, tuple(queue)))
     # throttles on disks that no longer exist or whose broker died: release them
     alive_disks = {(b.id, d.path) for b in snapshot.brokers if b.is_alive for d in b.disks}
@@ -627,7 +310,7 @@ def plan_throttles(snapshot: ClusterSnapshot, inp: ThrottleInput, health: Mappin
                                                 "the disk it protected is gone or its broker is down",
                                                 {"disk": list(gone)})
     ordered = tuple(sorted(decisions.values(), key=lambda d: (d.protects, d.action, d.key)))
-    return ThrottlePlan(new_health, ordered, tuple(reports), lever_flows)
+    return ProtectionPlan(new_health, ordered, tuple(reports), lever_flows)
 
 
 def _disk_of(a: ActiveThrottle) -> DiskId | None:
@@ -648,9 +331,9 @@ def _entry_evidence(e: QueueEntry) -> dict[str, Any]:
 
 
 def _throttle_disk(did: DiskId, max_bps: float, util: float | None, state: DiskHealth, queue: list[QueueEntry],
-                   snapshot: ClusterSnapshot, inp: ThrottleInput, parts: Mapping[PartitionId, Partition],
+                   snapshot: ClusterSnapshot, inp: ProtectionInput, parts: Mapping[PartitionId, Partition],
                    led: Mapping[int, set[PartitionId]], active: Mapping[str, ActiveThrottle],
-                   decisions: dict[str, ThrottleDecision], config: ThrottleConfig,
+                   decisions: dict[str, ThrottleDecision], config: ProtectionConfig,
                    th: HealthThresholds) -> float | None:
     if util is None or max_bps <= 0:
         return util
@@ -699,9 +382,9 @@ def _throttle_disk(did: DiskId, max_bps: float, util: float | None, state: DiskH
     return predicted
 
 
-def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequence[Flow],
+def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequence[DiskFlow],
                 parts: Mapping[PartitionId, Partition], active: Mapping[str, ActiveThrottle],
-                decisions: dict[str, ThrottleDecision], config: ThrottleConfig, th: HealthThresholds,
+                decisions: dict[str, ThrottleDecision], config: ProtectionConfig, th: HealthThresholds,
                 state: DiskHealth, quiet: Mapping[str, int], lever_flows: dict[str, float]) -> None:
     mine = [a for a in active.values() if a.set_by == WHO and _disk_of(a) == did and a.key not in decisions]
     budget = util if util is not None else 0.0
@@ -749,7 +432,7 @@ def _relax_disk(did: DiskId, max_bps: float, util: float | None, dflows: Sequenc
                 {**base, "relax_step": step + 1, "predicted_util": round(budget, 4)})
 
 
-def _lever_load(a: ActiveThrottle, dflows: Sequence[Flow], parts: Mapping[PartitionId, Partition]
+def _lever_load(a: ActiveThrottle, dflows: Sequence[DiskFlow], parts: Mapping[PartitionId, Partition]
                 ) -> tuple[float, float | None]:
     """(bytes/s of the throttled behaviour still on the disk, bytes/s the lever carries now or None)."""
     t = a.target
@@ -778,16 +461,3 @@ def _lever_load(a: ActiveThrottle, dflows: Sequence[Flow], parts: Mapping[Partit
     flow = sum(f.bytes_per_s for f in dflows if f.transfer is not None and f.transfer.kind == kind
                and f.transfer.dest[0] == t.get("broker"))
     return flow, None
-
-
-def parse_active(throttles: Mapping[str, Mapping[str, Any]]) -> tuple[ActiveThrottle, ...]:
-    """Active throttles of one cluster from the replicated state's ``throttles[cluster]`` (bad rows skipped)."""
-    out = []
-    for key, t in sorted(throttles.items()):
-        try:
-            out.append(ActiveThrottle(key=str(key), kind=str(t["kind"]), target=dict(t.get("target") or {}),
-                                      rate_bytes_per_s=float(t["rate_bytes_per_s"]),
-                                      evidence=dict(t.get("evidence") or {}), set_by=str(t.get("set_by", ""))))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return tuple(out)

@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 import pytest
 
 from collectors.disk_rates import DiskRate, DiskScraper, HostSample, parse_host
-from controlplane.executor.joint_throttle import FOLLOWER
 from controlplane.executor.live import IngressMeter
-from controlplane.executor.throttle import (
+from controlplane.executor.migration_levers import side_floors
+from controlplane.executor.migration_rate import (
     DELIVERY_MAX,
-    Flow,
+    CopyFlow,
+    MigrationRatePolicy,
     NetRate,
     Schedule,
-    ThrottlePolicy,
     broker_rates,
     catch_up_floors,
     fair_shares,
@@ -23,7 +23,7 @@ from controlplane.executor.throttle import (
     parse_rate,
     resources,
 )
-from controlplane.executor.throttle_sync import side_floors
+from controlplane.executor.migration_sides import FOLLOWER
 from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE
 from kafkaio.endpoints import parse_endpoints
 from kafkaio.types import LiveCluster, PartitionMeta, ReplicaDir
@@ -53,18 +53,18 @@ def test_schedule_windows_wrap_midnight_and_reject_garbage() -> None:
 
 def test_policy_validation() -> None:
     with pytest.raises(ValueError):
-        ThrottlePolicy(mode="turbo")
+        MigrationRatePolicy(mode="turbo")
     with pytest.raises(ValueError):
-        ThrottlePolicy(floor=10e6, ceiling=1e6)
+        MigrationRatePolicy(floor=10e6, ceiling=1e6)
 
 
-FLOW = Flow("a:0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"), 10e6)
+FLOW = CopyFlow("a:0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"), 10e6)
 
 
 def test_adaptive_rate_comes_from_the_headroom_of_the_busiest_disk() -> None:
     disks = {(1, "/d1"): DiskRate(util=0.5, bytes_per_s=100e6, max_bytes_per_s=200e6),   # 10% of it is us
              (2, "/d1"): DiskRate(util=0.3, bytes_per_s=60e6, max_bytes_per_s=200e6)}
-    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, initial=5e6)
+    policy = MigrationRatePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, initial=5e6)
     rates = broker_rates([FLOW], disks, policy, {}, NOON)
     # source: u0 = 0.5 * (1 - 0.1) = 0.45 -> (0.7 - 0.45) * 200 MB/s = 50 MB/s; destination allows more
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6, rel=1e-6)
@@ -73,7 +73,7 @@ def test_adaptive_rate_comes_from_the_headroom_of_the_busiest_disk() -> None:
 
 def test_adaptive_rate_backs_off_at_once_rises_gradually_and_stays_within_floor_and_schedule() -> None:
     hot = {(1, "/d1"): DiskRate(util=0.95, bytes_per_s=190e6, max_bytes_per_s=200e6)}
-    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, floor=2e6, gain=0.5)
+    policy = MigrationRatePolicy(util_threshold=0.7, headroom=0.0, floor=2e6, gain=0.5)
     down = broker_rates([FLOW], hot, policy, {(2, FOLLOWER_RATE): 80e6, (1, LEADER_RATE): 80e6}, NOON)
     assert down[(2, FOLLOWER_RATE)] == 2e6  # no headroom: straight to the floor
     cool = {(1, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6),
@@ -83,31 +83,31 @@ def test_adaptive_rate_backs_off_at_once_rises_gradually_and_stays_within_floor_
     blind = {(1, "/d1"): cool[(1, "/d1")]}  # nothing known of the destination disk: no rise
     assert broker_rates([FLOW], blind, policy, {(2, FOLLOWER_RATE): 20e6, (1, LEADER_RATE): 20e6},
                         NOON)[(2, FOLLOWER_RATE)] == 20e6
-    night = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, schedule=Schedule.parse("06:00-22:00=10MB"))
+    night = MigrationRatePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, schedule=Schedule.parse("06:00-22:00=10MB"))
     assert broker_rates([FLOW], cool, night, {}, NOON)[(2, FOLLOWER_RATE)] == 10e6
     assert broker_rates([FLOW], cool, night, {}, NIGHT)[(2, FOLLOWER_RATE)] > 100e6
 
 
 def test_flows_share_a_broker_rate_and_unknown_disks_keep_the_previous_rate() -> None:
-    flows = [Flow("a>2", "move", 1, 2, None, (2, "/d1"), 0), Flow("b>2", "move", 3, 2, None, (2, "/d2"), 0),
-             Flow("c>4", "future", 4, 4, (4, "/d1"), (4, "/d2"), 0)]
+    flows = [CopyFlow("a>2", "move", 1, 2, None, (2, "/d1"), 0), CopyFlow("b>2", "move", 3, 2, None, (2, "/d2"), 0),
+             CopyFlow("c>4", "future", 4, 4, (4, "/d1"), (4, "/d2"), 0)]
     disks = {(2, "/d1"): DiskRate(0.6, 120e6, 200e6), (2, "/d2"): DiskRate(0.2, 40e6, 200e6)}
-    policy = ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, initial=7e6)
+    policy = MigrationRatePolicy(util_threshold=0.7, headroom=0.0, gain=1.0, initial=7e6)
     rates = broker_rates(flows, disks, policy, {}, NOON)
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(2 * 20e6)  # the tighter disk's allowance x 2 flows
     assert rates[(4, ALTER_DIRS_RATE)] == 7e6  # no live data for its disks: previous (initial) rate
     assert rates[(1, LEADER_RATE)] == pytest.approx(20e6)  # its one flow is bounded by the destination disk
-    fixed = broker_rates(flows, disks, ThrottlePolicy(mode="fixed", fixed_rate=33e6), {}, NOON)
+    fixed = broker_rates(flows, disks, MigrationRatePolicy(mode="fixed", fixed_rate=33e6), {}, NOON)
     assert set(fixed.values()) == {33e6} and len(fixed) == 4
 
 
 def test_a_fixed_rate_is_raised_until_kafka_delivers_it_and_no_further() -> None:
     """Kafka's quota delivers ~0.8 of a KIP-73 rate: fixed mode sets the rate so the copies get what was asked."""
-    policy = ThrottlePolicy(mode="fixed", fixed_rate=4e6)
+    policy = MigrationRatePolicy(mode="fixed", fixed_rate=4e6)
     role = (2, FOLLOWER_RATE)
 
     def rates(observed: float, prev: float | None) -> float:
-        flow = Flow("a>2", "move", 1, 2, None, (2, "/d1"), observed)
+        flow = CopyFlow("a>2", "move", 1, 2, None, (2, "/d1"), observed)
         return broker_rates([flow], {}, policy, {} if prev is None else {role: prev}, NOON)[role]
 
     assert rates(0.0, None) == 4e6  # nothing measured yet: the rate asked
@@ -165,15 +165,15 @@ def test_scraper_rates_use_measured_time_and_ignore_counter_resets() -> None:
 
 
 def test_network_headroom_bounds_inter_broker_flows_only() -> None:
-    flows = [Flow("a>2", "move", 1, 2, None, None, 30e6), Flow("b>2", "move", 3, 2, None, None, 10e6),
-             Flow("c>4", "future", 4, 4, None, None, 0)]
+    flows = [CopyFlow("a>2", "move", 1, 2, None, None, 30e6), CopyFlow("b>2", "move", 3, 2, None, None, 10e6),
+             CopyFlow("c>4", "future", 4, 4, None, None, 0)]
     network = {2: NetRate(in_bytes_per_s=90e6, out_bytes_per_s=0, migration_in_bytes_per_s=40e6),
                1: NetRate(in_bytes_per_s=0, out_bytes_per_s=100e6)}
     res = {r.name: r for r in resources(flows, {}, 0.8, network=network, nic_bytes_per_s=125e6)}
     # broker 2 in: 0.8 * 125 - (90 - 40) = 50 MB/s; broker 1 out: 100 - (100 - 30) = 30 MB/s left
     assert res["nic-in 2"].budget == pytest.approx(50e6) and res["nic-out 1"].budget == pytest.approx(30e6)
     assert all(i != 2 for r in res.values() for i, _ in r.members)  # the intra-broker copy uses no network
-    policy = ThrottlePolicy(util_threshold=0.8, headroom=0.0, gain=1.0, nic_bytes_per_s=125e6, initial=99e6)
+    policy = MigrationRatePolicy(util_threshold=0.8, headroom=0.0, gain=1.0, nic_bytes_per_s=125e6, initial=99e6)
     rates = broker_rates(flows, {}, policy, {}, NOON, network)
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(50e6)  # 25 MB/s for each of its two copies
     assert rates[(1, LEADER_RATE)] == pytest.approx(25e6)  # its NIC would allow 30: the destination holds it at 25
@@ -183,7 +183,7 @@ def test_network_headroom_bounds_inter_broker_flows_only() -> None:
 def test_fair_shares_give_what_one_copy_cannot_use_to_the_others() -> None:
     # broker 9 writes three copies to one disk with 90 MB/s left; one of them is held at 10 MB/s by its
     # source's disk, so the other two share the remaining 80 (max-min fair), not 30 each
-    flows = [Flow(f"t{i}>9", "move", i, 9, (i, "/d"), (9, "/d")) for i in (1, 2, 3)]
+    flows = [CopyFlow(f"t{i}>9", "move", i, 9, (i, "/d"), (9, "/d")) for i in (1, 2, 3)]
     disks = {(9, "/d"): DiskRate(0.25, 50e6, 200e6), (1, "/d"): DiskRate(0.65, 130e6, 200e6),
              (2, "/d"): DiskRate(0.1, 20e6, 200e6), (3, "/d"): DiskRate(0.1, 20e6, 200e6)}
     res = resources(flows, disks, 0.7)
@@ -192,15 +192,15 @@ def test_fair_shares_give_what_one_copy_cannot_use_to_the_others() -> None:
     assert shares[(1, LEADER_RATE)] == pytest.approx(10e6)
     assert shares[(9, FOLLOWER_RATE)] == pytest.approx(40e6)  # 10 + 40 + 40 = 90 on broker 9's disk
     assert shares[(2, LEADER_RATE)] == pytest.approx(40e6)  # lowered to what its copy can use
-    rates = broker_rates(flows, disks, ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0), {}, NOON)
+    rates = broker_rates(flows, disks, MigrationRatePolicy(util_threshold=0.7, headroom=0.0, gain=1.0), {}, NOON)
     assert rates[(9, FOLLOWER_RATE)] == pytest.approx(120e6)  # 3 copies x 40 (Kafka splits it equally)
 
 
 def test_measured_migration_per_disk_overrides_the_flows_estimate() -> None:
     # the disk ran at 0.7 util, 60 MB/s of it migration (a copy that finished in the interval included)
     disks = {(2, "/d1"): DiskRate(util=0.7, bytes_per_s=140e6, max_bytes_per_s=200e6)}
-    flow = Flow("a>2", "move", 1, 2, None, (2, "/d1"), 0.0)
-    policy = ThrottlePolicy(util_threshold=0.75, headroom=0.0, gain=1.0)
+    flow = CopyFlow("a>2", "move", 1, 2, None, (2, "/d1"), 0.0)
+    policy = MigrationRatePolicy(util_threshold=0.75, headroom=0.0, gain=1.0)
     assert broker_rates([flow], disks, policy, {}, NOON)[(2, FOLLOWER_RATE)] == pytest.approx(10e6)
     rates = broker_rates([flow], disks, policy, {}, NOON, migration={(2, "/d1"): 60e6})
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(70e6)  # (0.75 - (0.7 - 0.3)) x 200 MB/s
@@ -216,9 +216,9 @@ def test_parse_host_reads_broker_network_counters() -> None:
 
 
 def test_a_replica_not_placed_yet_is_bounded_by_its_brokers_busiest_disk() -> None:
-    flow = Flow("a>2", "move", 1, 2, None, None, 0.0)
+    flow = CopyFlow("a>2", "move", 1, 2, None, None, 0.0)
     disks = {(2, "/d1"): DiskRate(0.2, 40e6, 200e6), (2, "/d2"): DiskRate(0.6, 120e6, 200e6)}
-    rates = broker_rates([flow], disks, ThrottlePolicy(util_threshold=0.7, headroom=0.0, gain=1.0), {}, NOON)
+    rates = broker_rates([flow], disks, MigrationRatePolicy(util_threshold=0.7, headroom=0.0, gain=1.0), {}, NOON)
     assert rates[(2, FOLLOWER_RATE)] == pytest.approx(20e6)  # (0.7 - 0.6) x 200 MB/s on /d2
 
 
@@ -227,13 +227,14 @@ def test_a_copy_is_never_throttled_below_what_producers_write_to_its_partition()
     # throttled follower fetching slower than the partition's 10 MB/s of writes would never catch up
     hot = {(1, "/d1"): DiskRate(util=0.99, bytes_per_s=198e6, max_bytes_per_s=200e6),
            (2, "/d1"): DiskRate(util=0.1, bytes_per_s=20e6, max_bytes_per_s=200e6)}
-    flow = Flow("t-0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"), 0.0, ingress_bytes_per_s=10e6)
-    for policy in (ThrottlePolicy(), ThrottlePolicy(mode="fixed", fixed_rate=2e6)):
+    flow = CopyFlow("t-0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"), 0.0, ingress_bytes_per_s=10e6)
+    for policy in (MigrationRatePolicy(), MigrationRatePolicy(mode="fixed", fixed_rate=2e6)):
         rates = broker_rates([flow], hot, policy, {}, NOON)
         assert rates[(2, FOLLOWER_RATE)] == pytest.approx(12e6)
         assert rates[(1, LEADER_RATE)] == pytest.approx(12e6)
-    without = broker_rates([Flow("t-0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"))], hot, ThrottlePolicy(), {}, NOON)
-    assert without[(2, FOLLOWER_RATE)] == pytest.approx(ThrottlePolicy().floor)
+    without = broker_rates([CopyFlow("t-0>2", "move", 1, 2, (1, "/d1"), (2, "/d1"))], hot, MigrationRatePolicy(), {},
+                           NOON)
+    assert without[(2, FOLLOWER_RATE)] == pytest.approx(MigrationRatePolicy().floor)
 
 
 def test_ingress_meter_turns_leader_log_growth_into_bytes_per_second_and_skips_shrinks() -> None:
@@ -263,10 +264,10 @@ def test_copies_that_end_in_any_order_leave_no_disk_over_its_budget() -> None:
     # z (4 -> 6:/d2) both end before the next pass and share broker 4's leader and broker 6's follower rate
     calm = DiskRate(0.1, 20e6, 200e6)
     disks = {(6, "/d1"): DiskRate(0.45, 90e6, 200e6), (6, "/d2"): calm, (1, "/d1"): calm, (4, "/d1"): calm}
-    flows = [Flow("x>6", "move", 1, 6, (1, "/d1"), (6, "/d1"), remaining_bytes=5e9),
-             Flow("y>6", "move", 4, 6, (4, "/d1"), (6, "/d1"), remaining_bytes=20e6),
-             Flow("z>6", "move", 4, 6, (4, "/d1"), (6, "/d2"), remaining_bytes=10e6)]
-    rates = broker_rates(flows, disks, ThrottlePolicy(util_threshold=0.75, headroom=0.0), {}, NOON,
+    flows = [CopyFlow("x>6", "move", 1, 6, (1, "/d1"), (6, "/d1"), remaining_bytes=5e9),
+             CopyFlow("y>6", "move", 4, 6, (4, "/d1"), (6, "/d1"), remaining_bytes=20e6),
+             CopyFlow("z>6", "move", 4, 6, (4, "/d1"), (6, "/d2"), remaining_bytes=10e6)]
+    rates = broker_rates(flows, disks, MigrationRatePolicy(util_threshold=0.75, headroom=0.0), {}, NOON,
                          migration={}, horizon_s=5.0)
     follower6, leader4, leader1 = rates[(6, FOLLOWER_RATE)], rates[(4, LEADER_RATE)], rates[(1, LEADER_RATE)]
     budget = (0.75 - 0.45) * 200e6
@@ -278,8 +279,8 @@ def test_copies_that_end_in_any_order_leave_no_disk_over_its_budget() -> None:
 
 
 def test_heal_floors_split_the_allowed_rate_and_lift_the_catch_up_floor() -> None:
-    flows = [Flow("t:0>5", "move", 1, 5, (1, "/d1"), (5, "/d1"), ingress_bytes_per_s=1e6),
-             Flow("t:1>5", "move", 2, 5, (2, "/d1"), (5, "/d2"), ingress_bytes_per_s=1e6)]
+    flows = [CopyFlow("t:0>5", "move", 1, 5, (1, "/d1"), (5, "/d1"), ingress_bytes_per_s=1e6),
+             CopyFlow("t:1>5", "move", 2, 5, (2, "/d1"), (5, "/d2"), ingress_bytes_per_s=1e6)]
     assert heal_floors(flows, 0.0) == flows
     healed = heal_floors(flows, 100e6)
     assert [f.floor_bytes_per_s for f in healed] == [50e6, 50e6]

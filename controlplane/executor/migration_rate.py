@@ -94,7 +94,7 @@ class Schedule:
 
 
 @dataclass(frozen=True)
-class ThrottlePolicy:
+class MigrationRatePolicy:
     """How rates are chosen: ``mode`` is ``adaptive`` or ``fixed`` (``fixed_rate`` everywhere)."""
 
     mode: str = "adaptive"
@@ -113,7 +113,7 @@ class ThrottlePolicy:
     """Network capacity of each broker (each direction); ``None``: network headroom is not considered."""
     choice: str = "joint"
     """Adaptive only: ``joint`` (default) chooses per copy the KIP-73 side it is throttled on and the rates for
-    makespan (:mod:`.joint_throttle`, catch-up floors inside its util budget) — 1.14× the reads + writes floor
+    makespan (:mod:`.migration_sides`, catch-up floors inside its util budget) — 1.14× the reads + writes floor
     vs 1.29× with ``fair`` on bench_executor's lock-step scenario (medians of 20 seeds), worst tick util 0.76 vs
     0.79, and no slower
     than ``fair`` on the rolling-release drain of tests/integration/test_executor_cli.py; ``fair`` throttles
@@ -142,7 +142,7 @@ class ThrottlePolicy:
 
 
 @dataclass(frozen=True)
-class Flow:
+class CopyFlow:
     """One replica copy in flight: ``kind`` is ``move`` (inter-broker) or ``future`` (intra-broker)."""
 
     key: str
@@ -166,7 +166,7 @@ class Flow:
 CATCH_UP_MARGIN = 1.2
 
 
-def catch_up_floors(flows: Sequence[Flow]) -> dict[tuple[int, str], float]:
+def catch_up_floors(flows: Sequence[CopyFlow]) -> dict[tuple[int, str], float]:
     """Per ``(broker, config key)``: the rate below which its copies can never finish (KIP-73 throttles the
     follower's whole fetch, new writes included) — Σ ingress of its flows x :data:`CATCH_UP_MARGIN`."""
     out: dict[tuple[int, str], float] = {}
@@ -178,7 +178,7 @@ def catch_up_floors(flows: Sequence[Flow]) -> dict[tuple[int, str], float]:
     return out
 
 
-def heal_floors(flows: Sequence[Flow], rate_bytes_per_s: float) -> list[Flow]:
+def heal_floors(flows: Sequence[CopyFlow], rate_bytes_per_s: float) -> list[CopyFlow]:
     """The copies of a self-healing execution with their floors: the allowed heal rate split evenly across the
     copies in flight (each copy restores a replica of at-risk data; together they never run below the rate
     that finishes the heal within its bound). ``rate_bytes_per_s`` <= 0: the flows unchanged."""
@@ -202,7 +202,7 @@ DELIVERY_DEADBAND = 0.05
 DELIVERY_GAIN = 0.5
 
 
-def delivering_rate(role: Role, flows: Sequence[Flow], previous: Mapping[Role, float], base: float) -> float:
+def delivering_rate(role: Role, flows: Sequence[CopyFlow], previous: Mapping[Role, float], base: float) -> float:
     """Fixed mode: the rate to set for ``role`` so that its copies get ``base`` bytes/s between them.
 
     The copies' measured rate (Σ ``observed_bytes_per_s``) over the rate in force gives what Kafka delivers of a
@@ -218,7 +218,7 @@ def delivering_rate(role: Role, flows: Sequence[Flow], previous: Mapping[Role, f
     return min(max(prev + DELIVERY_GAIN * (want - prev), base), base * DELIVERY_MAX)
 
 
-def flow_roles(f: Flow) -> tuple[Role, ...]:
+def flow_roles(f: CopyFlow) -> tuple[Role, ...]:
     """The rates that bound a flow: follower (destination) and leader (source), or alter-log-dirs."""
     if f.kind == "move":
         return (f.dst_broker, FOLLOWER_RATE), (f.src_broker, LEADER_RATE)
@@ -316,7 +316,7 @@ def fill_to_level(load: Mapping[DiskKey, float], cap: Mapping[DiskKey, float], a
     return {keys[0]: amount}  # not reached: the least loaded disk alone always covers itself
 
 
-def flow_disk_migration(flows: Sequence[Flow]) -> dict[DiskKey, float]:
+def flow_disk_migration(flows: Sequence[CopyFlow]) -> dict[DiskKey, float]:
     """Migration bytes/s per disk from the flows' observed rates (a copy reads its source, writes its destination)."""
     out: dict[DiskKey, float] = {}
     for f in flows:
@@ -326,7 +326,7 @@ def flow_disk_migration(flows: Sequence[Flow]) -> dict[DiskKey, float]:
     return out
 
 
-def resources(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], threshold: float,
+def resources(flows: Sequence[CopyFlow], disks: Mapping[DiskKey, DiskRate], threshold: float,
               migration: Mapping[DiskKey, float] | None = None, network: Mapping[int, NetRate] | None = None,
               nic_bytes_per_s: float | None = None) -> list[Resource]:
     """Every disk (and, with ``network``, NIC direction) the flows use, with the migration budget left on it.
@@ -390,7 +390,7 @@ def _water_level(items: Sequence[tuple[float, float]], budget: float) -> float:
     return math.inf
 
 
-def fair_shares(flows: Sequence[Flow], res: Sequence[Resource], role_cap: Mapping[Role, float],
+def fair_shares(flows: Sequence[CopyFlow], res: Sequence[Resource], role_cap: Mapping[Role, float],
                 fixed: Mapping[Role, float] | None = None, gain: Mapping[Role, float] | None = None,
                 finishing: frozenset[int] = frozenset()) -> dict[Role, float]:
     """Per-copy share of every role: max-min fair (progressive filling) under every resource's budget.
@@ -410,7 +410,7 @@ def fair_shares(flows: Sequence[Flow], res: Sequence[Resource], role_cap: Mappin
     g = gain or {}
 
     def slope_cap(i: int, after: bool) -> tuple[float, float]:
-        """Flow ``i``'s rate is ``min(slope x level, cap)`` while free shares sit at ``level``."""
+        """CopyFlow ``i``'s rate is ``min(slope x level, cap)`` while free shares sit at ``level``."""
         slope, cap = math.inf, math.inf
         for r in roles_of[i]:
             k = g.get(r, 1.0) if after else 1.0
@@ -457,7 +457,7 @@ def fair_shares(flows: Sequence[Flow], res: Sequence[Resource], role_cap: Mappin
     return {r: min(s, used.get(r, s)) for r, s in share.items()}
 
 
-def broker_rates(flows: Sequence[Flow], disks: Mapping[DiskKey, DiskRate], policy: ThrottlePolicy,
+def broker_rates(flows: Sequence[CopyFlow], disks: Mapping[DiskKey, DiskRate], policy: MigrationRatePolicy,
                  previous: Mapping[Role, float], now_epoch_s: float,
                  network: Mapping[int, NetRate] | None = None,
                  migration: Mapping[DiskKey, float] | None = None,

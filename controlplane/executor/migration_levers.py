@@ -4,14 +4,16 @@ Goal: every copy runs throttled (KIP-73 leader/follower rates and throttled-repl
 intra-broker rate) at a rate that keeps its disks under the policy's threshold, and no throttle outlives
 the copies that needed it.
 
-Method: :meth:`MigrationThrottles.rates` computes the rates from live disk headroom and the migration
-each disk carried (:mod:`controlplane.executor.throttle`, fed by :class:`~controlplane.executor.copy_meter.
-CopyMeter`), capped by the throttle protection's ceilings. :meth:`MigrationThrottles.sync` then makes the
-cluster show exactly those rates and lists, level-based: per target (broker or topic) it compares what is
-wanted, what this executor recorded in the store, and what the cluster shows *now*; a change is recorded
-first (write-ahead: the union of wanted and recorded, so a crash between record and apply still knows
-what to clean) — in the store and, through ``announce``, in the cluster's execution lease — then applied,
-then the record is set to what is wanted or cleared.
+Method: :meth:`MigrationLevers.rates` computes the rates from live disk headroom and the migration
+each disk carried (:mod:`controlplane.executor.migration_rate`, fed by :class:`~controlplane.executor.copy_meter.
+CopyMeter`), capped by the throttle protection's ceilings by the kernel's one rule (:func:`domain.throttles.
+migration_rate`: protection is a ceiling, the migration runs under it, never below the rate its copies need to
+finish). :meth:`MigrationLevers.sync` then makes the cluster show exactly those rates and lists — written only
+through the one writer of throttle configs, :class:`~kafkaio.throttle_writer.ThrottleWriter` — level-based:
+per target (broker or topic) it compares what is wanted, what this executor recorded in the store, and what
+the cluster shows *now*; a change is recorded first (write-ahead: the union of wanted and recorded, so a crash
+between record and apply still knows what to clean) — in the store and, through ``announce``, in the cluster's
+execution lease — then applied, then the record is set to what is wanted or cleared.
 
 Guarantee: a throttle someone else removed or changed is put back; only entries this executor recorded
 are ever removed (others' list entries are left alone); a target whose read or change fails is reported
@@ -32,38 +34,45 @@ from typing import Any
 
 from collectors.disk_rates import DiskRate
 from controlplane.executor.copy_meter import CopyMeter
-from controlplane.executor.joint_throttle import BOTH, DIRS, FOLLOWER, LEADER, choose, realized, roles_on, task_of
-from controlplane.executor.throttle import (
+from controlplane.executor.migration_rate import (
     CATCH_UP_MARGIN,
-    Flow,
+    CopyFlow,
+    MigrationRatePolicy,
     NetRate,
     PendingWork,
     Role,
-    ThrottlePolicy,
     broker_rates,
     disk_budgets,
     resources,
 )
+from controlplane.executor.migration_sides import BOTH, DIRS, FOLLOWER, LEADER, choose, realized, roles_on, task_of
 from controlplane.state.reads import throttle_records
 from controlplane.state.store import StateStore
-from domain.throttles import ALTER_DIRS_RATE, FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from domain.throttles import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    MIGRATION_CEILINGS,
+    migration_rate,
+)
 from kafkaio.errors import AdminError
 from kafkaio.port import KafkaCluster
+from kafkaio.throttle_writer import ThrottleWriter
 from kafkaio.types import LiveCluster
 from raft.protocol import JsonDict
 
 log = logging.getLogger("guardian.executor")
 THROTTLE_PREFIX = "migration."
 """Kind prefix of the throttles the executor records (``migration.broker``, ``migration.topic``)."""
-PROTECTION_KINDS = {"migration_rate": FOLLOWER_RATE, "intra_broker_rate": ALTER_DIRS_RATE}
 Lists = dict[str, dict[str, set[str]]]
 """topic -> throttled-replica list key -> entries (``partition:broker``)."""
 
 
-def side_floors(flows: list[Flow], sides: Mapping[str, str]) -> dict[Role, float]:
+def side_floors(flows: list[CopyFlow], sides: Mapping[str, str]) -> dict[Role, float]:
     """Per rate: the rate below which the copies listed for it can never finish (KIP-73 throttles the follower's
-    whole fetch, new writes included) — Σ their ingress x :data:`~.throttle.CATCH_UP_MARGIN` — plus their heal
-    floors (:attr:`~.throttle.Flow.floor_bytes_per_s`: a self-healing copy runs at least at its share of the
+    whole fetch, new writes included) — Σ their ingress x :data:`~.migration_rate.CATCH_UP_MARGIN` — plus their heal
+    floors (:attr:`~.migration_rate.CopyFlow.floor_bytes_per_s`: a self-healing copy runs at least at its share of the
     allowed heal rate, above any protection ceiling)."""
     out: dict[Role, float] = {}
     for f in flows:
@@ -83,7 +92,7 @@ def _close(a: str, b: str, tolerance: float = 0.02) -> bool:
 
 @dataclass(frozen=True)
 class _ThrottleKind:
-    """How one kind of migration throttle is compared, recorded and named (see ``MigrationThrottles._sync_kind``)."""
+    """How one kind of migration throttle is compared, recorded and named (see ``MigrationLevers._sync_kind``)."""
 
     kind: str
     what: str
@@ -145,10 +154,10 @@ _REPLICA_LISTS = _ThrottleKind(
     rate=lambda lists: 0.0, clear_when_absent=True, absent_why="topic deleted")
 
 
-class MigrationThrottles:
+class MigrationLevers:
     """The migration throttles of one cluster (see the module docstring)."""
 
-    def __init__(self, store: StateStore, admin: KafkaCluster, cluster: str, policy: ThrottlePolicy,
+    def __init__(self, store: StateStore, admin: KafkaCluster, cluster: str, policy: MigrationRatePolicy,
                  meter: CopyMeter, propose: Callable[..., Any], announce: Callable[[], None] | None = None,
                  interval_s: float = 0.0) -> None:
         self.store = store
@@ -156,12 +165,14 @@ class MigrationThrottles:
         """Called after a change is recorded in the store and before it is applied (the executor records its
         throttles in the cluster's execution lease there, so another executor can clean them if it dies)."""
         self.admin = admin
+        self.writer = ThrottleWriter(admin)
+        """The one writer of throttle configs: this executor hands it the rates and list entries it wants."""
         self.cluster = cluster
         self.policy = policy
         self.meter = meter
         self._propose = propose
         self.commanded: dict[str, float] = {}
-        """Flow key -> bytes/s its throttles allowed it in the last pass with a fresh clock."""
+        """CopyFlow key -> bytes/s its throttles allowed it in the last pass with a fresh clock."""
         self.interval_s = interval_s
         """The longest the loop waits between passes: the rates chosen must hold at least that long (a pass may
         come sooner than the last interval suggests, or as late as this)."""
@@ -182,13 +193,13 @@ class MigrationThrottles:
         records = self.store.read(lambda s: throttle_records(s, self.cluster))
         return {k: r.to_json() for k, r in records.items() if r.kind.startswith(THROTTLE_PREFIX)}
 
-    def rates(self, flows: list[Flow], now: float | None, disks: Mapping[tuple[int, str], DiskRate],
+    def rates(self, flows: list[CopyFlow], now: float | None, disks: Mapping[tuple[int, str], DiskRate],
               network: Mapping[int, NetRate] | None, lists: Lists | None = None,
               pending: PendingWork | None = None) -> tuple[dict[Role, float], Lists]:
         """KIP-73 / KIP-113 rates per ``(broker, config)`` for this pass's ``flows``, and the throttled-replica
         ``lists`` they need: the policy's rates from live disk headroom and the migration each disk carried,
         capped by the throttle protection's ceilings (never below what the copies need to ever finish). The
-        adaptive ``joint`` choice (:mod:`.joint_throttle`) also chooses the side each copy is listed on (the
+        adaptive ``joint`` choice (:mod:`.migration_sides`) also chooses the side each copy is listed on (the
         lists are cut to it), weighing each disk by the work left on it (``pending``: bytes the tasks not
         started yet will read or write); otherwise every copy is listed on both sides. A pass with
         a fresh clock (``now``) also remembers the rate each flow was commanded and the flows themselves
@@ -219,20 +230,20 @@ class MigrationThrottles:
             rates = broker_rates(flows, disks, policy, previous, epoch, network, migration, horizon)
             sides = {f.key: BOTH if f.kind == "move" else DIRS for f in flows}
         floors = side_floors(flows, sides)
-        for (b, key), ceiling in ceilings.items():  # disk protection wins over migration ...
+        for (b, key), ceiling in ceilings.items():  # protection is a ceiling, the migration runs under it ...
             if (b, key) in rates:  # ... down to the rate the copies need to ever finish
-                rates[(b, key)] = max(min(rates[(b, key)], ceiling), floors.get((b, key), 0.0))
+                rates[(b, key)] = migration_rate(rates[(b, key)], ceiling, floors.get((b, key), 0.0))
         if now is not None:
             allowed = realized(flows, sides, rates)
             self.commanded = {f.key: allowed[f.key] for f in flows}
         return rates, lists
 
-    def _joint(self, flows: list[Flow], disks: Mapping[tuple[int, str], DiskRate],
+    def _joint(self, flows: list[CopyFlow], disks: Mapping[tuple[int, str], DiskRate],
                network: Mapping[int, NetRate] | None, previous: Mapping[Role, float], epoch: float,
                migration: Mapping[tuple[int, str], float], horizon: float | None, lists: Lists,
                pending: PendingWork, ceilings: Mapping[Role, float]
                ) -> tuple[dict[Role, float], dict[str, str], Lists]:
-        """The joint choice (:func:`~.joint_throttle.choose`) turned into rates within the policy's limits, and
+        """The joint choice (:func:`~.migration_sides.choose`) turned into rates within the policy's limits, and
         the lists cut to the chosen sides. A copy touching a disk without live data stays on both sides at
         its rates in force (no data, no headroom); a copy into a broker whose follower rate the protection
         caps stays on the follower side. A copy listed on the leader side is listed for every replica that
@@ -314,7 +325,7 @@ class MigrationThrottles:
         def read(state: JsonDict) -> dict[tuple[int, str], float]:
             out: dict[tuple[int, str], float] = {}
             for v in state["throttles"].get(self.cluster, {}).values():
-                key = PROTECTION_KINDS.get(str(v.get("kind")))
+                key = MIGRATION_CEILINGS.get(str(v.get("kind")))
                 broker = (v.get("target") or {}).get("broker")
                 if key is None or not isinstance(broker, int):
                     continue
@@ -344,14 +355,14 @@ class MigrationThrottles:
         have_t: dict[Any, dict[str, Any]] = {str(v["target"]["topic"]): {k: set(v["target"].get(k, [])) for k in empty}
                                              for v in owned.values() if v["kind"] == THROTTLE_PREFIX + "topic"}
         failed = self._sync_kind(_BROKER_RATES, want_b, have_b, live, self.admin.broker_configs,
-                                 lambda b, changes: self.admin.set_broker_configs({b: changes}))
+                                 self.writer.set_migration_rates)
         return failed | self._sync_kind(_REPLICA_LISTS, want_t, have_t, live, self.admin.topic_configs,
                                         self._apply_lists)
 
     def _apply_lists(self, topic: str, changes: Mapping[str, tuple[set[str], set[str]]]) -> None:
         for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
             adds, subs = changes.get(k, (set(), set()))
-            self.admin.alter_topic_lists(topic, k, append=adds, subtract=subs)
+            self.writer.change_throttled_replicas(topic, k, append=adds, subtract=subs)
 
     def _sync_kind(self, kind: _ThrottleKind, want: Mapping[Any, dict[str, Any]], have: Mapping[Any, dict[str, Any]],
                    live: LiveCluster, read: Callable[[list[Any]], Mapping[Any, Mapping[str, str]]],
