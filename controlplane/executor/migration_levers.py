@@ -250,7 +250,7 @@ class MigrationLevers:
         may lead it, and a replica that has no leader rate gets one (a leader change never unthrottles)."""
         policy = self.policy
         ceiling = max(min(policy.ceiling, policy.schedule.ceiling(epoch)), policy.floor)
-        res = resources(flows, disks, policy.util_threshold - policy.headroom, migration,
+        res = resources(flows, disks, policy.planning_target, migration,
                         network if policy.nic_bytes_per_s else None, policy.nic_bytes_per_s)
         seen = {i for r_ in res for i, _ in r_.members}
         with_data = {d[0] for d in disks}
@@ -280,7 +280,7 @@ class MigrationLevers:
             dsts = [f.dst_disk] if f.dst_disk is not None else [d for d in disks if d[0] == f.dst_broker]
             for d in dsts:
                 work[d] = work.get(d, 0.0) + left / len(dsts)
-        work = pending.expected(work, disk_budgets(disks, migration, policy.util_threshold - policy.headroom))
+        work = pending.expected(work, disk_budgets(disks, migration, policy.planning_target))
         choice = choose(flows, res, work, ceiling, caps, forced, horizon, floor=policy.floor)
         self.next_end_s = min((float(f.remaining_bytes) / (choice.planned[f.key] - f.ingress_bytes_per_s) for f in flows
                                if f.remaining_bytes is not None

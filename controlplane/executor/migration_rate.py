@@ -140,6 +140,11 @@ class MigrationRatePolicy:
         if self.follower_reads and self.mode != "adaptive":
             raise ValueError("follower reads need the adaptive throttle (a fixed rate would never use them)")
 
+    @property
+    def planning_target(self) -> float:
+        """The util copies are planned up to: ``util_threshold - headroom`` (the rule written once)."""
+        return self.util_threshold - self.headroom
+
 
 @dataclass(frozen=True)
 class CopyFlow:
@@ -488,7 +493,7 @@ def broker_rates(flows: Sequence[CopyFlow], disks: Mapping[DiskKey, DiskRate], p
     if policy.mode == "fixed":
         base = min(policy.fixed_rate, ceiling)
         return {k: max(delivering_rate(k, flows, previous, base), floors.get(k, 0.0)) for k in count}
-    res = resources(flows, disks, policy.util_threshold - policy.headroom, migration,
+    res = resources(flows, disks, policy.planning_target, migration,
                     network if policy.nic_bytes_per_s else None, policy.nic_bytes_per_s)
     known = {r for r_ in res for i, _ in r_.members for r in flow_roles(flows[i])}
     fixed = {r: min(previous.get(r, policy.initial), ceiling) / n for r, n in count.items() if r not in known}

@@ -163,7 +163,7 @@ class Placement:
         policy = self.policy
         k = bytes_per_util(rate)
         u0 = max(rate.util - self.migration().get(disk, 0.0) / k, 0.0)
-        return max((policy.util_threshold - policy.headroom - u0) * k, PLACEMENT_MIN_BUDGET)
+        return max((policy.planning_target - u0) * k, PLACEMENT_MIN_BUDGET)
 
     def roomiest_dir(self, broker: int, size: int, exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         """The broker's disk that would finish its copy work first: least ``(bytes still to read from or
