@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -33,17 +34,16 @@ from controlplane.state.raft_store import RaftStateStore
 from domain import dump_snapshot
 from kafkasim.scenarios.generator import generate_snapshot
 from raft.errors import NotLeaderError
-from raft.node import RaftSettings
 from raft.localcluster import free_ports
+from raft.node import RaftSettings
 from raft.protocol import MAX_COMMAND_BYTES, CommandConflict, CommandTooLarge, JsonDict, canonical_json, encode_command
 
 pytestmark = pytest.mark.timeout(120)
-T = TypeVar("T")
 BROKERS, PARTITIONS = 225, 22_500  # a rebalance plan file of ~3.4 MB (15 MB at 1,000 brokers x 100k), ~1.4 MiB
 # as one command: more than one Raft entry holds
 
 
-def until(fn: Callable[[], T], what: str, timeout: float = 20.0) -> T:
+def until(fn: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = fn()
@@ -173,7 +173,7 @@ def test_a_leader_change_mid_upload_shows_nothing_half_uploaded_and_a_retry_succ
         three_nodes: list[RaftStateStore]) -> None:
     for cmd in ({"type": "cluster.register", "meta": meta("t"), "name": "c1", "bootstrap_servers": ["h:9092"]},
                 {"type": "state.version", "meta": meta("t"), "version": 3}):
-        until(lambda c=cmd: proposed(leader_of(three_nodes), c), f"{cmd['type']} committed")  # elections settle
+        until(partial(lambda c: proposed(leader_of(three_nodes), c), cmd), f"{cmd['type']} committed")  # settled
     command = big_command()
     with pytest.raises(CommandTooLarge) as caught:
         encode_command(validate_command(command))
@@ -199,7 +199,7 @@ def test_a_leader_change_mid_upload_shows_nothing_half_uploaded_and_a_retry_succ
         assert store.read(lambda s: dict(s["plans"])) == {}
     assert int(leader_of(three_nodes).node.status()["term"]) > term
     for store in three_nodes:  # the new leader dropped the old term's staged chunks
-        until(lambda s=store: s.read(lambda st: UPLOADS not in st), "the staged chunks to be dropped")
+        until(partial(lambda s: s.read(lambda st: UPLOADS not in st), store), "the staged chunks to be dropped")
     stale = {"type": "upload.commit", "meta": meta("t"), "upload_id": upload_id, "term": term, "chunks": 2,
              "sha256": "0" * 64, "size": len(text)}
     refusal = until(lambda: refused(leader_of(three_nodes), stale), "the stale commit refused")
@@ -210,7 +210,8 @@ def test_a_leader_change_mid_upload_shows_nothing_half_uploaded_and_a_retry_succ
     (result,) = results
     assert result["status"] == "proposed"
     for store in three_nodes:
-        until(lambda s=store: s.read(lambda st: str(result["plan_id"]) in st["plans"]), "the plan on every node")
+        until(partial(lambda s: s.read(lambda st: str(result["plan_id"]) in st["plans"]), store),
+              "the plan on every node")
         plan = store.read(lambda st: canonical_json(st["plans"][str(result["plan_id"])]["plan"]))
         assert plan == canonical_json(command["plan"])
     until(lambda: len({s.status()["state_hash"] for s in three_nodes}) == 1, "equal state hashes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -87,7 +88,7 @@ def test_a_commit_is_all_or_nothing() -> None:
                      sm.state, sm.supported))
     before = canonical_json(sm.state)
     commit = {"type": "upload.commit", **up, "chunks": len(parts), "size": len(text),
-              "sha256": __import__("hashlib").sha256("".join(parts).encode()).hexdigest()}
+              "sha256": hashlib.sha256("".join(parts).encode()).hexdigest()}
     with pytest.raises(CommandRejected, match="unknown cluster 'c1'"):  # the assembled plan's own handler refuses
         proposer(sm)(commit)
     assert canonical_json(sm.state) == before  # nothing changed: the chunks stay staged, no plan, no id
@@ -101,10 +102,11 @@ def test_an_upload_cannot_hold_another_upload_command() -> None:
     sm = machine()
     inner = canonical_json({"type": "upload.abort", "meta": meta("t"), "before_term": 9})
     (data,) = pieces(inner)
-    proposer(sm)({"type": "upload.chunk", "meta": meta("t"), "upload_id": "nested00", "term": 0, "seq": 0, "data": data})
+    proposer(sm)({"type": "upload.chunk", "meta": meta("t"), "upload_id": "nested00", "term": 0, "seq": 0,
+                  "data": data})
     with pytest.raises(CommandRejected, match="cannot hold another upload"):
         proposer(sm)({"type": "upload.commit", "meta": meta("t"), "upload_id": "nested00", "term": 0, "chunks": 1,
-                      "size": len(inner), "sha256": __import__("hashlib").sha256(data.encode()).hexdigest()})
+                      "size": len(inner), "sha256": hashlib.sha256(data.encode()).hexdigest()})
 
 
 def test_uploads_need_state_version_3_and_say_how_to_raise_it() -> None:

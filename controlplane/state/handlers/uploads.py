@@ -62,7 +62,7 @@ def _expire(led: Ledger, term: int | None, at: datetime) -> list[str]:
 @handles(UploadChunk)
 def chunk(led: Ledger, cmd: UploadChunk) -> JsonDict:
     uploads = _uploads(led)
-    up = uploads.get(cmd.upload_id)
+    up: JsonDict | None = uploads.get(cmd.upload_id)
     if up is not None and _stale(up, cmd.term, cmd.meta.at):
         up = None  # dropped below, with the other stale uploads
     if up is None:
@@ -89,7 +89,8 @@ def chunk(led: Ledger, cmd: UploadChunk) -> JsonDict:
     dropped = _expire(led, cmd.term, cmd.meta.at)
     uploads = led.state.setdefault(UPLOADS, {})
     if up is None:
-        up = uploads[cmd.upload_id] = {"term": cmd.term, "who": cmd.meta.who, "at": at, "chars": 0, "chunks": []}
+        up = {"term": cmd.term, "who": cmd.meta.who, "at": at, "chars": 0, "chunks": []}
+        uploads[cmd.upload_id] = up
     up["chunks"].append(cmd.data)
     up["chars"] += len(cmd.data)
     up["last_at"] = at
