@@ -87,11 +87,14 @@ def api_run(snap_path: Path, cluster_name: str, src: str | None = None) -> dict[
     got_rss = got_s = got_mb = None
     with tempfile.TemporaryDirectory() as tmp:
         group = ServiceCluster(Path(tmp), size=1)
-        if src:
+        here = os.getcwd()
+        if src:  # ``python -m`` puts the working directory first on the child's path: start it from ``src``
             os.environ["PYTHONPATH"] = src
+            os.chdir(src)
         try:
             group.start_all()
         finally:
+            os.chdir(here)
             if saved is None:
                 os.environ.pop("PYTHONPATH", None)
             else:
