@@ -81,8 +81,10 @@ class RaftStateStore:
         try:
             return self.node.propose(command, timeout)
         except CommandTooLarge as exc:  # valid, but more than one entry holds: staged in chunks, then committed
-            term = int(self.node.status()["term"])
-            return propose_chunked(self.node.propose, exc.text, dict(command.get("meta") or {}), term, timeout)
+            text = exc.text
+        # outside the handler: its traceback's frames would keep the validated copy of the command alive meanwhile
+        term = int(self.node.status()["term"])
+        return propose_chunked(self.node.propose, text, dict(command.get("meta") or {}), term, timeout)
 
     def read(self, fn: Callable[[JsonDict], T]) -> T:
         return self.node.read(lambda sm: fn(sm.state))
