@@ -34,6 +34,18 @@ class CommandRejected(Exception):
     """
 
 
+class CommandTooLarge(CommandRejected):
+    """A valid command whose encoding exceeds :data:`MAX_COMMAND_BYTES`: never proposed as one entry.
+
+    ``text`` is its canonical encoding (what the log would have held), so a caller that can split it
+    (:mod:`controlplane.state.chunked`) needs neither validate nor encode it again.
+    """
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(message)
+        self.text = text
+
+
 class EntryTooNew(Exception):
     """A committed entry this node's code cannot apply (it needs a newer state version than the code supports).
 
@@ -128,8 +140,8 @@ def encode_command(command: JsonDict) -> str:
         text = json.dumps(command, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise CommandRejected(f"command is not JSON-serialisable: {exc}") from exc
-    if len(text.encode()) > MAX_COMMAND_BYTES:
-        raise CommandRejected(f"command is larger than {MAX_COMMAND_BYTES} bytes")
+    if len(text) > MAX_COMMAND_BYTES or len(text.encode()) > MAX_COMMAND_BYTES:
+        raise CommandTooLarge(f"command is larger than {MAX_COMMAND_BYTES} bytes", text)
     return text
 
 

@@ -22,9 +22,10 @@ checking are O(the planner) on the snapshot; the rest is one state read and one 
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Request, Response
 from pydantic import Field
 
 from controlplane.api.auth import Principal
@@ -79,12 +80,29 @@ class PlanIn(StrictIn):
     params: dict[str, Any] = Field(default_factory=dict, description=KINDS_DOC)
 
 
-def plan_or_404(ctx: ServiceContext, plan_id: int) -> dict[str, Any]:
-    """The recorded plan ``plan_id`` (a copy); 404 when unknown."""
-    plan = read(ctx, lambda s: s["plans"].get(str(plan_id)))
+def plan_or_404(ctx: ServiceContext, plan_id: int, *, moves: bool = True) -> dict[str, Any]:
+    """The recorded plan ``plan_id`` (a copy; without its ``plan`` document unless ``moves``: a decision needs
+    its status, not a copy of 15 MB of moves); 404 when unknown."""
+    def pick(s: dict[str, Any]) -> dict[str, Any] | None:
+        doc = s["plans"].get(str(plan_id))
+        return doc if doc is None or moves else {k: v for k, v in doc.items() if k != "plan"}
+    plan = read(ctx, pick)
     if plan is None:
         raise ApiError(404, f"unknown plan {plan_id}")
     return dict(plan)
+
+
+def plan_json_or_404(ctx: ServiceContext, plan_id: int) -> bytes:
+    """The recorded plan ``plan_id`` as the JSON a response carries, encoded under the state's read lock: one
+    pass over the plan (no deep copy, then no second walk by the response encoder); 404 when unknown."""
+    def encode(s: dict[str, Any]) -> bytes | None:
+        doc = s["plans"].get(str(plan_id))
+        return None if doc is None else json.dumps(doc, ensure_ascii=False, allow_nan=False,
+                                                   separators=(",", ":")).encode()
+    text = ctx.store.read(encode)
+    if text is None:
+        raise ApiError(404, f"unknown plan {plan_id}")
+    return text
 
 
 @router.get("/api/v1/plans")
@@ -192,10 +210,11 @@ async def import_plan(ctx: Ctx, request: Request, who: Operator) -> Any:
                                        "plan": plan_to_dict(plan), "snapshot_taken_at": snap.taken_at.isoformat()})
 
 
-@router.get("/api/v1/plans/{plan_id}")
-def get_plan(ctx: Ctx, plan_id: int, _: Viewer) -> dict[str, Any]:
+@router.get("/api/v1/plans/{plan_id}", response_class=Response,
+            responses={200: {"content": {"application/json": {"schema": {"type": "object"}}}}})
+def get_plan(ctx: Ctx, plan_id: int, _: Viewer) -> Response:
     """One plan, with its guardian.plan/v1 document."""
-    return plan_or_404(ctx, plan_id)
+    return Response(plan_json_or_404(ctx, plan_id), media_type="application/json")
 
 
 @router.post("/api/v1/plans/{plan_id}/validate")
@@ -218,7 +237,7 @@ def decided_or_409(record: dict[str, Any], status: str) -> None:
 def approve_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator) -> Any:
     """Approve a proposed plan (409 when already approved; with ``[approval] four_eyes``, 409 when the
     approver is the plan's proposer)."""
-    record = plan_or_404(ctx, plan_id)
+    record = plan_or_404(ctx, plan_id, moves=False)
     if ctx.settings.approval.four_eyes and who.name == record.get("proposed_by"):
         raise ApiError(409, f"four-eyes rule: plan {plan_id} was proposed by {record.get('proposed_by')!r}; "
                             f"{who.name!r} cannot approve it too, another operator must")
@@ -229,7 +248,7 @@ def approve_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator) -> Any
 @router.post("/api/v1/plans/{plan_id}/reject")
 def reject_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator) -> Any:
     """Reject a proposed plan (409 when already rejected)."""
-    decided_or_409(plan_or_404(ctx, plan_id), "rejected")
+    decided_or_409(plan_or_404(ctx, plan_id, moves=False), "rejected")
     return propose(ctx, request, who, {"type": "plan.reject", "plan_id": plan_id})
 
 
@@ -251,7 +270,7 @@ def execute_plan(ctx: Ctx, plan_id: int, request: Request, who: Operator,
     (optional) sets the execution's concurrency caps and migration throttle (mode, rates, time-of-day
     schedule), recorded on the execution. A plan's prerequisites (a pool-grow's brokers, a migrate-idc
     step 1's placement policy) are put in force first."""
-    record = plan_or_404(ctx, plan_id)
+    record = plan_or_404(ctx, plan_id, moves=False)
     if record["status"] not in LIVE_PLAN_STATUSES:
         raise ApiError(409, f"plan {plan_id} is {record['status']}; approve it before executing")
     if not read(ctx, lambda s: record["cluster"] in s["clusters"]):

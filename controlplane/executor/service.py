@@ -38,10 +38,9 @@ from controlplane.executor.reconcile import THROTTLE_PREFIX, Executor, ExecutorC
 from controlplane.executor.release import KIND_RESTORE, ReleaseError, recorded_replicas, restore_plan
 from controlplane.logs import cluster_scope
 from controlplane.state.commands import meta
-from controlplane.state.reads import cluster_record, execution_record, plan_record
+from controlplane.state.reads import cluster_record, execution_record, plan_to_execute
 from controlplane.state.registration import endpoints_of
 from controlplane.state.store import StateStore
-from domain import plan_from_dict
 from domain.execution import ACTIVE_STATUSES
 from domain.plan_record import PlanStatus
 from kafkaio.admin import KafkaAdmin
@@ -134,12 +133,12 @@ class ExecutorService:
         ``options``: recorded on the execution (e.g. ``throttle`` settings, :mod:`.settings`, or the
         ``migration`` it is a step of). A ``restore`` plan (``params.drain_execution``) runs in the drain's
         batches and is judged against the placement the drain recorded, as ``guardian exec restore`` is."""
-        plan_rec = self.store.read(lambda s: plan_record(s, plan_id))
-        if plan_rec is None:
+        found = self.store.read(lambda s: plan_to_execute(s, plan_id))  # no deep copy of the moves first
+        if found is None:
             raise KeyError(f"unknown plan {plan_id}")
+        plan_rec, plan = found
         if plan_rec.status == PlanStatus.EXECUTING and plan_rec.execution_id:
             return plan_rec.execution_id
-        plan = plan_from_dict(plan_rec.plan)
         opts: dict[str, Any] = {"kind": plan.kind, **(options or {})}
         batches = recorded = None
         drain_id = plan_rec.params.get("drain_execution")

@@ -306,8 +306,55 @@ class ClusterLabels(_Cmd):
     labels: Annotated[dict[LabelKey, Annotated[str, Field(max_length=200)]], Field(max_length=64)]
 
 
+UPLOAD_CHUNK_CHARS = 768 * 1024
+"""The largest chunk of an upload (characters of base64 text): with its envelope, well inside one Raft command."""
+UploadId = Annotated[str, Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class UploadChunk(_Cmd):
+    """One piece of a command too large for one Raft entry, staged under ``upload_id`` (state version 3;
+    :mod:`controlplane.state.chunked`). ``data``: base64 of the zlib-compressed canonical entry, in order."""
+
+    type: Literal["upload.chunk"]
+    meta: Meta
+    upload_id: UploadId
+    term: Annotated[int, Field(ge=0)]
+    """The Raft term of the leader that proposes it: a later term's upload drops the earlier terms' staged ones."""
+    seq: Annotated[int, Field(ge=0, le=100_000)]
+    data: Annotated[str, Field(min_length=1, max_length=UPLOAD_CHUNK_CHARS, pattern=r"^[A-Za-z0-9+/=]+$")]
+
+
+class UploadCommit(_Cmd):
+    """Assemble the staged chunks of ``upload_id`` and apply the command they hold, all or nothing."""
+
+    type: Literal["upload.commit"]
+    meta: Meta
+    upload_id: UploadId
+    term: Annotated[int, Field(ge=0)]
+    chunks: Annotated[int, Field(ge=1, le=100_000)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    """SHA-256 of the staged base64 text, joined in order."""
+    size: Annotated[int, Field(ge=1)]
+    """Bytes of the command's canonical JSON once decompressed."""
+
+
+class UploadAbort(_Cmd):
+    """Drop staged uploads: ``upload_id``, or every one staged by a leader of a term below ``before_term``."""
+
+    type: Literal["upload.abort"]
+    meta: Meta
+    upload_id: UploadId | None = None
+    before_term: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> UploadAbort:
+        if (self.upload_id is None) == (self.before_term is None):
+            raise ValueError("give exactly one of upload_id and before_term")
+        return self
+
+
 COMMANDS: dict[str, type[_Cmd]] = {}
-for _model in (StateVersionSet, ClusterLabels,
+for _model in (StateVersionSet, ClusterLabels, UploadChunk, UploadCommit, UploadAbort,
                ClusterRegister, ClusterRemove, AutoRebalance, PlacementSet, PoolAssign, PlanPropose, PlanDecide,
                ExecutionStart, ExecutionTasks, ExecutionControl, ExecutionProgress, ThrottleSet, ThrottleClear,
                MaintenanceSet, AllocateIds, ExecutionRefused, MigrationStart, MigrationUpdate, TopicCreated):

@@ -66,7 +66,7 @@ class GuardianState:
         :class:`raft.protocol.EntryTooNew` when it needs a newer state version than this code supports."""
         command = unwrap(command, self.state, self.supported)
         cmd = parse_command(command)
-        result = HANDLERS[command["type"]](Ledger(self.state), cmd)
+        result = HANDLERS[command["type"]](Ledger(self.state, self.apply), cmd)
         self._record(command, result)
         return result
 

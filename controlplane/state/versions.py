@@ -31,14 +31,15 @@ from typing import Any
 from raft.protocol import CommandRejected, EntryTooNew, JsonDict
 
 #: The highest state version this code can apply.
-LATEST = 2
+LATEST = 3
 #: What each version adds (shown by ``guardian state version``).
 VERSIONS: dict[int, str] = {
     1: "every command form of the releases before state versions existed",
     2: "cluster labels (cluster.labels: owner, team, tier ... per cluster)",
+    3: "commands larger than one Raft entry, in chunks (upload.chunk, upload.commit, upload.abort): plans over 1 MiB",
 }
 #: Minimum state version of each command type introduced after version 1.
-COMMAND_VERSIONS: dict[str, int] = {"cluster.labels": 2}
+COMMAND_VERSIONS: dict[str, int] = {"cluster.labels": 2, "upload.chunk": 3, "upload.commit": 3, "upload.abort": 3}
 #: The log-entry field carrying a command's minimum version (only when it is above 1).
 ENVELOPE = "min_version"
 ENV_CAP = "GUARDIAN_MAX_STATE_VERSION"

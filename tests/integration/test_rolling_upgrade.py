@@ -21,7 +21,7 @@ import pytest
 from controlplane.launcher import ServiceCluster
 from controlplane.state.commands import meta
 from controlplane.state.raft_store import RaftStateStore
-from controlplane.state.versions import ENV_CAP
+from controlplane.state.versions import ENV_CAP, LATEST
 from raft.errors import StartupRefused
 from raft.localcluster import free_ports
 
@@ -87,7 +87,7 @@ def test_mixed_version_group_never_diverges_and_upgrades(cluster: ServiceCluster
                                  {"name": "c1", "bootstrap_servers": ["127.0.0.1:9092"]})
     assert code == 201, body
     wait_for("three ready nodes with one state", lambda: converged(cluster, (1, 2, 3)), 60)
-    assert (cluster.status(3) or {})["state_version"] == {"group": 1, "supported": 1, "latest": 2}
+    assert (cluster.status(3) or {})["state_version"] == {"group": 1, "supported": 1, "latest": LATEST}
 
     # a version-2 command form is refused while the group runs version 1, with what to do
     code, body = on_leader("PUT", "/api/v1/clusters/c1/labels", {"labels": {"team": "payments"}})

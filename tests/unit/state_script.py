@@ -123,3 +123,49 @@ def replay(script: list[JsonDict] = SCRIPT) -> tuple[list[Any], str]:
         except CommandRejected as exc:
             out.append(["rejected", str(exc)])
     return out, canonical_json(sm.snapshot())
+
+# ------------------------------------------------------------------ state version 3: staged uploads
+BIG_PARTS = ["eJyNkc0KwjAQhF9F9lyliX/Q5/BkEVnrYoNpEpOtIsV3dyNePAiBEDYz385h",
+             "MkFnx8QUoYFOQQVX484yRzqhRdeRSAMxQjMBshi61pu5UnOtdqpu6nz2wjx6",
+             "LyZa89l49E95yT07mQu8KggYcUgSkmfJzXGDv5NI7ZRdNmy8yHUFLEmtqvQh",
+             "j8F0ksSS8YOpMkyXYcsybFWGrcuwTRm2/YcdcpWRIt1GkwzTt93kMKTe85Hx",
+             "Su6Y/8yN1srqM5Bs5vYXIfrgE8HrDWHdoMY="]
+"""A plan.propose of eight moves (511 bytes of canonical JSON), zlib-compressed and base64-cut in 60s (literal,
+so that the golden never depends on the zlib build that compressed it; :func:`controlplane.state.chunked.pieces`)."""
+BIG_SHA = "6bb1fbc84a6f7c18e119e7e61df1f5ef4ecfe5b87c6c7217df8304475f76e2af"
+LATER = "2026-11-21T10:11:00Z"  # more than the uploads' 10-minute expiry after AT
+
+
+def _chunk(upload_id: str, seq: int, data: str, term: int = 1, at: str = AT) -> JsonDict:
+    return {"type": "upload.chunk", "meta": {"who": "alice", "why": "", "at": at}, "upload_id": upload_id,
+            "term": term, "seq": seq, "data": data}
+
+
+SCRIPT_UPLOADS: list[JsonDict] = [
+    _c("cluster.register", name="c1", bootstrap_servers=["127.0.0.1:9092"]),
+    _chunk("upload-a", 0, BIG_PARTS[0]),  # refused: the group runs version 1
+    _c("state.version", version=3),
+    _chunk("upload-a", 0, BIG_PARTS[0]),
+    _chunk("upload-a", 2, BIG_PARTS[2]),  # out of order
+    _c("upload.commit", upload_id="upload-a", term=1, chunks=5, sha256=BIG_SHA, size=511),  # 1 of 5 staged
+    *[_chunk("upload-a", seq, BIG_PARTS[seq]) for seq in range(1, 5)],
+    _chunk("upload-a", 1, BIG_PARTS[1]),  # a retried chunk: no-op
+    _chunk("upload-a", 1, BIG_PARTS[2]),  # other data under a staged seq: refused
+    _c("upload.commit", upload_id="upload-a", term=1, chunks=5, sha256="0" * 64, size=511),
+    _c("upload.commit", upload_id="upload-a", term=1, chunks=5, sha256=BIG_SHA, size=512),
+    _c("upload.commit", upload_id="upload-a", term=2, chunks=5, sha256=BIG_SHA, size=511),  # drops it: term 2
+    _chunk("upload-b", 0, BIG_PARTS[0]),
+    _chunk("upload-b", 1, BIG_PARTS[1]),
+    _c("upload.commit", upload_id="upload-b", term=1, chunks=2, sha256="1" * 64, size=511),
+    *[_chunk("upload-c", seq, BIG_PARTS[seq]) for seq in range(5)],
+    _c("upload.commit", upload_id="upload-c", term=1, chunks=5, sha256=BIG_SHA, size=511),
+    _c("upload.commit", upload_id="upload-c", term=1, chunks=5, sha256=BIG_SHA, size=511),  # applied once
+    _chunk("upload-d", 0, BIG_PARTS[0], term=2),  # drops upload-b (term 1)
+    _chunk("upload-b", 2, BIG_PARTS[2]),
+    _chunk("upload-e", 0, BIG_PARTS[0], term=2),
+    _c("upload.abort", upload_id="upload-e"),
+    _chunk("upload-d", 1, BIG_PARTS[1], term=2, at=LATER),  # expired
+    _c("upload.abort", before_term=3),
+    _c("upload.abort", upload_id="upload-x", before_term=3),
+    _c("plan.approve", plan_id=1),
+]

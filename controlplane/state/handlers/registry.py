@@ -55,10 +55,12 @@ class Ledger:
     returns a shallow copy of the stored member, which the handler writes back whole once every check passed
     (a refused command changes nothing)."""
 
-    __slots__ = ("state",)
+    __slots__ = ("apply", "state")
 
-    def __init__(self, state: JsonDict) -> None:
+    def __init__(self, state: JsonDict, apply: Callable[[JsonDict], Any] | None = None) -> None:
         self.state = state
+        self.apply = apply
+        """Apply a whole log entry as the state machine does (what ``upload.commit`` hands its command to)."""
 
     def allocate(self, count: int = 1) -> int:
         """The first of ``count`` new ids."""
