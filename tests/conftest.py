@@ -30,7 +30,7 @@ SERIAL_MODULES = {
     # Raft elections, failover and damaged journals: election and heartbeat timeouts against the wall clock
     "integration/test_raft_cluster.py", "integration/test_raft_damage.py", "integration/test_service_reliability.py",
     "integration/test_executor_failover.py", "integration/test_service_stalls.py", "integration/test_read_bursts.py",
-    "integration/test_rolling_upgrade.py", "integration/test_raft_node.py",
+    "integration/test_rolling_upgrade.py", "integration/test_raft_node.py", "integration/test_raft_big_plan.py",
     # execution leases that must (or must not) have expired by a deadline
     "integration/test_executor_lease.py", "integration/test_executor_cli.py",
     # heal deadlines on kafkasim's clock
