@@ -1,7 +1,7 @@
 """Partition-level protection on stock Kafka holds a real hot disk, and the page-cache read estimate against the
 disk's real reads (``guardian lab``: real Apache Kafka, each log dir on its own loop device, node_exporter).
 
-The scene: topic ``orders``, whose partition 3 (leader broker 2) holds 160 MB written before a consumer group
+The scene: topic ``orders``, whose partition 3 (leader broker 2) holds 320 MB written before a consumer group
 ``replay`` (client id ``replay-1``, fetches of at most 256 KiB) starts reading it from the beginning — a lagging
 consumer replaying a partition nobody writes any more. Broker 2 is
 confined as an operator would with ``guardian lab confine``: its JVM in a 512 MiB memory cgroup (heap, non-heap
@@ -71,7 +71,10 @@ TOPIC, HOT_PARTITION, HOT_BROKER = "orders", 3, 2
 GROUP, CLIENT = "replay", "replay-1"
 READ_CAP = 2 << 20  # bytes/s: broker 2's disks read at most this (its declared ceiling)
 MEMORY = 512 << 20  # broker 2's memory cgroup limit: 384 MiB heap, non-heap and a small page cache
-LAGGED_BYTES = 160_000_000
+LAGGED_BYTES = 320_000_000
+"""The replay outlasts the scene however late Guardian acts: the longest wait for the quota (90 s) plus the
+window (60 s), both read at up to READ_CAP (~315 MB). With 160 MB a replay once ended inside the window (quota
+set late on a quiet machine: the consumer caught up, lag 0)."""
 RECORD = 64 * 1024
 FETCH_BYTES = 256 * 1024  # the lagging consumer's max.partition.fetch.bytes: one fetch is 1/8 s of the disk
 WINDOW_S = 60.0
