@@ -13,6 +13,16 @@ from kafkaio import topiclog
 from tests.support.records import record_batch
 
 
+def _drive(go: Any) -> Any:
+    """Run a coroutine that never suspends (the fake connection manager's ``run``)."""
+    coro = go()
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the fake never suspends")
+
+
 class _Log:
     """One partition whose first offset moves from ``firsts[i]`` at the i-th ListOffsets(-2)."""
 
@@ -20,18 +30,10 @@ class _Log:
         self.firsts, self.end = list(firsts), end
         self.fetched: list[int] = []
         self.first = self.firsts.pop(0)
-        self._manager = NS(send=self._send, run=self._run)
+        self._manager = NS(send=self._send, run=_drive)
 
     def describe_topics(self, topics: list[str]) -> list[dict[str, Any]]:
         return [{"name": topics[0], "error_code": 0, "partitions": [{"partition_index": 0, "leader_id": 1}]}]
-
-    def _run(self, go: Any) -> Any:
-        coro = go()
-        try:
-            coro.send(None)
-        except StopIteration as stop:
-            return stop.value
-        raise AssertionError("the fake never suspends")
 
     async def _send(self, request: Any, node_id: int) -> Any:
         if isinstance(request, ListOffsetsRequest):
@@ -65,19 +67,9 @@ def test_out_of_range_for_any_other_reason_still_raises() -> None:
         return NS(topics=[NS(partitions=[NS(error_code=0, offset=0 if request.topics[0].partitions[0].timestamp
                                             == -2 else 8)])])
 
-    log._manager = NS(send=refuse, run=log._run)
+    log._manager = NS(send=refuse, run=_drive)
     with pytest.raises(kerrors.OffsetOutOfRangeError):
         topiclog.read(log, "lease")
-
-
-def _drive(go: Any) -> Any:
-    """Run a coroutine that never suspends (the fake connection manager's ``run``)."""
-    coro = go()
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    raise AssertionError("the fake never suspends")
 
 
 class _NewLog:
