@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlplane.bootstrap import PortInUse, probe_port
+from controlplane.bootstrap import EXIT_PORT_IN_USE, PortInUse, probe_port
 from controlplane.config import hash_token
 from raft.auth import write_new_key
 from raft.localcluster import free_ports
@@ -75,6 +75,7 @@ class ServiceCluster:
     tiered_raft_ports: list[int] = field(default_factory=list)
     grpc_ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _picked: bool = field(default=False, init=False, repr=False)
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
     """This group's admin token (fresh per instance; also in ``root/admin.token``, mode 0600)."""
 
@@ -86,6 +87,7 @@ class ServiceCluster:
                 problem = probe_port("127.0.0.1", port)
                 if problem is not None:
                     raise PortTaken(f"port {port} on 127.0.0.1 is in use ({problem}): choose another {option}")
+        self._picked = not self.raft_ports and not self.http_ports  # all ours: may be picked again
         picked = free_ports((4 if self.tiered else 2) * self.size)  # one call: all distinct
         self.raft_ports = self.raft_ports or picked[: self.size]
         self.http_ports = self.http_ports or picked[self.size: 2 * self.size]
@@ -153,6 +155,29 @@ class ServiceCluster:
         for node in range(1, self.size + 1):
             self.start(node)
 
+    def start_group(self, timeout: float = 60.0, attempts: int = 3) -> None:
+        """Start every node and wait until each answers. Ports picked free can be taken by another process before
+        a node binds them (an outgoing connection's ephemeral port, say): a node that exits for that reason
+        (:data:`EXIT_PORT_IN_USE`) restarts the group on newly picked ports, up to ``attempts`` times. Raises
+        :class:`NodeExited` for any other exit, ``TimeoutError`` when nodes stay silent."""
+        for attempt in range(1, attempts + 1):
+            self.start_all()
+            try:
+                self.wait_up(timeout)
+                return
+            except NodeExited as exc:
+                if exc.code != EXIT_PORT_IN_USE or not self._picked or attempt == attempts:
+                    raise
+            self.close()
+            self._pick_ports()
+
+    def _pick_ports(self) -> None:
+        picked = free_ports((4 if self.tiered else 2) * self.size)  # one call: all distinct
+        self.raft_ports = picked[: self.size]
+        self.http_ports = picked[self.size: 2 * self.size]
+        if self.tiered:
+            self.tiered_raft_ports, self.grpc_ports = picked[2 * self.size: 3 * self.size], picked[3 * self.size:]
+
     def kill(self, node: int) -> None:
         proc = self.procs.pop(node)
         with contextlib.suppress(ProcessLookupError):
@@ -210,9 +235,13 @@ class ServiceCluster:
         return body["raft"] if code == 200 else None
 
     def wait_up(self, timeout: float = 30.0) -> None:
-        """Wait until every running node answers its status endpoint."""
+        """Wait until every running node answers its status endpoint; :class:`NodeExited` at once when one has
+        ended (a node :meth:`kill`-ed is no longer running)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if gone := self.exited():
+                node, code = min(gone.items())
+                raise NodeExited(node, code, self.last_log_line(node))
             if all(self.status(n) is not None for n in self.procs):
                 return
             time.sleep(0.1)
@@ -230,6 +259,15 @@ class ServiceCluster:
                     return node
             time.sleep(0.05)
         raise TimeoutError("no ready leader")
+
+
+class NodeExited(RuntimeError):
+    """A node's process ended while the group was to be up; ``code`` is its exit code, the message its last
+    log line (why, usually)."""
+
+    def __init__(self, node: int, code: int, last_line: str) -> None:
+        super().__init__(f"node {node} exited (code {code}): {last_line}")
+        self.node, self.code = node, code
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

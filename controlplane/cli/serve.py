@@ -24,7 +24,7 @@ import typer
 from controlplane.bootstrap import serve, token_path
 from controlplane.cli.common import EXIT_INVALID_INPUT, err, fail_input, out
 from controlplane.config import Settings, hash_token, load_settings
-from controlplane.launcher import PortTaken, ServiceCluster
+from controlplane.launcher import NodeExited, PortTaken, ServiceCluster
 from controlplane.logs import LEVELS, LogFormat, setup_logging
 from domain import ContractError
 
@@ -124,16 +124,15 @@ def cluster_cmd(
     except (PortTaken, ValueError) as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(EXIT_INVALID_INPUT) from None
-    group.start_all()
     reported: set[int] = set()
     try:
         try:
-            group.wait_up(timeout=60)
+            group.start_group(timeout=60)
             leader = group.leader(timeout=30)
-        except TimeoutError:
+        except (TimeoutError, NodeExited) as exc:
             for node, code in sorted(group.exited().items()):
                 err.print(f"node {node} exited (code {code}): {group.last_log_line(node)}", markup=False)
-            err.print(f"error: the group did not come up; logs in {root}", markup=False)
+            err.print(f"error: the group did not come up ({exc}); logs in {root}", markup=False)
             raise typer.Exit(1) from None
         print(json.dumps({"nodes": [group.url(n) for n in range(1, nodes + 1)], "leader": leader,
                           "token": group.token, "token_file": str(group.token_file), "logs": str(root)}), flush=True)

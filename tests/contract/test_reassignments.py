@@ -71,7 +71,9 @@ def test_in_flight_cancel_and_complete(backend: Backend, topic: str) -> None:
         v.get(FOLLOWER_RATE) == SLOW for v in backend.port.broker_configs(backend.brokers).values()))
 
     assert backend.port.alter_reassignments({tp: [1, 3]}) == {tp: None}
-    live = backend.wait("the move in flight", lambda: (lv := backend.port.live()) and tp in lv.reassignments and lv)
+    # the move is listed by the controller at once; a broker's metadata shows the new replica set a moment later
+    live = backend.wait("the move in flight", lambda: (lv := backend.port.live()) and tp in lv.reassignments
+                        and set(lv.partitions[tp].replicas) == {1, 2, 3} and lv)
     # KIP-455: replicas = target + removing while in flight; adding / removing listed
     assert live.reassignments[tp] == Reassignment((1, 3, 2), (3,), (2,))
     assert live.partitions[tp].replicas == (1, 3, 2)
@@ -85,8 +87,9 @@ def test_in_flight_cancel_and_complete(backend: Backend, topic: str) -> None:
 
     # cancel (null target): back to the original replicas, nothing in flight, the new replica removed
     assert backend.port.alter_reassignments({tp: None}) == {tp: None}
-    live = backend.port.live()
-    assert tp not in live.reassignments
+    assert tp not in backend.port.live().reassignments
+    live = backend.wait("the cancel in the metadata", lambda: (lv := backend.port.live())
+                        and len(lv.partitions[tp].replicas) == 2 and lv)
     assert live.partitions[tp].replicas == (1, 2) and set(live.partitions[tp].isr) == {1, 2}
     backend.wait("the cancelled replica deleted", lambda: (t, 0, 3) not in backend.port.log_dirs([3], [t]))
 

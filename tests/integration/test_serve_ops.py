@@ -277,7 +277,12 @@ def test_cluster_has_a_fresh_private_token_and_survives_a_dead_node(tmp_path: Pa
                                 start_new_session=True)
         try:
             assert proc.stdout is not None
-            info = json.loads(proc.stdout.readline())
+            line = proc.stdout.readline()
+            if not line:  # the group did not come up: show why
+                proc.wait(timeout=60)
+                pytest.fail(f"`guardian cluster` printed no endpoints (exit {proc.returncode}): "
+                            f"{proc.stderr.read() if proc.stderr else ''}")
+            info = json.loads(line)
             tokens.append(info["token"])
             token_file = Path(info["token_file"])
             assert token_file.read_text().strip() == info["token"]

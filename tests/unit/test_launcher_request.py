@@ -7,6 +7,7 @@ thread silently, and the test then saw no write acknowledged after the failover.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,16 @@ from pathlib import Path
 import pytest
 
 from controlplane.launcher import ServiceCluster
+
+
+def _read_request(conn: socket.socket) -> None:
+    data = b""
+    while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    while length and len(body) < int(length.group(1)) and (chunk := conn.recv(65536)):
+        body += chunk
 
 
 @pytest.fixture()
@@ -30,7 +41,7 @@ def truncating_port() -> Iterator[int]:
             except OSError:
                 return
             with conn:
-                conn.recv(65536)
+                _read_request(conn)  # all of it: closing on unread bytes would reset the connection instead
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"fi")
 
     thread = threading.Thread(target=serve, daemon=True)
