@@ -178,6 +178,10 @@ def test_a_real_consumer_commits_with_assign(sim: SimRunner, admin: KafkaAdminCl
 
 def test_subscribed_consumers_join_share_and_leave(sim: SimRunner, admin: KafkaAdminClient) -> None:
     admin.create_topics([NewTopic("jobs", 2, 1)])
+    deadline = time.monotonic() + 20  # in the metadata before anyone subscribes: a group leader that assigns
+    while time.monotonic() < deadline and not any(  # before its client has the topic's partitions assigns none
+            t.get("name", t.get("topic")) == "jobs" and len(t["partitions"]) == 2 for t in admin.describe_topics(["jobs"])):
+        time.sleep(0.2)
 
     def consumer(name: str) -> KafkaConsumer:
         c = KafkaConsumer(bootstrap_servers=bs(sim), group_id="workers", client_id=name, enable_auto_commit=False,
