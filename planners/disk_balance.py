@@ -45,16 +45,18 @@ x 100k snapshot: 63,721 moves, 11.8 CPU-s on a machine at load 11 on 2 cores (ma
 from __future__ import annotations
 
 import heapq
+import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from domain import ClusterSnapshot, Partition, Plan
-from planners.candidates import Candidate, Pile, disk_candidates
 from planners.workspace import Bounds, Workspace, gc_paused
 
 KIND = "rebalance"
 MAX_NOTES = 12
+_KEY = operator.itemgetter(0)
 EXCHANGE_TRIES = 4  # heaviest replicas of a stuck disk, and coolest receivers each, an exchange tries
 
 
@@ -77,6 +79,42 @@ class BalanceOptions:
     def goal(self) -> float:
         """What hot disks shed to, x mean."""
         return self.threshold if self.target is None else min(self.target, self.threshold)
+
+
+@dataclass(slots=True)
+class _Candidate:
+    pid: tuple[str, int]
+    position: int
+    load: float
+    size: int
+    partition: Partition
+
+
+class _Pile(list[_Candidate]):
+    """One disk's candidates, best first, with their loads and sizes as arrays (``loads``, ``sizes``; None: to
+    build) and their largest load (``top``; None: to recompute), so shedding a disk of many replicas does not
+    rescan them all for every move."""
+
+    top: float | None = None
+    loads: np.ndarray | None = None
+    sizes: np.ndarray | None = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(loads, sizes) of the candidates, in order."""
+        if self.loads is None or self.sizes is None:
+            n = len(self)
+            self.loads = np.fromiter((c.load for c in self), dtype=np.float64, count=n)
+            self.sizes = np.fromiter((c.size for c in self), dtype=np.float64, count=n)
+        return self.loads, self.sizes
+
+    def drop(self, k: int) -> None:
+        """Remove candidate ``k`` (the cached largest load is forgotten when it was that one's)."""
+        if self[k].load == self.top:
+            self.top = None
+        del self[k]
+        if self.loads is not None and self.sizes is not None:
+            self.loads = np.delete(self.loads, k)
+            self.sizes = np.delete(self.sizes, k)
 
 
 def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = None) -> Plan:
@@ -292,12 +330,12 @@ def _fill_by_value(ws: Workspace, pool: str, sources: np.ndarray, receivers: np.
     load per byte first across all sources — the fewest bytes for the load the receivers take (hottest source
     first, each shed to the mean, moved 2.5x the fractional minimum on the benchmark's pool-grow; this 2.0x) — as
     long as the source stays above the mean once the replica is gone (no source is emptied below it)."""
-    keyed: list[tuple[float, tuple[str, int], int, Candidate]] = []
+    keyed: list[tuple[float, tuple[str, int], int, _Candidate]] = []
     for i in sources:
         i = int(i)
         if ws.util(i) <= mean:
             continue
-        for c in disk_candidates(ws, i, pool, ()):
+        for c in _candidates(ws, i, pool, ()):
             keyed.append((-(c.load / c.size) if c.size else float("-inf"), c.pid, i, c))
     keyed.sort(key=lambda k: (k[0], k[1], k[2]))
     for _, _, i, c in keyed:
@@ -350,7 +388,7 @@ class _Shedder:
         heap = [(-ws.util(int(i)), int(i)) for i in disks if ws.util(int(i)) > hot]
         heapq.heapify(heap)
         live = {i: neg for neg, i in heap}
-        cands: dict[int, Pile] = {}
+        cands: dict[int, _Pile] = {}
         stuck: dict[int, str] = {}
         held: tuple[float, int] | None = None  # an entry due on the heap: pushed and popped in one step below
 
@@ -383,7 +421,7 @@ class _Shedder:
                     stuck[j] = "move-cap"
                 break
             if cands.get(i) is None:
-                cands[i] = disk_candidates(ws, i, self.pool, self.arrived.get(i, ()))
+                cands[i] = _Pile(_candidates(ws, i, self.pool, self.arrived.get(i, ())))
             target, why, moved = _shed_one(ws, i, cands[i], goal, hot, self.receivers,
                                            intra=options.prefer_intra_broker and self.receivers is None)
             if target is None and self.receivers is None:
@@ -409,10 +447,38 @@ class _Shedder:
         return stuck
 
 
+def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, int]]) -> list[_Candidate]:
+    """Movable replicas on disk ``i`` (there from the start or moved in), best load-per-byte first."""
+    here = ws.disk_ids[i]
+    broker = here[0]
+    keyed: list[tuple[tuple[float, tuple[str, int]], _Candidate]] = []
+    by_id, topics, current = ws.index.partition_by_id, ws.index.topic_by_name, ws.current
+    for pid in dict.fromkeys((*ws.index.replicas_on_disk[here], *arrived)):
+        p = by_id[pid]
+        leader = p.leader
+        if leader is None or topics[p.topic].pool != pool:
+            continue
+        replicas, dirs = current.get(pid) or (p.replicas, p.log_dirs)
+        if broker not in replicas:
+            continue
+        position = replicas.index(broker)  # its first replica on the broker: the one here, unless a duplicate
+        if dirs[position] != here[1]:
+            position = next((k for k, pair in enumerate(zip(replicas, dirs, strict=True)) if pair == here), -1)
+            if position < 0:
+                continue
+        load = p.bytes_in_per_s + p.disk_read_bytes_per_s if broker == leader else p.bytes_in_per_s  # replica_load
+        if load <= 0 or (broker == leader and position != 0):
+            continue  # moving a non-preferred leader would hand leadership to a third disk
+        size = p.size_bytes
+        keyed.append(((-(load / size) if size else float("-inf"), pid), _Candidate(pid, position, load, size, p)))
+    keyed.sort(key=_KEY)
+    return [c for _, c in keyed]
+
+
 COVER_ITEMS = 128  # the best load-per-byte candidates of a disk that the cheapest-cover choice weighs
 
 
-def _cheapest_cover(cands: Pile, excess: float) -> int:
+def _cheapest_cover(cands: _Pile, excess: float) -> int:
     """Which candidate to move next so that the disk's excess is covered with the fewest bytes.
 
     The candidates are in load-per-byte order. Plans weighed: the first ``k`` of them, then the smallest single
@@ -448,7 +514,7 @@ def _cheapest_cover(cands: Pile, excess: float) -> int:
     return int(np.argmin(cover[0]))
 
 
-def _shed_one(ws: Workspace, i: int, cands: Pile, goal: float, hot: float,
+def _shed_one(ws: Workspace, i: int, cands: _Pile, goal: float, hot: float,
               receivers: np.ndarray | None = None, *, intra: bool = False) -> tuple[int | None, str, tuple[str, int]]:
     """Move one replica off disk ``i``. Returns (the disk it went to, or None and the reason; the partition).
 
@@ -507,7 +573,7 @@ def _exchange(ws: Workspace, i: int, pool: str, goal: float, hot: float,
     Committed only when ``j`` ends ≤ ``hot``, every other receiver ≤ ``goal`` and ``i`` ends lower — so no
     pool's peak rises; otherwise every step is undone. Returns the (disk, partition) arrivals, [] if none.
     """
-    for c in sorted(disk_candidates(ws, i, pool, ()), key=lambda c: (-c.load, c.pid))[:tries]:
+    for c in sorted(_candidates(ws, i, pool, ()), key=lambda c: (-c.load, c.pid))[:tries]:
         if ws.bounds.max_bytes is not None and ws.moved_bytes + c.size > ws.bounds.max_bytes:
             continue
         p = ws.partition(c.pid)
@@ -522,7 +588,7 @@ def _exchange(ws: Workspace, i: int, pool: str, goal: float, hot: float,
             undo = [(p, *ws.replicas(p))]
             ws.move_replica(p, c.position, j)
             arrivals = [(j, p.id)]
-            for d in disk_candidates(ws, j, pool, (p.id,)):
+            for d in _candidates(ws, j, pool, (p.id,)):
                 if ws.util(j) <= goal:
                     break
                 if d.pid == p.id or d.load >= c.load:

@@ -140,9 +140,6 @@ class Workspace:
         self.explicit_leaders: set[PartitionId] = set()
         self.cost: dict[PartitionId, int] = {}
         self.copied: dict[PartitionId, int] = {}  # replicas each planned partition copies
-        self._index_of = index.replica_columns.position  # partition id -> its index in index.partitions
-        self.touched = np.zeros(len(index.partitions), dtype=bool)  # by index: partitions given an assignment
-        self.derived: dict[type, object] = {}  # per-workspace tables other planner modules build (by type)
         self.moved_bytes = 0
         self.moved_partitions = 0
         self._groups: dict[tuple[str, str | None], np.ndarray] = {}
@@ -302,7 +299,6 @@ class Workspace:
         copied = self.copied
         was_moved = copied.get(pid, 0) > 0
         current[pid] = (replicas, dirs)
-        self.touched[self._index_of[pid]] = True
         override = self.leader_override.get(pid)
         if override is not None and override not in replicas:
             del self.leader_override[pid]
@@ -580,7 +576,6 @@ class Workspace:
         was = self.copied.get(pid, 0)
         copies = was - (not _had(p, old_b, old_d)) + (not _had(p, b, d))
         self.current[pid] = (new_r, new_d)
-        self.touched[self._index_of[pid]] = True
         self.copied[pid] = copies
         new_cost = copies * size_bytes
         self.moved_bytes += new_cost - self.cost.get(pid, 0)

@@ -14,8 +14,7 @@ from domain.apply import reassigned
 from domain.spread import placement_deficit, rack_spread_broken
 from domain.summary import _after_disk_loads_by_disk, after_disk_loads
 from kafkasim.scenarios.generator import GeneratorSpec, generate_snapshot
-from planners import plan_rebalance, workspace
-from planners.candidates import Candidate, Pile, disk_candidates
+from planners import disk_balance, plan_rebalance, workspace
 from planners.constraints import Topology
 from planners.workspace import Workspace
 
@@ -296,7 +295,7 @@ def test_candidates_find_the_replica_on_the_disk_as_the_plain_scan() -> None:
         if moved is not None:
             arrived.setdefault(moved[1], []).append(moved[0].id)
     for i in range(len(ws.disk_ids)):
-        got = [(c.pid, c.position, c.load) for c in disk_candidates(ws, i, "shared", arrived.get(i, ()))]
+        got = [(c.pid, c.position, c.load) for c in disk_balance._candidates(ws, i, "shared", arrived.get(i, ()))]
         assert got == _candidates_plain(ws, i, "shared", tuple(arrived.get(i, ())))
 
 
@@ -361,16 +360,3 @@ def test_best_own_target_is_best_target_over_own_disks() -> None:
         if want is not None and step % 3 == 0:
             ws.move_replica(p, position, want)
     assert answers == {True, False}
-
-
-def test_a_pile_drops_from_its_arrays_what_it_drops_from_its_list() -> None:
-    """Pile.drop shifts its arrays in place: they stay the loads and sizes of the candidates left, in order."""
-    rng = random.Random(5)
-    p = Partition("t", 0, (1,), 1, (1,), ("/a",))
-    for _ in range(50):
-        pile = Pile(Candidate(("t", k), 0, rng.random(), rng.randrange(1, 99), p) for k in range(rng.randrange(1, 300)))
-        pile.arrays()
-        while pile:
-            pile.drop(rng.randrange(min(len(pile), 130)))
-            loads, sizes = pile.arrays()
-            assert loads.tolist() == [c.load for c in pile] and sizes.tolist() == [float(c.size) for c in pile]
