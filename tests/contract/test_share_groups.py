@@ -7,13 +7,13 @@ are paused (SIGSTOP: they stay members until their session times out, 45 s), 3,0
 group's lag is exactly 3,000: Kafka's own lag, and Guardian's log end offset minus the group's position. The
 persisted SPSO DescribeShareGroupOffsets returns may stay behind the records already acknowledged (it is at most
 2,000 here); the position is ``max(SPSO, LEO − lag)``. One collection round then reads the partition: one reader,
-not three, at that position; the three members' client ids as its clients. Resumed, the group drains again."""
+not three, at that position; the three members' client ids as its clients. Resumed, the group drains again.
+Runs on the conformance suite's lab (Kafka only: kafkasim has no share groups)."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,8 @@ from kafkaio.source import KafkaSource
 from kafkaio.types import KafkaState
 from kafkalab.share_consumers import ShareConsumer
 from planners.protection import Lineage
-from tests.support.lab_support import Lab, running_lab, wait_for
+from tests.contract.backends import LabBackend
+from tests.support.lab_support import Lab, wait_for
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
@@ -37,10 +38,11 @@ FIRST, SECOND = 2000, 3000
 PAYLOAD = b"r" * 200
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with running_lab(tmp_path_factory.mktemp("share-lab"), brokers=3, log_dirs=2) as lab_:
-        yield lab_
+@pytest.fixture()
+def lab(kafka_backend: LabBackend) -> Lab:
+    """The conformance suite's lab (3 brokers x 2 dirs; topics and groups here are named uniquely): starting one
+    of its own cost ~45 s of CI."""
+    return kafka_backend.lab
 
 
 def log_end(lab: Lab, topic: str) -> int:
