@@ -178,9 +178,12 @@ def test_a_real_consumer_commits_with_assign(sim: SimRunner, admin: KafkaAdminCl
 
 def test_subscribed_consumers_join_share_and_leave(sim: SimRunner, admin: KafkaAdminClient) -> None:
     admin.create_topics([NewTopic("jobs", 2, 1)])
+    def listed() -> bool:
+        return any(t.get("name", t.get("topic")) == "jobs" and len(t["partitions"]) == 2
+                   for t in admin.describe_topics(["jobs"]))
+
     deadline = time.monotonic() + 20  # in the metadata before anyone subscribes: a group leader that assigns
-    while time.monotonic() < deadline and not any(  # before its client has the topic's partitions assigns none
-            t.get("name", t.get("topic")) == "jobs" and len(t["partitions"]) == 2 for t in admin.describe_topics(["jobs"])):
+    while time.monotonic() < deadline and not listed():  # before its client has the partitions assigns none
         time.sleep(0.2)
 
     def consumer(name: str) -> KafkaConsumer:
