@@ -21,7 +21,9 @@ help:
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if ! $(BIN)/python -m pip --version >/dev/null 2>&1; then \
+	  if [ -e $(VENV) ]; then echo "$(VENV) has no working pip (a set-up cut short?): making it again"; \
+	  rm -rf $(VENV); fi; $(PYTHON) -m venv $(VENV); fi
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,analytics,plots,sim]'
 	$(BIN)/python -c "import tiered.proto"  # generate the gRPC/protobuf code from tiered/proto/*.proto
