@@ -88,11 +88,7 @@ class ServiceCluster:
                 if problem is not None:
                     raise PortTaken(f"port {port} on 127.0.0.1 is in use ({problem}): choose another {option}")
         self._picked = not self.raft_ports and not self.http_ports  # all ours: may be picked again
-        picked = free_ports((4 if self.tiered else 2) * self.size)  # one call: all distinct
-        self.raft_ports = self.raft_ports or picked[: self.size]
-        self.http_ports = self.http_ports or picked[self.size: 2 * self.size]
-        if self.tiered:
-            self.tiered_raft_ports, self.grpc_ports = picked[2 * self.size: 3 * self.size], picked[3 * self.size:]
+        self._pick_ports(keep_given=True)
         self.root.mkdir(parents=True, exist_ok=True)
         config = self.root / "guardian.toml"
         key_file = self.root / "raft.key"  # the group's shared Raft transport key (mode 0600)
@@ -171,10 +167,11 @@ class ServiceCluster:
             self.close()
             self._pick_ports()
 
-    def _pick_ports(self) -> None:
+    def _pick_ports(self, keep_given: bool = False) -> None:
+        """Free ports for every list (``keep_given``: for the Raft and HTTP lists not given)."""
         picked = free_ports((4 if self.tiered else 2) * self.size)  # one call: all distinct
-        self.raft_ports = picked[: self.size]
-        self.http_ports = picked[self.size: 2 * self.size]
+        self.raft_ports = (keep_given and self.raft_ports) or picked[: self.size]
+        self.http_ports = (keep_given and self.http_ports) or picked[self.size: 2 * self.size]
         if self.tiered:
             self.tiered_raft_ports, self.grpc_ports = picked[2 * self.size: 3 * self.size], picked[3 * self.size:]
 

@@ -129,10 +129,10 @@ def cluster_cmd(
         try:
             group.start_group(timeout=60)
             leader = group.leader(timeout=30)
-        except (TimeoutError, NodeExited) as exc:
+        except (TimeoutError, NodeExited):
             for node, code in sorted(group.exited().items()):
                 err.print(f"node {node} exited (code {code}): {group.last_log_line(node)}", markup=False)
-            err.print(f"error: the group did not come up ({exc}); logs in {root}", markup=False)
+            err.print(f"error: the group did not come up; logs in {root}", markup=False)
             raise typer.Exit(1) from None
         print(json.dumps({"nodes": [group.url(n) for n in range(1, nodes + 1)], "leader": leader,
                           "token": group.token, "token_file": str(group.token_file), "logs": str(root)}), flush=True)
