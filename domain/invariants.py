@@ -48,7 +48,6 @@ from domain.spread import (
     rack_duplicates,
     rack_spread_broken,
     racks_by_idc,
-    unavoidable_rack_duplicates,
 )
 
 RESTORE = "restore"
@@ -307,9 +306,14 @@ def check_new_topic(snapshot: ClusterSnapshot, topic: Topic, limits: CheckLimits
         if placement and placement_deficit(p.replicas, facts.place, placement):
             idcs = dict(sorted(Counter(index.broker_by_id[b].idc for b in p.replicas).items()))
             out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
-        dups = rack_duplicates(p.replicas, facts.place)
-        if dups > unavoidable_rack_duplicates(p.replicas, facts.place, facts.racks(topic.pool)):
-            out.append(Violation("rack-spread", f"{dups} replica(s) share a rack within an IDC", *tp))
+        shared = rack_spread_broken((), p.replicas, facts.place, facts.racks(topic.pool), placement)
+        if shared:  # the plans' rule, from no replicas at all
+            where = "; ".join(f"rack {idc}/{rack} would hold brokers "
+                              f"{', '.join(str(b) for b in p.replicas if facts.place.get(b) == (idc, rack))}"
+                              for idc, rack in shared)
+            out.append(Violation("rack-spread", f"{where} ({rack_duplicates(p.replicas, facts.place)} replica(s) "
+                                                "share a rack within an IDC; the pool's racks leave room to avoid "
+                                                "it)", *tp))
     return out
 
 

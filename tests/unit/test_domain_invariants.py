@@ -7,9 +7,12 @@ import pytest
 from domain import (
     CheckLimits,
     LeaderChange,
+    Partition,
     PartitionMove,
     Plan,
+    Topic,
     apply_plan,
+    check_new_topic,
     check_plan,
     parse_snapshot,
 )
@@ -82,6 +85,22 @@ def test_rack_spread_within_an_idc() -> None:
     snap = parse_snapshot(dumps(doc))
     plan = Plan(cluster="c1", kind="rebalance", moves=(move("orders", 0, (3, 2, 4), (None, None, None)),))
     assert codes(plan, snap) == ["rack-spread"]
+
+
+def test_a_new_topic_shares_a_rack_only_where_no_placement_avoids_it() -> None:
+    """A new topic's partition is judged by the plans' rule from no replicas: it may share a rack only where every
+    set meeting the topic's placement must (before, only where its own IDC counts forced it, so three replicas
+    in an IDC of two racks passed while another IDC had a free rack)."""
+    snap = parse_snapshot(dumps(mutated(small_doc(), "brokers.2.rack", "a-r2")))  # idc-a: 2 racks, idc-b: 1
+
+    def violations(replicas: tuple[int, ...], placement: dict[str, int] | None) -> list[str]:
+        topic = Topic("new", pool="shared", placement=placement, partitions=(
+            Partition("new", 0, replicas, replicas[0], replicas, ("/data1",) * len(replicas)),))
+        return [v.code for v in check_new_topic(snap, topic)]
+
+    assert violations((1, 2, 3), None) == ["rack-spread"]  # brokers 2 and 3 share a-r2; broker 4's rack is free
+    assert violations((1, 2, 4), None) == []
+    assert violations((1, 2, 3), {"idc-a": 3}) == []  # the policy forces a third replica into two racks
 
 
 def test_fixing_a_broken_partition_step_by_step_is_allowed() -> None:
