@@ -415,10 +415,14 @@ def _start(spec: LabSpec, directory: Path, java: str, jars: Jars, doc: dict[str,
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: a random UUID in Kafka's URL-safe base64 without padding."""
+    """A KRaft cluster id: a random UUID in Kafka's URL-safe base64 without padding, never starting with "-" (as
+    Kafka's ``Uuid.randomUuid``: the storage tool read such an id as an option — 1 lab start in 64 failed with
+    "--cluster-id: expected one argument")."""
     from base64 import urlsafe_b64encode
 
-    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while (found := urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return found
 
 
 def endpoints_document(doc: dict[str, Any]) -> dict[str, Any]:

@@ -153,3 +153,11 @@ def test_tiered_broker_properties_name_the_plugin_and_pass_the_token_by_file(tmp
     assert props["rlmm.config.guardian.tiered.targets"] == "127.0.0.1:1,127.0.0.1:2"
     assert props["rlmm.config.guardian.tiered.token.file"] == str(token_file)
     assert not any("s3cret-token" in v for v in props.values())  # the token itself is never a property
+
+
+def test_a_cluster_id_never_starts_with_a_dash() -> None:
+    """Kafka's storage tool reads ``--cluster-id -x...`` as a missing value (CI: a lab's format failed once)."""
+    from kafkalab.lab import _cluster_id
+
+    ids = [_cluster_id() for _ in range(5000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids) and len(set(ids)) == 5000
