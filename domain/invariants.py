@@ -44,6 +44,7 @@ from domain.apply import PlanEffect, plan_effect
 from domain.model import ClusterSnapshot, DiskId, Partition, Topic
 from domain.plan import Plan
 from domain.spread import (
+    Place,
     placement_deficit,
     rack_duplicates,
     rack_spread_broken,
@@ -231,11 +232,9 @@ def _move_violations(snapshot: ClusterSnapshot, facts: _BrokerFacts, current: Pa
         return out
     shared = rack_spread_broken(current.replicas, replicas, place, facts.racks(topic.pool), placement)
     if shared:
-        where = "; ".join(f"rack {idc}/{rack} would hold brokers "
-                          f"{', '.join(str(b) for b in replicas if place.get(b) == (idc, rack))}"
-                          for idc, rack in shared)
-        out.append(Violation("rack-spread", f"{where} ({dups_after} replica(s) share a rack within an IDC, "
-                                            f"was {rack_duplicates(current.replicas, place)}; the pool's racks "
+        out.append(Violation("rack-spread", f"{_shared_racks_text(shared, replicas, place)} ({dups_after} "
+                                            f"replica(s) share a rack within an IDC, was "
+                                            f"{rack_duplicates(current.replicas, place)}; the pool's racks "
                                             f"leave room to avoid it)", *tp))
     return out
 
@@ -308,13 +307,17 @@ def check_new_topic(snapshot: ClusterSnapshot, topic: Topic, limits: CheckLimits
             out.append(Violation("idc-placement", f"policy {dict(placement)} not met by {idcs}", *tp))
         shared = rack_spread_broken((), p.replicas, facts.place, facts.racks(topic.pool), placement)
         if shared:  # the plans' rule, from no replicas at all
-            where = "; ".join(f"rack {idc}/{rack} would hold brokers "
-                              f"{', '.join(str(b) for b in p.replicas if facts.place.get(b) == (idc, rack))}"
-                              for idc, rack in shared)
-            out.append(Violation("rack-spread", f"{where} ({rack_duplicates(p.replicas, facts.place)} replica(s) "
+            out.append(Violation("rack-spread", f"{_shared_racks_text(shared, p.replicas, facts.place)} "
+                                                f"({rack_duplicates(p.replicas, facts.place)} replica(s) "
                                                 "share a rack within an IDC; the pool's racks leave room to avoid "
                                                 "it)", *tp))
     return out
+
+
+def _shared_racks_text(shared: list[Place], replicas: tuple[int, ...], place: Mapping[int, Place]) -> str:
+    """'rack IDC/RACK would hold brokers B, B' for each rack of ``shared`` (a rack-spread violation's subject)."""
+    return "; ".join(f"rack {idc}/{rack} would hold brokers "
+                     f"{', '.join(str(b) for b in replicas if place.get(b) == (idc, rack))}" for idc, rack in shared)
 
 
 def preallocated_topic(snapshot: ClusterSnapshot, plan: Plan) -> Topic | None:
