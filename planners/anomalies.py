@@ -20,7 +20,9 @@ newest last). Persistence is read from the history itself, so the detectors keep
   latency in healthy rounds before the streak): as slow as it always was is a model, not a failure. A disk
   busy with Guardian's own copies (``own_copy_share`` of its load, util ``own_copy_util``+; the round's copies
   in flight per disk) is not judged, nor a saturated one carrying copies (queueing rules its await); a
-  saturated one without copies is judged by its service time (util per byte/s) against its peers'. Rounds
+  saturated one without copies is judged by its service time (util per byte/s) against its peers'. A disk that
+  serves at least ``ceiling_share`` of its declared ``max_bytes_per_s`` per unit of util is busy, not slow,
+  whatever its await (a disk held at its ceiling by a replaying consumer queues for seconds). Rounds
   that cannot judge a disk neither start nor end a slow streak, so an open anomaly stays open while its disk
   is slow; confirmed after ``slow_rounds`` slow rounds. The evidence carries ``slow_since`` (the round clock
   the streak began) and the figures; a slow disk that holds no replica stays a warning.
@@ -107,6 +109,10 @@ class DetectorConfig:
     saturated_util: float = 0.97
     """At or above this util the await is queueing (``1 / (1 - util)`` explodes): the disk is judged by its
     service time per byte instead, and not at all while Guardian's copies load it."""
+    ceiling_share: float = 0.5
+    """A disk that serves at least this share of its declared ``max_bytes_per_s`` per unit of util (bytes/s over
+    util) is busy, not slow, whatever its await: it does what it was declared to do (a disk capped at its ceiling
+    and kept at util 1 by a replaying consumer queues for seconds). A fail-slow disk serves far less."""
     own_copy_share: float = 0.3
     own_copy_util: float = 0.0
     """A disk whose load is at least ``own_copy_share`` Guardian's copies, at util ``own_copy_util`` or more, is
@@ -264,13 +270,13 @@ def _verdicts(r: HealthRound, cfg: DetectorConfig) -> dict[DiskId, DiskVerdict]:
             load = d.read_bytes_per_s + d.write_bytes_per_s
             if _finite(d.await_ms) and _finite(d.util) and _finite(load):
                 disks.append(((b.id, d.path), d.kind, max(load, 0.0), d.await_ms, d.util,
-                              max(float(r.copy_bytes.get((b.id, d.path), 0.0)), 0.0)))
+                              max(float(r.copy_bytes.get((b.id, d.path), 0.0)), 0.0), d.max_bytes_per_s))
     judged = [x for x in disks if x[4] < cfg.saturated_util and (x[2] > 0 or x[3] > 0)]
     norms: dict[Any, list[tuple[DiskId, float, float]]] = defaultdict(list)
-    for did, kind, _load, aw, util, _c in judged:
+    for did, kind, _load, aw, util, _c, _ceiling in judged:
         norms[kind].append((did, _idle_latency(aw, util, cfg), aw))
     out: dict[DiskId, DiskVerdict] = {}
-    for did, kind, load, aw, util, copies in disks:
+    for did, kind, load, aw, util, copies, ceiling in disks:
         fig: dict[str, Any] = {"await_ms": round(aw, 2), "util": round(util, 4), "bytes_per_s": round(load),
                                "copy_bytes_per_s": round(min(copies, load))}
         ours = copies / load if load > 0 else 0.0
@@ -281,6 +287,10 @@ def _verdicts(r: HealthRound, cfg: DetectorConfig) -> dict[DiskId, DiskVerdict]:
         if aw < cfg.slow_min_await_ms:
             out[did] = DiskVerdict(False, fig, _idle_latency(aw, util, cfg))
             continue
+        if util > 0 and _finite(ceiling) and ceiling > 0 and load / util >= cfg.ceiling_share * ceiling:
+            out[did] = DiskVerdict(False, {**fig, "basis": f"busy, not slow: serves {load / util / 1e6:.2f} MB/s per "
+                                                          f"unit of util, its declared ceiling {ceiling / 1e6:.2f}"})
+            continue  # no idle latency: a queueing round is no baseline for its own history
         if util >= cfg.saturated_util:  # queueing rules the await: judge the service time per byte instead
             served = [x for x in disks if x[1] == kind and x[0] != did and x[2] > 0 and x[4] > 0]
             if copies > 0 or load <= 0 or len(served) < cfg.min_peers:

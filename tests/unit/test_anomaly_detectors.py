@@ -349,3 +349,24 @@ def test_heal_budget_names_the_line_when_it_cannot_carry_the_wanted_rate() -> No
     # the new replicas go to idc-b (same IDC first) from leaders in idc-a: every byte crosses idc-a -> idc-b
     assert tight.bottleneck == "leased line idc-a->idc-b" and tight.rate_bytes_per_s == 1e6
     assert tight.eta_s == tight.bytes / 1e6 > roomy.eta_s
+
+
+def test_a_disk_serving_its_declared_ceiling_is_busy_not_slow() -> None:
+    # The lab's protection scene: a disk capped at 2 MiB/s (its declared ceiling) kept at util ~1 by a replaying
+    # consumer queues for 760 ms while its idle peers answer in 5 ms. It serves what it was declared to serve.
+    cap = float(2 << 20)
+
+    def capped(util: float, bps: float) -> ClusterSnapshot:
+        d = doc(slow={(2, "/d1"): (760.0, util, bps)})
+        for b in d["brokers"]:
+            for x in b["disks"]:
+                x["util"] = 0.02 if (b["id"], x["path"]) != (2, "/d1") else util
+                if b["id"] == 2:
+                    x["max_bytes_per_s"] = cap
+        return parse_snapshot(json.dumps(d))
+
+    for util in (0.95, 1.0):  # both the await path and the saturated path
+        assert detect_fail_slow(rounds([capped(util, cap)] * 4), CFG) == []
+    # the same disk serving a tenth of its ceiling at util 1 is fail-slow
+    (f,) = detect_fail_slow(rounds([capped(1.0, cap / 10)] * 3), CFG)
+    assert f.confirmed
