@@ -113,8 +113,11 @@ class _Pile(list[_Candidate]):
             self.top = None
         del self[k]
         if self.loads is not None and self.sizes is not None:
-            self.loads = np.delete(self.loads, k)
-            self.sizes = np.delete(self.sizes, k)
+            if k == 0:  # the usual pick: a view past it, no copy
+                self.loads, self.sizes = self.loads[1:], self.sizes[1:]
+            else:
+                self.loads = np.delete(self.loads, k)
+                self.sizes = np.delete(self.sizes, k)
 
 
 def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = None) -> Plan:

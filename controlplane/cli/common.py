@@ -9,6 +9,7 @@ Guarantee: exit 0 success, 1 violations / refused / failed, 2 invalid input, 3 r
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -36,8 +37,14 @@ def fail_input(exc: ContractError) -> NoReturn:
 
 
 def load_snapshot(path: Path) -> ClusterSnapshot:
-    """Read a guardian.snapshot/v1 file; a rejected one exits 2 naming every problem."""
+    """Read a guardian.snapshot/v1 file; a rejected one exits 2 naming every problem.
+
+    The snapshot's objects (millions at 1,000 brokers) hold no reference cycles and live until the command ends:
+    they are moved out of the cyclic collector's reach (``gc.freeze``), so its collections walk only what the
+    command allocates after (CPU-s of ``plan rebalance`` at 1,000 brokers: ~1.0 in collections before)."""
     try:
-        return read_snapshot(path)
+        snapshot = read_snapshot(path)
     except ContractError as exc:
         fail_input(exc)
+    gc.freeze()
+    return snapshot

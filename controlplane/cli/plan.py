@@ -8,6 +8,7 @@ impossible request or unreadable input.
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from functools import partial
@@ -114,7 +115,12 @@ def _placement(text: str) -> dict[str, int]:
 
 
 def _run(make: Callable[[], T]) -> T:
-    """Run a planner; an impossible request exits 2, a plan the checker rejects exits 1 (nothing written)."""
+    """Run a planner; an impossible request exits 2, a plan the checker rejects exits 1 (nothing written).
+
+    The cyclic collector stays off from here to the command's end: the planner allocates no reference cycles,
+    and re-enabled behind it, it walked every object the run had made (the snapshot's index, the plan) once per
+    generation — 0.6 of the 16 CPU-s of ``plan rebalance`` at 1,000 brokers. Reference counting frees as usual."""
+    gc.disable()
     try:
         return make()
     except InvalidPlanError as exc:

@@ -24,9 +24,7 @@ from controlplane.cli.clusters import NameArg, TokenOpt, UrlOpt, _call, clusters
 from controlplane.cli.common import EXIT_INVALID_INPUT, EXIT_VIOLATIONS, SnapshotOpt, err, out
 from controlplane.cli.common import load_snapshot as _load
 from controlplane.cli.plan import HeadroomOpt, MaxBytesOpt, MaxPartsOpt, OutOpt, _emit, _params, _run, plan_app
-from controlplane.service.read_local import apply_fixes, check_read_local
 from domain.nearest_reads import FetchFlow, assess_nearest_reads, flows_from_audit
-from kafkaio.admin import KafkaAdmin
 from kafkaio.endpoints import EndpointsError, load_endpoints_file
 from planners import plan_read_local
 from planners.params import ReadLocalParams
@@ -71,6 +69,11 @@ def clusters_read_local(
         except (EndpointsError, OSError) as exc:
             err.print(f"error: {exc}", markup=False)
             raise typer.Exit(EXIT_INVALID_INPUT) from None
+        # (imported here: Kafka's client and the audit store cost ~0.2 s to load, and this module is loaded with
+        # every `guardian plan ...` command, whose group it adds `plan read-local` to)
+        from controlplane.service.read_local import apply_fixes, check_read_local
+        from kafkaio.admin import KafkaAdmin
+
         admin = KafkaAdmin.for_endpoints(endpoints, client_id="guardian-read-local")
         try:
             report = check_read_local(admin, endpoints, read_audit(audit) if audit else ())
