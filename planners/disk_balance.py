@@ -45,6 +45,7 @@ x 100k snapshot: 63,721 moves, 11.8 CPU-s on a machine at load 11 on 2 cores (ma
 from __future__ import annotations
 
 import heapq
+import logging
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -52,8 +53,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from domain import ClusterSnapshot, Partition, Plan
-from planners.workspace import Bounds, Workspace, gc_paused
+from planners.workspace import Bounds, KernelBail, Workspace, gc_paused
 
+_log = logging.getLogger(__name__)
 KIND = "rebalance"
 MAX_NOTES = 12
 _KEY = operator.itemgetter(0)
@@ -120,15 +122,36 @@ class _Pile(list[_Candidate]):
                 self.sizes = np.delete(self.sizes, k)
 
 
+COMPILED = True
+"""Shed through the compiled loop (:mod:`planners.shed_kernel`, the same plans) where it applies."""
+
+
+def _compiled_available() -> bool:
+    try:
+        import planners.shed_kernel  # noqa: F401 - numba, loaded on the first plan only
+    except ImportError:
+        return False
+    return True
+
+
 def plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions | None = None) -> Plan:
     """A disk-load rebalance plan for every pool of ``snapshot`` (checked by :func:`check_plan`)."""
     options = options or BalanceOptions()
+    if COMPILED and _compiled_available():
+        try:
+            return _plan_rebalance(snapshot, options, compiled=True)
+        except KernelBail as exc:  # a case the compiled loop does not port: the whole plan again in Python
+            _log.debug("rebalance planned in Python: %s", exc)
+    return _plan_rebalance(snapshot, options, compiled=False)
+
+
+def _plan_rebalance(snapshot: ClusterSnapshot, options: BalanceOptions, *, compiled: bool) -> Plan:
     with gc_paused():
         ws = Workspace(snapshot, options.bounds)
         notes = evacuate_dead(ws, options) if options.evacuate_dead else dead_replica_notes(ws)
         before = pool_peak_to_mean(ws)
         for pool in sorted({b.pool for b in snapshot.brokers}):
-            notes += balance_pool(ws, pool, options)
+            notes += balance_pool(ws, pool, options, compiled=compiled)
         plan = ws.to_plan(KIND, notes)
         if ws.moved_bytes and plan.summary is not None:  # the summary has counted the intra-broker bytes already
             plan = replace(plan, notes=(movement_note(ws, before, plan.summary.intra_broker_bytes), *plan.notes))
@@ -225,7 +248,7 @@ LINE_MARGIN = 0.004  # the line is drawn for this much under the target: whole r
 """Shedding runs per pool at most: each recomputes the mean, which moves as load changes disk kind."""
 
 
-def balance_pool(ws: Workspace, pool: str, options: BalanceOptions) -> list[str]:
+def balance_pool(ws: Workspace, pool: str, options: BalanceOptions, *, compiled: bool = False) -> list[str]:
     """Shed every hot disk of ``pool`` in ``ws``; returns notes on what could not be fixed.
 
     Nothing moves while the pool's hottest disk is at or under ``options.floor`` (idle disks: peak/mean is
@@ -245,7 +268,8 @@ def balance_pool(ws: Workspace, pool: str, options: BalanceOptions) -> list[str]
             return [f"pool {pool}: hottest disk at {peak:.3f} util, at or under the floor {options.floor:.2f}: "
                     f"not rebalanced (peak/mean {peak / mean:.2f} of idle disks is noise; --floor lowers it)"]
         return []
-    shedder = _Shedder(ws, pool)
+    shedder = _Shedder(ws, pool, compiled=compiled and options.bounds.max_bytes is None
+                       and options.bounds.max_partitions is None)
     stuck: dict[int, str] = {}
     for _ in range(ROUNDS):
         mean = _mean(ws, disks)
@@ -372,11 +396,14 @@ guarantees the run ends; no run that converges comes near it."""
 class _Shedder:
     """Sheds hot disks one replica at a time, hottest first; remembers replicas moved onto each disk."""
 
-    def __init__(self, ws: Workspace, pool: str, receivers: np.ndarray | None = None) -> None:
+    def __init__(self, ws: Workspace, pool: str, receivers: np.ndarray | None = None, *,
+                 compiled: bool = False) -> None:
         self.ws = ws
         self.pool = pool
         self.receivers = receivers  # when given, the only disks that may receive a replica
         self.arrived: dict[int, list[tuple[str, int]]] = {}
+        self.compiled = compiled and receivers is None  # through planners.shed_kernel (raises KernelBail if not)
+        self._state: object | None = None  # the compiled loop's lasting state (its arrivals)
 
     def run(self, disks: np.ndarray, mean: float, options: BalanceOptions, line: float | None = None) -> dict[int, str]:
         """Shed every disk of ``disks`` above ``threshold`` x ``mean`` to ``target`` x ``mean``; returns stuck disks.
@@ -388,6 +415,8 @@ class _Shedder:
         """
         ws = self.ws
         hot, goal = (options.threshold * mean, options.goal * mean) if line is None else (line, line)
+        if self.compiled:
+            return self._run_compiled(disks, hot, goal, options.prefer_intra_broker)
         heap = [(-ws.util(int(i)), int(i)) for i in disks if ws.util(int(i)) > hot]
         heapq.heapify(heap)
         live = {i: neg for neg, i in heap}
@@ -448,6 +477,24 @@ class _Shedder:
                 live[i] = -util
                 held = (-util, i)
         return stuck
+
+
+    def _run_compiled(self, disks: np.ndarray, hot: float, goal: float, intra: bool) -> dict[int, str]:
+        """:meth:`run` through :mod:`planners.shed_kernel` (the same moves; KernelBail where it does not apply)."""
+        from planners import shed_kernel
+
+        ws = self.ws
+        if not shed_kernel.usable(ws, self.receivers):
+            raise KernelBail("bounds, receivers, leader overrides or non-finite figures")
+        if ws.kernel is None:
+            ws.kernel = shed_kernel.ShedKernel(ws)
+        kernel = ws.kernel
+        assert isinstance(kernel, shed_kernel.ShedKernel)
+        if self._state is None:
+            self._state = shed_kernel.ShedderState(kernel)
+        assert isinstance(self._state, shed_kernel.ShedderState)
+        return shed_kernel.run(kernel, self._state, np.asarray(disks, dtype=np.int64), hot, goal, intra, self.pool,
+                               lambda i: _exchange(ws, i, self.pool, goal, hot))
 
 
 def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, int]]) -> list[_Candidate]:

@@ -63,6 +63,10 @@ class PlannerError(ValueError):
     """A planner was asked the impossible (unknown broker or topic, unsatisfiable request)."""
 
 
+class KernelBail(RuntimeError):
+    """The compiled shedding loop (:mod:`planners.shed_kernel`) met a case it does not port: plan in Python."""
+
+
 class InvalidPlanError(PlannerError):
     """A planner produced a plan the shared invariant checker rejects — a bug; the plan is never returned."""
 
@@ -163,6 +167,9 @@ class Workspace:
         self._util: list[float] = self.util_arr.tolist()
         self._room: list[float] = self.room.tolist()
         self._proj: list[float] = self.proj.tolist()
+        self.touched: set[PartitionId] | None = None  # when a set: every partition an assignment change touches
+        self.assignments = 0  # assignment changes made by assign / move_replica (the compiled loop's are not counted)
+        self.kernel: object | None = None  # the compiled shedding loop's arrays of this workspace, once built
         # (first disk, disk count) of each disk's broker when its disks are contiguous and few (best_own_target)
         self._own_span: list[tuple[int, int] | None] = [None] * n
         for disks_of in self.broker_disks.values():
@@ -289,6 +296,9 @@ class Workspace:
     def assign(self, p: Partition, replicas: tuple[int, ...], dirs: tuple[str, ...]) -> None:
         """Give ``p`` a new planned assignment; loads, usage and move costs follow. O(RF)."""
         pid = p.id
+        self.assignments += 1
+        if self.touched is not None:
+            self.touched.add(pid)
         pos = self.pos
         size_bytes = p.size_bytes
         write, read = p.bytes_in_per_s, p.disk_read_bytes_per_s
@@ -546,6 +556,9 @@ class Workspace:
         ``-x + x`` is exactly 0 for finite rates, which assign skips); anything else goes to :meth:`assign`.
         """
         pid = p.id
+        self.assignments += 1
+        if self.touched is not None:
+            self.touched.add(pid)
         replicas, dirs = self.current.get(pid, (p.replicas, p.log_dirs))
         b, d = self.disk_ids[target]
         new_r = (*replicas[:position], b, *replicas[position + 1:])
@@ -579,14 +592,40 @@ class Workspace:
             self.room[target] = self._room[target] = room = self._room[target] - size_bytes
             if room < self.room_floor:
                 self.room_floor = room
+        self._count_move(p, old_b, old_d, b, d, new_r, new_d)
+
+    def _count_move(self, p: Partition, old_b: int, old_d: str, b: int, d: str, new_r: tuple[int, ...],
+                    new_d: tuple[str, ...]) -> None:
+        """A replica of ``p`` moved from (``old_b``, ``old_d``) to (``b``, ``d``): its assignment, copies and cost."""
+        pid = p.id
         was = self.copied.get(pid, 0)
         copies = was - (not _had(p, old_b, old_d)) + (not _had(p, b, d))
         self.current[pid] = (new_r, new_d)
         self.copied[pid] = copies
-        new_cost = copies * size_bytes
+        new_cost = copies * p.size_bytes
         self.moved_bytes += new_cost - self.cost.get(pid, 0)
         self.cost[pid] = new_cost
         self.moved_partitions += int(copies > 0) - int(was > 0)
+
+    def record_move(self, p: Partition, position: int, target: int) -> None:
+        """:meth:`move_replica`'s bookkeeping alone, for a move whose loads, usage and room the arrays already
+        carry (the compiled shedding loop, :mod:`planners.shed_kernel`; then :meth:`refresh_mirrors`)."""
+        replicas, dirs = self.current.get(p.id, (p.replicas, p.log_dirs))
+        b, d = self.disk_ids[target]
+        self._count_move(p, replicas[position], dirs[position], b, d,
+                         (*replicas[:position], b, *replicas[position + 1:]),
+                         (*dirs[:position], d, *dirs[position + 1:]))
+
+    def refresh_mirrors(self) -> None:
+        """The Python-float mirrors again from the arrays (written in place by the compiled loop); its heaps
+        rebuilt on next use; the room floor lowered to the rooms now."""
+        self._load = self.load.tolist()
+        self._util = self.util_arr.tolist()
+        self._room = self.room.tolist()
+        self._proj = self.proj.tolist()
+        self._heaps.clear()
+        if len(self.room):
+            self.room_floor = min(self.room_floor, float(self.room.min()))
 
     # ----------------------------------------------------------------- output
     def moves(self) -> tuple[PartitionMove, ...]:
