@@ -241,8 +241,19 @@ def _set_ok(old: np.ndarray, new: np.ndarray, rf: int, pool: int, plc_row: int, 
 # ------------------------------------------------------------------------------------------------ the kernel
 @njit(cache=True)
 def _valid(p: int, pos: int, i: int, st: Any) -> bool:
-    (rb, rd, ob, od, rf_a, pw, pr, psz, p_leader, t_pool, t_plc, plc, b_open_pool, b_pool, b_idc, b_place,
-     pool_racks, disk_b, scratch) = st
+    rb = st[0]
+    ob = st[2]
+    rf_a = st[4]
+    t_pool = st[9]
+    t_plc = st[10]
+    plc = st[11]
+    b_open_pool = st[12]
+    b_pool = st[13]
+    b_idc = st[14]
+    b_place = st[15]
+    pool_racks = st[16]
+    disk_b = st[17]
+    scratch = st[18]
     rf = rf_a[p]
     dst = disk_b[i]
     if dst != rb[p, pos]:
@@ -370,7 +381,7 @@ def _cover(a_load: np.ndarray, a_size: np.ndarray, start: int, length: int, exce
     lo, hi = 0, n  # np.searchsorted(-left, 0.0, side="right")
     while lo < hi:
         mid = lo + ((hi - lo) >> 1)
-        if 0.0 < -left[mid]:
+        if -left[mid] > 0.0:
             hi = mid
         else:
             lo = mid + 1
@@ -417,8 +428,14 @@ def _build_pile(i: int, pool: int, st: Any, c_ptr: np.ndarray, c_p: np.ndarray, 
                 pile_start: np.ndarray, pile_len: np.ndarray, pile_top: np.ndarray, tmp_p: np.ndarray,
                 tmp_pos: np.ndarray, tmp_key: np.ndarray, tmp_rank: np.ndarray, pile_has: np.ndarray) -> bool:
     """``_candidates``: movable replicas on disk ``i`` (the snapshot's, then its arrivals), best load per byte first."""
-    (rb, rd, ob, od, rf_a, pw, pr, psz, p_leader, t_pool, t_plc, plc, b_open_pool, b_pool, b_idc, b_place,
-     pool_racks, _disk_b, scratch) = st
+    rb = st[0]
+    rd = st[1]
+    rf_a = st[4]
+    pw = st[5]
+    pr = st[6]
+    psz = st[7]
+    p_leader = st[8]
+    t_pool = st[9]
     meta[M_STAMP] += 1
     s = meta[M_STAMP]
     broker = disk_b[i]
@@ -548,8 +565,19 @@ def run_segment(disks: np.ndarray, hot: float, goal: float, intra: bool, pool: i
                 paid: np.ndarray, held: np.ndarray) -> int:
     """``_Shedder.run`` from where it stopped (``start``: a new run over ``disks``). Returns DONE, or EXCHANGE with
     the disk in ``meta[M_ASK]`` (the caller tries ``_exchange`` in Python and resumes)."""
-    (rb, rd, ob, od, rf_a, pw, pr, psz, p_leader, t_pool, t_plc, plc, b_open_pool, b_pool, b_idc, b_place,
-     pool_racks, disk_b, scratch) = st
+    rb = st[0]
+    rd = st[1]
+    ob = st[2]
+    od = st[3]
+    rf_a = st[4]
+    pw = st[5]
+    pr = st[6]
+    psz = st[7]
+    p_leader = st[8]
+    t_pool = st[9]
+    t_plc = st[10]
+    b_idc = st[14]
+    disk_b = st[17]
     if start:
         n = 0
         for i in disks:
@@ -628,7 +656,8 @@ def run_segment(disks: np.ndarray, hot: float, goal: float, intra: bool, pool: i
                 tp = t_pool[p]
                 if t_plc[p] >= 0:
                     d = b_idc[rb[p, pos]]
-                    first, n, smin, smax = gi_range[tp, d, 0], gi_range[tp, d, 1], gi_speed[tp, d, 0], gi_speed[tp, d, 1]
+                    first, n = gi_range[tp, d, 0], gi_range[tp, d, 1]
+                    smin, smax = gi_speed[tp, d, 0], gi_speed[tp, d, 1]
                 else:
                     first, n, smin, smax = g_range[tp, 0], g_range[tp, 1], g_speed[tp, 0], g_speed[tp, 1]
                 if n > 0:
@@ -684,7 +713,7 @@ def run_segment(disks: np.ndarray, hot: float, goal: float, intra: bool, pool: i
                                 held[nheld, 1] = ei
                                 nheld += 1
                             for q in range(nheld):
-                                nh = _push(keys, idx, nh, held[q, 0], np.int64(held[q, 1]))
+                                nh = _push(keys, idx, nh, held[q, 0], int(held[q, 1]))
                             th_n[h] = nh
                         if not done:
                             target = _search(p, pos, first, n, src, add, size, limit, cap, util, inv, room, proj,
@@ -790,6 +819,8 @@ class ShedKernel:
         for t in topics:
             pools.setdefault(t.pool, len(pools))
         self.pools = pools
+        self.broker_ids = brokers
+        self.disk_dirs = [d for _, d in ws.disk_ids]
         places: dict[tuple[str, str], int] = {}
         b_idc = np.array([idcs[b.idc] for b in ws.snapshot.brokers], dtype=np.int64)
         b_place = np.array([places.setdefault((b.idc, b.rack), len(places)) for b in ws.snapshot.brokers],
@@ -800,22 +831,36 @@ class ShedKernel:
         for pool, by_idc in ws.topo.racks_in.items():
             for idc, racks in by_idc.items():
                 pool_racks[pools[pool], idcs[idc]] = len(racks)
-        rfmax = max((len(p.replicas) for p in parts), default=1)
-        rb = np.full((n_p, rfmax), -1, dtype=np.int64)
-        rd = np.full((n_p, rfmax), -1, dtype=np.int64)
-        ob = np.full((n_p, rfmax), -1, dtype=np.int64)
-        od = np.full((n_p, rfmax), -1, dtype=np.int64)
-        rf_a = np.array([len(p.replicas) for p in parts], dtype=np.int64)
-        pw = np.array([p.bytes_in_per_s for p in parts], dtype=np.float64)
-        pr = np.array([p.disk_read_bytes_per_s for p in parts], dtype=np.float64)
-        sizes = [p.size_bytes for p in parts]
-        if any(s < 0 or s >= 1 << 53 for s in sizes):
-            raise KernelBail("a partition size outside the exact double range")
-        psz = np.array(sizes, dtype=np.float64)
-        if not (np.isfinite(pw).all() and np.isfinite(pr).all()):
-            raise KernelBail("non-finite partition rates")
-        bidx, pos = self.bidx, ws.pos
-        p_leader = np.array([bidx.get(p.leader, -2) if p.leader is not None else -1 for p in parts], dtype=np.int64)
+        cols = index.replica_columns
+        rf_a = np.diff(cols.start)
+        rfmax = int(rf_a.max()) if n_p else 1
+        # workspace disk index of each snapshot disk slot (the unknown slot -> -1), replica by replica
+        to_ws = np.full(len(index.disk_ids) + 1, -1, dtype=np.int64)
+        to_ws[:-1] = np.array([ws.pos[d] for d in index.disk_ids], dtype=np.int64)
+        rep_disk = to_ws[cols.disk]
+        if (rep_disk < 0).any():
+            raise KernelBail("a replica on a log dir the snapshot does not list")
+        disk_b = np.array([self.bidx[b] for b, _ in ws.disk_ids], dtype=np.int64)
+        row_of = np.repeat(np.arange(n_p, dtype=np.int64), rf_a)
+        col_of = np.arange(len(row_of), dtype=np.int64) - cols.start[row_of]
+        od = np.full((n_p, rfmax), -1, dtype=np.int32)  # (int32: the 3,000-broker state in half the memory)
+        od[row_of, col_of] = rep_disk
+        ob = np.full((n_p, rfmax), -1, dtype=np.int32)
+        ob[row_of, col_of] = disk_b[rep_disk]
+        for a in range(rfmax):
+            for c in range(a):
+                both = (ob[:, a] >= 0) & (ob[:, a] == ob[:, c])
+                if both.any():
+                    raise KernelBail("a partition with two replicas on one broker")
+        rb, rd = ob.copy(), od.copy()
+        pw = np.fromiter((p.bytes_in_per_s for p in parts), dtype=np.float64, count=n_p)
+        pr = np.fromiter((p.disk_read_bytes_per_s for p in parts), dtype=np.float64, count=n_p)
+        psz = np.fromiter((p.size_bytes for p in parts), dtype=np.float64, count=n_p)
+        if not (np.isfinite(pw).all() and np.isfinite(pr).all()) or (psz < 0).any() or (psz >= 2.0 ** 53).any():
+            raise KernelBail("non-finite partition rates or sizes outside the exact double range")
+        bidx = self.bidx
+        p_leader = np.fromiter((bidx.get(p.leader, -2) if p.leader is not None else -1 for p in parts),
+                               dtype=np.int64, count=n_p)
         if (p_leader == -2).any():
             raise KernelBail("a leader that is not a known broker")
         plc_rows: dict[tuple[tuple[str, int], ...], int] = {}
@@ -830,31 +875,18 @@ class ShedKernel:
         for items, row in plc_rows.items():
             for idc, need in items:
                 plc[row, idcs[idc]] = need
-        t_pool = np.array([t_pool_of[p.topic] for p in parts], dtype=np.int64)
-        t_plc = np.array([t_plc_of[p.topic] for p in parts], dtype=np.int64)
-        current = ws.current
-        for k, p in enumerate(parts):
-            replicas, dirs = current.get(p.id, (p.replicas, p.log_dirs))
-            if len(set(replicas)) != len(replicas):
-                raise KernelBail(f"duplicate replicas in {p.topic}-{p.partition}")
-            for m, (b, d) in enumerate(zip(replicas, dirs, strict=True)):
-                i = pos.get((b, d))
-                if i is None:
-                    raise KernelBail(f"a replica of {p.topic}-{p.partition} on an unknown log dir")
-                rb[k, m] = bidx[b]
-                rd[k, m] = i
-            for m, (b, d) in enumerate(zip(p.replicas, p.log_dirs, strict=True)):
-                ob[k, m] = bidx[b]
-                od[k, m] = pos.get((b, d), -1)
-        self.rows = {p.id: k for k, p in enumerate(parts)}
-        disk_b = np.array([bidx[b] for b, _ in ws.disk_ids], dtype=np.int64)
+        t_pool = np.fromiter((t_pool_of[p.topic] for p in parts), dtype=np.int64, count=n_p)
+        t_plc = np.fromiter((t_plc_of[p.topic] for p in parts), dtype=np.int64, count=n_p)
+        self.rows = cols.position
+        self.st = (rb, rd, ob, od, rf_a, pw, pr, psz, p_leader, t_pool, t_plc, plc, b_open_pool, b_pool, b_idc,
+                   b_place, pool_racks, disk_b, np.zeros(rfmax, dtype=np.int64))
+        for pid in ws.current:  # moved before the kernel's first run (dead brokers evacuated)
+            _sync_row(self, pid)
         own = np.zeros((d_n, 2), dtype=np.int64)
         for i, span in enumerate(ws._own_span):
             if span is None:
                 raise KernelBail("a broker whose disks are not few and contiguous")
             own[i] = span
-        self.st = (rb, rd, ob, od, rf_a, pw, pr, psz, p_leader, t_pool, t_plc, plc, b_open_pool, b_pool, b_idc,
-                   b_place, pool_racks, disk_b, np.zeros(rfmax, dtype=np.int64))
         self.own = own
         self.g_range = np.zeros((len(pools), 2), dtype=np.int64)
         self.gi_range = np.zeros((len(pools), len(idcs), 2), dtype=np.int64)
@@ -864,27 +896,21 @@ class ShedKernel:
             self._range(ws.group(pool), self.g_range[pi], self.g_speed[pi])
             for idc, di in idcs.items():
                 self._range(ws.group(pool, idc), self.gi_range[pi, di], self.gi_speed[pi, di])
-        # the snapshot's replicas per disk (index order), CSR in workspace disk order
-        slot = {d: i for i, d in enumerate(ws.disk_ids)}
-        counts = np.zeros(d_n + 1, dtype=np.int64)
-        rows = self.rows
-        lists = [index.replicas_on_disk[d] for d in ws.disk_ids]
-        for i, pids in enumerate(lists):
-            counts[i + 1] = len(pids)
-        self.c_ptr = np.cumsum(counts)
-        self.c_p = np.fromiter((rows[pid] for pids in lists for pid in pids), dtype=np.int64,
-                               count=int(self.c_ptr[-1]))
-        del slot
+        # the snapshot's replicas per disk in partition order (replicas_on_disk), CSR in workspace disk order
+        by_disk = np.argsort(rep_disk, kind="stable")
+        self.c_p = row_of[by_disk].astype(np.int32)
+        self.c_ptr = np.zeros(d_n + 1, dtype=np.int64)
+        self.c_ptr[1:] = np.cumsum(np.bincount(rep_disk, minlength=d_n))
         order = sorted(range(n_p), key=lambda k: parts[k].id)
-        self.rank = np.empty(n_p, dtype=np.int64)
-        self.rank[np.array(order, dtype=np.int64)] = np.arange(n_p, dtype=np.int64)
+        self.rank = np.empty(n_p, dtype=np.int32)
+        self.rank[np.array(order, dtype=np.int64)] = np.arange(n_p, dtype=np.int32)
         self.stamp = np.zeros(n_p, dtype=np.int64)
         self.d_n = d_n
         replicas_total = int(rf_a.sum())
-        self.tmp_p = np.empty(replicas_total + 16, dtype=np.int64)
-        self.tmp_pos = np.empty(replicas_total + 16, dtype=np.int64)
+        self.tmp_p = np.empty(replicas_total + 16, dtype=np.int32)
+        self.tmp_pos = np.empty(replicas_total + 16, dtype=np.int32)
         self.tmp_key = np.empty(replicas_total + 16, dtype=np.float64)
-        self.tmp_rank = np.empty(replicas_total + 16, dtype=np.int64)
+        self.tmp_rank = np.empty(replicas_total + 16, dtype=np.int32)
         self.score = np.empty(d_n + 1, dtype=np.float64)
         self.left = np.empty(COVER_ITEMS, dtype=np.float64)
         self.paid = np.empty(COVER_ITEMS, dtype=np.float64)
@@ -896,7 +922,7 @@ class ShedKernel:
         self.th_lim = np.zeros((MAX_HEAPS, 2), dtype=np.float64)
         self.th_cur = np.zeros((MAX_HEAPS, d_n), dtype=np.float64)
         self.th_has = np.zeros((MAX_HEAPS, d_n), dtype=np.bool_)
-        loads = index.replica_columns.load
+        loads = cols.load
         positive = loads[loads > 0]
         self.least = float(np.quantile(positive, 0.02)) if len(positive) else 0.0
         self.replicas_total = replicas_total
@@ -930,8 +956,8 @@ class ShedderState:
         cap = k.replicas_total // 2 + 1024
         self.head = np.full(d_n, -1, dtype=np.int64)
         self.tail = np.full(d_n, -1, dtype=np.int64)
-        self.arr_pid = np.empty(cap, dtype=np.int64)
-        self.arr_next = np.empty(cap, dtype=np.int64)
+        self.arr_pid = np.empty(cap, dtype=np.int32)
+        self.arr_next = np.empty(cap, dtype=np.int32)
         self.meta = np.zeros(9, dtype=np.int64)
 
     def grow(self) -> None:
@@ -972,8 +998,8 @@ def run(k: ShedKernel, state: ShedderState, disks: np.ndarray, hot: float, goal:
     live_neg = np.zeros(d_n, dtype=np.float64)
     stuck = np.zeros(d_n, dtype=np.int8)
     arena = k.replicas_total + 1024
-    a_p = np.empty(arena, dtype=np.int64)
-    a_pos = np.empty(arena, dtype=np.int64)
+    a_p = np.empty(arena, dtype=np.int32)
+    a_pos = np.empty(arena, dtype=np.int32)
     a_load = np.empty(arena, dtype=np.float64)
     a_size = np.empty(arena, dtype=np.float64)
     pile_start = np.zeros(d_n, dtype=np.int64)
@@ -1061,13 +1087,24 @@ def _sift_up_py(keys: np.ndarray, idx: np.ndarray, pos: int) -> None:
 
 
 def _apply(k: ShedKernel, mv: np.ndarray, n: int) -> None:
-    """The kernel's moves into the workspace's dicts (loads are in its arrays already), then its mirrors."""
+    """The kernel's moves into the workspace's dicts (loads are in its arrays already), then its mirrors: per
+    partition its final replicas, copies (replicas not where the snapshot has them) and cost, as
+    :meth:`Workspace.move_replica` counts them move by move."""
+    if not n:
+        return
     ws = k.ws
-    parts = k.parts
-    for p_row, pos, target in mv[:n].tolist():
-        ws.record_move(parts[p_row], pos, target)
-    if n:
-        ws.refresh_mirrors()
+    rows = np.unique(mv[:n, 0])
+    rb, rd, od, rf_a = k.st[0], k.st[1], k.st[3], k.st[4]
+    cur_d = rd[rows]
+    kept = (cur_d[:, :, None] == od[rows][:, None, :]).any(axis=2)  # (a known disk is one (broker, dir) pair)
+    width = cur_d.shape[1]
+    in_rf = np.arange(width)[None, :] < rf_a[rows][:, None]
+    copies = ((~kept) & in_rf).sum(axis=1)
+    broker_ids, disk_dirs, parts = k.broker_ids, k.disk_dirs, k.parts
+    for row, c, bs, ds, rf in zip(rows.tolist(), copies.tolist(), rb[rows].tolist(), cur_d.tolist(),
+                                  rf_a[rows].tolist(), strict=True):
+        ws.set_counted(parts[row], tuple(broker_ids[b] for b in bs[:rf]), tuple(disk_dirs[d] for d in ds[:rf]), c)
+    ws.refresh_mirrors()
 
 
 def _sync_row(k: ShedKernel, pid: tuple[str, int]) -> None:

@@ -592,29 +592,27 @@ class Workspace:
             self.room[target] = self._room[target] = room = self._room[target] - size_bytes
             if room < self.room_floor:
                 self.room_floor = room
-        self._count_move(p, old_b, old_d, b, d, new_r, new_d)
-
-    def _count_move(self, p: Partition, old_b: int, old_d: str, b: int, d: str, new_r: tuple[int, ...],
-                    new_d: tuple[str, ...]) -> None:
-        """A replica of ``p`` moved from (``old_b``, ``old_d``) to (``b``, ``d``): its assignment, copies and cost."""
-        pid = p.id
         was = self.copied.get(pid, 0)
         copies = was - (not _had(p, old_b, old_d)) + (not _had(p, b, d))
         self.current[pid] = (new_r, new_d)
+        self.copied[pid] = copies
+        new_cost = copies * size_bytes
+        self.moved_bytes += new_cost - self.cost.get(pid, 0)
+        self.cost[pid] = new_cost
+        self.moved_partitions += int(copies > 0) - int(was > 0)
+
+    def set_counted(self, p: Partition, replicas: tuple[int, ...], dirs: tuple[str, ...], copies: int) -> None:
+        """``p``'s planned assignment, its copies counted by the caller, for moves whose loads, usage and room the
+        arrays already carry (the compiled shedding loop, :mod:`planners.shed_kernel`; then
+        :meth:`refresh_mirrors`)."""
+        pid = p.id
+        was = self.copied.get(pid, 0)
+        self.current[pid] = (replicas, dirs)
         self.copied[pid] = copies
         new_cost = copies * p.size_bytes
         self.moved_bytes += new_cost - self.cost.get(pid, 0)
         self.cost[pid] = new_cost
         self.moved_partitions += int(copies > 0) - int(was > 0)
-
-    def record_move(self, p: Partition, position: int, target: int) -> None:
-        """:meth:`move_replica`'s bookkeeping alone, for a move whose loads, usage and room the arrays already
-        carry (the compiled shedding loop, :mod:`planners.shed_kernel`; then :meth:`refresh_mirrors`)."""
-        replicas, dirs = self.current.get(p.id, (p.replicas, p.log_dirs))
-        b, d = self.disk_ids[target]
-        self._count_move(p, replicas[position], dirs[position], b, d,
-                         (*replicas[:position], b, *replicas[position + 1:]),
-                         (*dirs[:position], d, *dirs[position + 1:]))
 
     def refresh_mirrors(self) -> None:
         """The Python-float mirrors again from the arrays (written in place by the compiled loop); its heaps

@@ -32,6 +32,7 @@ from planners import (
     plan_rebalance,
     plan_restore,
 )
+from planners.disk_balance import _plan_rebalance
 from planners.idc_migration import migration_done, with_placement
 from planners.leaders import leader_stats
 
@@ -91,6 +92,17 @@ def test_rebalance_is_valid_never_worse_and_deterministic(spec: GeneratorSpec, b
     assert dump_plan(plan_rebalance(again, BalanceOptions(bounds=bounds))) == text
     on_dead = [p for p in snap.index.partitions if any(not snap.index.broker_by_id[b].is_alive for b in p.replicas)]
     assert not on_dead or any("self-healing" in n for n in plan.notes)
+
+
+@SETTINGS
+@given(specs(), st.booleans(), st.sampled_from([0.0, 0.45]))
+def test_the_compiled_shedding_loop_plans_what_the_python_loop_plans(spec: GeneratorSpec, evacuate: bool,
+                                                                      headroom: float) -> None:
+    """planners/shed_kernel.py is an exact port: byte-identical plans, and no case of these snapshots falls back."""
+    snap = generate_snapshot(spec)
+    options = BalanceOptions(evacuate_dead=evacuate, bounds=Bounds(capacity_headroom=headroom))
+    compiled = _plan_rebalance(snap, options, compiled=True)
+    assert dump_plan(compiled) == dump_plan(_plan_rebalance(snap, options, compiled=False))
 
 
 @SETTINGS

@@ -18,6 +18,13 @@ from planners import disk_balance, plan_rebalance, workspace
 from planners.constraints import Topology
 from planners.workspace import Workspace
 
+
+@pytest.fixture(autouse=True)
+def _python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the Python loop's shortcuts against its general code: no compiled loop here."""
+    monkeypatch.setattr(disk_balance, "COMPILED", False)
+
+
 SPEC = GeneratorSpec(brokers=30, disks_per_broker=6, partitions=1500, skew="zipf", seed=3, idcs=("idc-a", "idc-b"),
                      nvme_fraction=0.25)
 

@@ -156,6 +156,7 @@ def test_small_scan_gives_the_numpy_scans_plan(seed: int, monkeypatch: pytest.Mo
     the numpy scan alone gives (same targets, same tie-breaks), intra-broker moves included."""
     snap = generate_snapshot(GeneratorSpec(brokers=30, disks_per_broker=12, partitions=3000, skew="zipf",
                                            seed=seed, idcs=("idc-a", "idc-b"), nvme_fraction=0.25))
+    monkeypatch.setattr(disk_balance, "COMPILED", False)  # the Python loop's scans compared
     fast = plan_rebalance(snap)
     monkeypatch.setattr(workspace, "SMALL_SCAN", 0)
     slow = plan_rebalance(snap)
@@ -181,6 +182,7 @@ def test_disks_at_the_hot_line_do_not_hand_a_replica_back_and_forth(monkeypatch:
         return out
 
     monkeypatch.setattr(disk_balance, "_shed_one", counted)
+    monkeypatch.setattr(disk_balance, "COMPILED", False)  # the Python loop's moves counted
     plan = plan_rebalance(snap)
     assert_valid(snap, plan)
     assert moves <= 67  # single moves, each replica at most once here (it was 402: the cap)
