@@ -47,12 +47,13 @@ print(json.dumps({'planner_cpu_s': time.process_time() - c0}))
 
 
 def _child(argv: list[str], src: str | None = None) -> dict[str, Any]:
-    """Run ``argv`` as a child process (with ``src`` first on its PYTHONPATH); its CPU seconds, peak RSS (MiB),
-    wall seconds and stdout, from that child's own rusage (``os.wait4``)."""
+    """Run ``argv`` as a child process (with ``src`` first on its PYTHONPATH, and as its working directory: a
+    ``python -c`` child puts its working directory before PYTHONPATH, so from this tree's directory the baseline
+    ran this tree's code); its CPU seconds, peak RSS (MiB), wall seconds and stdout, from its own rusage."""
     env = {**os.environ, "PYTHONPATH": src} if src else None
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=src)
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - t0

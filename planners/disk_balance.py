@@ -38,8 +38,11 @@ are explained in the plan's notes instead of churning.
 Cost: O(moves x (log disks of the group + replicas of the source disk)) for most moves: from 1k disks a
 shedding run's target search walks a lazily kept heap of the disks that can take a replica (with a speed cap for
 the slower-first search; see planners.workspace), one broker's disks are scanned in plain Python; the cheapest
-cover is an O(k²) numpy pass only while some replica covers a disk's excess alone. On the benchmark's 1,000 x 12
-x 100k snapshot: 63,721 moves, 11.8 CPU-s on a machine at load 11 on 2 cores (main's planner: 32 CPU-s there).
+cover is an O(k²) numpy pass only while some replica covers a disk's excess alone. The shedding runs go through
+the compiled port of this loop (:mod:`planners.shed_kernel`, numba: byte-identical plans) unless the plan has byte
+or partition bounds, numba is missing, or the port meets a case it does not cover (then the whole plan is made in
+Python; ``COMPILED = False`` forces that). On the benchmark's 1,000 x 12 x 100k snapshot: 63,721 partitions,
+106,815 replica moves; the planner 13.5 CPU-s in Python, 4.3 compiled (loading numba's cached code included).
 """
 
 from __future__ import annotations
