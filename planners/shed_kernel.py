@@ -795,7 +795,7 @@ def run_segment(disks: np.ndarray, hot: float, goal: float, intra: bool, pool: i
 
 # ------------------------------------------------------------------------------------------------ the wrapper
 class ShedKernel:
-    """The arrays of one workspace the kernel reads and writes, and one shedder's lasting state (arrivals)."""
+    """The arrays of one workspace the kernel reads and writes (built once per workspace, O(replicas) numpy)."""
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
