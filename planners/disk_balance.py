@@ -419,8 +419,11 @@ class _Shedder:
         """
         ws = self.ws
         hot, goal = (options.threshold * mean, options.goal * mean) if line is None else (line, line)
+        # every step moves one replica; each move takes the sorted disk levels strictly down (see below()), so a
+        # run ends by itself — the cap is a guard that it ends even on a case that argument misses
+        steps_left = MOVES_PER_REPLICA * len(ws.index.replica_columns.load) + 100
         if self.compiled:
-            return self._run_compiled(disks, hot, goal, options.prefer_intra_broker)
+            return self._run_compiled(disks, hot, goal, options.prefer_intra_broker, steps_left)
         heap = [(-ws.util(int(i)), int(i)) for i in disks if ws.util(int(i)) > hot]
         heapq.heapify(heap)
         live = {i: neg for neg, i in heap}
@@ -434,9 +437,6 @@ class _Shedder:
                 live[j] = -util
                 heapq.heappush(heap, (-util, j))
 
-        # every step moves one replica; each move takes the sorted disk levels strictly down (see below()), so a
-        # run ends by itself — the cap is a guard that it ends even on a case that argument misses
-        steps_left = MOVES_PER_REPLICA * len(ws.index.replica_columns.load) + 100
         while heap or held is not None:
             if held is not None:  # the same entry push-then-pop gives (entries are distinct tuples, no NaN)
                 neg, i = heapq.heappushpop(heap, held)
@@ -483,13 +483,13 @@ class _Shedder:
         return stuck
 
 
-    def _run_compiled(self, disks: np.ndarray, hot: float, goal: float, intra: bool) -> dict[int, str]:
+    def _run_compiled(self, disks: np.ndarray, hot: float, goal: float, intra: bool, steps: int) -> dict[int, str]:
         """:meth:`run` through :mod:`planners.shed_kernel` (the same moves; KernelBail where it does not apply)."""
         from planners import shed_kernel
 
         ws = self.ws
-        if not shed_kernel.usable(ws, self.receivers):
-            raise KernelBail("bounds, receivers, leader overrides or non-finite figures")
+        if not shed_kernel.usable(ws):
+            raise KernelBail("leader overrides or non-finite figures")
         if ws.kernel is None:
             ws.kernel = shed_kernel.ShedKernel(ws)
         kernel = ws.kernel
@@ -498,7 +498,7 @@ class _Shedder:
             self._state = shed_kernel.ShedderState(kernel)
         assert isinstance(self._state, shed_kernel.ShedderState)
         return shed_kernel.run(kernel, self._state, np.asarray(disks, dtype=np.int64), hot, goal, intra, self.pool,
-                               lambda i: _exchange(ws, i, self.pool, goal, hot))
+                               steps, lambda i: _exchange(ws, i, self.pool, goal, hot))
 
 
 def _candidates(ws: Workspace, i: int, pool: str, arrived: Iterable[tuple[str, int]]) -> list[_Candidate]:

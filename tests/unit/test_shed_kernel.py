@@ -6,6 +6,7 @@ raises here instead of falling back) and through Python, and compares the plan f
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 from typing import Any
 
@@ -88,3 +89,15 @@ def test_bounds_and_a_missing_numba_plan_in_python(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(disk_balance, "_compiled_available", lambda: False)
     assert dump_plan(disk_balance.plan_rebalance(snap)) == dump_plan(_plan_rebalance(snap, BalanceOptions(),
                                                                                      compiled=False))
+
+
+def test_the_compiled_loops_constants_are_the_python_loops() -> None:
+    """numba freezes module globals into its cached machine code, so shed_jit writes the Python loop's constants
+    out rather than importing them; a change on one side alone would plan differently (and the cache would not
+    notice)."""
+    from planners import shed_jit, workspace
+
+    assert (shed_jit.EPS, shed_jit.HEAP_MIN_DISKS, shed_jit.HEAP_WALK, shed_jit.HEAP_SLACK, shed_jit.MAX_HEAPS) == \
+        (workspace.EPS, workspace.HEAP_MIN_DISKS, workspace.HEAP_WALK, workspace.HEAP_SLACK, workspace.MAX_HEAPS)
+    assert (shed_jit.PROGRESS, shed_jit.COVER_ITEMS) == (disk_balance.PROGRESS, disk_balance.COVER_ITEMS)
+    assert inspect.signature(workspace.Workspace.best_target).parameters["tries"].default == shed_jit.TRIES
