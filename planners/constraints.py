@@ -52,7 +52,8 @@ class Topology:
         """True when replacing replica set ``old`` by ``new`` holds every broker-level hard goal.
 
         New brokers must exist, be alive and belong to ``pool``; brokers are distinct; RF is kept;
-        placement and rack spread get no worse (as :func:`check_plan` defines "worse").
+        placement and rack spread get no worse (as :func:`check_plan` defines "worse"). Its compiled port is
+        ``planners.shed_jit._set_ok``: change both.
         """
         new_set = set(new)
         if len(old) != len(new) or len(new_set) != len(new):

@@ -10,8 +10,10 @@ resumes where it stopped.
 
 Guarantee: the same IEEE operations in the same order and the same tie-breaks as the Python loop (see
 :mod:`planners.shed_kernel`). The constants mirror the Python loop's (numba freezes globals into its cached code,
-so they are written here rather than imported; ``tests/unit/test_shed_kernel.py`` checks they agree). Cost: per
-move O(log disks) for the heaps plus the candidate pile of the source disk.
+so they are written here rather than imported; ``tests/unit/test_shed_kernel.py`` checks they agree). ``_set_ok``
+is a second copy of the hard goals (compiled code cannot call the Python one): a change to
+``Topology.replica_set_ok`` or :mod:`domain.spread`'s rules is made here too (the byte-identity tests catch a
+drift). Cost: per move O(log disks) for the heaps plus the candidate pile of the source disk.
 """
 
 from __future__ import annotations
